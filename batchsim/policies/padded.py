@@ -1,0 +1,179 @@
+"""Padded batches: the taxi, the bus and the bus with a timetable.
+
+These three policies run a batch the way Hugging Face ``generate()`` does: the
+prompts are left-padded to the longest one, every row keeps decoding until the
+*longest* output in the batch is done (finished rows ride along, computing
+padding), and every request is delivered when the batch ends. That waste is
+exactly what continuous batching removes, so it is modelled, not ignored.
+
+- ``Taxi``: one passenger per ride. No waiting for company, no sharing.
+- ``Static(max_batch=N)``: the bus that leaves only when all N seats are taken, or
+  the laundromat that runs a machine only when it holds N loads. When arrivals
+  have ended (``close``), a partly full bus still departs, so no request is
+  stranded at the stop.
+- ``Dynamic(max_batch, max_wait)``: the Triton / Ray Serve batcher. Leave when the
+  bus is full or when the first passenger has waited ``max_wait`` seconds,
+  whichever comes first.
+
+KV memory: a padded batch holds, for every row, the padded prompt plus the
+longest output (``rows x (P + L)`` tokens), reserved when the batch forms. A batch
+that would not fit is cut to the longest FIFO prefix that does. A request whose
+own prompt + output exceed the whole budget is rejected on arrival.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..errors import check_int_at_least, check_nonneg
+from ..step import Chunk, Step, StepOutcome, Wait
+from ..workload import Request
+from .base import Policy
+
+__all__ = ["PaddedBatchPolicy", "Taxi", "Static", "Dynamic"]
+
+# Deadlines are compared with a little slack: a timer set for t may fire at t minus one ulp.
+_EPS = 1e-9
+
+
+class PaddedBatchPolicy(Policy):
+    """Common machinery; subclasses decide when a batch departs (``_ready``) and how big it is."""
+
+    max_batch: int = 1
+
+    def start(self, kv_budget_tokens: int | None = None) -> None:
+        super().start(kv_budget_tokens)
+        self.queue: deque[Request] = deque()
+        self.batch: list[Request] = []
+        self.batch_prompt = 0  # P: the longest prompt
+        self.batch_len = 0  # L: the longest output
+        self.steps_done = 0  # 0: not prefilled yet
+        self._reserved = 0
+
+    @property
+    def max_rows(self) -> int:  # type: ignore[override]
+        return self.max_batch
+
+    # -- when does the bus leave -------------------------------------------------
+    def _ready(self, now: float) -> bool:
+        raise NotImplementedError
+
+    def _deadline(self) -> float | None:
+        return None
+
+    # -- the protocol --------------------------------------------------------------
+    def on_arrival(self, request: Request, now: float) -> str | None:
+        need = request.prompt_tokens + request.output_tokens
+        if self.kv_budget is not None and need > self.kv_budget:
+            return f"needs {need} KV tokens (prompt + output), more than the whole budget of {self.kv_budget}"
+        self.queue.append(request)
+        return None
+
+    @property
+    def idle(self) -> bool:
+        return not self.queue and not self.batch
+
+    def _form_batch(self) -> None:
+        rows: list[Request] = []
+        p = L = 0
+        for r in self.queue:
+            if len(rows) == self.max_batch:
+                break
+            p2, L2 = max(p, r.prompt_tokens), max(L, r.output_tokens)
+            if self.kv_budget is not None and (len(rows) + 1) * (p2 + L2) > self.kv_budget:
+                break  # cut the batch to what memory allows; the rest wait for the next one
+            rows.append(r)
+            p, L = p2, L2
+        for _ in rows:
+            self.queue.popleft()
+        self.batch, self.batch_prompt, self.batch_len, self.steps_done = rows, p, L, 0
+        self._reserved = len(rows) * (p + L)
+        self._use_kv(self._reserved)
+
+    def next_action(self, now: float) -> Step | Wait:
+        if not self.batch:
+            if not self.queue or not self._ready(now):
+                return Wait(self._deadline() if self.queue else None)
+            self._form_batch()
+        ids = tuple(r.id for r in self.batch)
+        B, P = len(self.batch), self.batch_prompt
+        if self.steps_done == 0:
+            chunks = tuple(Chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch)
+            padding = B * P - sum(r.prompt_tokens for r in self.batch)
+            return Step(prefill=chunks, prefill_padding=padding, kv_in_use=self.kv_in_use)
+        s = self.steps_done
+        padded = sum(1 for r in self.batch if r.output_tokens <= s)
+        return Step(
+            decode=ids,
+            padded_rows=padded,
+            kv_read=B * (P + s - 1),
+            repeat=self.batch_len - s,
+            kv_in_use=self.kv_in_use,
+        )
+
+    def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
+        s0 = self.steps_done
+        outs = np.fromiter((r.output_tokens for r in self.batch), dtype=np.int64, count=len(self.batch))
+        ids = np.fromiter((r.id for r in self.batch), dtype=np.int64, count=len(self.batch))
+        counts = np.clip(outs - s0, 0, done)
+        self.steps_done = s0 + done
+        keep = counts > 0
+        finished: tuple[int, ...] = ()
+        if self.steps_done >= self.batch_len:
+            finished = tuple(int(i) for i in ids)
+            self._use_kv(-self._reserved)
+            self._reserved = 0
+            self.batch = []
+        return StepOutcome(ids[keep], counts[keep], finished)
+
+
+class Taxi(PaddedBatchPolicy):
+    """No batching: one request per ride, in arrival order."""
+
+    name = "taxi"
+    max_batch = 1
+
+    def _ready(self, now: float) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "Taxi()"
+
+
+class Static(PaddedBatchPolicy):
+    """The bus that waits for N: depart only with ``max_batch`` requests (or with fewer after ``close``)."""
+
+    name = "static"
+
+    def __init__(self, max_batch: int = 8) -> None:
+        check_int_at_least("max_batch", max_batch, 1)
+        self.max_batch = max_batch
+
+    def _ready(self, now: float) -> bool:
+        return len(self.queue) >= self.max_batch or self.closed
+
+    def __repr__(self) -> str:
+        return f"Static(max_batch={self.max_batch})"
+
+
+class Dynamic(PaddedBatchPolicy):
+    """Depart when ``max_batch`` are waiting or the oldest has waited ``max_wait`` seconds."""
+
+    name = "dynamic"
+
+    def __init__(self, max_batch: int = 8, max_wait: float = 0.05) -> None:
+        check_int_at_least("max_batch", max_batch, 1)
+        check_nonneg("max_wait", max_wait)
+        self.max_batch = max_batch
+        self.max_wait = float(max_wait)
+
+    def _deadline(self) -> float | None:
+        return self.queue[0].arrival + self.max_wait
+
+    def _ready(self, now: float) -> bool:
+        return len(self.queue) >= self.max_batch or now + _EPS >= self._deadline()  # type: ignore[operator]
+
+    def __repr__(self) -> str:
+        return f"Dynamic(max_batch={self.max_batch}, max_wait={self.max_wait:g})"
