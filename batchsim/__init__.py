@@ -1,0 +1,30 @@
+"""batchsim: a discrete-event simulator of an inference server, to see why batching pays.
+
+The taxi serves one request at a time; the bus carries many for the price of one
+trip. ``simulate`` runs a ``Workload`` through a batching ``Policy`` on a server
+whose steps take a ``StepTimeModel``; ``summarize`` turns the records into the
+figures people quote (throughput, TTFT, TPOT, E2E, goodput, utilisation, memory).
+"""
+
+from .arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
+from .errors import ConfigError
+from .lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
+from .metrics import SLO, format_table, summarize
+from .policies import POLICY_NAMES, Continuous, Dynamic, Policy, Static, Taxi, make_policy
+from .records import Recorder, Records
+from .simulator import SimResult, simulate
+from .step import Chunk, Step, StepOutcome, Wait
+from .steptime import ConstantStepTime, ExponentialStepTime, LinearStepTime, StepTimeModel, load_step_time
+from .traces import Trace, read_trace
+from .workload import Request, Workload, make_workload, trace_workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Chunk", "ConfigError", "Constant", "ConstantStepTime", "Continuous", "Dynamic", "Empirical",
+    "ExponentialStepTime", "Fixed", "Gamma", "LinearStepTime", "LogNormal", "POLICY_NAMES", "Poisson",
+    "Policy", "Recorder", "Records", "Request", "RushHour", "SLO", "SimResult", "Static", "Step",
+    "StepOutcome", "StepTimeModel", "Taxi", "Trace", "Uniform", "Wait", "Workload", "format_table",
+    "load_step_time", "make_policy", "make_workload", "parse_arrival", "parse_length", "read_trace",
+    "simulate", "summarize", "trace_workload",
+]

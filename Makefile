@@ -1,0 +1,18 @@
+# Two commands do all the set-up (see README): `make demo` and `make test`.
+PY ?= python3
+
+.PHONY: demo test bench course
+
+# Install the package and run the flagship scenario (taxi vs bus).
+demo:
+	$(PY) -m pip install -q -e . && $(PY) -m batchsim
+
+# Install everything the tests need and run them. torch: keep an installed build (a user's
+# CUDA build is fine); otherwise take 2.13.0, which on the course machines is a local CPU wheel.
+test:
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[all]"
+	$(PY) -m pytest -q
+
+bench:
+	$(PY) bench/sim_speed.py
