@@ -140,7 +140,17 @@ class Recorder:
         if step.preempted:
             np.add.at(self.preemptions, np.asarray(step.preempted, dtype=np.int64), 1)
         ids, counts = outcome.token_ids, outcome.token_counts
-        if len(ids):
+        if len(ids) == 1 and m == 1:  # one row, one step: plain floats beat array calls
+            i = int(ids[0])
+            first = float(ends[0])
+            gap = first - self.last_token[i]
+            if gap == gap and not (gap <= self.itl_max[i]):
+                self.itl_max[i] = gap
+            if self.first_token[i] != self.first_token[i]:
+                self.first_token[i] = first
+            self.last_token[i] = first
+            self.tokens[i] += int(counts[0])
+        elif len(ids):
             first = ends[0]
             # Gap before this run's first token (NaN for a request's very first token), and the
             # largest gap inside the run for a row producing c tokens: the largest of step

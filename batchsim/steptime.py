@@ -36,6 +36,8 @@ class StepTimeModel(ABC):
 
     def durations(self, step: Step, m: int) -> np.ndarray:
         """Seconds for each of the first m repetitions of ``step``."""
+        if m == 1:  # the common case, kept off numpy's per-call overhead where a model allows
+            return np.array([self.step_time(step.prefill_tokens, len(step.decode), step.kv_read)])
         return np.asarray(self.times(*step.shape_arrays(m)), dtype=np.float64)
 
     def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
@@ -51,6 +53,9 @@ class ConstantStepTime(StepTimeModel):
 
     def times(self, prefill_tokens, decode_rows, kv_read):
         return np.full(np.shape(prefill_tokens), self.seconds)
+
+    def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+        return self.seconds
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,9 @@ class LinearStepTime(StepTimeModel):
 
     def times(self, prefill_tokens, decode_rows, kv_read):
         return self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read
+
+    def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+        return float(self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read)
 
     def to_json(self, path: str | Path, **extra) -> None:
         Path(path).write_text(json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n")

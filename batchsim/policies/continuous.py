@@ -102,7 +102,8 @@ class Continuous(Policy):
         self._table = np.zeros((len(self._COLS), self.max_seqs), dtype=np.int64)
         self._n = 0
         self._bind()
-        self._pending: tuple[Step, np.ndarray] | None = None
+        self._pending: tuple | None = None
+        self._partial = 0  # rows part-way through a chunked prefill
         self._requests: dict[int, Request] = {}
 
     def _bind(self) -> None:
@@ -173,7 +174,10 @@ class Continuous(Policy):
         if self.total_blocks is None:
             return 0
         kv = self._kv
-        return int(np.count_nonzero((kv >= self._target) & (kv + 1 > self._blocks * self.block_size)))
+        full = kv + 1 > self._blocks * self.block_size
+        if self._partial:
+            full &= kv >= self._target
+        return int(np.count_nonzero(full))
 
     def next_action(self, now: float) -> Step | Wait:
         if self.idle:
@@ -183,6 +187,7 @@ class Continuous(Policy):
         while True:
             # 1. room for every decoding row's next token
             free = None
+            need = 0
             if self.total_blocks is not None:
                 need = self._decode_block_need()
                 while self._n and need > self.free_blocks:
@@ -191,25 +196,30 @@ class Continuous(Policy):
                 free = self.free_blocks - need
             budget = self.max_batched_tokens
             chunks: list[Chunk] = []
-            decoding = self._kv >= self._target
-            # 2. chunked prefills under way
-            blocks = self._blocks
-            for i in np.flatnonzero(~decoding):
-                if budget <= 0:
-                    break
-                kv, target = int(self._kv[i]), int(self._target[i])
-                n = min(budget, target - kv)
-                if free is not None:
-                    n = min(n, free * bs + (int(blocks[i]) * bs - kv))
-                if n <= 0:
-                    continue
-                extra = max(0, _ceil_div(kv + n, bs) - int(blocks[i]))
-                blocks[i] += extra
-                self._add_blocks(extra)
-                if free is not None:
-                    free -= extra
-                chunks.append(Chunk(int(self._ids[i]), kv, n, kv + n == target))
-                budget -= n
+            n0 = self._n
+            # Rows decoding this step: all rows present now, unless chunked prefills are under way.
+            # A slice when possible: cheaper than a boolean mask for every array it indexes.
+            decoding: slice | np.ndarray = slice(0, n0)
+            if self._partial:
+                decoding = self._kv >= self._target
+                # 2. chunked prefills under way
+                blocks = self._blocks
+                for i in np.flatnonzero(~decoding):
+                    if budget <= 0:
+                        break
+                    kv, target = int(self._kv[i]), int(self._target[i])
+                    n = min(budget, target - kv)
+                    if free is not None:
+                        n = min(n, free * bs + (int(blocks[i]) * bs - kv))
+                    if n <= 0:
+                        continue
+                    extra = max(0, _ceil_div(kv + n, bs) - int(blocks[i]))
+                    blocks[i] += extra
+                    self._add_blocks(extra)
+                    if free is not None:
+                        free -= extra
+                    chunks.append(Chunk(int(self._ids[i]), kv, n, kv + n == target))
+                    budget -= n
             # 3. admissions, FIFO
             while self.waiting and self._n < self.max_seqs and budget > 0:
                 w = self.waiting[0]
@@ -234,8 +244,12 @@ class Continuous(Policy):
                     free -= nb
                 chunks.append(Chunk(w.req.id, 0, n, n == w.target))
                 budget -= n
-            decoding = np.concatenate([decoding, np.zeros(self._n - len(decoding), dtype=bool)])
-            if chunks or decoding.any():
+            if isinstance(decoding, np.ndarray):
+                decoding = np.concatenate([decoding, np.zeros(self._n - n0, dtype=bool)])
+                n_decode = int(np.count_nonzero(decoding))
+            else:
+                n_decode = n0
+            if chunks or n_decode:
                 break
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
@@ -255,9 +269,9 @@ class Continuous(Policy):
             repeat=repeat,
             interruptible=interruptible,
             preempted=tuple(preempted),
-            kv_in_use=self.kv_in_use + (self.block_size * need if free is not None else 0),
+            kv_in_use=self.kv_in_use + bs * need,
         )
-        self._pending = (step, decoding)
+        self._pending = (step, decoding, n_decode)
         return step
 
     def _steps_blocks_allow(self, kv: np.ndarray, held: np.ndarray, upper: int) -> int:
@@ -281,22 +295,31 @@ class Continuous(Policy):
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         if self._pending is None or self._pending[0] is not step:
             raise RuntimeError("on_step_end must follow the next_action that returned this step")
-        _, decoding = self._pending
+        _, decoding, n_decode = self._pending
         self._pending = None
-        ids = [c.request_id for c in step.prefill if c.completes]
         kv, produced = self._kv, self._produced  # views: updated in place
-        for c in step.prefill:
-            i = int(np.flatnonzero(self._ids == c.request_id)[0])
-            kv[i] += c.length
-            produced[i] += int(c.completes)
-        if done:
+        prefilled: list[int] = []
+        if step.prefill:
+            for c in step.prefill:
+                i = int(np.flatnonzero(self._ids == c.request_id)[0])
+                kv[i] += c.length
+                if c.completes:
+                    produced[i] += 1
+                    prefilled.append(c.request_id)
+        if n_decode:
             kv[decoding] += done
             produced[decoding] += done
-        need = np.maximum(self._blocks, _ceil_div(kv, self.block_size))
-        self._add_blocks(int((need - self._blocks).sum()))
-        self._blocks[:] = need
-        token_ids = np.concatenate([np.asarray(ids, dtype=np.int64), self._ids[decoding]])
-        counts = np.concatenate([np.ones(len(ids), dtype=np.int64), np.full(int(decoding.sum()), done, dtype=np.int64)])
+        over = kv > self._blocks * self.block_size
+        if over.any():
+            need = -(-kv[over] // self.block_size)
+            self._add_blocks(int((need - self._blocks[over]).sum()))
+            self._blocks[over] = need
+        if prefilled:
+            token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), self._ids[decoding]])
+            counts = np.concatenate([np.ones(len(prefilled), dtype=np.int64), np.full(n_decode, done, dtype=np.int64)])
+        else:
+            token_ids = self._ids[decoding]
+            counts = np.full(n_decode, done, dtype=np.int64)
         fin = produced >= self._out
         finished: tuple[int, ...] = ()
         if fin.any():
@@ -304,4 +327,6 @@ class Continuous(Policy):
             for rid in finished:
                 del self._requests[rid]
             self._keep(~fin)
+        if self.chunked_prefill:
+            self._partial = int(np.count_nonzero(self._kv < self._target))
         return StepOutcome(token_ids, counts, finished)

@@ -89,6 +89,8 @@ class PaddedBatchPolicy(Policy):
         for _ in rows:
             self.queue.popleft()
         self.batch, self.batch_prompt, self.batch_len, self.steps_done = rows, p, L, 0
+        self._batch_ids = np.fromiter((r.id for r in rows), dtype=np.int64, count=len(rows))
+        self._batch_outs = np.fromiter((r.output_tokens for r in rows), dtype=np.int64, count=len(rows))
         self._reserved = len(rows) * (p + L)
         self._use_kv(self._reserved)
 
@@ -104,7 +106,7 @@ class PaddedBatchPolicy(Policy):
             padding = B * P - sum(r.prompt_tokens for r in self.batch)
             return Step(prefill=chunks, prefill_padding=padding, kv_in_use=self.kv_in_use)
         s = self.steps_done
-        padded = sum(1 for r in self.batch if r.output_tokens <= s)
+        padded = int(np.count_nonzero(self._batch_outs <= s))
         return Step(
             decode=ids,
             padded_rows=padded,
@@ -115,18 +117,19 @@ class PaddedBatchPolicy(Policy):
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         s0 = self.steps_done
-        outs = np.fromiter((r.output_tokens for r in self.batch), dtype=np.int64, count=len(self.batch))
-        ids = np.fromiter((r.id for r in self.batch), dtype=np.int64, count=len(self.batch))
-        counts = np.clip(outs - s0, 0, done)
+        ids = self._batch_ids
+        counts = np.minimum(np.maximum(self._batch_outs - s0, 0), done)
         self.steps_done = s0 + done
         keep = counts > 0
+        if not keep.all():
+            ids, counts = ids[keep], counts[keep]
         finished: tuple[int, ...] = ()
         if self.steps_done >= self.batch_len:
             finished = tuple(int(i) for i in ids)
             self._use_kv(-self._reserved)
             self._reserved = 0
             self.batch = []
-        return StepOutcome(ids[keep], counts[keep], finished)
+        return StepOutcome(ids, counts, finished)
 
 
 class Taxi(PaddedBatchPolicy):
