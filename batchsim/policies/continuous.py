@@ -318,7 +318,8 @@ class Continuous(Policy):
             token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), self._ids[decoding]])
             counts = np.concatenate([np.ones(len(prefilled), dtype=np.int64), np.full(n_decode, done, dtype=np.int64)])
         else:
-            token_ids = self._ids[decoding]
+            # A copy: with a slice, self._ids[decoding] is a view that _keep below would overwrite.
+            token_ids = self._ids[decoding].copy()
             counts = np.full(n_decode, done, dtype=np.int64)
         fin = produced >= self._out
         finished: tuple[int, ...] = ()
