@@ -161,6 +161,13 @@ _COLUMNS = {
     "goodput": ("goodput/s", "{:.2f}", 1),
     "cost_per_request": ("$/req", "{:.5f}", 1),
     "cost_per_1m_tokens": ("$/1M tok", "{:.2f}", 1),
+    "cost_total": ("bill $", "{:.2f}", 1),
+    "p99_tpot": ("p99 TPOT ms", "{:.1f}", 1e3),
+    "p90_e2e": ("p90 E2E s", "{:.2f}", 1),
+    "slo_attainment": ("SLO met", "{:.0%}", 1),
+    "padded_row_fraction": ("padded", "{:.0%}", 1),
+    "kv_peak_gb": ("KV peak GB", "{:.1f}", 1),
+    "max_batch_size": ("max batch", "{:.0f}", 1),
 }
 
 

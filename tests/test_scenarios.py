@@ -1,0 +1,198 @@
+"""Named scenarios: each runs at reduced size, writes its figures, and tells the story it claims."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from batchsim.cli import build_parser, main
+from batchsim.config import kv_budget_from_args, price_from_args, server_from_args, step_time_from_args
+from batchsim.errors import ConfigError
+from batchsim.roofline import RooflineStepTime
+from batchsim.scenarios import FLAGSHIP, SCENARIOS, get_scenario
+from batchsim.steptime import ConstantStepTime, LinearStepTime
+
+NAMES = ("taxi-vs-bus", "laundromat", "rush-hour", "chat-vs-offline", "memory-wall", "mixed-lengths", "cost-10x",
+         "azure-conv", "batch-size-sweep")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run(name: str, *flags: str):
+    return get_scenario(name).run(build_parser().parse_args(["run", name, *flags]))
+
+
+def test_all_named_scenarios_are_registered_with_a_story():
+    assert set(NAMES) <= set(SCENARIOS)
+    assert FLAGSHIP == "taxi-vs-bus"
+    for name in NAMES:
+        s = SCENARIOS[name]
+        assert len(s.summary) > 20 and len(s.story) > 200
+        assert "gpu" in s.defaults and "model" in s.defaults
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_scenario_runs_small_and_writes_non_empty_pngs(name, tmp_path, capsys):
+    size = ["--duration", "20"] if name in ("rush-hour", "azure-conv") else ["--requests", "48"]
+    assert main(["run", name, *size, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(name)
+    pngs = sorted(tmp_path.glob("*.png"))
+    assert len(pngs) >= 3, pngs
+    for p in pngs:
+        data = p.read_bytes()
+        assert data[:8] == PNG and len(data) > 5000, p
+    assert "figures: " in out and str(pngs[0]) in out
+
+
+def test_scenarios_list(capsys):
+    assert main(["scenarios"]) == 0
+    out = capsys.readouterr().out
+    for name in NAMES:
+        assert name in out
+
+
+def test_flags_override_scenario_defaults():
+    r = run("taxi-vs-bus", "--requests", "40", "--gpu", "H100-SXM", "--model", "mistral-7b", "--policy", "taxi")
+    assert r.config["server"]["gpu"] == "H100-SXM" and r.config["server"]["model"] == "mistral-7b"
+    assert r.summaries["taxi"]["gpu_price_per_hour"] == 3.50
+    r = run("taxi-vs-bus", "--requests", "40", "--step-time", "0.02", "--policy", "taxi")
+    assert "ConstantStepTime(seconds=0.02)" in r.config["step_time"]
+    # the KV budget still follows the scenario's GPU and model
+    assert r.config["kv_budget_tokens"] == 426_784
+
+
+def _ns(**kw):
+    return argparse.Namespace(**kw)
+
+
+def test_step_time_precedence(tmp_path):
+    cal = tmp_path / "cal.json"
+    LinearStepTime(0.003, 1e-5).to_json(cal)
+    scen = {"gpu": "A100-80GB", "model": "gpt2"}
+    assert isinstance(step_time_from_args(_ns(calibration=str(cal), step_time=0.1, gpu="H200"), scen), LinearStepTime)
+    assert isinstance(step_time_from_args(_ns(step_time=0.1, gpu="H200"), scen), ConstantStepTime)
+    st = step_time_from_args(_ns(gpu="H200"), {**scen, "step_time_model": ConstantStepTime(1.0)})
+    assert isinstance(st, RooflineStepTime) and st.gpu.name == "H200" and st.model.name == "gpt2"
+    assert step_time_from_args(_ns(), {**scen, "step_time_model": ConstantStepTime(1.0)}) == ConstantStepTime(1.0)
+    st = step_time_from_args(_ns(), scen)
+    assert isinstance(st, RooflineStepTime) and st.gpu.name == "A100-80GB"
+    assert step_time_from_args(_ns(), {}).source == "illustrative default"
+    # Naming only a model runs it on the default GPU; efficiencies come through.
+    st = step_time_from_args(_ns(sim_model="gpt2-xl", compute_eff=0.3, step_overhead=0.002), {})
+    assert (st.gpu.name, st.model.name, st.compute_eff, st.overhead) == ("A100-80GB", "gpt2-xl", 0.3, 0.002)
+
+
+def test_kv_budget_precedence_and_bytes():
+    scen = {"gpu": "A100-80GB", "model": "gpt2"}
+    assert kv_budget_from_args(_ns(), scen) == 1_946_373
+    assert kv_budget_from_args(_ns(kv_budget_tokens=1000), scen) == 1000
+    assert kv_budget_from_args(_ns(kv_budget_bytes="1GB"), scen) == 1_000_000_000 // 36_864
+    assert kv_budget_from_args(_ns(kv_budget_bytes="1GiB"), scen) == 2**30 // 36_864
+    assert kv_budget_from_args(_ns(mem_util=0.5), scen) == int((40e9 - 248_879_616) // 36_864)
+    assert kv_budget_from_args(_ns(), {**scen, "kv_budget_tokens": 777}) == 777
+    assert kv_budget_from_args(_ns(), {}) is None
+    with pytest.raises(ConfigError, match="kv-budget-bytes needs a server"):
+        kv_budget_from_args(_ns(kv_budget_bytes="1GB"), {})
+    with pytest.raises(ConfigError, match="kv-budget-bytes must be a number"):
+        kv_budget_from_args(_ns(kv_budget_bytes="lots"), scen)
+    assert server_from_args(_ns(), {}) is None
+    assert price_from_args(_ns(), scen) == 2.50
+    assert price_from_args(_ns(gpu_price=0.5), {}) == 0.5
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["run", "taxi-vs-bus", "--gpu", "V100"], "gpu must be one of T4, L4, A10G, A100-40GB, A100-80GB, H100-SXM, H200, cpu, got 'V100'"),
+    (["run", "taxi-vs-bus", "--model", "gpt5"], "model must be one of distilgpt2"),
+    (["run", "--gpu", "T4", "--model", "llama-3-8b"], "model llama-3-8b does not fit on gpu T4"),
+    (["run", "--gpu", "A100-80GB", "--dtype", "fp8"], "dtype must be one of fp32, fp16, bf16, got 'fp8'"),
+    (["run", "--gpu", "A100-80GB", "--mem-util", "1.5"], "mem-util must be in (0, 1], got 1.5"),
+    (["run", "taxi-vs-bus", "--gpu-price", "-1"], "gpu-price must be >= 0, got -1.0"),
+    (["run", "nope"], "scenario must be one of"),
+])
+def test_bad_server_input_exits_2_with_one_line(argv, field, capsys):
+    assert main(argv + ["--requests", "10", "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and len(err.strip().splitlines()) == 1
+
+
+# --- the stories hold -------------------------------------------------------------------------
+
+def test_taxi_vs_bus_taxi_saturates_and_batching_copes():
+    s = run("taxi-vs-bus", "--requests", "200").summaries
+    assert s["taxi"]["busy_fraction"] > 0.99 and s["taxi"]["request_throughput"] < 1.0  # ~0.73 req/s < 2 arriving
+    for p in ("static", "dynamic", "continuous"):
+        assert s[p]["request_throughput"] > 1.8 * s["taxi"]["request_throughput"]
+        assert s[p]["mean_e2e"] < s["taxi"]["mean_e2e"] / 5
+        assert s[p]["cost_per_request"] < s["taxi"]["cost_per_request"]
+    assert s["continuous"]["mean_e2e"] < s["dynamic"]["mean_e2e"] < s["static"]["mean_e2e"]
+
+
+def test_laundromat_answer_flips_with_load():
+    s = run("laundromat", "--requests", "96").summaries
+    assert s["low: taxi"]["mean_e2e"] < s["low: static-8"]["mean_e2e"] / 4  # waiting for 8 loads hurts when quiet
+    assert s["high: taxi"]["mean_e2e"] > s["high: static-8"]["mean_e2e"] * 2  # the taxi falls behind when busy
+    assert s["high: dynamic-8"]["mean_e2e"] <= s["high: static-8"]["mean_e2e"]
+
+
+def test_rush_hour_max_wait_saves_the_quiet_hours():
+    s = run("rush-hour", "--duration", "60").summaries
+    assert s["dynamic"]["mean_ttft"] < s["static"]["mean_ttft"] / 1.5
+    assert s["continuous"]["mean_ttft"] < s["dynamic"]["mean_ttft"]
+
+
+def test_mixed_lengths_continuous_wins_most():
+    s = run("mixed-lengths", "--requests", "200").summaries
+    assert s["continuous"]["request_throughput"] > 1.15 * s["static"]["request_throughput"]
+    assert s["continuous"]["padded_row_fraction"] == 0 and s["static"]["padded_row_fraction"] > 0.25
+    assert s["continuous"]["mean_e2e"] < s["static"]["mean_e2e"] / 2
+
+
+def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
+    r = run("memory-wall", "--requests", "80", "--rate", "1.0")
+    s = r.summaries
+    assert s["short: continuous-128"]["preemptions"] == 0 and s["long: continuous-128"]["preemptions"] > 0
+    budget = r.config["kv_budget_tokens"]
+    assert budget == 42_959  # (40e9 x 0.9 - 13,476,831,232) // 524,288
+    for label, x in s.items():
+        assert x["kv_peak_tokens"] <= budget
+    assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1  # memory, not max_batch=64, caps it
+    assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
+
+
+def test_chat_vs_offline_notes_and_batches():
+    r = run("chat-vs-offline", "--requests", "80")
+    s = r.summaries
+    assert s["offline: continuous-256"]["output_throughput"] > s["offline: continuous-16"]["output_throughput"]
+    assert s["offline: continuous-256"]["mean_batch_size"] > 16
+    assert "goodput" in s["chat: continuous-16"]
+    assert any(n.startswith("price of latency") for n in r.notes)
+
+
+def test_batch_size_sweep_finds_the_largest_batch_meeting_the_slo():
+    r = run("batch-size-sweep", "--requests", "120")
+    sw = r.config["sweep"]
+    s = list(r.summaries.values())
+    tput = [x["output_throughput"] for x in s]
+    assert tput[-1] > 5 * tput[0]
+    meets = [b for b, x in zip(sw["values"], s) if x["p99_e2e"] <= sw["slo"]]
+    assert sw["best"] == max(meets)
+    r2 = run("batch-size-sweep", "--requests", "120", "--slo-e2e", "1000")
+    assert r2.config["sweep"]["best"] == 128
+
+
+def test_azure_conv_synthetic_and_replay(azure_trace):
+    syn = run("azure-conv", "--duration", "30")
+    assert "synthetic" in syn.notes[0]
+    rep = run("azure-conv", "--trace", str(azure_trace), "--requests", "100")
+    assert rep.summaries["continuous"]["completed"] == 100 and "replaying" in rep.notes[0]
+
+
+def test_same_seed_same_table_and_json_shape(capsys):
+    assert main(["run", "laundromat", "--requests", "40", "--json", "--no-plots"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(["run", "laundromat", "--requests", "40", "--json", "--no-plots"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert a["runs"] == b["runs"] and len(a["runs"]) == 6
+    assert a["config"]["server"]["gpu"] == "A100-80GB"
