@@ -16,3 +16,8 @@ test:
 
 bench:
 	$(PY) bench/sim_speed.py
+
+# Regenerate the course's figures and numbers from the package (tests/test_course.py checks them).
+course:
+	$(PY) notebooks/build.py
+	$(PY) scripts/make_course_figures.py

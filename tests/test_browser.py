@@ -1,0 +1,170 @@
+"""A student's view, end to end: notebook 1 served by Voila, opened in headless Chromium.
+
+The test starts Voila on 127.0.0.1 (the dashboard a teacher projects), opens
+notebook 1 in Debian's Chromium driven by Playwright, waits for the slider panel
+to draw its figure, types a new arrival rate into the slider's readout, and
+checks that the panel's picture really changed (pixel data, not just a
+re-render). Screenshots are kept under ``out/browser/`` as artefacts.
+
+What it needs: the ``chromium`` Debian package, and the ``voila`` and
+``playwright`` Python packages (never ``playwright install``: Debian's browser is
+used). Missing Python packages are installed with pip; a missing browser is
+installed with apt-get when the test runs as root, and the test is skipped, with
+the reason, only where that is impossible.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "01_why_batch.ipynb"
+ARTEFACTS = ROOT / "out" / "browser"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+def _chromium() -> str:
+    """Path to Debian's Chromium, installing it with apt-get if we may; else skip."""
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed and cannot be (needs root and apt-get): apt-get install -y chromium")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600, capture_output=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, timeout=900,
+                       capture_output=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"chromium could not be installed with apt-get: {e}")
+    path = shutil.which("chromium")
+    if not path:
+        pytest.skip("apt-get installed chromium but no chromium executable is on PATH")
+    return path
+
+
+def _python_packages() -> None:
+    """voila and playwright (the Python package only): pip-install them if absent."""
+    missing = [pkg for pkg, mod in (("voila", "voila"), ("playwright", "playwright")) if importlib.util.find_spec(mod) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True, timeout=900)
+        importlib.invalidate_caches()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"voila exited with code {proc.returncode} before listening")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"voila did not listen on port {port} within {timeout:.0f} s")
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    import matplotlib.image
+
+    return matplotlib.image.imread(io.BytesIO(png), format="png")
+
+
+def _changed_fraction(a: bytes, b: bytes) -> float:
+    x, y = _pixels(a), _pixels(b)
+    if x.shape != y.shape:
+        return 1.0
+    return float((np.abs(x - y).max(axis=-1) > 0.05).mean())
+
+
+@pytest.fixture
+def voila_url(tmp_path):
+    _python_packages()
+    port = _free_port()
+    log = (tmp_path / "voila.log").open("w")
+    env = dict(os.environ, MPLBACKEND="Agg", JUPYTER_PLATFORM_DIRS="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voila", str(NOTEBOOK.relative_to(ROOT)), "--no-browser", f"--port={port}",
+         "--Voila.ip=127.0.0.1", "--VoilaConfiguration.show_tracebacks=True"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    try:
+        _wait_for_port(port, proc, timeout=90)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / "voila.log", ARTEFACTS / "voila.log")
+
+
+def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
+    chromium = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(voila_url, timeout=120_000)
+            # The slider panel: the last widget image on the page (the first figure is the static cell's).
+            panel_img = page.locator(".widget-image").last
+            panel_img.wait_for(state="visible")
+            page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
+                                   " return i && i.naturalWidth > 100; }")
+            page.screenshot(path=str(ARTEFACTS / "01_page.png"), full_page=True)
+            before_src = panel_img.get_attribute("src")
+            before = panel_img.screenshot(path=str(ARTEFACTS / "02_panel_before.png"))
+
+            # The arrival-rate slider is the first slider of the panel; type into its readout, as a student can.
+            slider = page.locator(".widget-slider").filter(has_text="arrival rate").first
+            readout = slider.locator(".widget-readout")
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type("40")
+            page.keyboard.press("Enter")
+            page.wait_for_function(
+                "(old) => { const i = [...document.querySelectorAll('.widget-image')].pop(); return i && i.src !== old; }",
+                arg=before_src,
+            )
+            page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
+                                   " return i.complete && i.naturalWidth > 100; }")
+            after = panel_img.screenshot(path=str(ARTEFACTS / "03_panel_after.png"))
+            page.screenshot(path=str(ARTEFACTS / "04_page_after.png"), full_page=True)
+            readout_text = readout.inner_text()
+            table_text = page.locator(".widget-html").filter(has_text="p99 E2E").last.inner_text()
+        finally:
+            browser.close()
+
+    assert readout_text.strip().startswith("40"), readout_text
+    # The figure's title names the rate, and the bars move: a real change of pixels, not a redraw.
+    assert _changed_fraction(before, after) > 0.01
+    assert "taxi" in table_text and "dynamic" in table_text

@@ -1,0 +1,235 @@
+"""The lessons' functions say what the course says: numbers that move the right way and add up.
+
+Each notebook is a thin driver over one function in ``batchsim.lessons``; these
+tests call the functions directly at reduced size and hold them to the claims the
+lessons make (the taxi saturates at its ride time, padded batches waste rows,
+memory caps the batch at budget / context, dollars scale with the price, theory
+agrees with simulation), plus seed stability and clear errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from batchsim import lessons
+from batchsim.catalog import DEFAULT_CATALOG
+from batchsim.errors import ConfigError
+
+
+def test_why_batch_taxi_saturates_at_its_ride_time_and_the_bus_keeps_up():
+    s, fig = lessons.why_batch(rate=20.0, max_batch=16, max_wait=0.2, requests=200)
+    p = s["policies"]
+    # Overloaded, the taxi serves as fast as one ride allows (the notes' capacity), within 15 %:
+    # the capacity is computed for the mean lengths, the run has random ones.
+    assert p["taxi"]["request_throughput"] == pytest.approx(s["taxi_capacity"], rel=0.15)
+    assert p["static"]["request_throughput"] > 3 * p["taxi"]["request_throughput"]
+    assert p["taxi"]["p99_e2e"] > 10 * p["dynamic"]["p99_e2e"]
+    assert p["taxi"]["cost_per_request"] > 3 * p["static"]["cost_per_request"]
+    assert isinstance(fig, Figure) and len(fig.axes) == 4
+
+
+def test_why_batch_at_low_load_the_timetable_beats_waiting_for_a_full_bus():
+    s, _ = lessons.why_batch(rate=1.0, max_batch=16, max_wait=0.2, requests=120)
+    p = s["policies"]
+    # Waiting for 15 more passengers at 1/s takes ~7.5 s on average; the timetable caps it at 0.2 s.
+    assert p["static"]["mean_e2e"] > 5.0
+    assert p["dynamic"]["mean_e2e"] < 0.2 * p["static"]["mean_e2e"]
+    # Nobody is turned away and everyone is served, whatever the policy.
+    assert all(r["completed"] == 120 and r["rejected"] == 0 for r in p.values())
+
+
+def test_why_batch_dollars_scale_with_the_price_and_runs_repeat_with_the_seed():
+    a, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=2.0, seed=3)
+    b, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=4.0, seed=3)
+    c, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=2.0, seed=3)
+    for k in a["policies"]:
+        assert b["policies"][k]["cost_per_request"] == pytest.approx(2 * a["policies"][k]["cost_per_request"])
+        s = a["policies"][k]
+        assert s["cost_per_request"] == pytest.approx(2.0 / 3600 * s["duration"] / s["completed"])
+    assert a["table"] == c["table"]
+    d, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=2.0, seed=4)
+    assert d["table"] != a["table"]
+
+
+def test_batching_policies_padding_waste_and_continuous_wins_on_mixed_lengths():
+    s, fig = lessons.batching_policies(policy="static", rate=3.0, requests=150, show=20)
+    p = s["policies"]
+    assert p["continuous"]["padded_row_fraction"] == 0.0
+    assert p["static"]["padded_row_fraction"] > 0.2  # answers 8..256 in one padded batch
+    assert p["continuous"]["mean_e2e"] < p["dynamic"]["mean_e2e"] < p["taxi"]["mean_e2e"]
+    assert p["continuous"]["mean_ttft"] < p["static"]["mean_ttft"]
+    timeline = fig.axes[0]
+    assert "static" in timeline.get_title()
+    # one waiting line and one riding line per drawn request
+    assert sum(len(c.get_segments()) for c in timeline.collections) == 2 * 20
+
+
+def test_batching_policies_rejects_an_unknown_policy():
+    with pytest.raises(ConfigError, match="policy must be one of"):
+        lessons.batching_policies(policy="tram")
+
+
+def test_memory_wall_matches_the_hand_computation():
+    s, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, requests=40)
+    # Llama-2-7B fp16: 2 x 32 layers x 32 KV heads x 128 x 2 bytes = 524,288 bytes per token.
+    assert s["kv_bytes_per_token"] == 2 * 32 * 32 * 128 * 2
+    assert s["kv_budget_tokens"] == int(8e9 // 524_288) == 15_258
+    assert s["rows_that_fit"] == 15_258 // 1536 == 9
+    assert s["memory_bound"]
+    p = s["policies"]
+    assert p["static"]["max_batch_size"] == 9
+    for r in p.values():
+        assert r["kv_peak_tokens"] <= s["kv_budget_tokens"]
+        assert r["completed"] == 40
+    # Continuous allocates as tokens come: more rows at once, paid for with preemptions.
+    assert p["continuous"]["max_batch_size"] > 9
+    assert p["continuous"]["preemptions"] > 0
+
+
+def test_memory_wall_moves_with_budget_and_with_grouped_query_attention():
+    roomy, _ = lessons.memory_wall(kv_budget_gb=40, max_batch=16, requests=32)
+    assert not roomy["memory_bound"]
+    assert roomy["policies"]["static"]["max_batch_size"] == 16
+    assert roomy["policies"]["continuous"]["preemptions"] == 0
+    gqa, _ = lessons.memory_wall(kv_budget_gb=8, max_batch=64, requests=40, model="llama-3-8b")
+    # 8 KV heads instead of 32: a quarter of the bytes per token, four times the rows.
+    assert gqa["kv_bytes_per_token"] * 4 == 2 * 32 * 32 * 128 * 2
+    assert gqa["rows_that_fit"] == int(8e9 // gqa["kv_bytes_per_token"]) // 1536 == 39
+
+
+def test_memory_wall_refuses_a_budget_smaller_than_one_request():
+    with pytest.raises(ConfigError, match="kv_budget_gb must hold one request"):
+        lessons.memory_wall(kv_budget_gb=0.1, prompt_tokens=1024, output_tokens=512)
+
+
+def test_cost_falls_with_batch_and_adds_up():
+    s, fig = lessons.cost(gpu="A100-80GB", max_batch=32, requests=64)
+    rows = s["batches"]
+    per_req = [rows[f"batch {b}"]["cost_per_request"] for b in (1, 2, 4, 8, 16, 32)]
+    assert all(x > y for x, y in zip(per_req, per_req[1:]))
+    b32 = rows["batch 32"]
+    price = DEFAULT_CATALOG.gpu("A100-80GB").price_per_hour
+    assert s["price_per_hour"] == price
+    # $/request = $/hour x hours / requests, and $/1M tokens likewise (128 tokens per request here)
+    assert b32["cost_per_request"] == pytest.approx(price * b32["duration"] / 3600 / b32["completed"])
+    assert b32["cost_per_1m_tokens"] == pytest.approx(b32["cost_per_request"] / 128 * 1e6)
+    assert s["saving"] == pytest.approx(rows["batch 1"]["cost_per_request"] / b32["cost_per_request"])
+    assert s["saving"] > 10
+    assert len(fig.axes) == 3
+
+
+def test_cost_checks_the_claim_and_follows_the_price():
+    s, _ = lessons.cost(max_batch=8, requests=16, price_per_hour=1.0)
+    t, _ = lessons.cost(max_batch=8, requests=16, price_per_hour=3.0)
+    # "10 RPS = $0.10/request" is $1 a second: 10 x 3600 x 0.10 = $3,600 an hour; so is 100 x 3600 x 0.01.
+    assert s["claim_implied_price"] == pytest.approx(3600.0)
+    assert s["claim_implied_price_batch"] == pytest.approx(3600.0)
+    assert s["claim_ratio"] == pytest.approx(10.0)
+    assert t["cost_per_request"] == pytest.approx(3 * s["cost_per_request"])
+    assert t["saving"] == pytest.approx(s["saving"])
+
+
+def test_roofline_memory_bound_at_batch_one_and_the_knee():
+    s1, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0)
+    gpu, model = DEFAULT_CATALOG.gpu("A100-80GB"), DEFAULT_CATALOG.model("llama-3-8b")
+    weights_read = model.weight_bytes("fp16") / (gpu.bandwidth * 0.8)
+    assert s1["bound"] == "memory"
+    assert s1["step_ms"] / 1e3 == pytest.approx(weights_read, rel=0.2)
+    s64, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=64, context=0)
+    assert s64["tokens_per_s"] > 40 * s1["tokens_per_s"]  # the weights are shared by 64 rows
+    big, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1024, context=0)
+    assert big["bound"] == "compute"
+    knee = s1["knee"]
+    assert knee is not None and 64 < knee < 1024
+    ctx, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=2048)
+    assert ctx["knee"] is None or ctx["knee"] > knee  # KV reads push the knee out
+
+
+def test_theory_agrees_with_simulation_within_the_stated_tolerance():
+    s, fig = lessons.theory_vs_simulation(load=0.5, replications=8, seats=8, requests=1500, seed=1)
+    for name, r in s["rows"].items():
+        # M/D/1 and bus-fill means from 8 x 1500 requests: within 10 % of theory.
+        assert abs(r["error"]) < 0.10, (name, r)
+        assert r["ci95"] > 0
+    assert s["rows"]["bus of 8"]["theory"] == pytest.approx(7 / (2 * 25.0))  # (N-1)/(2 lambda), lambda = 0.5/0.02
+    assert len(fig.axes) == 3
+
+
+def test_theory_confidence_interval_narrows_with_replications():
+    few, _ = lessons.theory_vs_simulation(load=0.6, replications=4, requests=400, seed=2)
+    many, _ = lessons.theory_vs_simulation(load=0.6, replications=16, requests=400, seed=2)
+    # The half-width goes as t / sqrt(R): from R=4 to R=16 it should about halve (and more, t shrinks).
+    assert many["rows"]["taxi (M/D/1)"]["ci95"] < 0.8 * few["rows"]["taxi (M/D/1)"]["ci95"]
+    one, _ = lessons.theory_vs_simulation(load=0.6, replications=1, requests=200)
+    assert math.isnan(one["rows"]["taxi (M/D/1)"]["ci95"])
+
+
+def test_theory_refuses_an_unstable_load():
+    with pytest.raises(ConfigError, match="load must be in"):
+        lessons.theory_vs_simulation(load=1.0)
+
+
+def test_real_day_synthetic_continuous_meets_a_chat_slo_and_padded_batches_do_not():
+    s, fig = lessons.real_day(policy="continuous", max_batch=64, minutes=1.0, trace="synthetic")
+    att = s["slo_attainment"]
+    assert "synthetic" in s["source"]
+    assert att["continuous"] > 0.9
+    assert att["static"] < 0.5 and att["taxi"] < 0.5
+    assert s["best"] == "continuous"
+    strict, _ = lessons.real_day(policy="continuous", max_batch=64, minutes=1.0, trace="synthetic", slo_ttft=0.2,
+                                 slo_tpot_ms=20.0)
+    assert all(strict["slo_attainment"][k] <= att[k] for k in att)
+    assert len(fig.axes) == 4
+
+
+def test_real_day_replays_the_azure_trace(azure_trace):
+    s, _ = lessons.real_day(minutes=1.0, start_minute=10.0, trace=azure_trace)
+    assert "Azure" in s["source"]
+    # about 5.5 requests per second in the published trace
+    assert 200 < s["requests"] < 500
+    assert all(r["rejected"] == 0 for r in s["policies"].values())
+
+
+def test_real_day_names_a_missing_trace():
+    with pytest.raises(ConfigError, match="no such file"):
+        lessons.real_day(trace="/nonexistent/trace.csv")
+
+
+def test_find_trace_honours_the_environment(tmp_path, monkeypatch):
+    f = tmp_path / lessons.AZURE_TRACE
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n")
+    monkeypatch.setenv("BATCHSIM_TRACES", str(tmp_path))
+    assert lessons.find_trace() == f.resolve()
+
+
+def test_lesson_figures_ci_uses_student_t():
+    from batchsim.lesson_figures import mean_ci
+
+    m, h = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0
+    assert h == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+
+
+def test_predicted_vs_measured_on_the_tiny_real_model():
+    pytest.importorskip("torch")
+    s, fig = lessons.predicted_vs_measured(policy="static", rate=4.0, requests=6, max_batch=4, repeats=2)
+    pred, meas = s["predicted"], s["measured"]
+    # Same workload both ways: everyone served, nobody lost.
+    assert pred["completed"] == meas["completed"] == 6
+    assert pred["total_output_tokens"] == meas["total_output_tokens"]
+    # At a light load both serve about the arrival rate (6 requests arriving over ~1.5 s).
+    assert meas["request_throughput"] == pytest.approx(pred["request_throughput"], rel=0.5)
+    for k, e in s["errors"].items():
+        assert e == pytest.approx((pred[k] - meas[k]) / meas[k])
+    assert s["calibration"]["c0"] > 0
+    assert "random" in s["model"]
+    assert len(fig.axes) == 3
+
+
+def test_predicted_vs_measured_names_a_bad_policy_before_loading_anything():
+    with pytest.raises(ConfigError, match="policy must be one of"):
+        lessons.predicted_vs_measured(policy="rickshaw")

@@ -1,0 +1,154 @@
+"""Every notebook panel, built headlessly: set a control, the picture and the numbers change.
+
+A panel calls its lesson function with the controls' values and nothing else, so
+each test also checks that calling the function directly with ``panel.values()``
+gives the very table the panel shows. Sizes are reduced through the builders'
+keyword arguments, as the notebooks' parameters cells do.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+import pytest
+
+from batchsim import lessons, widgets
+from batchsim.catalog import DEFAULT_CATALOG
+
+@pytest.fixture(autouse=True)
+def _quick_pictures(monkeypatch):
+    # The pictures only need to exist and differ; a coarse PNG is as good a witness and faster.
+    monkeypatch.setattr(widgets.LessonPanel, "dpi", 30)
+
+
+SMALL = {
+    "why_batch": {"requests": 80},
+    "batching_policies": {"requests": 80, "show": 20},
+    "memory_wall": {"requests": 24},
+    "cost": {"requests": 32},
+    "roofline": {"max_batch": 256},
+    "theory_vs_simulation": {"requests": 200, "replications": 3},
+    "real_day": {"minutes": 0.5, "trace": "synthetic"},
+    "predicted_vs_measured": {"requests": 6, "repeats": 2, "max_batch": 4},
+}
+
+
+def _changed(panel: widgets.LessonPanel, **values) -> tuple[dict, dict]:
+    """(summary before, summary after) setting the controls; asserts one recompute and a new picture."""
+    before_img, before, calls = panel.image.value, panel.result[0], panel.calls
+    for name, v in values.items():
+        panel.controls[name].value = v
+    assert panel.error == ""
+    assert panel.calls == calls + len(values)
+    assert panel.image.value != before_img and panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    return before, panel.result[0]
+
+
+def _same_as_direct_call(panel: widgets.LessonPanel) -> None:
+    summary, _ = panel.fn(**panel.fixed, **panel.values())
+    assert summary["table"] == panel.result[0]["table"]
+    assert summary["table"] in panel.table.value.replace("&gt;", ">").replace("&lt;", "<").replace("&#x27;", "'")
+
+
+def test_every_lesson_has_a_panel_whose_sliders_do_not_update_continuously():
+    for name, build in widgets.PANELS.items():
+        assert callable(getattr(lessons, name))
+        panel = build(**SMALL[name])
+        assert panel.fn is getattr(lessons, name)
+        for control in panel.controls.values():
+            if isinstance(control, (W.IntSlider, W.FloatSlider, W.FloatLogSlider)):
+                assert control.continuous_update is False, (name, control.description)
+        if hasattr(panel, "run_button"):
+            assert panel.calls == 0  # runs a real model on a click: tested below
+        else:
+            assert panel.calls == 1 and panel.result is not None
+
+
+def test_why_batch_panel_more_traffic_more_taxi_latency():
+    panel = widgets.why_batch_ui(rate=1.0, **SMALL["why_batch"])
+    before, after = _changed(panel, rate=20.0)
+    assert after["policies"]["taxi"]["p99_e2e"] > 5 * before["policies"]["taxi"]["p99_e2e"]
+    assert after["rate"] == pytest.approx(20.0)
+    _same_as_direct_call(panel)
+    before, after = _changed(panel, price_per_hour=5.0)
+    assert after["policies"]["static"]["cost_per_request"] == pytest.approx(
+        before["policies"]["static"]["cost_per_request"] * 5.0 / before["price_per_hour"])
+
+
+def test_policies_panel_switches_the_timeline():
+    panel = widgets.policies_ui(**SMALL["batching_policies"])
+    assert panel.result[0]["policy"] == "dynamic"
+    _, after = _changed(panel, policy="continuous")
+    assert after["policy"] == "continuous"
+    assert "continuous" in panel.result[1].axes[0].get_title()
+    before, after = _changed(panel, rate=10.0)
+    assert after["policies"]["taxi"]["mean_e2e"] > before["policies"]["taxi"]["mean_e2e"]
+    _same_as_direct_call(panel)
+
+
+def test_memory_panel_more_budget_more_rows():
+    panel = widgets.memory_ui(**SMALL["memory_wall"])
+    before, after = _changed(panel, kv_budget_gb=16.0)
+    assert after["rows_that_fit"] > before["rows_that_fit"]
+    before, after = _changed(panel, model="llama-3-8b")
+    assert after["kv_bytes_per_token"] * 4 == before["kv_bytes_per_token"]
+    _same_as_direct_call(panel)
+
+
+def test_memory_panel_shows_a_bad_combination_as_one_line():
+    panel = widgets.memory_ui(**SMALL["memory_wall"])
+    good = panel.result
+    panel.set_values(kv_budget_gb=1.0, prompt_tokens=4096, output_tokens=2048)
+    assert "kv_budget_gb must hold one request" in panel.error
+    assert "kv_budget_gb" in panel.status.value
+    assert panel.result is good  # the last good picture stays
+
+
+def test_cost_panel_gpu_brings_its_price_and_a_smaller_batch_costs_more():
+    panel = widgets.cost_ui(**SMALL["cost"])
+    panel.controls["gpu"].value = "H100-SXM"
+    assert panel.controls["price_per_hour"].value == DEFAULT_CATALOG.gpu("H100-SXM").price_per_hour
+    assert panel.result[0]["price_per_hour"] == DEFAULT_CATALOG.gpu("H100-SXM").price_per_hour
+    before, after = _changed(panel, max_batch=8)
+    assert after["cost_per_request"] > 2 * before["cost_per_request"]
+    _same_as_direct_call(panel)
+
+
+def test_roofline_panel_bigger_batch_more_tokens():
+    panel = widgets.roofline_ui(**SMALL["roofline"])
+    before, after = _changed(panel, batch=128)
+    assert after["tokens_per_s"] > before["tokens_per_s"]
+    before, after = _changed(panel, gpu="H100-SXM")
+    assert after["tokens_per_s"] > before["tokens_per_s"]
+    _same_as_direct_call(panel)
+
+
+def test_theory_panel_more_load_longer_wait():
+    panel = widgets.theory_ui(**SMALL["theory_vs_simulation"])
+    before, after = _changed(panel, load=0.9)
+    t0, t1 = before["rows"]["taxi (M/D/1)"], after["rows"]["taxi (M/D/1)"]
+    assert t1["theory"] > 3 * t0["theory"] and t1["simulated"] > 2 * t0["simulated"]
+    _same_as_direct_call(panel)
+
+
+def test_real_day_panel_tighter_slo_fewer_requests_within_it():
+    panel = widgets.real_day_ui(**SMALL["real_day"])
+    before, after = _changed(panel, slo_ttft=0.2)
+    assert after["slo_attainment"]["continuous"] <= before["slo_attainment"]["continuous"]
+    before, after = _changed(panel, max_batch=2)
+    assert after["slo_attainment"]["continuous"] < before["slo_attainment"]["continuous"]
+    _same_as_direct_call(panel)
+
+
+def test_measured_panel_waits_for_the_button_then_runs_the_real_model():
+    pytest.importorskip("torch")
+    panel = widgets.measured_ui(requests=6, repeats=2, max_batch=4)
+    assert panel.result is None and panel.calls == 0  # a real model runs only on request
+    panel.controls["policy"].value = "static"
+    assert panel.calls == 0
+    panel.run_button.click()
+    assert panel.calls == 1 and panel.result[0]["policy"] == "static"
+    first = panel.image.value
+    panel.controls["policy"].value = "continuous"
+    panel.run_button.click()
+    assert panel.calls == 2 and panel.result[0]["policy"] == "continuous"
+    assert panel.image.value != first
