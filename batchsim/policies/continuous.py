@@ -225,9 +225,13 @@ class Continuous(Policy):
                 w = self.waiting[0]
                 n = w.target
                 if n > budget:
-                    if not self.chunked_prefill:
+                    if self.chunked_prefill:
+                        n = budget
+                    elif not (w.produced and budget == self.max_batched_tokens):
                         break
-                    n = budget
+                    # else: a recompute after preemption (prompt + tokens generated) may be longer
+                    # than the whole token budget, which only the prompt was checked against; it
+                    # takes a step's prefill to itself rather than wait at the head forever.
                 if free is not None:
                     reserve = self._watermark_blocks if self._n else 0
                     if _ceil_div(n, bs) + reserve > free:

@@ -106,12 +106,15 @@ class PaddedBatchPolicy(Policy):
             padding = B * P - sum(r.prompt_tokens for r in self.batch)
             return Step(prefill=chunks, prefill_padding=padding, kv_in_use=self.kv_in_use)
         s = self.steps_done
-        padded = int(np.count_nonzero(self._batch_outs <= s))
+        outs = self._batch_outs
+        padded = int(np.count_nonzero(outs <= s))
+        # Repeat only while the shape holds: when the next row finishes, one more row turns to
+        # padding, and the step log (padded_rows per repetition) must say so.
         return Step(
             decode=ids,
             padded_rows=padded,
             kv_read=B * (P + s - 1),
-            repeat=self.batch_len - s,
+            repeat=int(outs[outs > s].min()) - s,
             kv_in_use=self.kv_in_use,
         )
 
@@ -125,7 +128,9 @@ class PaddedBatchPolicy(Policy):
             ids, counts = ids[keep], counts[keep]
         finished: tuple[int, ...] = ()
         if self.steps_done >= self.batch_len:
-            finished = tuple(int(i) for i in ids)
+            # every row is delivered when the batch ends, including rows that finished earlier
+            # and produced nothing in this last run (they were filtered out of ids above)
+            finished = tuple(self._batch_ids.tolist())
             self._use_kv(-self._reserved)
             self._reserved = 0
             self.batch = []

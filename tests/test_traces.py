@@ -1,0 +1,125 @@
+"""Trace replay: what the file says is what the simulator replays, and a bad row is named.
+
+The Azure trace is read twice, once by ``read_trace`` and once here by plain ``csv``
+and ``datetime`` arithmetic, and the two must agree; the replayed simulation must carry
+the file's arrivals and lengths into its records. Malformed files, written to a temporary
+folder, must raise ``ConfigError`` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from batchsim import ConfigError, Continuous, LinearStepTime, read_trace, simulate, summarize, trace_workload
+
+STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)
+
+
+def parse_independently(path):
+    """Arrival seconds after the first row (naive datetime differences), prompts, outputs."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    stamps = []
+    for ts, _, _ in rows:
+        base, frac = ts.split(".")
+        # strptime takes at most 6 fractional digits; the trace has 7.
+        stamps.append((datetime.strptime(base, "%Y-%m-%d %H:%M:%S"), float("0." + frac)))
+    t0, f0 = stamps[0]
+    arrivals = np.array([(t - t0).total_seconds() + (f - f0) for t, f in stamps])
+    return arrivals, np.array([int(r[1]) for r in rows]), np.array([int(r[2]) for r in rows])
+
+
+def test_azure_trace_matches_the_file(azure_trace):
+    arrivals, prompts, outputs = parse_independently(azure_trace)
+    tr = read_trace(azure_trace)
+    assert len(tr) == len(arrivals) > 10_000
+    np.testing.assert_allclose(tr.arrival_s, arrivals, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(tr.prompt_tokens, prompts)
+    np.testing.assert_array_equal(tr.output_tokens, outputs)
+    assert tr.arrival_s[0] == 0.0 and tr.duration == pytest.approx(arrivals[-1], abs=1e-6)
+
+    wl = trace_workload(tr)
+    np.testing.assert_allclose(wl.arrivals, arrivals, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(wl.prompt_tokens, prompts)
+    np.testing.assert_array_equal(wl.output_tokens, outputs)
+
+
+def test_azure_trace_cut_and_speedup(azure_trace):
+    arrivals, prompts, outputs = parse_independently(azure_trace)
+    tr = read_trace(azure_trace)
+    first = trace_workload(tr, n=100)
+    assert len(first) == 100
+    np.testing.assert_allclose(first.arrivals, arrivals[:100], atol=1e-6)
+    minute = trace_workload(tr, duration=60.0)
+    assert len(minute) == np.count_nonzero(arrivals < 60.0)
+    fast = trace_workload(tr, n=100, speedup=4.0)
+    np.testing.assert_allclose(fast.arrivals, arrivals[:100] / 4.0, atol=1e-6)
+    np.testing.assert_array_equal(fast.output_tokens, outputs[:100])
+    with pytest.raises(ConfigError, match="speedup"):
+        trace_workload(tr, speedup=0.0)
+
+
+def test_azure_trace_replayed_through_the_simulator(azure_trace):
+    arrivals, prompts, outputs = parse_independently(azure_trace)
+    wl = trace_workload(read_trace(azure_trace), n=1500)
+    res = simulate(wl, Continuous(max_seqs=32, max_batched_tokens=8192), STEP, kv_budget_tokens=200_000)
+    r = res.records
+    np.testing.assert_allclose(r.arrival, arrivals[:1500], atol=1e-6)
+    np.testing.assert_array_equal(r.prompt_tokens, prompts[:1500])
+    s = summarize(res)
+    assert s["completed"] + s["rejected"] == 1500
+    assert s["completed"] > 1400
+    done = r.completed_mask
+    np.testing.assert_array_equal(r.tokens[done], outputs[:1500][done])
+    assert (r.start[done] >= r.arrival[done]).all()
+
+
+def test_plain_csv(tmp_path):
+    p = tmp_path / "plain.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n10.5,100,20\n11.0,50,5\n\n13.25,7,1\n")
+    tr = read_trace(p)
+    np.testing.assert_allclose(tr.arrival_s, [0.0, 0.5, 2.75])  # relative to the first row
+    np.testing.assert_array_equal(tr.prompt_tokens, [100, 50, 7])
+    np.testing.assert_array_equal(tr.output_tokens, [20, 5, 1])
+
+
+AZ = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+PLAIN = "arrival_s,prompt_tokens,output_tokens\n"
+
+
+@pytest.mark.parametrize("text, line", [
+    (PLAIN + "0,10,5\n1,10\n", 3),  # too few fields
+    (PLAIN + "0,10,5\n1,10,5,9\n", 3),  # too many
+    (PLAIN + "0,ten,5\n", 2),  # not an integer
+    (PLAIN + "0,10,5\n1,10,0\n", 3),  # zero output tokens
+    (PLAIN + "0,10,5\n1,-4,5\n", 3),  # negative prompt
+    (PLAIN + "5,10,5\n1,10,5\n", 3),  # time goes backwards
+    (PLAIN + "0,10,5\n\nlater,10,5\n", 4),  # a blank line still counts as a line
+    (AZ + "2023-11-16 18:15:46.6805900,374,44\n16/11/2023 18:15,1,1\n", 3),  # bad timestamp
+    (AZ + "2023-11-16 18:15:46.6805900,374,44.5\n", 2),  # fractional tokens
+    ("time,prompt,output\n0,1,1\n", 1),  # unknown header
+    ("", 1),  # empty file: no header
+])
+def test_malformed_trace_names_file_and_line(tmp_path, text, line):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        read_trace(p)
+    msg = str(e.value)
+    assert str(p) in msg and f"line {line}" in msg, msg
+    assert "\n" not in msg
+
+
+def test_unreadable_or_empty_trace(tmp_path):
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_trace(tmp_path / "missing.csv")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_trace(tmp_path)  # a folder
+    p = tmp_path / "header_only.csv"
+    p.write_text(PLAIN)
+    with pytest.raises(ConfigError, match="no rows"):
+        read_trace(p)
