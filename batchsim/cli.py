@@ -110,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["run", FLAGSHIP]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a bad flag already reported in one line
+        return int(e.code or 0)
     try:
         if args.command == "scenarios":
             width = max(len(n) for n in SCENARIOS)

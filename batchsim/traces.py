@@ -47,10 +47,14 @@ class Trace:
         return f"Trace({Path(self.path).name!r}, {len(self)} requests over {self.duration:.0f} s)"
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 def _azure_time(text: str) -> float:
     # The trace carries 7 fractional digits, one more than datetime parses on Python 3.10.
     base, _, frac = text.strip().partition(".")
-    t = datetime.fromisoformat(base).timestamp()
+    # Naive arithmetic, not .timestamp(): local time zones and daylight saving must not move arrivals.
+    t = (datetime.fromisoformat(base) - _EPOCH).total_seconds()
     return t + (float("0." + frac) if frac else 0.0)
 
 
