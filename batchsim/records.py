@@ -126,6 +126,7 @@ class Recorder:
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.rejected: list[str | None] = [None] * n
         self._steps: list[tuple] = []
+        self._events: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
 
     def reject(self, request_id: int, reason: str) -> None:
         self.rejected[request_id] = reason
@@ -139,32 +140,9 @@ class Recorder:
                 start[c.request_id] = t_start
         if step.preempted:
             np.add.at(self.preemptions, np.asarray(step.preempted, dtype=np.int64), 1)
-        ids, counts = outcome.token_ids, outcome.token_counts
-        if len(ids) == 1 and m == 1:  # one row, one step: plain floats beat array calls
-            i = int(ids[0])
-            first = float(ends[0])
-            gap = first - self.last_token[i]
-            if gap == gap and not (gap <= self.itl_max[i]):
-                self.itl_max[i] = gap
-            if self.first_token[i] != self.first_token[i]:
-                self.first_token[i] = first
-            self.last_token[i] = first
-            self.tokens[i] += int(counts[0])
-        elif len(ids):
-            first = ends[0]
-            # Gap before this run's first token (NaN for a request's very first token), and the
-            # largest gap inside the run for a row producing c tokens: the largest of step
-            # durations 2..c, a prefix maximum (NaN when c == 1). fmax/fmin skip NaN.
-            gmax = first - self.last_token[ids]
-            if m > 1:
-                inner = np.concatenate([[np.nan], np.maximum.accumulate(np.diff(ends))])
-                gmax = np.fmax(gmax, inner[counts - 1])
-                self.last_token[ids] = ends[counts - 1]
-            else:
-                self.last_token[ids] = first
-            self.itl_max[ids] = np.fmax(self.itl_max[ids], gmax)
-            self.first_token[ids] = np.fmin(self.first_token[ids], first)
-            self.tokens[ids] += counts
+        if len(outcome.token_ids):
+            # Token bookkeeping is deferred: a list append here, one vectorised pass in records().
+            self._events.append((outcome.token_ids, outcome.token_counts, ends, t_start))
         if outcome.finished:
             self.finish[np.asarray(outcome.finished, dtype=np.int64)] = ends[-1]
         self._steps.append((
@@ -172,7 +150,46 @@ class Recorder:
             len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted),
         ))
 
+    def _fold_events(self) -> None:
+        """Fold the buffered token events into the per-request arrays, all in numpy.
+
+        Each event says: row ``id`` produced ``c`` tokens, one at the end of each of the first
+        c repetitions of a run whose repetitions ended at ``ends``. So its first token is at
+        ends[0], its last at ends[c-1], and the gaps inside the run are the step durations
+        2..c. The gap before its first token is the distance from the same request's previous
+        event. Events are in time order, so a stable sort by id keeps each request's in order.
+        """
+        if not self._events:
+            return
+        ev, self._events = self._events, []
+        ids = np.concatenate([e[0] for e in ev])
+        counts = np.concatenate([e[1] for e in ev])
+        lens = np.fromiter((len(e[0]) for e in ev), dtype=np.int64, count=len(ev))
+        m = np.fromiter((len(e[2]) for e in ev), dtype=np.int64, count=len(ev))
+        ends = np.concatenate([e[2] for e in ev])
+        prev_end = np.concatenate([np.concatenate(([e[3]], e[2][:-1])) for e in ev])
+        durs = np.append(ends - prev_end, np.nan)  # one spare slot keeps reduceat's indices in range
+        off = np.repeat(np.cumsum(m) - m, lens)  # where each event's run starts in `ends`
+        first = ends[off]
+        last = ends[off + counts - 1]
+        inner = np.full(len(ids), np.nan)
+        multi = counts > 1
+        if multi.any():
+            lo, hi = off[multi] + 1, off[multi] + counts[multi]
+            inner[multi] = np.maximum.reduceat(durs, np.column_stack([lo, hi]).ravel())[::2]
+        order = np.argsort(ids, kind="stable")
+        ids, counts, first, last, inner = ids[order], counts[order], first[order], last[order], inner[order]
+        same = np.zeros(len(ids), dtype=bool)
+        same[1:] = ids[1:] == ids[:-1]
+        before = np.where(same, first - np.roll(last, 1), first - self.last_token[ids])  # NaN if no earlier token
+        gap = np.fmax(inner, before)
+        np.fmax.at(self.itl_max, ids, gap)
+        np.fmin.at(self.first_token, ids, first)
+        np.fmax.at(self.last_token, ids, last)
+        np.add.at(self.tokens, ids, counts)
+
     def records(self) -> Records:
+        self._fold_events()
         cols = list(zip(*self._steps)) if self._steps else [()] * len(STEP_FIELDS)
         dtypes = (float, float, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64)
         steps = {k: np.asarray(c, dtype=t) for k, c, t in zip(STEP_FIELDS, cols, dtypes)}

@@ -92,6 +92,7 @@ class Continuous(Policy):
     # order (the last row is the newest, the first to be preempted), so a step over 200
     # rows costs a few array operations rather than 200 Python iterations.
     _COLS = ("ids", "prompt", "out", "target", "kv", "produced", "blocks")
+    _BLOCKS = 6
 
     def start(self, kv_budget_tokens: int | None = None) -> None:
         super().start(kv_budget_tokens)
@@ -138,9 +139,10 @@ class Continuous(Policy):
 
     def _keep(self, mask: np.ndarray) -> None:
         """Keep the rows where mask is true (in order); free the blocks of the others."""
-        self._add_blocks(-int(self._blocks[~mask].sum()))
-        k = int(mask.sum())
-        self._table[:, :k] = self._table[:, : self._n][:, mask]
+        kept = np.compress(mask, self._table[:, : self._n], axis=1)
+        self._add_blocks(int(kept[self._BLOCKS].sum() - self._blocks.sum()))
+        k = kept.shape[1]
+        self._table[:, :k] = kept
         self._n = k
         self._bind()
 
@@ -304,8 +306,10 @@ class Continuous(Policy):
         kv, produced = self._kv, self._produced  # views: updated in place
         prefilled: list[int] = []
         if step.prefill:
-            for c in step.prefill:
-                i = int(np.flatnonzero(self._ids == c.request_id)[0])
+            tail = self._n - len(step.prefill)
+            for j, c in enumerate(step.prefill):
+                # Without chunking every chunk is an admission, appended in chunk order at the tail.
+                i = tail + j if not self.chunked_prefill else int(np.flatnonzero(self._ids == c.request_id)[0])
                 kv[i] += c.length
                 if c.completes:
                     produced[i] += 1
@@ -320,7 +324,8 @@ class Continuous(Policy):
             self._blocks[over] = need
         if prefilled:
             token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), self._ids[decoding]])
-            counts = np.concatenate([np.ones(len(prefilled), dtype=np.int64), np.full(n_decode, done, dtype=np.int64)])
+            counts = np.full(len(token_ids), done, dtype=np.int64)
+            counts[: len(prefilled)] = 1
         else:
             # A copy: with a slice, self._ids[decoding] is a view that _keep below would overwrite.
             token_ids = self._ids[decoding].copy()
