@@ -7,20 +7,43 @@ figures people quote (throughput, TTFT, TPOT, E2E, goodput, utilisation, memory)
 """
 
 from .arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
+from .catalog import DEFAULT_CATALOG, GPU, Catalog, Model, load_catalog
+from .cost import cost_summary, implied_price_per_hour, required_throughput
 from .errors import ConfigError
 from .lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
+from .memory import KVBudget, kv_budget
 from .metrics import SLO, format_table, summarize
-from .policies import POLICY_NAMES, Continuous, Dynamic, Policy, Static, Taxi, make_policy
+from .policies import (
+    POLICY_NAMES,
+    Continuous,
+    Dynamic,
+    Policy,
+    Static,
+    Taxi,
+    make_policy,
+)
 from .records import Recorder, Records
+from .roofline import RooflineStepTime
+from .server import Server
 from .simulator import SimResult, simulate
 from .step import Chunk, Step, StepOutcome, Wait
-from .steptime import ConstantStepTime, ExponentialStepTime, LinearStepTime, StepTimeModel, load_step_time
+from .steptime import (
+    ConstantStepTime,
+    ExponentialStepTime,
+    LinearStepTime,
+    StepTimeModel,
+    load_step_time,
+)
+from .theory import MD1, MG1, MM1, BulkService, bus_fill_wait
 from .traces import Trace, read_trace
 from .workload import Request, Workload, make_workload, trace_workload
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BulkService", "Catalog", "DEFAULT_CATALOG", "GPU", "KVBudget", "MD1", "MG1", "MM1", "Model",
+    "RooflineStepTime", "Server", "bus_fill_wait", "cost_summary", "implied_price_per_hour", "kv_budget",
+    "load_catalog", "required_throughput",
     "Chunk", "ConfigError", "Constant", "ConstantStepTime", "Continuous", "Dynamic", "Empirical",
     "ExponentialStepTime", "Fixed", "Gamma", "LinearStepTime", "LogNormal", "POLICY_NAMES", "Poisson",
     "Policy", "Recorder", "Records", "Request", "RushHour", "SLO", "SimResult", "Static", "Step",
