@@ -1,0 +1,323 @@
+"""The real engine: a policy's Steps executed as forward passes of a real model.
+
+The policy (the same object batchsim simulates) decides what runs; the engine only
+does it. A ``Step`` says which requests prefill which part of their context and which
+requests decode one token; the engine turns that into tensors, runs the model, takes
+the greedy token of every row and keeps the KV cache in a ``KVBatch`` (rows keyed by
+request id, left-padded, see ``kvcache``).
+
+One step, as executed:
+
+1. rows of preempted requests are dropped (their tokens so far are kept: when the
+   policy lets them back in, their prefill recomputes prompt + generated tokens);
+2. prefill chunks run as one forward pass over just those requests (each chunk is a
+   stretch of the request's context; a chunk that continues an earlier one attends to
+   the cache kept from it); a chunk that completes produces the request's next token;
+3. decoding rows run as one forward pass of one token each. In a padded batch
+   (taxi/static/dynamic) finished rows keep computing, as ``generate()`` does; their
+   extra tokens are thrown away;
+4. requests whose prefill completed join the decoding batch for the next step.
+
+So a step that both admits and decodes costs two passes (as in TGI, which also
+prefills new requests in a batch of their own): packing both into one rectangular
+tensor would pad every decoding row to the prompt's length. Finished requests leave
+when the driver calls ``release`` after the policy says so. Rows are never dropped
+just for being absent from a step: a request part-way through a chunked prefill sits
+out a step whenever the step's token budget is spent, and keeps its cache.
+
+The correctness bar, checked by the tests: whatever the policy, each request's greedy
+tokens equal those of running it alone, token for token.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from batchsim.step import Chunk, Step
+from batchsim.workload import Request, Workload
+
+from .kvcache import KVBatch
+from .model import LoadedModel
+
+__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats"]
+
+
+def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[int]:
+    """The request's prompt as exactly ``prompt_tokens`` ids.
+
+    From ``req.text`` when given (encoded, then cut or cycled to the workload's length, because
+    the policy schedules by that length and a trace's token counts come from another
+    tokenizer); otherwise seeded from (seed, request id), so every engine and every policy
+    sees the same prompt for the same request.
+    """
+    n = req.prompt_tokens
+    if req.text and tokenizer is not None:
+        ids = list(tokenizer.encode(req.text))
+        if ids:
+            return (ids * (n // len(ids) + 1))[:n]
+    rng = np.random.default_rng([seed, req.id])
+    return rng.integers(0, min(256, vocab), n).tolist()
+
+
+def reset_memory_stats(lm: LoadedModel) -> None:
+    if lm.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+
+
+def memory_stats(lm: LoadedModel) -> dict:
+    """Actual memory: CUDA's peak allocation on a GPU; the process's peak RSS always."""
+    import resource
+
+    out = {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}  # Linux reports KiB
+    if lm.device.startswith("cuda"):
+        out["cuda_max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+    return out
+
+
+class Engine:
+    """Runs Steps on ``lm`` with a batched, buffer-backed KV cache. One engine serves many runs."""
+
+    name = "ours"
+
+    def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.lm = lm
+        self.model = lm.model
+        self.stop_on_eos = stop_on_eos
+        self.prompt_seed = prompt_seed
+        self.clock = clock
+        self.device = next(self.model.parameters()).device
+        self.dtype = next(self.model.parameters()).dtype
+        self._shapes = self._warm_up()
+        self.start(Workload(()))
+
+    # -- set-up -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def _warm_up(self) -> list[tuple[int, int]]:
+        """Learn each layer's (KV heads, head dim) and pay the first-call costs before any clock runs."""
+        from transformers import DynamicCache
+
+        ids = torch.zeros(4, 16, dtype=torch.long, device=self.device)
+        mask = torch.ones_like(ids)
+        cache = DynamicCache()
+        out = self.model(input_ids=ids, cache=cache, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        for j in range(3):
+            mask = torch.cat([mask, torch.ones(4, 1, dtype=torch.long, device=self.device)], 1)
+            pos = torch.full((4, 1), 16 + j, device=self.device)
+            out = self.model(input_ids=ids[:, :1], cache=cache, attention_mask=mask, position_ids=pos, use_cache=True)
+        self.lm.synchronize()
+        del out
+        return [(layer.keys.shape[1], layer.keys.shape[3]) for layer in cache.layers]
+
+    def start(self, workload: Workload) -> None:
+        """Fresh state for a run over ``workload``."""
+        self.requests = {r.id: r for r in workload.requests}
+        self.out_len = {r.id: r.output_tokens for r in workload.requests}
+        self.prompts: dict[int, list[int]] = {}
+        self.generated: dict[int, list[int]] = {r.id: [] for r in workload.requests}
+        self.eos_at: dict[int, int] = {}  # --stop-on-eos: tokens up to and including the first EOS
+        self.eos_time: dict[int, float] = {}  # ... and the clock when that pass ended
+        self._eos_new: list[int] = []
+        self.batch = KVBatch(self._shapes, self.dtype, self.device)
+        self.partial: dict[int, KVBatch] = {}  # requests part-way through a chunked prefill
+        self.kv_peak_bytes = 0
+        self.passes = 0
+
+    def prompt(self, rid: int) -> list[int]:
+        p = self.prompts.get(rid)
+        if p is None:
+            p = self.prompts[rid] = prompt_ids(self.requests[rid], self.lm.vocab_size, self.lm.tokenizer, self.prompt_seed)
+        return p
+
+    def outputs(self) -> dict[int, list[int]]:
+        """Generated token ids per request (at most its output length)."""
+        return self.generated
+
+    # -- the protocol the runner uses -----------------------------------------------------
+    @torch.inference_mode()
+    def execute(self, step: Step, should_stop: Callable[[], bool] | None = None) -> tuple[float, list[float]]:
+        """Run ``step``: up to ``step.repeat`` passes, fewer if it is interruptible and ``should_stop()``
+        turns true after a pass. Returns (start, end of each pass) on ``clock``."""
+        t_start = self.clock()
+        if step.preempted:
+            self._drop(step.preempted)
+        ends: list[float] = []
+        if step.decode:
+            self._check_decode_rows(step.decode)
+        for j in range(step.repeat):
+            joining = self._prefill(step.prefill, group=step.prefill_padding == 0) if (j == 0 and step.prefill) else []
+            if step.decode:
+                self._decode()
+            for block, rows in joining:
+                self.batch.add(block, rows)
+            self._note_memory()
+            self.lm.synchronize()
+            ends.append(self.clock())
+            if self._eos_new:
+                self.eos_time.update((rid, ends[-1]) for rid in self._eos_new)
+                self._eos_new.clear()
+            if step.interruptible and should_stop is not None and j + 1 < step.repeat and should_stop():
+                break
+        return t_start, ends
+
+    @torch.inference_mode()
+    def fill_rows(self, ids: list[int], contexts: list[int], seed: int = 0) -> None:
+        """Rows as if these requests had prefilled ``contexts`` tokens, without running the model.
+
+        For the profiler: a decode step's time depends on the shapes it reads, not on the values,
+        so filling the cache with random numbers skips prefills that would cost more than the
+        steps being measured. (The tokens such rows then produce mean nothing.)
+        """
+        w = max(contexts)
+        block = KVBatch(self._shapes, self.dtype, self.device, rows=len(ids), columns=w)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        for buf in block.K + block.V:
+            buf.normal_(generator=gen)  # finite everywhere; the mask hides the padding
+        for i, c in enumerate(contexts):
+            block.mask[i, w - c :] = 1
+        block.pos[: len(ids)] = torch.tensor(contexts, dtype=torch.long, device=self.device)
+        block.ids, block.n, block.lo, block.hi = list(ids), len(ids), 0, w
+        self.batch.add(block)
+
+    @torch.inference_mode()
+    def release(self, ids) -> None:
+        """Finished requests leave: their rows are dropped (their tokens stay in ``outputs()``)."""
+        if len(ids):
+            self._drop(ids)
+
+    # -- the passes -------------------------------------------------------------------------
+    def _check_decode_rows(self, decode: tuple[int, ...]) -> None:
+        if len(decode) != len(self.batch) or set(decode) != set(self.batch.ids):
+            raise RuntimeError(
+                f"step decodes {len(decode)} rows {sorted(decode)[:8]} but the cache holds "
+                f"{len(self.batch)} rows {sorted(self.batch.ids)[:8]}: policy and engine disagree"
+            )
+
+    def _decode(self) -> None:
+        b = self.batch
+        n = b.n
+        b.reserve(1)
+        b.mask[:n, b.hi] = 1
+        out = self.model(
+            input_ids=b.live_last()[:, None], cache=b.cache(), attention_mask=b.live_mask(1),
+            position_ids=b.live_pos()[:, None], use_cache=True,
+        )
+        b.hi += 1
+        b.pos[:n] += 1
+        nxt = out.logits[:, -1].argmax(-1)
+        b.last[:n] = nxt
+        self.passes += 1
+        self._append(b.ids, nxt.tolist())
+
+    def _context(self, rid: int, upto: int) -> list[int]:
+        p = self.prompt(rid)
+        if upto <= len(p):
+            return p
+        ctx = p + self.generated[rid]
+        if upto > len(ctx):
+            raise RuntimeError(f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist")
+        return ctx
+
+    @staticmethod
+    def _groups(chunks: tuple[Chunk, ...], group: bool) -> list[list[Chunk]]:
+        """Split a prefill into passes of similar lengths, so short prompts are not padded to long ones.
+
+        A padded-batch policy (``prefill_padding`` > 0) pays for its padding by definition, so its
+        prefill stays one pass, as in ``generate()``. Otherwise chunks within a quarter of the
+        longest share a pass; a pass costs a fixed few milliseconds, padding costs per token.
+        """
+        if not group or len(chunks) == 1:
+            return [list(chunks)]
+        out: list[list[Chunk]] = []
+        for c in sorted(chunks, key=lambda c: -c.length):
+            if out and c.length >= 0.75 * out[-1][0].length:
+                out[-1].append(c)
+            else:
+                out.append([c])
+        return out
+
+    def _prefill(self, chunks: tuple[Chunk, ...], group: bool = True) -> list[tuple[KVBatch, list[int]]]:
+        """Run the prefill passes; returns (block, rows) whose prefill completed, to join the batch."""
+        joining = []
+        for g in self._groups(chunks, group):
+            joining.extend(self._prefill_pass(g))
+        return joining
+
+    def _prefill_pass(self, chunks: list[Chunk]) -> list[tuple[KVBatch, list[int]]]:
+        n = len(chunks)
+        L = max(c.length for c in chunks)
+        pasts: list[KVBatch | None] = []
+        for c in chunks:
+            past = self.partial.pop(c.request_id, None)
+            if c.start == 0:
+                past = None  # a fresh start (or a recompute after preemption) forgets any old rows
+            elif past is None or past.width != c.start:
+                raise RuntimeError(f"request {c.request_id}: chunk starts at {c.start} but {past.width if past else 0} tokens are cached")
+            pasts.append(past)
+        tp = max((p.width for p in pasts if p is not None), default=0)
+        block = KVBatch(self._shapes, self.dtype, self.device, rows=n, columns=tp + L)
+        block.lo = block.hi = tp
+        for c, past in zip(chunks, pasts):
+            if past is not None:
+                block.add(past)
+            else:
+                block.add_blank(c.request_id)
+        tokens = np.full((n, L), self.lm.pad_token_id, dtype=np.int64)
+        positions = np.zeros((n, L), dtype=np.int64)
+        new_mask = np.zeros((n, L), dtype=np.int64)
+        for i, c in enumerate(chunks):
+            ctx = self._context(c.request_id, c.start + c.length)
+            tokens[i, L - c.length :] = ctx[c.start : c.start + c.length]
+            positions[i, L - c.length :] = np.arange(c.start, c.start + c.length)
+            new_mask[i, L - c.length :] = 1
+        block.mask[:n, block.hi : block.hi + L] = torch.from_numpy(new_mask).to(self.device)
+        out = self.model(
+            input_ids=torch.from_numpy(tokens).to(self.device), cache=block.cache(),
+            attention_mask=block.live_mask(L), position_ids=torch.from_numpy(positions).to(self.device),
+            use_cache=True, logits_to_keep=1,
+        )
+        block.hi += L
+        block.pos[:n] = torch.tensor([c.start + c.length for c in chunks], dtype=torch.long, device=self.device)
+        nxt = out.logits[:, -1].argmax(-1)
+        block.last[:n] = nxt
+        self.passes += 1
+        self.kv_peak_bytes = max(self.kv_peak_bytes, self._kv_bytes() + block.nbytes)
+        done = [i for i, c in enumerate(chunks) if c.completes]
+        for i, c in enumerate(chunks):
+            if not c.completes:
+                self.partial[c.request_id] = block.row(i)
+        if not done:
+            return []
+        last = nxt.tolist()
+        self._append([chunks[i].request_id for i in done], [last[i] for i in done])
+        # A row that continued a chunk may have a gap between its old cache and its new tokens
+        # (new tokens are right-aligned to the longest chunk): such rows join squeezed, one by one.
+        holes = block.has_holes()
+        if bool(holes[done].any()):
+            return [(block.row(i), None) for i in done]
+        return [(block, done)]
+
+    def _append(self, ids: list[int], toks: list[int]) -> None:
+        gen, out_len, eos = self.generated, self.out_len, self.lm.eos_token_id
+        for rid, t in zip(ids, toks):
+            g = gen[rid]
+            if len(g) < out_len[rid]:  # a padded batch's finished rows compute on; their tokens are not kept
+                g.append(t)
+                if self.stop_on_eos and t == eos and rid not in self.eos_at:
+                    self.eos_at[rid] = len(g)
+                    self._eos_new.append(rid)
+
+    def _drop(self, ids) -> None:
+        gone = set(int(i) for i in ids)
+        for rid in gone:
+            self.partial.pop(rid, None)
+        self.batch.remove(gone)
+
+    def _kv_bytes(self) -> int:
+        return self.batch.nbytes + sum(p.nbytes for p in self.partial.values())
+
+    def _note_memory(self) -> None:
+        self.kv_peak_bytes = max(self.kv_peak_bytes, self._kv_bytes())
