@@ -131,6 +131,14 @@ class Recorder:
     def reject(self, request_id: int, reason: str) -> None:
         self.rejected[request_id] = reason
 
+    def reject_unfinished(self, reason: str, arrived: int | None = None) -> None:
+        """After a run stopped early: reject, with the reason, every request neither finished nor
+        rejected, so the conservation check still holds (requests ``>= arrived`` never arrived)."""
+        finish = self.records().finish
+        for i in np.flatnonzero(np.isnan(finish)).tolist():
+            if self.rejected[i] is None:
+                self.rejected[i] = reason if arrived is None or i < arrived else f"{reason} (never arrived)"
+
     def step(self, step: Step, t_start: float, ends: np.ndarray, outcome: StepOutcome) -> None:
         """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``."""
         m = len(ends)

@@ -255,10 +255,7 @@ def run_hf_continuous(
         if bar is not None:
             bar.close()
     if stopped is not None:
-        r = rec.records()
-        for i in range(n):
-            if np.isnan(r.finish[i]) and rec.rejected[i] is None:
-                rec.reject(i, stopped)
+        rec.reject_unfinished(stopped)
     meta = {
         "engine": "hf-continuous", "model": lm.name, "model_source": lm.source, "random_weights": lm.random_weights,
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "kv_bytes_per_token": lm.kv_bytes_per_token,

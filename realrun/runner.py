@@ -152,10 +152,7 @@ def run_real(
             bar.close()
     if stopped is not None:
         # Keep what was measured; every request not finished is accounted for, with the reason.
-        r = rec.records()
-        for i in range(n):
-            if np.isnan(r.finish[i]) and rec.rejected[i] is None:
-                rec.reject(i, stopped if i < nxt else f"{stopped} (never arrived)")
+        rec.reject_unfinished(stopped, arrived=nxt)
     records = rec.records()
     if getattr(engine, "stop_on_eos", False):
         _cut_at_eos(records, engine, t0)
