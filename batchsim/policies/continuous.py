@@ -222,8 +222,11 @@ class Continuous(Policy):
                         free -= extra
                     chunks.append(Chunk(int(self._ids[i]), kv, n, kv + n == target))
                     budget -= n
-            # 3. admissions, FIFO
-            while self.waiting and self._n < self.max_seqs and budget > 0:
+            # 3. admissions, FIFO; none in a step that had to preempt (as vLLM's V1 scheduler does):
+            # memory is short right now, and the request just preempted would board again at once.
+            # An empty batch always admits, so the run can never stall.
+            admit = not preempted or not self._n
+            while admit and self.waiting and self._n < self.max_seqs and budget > 0:
                 w = self.waiting[0]
                 n = w.target
                 if n > budget:
