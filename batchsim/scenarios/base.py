@@ -12,6 +12,7 @@ a scenario may instead bring its own ``runner``.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -115,6 +116,10 @@ def _args_for(args: argparse.Namespace, d: dict) -> argparse.Namespace:
     return a
 
 
+#: Requests from which a run shows a progress bar on a terminal.
+LONG_RUN = 20_000
+
+
 def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys: list[str] | None = None,
             progress: bool = False, title: str | None = None, workload_notes: bool = True) -> ScenarioReport:
     """Run each labelled run; identical workloads are built once; add dollars when a price is known."""
@@ -138,7 +143,9 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         server = server_from_args(a, d)
         price = price_from_args(a, d, server)
         slo = slo_from_args(a, d)
-        res = simulate(workload, policy, step_time, kv_budget_tokens=kv, progress=progress)
+        # A bar only where a person watches a run long enough to wait for (about a second or more).
+        show = progress or (len(workload) >= LONG_RUN and sys.stderr.isatty())
+        res = simulate(workload, policy, step_time, kv_budget_tokens=kv, progress=show)
         summary = summarize(res, slo)
         if price is not None:
             any_price = True
