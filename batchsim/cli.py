@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .config import add_policy_args, add_server_args, add_slo_args, add_workload_args
 from .errors import ConfigError
-from .scenarios import FLAGSHIP, SCENARIOS, SERVER, Scenario, get_scenario
+from .scenarios import FLAGSHIP, SCENARIOS, Scenario, get_scenario
 
 __all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report"]
 
@@ -80,9 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Your own run happens on the same server as the named stories (a 7B-class model on an A100), so
-# numbers from `run` and from `run taxi-vs-bus` can be set side by side; flags change any of it.
-_CUSTOM = Scenario("custom", "your own workload and policies", "Every knob from the command line.", defaults=dict(SERVER))
+_CUSTOM = Scenario("custom", "your own workload and policies", "Every knob from the command line.")
 
 
 def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
