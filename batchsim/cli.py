@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .config import add_policy_args, add_server_args, add_slo_args, add_workload_args
 from .errors import ConfigError
-from .scenarios import FLAGSHIP, SCENARIOS, Scenario, get_scenario
+from .scenarios import FLAGSHIP, SCENARIOS, SERVER, Scenario, get_scenario
 
 __all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report"]
 
@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _CUSTOM = Scenario("custom", "your own workload and policies", "Every knob from the command line.")
+# Without a step-time flag, your own run happens on the scenarios' server (a GPU, a model, a price),
+# so its numbers sit beside the named stories'. With --step-time or --calibration it does not: a
+# calibrated CPU must not inherit an A100's price and memory.
+_CUSTOM_GPU = Scenario("custom", _CUSTOM.summary, _CUSTOM.story, defaults=dict(SERVER))
 
 
 def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
@@ -122,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
             print("\nrun one with: python -m batchsim run NAME   (flags override its defaults)")
             return 0
         if args.command in ("run", "compare"):
-            scenario = get_scenario(args.scenario) if getattr(args, "scenario", None) else _CUSTOM
+            if getattr(args, "scenario", None):
+                scenario = get_scenario(args.scenario)
+            elif args.step_time is not None or args.calibration:
+                scenario = _CUSTOM
+            else:
+                scenario = _CUSTOM_GPU
             report = scenario.run(args)
             emit_report(report, args, scenario.name)
             return 0
