@@ -6,14 +6,14 @@ whose steps take a ``StepTimeModel``; ``summarize`` turns the records into the
 figures people quote (throughput, TTFT, TPOT, E2E, goodput, utilisation, memory).
 """
 
-from .arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
-from .catalog import DEFAULT_CATALOG, GPU, Catalog, Model, load_catalog
-from .cost import cost_summary, implied_price_per_hour, required_throughput
-from .errors import ConfigError
-from .lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
-from .memory import KVBudget, kv_budget
-from .metrics import SLO, format_table, summarize
-from .policies import (
+from .core.arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
+from .machine.catalog import DEFAULT_CATALOG, GPU, Catalog, Model, load_catalog
+from .machine.cost import cost_summary, implied_price_per_hour, required_throughput
+from .core.errors import ConfigError
+from .core.lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
+from .machine.memory import KVBudget, kv_budget
+from .core.metrics import SLO, format_table, summarize
+from .core.policies import (
     POLICY_NAMES,
     Continuous,
     Dynamic,
@@ -22,21 +22,21 @@ from .policies import (
     Taxi,
     make_policy,
 )
-from .records import Recorder, Records
-from .roofline import RooflineStepTime
-from .server import Server
-from .simulator import SimResult, simulate
-from .step import Chunk, Step, StepOutcome, Wait
-from .steptime import (
+from .core.records import Recorder, Records
+from .machine.roofline import RooflineStepTime
+from .machine.server import Server
+from .sim.simulator import SimResult, simulate
+from .core.step import Chunk, Step, StepOutcome, Wait
+from .sim.steptime import (
     ConstantStepTime,
     ExponentialStepTime,
     LinearStepTime,
     StepTimeModel,
     load_step_time,
 )
-from .theory import MD1, MG1, MM1, BulkService, bus_fill_wait
-from .traces import Trace, read_trace
-from .workload import Request, Workload, make_workload, trace_workload
+from .sim.theory import MD1, MG1, MM1, BulkService, bus_fill_wait
+from .core.traces import Trace, read_trace
+from .core.workload import Request, Workload, make_workload, trace_workload
 
 __version__ = "0.1.0"
 

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from batchsim import Continuous, Static, summarize
-from batchsim.workload import Workload
+from batchsim.core.workload import Workload
 from realrun.baselines import HFGenerateEngine, run_hf_continuous
 from realrun.engine import Engine
 from realrun.model import load_model

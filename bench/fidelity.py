@@ -33,8 +33,8 @@ import time
 import numpy as np
 
 from batchsim import Poisson, make_policy, make_workload, simulate, summarize
-from batchsim.lengths import Uniform
-from batchsim.workload import Workload
+from batchsim.core.lengths import Uniform
+from batchsim.core.workload import Workload
 from realrun.engine import Engine
 from realrun.model import load_model
 from realrun.profile import grid_for_workload, profile

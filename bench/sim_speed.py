@@ -30,8 +30,8 @@ import tracemalloc
 import numpy as np
 
 from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
-from batchsim.config import DEFAULT_STEP_TIME
-from batchsim.policies import POLICY_NAMES
+from batchsim.cli.options import DEFAULT_STEP_TIME
+from batchsim.core.policies import POLICY_NAMES
 
 PROMPT, OUTPUT = Uniform(32, 512), LogNormal(128, 96)
 SETTINGS = dict(max_batch=8, max_wait=0.05, max_seqs=64, max_batched_tokens=2048)

@@ -1,9 +1,9 @@
 """Write the course's notebooks from one description, so all eight keep one shape.
 
 Every notebook opens with what the student will learn, has one cell tagged
-``parameters`` (CI overrides it to run small), calls ``batchsim.lessons`` once
+``parameters`` (CI overrides it to run small), calls ``batchsim.teach.lessons`` once
 so the page shows a figure even when read without a kernel, offers the sliders
-of ``batchsim.widgets``, and ends with questions. The notebooks hold no logic:
+of ``batchsim.teach.widgets``, and ends with questions. The notebooks hold no logic:
 every computation is a package function the tests also call.
 
     python notebooks/build.py           # (re)write notebooks/*.ipynb, without outputs
@@ -68,7 +68,7 @@ class Notebook:
 
 IMPORTS = """
 %matplotlib inline
-from batchsim import lessons, widgets
+from batchsim.teach import lessons, widgets
 """
 
 def _std(name: str, call: str, panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:

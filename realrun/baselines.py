@@ -24,11 +24,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from batchsim.errors import ConfigError
-from batchsim.records import Recorder
-from batchsim.simulator import SimResult
-from batchsim.step import Step
-from batchsim.workload import Workload
+from batchsim.core.errors import ConfigError
+from batchsim.core.records import Recorder
+from batchsim.sim.simulator import SimResult
+from batchsim.core.step import Step
+from batchsim.core.workload import Workload
 
 from .engine import memory_stats, prompt_ids, reset_memory_stats
 from .model import LoadedModel

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from batchsim.cli import OneLineParser
-from batchsim.config import (
+from batchsim.cli.options import (
     add_policy_args,
     add_slo_args,
     add_workload_args,
@@ -31,9 +31,9 @@ from batchsim.config import (
     slo_from_args,
     workload_from_args,
 )
-from batchsim.errors import ConfigError, check_int_at_least
-from batchsim.metrics import format_table, summarize
-from batchsim.scenarios import get_scenario
+from batchsim.core.errors import ConfigError, check_int_at_least
+from batchsim.core.metrics import format_table, summarize
+from batchsim.teach.scenarios import get_scenario
 
 __all__ = ["main", "build_parser", "REALRUN_DEFAULTS"]
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim.metrics import SLO, summarize
-from batchsim.policies import Policy
-from batchsim.simulator import SimResult, simulate
-from batchsim.steptime import StepTimeModel
-from batchsim.workload import Workload
+from batchsim.core.metrics import SLO, summarize
+from batchsim.core.policies import Policy
+from batchsim.sim.simulator import SimResult, simulate
+from batchsim.sim.steptime import StepTimeModel
+from batchsim.core.workload import Workload
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare", "plot_compare"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import platform
 
-from batchsim.step import Chunk, Step
-from batchsim.workload import Request, Workload
+from batchsim.core.step import Chunk, Step
+from batchsim.core.workload import Request, Workload
 
 from .model import RANDOM_WEIGHTS_NOTE, LoadedModel, available_cores
 

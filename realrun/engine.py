@@ -37,8 +37,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from batchsim.step import Chunk, Step
-from batchsim.workload import Request, Workload
+from batchsim.core.step import Chunk, Step
+from batchsim.core.workload import Request, Workload
 
 from .kvcache import KVBatch
 from .model import LoadedModel

@@ -22,7 +22,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batchsim.errors import ConfigError, check_int_at_least
+from batchsim.core.errors import ConfigError, check_int_at_least
 
 __all__ = [
     "OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model", "resolve_device", "resolve_dtype",

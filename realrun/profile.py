@@ -45,10 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim.errors import ConfigError, check_int_at_least
-from batchsim.step import Chunk, Step
-from batchsim.steptime import LinearStepTime
-from batchsim.workload import Request, Workload
+from batchsim.core.errors import ConfigError, check_int_at_least
+from batchsim.core.step import Chunk, Step
+from batchsim.sim.steptime import LinearStepTime
+from batchsim.core.workload import Request, Workload
 
 __all__ = [
     "Grid", "GRIDS", "ProfilePoint", "Profile", "Fit", "FAMILIES", "POLICY_FAMILY", "measure", "fit_linear",

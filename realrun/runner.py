@@ -1,11 +1,11 @@
 """The wall-clock server: the simulator's loop, with a real model and a real clock.
 
-``run_real`` is ``batchsim.simulator.simulate`` with SimPy's clock swapped for
+``run_real`` is ``batchsim.sim.simulator.simulate`` with SimPy's clock swapped for
 ``time.perf_counter`` and the step-time model swapped for an engine that runs the
 step. It replays the workload open-loop (requests arrive at their times whether or not
 the server keeps up, like vLLM's serving benchmark), calls the policy with the same
 calls in the same order, and feeds a batchsim ``Recorder`` the same way, so the result
-is a ``SimResult`` that ``batchsim.metrics.summarize`` reads unchanged.
+is a ``SimResult`` that ``batchsim.core.metrics.summarize`` reads unchanged.
 
 - When the policy says ``Wait(until)``, the runner sleeps until the next arrival or
   ``until``, whichever is first.
@@ -27,11 +27,11 @@ from typing import Callable
 
 import numpy as np
 
-from batchsim.policies import Policy
-from batchsim.records import Recorder
-from batchsim.simulator import SimResult
-from batchsim.step import Wait
-from batchsim.workload import Workload
+from batchsim.core.policies import Policy
+from batchsim.core.records import Recorder
+from batchsim.sim.simulator import SimResult
+from batchsim.core.step import Wait
+from batchsim.core.workload import Workload
 
 from .engine import memory_stats, reset_memory_stats
 

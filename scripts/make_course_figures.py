@@ -3,7 +3,7 @@
 The lessons, the teacher notes and the GPU lab guide are written as templates in
 ``course/src/`` with placeholders such as ``{{ l1.taxi_capacity }}`` and
 ``{{ cli.taxi-vs-bus }}``. This script runs the lesson functions
-(``batchsim.lessons``) and the command line (``python -m batchsim run ...``), saves
+(``batchsim.teach.lessons``) and the command line (``python -m batchsim run ...``), saves
 the figures under ``course/figures/`` and fills the placeholders, writing
 ``course/lessons/*.md``, ``course/teacher-notes.md`` and ``course/gpu-lab.md``.
 No number in those files is typed by hand.
@@ -64,11 +64,11 @@ def _cli(argv: list[str]) -> str:
 
 def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     """Run the lessons; save their figures under ``figures``; return the placeholders' values."""
-    from batchsim import lessons
-    from batchsim.catalog import DEFAULT_CATALOG
-    from batchsim.errors import ConfigError
-    from batchsim.memory import kv_budget
-    from batchsim.theory import MD1
+    from batchsim.teach import lessons
+    from batchsim.machine.catalog import DEFAULT_CATALOG
+    from batchsim.core.errors import ConfigError
+    from batchsim.machine.memory import kv_budget
+    from batchsim.sim.theory import MD1
 
     figures.mkdir(parents=True, exist_ok=True)
     v: dict[str, str] = {}
@@ -244,7 +244,7 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     # the GPU lab: what the roofline expects for GPT-2 (fp16) on classroom GPUs
     rows = ["| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
             "|---|---|---|---|---|---|---|"]
-    from batchsim.server import Server
+    from batchsim.machine.server import Server
 
     for g in ("T4", "A100-80GB", "H100-SXM"):
         st = Server.named(g, "gpt2", dtype="fp16").step_time

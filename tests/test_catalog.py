@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from batchsim.catalog import DEFAULT_CATALOG, GPU, Model, load_catalog
-from batchsim.errors import ConfigError
-from batchsim.memory import kv_budget
-from batchsim.server import Server
+from batchsim.machine.catalog import DEFAULT_CATALOG, GPU, Model, load_catalog
+from batchsim.core.errors import ConfigError
+from batchsim.machine.memory import kv_budget
+from batchsim.machine.server import Server
 
 REQUIRED_GPUS = ("T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "cpu")
 REQUIRED_MODELS = ("distilgpt2", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-3-8b", "mistral-7b")

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from batchsim.cli import main
-from batchsim.metrics import SUMMARY_KEYS
-from batchsim.scenarios import FLAGSHIP, SCENARIOS
+from batchsim.core.metrics import SUMMARY_KEYS
+from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS
 
 SMALL = ["--requests", "120", "--no-plots"]
 

@@ -9,8 +9,8 @@ import pytest
 
 from batchsim import ConstantStepTime, Workload, make_policy, simulate, summarize
 from batchsim.cli import main
-from batchsim.cost import cost_summary, implied_price_per_hour, required_throughput
-from batchsim.errors import ConfigError
+from batchsim.machine.cost import cost_summary, implied_price_per_hour, required_throughput
+from batchsim.core.errors import ConfigError
 
 
 def _small_run():
@@ -86,7 +86,7 @@ def test_cost_10x_reproduces_the_ratio_and_prints_the_implied_price(tmp_path, ca
     out = capsys.readouterr().out
     assert "$3,600/hour" in out and "A100-80GB rents for about $2.50/hour" in out
     from batchsim.cli import build_parser
-    from batchsim.scenarios import get_scenario
+    from batchsim.teach.scenarios import get_scenario
 
     report = get_scenario("cost-10x").run(build_parser().parse_args(["run", "cost-10x", "--requests", "96"]))
     c = report.config["cost10x"]

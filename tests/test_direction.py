@@ -14,7 +14,7 @@ from batchsim import (
     ConstantStepTime, Continuous, Dynamic, Fixed, LinearStepTime, LogNormal, Poisson, Static, Taxi, Uniform,
     make_policy, make_workload, simulate, summarize,
 )
-from batchsim.theory import ContinuousCapacity
+from batchsim.sim.theory import ContinuousCapacity
 
 STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)
 

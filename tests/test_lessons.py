@@ -1,6 +1,6 @@
 """The lessons' functions say what the course says: numbers that move the right way and add up.
 
-Each notebook is a thin driver over one function in ``batchsim.lessons``; these
+Each notebook is a thin driver over one function in ``batchsim.teach.lessons``; these
 tests call the functions directly at reduced size and hold them to the claims the
 lessons make (the taxi saturates at its ride time, padded batches waste rows,
 memory caps the batch at budget / context, dollars scale with the price, theory
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from batchsim import lessons
-from batchsim.catalog import DEFAULT_CATALOG
-from batchsim.errors import ConfigError
+from batchsim.teach import lessons
+from batchsim.machine.catalog import DEFAULT_CATALOG
+from batchsim.core.errors import ConfigError
 
 
 def test_why_batch_taxi_saturates_at_its_ride_time_and_the_bus_keeps_up():
@@ -207,7 +207,7 @@ def test_find_trace_honours_the_environment(tmp_path, monkeypatch):
 
 
 def test_lesson_figures_ci_uses_student_t():
-    from batchsim.lesson_figures import mean_ci
+    from batchsim.teach.figures import mean_ci
 
     m, h = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0

@@ -12,11 +12,11 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from batchsim import ConstantStepTime, Workload, make_policy, simulate, summarize
-from batchsim import plots
-from batchsim.catalog import DEFAULT_CATALOG
+from batchsim.teach import plots
+from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.cli import build_parser, main
-from batchsim.roofline import RooflineStepTime, knee_batch
-from batchsim.scenarios import get_scenario
+from batchsim.machine.roofline import RooflineStepTime, knee_batch
+from batchsim.teach.scenarios import get_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -40,7 +40,7 @@ def _png_ok(path):
 
 def test_plots_module_does_not_touch_pyplot():
     # Headless-safe by construction: no pyplot, no backend choice, no global figure registry.
-    code = "import batchsim.plots, sys; print('matplotlib.pyplot' in sys.modules)"
+    code = "import batchsim.teach.plots, sys; print('matplotlib.pyplot' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from batchsim import Chunk, ConfigError, Continuous, Dynamic, Request, Static, Step, Taxi, Wait, make_policy
-from batchsim.policies import POLICY_NAMES
+from batchsim.core.policies import POLICY_NAMES
 
 
 def req(i, p, o, t=0.0):

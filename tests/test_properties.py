@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from batchsim import (
     ConstantStepTime, Continuous, Dynamic, LinearStepTime, Static, Step, Taxi, Workload, simulate, summarize,
 )
-from batchsim.policies import Policy
+from batchsim.core.policies import Policy
 
 EPS = 1e-9
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from batchsim.metrics import summarize  # noqa: E402
-from batchsim.steptime import LinearStepTime  # noqa: E402
+from batchsim.core.metrics import summarize  # noqa: E402
+from batchsim.sim.steptime import LinearStepTime  # noqa: E402
 from realrun.cli import main  # noqa: E402
 
 SMALL = ["--requests", "6", "--rate", "40", "--prompt-len", "uniform:4,24", "--output-len", "uniform:2,10", "--threads", "1"]

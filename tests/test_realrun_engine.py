@@ -17,8 +17,8 @@ pytest.importorskip("transformers")
 from transformers import DynamicCache  # noqa: E402
 
 from batchsim import Poisson, Uniform, make_policy, make_workload, summarize  # noqa: E402
-from batchsim.step import Chunk, Step  # noqa: E402
-from batchsim.workload import Request, Workload  # noqa: E402
+from batchsim.core.step import Chunk, Step  # noqa: E402
+from batchsim.core.workload import Request, Workload  # noqa: E402
 from realrun.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
 from realrun.engine import Engine, prompt_ids  # noqa: E402
 from realrun.kvcache import KVBatch  # noqa: E402

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim.cli import main as batchsim_main  # noqa: E402
-from batchsim.steptime import LinearStepTime  # noqa: E402
+from batchsim.sim.steptime import LinearStepTime  # noqa: E402
 from realrun.engine import Engine  # noqa: E402
 from realrun.model import load_model  # noqa: E402
 from realrun.profile import Grid, ProfilePoint, fit_linear, grid_for_workload, profile  # noqa: E402

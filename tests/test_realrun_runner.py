@@ -27,7 +27,7 @@ from batchsim import (  # noqa: E402
     simulate,
     summarize,
 )
-from batchsim.records import REQUEST_FIELDS, STEP_FIELDS  # noqa: E402
+from batchsim.core.records import REQUEST_FIELDS, STEP_FIELDS  # noqa: E402
 from realrun.runner import context_reason, run_real  # noqa: E402
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from batchsim import Workload, make_policy, simulate, summarize
-from batchsim.catalog import DEFAULT_CATALOG
+from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.cli import main
-from batchsim.roofline import RooflineStepTime, decode_table, knee_batch
-from batchsim.step import Chunk, Step
+from batchsim.machine.roofline import RooflineStepTime, decode_table, knee_batch
+from batchsim.core.step import Chunk, Step
 
 A100 = DEFAULT_CATALOG.gpu("A100-80GB")
 GPT2 = DEFAULT_CATALOG.model("gpt2")
@@ -75,7 +75,7 @@ def test_chunked_prefill_conserves_attention_flops():
     def flops_time(step):
         p, d, kv = step.shape_arrays(1)
         pairs = kv + d
-        from batchsim.roofline import _prefill_pairs
+        from batchsim.machine.roofline import _prefill_pairs
         pairs[0] += _prefill_pairs(step) - sum(c.start for c in step.prefill)
         return st.components(p, d, kv, pairs)[0][0]
 
@@ -113,7 +113,7 @@ def test_decode_table_rows():
 
 
 def test_bad_efficiencies_are_refused():
-    from batchsim.errors import ConfigError
+    from batchsim.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="compute_eff must be in"):
         rf(compute_eff=0)
@@ -167,8 +167,8 @@ def test_roofline_bad_input_exits_2_with_one_line(argv, field, capsys):
 
 
 def test_a_cpu_entry_calibrated_from_a_linear_profile_reproduces_it():
-    from batchsim.roofline import calibrated_gpu
-    from batchsim.steptime import LinearStepTime
+    from batchsim.machine.roofline import calibrated_gpu
+    from batchsim.sim.steptime import LinearStepTime
 
     gpt2 = DEFAULT_CATALOG.model("gpt2")
     cal = LinearStepTime(c0=0.030, c1=0.0004, source="made-up profile")

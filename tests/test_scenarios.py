@@ -8,11 +8,11 @@ import json
 import pytest
 
 from batchsim.cli import build_parser, main
-from batchsim.config import kv_budget_from_args, price_from_args, server_from_args, step_time_from_args
-from batchsim.errors import ConfigError
-from batchsim.roofline import RooflineStepTime
-from batchsim.scenarios import FLAGSHIP, SCENARIOS, get_scenario
-from batchsim.steptime import ConstantStepTime, LinearStepTime
+from batchsim.cli.options import kv_budget_from_args, price_from_args, server_from_args, step_time_from_args
+from batchsim.core.errors import ConfigError
+from batchsim.machine.roofline import RooflineStepTime
+from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS, get_scenario
+from batchsim.sim.steptime import ConstantStepTime, LinearStepTime
 
 NAMES = ("taxi-vs-bus", "laundromat", "rush-hour", "chat-vs-offline", "memory-wall", "mixed-lengths", "cost-10x",
          "azure-conv", "batch-size-sweep")

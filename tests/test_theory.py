@@ -21,12 +21,12 @@ from batchsim import (
     ConfigError, ConstantStepTime, Continuous, Dynamic, ExponentialStepTime, Fixed, LinearStepTime, Poisson, Static,
     Taxi, Uniform, Workload, make_workload, simulate, summarize,
 )
-from batchsim.steptime import StepTimeModel
-from batchsim.theory import (
+from batchsim.sim.steptime import StepTimeModel
+from batchsim.sim.theory import (
     MD1, MG1, MM1, BulkService, BusFill, ContinuousCapacity, GeneralBulkPolicy, bus_fill_wait, relative_error,
     request_work,
 )
-from batchsim.theory_cli import mean_queue_wait, saturated_throughput
+from batchsim.cli.theory import mean_queue_wait, saturated_throughput
 
 SEED = 1
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipywidgets as W
 import pytest
 
-from batchsim import lessons, widgets
-from batchsim.catalog import DEFAULT_CATALOG
+from batchsim.teach import lessons, widgets
+from batchsim.machine.catalog import DEFAULT_CATALOG
 
 @pytest.fixture(autouse=True)
 def _quick_pictures(monkeypatch):

@@ -28,8 +28,8 @@ Check your work:  pytest course/labs -k lab1
 
 from __future__ import annotations
 
-from batchsim.errors import check_int_at_least, check_nonneg
-from batchsim.policies import PaddedBatchPolicy
+from batchsim.core.errors import check_int_at_least, check_nonneg
+from batchsim.core.policies import PaddedBatchPolicy
 
 
 class TimetableBus(PaddedBatchPolicy):

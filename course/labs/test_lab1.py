@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchsim import ConstantStepTime, Dynamic, Fixed, Poisson, Uniform, make_workload, simulate, summarize
-from batchsim.config import DEFAULT_STEP_TIME
+from batchsim.cli.options import DEFAULT_STEP_TIME
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from batchsim.catalog import DEFAULT_CATALOG
-from batchsim.cost import cost_summary, implied_price_per_hour
-from batchsim.memory import kv_budget
+from batchsim.machine.catalog import DEFAULT_CATALOG
+from batchsim.machine.cost import cost_summary, implied_price_per_hour
+from batchsim.machine.memory import kv_budget
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ fills and leaves early, which this formula ignores.)
 
 from __future__ import annotations
 
-from batchsim.errors import check_int_at_least, check_nonneg
-from batchsim.policies import PaddedBatchPolicy
+from batchsim.core.errors import check_int_at_least, check_nonneg
+from batchsim.core.policies import PaddedBatchPolicy
 
 _EPS = 1e-9
 

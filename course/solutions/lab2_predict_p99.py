@@ -1,7 +1,7 @@
 """Lab 2, solution: predict the p99 before you run it.
 
 The mean needs no distribution at all: seat i waits (N - i) / rate on average, and
-the average over seats is (N - 1) / (2 rate) (``batchsim.theory.bus_fill_wait``).
+the average over seats is (N - 1) / (2 rate) (``batchsim.sim.theory.bus_fill_wait``).
 The p99 needs the whole mixture, and lands far above the mean: for 8 seats at 20
 requests/s the mean wait is 0.175 s but the p99 is about 0.6 s, because one
 passenger in eight is the first aboard and waits for seven more.

@@ -1,0 +1,148 @@
+"""``python -m batchsim sweep PARAM=v1,v2,...``: turn one knob and watch the trade-off.
+
+Each value of the knob is a separate simulation of the same workload (same seed),
+run in parallel worker processes; the table has one line per value and policy, and
+the figure plots throughput against p99 latency, one curve per policy.
+
+    python -m batchsim sweep max_batch=1,2,4,8,16,32,64
+    python -m batchsim sweep rate=1,2,4,8 --policy taxi,continuous
+    python -m batchsim sweep max_wait=0,0.05,0.2,1 --scenario rush-hour
+
+Knobs: any workload, policy or server flag, written with underscores (max_batch,
+max_wait, max_seqs, max_batched_tokens, block_size, rate, requests, prompt_len,
+output_len, seed, gpu, model, dtype, gpu_price, mem_util, kv_budget_tokens, step_time).
+Without --policy, a knob of one policy sweeps that policy (max_wait: dynamic;
+max_seqs: continuous; max_batch: static and dynamic); others sweep all four.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from . import add_run_args
+from ..core.errors import ConfigError, check_int_at_least
+from ..core.metrics import format_table
+from ..teach.scenarios import Run, Scenario, get_scenario, run_set
+
+__all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
+
+# knob -> (flag dest, type)
+SWEEPABLE: dict[str, tuple[str, type]] = {
+    "max_batch": ("max_batch", int), "max_wait": ("max_wait", float), "max_seqs": ("max_seqs", int),
+    "max_batched_tokens": ("max_batched_tokens", int), "block_size": ("block_size", int),
+    "rate": ("rate", float), "requests": ("requests", int), "duration": ("duration", float),
+    "prompt_len": ("prompt_len", str), "output_len": ("output_len", str), "seed": ("seed", int),
+    "arrival": ("arrival", str), "gpu": ("gpu", str), "model": ("sim_model", str), "dtype": ("sim_dtype", str),
+    "gpu_price": ("gpu_price", float), "mem_util": ("mem_util", float), "kv_budget_tokens": ("kv_budget_tokens", int),
+    "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float),
+}
+_POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs": "continuous",
+                 "max_batched_tokens": "continuous", "block_size": "continuous"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="KNOB=v1,v2,... e.g. max_batch=1,2,4,8,16,32")
+    p.add_argument("--scenario", default=None, help="take defaults (server, workload, policies) from this scenario")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU, at most one per value)")
+    add_run_args(p)
+
+
+def parse_sweep(spec: str) -> tuple[str, str, list]:
+    """``max_batch=1,2,4`` -> ("max_batch", "max_batch", [1, 2, 4]); errors name the knob or value."""
+    knob, sep, values = spec.partition("=")
+    knob = knob.strip().replace("-", "_")
+    if not sep or not values.strip():
+        raise ConfigError(f"sweep must look like KNOB=v1,v2,..., got {spec!r}")
+    if knob not in SWEEPABLE:
+        raise ConfigError(f"sweep knob must be one of {', '.join(SWEEPABLE)}, got {knob!r}")
+    dest, typ = SWEEPABLE[knob]
+    out = []
+    # Length specs contain commas themselves (uniform:5,500), so they are separated by ';'.
+    parts = values.split(";") if typ is str and knob.endswith("_len") else values.split(",")
+    for v in parts:
+        v = v.strip()
+        try:
+            out.append(typ(v))
+        except ValueError:
+            raise ConfigError(f"{knob} values must be {typ.__name__}s, got {v!r}") from None
+    return knob, dest, out
+
+
+def _one(job: tuple) -> tuple[str, dict, dict]:
+    """Worker: run one value of the knob (all policies) and return summaries (picklable, no SimResult)."""
+    args, scenario, runs, value_label = job
+    report = run_set(args, scenario, runs)
+    return value_label, report.summaries, {"notes": report.notes, "config": report.config}
+
+
+def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
+    """Run the sweep; returns (summaries by "knob=value policy" label, notes, config)."""
+    knob, dest, values = parse_sweep(args.spec)
+    base = get_scenario(args.scenario) if args.scenario else Scenario("sweep", f"sweep of {knob}", "", {})
+    d = dict(base.defaults)
+    if getattr(args, "policy", None) is None and knob in _POLICIES_FOR and "policy" not in d:
+        d["policy"] = _POLICIES_FOR[knob]
+    scenario = Scenario(base.name, base.summary, base.story, d)
+    from .options import policies_from_args
+
+    names = policies_from_args(args, d)
+    jobs = []
+    plain = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the command's module does not pickle
+    for v in values:
+        a = argparse.Namespace(**plain)
+        setattr(a, dest, v)
+        label = f"{knob}={v}"
+        jobs.append((a, scenario, [Run(f"{label} {n}", n) for n in names], label))
+    if args.jobs is not None:
+        check_int_at_least("jobs", args.jobs, 1)
+    workers = min(len(jobs), args.jobs or os.cpu_count() or 1)
+    if workers <= 1:
+        done = [_one(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(_one, jobs))
+    summaries: dict[str, dict] = {}
+    for n in names:  # one block per policy, values in order: each block is one curve of the trade-off
+        for _, s, _ in done:
+            summaries.update({k: v for k, v in s.items() if k.endswith(" " + n)})
+    notes: list[str] = []
+    for _, s, extra in done:
+        for n in extra["notes"]:
+            if not n.startswith("workload:") and n not in notes:
+                notes.append(n)
+    wl = done[0][2]["config"].get("workload", "") if done else ""
+    notes.append(f"workload: {wl}" + (f" ({knob} varies)" if knob in ("rate", "requests", "seed", "arrival") else ""))
+    cfg = {"sweep": {"param": knob, "values": values, "policies": names}, "workload": wl}
+    return summaries, notes, cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    summaries, notes, cfg = sweep(args)
+    knob = cfg["sweep"]["param"]
+    keys = ["completed", "request_throughput", "output_throughput", "mean_ttft", "p99_ttft", "mean_tpot",
+            "p50_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "preemptions"]
+    if any(s.get("cost_per_request") is not None for s in summaries.values()):
+        keys += ["cost_per_request", "cost_per_1m_tokens"]
+    if any("goodput" in s for s in summaries.values()):
+        keys.append("goodput")
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps({"sweep": cfg["sweep"], "runs": [{"label": k, "summary": s} for k, s in summaries.items()],
+                          "notes": notes}, indent=2, default=str))
+    else:
+        print(f"sweep of {knob}: {', '.join(str(v) for v in cfg['sweep']['values'])}\n")
+        print(format_table(summaries, keys))
+        print()
+        print("\n".join(notes))
+    if not getattr(args, "no_plots", False):
+        from ..teach.plots import save, sweep_figure
+
+        out = Path(args.out) if args.out else Path("out") / "sweep"
+        path = save(sweep_figure(summaries, cfg["sweep"]["policies"], knob), out / f"sweep_{knob}.png")
+        if not getattr(args, "json", False):
+            print(f"\nfigure: {path}")
+    return 0

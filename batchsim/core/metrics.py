@@ -1,0 +1,188 @@
+"""From records to the numbers people quote: throughput, latency, utilisation, goodput.
+
+Names follow vLLM's serving benchmark so figures can be compared with it:
+
+- request_throughput: completed requests per second of the run (the makespan,
+  from the first arrival to the last completion).
+- output_throughput: output tokens of completed requests per second.
+- TTFT (time to first token): arrival to the first output token being produced.
+  For padded batches (taxi, static, dynamic) that token exists at the end of the
+  batch's prefill even though, as with ``generate()``, it is delivered only when
+  the batch ends; TTFT is when it was produced.
+- TPOT (time per output token): (finish - first token) / (tokens - 1), per request,
+  over requests with more than one token. It includes any wait for a padded
+  batch's longest row, because the request is delivered only then.
+- ITL (inter-token latency): gaps between consecutive tokens of a request.
+  ``mean_itl`` pools every gap of every request (exact); ``p99_itl_max`` is the
+  99th percentile over requests of their worst gap (a stall such as a preemption).
+- E2E: arrival to finish. queue_wait: arrival to the start of the request's first step.
+- busy_fraction: share of the makespan the server spent running steps.
+- goodput: completed requests per second that met every SLO given.
+
+``summarize`` returns a flat dict of plain floats and ints (JSON-ready), with the
+conservation check ``arrived == completed + rejected`` asserted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import check_positive
+from ..sim.simulator import SimResult
+
+__all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS"]
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Service-level objectives in seconds; None means no objective on that metric."""
+
+    ttft: float | None = None
+    tpot: float | None = None
+    e2e: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot", "e2e"):
+            v = getattr(self, name)
+            if v is not None:
+                check_positive(f"slo_{name}", v)
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.ttft, self.tpot, self.e2e))
+
+
+def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
+    """mean, p50, p90 and p99 of the finite values (None when there are none)."""
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return {f"mean_{name}": None, f"p50_{name}": None, f"p90_{name}": None, f"p99_{name}": None}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {f"mean_{name}": float(v.mean()), f"p50_{name}": float(p50), f"p90_{name}": float(p90), f"p99_{name}": float(p99)}
+
+
+def summarize(result: SimResult, slo: SLO | None = None) -> dict:
+    r = result.records
+    done = r.completed_mask
+    rejected = r.rejected_mask
+    arrived = len(r)
+    completed = int(done.sum())
+    n_rejected = int(rejected.sum())
+    in_flight = arrived - completed - n_rejected
+    if in_flight != 0:
+        raise AssertionError(f"conservation broken: {arrived} arrived, {completed} completed, {n_rejected} rejected")
+    makespan = result.makespan
+    out_tokens = int(r.tokens[done].sum())
+    ttft = (r.first_token - r.arrival)[done]
+    e2e = (r.finish - r.arrival)[done]
+    wait = (r.start - r.arrival)[done]
+    multi = done & (r.tokens > 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = ((r.finish - r.first_token) / (r.tokens - 1))[multi]
+    gaps = int((r.tokens[done] - 1).sum())
+    gap_time = float((r.last_token - r.first_token)[done].sum())
+    steps = r.steps
+    reps = steps["repeat"]
+    busy = float(steps["duration"].sum())
+    total_reps = int(reps.sum())
+    sizes = steps["batch_size"]
+    hist: dict[int, int] = {}
+    if total_reps:
+        u, inv = np.unique(sizes, return_inverse=True)
+        hist = {int(k): int(c) for k, c in zip(u, np.bincount(inv, weights=reps).astype(int))}
+    s: dict = {
+        "arrived": arrived,
+        "completed": completed,
+        "rejected": n_rejected,
+        "duration": makespan,
+        "request_throughput": completed / makespan if makespan > 0 else 0.0,
+        "output_throughput": out_tokens / makespan if makespan > 0 else 0.0,
+        "total_output_tokens": out_tokens,
+    }
+    s.update(latency_stats("ttft", ttft))
+    s.update(latency_stats("tpot", tpot))
+    s["mean_itl"] = gap_time / gaps if gaps else None
+    itl_max = r.itl_max[done]
+    itl_max = itl_max[np.isfinite(itl_max)]
+    s["p99_itl_max"] = float(np.percentile(itl_max, 99)) if len(itl_max) else None
+    s.update(latency_stats("e2e", e2e))
+    s.update(latency_stats("queue_wait", wait))
+    s.update({
+        "busy_fraction": busy / makespan if makespan > 0 else 0.0,
+        "steps": total_reps,
+        "mean_batch_size": float((sizes * reps).sum() / total_reps) if total_reps else 0.0,
+        "max_batch_size": int(sizes.max()) if len(sizes) else 0,
+        "batch_size_hist": hist,
+        "padded_row_fraction": float((steps["padded_rows"] * reps).sum() / max(1, (steps["decode_rows"] * reps).sum())),
+        "kv_peak_tokens": int(result.kv_peak_tokens),
+        "kv_budget_tokens": result.kv_budget_tokens,
+        "preemptions": int(result.preemptions),
+    })
+    if slo is not None and slo.any:
+        ok = np.ones(completed, dtype=bool)
+        if slo.ttft is not None:
+            ok &= ttft <= slo.ttft
+        if slo.e2e is not None:
+            ok &= e2e <= slo.e2e
+        if slo.tpot is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                t = ((r.finish - r.first_token) / np.maximum(r.tokens - 1, 1))[done]
+            ok &= t <= slo.tpot
+        s["goodput"] = int(ok.sum()) / makespan if makespan > 0 else 0.0
+        s["slo_attainment"] = float(ok.mean()) if completed else 0.0
+    return s
+
+
+SUMMARY_KEYS = (
+    "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "p99_ttft",
+    "mean_tpot", "mean_e2e", "p50_e2e", "p99_e2e", "mean_queue_wait", "busy_fraction",
+    "mean_batch_size", "kv_peak_tokens", "preemptions",
+)
+
+# How each column is shown: (header, key, format, scale)
+_COLUMNS = {
+    "completed": ("done", "{:.0f}", 1),
+    "rejected": ("rej", "{:.0f}", 1),
+    "request_throughput": ("req/s", "{:.2f}", 1),
+    "output_throughput": ("tok/s", "{:.0f}", 1),
+    "mean_ttft": ("TTFT ms", "{:.0f}", 1e3),
+    "p99_ttft": ("p99 TTFT ms", "{:.0f}", 1e3),
+    "mean_tpot": ("TPOT ms", "{:.1f}", 1e3),
+    "mean_e2e": ("E2E s", "{:.2f}", 1),
+    "p50_e2e": ("p50 E2E s", "{:.2f}", 1),
+    "p99_e2e": ("p99 E2E s", "{:.2f}", 1),
+    "mean_queue_wait": ("wait s", "{:.2f}", 1),
+    "busy_fraction": ("busy", "{:.0%}", 1),
+    "mean_batch_size": ("batch", "{:.1f}", 1),
+    "kv_peak_tokens": ("KV peak", "{:.0f}", 1),
+    "preemptions": ("preempt", "{:.0f}", 1),
+    "goodput": ("goodput/s", "{:.2f}", 1),
+    "cost_per_request": ("$/req", "{:.5f}", 1),
+    "cost_per_1m_tokens": ("$/1M tok", "{:.2f}", 1),
+    "cost_total": ("bill $", "{:.2f}", 1),
+    "p99_tpot": ("p99 TPOT ms", "{:.1f}", 1e3),
+    "p90_e2e": ("p90 E2E s", "{:.2f}", 1),
+    "slo_attainment": ("SLO met", "{:.0%}", 1),
+    "padded_row_fraction": ("padded", "{:.0%}", 1),
+    "kv_peak_gb": ("KV peak GB", "{:.1f}", 1),
+    "max_batch_size": ("max batch", "{:.0f}", 1),
+}
+
+
+def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMMARY_KEYS) -> str:
+    """A fixed-width table: one line per labelled summary, one column per key."""
+    keys = [k for k in keys if any(k in s for s in rows.values())]
+    heads = ["policy"] + [_COLUMNS.get(k, (k, "{}", 1))[0] for k in keys]
+    body = []
+    for label, s in rows.items():
+        line = [label]
+        for k in keys:
+            head, fmt, scale = _COLUMNS.get(k, (k, "{}", 1))
+            v = s.get(k)
+            line.append("-" if v is None else fmt.format(v * scale if scale != 1 else v))
+        body.append(line)
+    widths = [max(len(str(r[i])) for r in [heads] + body) for i in range(len(heads))]
+    fmt_line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([fmt_line(heads), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in body])

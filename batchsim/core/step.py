@@ -1,0 +1,120 @@
+"""What a policy tells a server to do next, and what came of it.
+
+A server, simulated or real, asks its policy one question over and over:
+*what do I run now?* The answer is either a ``Step`` (one forward pass of the
+model, possibly repeated) or a ``Wait`` (nothing to run until some time, or
+until the next arrival). After running it the server reports back how many of
+the step's repetitions it actually ran, and the policy answers with a
+``StepOutcome``: who produced tokens, who finished.
+
+The same objects drive the SimPy clock (``batchsim.sim.simulator``) and the wall
+clock of a real model (``realrun``): that is what makes predicted and
+measured comparable.
+
+``repeat`` is the simulator's shortcut. Between arrivals and completions a
+continuous batch runs decode steps of one shape over and over; the policy says
+so once (``repeat=k``) and the simulator advances through all k steps in one
+event, while a real engine still runs them one by one. Only decode-only steps
+repeat, and each repetition grows every row's context by one token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Chunk", "Step", "Wait", "StepOutcome"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Part of a request's prefill: context tokens ``start .. start+length``.
+
+    The context is the prompt, or after a preemption the prompt plus the tokens
+    already generated (they are recomputed). ``completes`` is true when this
+    chunk reaches the end of the context: that step produces the next token.
+    """
+
+    request_id: int
+    start: int
+    length: int
+    completes: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward pass, repeated ``repeat`` times.
+
+    prefill: chunks of context being processed (each produces a token if it completes).
+    decode: ids of the rows that decode one token each, *including* padded rows of a
+        padded batch, which are finished but still computed (Hugging Face ``generate()``).
+    padded_rows: how many of ``decode`` are finished rows that produce nothing.
+    prefill_padding: padding tokens computed in the prefill (a padded batch is padded
+        to its longest prompt; padding costs compute like any token).
+    kv_read: KV-cache tokens read by the first repetition (sum of the context already
+        cached for each row); every further repetition reads ``len(decode)`` more.
+    repeat: how many identical decode steps this stands for (decode-only steps only).
+    interruptible: the server may stop the repetition early when a request arrives,
+        because the policy could admit it at the next step boundary.
+    preempted: requests whose KV was freed just before this step (a real engine drops
+        their cache rows); they wait again and will recompute.
+    kv_in_use: KV tokens held after the step's first repetition (for the step log).
+    """
+
+    prefill: tuple[Chunk, ...] = ()
+    decode: tuple[int, ...] = ()
+    padded_rows: int = 0
+    prefill_padding: int = 0
+    kv_read: int = 0
+    repeat: int = 1
+    interruptible: bool = False
+    preempted: tuple[int, ...] = ()
+    kv_in_use: int = 0
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be >= 1, got {self.repeat}")
+        if self.repeat > 1 and self.prefill:
+            raise ValueError("only decode-only steps repeat")
+        if not self.prefill and not self.decode:
+            raise ValueError("a step must prefill or decode something")
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Prompt tokens computed by this step, padding included."""
+        return sum(c.length for c in self.prefill) + self.prefill_padding
+
+    @property
+    def batch_size(self) -> int:
+        """Rows in the forward pass: decoding rows plus requests being prefilled."""
+        return len(self.decode) + len(self.prefill)
+
+    def shape_arrays(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-repetition (prefill_tokens, decode_rows, kv_read) for the first m repetitions."""
+        j = np.arange(m, dtype=np.float64)
+        rows = float(len(self.decode))
+        prefill = np.zeros(m)
+        prefill[0] = self.prefill_tokens
+        return prefill, np.full(m, rows), self.kv_read + j * rows
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to run. ``until``: wake at this time even without an arrival (None: only an arrival wakes)."""
+
+    until: float | None = None
+
+
+@dataclass
+class StepOutcome:
+    """What a (possibly repeated) step produced, relative to its first repetition.
+
+    token_ids[i] produced token_counts[i] tokens, one at the end of each of the run's
+    first token_counts[i] repetitions. ``finished`` requests are complete, delivered at
+    the end of the run. ``started`` requests had their first step in this run.
+    """
+
+    token_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    token_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    finished: tuple[int, ...] = ()

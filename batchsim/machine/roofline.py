@@ -1,0 +1,205 @@
+"""Why batching works, in one formula: the roofline step time of a GPU running a model.
+
+A forward pass must do two things: *compute* (multiply every token's activations by
+the weights: about 2 FLOPs per parameter per token, plus attention) and *move
+memory* (read every weight once, read the KV cache of every row, write the new
+keys and values). The GPU does both at once, so the step takes as long as the
+slower of the two, plus a fixed overhead (kernel launches, sampling, scheduling):
+
+    compute = FLOPs / (peak FLOP/s x compute_eff)
+    memory  = (weight bytes + KV bytes read + KV bytes written) / (bandwidth x memory_eff)
+    step    = max(compute, memory) + overhead
+
+Decoding one token for one request reads all the weights to do 2 FLOPs per
+parameter: the GPU idles, waiting on memory. Decoding for B requests reads the
+weights *once* and does B times the work, so the step barely lengthens until the
+compute side catches up: the *knee*, near B = peak / bandwidth (about 150 on an
+A100 before efficiencies). Past it, more rows cost proportionally more time. The
+KV cache spoils the idyll a little: every row reads its own context, so long
+contexts add memory traffic that grows with B and push the knee out.
+
+Defaults (assumptions, stated so they can be argued with):
+
+- ``compute_eff`` 0.6: a well-fed GEMM on A100/H100 reaches 60-80 % of the
+  datasheet peak; whole models in serving reach less (training MFU reported by
+  PaLM was 46 %, Chowdhery et al. 2022). 0.6 sits between.
+- ``memory_eff`` 0.8: streaming kernels reach about 80-90 % of the datasheet
+  bandwidth on HBM GPUs; decode attention kernels somewhat less.
+- ``overhead`` 0.5 ms per step: launch and scheduling cost of an engine using CUDA
+  graphs (vLLM-like). An eager PyTorch loop costs several ms per step for a small
+  model; realrun's profiler measures it, and a calibration file replaces this model.
+
+The in-prompt attention of a prefill (each prompt token attends to those before
+it: n(n+1)/2 pairs for a chunk of n) needs to know the chunks, so ``durations``
+computes it per step; ``times`` on bare arrays counts only attention over cached
+context (``kv_read``). 2 x params x tokens counts embedding tables as if they were
+multiplied too (an overestimate of ~2 % for a 7B model, none for GPT-2's tied head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .catalog import GPU, Model, dtype_bytes
+from ..core.errors import ConfigError, check_nonneg
+from ..core.step import Step
+from ..sim.steptime import StepTimeModel
+
+__all__ = ["RooflineStepTime", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "DEFAULT_OVERHEAD", "decode_table", "knee_batch"]
+
+DEFAULT_COMPUTE_EFF = 0.6
+DEFAULT_MEMORY_EFF = 0.8
+DEFAULT_OVERHEAD = 0.0005
+
+
+def _check_fraction(field: str, v: float) -> None:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 < v <= 1):
+        raise ConfigError(f"{field} must be in (0, 1], got {v!r}")
+
+
+@dataclass(frozen=True)
+class RooflineStepTime(StepTimeModel):
+    gpu: GPU
+    model: Model
+    dtype: str = "fp16"
+    compute_eff: float = DEFAULT_COMPUTE_EFF
+    memory_eff: float = DEFAULT_MEMORY_EFF
+    overhead: float = DEFAULT_OVERHEAD
+
+    def __post_init__(self) -> None:
+        self.gpu.check_dtype(self.dtype)
+        _check_fraction("compute_eff", self.compute_eff)
+        _check_fraction("memory_eff", self.memory_eff)
+        check_nonneg("step overhead", self.overhead)
+
+    def __repr__(self) -> str:
+        return (
+            f"Roofline({self.model.name} {self.dtype} on {self.gpu.name}, compute_eff={self.compute_eff:g}, "
+            f"memory_eff={self.memory_eff:g}, overhead={self.overhead * 1e3:g} ms)"
+        )
+
+    # -- the two sides of the roof -----------------------------------------------------
+    @property
+    def flops_per_s(self) -> float:
+        return self.gpu.peak_flops(self.dtype) * self.compute_eff
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.gpu.bandwidth * self.memory_eff
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.model.weight_bytes(self.dtype)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.model.kv_bytes_per_token(self.dtype)
+
+    def components(self, prefill_tokens, decode_rows, kv_read, attn_pairs=None) -> tuple[np.ndarray, np.ndarray]:
+        """(compute seconds, memory seconds) for each step; no overhead.
+
+        attn_pairs: query-key pairs the step's attention computes. ``durations`` knows them
+        from the chunks; without them each decode row attends to its cached context and
+        itself (kv_read + decode_rows) and a prefill's attention within its own chunk is left out.
+        """
+        p = np.asarray(prefill_tokens, dtype=np.float64)
+        d = np.asarray(decode_rows, dtype=np.float64)
+        kv = np.asarray(kv_read, dtype=np.float64)
+        tokens = p + d
+        m = self.model
+        pairs = kv + d if attn_pairs is None else np.asarray(attn_pairs, dtype=np.float64)
+        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * pairs
+        kvb = self.kv_bytes_per_token
+        moved = self.weight_bytes + kvb * (kv + tokens)
+        return flops / self.flops_per_s, moved / self.bytes_per_s
+
+    def times(self, prefill_tokens, decode_rows, kv_read):
+        c, mem = self.components(prefill_tokens, decode_rows, kv_read)
+        return np.maximum(c, mem) + self.overhead
+
+    def durations(self, step: Step, m: int) -> np.ndarray:
+        p, d, kv = step.shape_arrays(m)
+        pairs = kv + d
+        if step.prefill:
+            # kv_read counts each chunk's cached context once (it is read once); in FLOPs each
+            # of the chunk's tokens attends to all of it, and to the chunk's earlier tokens.
+            pairs[0] += _prefill_pairs(step) - sum(c.start for c in step.prefill)
+        c, mem = self.components(p, d, kv, pairs)
+        return np.maximum(c, mem) + self.overhead
+
+    # -- what the course prints ----------------------------------------------------------
+    def decode(self, batch, context: float = 0.0) -> dict[str, np.ndarray]:
+        """Decode step of ``batch`` rows, each with ``context`` cached tokens: the roofline table."""
+        b = np.asarray(batch, dtype=np.float64)
+        c, mem = self.components(np.zeros_like(b), b, b * context)
+        step = np.maximum(c, mem) + self.overhead
+        return {"batch": b, "compute_s": c, "memory_s": mem, "step_s": step, "tokens_per_s": b / step,
+                "compute_bound": c >= mem}
+
+    def prefill(self, tokens: int, context: int = 0) -> dict[str, float]:
+        """One prompt of ``tokens`` tokens prefilled alone (after ``context`` cached tokens)."""
+        pairs = np.array([tokens * context + tokens * (tokens + 1) / 2])
+        c, mem = self.components(np.array([float(tokens)]), np.zeros(1), np.array([float(context)]), pairs)
+        return {"compute_s": float(c[0]), "memory_s": float(mem[0]), "step_s": float(max(c[0], mem[0]) + self.overhead),
+                "compute_bound": bool(c[0] >= mem[0])}
+
+
+def _prefill_pairs(step: Step) -> float:
+    """Query-key pairs inside the prefill of a step (chunk-causal attention)."""
+    if step.prefill_padding:
+        # A padded batch: every row is padded to the longest prompt and computed in full.
+        rows = len(step.prefill)
+        longest = max(c.start + c.length for c in step.prefill)
+        return rows * longest * (longest + 1) / 2
+    return float(sum(c.length * c.start + c.length * (c.length + 1) / 2 for c in step.prefill))
+
+
+def knee_batch(model: RooflineStepTime, context: float = 0.0, limit: int = 1 << 16) -> int | None:
+    """The smallest decode batch whose step is compute-bound, or None if none up to ``limit``.
+
+    None is a lesson too: when every row drags in a long KV cache, memory traffic grows
+    as fast as compute and the step never turns compute-bound.
+    """
+    b = np.arange(1, limit + 1)
+    bound = model.decode(b, context)["compute_bound"]
+    hit = np.flatnonzero(bound)
+    return int(b[hit[0]]) if len(hit) else None
+
+
+def decode_table(model: RooflineStepTime, batches, context: float = 0.0) -> list[dict]:
+    """Rows for printing: batch, step ms, compute ms, memory ms, bound side, tokens/s."""
+    t = model.decode(np.asarray(batches), context)
+    return [
+        {"batch": int(b), "step_ms": s * 1e3, "compute_ms": c * 1e3, "memory_ms": mm * 1e3,
+         "bound": "compute" if cb else "memory", "tokens_per_s": tps}
+        for b, s, c, mm, cb, tps in zip(t["batch"], t["step_s"], t["compute_s"], t["memory_s"], t["compute_bound"], t["tokens_per_s"])
+    ]
+
+
+def calibrated_gpu(cal, model: Model, dtype: str = "fp32", name: str = "cpu-calibrated", price_per_hour: float = 0.0,
+                   memory_gb: float = 16.0) -> GPU:
+    """A catalog entry read off a measured linear step-time model (``python -m realrun profile``).
+
+    The calibration's fixed cost c0 is a step that reads every weight once, so the effective
+    bandwidth is weight bytes / c0 (overhead folded in: conservative); its cost per prompt
+    token c1 is 2 x params FLOPs, so the effective peak is 2 x params / c1. Use it with
+    efficiencies of 1 and no overhead: the measurement already contains them. This is how the
+    ``cpu`` entry is meant to be filled in for your own machine.
+    """
+    from ..core.errors import check_positive
+
+    check_positive("calibration c0", cal.c0)
+    check_positive("calibration c1", cal.c1)
+    bw = model.weight_bytes(dtype) / cal.c0
+    flops = 2.0 * model.params / cal.c1
+    return GPU(name, flops / 1e12, bw / 1e9, memory_gb, price_per_hour, tflops_fp32=flops / 1e12,
+               default_dtype=dtype, source=f"calibrated from {getattr(cal, 'source', '') or 'a linear step-time model'}")
+
+
+def bytes_label(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+__all__ += ["bytes_label", "dtype_bytes", "calibrated_gpu"]

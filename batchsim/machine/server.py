@@ -1,0 +1,78 @@
+"""A simulated server: one GPU, one model, a data type and a price.
+
+``Server`` ties the catalog entries to what the simulator needs: a step-time model
+(``RooflineStepTime``), a KV budget in tokens (``KVBudget``) and dollars per hour.
+The command line builds one with ``batchsim.cli.options.server_from_args``; Python users
+build one directly::
+
+    srv = Server.named("A100-80GB", "llama-2-7b")
+    simulate(workload, policy, srv.step_time, kv_budget_tokens=srv.kv.tokens)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .catalog import DEFAULT_CATALOG, GPU, Catalog, Model
+from .cost import check_price
+from .memory import DEFAULT_MEM_UTIL, KVBudget, kv_budget
+from .roofline import DEFAULT_COMPUTE_EFF, DEFAULT_MEMORY_EFF, DEFAULT_OVERHEAD, RooflineStepTime
+
+__all__ = ["Server", "DEFAULT_GPU", "DEFAULT_MODEL"]
+
+#: The server the scenarios run on unless told otherwise: a 7B model is what people serve
+#: on one GPU, and on an A100 it is memory-bound at batch 1, which is the whole story.
+DEFAULT_GPU = "A100-80GB"
+DEFAULT_MODEL = "llama-2-7b"
+
+
+@dataclass(frozen=True)
+class Server:
+    gpu: GPU
+    model: Model
+    dtype: str = "fp16"
+    mem_util: float = DEFAULT_MEM_UTIL
+    compute_eff: float = DEFAULT_COMPUTE_EFF
+    memory_eff: float = DEFAULT_MEMORY_EFF
+    overhead: float = DEFAULT_OVERHEAD
+    price_per_hour: float | None = None  # None: the catalog's price for the GPU
+    kv_tokens: int | None = None  # an explicit KV budget in tokens ...
+    kv_bytes: float | None = None  # ... or in bytes; else derived from memory
+
+    def __post_init__(self) -> None:
+        if self.price_per_hour is not None:
+            check_price(self.price_per_hour)
+        self.step_time  # noqa: B018 - validates dtype and efficiencies now, not at first use
+        self.kv  # noqa: B018 - raises if the model does not fit
+
+    @classmethod
+    def named(cls, gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, catalog: Catalog = DEFAULT_CATALOG,
+              dtype: str | None = None, **kw) -> "Server":
+        g = catalog.gpu(gpu)
+        return cls(g, catalog.model(model), dtype or g.default_dtype, **kw)
+
+    @cached_property
+    def step_time(self) -> RooflineStepTime:
+        return RooflineStepTime(self.gpu, self.model, self.dtype, self.compute_eff, self.memory_eff, self.overhead)
+
+    @cached_property
+    def kv(self) -> KVBudget:
+        return kv_budget(self.gpu, self.model, self.dtype, self.mem_util, self.kv_tokens, self.kv_bytes)
+
+    @property
+    def price(self) -> float:
+        return self.gpu.price_per_hour if self.price_per_hour is None else self.price_per_hour
+
+    def describe(self) -> str:
+        return (f"{self.model.name} ({self.dtype}) on {self.gpu.name}, ${self.price:.2f}/h"
+                + ("" if self.price_per_hour is not None else " (assumed on-demand price, 2026)"))
+
+    def config(self) -> dict:
+        """Plain data for reports and JSON."""
+        return {
+            "gpu": self.gpu.name, "model": self.model.name, "dtype": self.dtype, "mem_util": self.mem_util,
+            "compute_eff": self.compute_eff, "memory_eff": self.memory_eff, "overhead_s": self.overhead,
+            "price_per_hour": self.price, "kv_budget_tokens": self.kv.tokens,
+            "kv_bytes_per_token": self.kv.bytes_per_token, "weight_bytes": self.model.weight_bytes(self.dtype),
+        }

@@ -1,0 +1,1 @@
+"""Teaching: the named scenarios, the lessons behind the notebooks, their widgets and figures."""

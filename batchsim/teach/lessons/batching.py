@@ -1,0 +1,133 @@
+"""Notebooks 1 and 2: why batch at all, and static vs dynamic vs continuous."""
+
+from __future__ import annotations
+
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ...core.arrivals import Poisson
+from ...core.errors import check_choice, check_int_at_least, check_nonneg, check_positive
+from ...core.lengths import Uniform
+from ..figures import POLICY_COLORS, draw_cdf, draw_timeline
+from ...core.metrics import format_table
+from ...core.policies import POLICY_NAMES, make_policy
+from ...machine.server import Server
+from ...core.workload import make_workload
+from ._common import LESSON_GPU, LESSON_MODEL, _server, _run, _bar_labels
+
+
+def why_batch(rate: float = 8.0, max_batch: int = 16, max_wait: float = 0.2, price_per_hour: float | None = None,
+              requests: int = 400, seed: int = 0, gpu: str = LESSON_GPU, model: str = LESSON_MODEL) -> tuple[dict, Figure]:
+    """The same traffic through a taxi, a bus that waits for N, and a bus with a timetable.
+
+    Requests arrive at ``rate`` per second (Poisson) with chat-sized prompts (32-256
+    tokens) and short answers (16-64 tokens). The taxi serves one at a time; the bus
+    (``static``) leaves only with ``max_batch`` aboard; the bus with a timetable
+    (``dynamic``) leaves when full or when its first passenger has waited ``max_wait``
+    seconds. Returns each policy's throughput, mean and p99 latency, and dollars per
+    request at ``price_per_hour`` (None: the GPU's catalog price).
+    """
+    check_positive("rate", rate)
+    check_int_at_least("max_batch", max_batch, 1)
+    check_nonneg("max_wait", max_wait)
+    check_int_at_least("requests", requests, 1)
+    server = _server(gpu, model, price_per_hour)
+    wl = make_workload(Poisson(rate), Uniform(32, 256), Uniform(16, 64), n=requests, seed=seed)
+    policies = {"taxi": make_policy("taxi"), "static": make_policy("static", max_batch=max_batch),
+                "dynamic": make_policy("dynamic", max_batch=max_batch, max_wait=max_wait)}
+    _, rows = _run(wl, policies, server)
+    keys = ["request_throughput", "output_throughput", "mean_e2e", "p99_e2e", "mean_batch_size", "busy_fraction",
+            "cost_per_request"]
+    taxi_capacity = 1.0 / _ride_seconds(server, 144, 40)
+    summary = {"policies": rows, "table": format_table(rows, keys), "rate": rate, "price_per_hour": server.price,
+               "taxi_capacity": taxi_capacity, "server": server.describe(),
+               "notes": [f"server: {server.describe()}",
+                         f"one taxi ride (a 144-token prompt, 40 tokens out) takes {1 / taxi_capacity:.2f} s, "
+                         f"so the taxi serves at most {taxi_capacity:.1f} requests/s"]}
+
+    fig = Figure(figsize=(10, 6.4), layout="constrained")
+    axes = fig.subplots(2, 2)
+    names = list(rows)
+    colors = [POLICY_COLORS[n] for n in names]
+    labels = ["taxi", f"bus: wait for {max_batch}", f"bus: {max_batch} or {max_wait:g} s"]
+    ax = axes[0, 0]
+    ax.bar(labels, [rows[n]["request_throughput"] for n in names], color=colors)
+    ax.axhline(rate, color="k", ls="--", lw=1, label=f"arrivals: {rate:.3g}/s")
+    ax.set_ylabel("requests served per second")
+    ax.set_title("throughput")
+    ax.legend(loc="upper left", fontsize=8)
+    ax = axes[0, 1]
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, [rows[n]["mean_e2e"] for n in names], width=0.4, color=colors)
+    ax.bar(x + 0.2, [rows[n]["p99_e2e"] for n in names], width=0.4, color=colors, alpha=0.5, hatch="//")
+    ax.set_xticks(x, labels)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds, arrival to last token")
+    ax.set_title("latency: mean (solid) and p99 (hatched)")
+    ax = axes[1, 0]
+    ax.bar(labels, [rows[n]["cost_per_request"] * 1000 for n in names], color=colors)
+    ax.set_ylabel("dollars per 1,000 requests")
+    ax.set_title(f"cost at \\${server.price:g}/hour (idle time is paid too)")
+    ax = axes[1, 1]
+    ax.bar(labels, [rows[n]["mean_batch_size"] for n in names], color=colors)
+    ax.set_ylabel("requests per forward pass")
+    ax.set_title("how full the bus really was")
+    for ax in axes.flat:
+        _bar_labels(ax)
+    fig.suptitle(f"{requests} requests at {rate:.3g}/s on {server.model.name}, {server.gpu.name}: the taxi and the bus")
+    return summary, fig
+
+
+def _ride_seconds(server: Server, prompt: int, output: int) -> float:
+    """One request alone: its prefill, then output - 1 decode steps over a growing context."""
+    st = server.step_time
+    k = np.arange(output - 1, dtype=np.float64)
+    decode = st.times(np.zeros(output - 1), np.ones(output - 1), prompt + k)
+    return st.step_time(prefill_tokens=prompt) + float(decode.sum())
+
+
+# -- notebook 2 ---------------------------------------------------------------------------------
+
+def batching_policies(policy: str = "dynamic", rate: float = 4.0, max_batch: int = 16, max_wait: float = 0.5,
+                      max_seqs: int = 64, requests: int = 300, show: int = 40, seed: int = 0,
+                      gpu: str = LESSON_GPU, model: str = LESSON_MODEL) -> tuple[dict, Figure]:
+    """Static, dynamic and continuous batching (and the taxi) on one workload of mixed answer lengths.
+
+    The figure shows, for ``policy``, the bus timeline of the first ``show`` requests (who
+    waits, who rides which batch, when each is delivered) and, for all four policies, the
+    distribution of end-to-end latency. Answers range from 8 to 256 tokens, so padded
+    batches carry finished rows to the end of their longest answer.
+    """
+    check_choice("policy", policy, POLICY_NAMES)
+    check_positive("rate", rate)
+    check_int_at_least("requests", requests, 1)
+    check_int_at_least("show", show, 1)
+    server = _server(gpu, model)
+    wl = make_workload(Poisson(rate), Uniform(32, 512), Uniform(8, 256), n=requests, seed=seed)
+    policies = {n: make_policy(n, max_batch=max_batch, max_wait=max_wait, max_seqs=max_seqs) for n in POLICY_NAMES}
+    results, rows = _run(wl, policies, server)
+    keys = ["request_throughput", "output_throughput", "mean_ttft", "mean_e2e", "p99_e2e", "mean_queue_wait",
+            "mean_batch_size", "padded_row_fraction"]
+    summary = {"policies": rows, "table": format_table(rows, keys), "policy": policy,
+               "notes": [f"server: {server.describe()}; {requests} requests at {rate:g}/s, answers 8-256 tokens"]}
+
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    draw_timeline(ax1, results[policy].records, first=show,
+                  title=f"{policy}: grey = waiting at the stop, colour = riding a batch")
+    for name in POLICY_NAMES:
+        rec = results[name].records
+        e2e = rec.finish - rec.arrival
+        draw_cdf(ax2, e2e, name, POLICY_COLORS[name], lw=3 if name == policy else 1.2)
+    ax2.set_xscale("log")
+    ax2.set_xlabel("end-to-end latency (s)")
+    ax2.set_ylabel("share of requests done within x")
+    ax2.set_title("latency distribution (CDF), all four policies")
+    ax2.axhline(0.99, color="0.5", ls=":", lw=1)
+    ax2.text(ax2.get_xlim()[0], 0.99, " p99", va="bottom", fontsize=8, color="0.4")
+    ax2.legend(fontsize=8, loc="lower right")
+    s = rows[policy]
+    fig.suptitle(f"{policy} at {rate:g} req/s: {s['request_throughput']:.2f} req/s served, "
+                 f"mean batch {s['mean_batch_size']:.1f}, p99 {s['p99_e2e']:.1f} s")
+    return summary, fig

@@ -1,0 +1,344 @@
+"""Pictures of a run: the bus timetable, latency curves, the batch breathing, the bill, the roof.
+
+Every function returns a matplotlib ``Figure`` built without pyplot, so it works
+headless (no display, no backend to choose) and in a notebook alike, and leaves no
+global state behind; ``save(fig, path)`` writes it as a PNG.
+
+- ``tradeoff_figure``: throughput against p99 latency across batch sizes (or any knob).
+- ``latency_cdf_figure``: the distribution of E2E (or TTFT) latency, one curve per policy.
+- ``timeline_figure``: the bus timeline, a Gantt chart: each request waits at the stop
+  (thin line), rides (thick bar, one colour per batch) and gets off.
+- ``batch_kv_figure``: batch size and KV memory in use over time, with the budget.
+- ``cost_figure``: dollars per request (and per million output tokens) per policy.
+- ``roofline_figure``: step time and tokens/s against decode batch size, with the knee.
+
+``figures_for_report(report, out_dir)`` picks the figures that tell a scenario's story.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+__all__ = [
+    "tradeoff_figure", "sweep_figure", "latency_cdf_figure", "timeline_figure", "batch_kv_figure", "cost_figure",
+    "roofline_figure", "figures_for_report", "save",
+]
+
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _figure(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _log_x(ax) -> None:
+    """A log x axis with plain numbers (2, 5, 10, 20) rather than 2x10^0."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png")
+    return p
+
+
+# --- throughput vs latency -----------------------------------------------------------------
+
+def tradeoff_figure(summaries: dict[str, dict], latency_key: str = "p99_e2e", throughput_key: str = "output_throughput",
+                    slo: float | None = None, best: str | None = None, title: str = "") -> Figure:
+    """One point per run (labelled), joined in order: what each step along the knob buys and costs."""
+    fig = _figure(7, 4.5)
+    ax = fig.add_subplot()
+    labels = [k for k, s in summaries.items() if s.get(latency_key) is not None]
+    x = np.array([summaries[k][latency_key] for k in labels], dtype=float)
+    y = np.array([summaries[k][throughput_key] for k in labels], dtype=float)
+    ax.plot(x, y, "-o", color=_COLORS[0])
+    for k, xi, yi in zip(labels, x, y):
+        ax.annotate(k.split()[-1] if " " in k else k, (xi, yi), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    if best is not None and best in summaries:
+        ax.plot([summaries[best][latency_key]], [summaries[best][throughput_key]], "o", ms=14, mfc="none",
+                mec=_COLORS[3], mew=2, label=f"largest meeting the SLO: {best}")
+    if slo is not None:
+        ax.axvline(slo, color=_COLORS[3], ls="--", lw=1, label=f"SLO: {latency_key} <= {slo:g} s")
+    if len(x) and np.nanmax(x) / max(np.nanmin(x), 1e-9) > 30:
+        _log_x(ax)
+    ax.set_xlabel(f"{latency_key.replace('_', ' ')} (s)")
+    ax.set_ylabel(throughput_key.replace("_", " ") + (" (tokens/s)" if "output" in throughput_key else " (req/s)"))
+    ax.set_title(title or "throughput vs latency: what a bigger batch buys and costs")
+    ax.grid(alpha=0.3)
+    if slo is not None or best is not None:
+        ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def sweep_figure(summaries: dict[str, dict], policies: list[str], knob: str, latency_key: str = "p99_e2e",
+                 throughput_key: str = "output_throughput") -> Figure:
+    """Throughput against latency, one curve per policy, each point labelled with the knob's value.
+
+    Labels are "knob=value policy", as ``python -m batchsim sweep`` writes them.
+    """
+    fig = _figure(7.5, 4.8)
+    ax = fig.add_subplot()
+    xs = []
+    for i, pol in enumerate(policies):
+        labels = [k for k, s in summaries.items() if k.endswith(" " + pol) and s.get(latency_key) is not None]
+        x = np.array([summaries[k][latency_key] for k in labels], dtype=float)
+        y = np.array([summaries[k][throughput_key] for k in labels], dtype=float)
+        xs.extend(x.tolist())
+        ax.plot(x, y, "-o", color=_COLORS[i % 10], label=pol)
+        for k, xi, yi in zip(labels, x, y):
+            ax.annotate(k.split(" ")[0].split("=", 1)[-1], (xi, yi), textcoords="offset points", xytext=(5, 4),
+                        fontsize=7, color=_COLORS[i % 10])
+    if xs and max(xs) / max(min(xs), 1e-9) > 30:
+        _log_x(ax)
+    ax.set_xlabel(f"{latency_key.replace('_', ' ')} (s)")
+    ax.set_ylabel(throughput_key.replace("_", " ") + (" (tokens/s)" if "output" in throughput_key else " (req/s)"))
+    ax.set_title(f"sweep of {knob}: throughput vs {latency_key.replace('_', ' ')} (points labelled with {knob})")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# --- latency distribution ------------------------------------------------------------------
+
+def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> Figure:
+    """Empirical CDFs of a latency (e2e, ttft or queue wait), one curve per run."""
+    fig = _figure(7, 4.5)
+    ax = fig.add_subplot()
+    lo = np.inf
+    for i, (label, res) in enumerate(results.items()):
+        r = res.records
+        done = r.completed_mask
+        start = {"e2e": r.finish, "ttft": r.first_token, "wait": r.start}[metric]
+        v = np.sort((start - r.arrival)[done])
+        if not len(v):
+            continue
+        v = np.maximum(v, 1e-4)
+        lo = min(lo, v[0])
+        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color=_COLORS[i % 10], label=label)
+    _log_x(ax)
+    ax.set_ylim(0, 1.01)
+    ax.axhline(0.99, color="grey", lw=0.8, ls=":")
+    ax.text(ax.get_xlim()[0], 0.985, " p99", va="top", fontsize=8, color="grey")
+    names = {"e2e": "end-to-end latency", "ttft": "time to first token", "wait": "queue wait"}
+    ax.set_xlabel(f"{names[metric]} (s, log scale)")
+    ax.set_ylabel("share of requests")
+    ax.set_title(title or f"{names[metric]}: further left is better, the tail is what users remember")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+# --- the bus timeline -------------------------------------------------------------------------
+
+def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> None:
+    r = res.records
+    n = len(r)
+    ids = np.arange(first, min(n, first + max_requests))
+    ids = ids[~np.isnan(r.finish[ids])]
+    if not len(ids):
+        ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center")
+        return
+    # A batch is the set of requests that boarded at the same instant (padded policies board together).
+    _, batch_of = np.unique(np.round(r.start[ids], 9), return_inverse=True)
+    rows = np.arange(len(ids))
+    wait = np.stack([np.column_stack([r.arrival[ids], rows]), np.column_stack([r.start[ids], rows])], axis=1)
+    ride = np.stack([np.column_stack([r.start[ids], rows]), np.column_stack([r.finish[ids], rows])], axis=1)
+    ax.add_collection(LineCollection(wait, colors="0.6", linewidths=1))
+    ax.add_collection(LineCollection(ride, colors=[_COLORS[b % 10] for b in batch_of], linewidths=4, capstyle="butt"))
+    ax.scatter(r.first_token[ids], rows, marker="|", color="k", s=30, zorder=3)
+    ax.set_xlim(float(r.arrival[ids].min()), float(r.finish[ids].max()) * 1.01)
+    ax.set_ylim(len(ids) - 0.5, -0.5)
+    ax.set_ylabel("request")
+
+
+def timeline_figure(results: dict, max_requests: int = 40, title: str = "") -> Figure:
+    """Gantt chart per run of the first ``max_requests`` requests: wait (grey), ride (colour = batch), first token (|)."""
+    k = min(len(results), 6)
+    fig = _figure(10, (2.4 if k <= 4 else 1.9) * k + 0.6)
+    axes = fig.subplots(k, 1, squeeze=False)[:, 0]
+    for ax, (label, res) in zip(axes, list(results.items())[:k]):
+        _draw_timeline(ax, res, max_requests)
+        ax.set_title(label, fontsize=9, loc="left")
+        ax.grid(alpha=0.3, axis="x")
+    axes[-1].set_xlabel("time (s)")
+    fig.suptitle(title or f"the bus timeline (first {max_requests} requests): grey = waiting at the stop, "
+                          "bar = riding (one colour per batch), | = first token", fontsize=10)
+    return fig
+
+
+# --- batch size and KV memory over time ----------------------------------------------------------
+
+def _step_series(res, key: str):
+    """A step function of a step-log column over time, dropping to 0 while the server idles."""
+    st = res.records.steps
+    start, end, v = st["start"], st["start"] + st["duration"], st[key].astype(float)
+    n = len(start)
+    gap = np.concatenate([start[1:] > end[:-1] + 1e-9, [True]]) if n else np.zeros(0, dtype=bool)
+    t = np.empty(4 * n)
+    y = np.empty(4 * n)
+    t[0::4], t[1::4], t[2::4] = start, end, end
+    t[3::4] = np.concatenate([start[1:], end[-1:]]) if n else t[3::4]
+    y[0::4], y[1::4] = v, v
+    y[2::4] = np.where(gap, 0.0, v)
+    y[3::4] = np.where(gap, 0.0, v)
+    return t, y
+
+
+def batch_kv_figure(results: dict, title: str = "") -> Figure:
+    """Per run: batch size (left axis) and KV cache in use (right axis, with the budget) over time."""
+    k = min(len(results), 6)
+    fig = _figure(10, 2.0 * k + 0.6)
+    axes = fig.subplots(k, 1, squeeze=False)[:, 0]
+    for ax, (label, res) in zip(axes, list(results.items())[:k]):
+        if not len(res.records.steps["start"]):
+            continue
+        t, b = _step_series(res, "batch_size")
+        ax.plot(t, b, color=_COLORS[0], lw=0.8)
+        ax.set_ylabel("batch", color=_COLORS[0], fontsize=8)
+        ax.set_ylim(0, max(1, b.max()) * 1.15)
+        ax2 = ax.twinx()
+        srv = res.meta.get("server")
+        scale, unit = (srv.kv.bytes_per_token / 1e9, "GB") if srv is not None else (1.0, "tokens")
+        tk, kv = _step_series(res, "kv_in_use")
+        kv = kv * scale
+        ax2.plot(tk, kv, color=_COLORS[1], lw=0.8)
+        budget = res.kv_budget_tokens
+        note = ""
+        top = max(kv.max(), 1e-9) * 1.2
+        if budget is not None:
+            b_ = budget * scale
+            if kv.max() >= 0.3 * b_:
+                ax2.axhline(b_, color=_COLORS[3], ls="--", lw=1)
+                top = b_ * 1.1
+                note = f"   (dashed: KV budget {b_:,.1f} {unit})"
+            else:
+                note = f"   (KV budget {b_:,.1f} {unit}, far above: memory is not the limit)"
+        ax2.set_ylim(0, top)
+        ax2.set_ylabel(f"KV ({unit})", color=_COLORS[1], fontsize=8)
+        ax.set_title(label + note, fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("time (s)")
+    fig.suptitle(title or "batch size (blue) and KV memory in use (orange) over time", fontsize=10)
+    return fig
+
+
+# --- dollars ------------------------------------------------------------------------------------
+
+def cost_figure(summaries: dict[str, dict], title: str = "") -> Figure:
+    """$/request per run, annotated with $/1M output tokens."""
+    labels = [k for k, s in summaries.items() if s.get("cost_per_request") is not None]
+    fig = _figure(max(6, 1.2 * len(labels) + 2), 4.2)
+    ax = fig.add_subplot()
+    v = np.array([summaries[k]["cost_per_request"] for k in labels], dtype=float)
+    bars = ax.bar(range(len(labels)), v, color=[_COLORS[i % 10] for i in range(len(labels))])
+    for b, k in zip(bars, labels):
+        per_m = summaries[k].get("cost_per_1m_tokens")
+        ax.annotate(f"${b.get_height():.5f}\n${per_m:.2f}/1M tok" if per_m is not None else f"${b.get_height():.5f}",
+                    (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("$ per request")
+    ax.set_ylim(0, (v.max() if len(v) else 1) * 1.3)
+    price = next((s.get("gpu_price_per_hour") for s in summaries.values() if s.get("gpu_price_per_hour") is not None), None)
+    ax.set_title(title or (f"what a request costs at ${price:.2f}/GPU-hour (idle time is paid too)" if price is not None
+                           else "what a request costs"))
+    ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+# --- the roofline ---------------------------------------------------------------------------------
+
+def roofline_figure(model, batches=None, context: float = 0.0, max_batch_memory: int | None = None,
+                    title: str = "", max_batch: int = 512) -> Figure:
+    """Decode step time (compute and memory sides) and tokens/s against batch size, with the knee."""
+    from ..machine.roofline import knee_batch
+
+    if batches is None:
+        batches = np.unique(np.round(np.geomspace(1, max(2, max_batch), 120)).astype(int))
+    b = np.asarray(batches)
+    t = model.decode(b, context)
+    knee = knee_batch(model, context)
+    fig = _figure(10, 4.2)
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.plot(b, t["step_s"] * 1e3, color="k", lw=2, label=f"step time (max + {model.overhead * 1e3:g} ms overhead)")
+    ax1.plot(b, t["memory_s"] * 1e3, color=_COLORS[1], ls="--", label="memory side (weights + KV)")
+    ax1.plot(b, t["compute_s"] * 1e3, color=_COLORS[0], ls="--", label="compute side (FLOPs)")
+    ax2.plot(b, t["tokens_per_s"], color=_COLORS[2], lw=2)
+    memory_full = max_batch_memory is not None and max_batch_memory <= b.max()
+    ticks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if b.min() <= x <= b.max()]
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(x) for x in ticks])
+        ax.set_xlabel("decode batch size (rows)")
+        ax.grid(alpha=0.3, which="both")
+        if knee is not None and knee <= b.max():
+            ax.axvline(knee, color=_COLORS[3], ls=":", lw=1.5, label=f"knee: batch {knee}")
+        if memory_full:
+            ax.axvspan(max(max_batch_memory, 1), b.max(), color="0.85", alpha=0.6, label="KV cache does not fit")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("ms per step")
+    ax1.legend(fontsize=8, loc="upper left")
+    ax2.set_ylabel("output tokens/s")
+    knee_txt = f"knee at batch {knee}" if knee is not None else "never compute-bound"
+    ax1.set_title(f"step time: flat while memory-bound ({knee_txt})", fontsize=9)
+    mid = len(b) // 2
+    gain = t["tokens_per_s"][-1] / t["tokens_per_s"][mid]
+    ax2.set_title(f"tokens/s: batch {b[mid]} -> {b[-1]} (x{b[-1] / b[mid]:.0f} rows) buys x{gain:.1f}", fontsize=9)
+    if (knee is not None and knee <= b.max()) or memory_full:
+        ax2.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title or f"roofline: {model.model.name} ({model.dtype}) on {model.gpu.name}, context {context:g} tokens", fontsize=10)
+    return fig
+
+
+# --- per scenario -----------------------------------------------------------------------------------
+
+_DEFAULT_FIGURES = ("latency_cdf", "timeline", "batch_kv", "cost", "roofline")
+
+
+def figures_for_report(report, out_dir: str | Path) -> list[Path]:
+    """Write the figures that tell ``report``'s story as PNGs under ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    results, summaries, cfg = report.results, report.summaries, report.config
+    if not results:
+        return []
+    kinds = list(cfg.get("figures") or _DEFAULT_FIGURES)
+    first = next(iter(results.values()))
+    server = first.meta.get("server")
+    paths = []
+    for kind in kinds:
+        fig = None
+        if kind == "latency_cdf":
+            fig = latency_cdf_figure(results, title=f"{report.name}: end-to-end latency")
+        elif kind == "timeline":
+            fig = timeline_figure(results)
+        elif kind == "batch_kv":
+            fig = batch_kv_figure(results)
+        elif kind == "cost" and any(s.get("cost_per_request") is not None for s in summaries.values()):
+            fig = cost_figure(summaries)
+        elif kind == "tradeoff":
+            sw = cfg.get("sweep", {})
+            metric = sw.get("slo_metric", "p99_e2e")
+            best = sw.get("best")
+            best_label = None
+            if best is not None:
+                best_label = next((k for k in summaries if k.endswith(f"={best}")), None)
+            fig = tradeoff_figure(summaries, latency_key=metric, slo=sw.get("slo"), best=best_label,
+                                  title=f"{report.name}: throughput vs {metric.replace('_', ' ')}")
+        elif kind == "roofline" and server is not None:
+            r = first.records
+            ctx = float(np.mean(r.prompt_tokens + r.output_tokens / 2)) if len(r) else 0.0
+            fig = roofline_figure(server.step_time, context=round(ctx), max_batch_memory=server.kv.max_batch(max(ctx, 1)))
+        if fig is not None:
+            paths.append(save(fig, out / f"{kind}.png"))
+    return paths

@@ -1,0 +1,412 @@
+"""The named scenarios of the course, each a story with defaults that flags override.
+
+    python -m batchsim scenarios           # list them
+    python -m batchsim run taxi-vs-bus     # run one, print the table, write figures
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ...cli.options import (
+    WORKLOAD_DEFAULTS, _get, policies_from_args, slo_from_args, step_time_from_args,
+)
+from ...machine.cost import implied_price_per_hour, required_throughput
+from ...core.lengths import parse_length
+from ...core.step import Chunk, Step
+
+from .base import Run, Scenario, ScenarioReport, _policy_label, register, run_policies, run_set
+
+FLAGSHIP = "taxi-vs-bus"
+
+#: The server every scenario runs on unless it says otherwise (flags override): a modern 8B
+#: model in fp16 on one A100-80GB. Memory-bound at batch 1, as every LLM decode is.
+SERVER = {"gpu": "A100-80GB", "model": "llama-3-8b"}
+
+
+register(Scenario(
+    name="taxi-vs-bus",
+    summary="the same traffic served by a taxi, a bus, a bus with a timetable and a bus that never stops",
+    story=(
+        "A taxi takes one passenger at a time: no waiting for company, but every ride costs a whole car. "
+        "A bus waits for its seats to fill, then carries everyone for the price of one trip. Here the same "
+        "stream of requests meets four servers: no batching (taxi), static batches of N (the bus that leaves "
+        "only when full), dynamic batches (leave when full or when the first passenger has waited max_wait) "
+        "and continuous batching (passengers board and alight at every stop). The GPU reads all 16 GB of "
+        "Llama-3-8B's weights for every step, whether one request rides or sixty, so the taxi, at under one "
+        "request per second, drowns under two a second while every bus copes. Watch throughput, latency, "
+        "dollars, and how big the batches really get."
+    ),
+    defaults={**SERVER, "rate": 2.0, "requests": 600, "max_batch": 16, "max_wait": 0.5, "max_seqs": 64},
+))
+
+
+# --- laundromat: wait for a full machine, or wash each load as it comes? --------------------
+
+def _laundromat(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    d = scenario.defaults
+    n = d["max_batch"]
+    runs = []
+    for part, scale in (("low", d["low_scale"]), ("high", 1.0)):
+        runs += [
+            Run(f"{part}: taxi", "taxi", {"rate_scale": scale}, part),
+            Run(f"{part}: static-{n}", "static", {"rate_scale": scale}, part),
+            Run(f"{part}: dynamic-{n}", "dynamic", {"rate_scale": scale}, part),
+        ]
+    report = run_set(args, scenario, runs, keys=[
+        "completed", "request_throughput", "mean_queue_wait", "mean_e2e", "p99_e2e", "busy_fraction",
+        "mean_batch_size"])
+    rate = _get(args, "rate", WORKLOAD_DEFAULTS, d)
+    report.notes.insert(0, f"loads: low = {rate * d['low_scale']:g} req/s, high = {rate:g} req/s (--rate sets the high one)")
+    s = report.summaries
+    low_t, low_s = s["low: taxi"]["mean_e2e"], s[f"low: static-{n}"]["mean_e2e"]
+    hi_t, hi_s = s["high: taxi"]["mean_e2e"], s[f"high: static-{n}"]["mean_e2e"]
+    report.notes.insert(1, (
+        f"at low load waiting for {n} loads costs time: taxi {low_t:.1f} s vs static {low_s:.1f} s end to end; "
+        f"at high load the taxi cannot keep up: taxi {hi_t:.1f} s vs static {hi_s:.1f} s"))
+    report.config["figures"] = ["latency_cdf", "timeline", "cost"]
+    return report
+
+
+register(Scenario(
+    name="laundromat",
+    summary="wait for 8 loads or wash each as it comes: the answer flips between low and high load",
+    story=(
+        "A laundromat machine holds 8 loads and a wash takes the same time full or nearly empty. Washing "
+        "each load as it arrives (taxi) wastes capacity but nobody waits; waiting for 8 loads (static) uses "
+        "the machine fully but the first customer waits for seven more. At low load the taxi wins and the "
+        "full-machine rule makes people wait for company; at high load the taxi falls behind and only the "
+        "batch keeps up. A timer (dynamic: go when full or after max_wait) is the compromise that does well "
+        "at both."
+    ),
+    defaults={**SERVER, "rate": 1.6, "low_scale": 0.125, "requests": 400, "max_batch": 8, "max_wait": 1.0,
+              "prompt_len": "uniform:64,512", "output_len": "uniform:64,128"},
+    runner=_laundromat,
+))
+
+
+register(Scenario(
+    name="rush-hour",
+    summary="quiet, peak, quiet: a bus that waits for N strands the quiet hours; a timetable saves them",
+    story=(
+        "Traffic is not steady: a quiet spell, a rush hour at four times the quiet rate, quiet again. A bus "
+        "that leaves only when its N seats are full is fine at the peak, but in the quiet hours the first "
+        "passenger waits for N-1 others. A timetable (dynamic: leave after max_wait at the latest) caps that "
+        "wait, and continuous batching never waits at all. The batch-size plot shows each policy breathing "
+        "with the traffic. --rate sets the mean rate; the day is 20 s quiet at half of it, 20 s of rush at "
+        "twice it, 20 s quiet."
+    ),
+    defaults={**SERVER, "arrival": "rush-hour", "rate": 1.5, "duration": 180.0, "policy": "static,dynamic,continuous",
+              "max_batch": 16, "max_wait": 1.0, "max_seqs": 64},
+))
+
+
+register(Scenario(
+    name="mixed-lengths",
+    summary="answers from 5 to 500 tokens: padded batches wait for their longest row, continuous does not",
+    story=(
+        "On a bus that delivers everyone at the terminus, a passenger going one stop rides to the end of "
+        "the line. A padded batch (static or dynamic, like Hugging Face generate()) runs until its longest "
+        "answer is done: the 5-token answer waits for the 500-token one and its row computes padding all the "
+        "while. Continuous batching lets each request leave the step it finishes and a new one board in its "
+        "seat, so the spread of lengths that cripples padded batches costs it nothing. Compare throughput, "
+        "the share of padded rows, and E2E latency."
+    ),
+    defaults={**SERVER, "rate": 5.0, "requests": 600, "output_len": "uniform:5,500", "prompt_len": "uniform:32,512",
+              "policy": "static,dynamic,continuous", "max_batch": 32, "max_wait": 0.5, "max_seqs": 64,
+              "table_keys": ["completed", "request_throughput", "output_throughput", "mean_ttft", "mean_tpot",
+                             "mean_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "padded_row_fraction"]},
+))
+
+
+# --- chat vs offline: one GPU, two jobs, two ideas of "good" --------------------------------
+
+def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    d = scenario.defaults
+    chat = {"arrival": "poisson", "prompt_len": d["chat_prompt"], "output_len": d["chat_output"],
+            "requests": d["chat_requests"], "slo_ttft": d["chat_slo_ttft"], "slo_tpot": d["chat_slo_tpot"]}
+    offline = {"arrival": "constant", "rate_scale": d["offline_rate_scale"], "prompt_len": d["offline_prompt"],
+               "output_len": d["offline_output"], "requests": d["offline_requests"]}
+    runs = []
+    for part, base in (("chat", chat), ("offline", offline)):
+        for policy, knobs in d["variants"]:
+            kd = {**base, **knobs}
+            runs.append(Run(f"{part}: {_policy_label(policy, {**d, **kd})}", policy, kd, part))
+    report = run_set(args, scenario, runs, keys=[
+        "completed", "request_throughput", "output_throughput", "p99_ttft", "mean_tpot", "p99_tpot", "p99_e2e",
+        "mean_batch_size", "goodput", "slo_attainment"])
+    s = report.summaries
+    chat_best = max((k for k in s if k.startswith("chat")), key=lambda k: s[k].get("goodput") or 0)
+    off_best = max((k for k in s if k.startswith("offline")), key=lambda k: s[k]["output_throughput"])
+    slo = report.results[chat_best].meta["slo"]
+    lines = [
+        f"chat SLO: TTFT <= {slo.ttft:g} s and TPOT <= {slo.tpot * 1e3:g} ms; best goodput: {chat_best}; "
+        f"offline: best output throughput: {off_best}",
+        f"price of latency: chat at its best costs ${s[chat_best].get('cost_per_1m_tokens') or 0:.2f} per 1M output "
+        f"tokens, the offline job ${s[off_best].get('cost_per_1m_tokens') or 0:.2f}",
+    ]
+    server = report.results[chat_best].meta["server"]
+    if server is not None and slo.tpot is not None:
+        chat_wl = report.results[chat_best].records
+        ctx = float(np.mean(chat_wl.prompt_tokens + chat_wl.output_tokens / 2))
+        b = np.arange(1, 4097)
+        ok = np.flatnonzero(server.step_time.decode(b, ctx)["step_s"] <= slo.tpot)
+        largest = int(b[ok[-1]]) if len(ok) else 0
+        off = s[off_best]
+        lines.append(
+            f"roofline: at the chat's mean context of {ctx:.0f} tokens a pure decode step stays within the "
+            f"{slo.tpot * 1e3:g} ms TPOT SLO up to a batch of {largest}; what breaks TPOT first is prefill, every "
+            f"newcomer's prompt computed inside everyone's step (offline: TPOT {off['mean_tpot'] * 1e3:.0f} ms at "
+            f"a mean batch of {off['mean_batch_size']:.0f}, which a batch job does not mind)")
+    report.notes[0:0] = lines
+    report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
+    return report
+
+
+register(Scenario(
+    name="chat-vs-offline",
+    summary="a chat service wants latency under an SLO; an offline document job wants tokens per dollar",
+    story=(
+        "The same GPU, two customers. A chat user watches the answer stream: the first token must come "
+        "quickly (TTFT) and the rest at reading speed (TPOT), so a step must stay short, which means a "
+        "modest batch. An offline job (summarise 400 documents, all queued at once) cares only about the "
+        "bill: the bigger the batch, the more tokens each weight read buys. Each is run under three "
+        "configurations; the best for one is not the best for the other. Goodput counts requests that met "
+        "every SLO. --rate sets the chat traffic; the documents arrive all together."
+    ),
+    defaults={**SERVER, "rate": 4.0, "chat_requests": 600, "chat_prompt": "lognormal:600,400",
+              "chat_output": "lognormal:200,150", "chat_slo_ttft": 0.5, "chat_slo_tpot": 0.025,
+              "offline_rate_scale": 200.0, "offline_prompt": "uniform:1000,3000", "offline_output": "uniform:200,400",
+              "offline_requests": 400, "max_wait": 0.05, "chunked_prefill": True,
+              "variants": (("static", {"max_batch": 32}), ("continuous", {"max_seqs": 16}),
+                           ("continuous", {"max_seqs": 256}))},
+    runner=_chat_vs_offline,
+))
+
+
+# --- memory wall: the KV cache caps the batch ---------------------------------------------
+
+def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    d = scenario.defaults
+    runs = []
+    for part, lens in (("short", d["short"]), ("long", d["long"])):
+        for policy in ("dynamic", "continuous"):
+            kd = {"prompt_len": lens[0], "output_len": lens[1]}
+            runs.append(Run(f"{part}: {_policy_label(policy, d)}", policy, kd, part))
+    report = run_set(args, scenario, runs, keys=[
+        "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_e2e", "p99_e2e",
+        "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
+    seen = set()
+    for label, res in report.results.items():
+        srv = res.meta["server"]
+        if srv is None or res.meta["part"] in seen:
+            continue
+        seen.add(res.meta["part"])
+        r = res.records
+        ctx = float(np.mean(r.prompt_tokens + r.output_tokens))
+        report.notes.insert(len(seen) - 1, f"{res.meta['part']} contexts: {ctx:.0f} tokens on average, so memory "
+                            f"({srv.kv.tokens:,} KV tokens) holds a batch of about {srv.kv.max_batch(ctx)}")
+    report.config["figures"] = ["batch_kv", "latency_cdf", "cost"]
+    return report
+
+
+register(Scenario(
+    name="memory-wall",
+    summary="the KV cache caps the batch: long contexts leave room for few riders and force preemption",
+    story=(
+        "Every token a request has seen stays in GPU memory as keys and values, in every layer: for "
+        "Llama-2-7B, half a megabyte per token. On an A100-40GB the weights leave about 22 GB, some "
+        "43,000 tokens: a hundred short chats, but only a dozen long documents. A padded batch (dynamic) "
+        "reserves the longest prompt plus the longest answer for every seat up front, so memory cuts its "
+        "batches short; "
+        "continuous batching allocates blocks as answers grow and, when they run out, preempts the newest "
+        "request, which must recompute its prompt later. Compare the same load with short and long contexts."
+    ),
+    defaults={"gpu": "A100-40GB", "model": "llama-2-7b", "rate": 0.6, "requests": 300, "max_batch": 64,
+              "max_wait": 2.0,
+              "max_seqs": 128, "max_batched_tokens": 8192, "chunked_prefill": True,
+              "short": ("uniform:100,400", "uniform:100,300"), "long": ("uniform:1500,3000", "uniform:300,800")},
+    runner=_memory_wall,
+))
+
+
+# --- cost-10x: check the arithmetic of a claim ------------------------------------------------
+
+CLAIM = {"taxi_rps": 10.0, "taxi_cost": 0.10, "batch_rps": 100.0, "batch_cost": 0.01, "batch": 32}
+
+
+def _cost_10x(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    n = CLAIM["batch"]
+    runs = [Run("taxi", "taxi"), Run(f"static-{n}", "static", {"max_batch": n}),
+            Run(f"continuous-{n}", "continuous", {"max_seqs": n})]
+    report = run_set(args, scenario, runs, keys=[
+        "completed", "request_throughput", "output_throughput", "mean_e2e", "busy_fraction", "mean_batch_size",
+        "cost_total", "cost_per_request", "cost_per_1m_tokens"])
+    s = report.summaries
+    taxi, bus, cont = s["taxi"], s[f"static-{n}"], s[f"continuous-{n}"]
+    ratio = bus["request_throughput"] / taxi["request_throughput"]
+    ratio_c = cont["request_throughput"] / taxi["request_throughput"]
+    implied = implied_price_per_hour(CLAIM["taxi_rps"], CLAIM["taxi_cost"])
+    implied_b = implied_price_per_hour(CLAIM["batch_rps"], CLAIM["batch_cost"])
+    price = report.results["taxi"].meta["price"]
+    server = report.results["taxi"].meta["server"]
+    gpu = server.gpu.name if server is not None else "this server"
+    report.notes[0:0] = [
+        f"claim: without batching 1 GPU serves {CLAIM['taxi_rps']:g} req/s at ${CLAIM['taxi_cost']:.2f}/request; with "
+        f"batching (size {n}) {CLAIM['batch_rps']:g} req/s at ${CLAIM['batch_cost']:.2f}/request: 10x cheaper",
+        f"ratio, simulated: static-{n} serves {ratio:.1f}x the taxi's requests per second "
+        f"({bus['request_throughput']:.2f} vs {taxi['request_throughput']:.2f} req/s), so costs {ratio:.1f}x less per "
+        f"request; continuous-{n} {ratio_c:.1f}x. "
+        + ("The claim's ratio of 10 is about right here." if 7 <= ratio <= 14 else
+           "Not the claim's 10: the ratio depends on lengths (padding), context (KV reads) and the GPU."),
+        f"absolute figures: {CLAIM['taxi_rps']:g} req/s x 3600 s x ${CLAIM['taxi_cost']:.2f} = ${implied:,.0f}/hour "
+        f"(and {CLAIM['batch_rps']:g} x 3600 x ${CLAIM['batch_cost']:.2f} = ${implied_b:,.0f}/hour) is the GPU price "
+        f"the claim implies; {gpu} rents for about ${price:.2f}/hour, {implied / price:,.0f}x less"
+        if price else "absolute figures: give --gpu-price to compare the implied price with a real one",
+    ]
+    if price:
+        report.notes.insert(3, (
+            f"at ${price:.2f}/hour, $0.10/request needs only {required_throughput(price, 0.10):.4f} req/s and "
+            f"$0.01/request {required_throughput(price, 0.01):.3f} req/s; measured here: taxi "
+            f"${taxi['cost_per_request']:.5f}, static-{n} ${bus['cost_per_request']:.5f} per request"))
+    report.config["cost10x"] = {"ratio": ratio, "ratio_continuous": ratio_c, "implied_price_per_hour": implied,
+                                "price_per_hour": price, "claim": dict(CLAIM)}
+    report.config["figures"] = ["cost", "timeline", "batch_kv"]
+    return report
+
+
+register(Scenario(
+    name="cost-10x",
+    summary="'batching makes requests 10x cheaper': the ratio holds, the dollar figures do not",
+    story=(
+        "A claim going round: without batching one GPU serves 10 requests/s at $0.10 each; with batches "
+        "of 32 it serves 100 requests/s at $0.01 each: ten times cheaper. Here one GPU works flat out on a "
+        "queue of requests, once one at a time and once in batches of 32, and the bill for the whole run "
+        "(idle time included) is divided by the requests served. The *ratio* comes out near 10, because a "
+        "batch step reads the weights once for 32 rows. The *dollars* do not survive arithmetic: 10 "
+        "requests/s at $0.10 each is $3,600 per GPU-hour, about a thousand times what a GPU rents for. "
+        "Check the arithmetic of every cost claim."
+    ),
+    defaults={**SERVER, "arrival": "constant", "rate": 1000.0, "requests": 320, "prompt_len": "uniform:32,512",
+              "output_len": "uniform:16,256"},
+    runner=_cost_10x,
+))
+
+
+# --- azure-conv: real traffic ----------------------------------------------------------------
+
+#: Published statistics of the Azure LLM inference trace 2023, conversation part
+#: (../shared/traces/README.md; Patel et al., "Splitwise", ISCA 2024): 19,366 requests over
+#: ~58 minutes, ~5.5 req/s, inter-arrival CV ~1.1; prompts mean ~1,155 (median 1,020) tokens;
+#: outputs mean ~211 (median 129).
+AZURE_CONV = {"arrival": "gamma:1.1", "rate": 5.5, "prompt_len": "lognormal:1155,1020", "output_len": "lognormal:211,129"}
+
+
+def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    replay = bool(getattr(args, "trace", None)) or str(getattr(args, "arrival", "") or "").startswith("trace:")
+    report = run_policies(args, scenario)
+    if replay:
+        report.notes.insert(0, "replaying the trace file: its own arrival times and token counts")
+    else:
+        report.notes.insert(0, (
+            "no --trace given: a synthetic workload fitted to the trace's published statistics (gamma arrivals "
+            "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129). "
+            "Replay the real file with --trace ../shared/traces/azure_llm_2023_conv.csv"))
+    report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
+    return report
+
+
+register(Scenario(
+    name="azure-conv",
+    summary="real chat traffic (Azure LLM trace 2023, conversations): bursty, long prompts, short answers",
+    story=(
+        "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published an hour of "
+        "arrivals and token counts from a production chat service (Patel et al., Splitwise, ISCA 2024): "
+        "about 5.5 requests per second in bursts, prompts of a thousand tokens, answers from a handful to a "
+        "thousand. Give the file with --trace to replay it; without it, a synthetic workload matching its "
+        "published statistics stands in. One H100, three policies: does it keep up, and at what latency? "
+        "(On an A100-80GB, --gpu A100-80GB, even continuous batching only just keeps up.)"
+    ),
+    defaults={"gpu": "H100-SXM", "model": "llama-3-8b", **AZURE_CONV, "duration": 120.0, "policy": "taxi,dynamic,continuous", "max_batch": 32,
+              "max_wait": 0.2, "max_seqs": 128, "max_batched_tokens": 8192, "chunked_prefill": True},
+    runner=_azure_conv,
+))
+
+
+# --- batch-size sweep: the throughput-latency trade-off -----------------------------------------
+
+def batch_capacity(step_time, batch: int, prompt: float, output: float) -> float:
+    """Requests per second a server sustains running padded batches of ``batch`` rows back to back.
+
+    One batch: a prefill of batch x prompt tokens, then output - 1 decode steps whose rows' context
+    grows by one token a step. Lengths are taken as fixed (the means of a distribution: a padded
+    batch of varied lengths does worse, since it runs to its longest member).
+    """
+    p, o = max(1, int(round(prompt))), max(1, int(round(output)))
+    t = float(step_time.durations(Step(prefill=tuple(Chunk(i, 0, p) for i in range(batch))), 1).sum())
+    if o > 1:
+        dec = Step(decode=tuple(range(batch)), kv_read=batch * p, repeat=o - 1)
+        t += float(step_time.durations(dec, o - 1).sum())
+    return batch / t
+
+
+def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    d = scenario.defaults
+    names = policies_from_args(args, d)
+    policy = names[0]
+    batches = list(d["batches"])
+    given_rate = getattr(args, "rate", None)
+    step_time = step_time_from_args(args, d)
+    prompt = parse_length(_get(args, "prompt_len", WORKLOAD_DEFAULTS, d), "prompt-len").mean
+    output = parse_length(_get(args, "output_len", WORKLOAD_DEFAULTS, d), "output-len").mean
+    runs, rates = [], {}
+    for b in batches:
+        knobs = {"max_batch": b, "max_seqs": b}
+        if getattr(args, "requests", None) is None and getattr(args, "duration", None) is None:
+            # Enough buses that the first fill and the last drain do not dominate the averages.
+            knobs["requests"] = max(d["requests"], d["buses"] * b)
+        if given_rate is None:
+            rates[b] = d["load"] * batch_capacity(step_time, b, prompt, output)
+            knobs["rate"] = rates[b]
+        runs.append(Run(f"{policy} B={b}", policy, knobs, f"B={b}"))
+    # One rate per batch size: each run gets its own workload, the flag --rate (if any) fixes them all.
+    report = run_set(args, scenario, runs, keys=[
+        "completed", "request_throughput", "output_throughput", "mean_ttft", "mean_tpot", "p50_e2e", "p99_e2e",
+        "mean_batch_size", "busy_fraction", "cost_per_request"], workload_notes=False)
+    slo = slo_from_args(args, d)
+    metric, limit = ("p99_e2e", slo.e2e) if slo.e2e is not None else ("p99_ttft", slo.ttft) if slo.ttft is not None else ("p99_tpot", slo.tpot)
+    s = report.summaries
+    meeting = [b for b, lab in zip(batches, s) if limit is not None and (s[lab].get(metric) or float("inf")) <= limit]
+    best = max(meeting) if meeting else None
+    if given_rate is None:
+        report.notes.insert(0, f"load: each batch size runs at {d['load']:.0%} of what it can sustain "
+                               f"({', '.join(f'B={b}: {rates[b]:.2f}' for b in batches)} req/s); --rate fixes one rate for all")
+    wl = next(iter(report.results.values())).workload
+    report.notes.append(f"workload of each run: {wl.split(', ', 1)[-1] if ', ' in wl else wl}")
+    report.notes.insert(1 if given_rate is None else 0, (
+        f"SLO {metric} <= {limit:g} s: " + (f"largest batch meeting it: {best} "
+        f"({s[f'{policy} B={best}']['request_throughput']:.2f} req/s, {s[f'{policy} B={best}']['output_throughput']:.0f} tok/s)"
+        if best is not None else "no batch size meets it")))
+    report.config["sweep"] = {"param": "max_batch", "values": batches, "labels": list(s), "slo_metric": metric,
+                              "slo": limit, "best": best, "policy": policy}
+    report.config["figures"] = ["tradeoff", "roofline", "cost"]
+    return report
+
+
+register(Scenario(
+    name="batch-size-sweep",
+    summary="batch size 1..128: throughput rises, latency rises; the largest batch that meets a p99 SLO",
+    story=(
+        "'The optimal batch size depends on the model, the hardware and the latency you promise.' Here the "
+        "bus gets 1, 2, 4 ... 128 seats; each size runs at 80% of the load it can sustain, so the table "
+        "traces the trade-off: tokens per second climb while the GPU is memory-bound, and the price is "
+        "latency: the bus takes longer to fill and each trip is longer. With an SLO on p99 end-to-end latency "
+        "(--slo-e2e) the answer is the largest batch that still meets it. Change --gpu, --model or the SLO "
+        "and the answer moves."
+    ),
+    defaults={**SERVER, "policy": "static", "batches": (1, 2, 4, 8, 16, 32, 64, 128), "load": 0.8,
+              "requests": 400, "buses": 12, "prompt_len": "512", "output_len": "128", "slo_e2e": 8.0},
+    runner=_batch_size_sweep,
+))

@@ -1,0 +1,275 @@
+"""Sliders for the notebooks: each lesson function behind a small control panel.
+
+A notebook cell says ``widgets.why_batch_ui()`` and gets a panel: sliders and
+dropdowns on top, the lesson's figure and table below. Moving a control calls
+the lesson function in ``batchsim.teach.lessons`` with the controls' values as its
+arguments and nothing else, then redraws. The figure is shown as a PNG in an
+``ipywidgets.Image`` and the table as HTML, rather than through an ``Output``
+capture, so the same panel works in JupyterLab, in Voila, and in a test with no
+kernel at all: a test builds the panel, sets a slider's value and reads
+``panel.result`` (what the lesson function returned) and ``panel.image.value``.
+
+Sliders that start a simulation use ``continuous_update=False``: the panel
+recomputes when the student lets go of the handle, not on every pixel.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Any, Callable
+
+import ipywidgets as W
+from matplotlib.figure import Figure
+
+from . import lessons
+from ..machine.catalog import DEFAULT_CATALOG
+from ..core.errors import ConfigError
+from ..core.policies import POLICY_NAMES
+
+__all__ = [
+    "LessonPanel", "figure_png", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui",
+    "theory_ui", "measured_ui", "real_day_ui", "PANELS",
+]
+
+_STYLE = {"description_width": "initial"}
+_LAYOUT = W.Layout(width="420px")
+
+
+def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+    """The figure as PNG bytes, at a resolution that redraws quickly."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _table_html(summary: Any) -> str:
+    text = summary.get("table", "") if isinstance(summary, dict) else str(summary)
+    notes = summary.get("notes", []) if isinstance(summary, dict) else []
+    parts = [f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25'>{html.escape(text)}</pre>"] if text else []
+    parts += [f"<div>{html.escape(n)}</div>" for n in notes]
+    return "".join(parts)
+
+
+class LessonPanel(W.VBox):
+    """Controls + figure + table, wired to one lesson function.
+
+    ``controls`` maps the lesson function's argument names to widgets; ``fixed``
+    holds the arguments the panel does not expose (the notebook's parameters cell
+    sets them, e.g. how many requests to simulate). Bad combinations of values
+    (a ``ConfigError``) show as one line instead of a traceback.
+    """
+
+    #: Resolution of the drawn figure; tests lower it to save time.
+    dpi = 80
+
+    def __init__(self, fn: Callable[..., tuple[Any, Figure]], controls: dict[str, W.ValueWidget],
+                 fixed: dict[str, Any] | None = None, title: str = "", button: bool = False) -> None:
+        self.fn = fn
+        self.controls = controls
+        self.fixed = dict(fixed or {})
+        self.result: tuple[Any, Figure] | None = None
+        self.calls = 0
+        self.error = ""
+        self._holding = False
+        self.image = W.Image(format="png")
+        self.table = W.HTML()
+        self.status = W.HTML()
+        boxes = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+        boxes.append(W.VBox(list(controls.values())))
+        if button:
+            # Slow lessons (a real model) run on a click, not on every change.
+            self.run_button = W.Button(description="Run", button_style="primary")
+            self.run_button.on_click(lambda _b: self.refresh())
+            boxes.append(self.run_button)
+        else:
+            for w in controls.values():
+                w.observe(self._changed, names="value")
+        super().__init__(boxes + [self.status, self.image, self.table])
+        if button:
+            self.status.value = "<i>press Run</i>"
+        else:
+            self.refresh()
+
+    def values(self) -> dict[str, Any]:
+        return {name: w.value for name, w in self.controls.items()}
+
+    def _changed(self, _change: dict) -> None:
+        if not self._holding:
+            self.refresh()
+
+    def set_values(self, **values: Any) -> None:
+        """Set several controls at once and recompute once (tests and linked controls use it)."""
+        self._holding = True
+        try:
+            for name, v in values.items():
+                self.controls[name].value = v
+        finally:
+            self._holding = False
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Call the lesson function with the controls' values; show its figure and table."""
+        self.status.value = "<i>running...</i>"
+        try:
+            summary, fig = self.fn(**self.fixed, **self.values())
+        except ConfigError as e:
+            self.error = str(e)
+            self.status.value = f"<span style='color:#b00'>{html.escape(self.error)}</span>"
+            return
+        self.calls += 1
+        self.error = ""
+        self.result = (summary, fig)
+        self.image.value = figure_png(fig, self.dpi)
+        self.table.value = _table_html(summary)
+        self.status.value = ""
+
+
+# -- controls -------------------------------------------------------------------------------
+
+def _float(desc: str, value: float, lo: float, hi: float, step: float, fmt: str = ".2f") -> W.FloatSlider:
+    return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, readout_format=fmt,
+                         continuous_update=False, style=_STYLE, layout=_LAYOUT)
+
+
+def _log(desc: str, value: float, lo: float, hi: float, fmt: str = ".3g") -> W.FloatLogSlider:
+    import math
+
+    return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
+                            description=desc, readout_format=fmt, continuous_update=False, style=_STYLE,
+                            layout=_LAYOUT)
+
+
+def _int(desc: str, value: int, lo: int, hi: int, step: int = 1) -> W.IntSlider:
+    return W.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
+                       style=_STYLE, layout=_LAYOUT)
+
+
+def _pick(desc: str, value: str, options: list[str] | tuple[str, ...]) -> W.Dropdown:
+    return W.Dropdown(value=value, options=list(options), description=desc, style=_STYLE, layout=_LAYOUT)
+
+
+def _panel(fn, controls: dict, fixed: dict, overrides: dict, title: str, button: bool = False) -> LessonPanel:
+    """Apply the caller's starting values to the controls, then build the panel."""
+    for name, v in overrides.items():
+        if name in controls:
+            controls[name].value = v
+        else:
+            fixed[name] = v
+    return LessonPanel(fn, controls, fixed, title, button)
+
+
+# -- one builder per notebook ---------------------------------------------------------------
+# Each takes the lesson function's arguments as keywords: those naming a control set its
+# starting value, the others (requests, seed: the notebook's parameters) are passed unchanged.
+
+_GPUS = list(DEFAULT_CATALOG.gpus)
+_MODELS = list(DEFAULT_CATALOG.models)
+
+
+def why_batch_ui(**values: Any) -> LessonPanel:
+    """Notebook 1: arrival rate, seats on the bus, the timetable and the price of the GPU."""
+    controls = {
+        "rate": _log("arrival rate (requests/s)", 8.0, 0.5, 80.0),
+        "max_batch": _int("seats on the bus (batch size)", 16, 1, 64),
+        "max_wait": _float("timetable: max wait (s)", 0.2, 0.0, 2.0, 0.05),
+        "price_per_hour": _float("GPU price ($/hour)", DEFAULT_CATALOG.gpu(lessons.LESSON_GPU).price_per_hour,
+                                 0.25, 10.0, 0.25),
+    }
+    return _panel(lessons.why_batch, controls, {}, values, "Why batch? The taxi and the bus")
+
+
+def policies_ui(**values: Any) -> LessonPanel:
+    """Notebook 2: which policy, how much traffic, and the knobs of each policy."""
+    controls = {
+        "policy": _pick("policy", "dynamic", POLICY_NAMES),
+        "rate": _log("arrival rate (requests/s)", 4.0, 0.25, 40.0),
+        "max_batch": _int("static/dynamic: batch size", 16, 1, 64),
+        "max_wait": _float("dynamic: max wait (s)", 0.5, 0.0, 3.0, 0.05),
+        "max_seqs": _int("continuous: max running requests", 64, 1, 256),
+    }
+    return _panel(lessons.batching_policies, controls, {}, values, "Static, dynamic, continuous")
+
+
+def memory_ui(**values: Any) -> LessonPanel:
+    """Notebook 3: KV budget, context length and batch size."""
+    controls = {
+        "kv_budget_gb": _log("KV cache budget (GB)", 8.0, 1.0, 64.0),
+        "prompt_tokens": _int("prompt tokens", 1024, 64, 4096, 64),
+        "output_tokens": _int("output tokens", 512, 16, 2048, 16),
+        "max_batch": _int("batch size you ask for", 32, 1, 128),
+        "model": _pick("model", "llama-2-7b", _MODELS),
+    }
+    return _panel(lessons.memory_wall, controls, {}, values, "Memory: the KV cache and the wall")
+
+
+def cost_ui(**values: Any) -> LessonPanel:
+    """Notebook 4: GPU, its price and the batch size. Picking a GPU resets the price to its catalog price."""
+    gpu = values.get("gpu", lessons.LESSON_GPU)
+    controls = {
+        "gpu": _pick("GPU", gpu, [g for g in _GPUS if g != "cpu"]),
+        "price_per_hour": _float("price ($/GPU-hour)", DEFAULT_CATALOG.gpu(gpu).price_per_hour, 0.1, 12.0, 0.05),
+        "max_batch": _int("batch size", 32, 1, 128),
+    }
+    panel = _panel(lessons.cost, controls, {}, values, "Cost: dollars per request and per million tokens")
+
+    def gpu_changed(change: dict) -> None:
+        # Runs after the panel's own observer has already recomputed for the new GPU at the old
+        # price; then the price follows the catalog and the panel recomputes once more.
+        panel.set_values(price_per_hour=DEFAULT_CATALOG.gpu(change["new"]).price_per_hour)
+
+    controls["gpu"].observe(gpu_changed, names="value")
+    return panel
+
+
+def roofline_ui(**values: Any) -> LessonPanel:
+    """Notebook 5: GPU, model, batch size and context per row."""
+    controls = {
+        "gpu": _pick("GPU", lessons.LESSON_GPU, _GPUS),
+        "model": _pick("model", lessons.LESSON_MODEL, _MODELS),
+        "batch": _int("decode batch size", 32, 1, 1024),
+        "context": _int("cached tokens per row", 512, 0, 8192, 128),
+    }
+    return _panel(lessons.roofline, controls, {}, values, "The roofline: why batching works")
+
+
+def theory_ui(**values: Any) -> LessonPanel:
+    """Notebook 6: load, replications and seats on the bus."""
+    controls = {
+        "load": _float("load (utilisation)", 0.7, 0.05, 0.95, 0.05),
+        "replications": _int("replications", 10, 1, 50),
+        "seats": _int("seats on the bus", 8, 1, 32),
+    }
+    return _panel(lessons.theory_vs_simulation, controls, {}, values, "Theory meets simulation")
+
+
+def real_day_ui(**values: Any) -> LessonPanel:
+    """Notebook 8: policy, batch size, SLO and the window of the trace."""
+    controls = {
+        "policy": _pick("policy", "continuous", POLICY_NAMES),
+        "max_batch": _int("batch size / max running", 64, 1, 256),
+        "slo_ttft": _log("SLO: time to first token (s)", 2.0, 0.1, 30.0),
+        "slo_tpot_ms": _float("SLO: ms per output token", 100.0, 10.0, 500.0, 10.0, ".0f"),
+        "start_minute": _float("trace window starts at minute", 0.0, 0.0, 55.0, 1.0, ".0f"),
+        "gpu": _pick("GPU", lessons.LESSON_GPU, [g for g in _GPUS if g != "cpu"]),
+    }
+    return _panel(lessons.real_day, controls, {}, values, "A real day of traffic")
+
+
+PANELS: dict[str, Callable[..., LessonPanel]] = {
+    "why_batch": why_batch_ui, "batching_policies": policies_ui, "memory_wall": memory_ui, "cost": cost_ui,
+    "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
+}
+
+
+def measured_ui(**values: Any) -> LessonPanel:
+    """Notebook 7: policy and load; a real model runs, so the panel waits for the Run button."""
+    controls = {
+        "policy": _pick("policy", "continuous", POLICY_NAMES),
+        "rate": _float("arrival rate (requests/s)", 4.0, 0.5, 20.0, 0.5),
+        "max_batch": _int("batch size / max running", 8, 1, 32),
+    }
+    return _panel(lessons.predicted_vs_measured, controls, {}, values, "Predicted vs measured", button=True)
+
+
+PANELS["predicted_vs_measured"] = measured_ui
