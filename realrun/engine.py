@@ -6,13 +6,14 @@ requests decode one token; the engine turns that into tensors, runs the model, t
 the greedy token of every row and keeps the KV cache in a ``KVBatch`` (rows keyed by
 request id, left-padded, see ``kvcache``).
 
-One step, as executed:
+One step, as executed, is batchsim's ``"grouped"`` pass plan (``batchsim.core.plan``),
+the very passes the calibrated simulator prices:
 
 1. rows of preempted requests are dropped (their tokens so far are kept: when the
    policy lets them back in, their prefill recomputes prompt + generated tokens);
-2. prefill chunks run as one forward pass over just those requests (each chunk is a
-   stretch of the request's context; a chunk that continues an earlier one attends to
-   the cache kept from it); a chunk that completes produces the request's next token;
+2. prefill chunks run in passes of similar lengths over just those requests (each chunk
+   is a stretch of the request's context; a chunk that continues an earlier one attends
+   to the cache kept from it); a chunk that completes produces the request's next token;
 3. decoding rows run as one forward pass of one token each. In a padded batch
    (taxi/static/dynamic) finished rows keep computing, as ``generate()`` does; their
    extra tokens are thrown away;
@@ -20,7 +21,9 @@ One step, as executed:
 
 So a step that both admits and decodes costs two passes (as in TGI, which also
 prefills new requests in a batch of their own): packing both into one rectangular
-tensor would pad every decoding row to the prompt's length. Finished requests leave
+tensor would pad every decoding row to the prompt's length. Every pass is timed into
+``pass_log`` (its shape and seconds), so ``realrun compare`` can hold the cost model's
+price of each pass against its measurement. Finished requests leave
 when the driver calls ``release`` after the policy says so. Rows are never dropped
 just for being absent from a step: a request part-way through a chunked prefill sits
 out a step whenever the step's token budget is spent, and keeps its cache.
@@ -37,6 +40,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 
@@ -125,6 +129,7 @@ class Engine:
         self.partial: dict[int, KVBatch] = {}  # requests part-way through a chunked prefill
         self.kv_peak_bytes = 0
         self.passes = 0
+        self.pass_log: list[tuple[Pass, float]] = []  # every pass run: its planned shape and seconds
 
     def prompt(self, rid: int) -> list[int]:
         p = self.prompts.get(rid)
@@ -147,15 +152,30 @@ class Engine:
         ends: list[float] = []
         if step.decode:
             self._check_decode_rows(step.decode)
+        passes = plan_step(step, "grouped")
+        log, clock, sync = self.pass_log, self.clock, self.lm.synchronize
         for j in range(step.repeat):
-            joining = self._prefill(step.prefill, group=step.prefill_padding == 0) if (j == 0 and step.prefill) else []
-            if step.decode:
-                self._decode()
+            joining: list[tuple[KVBatch, list[int] | None]] = []
+            t = clock() if j == 0 else ends[-1]
+            for p in passes:
+                if p.prefill_rows:
+                    if j:
+                        continue
+                    joining.extend(self._prefill_pass(list(p.chunks)))
+                    timed = p
+                else:
+                    self._decode()
+                    timed = p if not j else Pass(decode_rows=p.decode_rows, kv_read=p.kv_read + j * p.decode_rows,
+                                                 attn_read=p.attn_read + j * p.decode_rows)
+                sync()  # no-op on a CPU; on a GPU the pass's time is its own
+                t1 = clock()
+                log.append((timed, t1 - t))
+                t = t1
             for block, rows in joining:
                 self.batch.add(block, rows)
             self._note_memory()
-            self.lm.synchronize()
-            ends.append(self.clock())
+            sync()
+            ends.append(clock())
             if self._eos_new:
                 self.eos_time.update((rid, ends[-1]) for rid in self._eos_new)
                 self._eos_new.clear()
@@ -220,31 +240,6 @@ class Engine:
         if upto > len(ctx):
             raise RuntimeError(f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist")
         return ctx
-
-    @staticmethod
-    def _groups(chunks: tuple[Chunk, ...], group: bool) -> list[list[Chunk]]:
-        """Split a prefill into passes of similar lengths, so short prompts are not padded to long ones.
-
-        A padded-batch policy (``prefill_padding`` > 0) pays for its padding by definition, so its
-        prefill stays one pass, as in ``generate()``. Otherwise chunks within a quarter of the
-        longest share a pass; a pass costs a fixed few milliseconds, padding costs per token.
-        """
-        if not group or len(chunks) == 1:
-            return [list(chunks)]
-        out: list[list[Chunk]] = []
-        for c in sorted(chunks, key=lambda c: -c.length):
-            if out and c.length >= 0.75 * out[-1][0].length:
-                out[-1].append(c)
-            else:
-                out.append([c])
-        return out
-
-    def _prefill(self, chunks: tuple[Chunk, ...], group: bool = True) -> list[tuple[KVBatch, list[int]]]:
-        """Run the prefill passes; returns (block, rows) whose prefill completed, to join the batch."""
-        joining = []
-        for g in self._groups(chunks, group):
-            joining.extend(self._prefill_pass(g))
-        return joining
 
     def _prefill_pass(self, chunks: list[Chunk]) -> list[tuple[KVBatch, list[int]]]:
         n = len(chunks)

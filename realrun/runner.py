@@ -1,54 +1,50 @@
-"""The wall-clock server: the simulator's loop, with a real model and a real clock.
+"""The wall-clock server: the simulator's own driver loop, with a real model and a real clock.
 
-``run_real`` is ``batchsim.sim.simulator.simulate`` with SimPy's clock swapped for
-``time.perf_counter`` and the step-time model swapped for an engine that runs the
-step. It replays the workload open-loop (requests arrive at their times whether or not
-the server keeps up, like vLLM's serving benchmark), calls the policy with the same
-calls in the same order, and feeds a batchsim ``Recorder`` the same way, so the result
-is a ``SimResult`` that ``batchsim.core.metrics.summarize`` reads unchanged.
+``run_real`` is ``batchsim.core.driver.drive``, the very loop ``batchsim.simulate``
+runs, handed a ``WallExecutor``: the engine runs each step and ``time.perf_counter``
+times it, where the simulator prices it. It replays the workload open-loop (requests
+arrive at their times whether or not the server keeps up, like vLLM's serving
+benchmark), so the result is a ``SimResult`` that ``batchsim.summarize`` reads unchanged.
 
-- When the policy says ``Wait(until)``, the runner sleeps until the next arrival or
-  ``until``, whichever is first.
-- A step with ``repeat=k`` is k real passes. If it is ``interruptible``, the runner
-  stops after the first pass that ends once the next request has arrived, exactly
-  where the simulator cuts a repeated step.
-- A request whose prompt plus output does not fit the model's context is rejected on
-  arrival with the reason, before the policy sees it.
+- The server's limits are batchsim's ``ServerLimits``: the KV budget and the model's
+  context (``n_positions``). The policy enforces them, on both clocks alike: a request
+  that can never run is rejected on arrival with the reason, and a padded batch is cut
+  so that its longest prompt plus its longest output fit the context.
 - Ctrl-C (or running out of GPU memory) stops the run cleanly: what was measured is
   kept, and every request not finished is counted as rejected with the reason, so no
   request is silently lost and the summary still adds up.
+- With ``trace=True`` the result keeps each step's decision time, shape and measured
+  times (``meta["trace"]``): ``batchsim.sim.ReplayExecutor`` replays them.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 
 import numpy as np
 
+from batchsim.core.driver import WallExecutor, drive
+from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import Policy
-from batchsim.core.records import Recorder
-from batchsim.sim.simulator import SimResult
-from batchsim.core.step import Wait
+from batchsim.core.records import SimResult
+from batchsim.core.step import Step
 from batchsim.core.workload import Workload
+from batchsim.sim.simulator import result_of
 
 from .engine import memory_stats, reset_memory_stats
 
-__all__ = ["run_real", "context_reason"]
+__all__ = ["run_real", "limits_for", "context_reason"]
 
-# A request counts as arrived this close to its time: after sleeping until an arrival, the clock
-# may read a hair short of it (float rounding), and waiting again for 1e-15 s would never end.
-_EPS = 1e-9
+
+def limits_for(lm, kv_budget_tokens: int | None = None) -> ServerLimits:
+    """The real server's limits: the KV budget asked for, and the model's context."""
+    return ServerLimits(kv_budget_tokens=kv_budget_tokens, context_len=lm.n_positions)
 
 
 def context_reason(prompt: int, output: int, n_positions: int) -> str | None:
     """Why a request cannot run on a model with ``n_positions`` positions (None if it can)."""
-    # The last output token is never fed back, so positions 0 .. prompt+output-2 are used.
-    if prompt + output - 1 > n_positions:
-        return (f"prompt of {prompt} tokens + output of {output} exceeds the model's context of "
-                f"{n_positions} positions")
-    return None
+    return ServerLimits(context_len=n_positions).context_reason(prompt, output)
 
 
 def _oom_error_types() -> tuple[type, ...]:
@@ -56,6 +52,16 @@ def _oom_error_types() -> tuple[type, ...]:
 
     types = [t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t]
     return tuple(types)
+
+
+def _explain_oom(error: BaseException, step: Step) -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return (f"stopped: CUDA out of memory in a step of {step.batch_size} rows and "
+            f"{step.prefill_tokens} prompt tokens ({str(error).splitlines()[0][:120]}); "
+            "lower --kv-budget-tokens, --max-seqs or --max-batch")
 
 
 def run_real(
@@ -66,119 +72,39 @@ def run_real(
     progress: bool = False,
     clock: Callable[[], float] = time.perf_counter,
     sleep: Callable[[float], None] = time.sleep,
+    limits: ServerLimits | None = None,
+    trace: bool = False,
 ) -> SimResult:
     """Serve ``workload`` with ``policy`` deciding and ``engine`` executing, on the wall clock."""
-    rec = Recorder(workload)
-    policy.start(kv_budget_tokens)
-    engine.start(workload)
     lm = engine.lm
+    if limits is None:
+        limits = limits_for(lm, kv_budget_tokens)
+    engine.start(workload)
     reset_memory_stats(lm)
-    requests, arrivals = workload.requests, workload.arrivals
-    n = len(requests)
-    nxt = 0
-    closed = False
-    stopped: str | None = None
-    bar = None
-    if progress and n:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc=f"measuring {policy.name}", unit="req", leave=False)
-    oom_types = _oom_error_types()
-
-    t0 = clock()
-
-    def now() -> float:
-        return clock() - t0
-
-    def deliver(t: float) -> None:
-        """Hand the policy every request that has arrived by t (the simulator's arrival process)."""
-        nonlocal nxt, closed
-        while nxt < n and arrivals[nxt] <= t + _EPS:
-            req = requests[nxt]
-            reason = context_reason(req.prompt_tokens, req.output_tokens, lm.n_positions)
-            if reason is None:
-                reason = policy.on_arrival(req, t)
-            if reason is not None:
-                rec.reject(req.id, reason)
-                if bar is not None:
-                    bar.update(1)
-            nxt += 1
-        if nxt == n and not closed:
-            policy.close(t)
-            closed = True
-
-    def arrived() -> bool:
-        return nxt < n and now() + _EPS >= arrivals[nxt]
-
-    try:
-        deliver(0.0)
-        while True:
-            t = now()
-            deliver(t)
-            action = policy.next_action(t)
-            if isinstance(action, Wait):
-                if closed and policy.idle:
-                    break
-                wake = float(arrivals[nxt]) if nxt < n else math.inf
-                if action.until is not None:
-                    wake = min(wake, action.until)
-                if wake == math.inf:
-                    raise RuntimeError(f"{policy.name}: waits with no deadline and no arrival to come, but is not idle")
-                delay = wake - now()
-                if delay > 0:
-                    sleep(delay)
-                continue
-            step = action
-            try:
-                t_start, ends_abs = engine.execute(step, arrived if step.interruptible else None)
-            except oom_types as e:  # only on a GPU: the step asked for more memory than there is
-                import torch
-
-                torch.cuda.empty_cache()
-                stopped = (f"stopped: CUDA out of memory in a step of {step.batch_size} rows and "
-                           f"{step.prefill_tokens} prompt tokens ({str(e).splitlines()[0][:120]}); "
-                           "lower --kv-budget-tokens, --max-seqs or --max-batch")
-                break
-            ends = np.asarray(ends_abs, dtype=np.float64) - t0
-            outcome = policy.on_step_end(step, len(ends), float(ends[-1]))
-            engine.release(outcome.finished)
-            rec.step(step, t_start - t0, ends, outcome)
-            if bar is not None and outcome.finished:
-                bar.update(len(outcome.finished))
-    except KeyboardInterrupt:
-        stopped = "interrupted (Ctrl-C) before it finished"
-    finally:
-        if bar is not None:
-            bar.close()
-    if stopped is not None:
-        # Keep what was measured; every request not finished is accounted for, with the reason.
-        rec.reject_unfinished(stopped, arrived=nxt)
-    records = rec.records()
-    if getattr(engine, "stop_on_eos", False):
-        _cut_at_eos(records, engine, t0)
-    meta = {
-        "engine": engine.name,
-        "model": lm.name,
-        "model_source": lm.source,
-        "random_weights": lm.random_weights,
-        "device": lm.device,
-        "dtype": lm.dtype,
-        "threads": lm.threads,
-        "kv_bytes_per_token": lm.kv_bytes_per_token,
-        "kv_peak_bytes_measured": int(getattr(engine, "kv_peak_bytes", 0)),
-        "stopped": stopped,
-        **memory_stats(lm),
-    }
-    return SimResult(
-        records=records,
-        policy=policy.describe(),
-        step_time=f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine {engine.name}",
-        kv_budget_tokens=kv_budget_tokens,
-        kv_peak_tokens=policy.kv_peak,
-        preemptions=policy.preemptions,
-        workload=workload.description,
-        meta=meta,
+    executor = WallExecutor(engine, clock, sleep, stop_errors=_oom_error_types(), explain=_explain_oom)
+    run = drive(workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace)
+    result = result_of(
+        run, policy,
+        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine {engine.name}",
+        limits, workload,
+        meta={
+            "engine": engine.name,
+            "model": lm.name,
+            "model_source": lm.source,
+            "random_weights": lm.random_weights,
+            "device": lm.device,
+            "dtype": lm.dtype,
+            "threads": lm.threads,
+            "kv_bytes_per_token": lm.kv_bytes_per_token,
+            "kv_peak_bytes_measured": int(getattr(engine, "kv_peak_bytes", 0)),
+            **memory_stats(lm),
+        },
     )
+    if trace:
+        result.meta["trace"] = run.trace
+    if getattr(engine, "stop_on_eos", False):
+        _cut_at_eos(result.records, engine, executor.t0)
+    return result
 
 
 def _cut_at_eos(records, engine, t0: float) -> None:

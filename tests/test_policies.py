@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from batchsim import Chunk, ConfigError, Continuous, Dynamic, Request, Static, Step, Taxi, Wait, make_policy
+from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import POLICY_NAMES
 
 
@@ -145,15 +146,21 @@ def test_continuous_admits_fifo_up_to_max_seqs_and_repeats_decodes():
 
 
 def test_continuous_token_budget_with_and_without_chunking():
-    p = Continuous(max_seqs=8, max_batched_tokens=50, block_size=4)
+    p = Continuous(max_seqs=8, max_batched_tokens=50, block_size=4, chunked_prefill=False)
     p.start(None)
-    assert "max_batched_tokens" in p.on_arrival(req(0, 120, 2), 0.0)
     p.on_arrival(req(1, 30, 2), 0.0)
     p.on_arrival(req(2, 30, 2), 0.0)
+    assert p.on_arrival(req(0, 120, 2), 0.0) is None  # longer than the budget, but it fits in memory
     step, _ = run_step(p, 0.0)
     assert [c.request_id for c in step.prefill] == [1]  # the second prompt waits for the next step
     step, _ = run_step(p, 0.1)
     assert [c.request_id for c in step.prefill] == [2] and step.decode == (1,)
+    step, _ = run_step(p, 0.2)
+    # Unchunked, the 120-token prompt takes a step's prefill to itself, whole.
+    assert step.prefill == (Chunk(0, 0, 120, True),) and step.prefill_tokens == 120
+    # ... unless the server's pass cannot hold it: then it is refused on arrival, with the reason.
+    p.start(ServerLimits(max_step_tokens=100))
+    assert "max_step_tokens=100" in p.on_arrival(req(0, 120, 2), 0.0)
 
     q = Continuous(max_seqs=8, max_batched_tokens=50, block_size=4, chunked_prefill=True)
     q.start(None)
@@ -193,7 +200,7 @@ def test_continuous_recompute_longer_than_the_token_budget_is_readmitted():
     """Only the prompt is checked against max_batched_tokens on arrival; after a preemption
     the context to recompute is longer. Without chunked prefill it must still get back in
     (alone in a step's prefill) rather than wait forever at the head of the queue."""
-    p = Continuous(max_seqs=4, max_batched_tokens=64, block_size=4, watermark=0.0)
+    p = Continuous(max_seqs=4, max_batched_tokens=64, block_size=4, watermark=0.0, chunked_prefill=False)
     p.start(200)
     for i in range(3):
         p.on_arrival(req(i, 60, 30), 0.0)

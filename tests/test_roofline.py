@@ -10,6 +10,7 @@ import pytest
 from batchsim import Workload, make_policy, simulate, summarize
 from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.cli import main
+from batchsim.core.plan import plan_step
 from batchsim.machine.roofline import RooflineStepTime, decode_table, knee_batch
 from batchsim.core.step import Chunk, Step
 
@@ -73,11 +74,8 @@ def test_chunked_prefill_conserves_attention_flops():
     second = Step(prefill=(Chunk(0, 600, 400),), kv_read=600)
 
     def flops_time(step):
-        p, d, kv = step.shape_arrays(1)
-        pairs = kv + d
-        from batchsim.machine.roofline import _prefill_pairs
-        pairs[0] += _prefill_pairs(step) - sum(c.start for c in step.prefill)
-        return st.components(p, d, kv, pairs)[0][0]
+        (p,) = plan_step(step, st.plan)
+        return st.components([p.prefill_tokens], [p.decode_rows], [p.attn_read], [p.attn_pairs])[0][0]
 
     assert flops_time(first) + flops_time(second) == pytest.approx(flops_time(whole), rel=1e-12)
     # 1000 tokens attend to 1000*1001/2 pairs: that is what durations() prices beyond 2 x params x tokens.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import check_positive
-from ..sim.simulator import SimResult
+from .records import SimResult
 
 __all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS"]
 

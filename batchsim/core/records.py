@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ import numpy as np
 from .step import Step, StepOutcome
 from .workload import Workload
 
-__all__ = ["Records", "Recorder", "STEP_FIELDS", "REQUEST_FIELDS"]
+__all__ = ["Records", "Recorder", "SimResult", "STEP_FIELDS", "REQUEST_FIELDS"]
 
 REQUEST_FIELDS = (
     "id", "arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
@@ -205,3 +205,28 @@ class Recorder:
             self.arrival, self.prompt_tokens, self.output_tokens, self.start, self.first_token, self.finish,
             self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, steps,
         )
+
+
+@dataclass
+class SimResult:
+    """A finished run, on either clock: the records plus what the summary needs to know about the server."""
+
+    records: Records
+    policy: str
+    step_time: str
+    kv_budget_tokens: int | None
+    kv_peak_tokens: int
+    preemptions: int
+    workload: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def makespan(self) -> float:
+        """From time 0 (the first arrival) until the last request finished or was turned away."""
+        r = self.records
+        ends = [np.nanmax(r.finish)] if r.completed_mask.any() else []
+        if len(r.arrival):
+            ends.append(float(r.arrival[-1]))
+        if len(r.steps["start"]):
+            ends.append(float(r.steps["start"][-1] + r.steps["duration"][-1]))
+        return float(max(ends)) if ends else 0.0

@@ -7,9 +7,11 @@ until the next arrival). After running it the server reports back how many of
 the step's repetitions it actually ran, and the policy answers with a
 ``StepOutcome``: who produced tokens, who finished.
 
-The same objects drive the SimPy clock (``batchsim.sim.simulator``) and the wall
-clock of a real model (``realrun``): that is what makes predicted and
-measured comparable.
+The same objects drive the simulated clock (``batchsim.sim.simulator``) and the
+wall clock of a real model (``realrun``), through one driver loop
+(``batchsim.core.driver``): that is what makes predicted and measured comparable.
+How a step is executed, as one or several forward passes, is its *pass plan*
+(``batchsim.core.plan``).
 
 ``repeat`` is the simulator's shortcut. Between arrivals and completions a
 continuous batch runs decode steps of one shape over and over; the policy says
@@ -53,7 +55,12 @@ class Step:
     prefill_padding: padding tokens computed in the prefill (a padded batch is padded
         to its longest prompt; padding costs compute like any token).
     kv_read: KV-cache tokens read by the first repetition (sum of the context already
-        cached for each row); every further repetition reads ``len(decode)`` more.
+        cached for each row, and of each chunk's ``start``); every further repetition reads
+        ``len(decode)`` more.
+    decode_width: the longest context among the decoding rows at the first repetition. A
+        left-padded rectangular cache (``generate()``, realrun's engine) reads this many
+        columns for *every* row, padding included; ``kv_read`` counts only real tokens.
+        Left at 0, it is taken as the mean context (rows of equal length).
     repeat: how many identical decode steps this stands for (decode-only steps only).
     interruptible: the server may stop the repetition early when a request arrives,
         because the policy could admit it at the next step boundary.
@@ -67,6 +74,7 @@ class Step:
     padded_rows: int = 0
     prefill_padding: int = 0
     kv_read: int = 0
+    decode_width: int = 0
     repeat: int = 1
     interruptible: bool = False
     preempted: tuple[int, ...] = ()
@@ -79,6 +87,10 @@ class Step:
             raise ValueError("only decode-only steps repeat")
         if not self.prefill and not self.decode:
             raise ValueError("a step must prefill or decode something")
+        if self.decode and not self.decode_width:
+            # Not given (a step made by hand): rows of equal length, the mean context each.
+            kv = self.kv_read - sum(c.start for c in self.prefill)
+            object.__setattr__(self, "decode_width", -(-kv // len(self.decode)))
 
     @property
     def prefill_tokens(self) -> int:

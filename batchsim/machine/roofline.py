@@ -44,7 +44,7 @@ import numpy as np
 
 from .catalog import GPU, Model, dtype_bytes
 from ..core.errors import ConfigError, check_nonneg
-from ..core.step import Step
+from ..core.plan import Pass
 from ..sim.steptime import StepTimeModel
 
 __all__ = ["RooflineStepTime", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "DEFAULT_OVERHEAD", "decode_table", "knee_batch"]
@@ -119,15 +119,11 @@ class RooflineStepTime(StepTimeModel):
         c, mem = self.components(prefill_tokens, decode_rows, kv_read)
         return np.maximum(c, mem) + self.overhead
 
-    def durations(self, step: Step, m: int) -> np.ndarray:
-        p, d, kv = step.shape_arrays(m)
-        pairs = kv + d
-        if step.prefill:
-            # kv_read counts each chunk's cached context once (it is read once); in FLOPs each
-            # of the chunk's tokens attends to all of it, and to the chunk's earlier tokens.
-            pairs[0] += _prefill_pairs(step) - sum(c.start for c in step.prefill)
-        c, mem = self.components(p, d, kv, pairs)
-        return np.maximum(c, mem) + self.overhead
+    def pass_time(self, p: Pass) -> float:
+        # The chunks say how many query-key pairs the prompt's attention computes; the bare
+        # three numbers of ``times`` cannot.
+        c, mem = self.components([float(p.prefill_tokens)], [float(p.decode_rows)], [float(p.attn_read)], [p.attn_pairs])
+        return float(max(c[0], mem[0]) + self.overhead)
 
     # -- what the course prints ----------------------------------------------------------
     def decode(self, batch, context: float = 0.0) -> dict[str, np.ndarray]:
@@ -144,16 +140,6 @@ class RooflineStepTime(StepTimeModel):
         c, mem = self.components(np.array([float(tokens)]), np.zeros(1), np.array([float(context)]), pairs)
         return {"compute_s": float(c[0]), "memory_s": float(mem[0]), "step_s": float(max(c[0], mem[0]) + self.overhead),
                 "compute_bound": bool(c[0] >= mem[0])}
-
-
-def _prefill_pairs(step: Step) -> float:
-    """Query-key pairs inside the prefill of a step (chunk-causal attention)."""
-    if step.prefill_padding:
-        # A padded batch: every row is padded to the longest prompt and computed in full.
-        rows = len(step.prefill)
-        longest = max(c.start + c.length for c in step.prefill)
-        return rows * longest * (longest + 1) / 2
-    return float(sum(c.length * c.start + c.length * (c.length + 1) / 2 for c in step.prefill))
 
 
 def knee_batch(model: RooflineStepTime, context: float = 0.0, limit: int = 1 << 16) -> int | None:

@@ -1,57 +1,107 @@
-"""The simulated server: SimPy's clock driving a batching policy.
+"""The simulated server: the shared driver loop on a clock that jumps.
 
-Two SimPy processes share one environment. The *arrivals* process sleeps until
-each request's arrival time and hands it to the policy. The *server* process asks
-the policy what to run, prices the step with a step-time model, lets simulated
-time pass, and tells the policy it is done; when the policy says wait, the server
-sleeps until the next arrival or the policy's deadline, whichever comes first.
+``simulate`` is ``batchsim.core.driver.drive`` with the simulator's executor: it prices
+each step with a step-time model instead of running it, and time jumps to the step's
+end instead of passing. A step the policy marks ``repeat=k`` is priced in one
+vectorised call; if it is ``interruptible`` and a request arrives during it, the run
+stops at the first step boundary after the arrival, exactly where a server stepping
+token by token would have noticed it. That is what lets a 10,000-request run finish in
+well under a second.
 
-A step the policy marks ``repeat=k`` is priced in one vectorised call and passed
-in one SimPy event; if it is ``interruptible`` and a request arrives during it,
-the server stops at the first step boundary after the arrival, exactly where a
-server stepping token by token would have noticed it. That is what lets a
-10,000-request run finish in well under a second.
+``ReplayExecutor`` is the same clock fed the step times a real run measured instead of
+a model's: it reproduces that run's records to the last float, which proves that the
+two clocks schedule identically (``realrun compare`` reports it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
-import simpy
 
+from ..core.driver import drive
+from ..core.limits import ServerLimits
 from ..core.policies import Policy
-from ..core.records import Recorder, Records
-from ..core.step import Step, Wait
-from .steptime import StepTimeModel
+from ..core.records import SimResult
+from ..core.step import Step
 from ..core.workload import Workload
+from .steptime import StepTimeModel
 
-__all__ = ["SimResult", "simulate"]
+__all__ = ["SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of"]
 
 
-@dataclass
-class SimResult:
-    """A finished run: the records plus what the summary needs to know about the server."""
+class SimExecutor:
+    """Prices a step with ``step_time`` and jumps to its end."""
 
-    records: Records
-    policy: str
-    step_time: str
-    kv_budget_tokens: int | None
-    kv_peak_tokens: int
-    preemptions: int
-    workload: str = ""
-    meta: dict = field(default_factory=dict)
+    def __init__(self, step_time: StepTimeModel) -> None:
+        self.step_time = step_time
+        self.gap = float(getattr(step_time, "step_gap", 0.0))
 
-    @property
-    def makespan(self) -> float:
-        """From time 0 (the first arrival) until the last request finished or was turned away."""
-        r = self.records
-        ends = [np.nanmax(r.finish)] if r.completed_mask.any() else []
-        if len(r.arrival):
-            ends.append(float(r.arrival[-1]))
-        if len(r.steps["start"]):
-            ends.append(float(r.steps["start"][-1] + r.steps["duration"][-1]))
-        return float(max(ends)) if ends else 0.0
+    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
+        t0 = now + self.gap
+        m = step.repeat
+        d = self.step_time.durations(step, m)
+        if m == 1:
+            return t0, (t0 + float(d[0]),)
+        # Sequential sums from the start, as a clock that advances pass by pass would add them.
+        ends = np.cumsum(np.concatenate(([t0], d)))[1:]
+        if stop_at is not None:
+            # Stop at the boundary of the step during which the next request arrives.
+            k = int(np.searchsorted(ends, stop_at, side="left")) + 1
+            if k < m:
+                ends = ends[:k]
+        return t0, ends
+
+    def wait_until(self, t: float) -> None:
+        pass
+
+    def release(self, finished) -> None:
+        pass
+
+
+class ReplayDiverged(AssertionError):
+    """The replayed policy chose a step the measured run did not: the two clocks scheduled differently."""
+
+
+class ReplayExecutor:
+    """Hands back, step by step, the times a measured run took, and checks it asked for the same steps.
+
+    ``trace``: (decided at, step, start, ends) per step, as ``drive(..., trace=True)`` returns.
+    """
+
+    def __init__(self, trace: list[tuple[float, Step, float, Sequence[float]]]) -> None:
+        self.trace = trace
+        self.k = 0
+
+    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
+        if self.k >= len(self.trace):
+            raise ReplayDiverged(f"the replay asked for step {self.k + 1}, but the measured run ran {len(self.trace)}")
+        decided, measured, t_start, ends = self.trace[self.k]
+        if step != measured:
+            raise ReplayDiverged(f"step {self.k + 1} differs: replay {step!r}, measured {measured!r}")
+        self.k += 1
+        shift = now - decided  # zero, as long as every earlier step matched
+        return t_start + shift, np.asarray(ends, dtype=np.float64) + shift
+
+    def wait_until(self, t: float) -> None:
+        pass
+
+    def release(self, finished) -> None:
+        pass
+
+
+def result_of(run, policy: Policy, step_time: str, limits: ServerLimits, workload: Workload, meta: dict | None = None) -> SimResult:
+    """A ``SimResult`` from a finished ``drive``."""
+    return SimResult(
+        records=run.recorder.records(),
+        policy=policy.describe(),
+        step_time=step_time,
+        kv_budget_tokens=limits.kv_budget_tokens,
+        kv_peak_tokens=policy.kv_peak,
+        preemptions=policy.preemptions,
+        workload=workload.description,
+        meta={"stopped": run.stopped, **(meta or {})},
+    )
 
 
 def simulate(
@@ -60,77 +110,17 @@ def simulate(
     step_time: StepTimeModel,
     kv_budget_tokens: int | None = None,
     progress: bool = False,
+    limits: ServerLimits | None = None,
 ) -> SimResult:
-    """Run ``workload`` through ``policy`` on a server whose steps take ``step_time``."""
-    env = simpy.Environment()
-    rec = Recorder(workload)
-    policy.start(kv_budget_tokens)
-    requests = workload.requests
-    arrivals = workload.arrivals
-    n = len(requests)
-    state = {"next": 0, "wake": env.event(), "done": n == 0}
-    bar = None
-    if progress and n:
-        from tqdm import tqdm
+    """Run ``workload`` through ``policy`` on a server whose steps take ``step_time``.
 
-        bar = tqdm(total=n, desc=f"simulating {policy.name}", unit="req", leave=False)
-
-    def wake() -> None:
-        if not state["wake"].triggered:
-            state["wake"].succeed()
-
-    def arrival_process():
-        for req in requests:
-            if req.arrival > env.now:
-                yield env.timeout(req.arrival - env.now)
-            reason = policy.on_arrival(req, env.now)
-            if reason is not None:
-                rec.reject(req.id, reason)
-            state["next"] += 1
-            wake()
-        policy.close(env.now)
-        state["done"] = True
-        wake()
-
-    def server_process():
-        if n == 0:
-            policy.close(env.now)
-        while True:
-            action = policy.next_action(env.now)
-            if isinstance(action, Wait):
-                if state["done"] and policy.idle:
-                    return
-                state["wake"] = env.event()
-                events = [state["wake"]]
-                if action.until is not None:
-                    events.append(env.timeout(max(0.0, action.until - env.now)))
-                yield env.any_of(events)
-                continue
-            step: Step = action
-            t0 = env.now
-            ends = t0 + np.cumsum(step_time.durations(step, step.repeat))
-            m = step.repeat
-            if step.interruptible and m > 1 and state["next"] < n:
-                # Stop at the boundary of the step during which the next request arrives.
-                m = min(m, int(np.searchsorted(ends, arrivals[state["next"]], side="left")) + 1)
-                ends = ends[:m]
-            yield env.timeout(float(ends[-1]) - t0)
-            outcome = policy.on_step_end(step, m, float(ends[-1]))
-            rec.step(step, t0, ends, outcome)
-            if bar is not None and outcome.finished:
-                bar.update(len(outcome.finished))
-
-    env.process(arrival_process())
-    env.process(server_process())
-    env.run()
-    if bar is not None:
-        bar.close()
-    return SimResult(
-        records=rec.records(),
-        policy=policy.describe(),
-        step_time=repr(step_time),
-        kv_budget_tokens=kv_budget_tokens,
-        kv_peak_tokens=policy.kv_peak,
-        preemptions=policy.preemptions,
-        workload=workload.description,
-    )
+    ``limits`` (KV budget, the model's context, tokens per pass) replaces ``kv_budget_tokens``.
+    """
+    if limits is None:
+        limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
+    elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
+        raise ValueError("give the KV budget once: in limits or as kv_budget_tokens, not both")
+    run = drive(workload, policy, SimExecutor(step_time), limits, progress=progress, desc="simulating")
+    if run.stopped is not None:  # Ctrl-C: the simulator has nothing to keep
+        raise KeyboardInterrupt
+    return result_of(run, policy, repr(step_time), limits, workload)

@@ -1,17 +1,23 @@
-"""How long one forward pass takes: the server's stopwatch.
+"""How long a step takes: the server's stopwatch.
 
-A step-time model maps a step's shape to seconds. The shape is three numbers:
-prompt tokens computed (padding included), rows decoding (padded rows included)
-and KV-cache tokens read. Models work on arrays, so the simulator prices a run of
-``repeat`` decode steps in one vectorised call.
+A step runs as one or more forward passes (its pass plan, ``batchsim.core.plan``); a
+step-time model prices each pass from its shape and a step costs the sum of its passes.
+A pass's shape, as these models read it, is three numbers: prompt tokens computed
+(padding included), rows decoding (padded rows included) and the KV-cache tokens its
+attention reads (a rectangle's padding included). Models work on arrays, so the
+simulator prices a run of ``repeat`` decode steps in one vectorised call.
 
 - ``ConstantStepTime(t)``: every step takes t seconds whatever its size. Unreal,
   but it makes the server a textbook queue (M/D/1), which is how theory checks work.
 - ``ExponentialStepTime(mean, rng)``: random step times, for the M/M/1 check.
-- ``LinearStepTime(c0, c1, c2, c3)``: t = c0 + c1*prefill_tokens + c2*decode_rows
+- ``LinearStepTime(c0, c1, c2, c3)``: a pass takes c0 + c1*prefill_tokens + c2*decode_rows
   + c3*kv_tokens_read. c0 is the fixed cost of a pass (reading the weights, launching
   kernels): paid once however many rows share it, which is why batching pays.
-  realrun's profiler fits these coefficients and writes them as JSON.
+
+``plan`` says how the modelled server runs a step: ``"fused"`` (one pass, as vLLM and
+the GPU servers of the catalog) or ``"grouped"`` (realrun's engine: prefill passes, then
+a decode pass over a rectangular cache). ``step_gap`` is the server's own time between
+two steps (deciding, recording: the driver's Python), added before each step.
 """
 
 from __future__ import annotations
@@ -23,24 +29,45 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ConfigError, check_nonneg, check_positive
+from ..core.errors import ConfigError, check_choice, check_nonneg, check_positive
+from ..core.plan import PLANS, Pass, plan_step
 from ..core.step import Step
 
 __all__ = ["StepTimeModel", "ConstantStepTime", "ExponentialStepTime", "LinearStepTime", "load_step_time"]
 
 
 class StepTimeModel(ABC):
+    #: How the modelled server runs a step (see ``batchsim.core.plan``).
+    plan: str = "fused"
+    #: Seconds the server spends between two steps (its own bookkeeping), before each step.
+    step_gap: float = 0.0
+
     @abstractmethod
     def times(self, prefill_tokens: np.ndarray, decode_rows: np.ndarray, kv_read: np.ndarray) -> np.ndarray:
-        """Seconds for each step described by the three arrays."""
+        """Seconds for each pass described by the three arrays (kv_read: KV tokens its attention reads)."""
+
+    def pass_time(self, p: Pass) -> float:
+        """Seconds for one pass."""
+        return self.step_time(p.prefill_tokens, p.decode_rows, p.attn_read)
 
     def durations(self, step: Step, m: int) -> np.ndarray:
-        """Seconds for each of the first m repetitions of ``step``."""
-        if m == 1:  # the common case, kept off numpy's per-call overhead where a model allows
-            return np.array([self.step_time(step.prefill_tokens, len(step.decode), step.kv_read)])
-        return np.asarray(self.times(*step.shape_arrays(m)), dtype=np.float64)
+        """Seconds for each of the first m repetitions of ``step``: the sum of its planned passes."""
+        passes = plan_step(step, self.plan)
+        if m == 1:
+            t = 0.0
+            for p in passes:
+                t += self.pass_time(p)
+            return np.array([t])
+        # A decode-only step repeats one pass, every row (and the rectangle) a token longer each time.
+        (d,) = passes
+        j = np.arange(m, dtype=np.float64)
+        return np.asarray(self._decode_times(d, d.attn_read + j * d.decode_rows), dtype=np.float64)
+
+    def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
+        return self.times(np.zeros(len(attn_read)), np.full(len(attn_read), float(d.decode_rows)), attn_read)
 
     def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+        """Seconds for one pass of this shape."""
         return float(self.times(np.array([prefill_tokens], float), np.array([decode_rows], float), np.array([kv_read], float))[0])
 
 
@@ -53,6 +80,10 @@ class ConstantStepTime(StepTimeModel):
 
     def times(self, prefill_tokens, decode_rows, kv_read):
         return np.full(np.shape(prefill_tokens), self.seconds)
+
+    def durations(self, step: Step, m: int) -> np.ndarray:
+        # A step, not a pass, takes the constant: however the server runs it (the textbook queue).
+        return np.full(m, self.seconds)
 
     def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
         return self.seconds
@@ -79,11 +110,14 @@ class LinearStepTime(StepTimeModel):
     c2: float = 0.0
     c3: float = 0.0
     source: str = ""
+    plan: str = "fused"
+    step_gap: float = 0.0
 
     def __post_init__(self) -> None:
         check_positive("c0", self.c0)
-        for name in ("c1", "c2", "c3"):
+        for name in ("c1", "c2", "c3", "step_gap"):
             check_nonneg(name, getattr(self, name))
+        check_choice("plan", self.plan, PLANS)
 
     def times(self, prefill_tokens, decode_rows, kv_read):
         return self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read
@@ -111,7 +145,14 @@ class LinearStepTime(StepTimeModel):
             raise ConfigError(f"calibration {str(p)!r}: missing coefficient {e.args[0]}") from None
         except (TypeError, ValueError):
             raise ConfigError(f"calibration {str(p)!r}: coefficients must be numbers") from None
-        return cls(**coeffs, source=str(data.get("source", p.name)))
+        plan = data.get("plan", "fused")
+        if plan not in PLANS:
+            raise ConfigError(f"calibration {str(p)!r}: plan must be one of {', '.join(PLANS)}, got {plan!r}")
+        try:
+            gap = float(data.get("step_gap", 0.0))
+        except (TypeError, ValueError):
+            raise ConfigError(f"calibration {str(p)!r}: step_gap must be a number") from None
+        return cls(**coeffs, source=str(data.get("source", p.name)), plan=plan, step_gap=gap)
 
 
 def load_step_time(path: str | Path) -> StepTimeModel:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .base import Policy
+from .blocks import BlockPool, RunningRows
 from .continuous import Continuous
 from .padded import Dynamic, PaddedBatchPolicy, Static, Taxi
 
-__all__ = ["Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "POLICY_NAMES", "make_policy"]
+__all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "POLICY_NAMES", "make_policy"]
 
 POLICY_NAMES = ("taxi", "static", "dynamic", "continuous")
 
@@ -19,7 +20,7 @@ def make_policy(
     max_seqs: int = 64,
     max_batched_tokens: int = 2048,
     block_size: int = 16,
-    chunked_prefill: bool = False,
+    chunked_prefill: bool = True,
 ) -> Policy:
     """Build a policy by name; each takes only the knobs that concern it."""
     if name == "taxi":

@@ -4,21 +4,27 @@ A policy is pure scheduling logic: it never sleeps, never reads a clock and neve
 touches a model. A driver (the SimPy simulator or realrun's wall-clock runner)
 calls, in this order:
 
-    policy.start(kv_budget_tokens)          # fresh state for a run
-    policy.on_arrival(request, now)         # for each arrival; may reject it
+    policy.start(limits)                    # fresh state for a run under the server's limits
+    policy.on_arrival(request, now)         # for each arrival; may reject it, with the reason
     action = policy.next_action(now)        # a Step to run, or Wait(until)
     outcome = policy.on_step_end(step, done, now)   # after running `done` repetitions
     policy.close(now)                       # no more arrivals will come
 
-and repeats the middle three until the policy is ``idle`` after ``close``.
-Because the driver passes ``now`` in, the same object runs on simulated time and
-on wall-clock time, which is what makes predicted and measured comparable.
+and repeats the middle three until the policy is ``idle`` after ``close``. There is
+one such driver, ``batchsim.core.driver.drive``, for both clocks. Because it passes
+``now`` in, the same object runs on simulated time and on wall-clock time, which is
+what makes predicted and measured comparable.
+
+The server's limits (``ServerLimits``: KV budget, the model's context, tokens per
+pass) are the policy's to enforce: it rejects on arrival what can never run, with a
+reason, and never forms a step that breaks them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from ..limits import ServerLimits, as_limits
 from ..step import Step, StepOutcome, Wait
 from ..workload import Request
 
@@ -32,9 +38,10 @@ class Policy(ABC):
     #: The most rows a step of this policy may hold (checked by the tests' invariants).
     max_rows: int = 1
 
-    def start(self, kv_budget_tokens: int | None = None) -> None:
-        """Reset all state for a new run under a KV budget in tokens (None: unlimited)."""
-        self.kv_budget = kv_budget_tokens
+    def start(self, limits: ServerLimits | int | None = None) -> None:
+        """Reset all state for a new run under the server's limits (an int: a KV budget in tokens)."""
+        self.limits = as_limits(limits)
+        self.kv_budget = self.limits.kv_budget_tokens
         self.closed = False
         self.preemptions = 0
         self.kv_in_use = 0
@@ -47,6 +54,10 @@ class Policy(ABC):
     @abstractmethod
     def on_arrival(self, request: Request, now: float) -> str | None:
         """Queue the request, or return the reason it can never be served."""
+
+    def _never_fits(self, request: Request) -> str | None:
+        """The reason shared by every policy: the request alone passes the model's context."""
+        return self.limits.context_reason(request.prompt_tokens, request.output_tokens)
 
     @abstractmethod
     def next_action(self, now: float) -> Step | Wait:

@@ -1,32 +1,32 @@
 """Continuous batching (Orca's iteration-level scheduling, vLLM's scheduler).
 
 A bus that never stops at a terminus: at every step (one forward pass) passengers
-may board and alight. The scheduler keeps two queues, ``waiting`` and
-``running``. Before each step it
+may board and alight. The scheduler keeps two queues, ``waiting`` and ``running``,
+and before each step it goes through four phases, each a method below:
 
-1. makes room for the running rows' next token: a row whose last KV block is full
-   needs a new block; if none is free, the most recently admitted request is
-   *preempted* (its KV freed, back to the front of ``waiting``, to recompute its
-   prefill over prompt + tokens already generated), as vLLM does by default;
-2. continues any chunked prefill that is under way;
-3. admits waiting requests in FIFO order while fewer than ``max_seqs`` run, the
-   step's prompt tokens fit ``max_batched_tokens`` and free KV blocks allow. With
-   ``chunked_prefill`` a long prompt is split across steps; without it, a prompt
-   that does not fit the remaining token budget waits for the next step (and one
-   longer than the whole budget is rejected on arrival).
+1. **make room** (``_make_room``): a running row whose last KV block is full needs a new
+   block for its next token; if none is free, the most recently admitted request is
+   *preempted* (its KV freed, back to the front of ``waiting``, to recompute its prefill
+   over prompt + tokens already generated), as vLLM does by default;
+2. **continue chunks** (``_continue_chunks``): prefills split across steps go on;
+3. **admit** (``_admit``): waiting requests board in FIFO order while fewer than
+   ``max_seqs`` run, the step's prompt tokens fit ``max_batched_tokens`` and free KV
+   blocks allow. With ``chunked_prefill`` (the default, as in vLLM's V1 scheduler) a long
+   prompt is split across steps; without it, a prompt waits for a step with room for all
+   of it, and a prompt longer than the whole budget takes a step's prefill to itself, so
+   any request that fits in KV memory is served. Nobody boards in a step that had to
+   preempt (memory is short right now, and the request just preempted would board again
+   at once, which is vLLM V1's rule too); an empty batch always admits, so the run
+   cannot stall;
+4. **repeat horizon** (``_repeat_horizon``): when nothing is prefilling, the step is one
+   decode pass repeated until the first running request finishes (or KV blocks run out),
+   in one Step with ``repeat`` = that count. It is ``interruptible`` when an arrival could
+   board, so the driver cuts it at the first arrival and nothing differs from stepping one
+   token at a time. That is what keeps the simulator fast.
 
 A request leaves the batch the step its last token is produced, freeing its blocks.
-
-KV memory is allocated in blocks of ``block_size`` tokens (vLLM's PagedAttention),
-so waste is at most one partly filled block per request. ``watermark`` keeps a
-small share of blocks free when admitting, so a request is not admitted only to be
-preempted at once (vLLM keeps 1 %); it never stops admission into an empty batch.
-
-For the simulator's speed, when no prefill is under way and nothing can be
-admitted, the policy returns one decode step with ``repeat`` = the number of steps
-until the first running request finishes (or KV blocks run out); the step is
-``interruptible`` when an arrival could be admitted, so the driver cuts the run at
-the first arrival and nothing differs from stepping one token at a time.
+KV memory is counted in blocks (``blocks.BlockPool``); ``watermark`` keeps a small share
+free when admitting into a non-empty batch.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ..errors import ConfigError, check_int_at_least
 from ..step import Chunk, Step, StepOutcome, Wait
 from ..workload import Request
 from .base import Policy
+from .blocks import BlockPool, RunningRows, ceil_div
 
 __all__ = ["Continuous"]
 
@@ -51,10 +52,6 @@ class _Waiting:
     produced: int = 0  # output tokens produced before a preemption (kept: they were delivered)
 
 
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
 class Continuous(Policy):
     name = "continuous"
 
@@ -63,19 +60,21 @@ class Continuous(Policy):
         max_seqs: int = 64,
         max_batched_tokens: int = 2048,
         block_size: int = 16,
-        chunked_prefill: bool = False,
+        chunked_prefill: bool = True,
         watermark: float = 0.01,
     ) -> None:
         check_int_at_least("max_seqs", max_seqs, 1)
         check_int_at_least("max_batched_tokens", max_batched_tokens, 1)
         check_int_at_least("block_size", block_size, 1)
-        if not (0 <= watermark < 1):
+        if not isinstance(chunked_prefill, (bool, np.bool_)):
+            raise ConfigError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
+        if isinstance(watermark, bool) or not isinstance(watermark, (int, float)) or not (0 <= watermark < 1):
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
-        self.max_seqs = max_seqs
-        self.max_batched_tokens = max_batched_tokens
-        self.block_size = block_size
+        self.max_seqs = int(max_seqs)
+        self.max_batched_tokens = int(max_batched_tokens)
+        self.block_size = int(block_size)
         self.chunked_prefill = bool(chunked_prefill)
-        self.watermark = watermark
+        self.watermark = float(watermark)
 
     @property
     def max_rows(self) -> int:  # type: ignore[override]
@@ -88,173 +87,80 @@ class Continuous(Policy):
         )
 
     # -- state ------------------------------------------------------------------------
-    # The running batch lives in parallel numpy arrays, one entry per row in admission
-    # order (the last row is the newest, the first to be preempted), so a step over 200
-    # rows costs a few array operations rather than 200 Python iterations.
-    _COLS = ("ids", "prompt", "out", "target", "kv", "produced", "blocks")
-    _BLOCKS = 6
-
-    def start(self, kv_budget_tokens: int | None = None) -> None:
-        super().start(kv_budget_tokens)
-        self.total_blocks: int | None = None if kv_budget_tokens is None else kv_budget_tokens // self.block_size
-        self.free_blocks = self.total_blocks if self.total_blocks is not None else 0
-        self._watermark_blocks = int(self.watermark * self.total_blocks) if self.total_blocks else 0
+    def start(self, limits=None) -> None:
+        super().start(limits)
+        kv = self.kv_budget
+        self.pool = BlockPool(None if kv is None else kv // self.block_size, self.block_size, self.watermark)
+        self.rows = RunningRows(self.max_seqs)
         self.waiting: deque[_Waiting] = deque()
-        self._table = np.zeros((len(self._COLS), self.max_seqs), dtype=np.int64)
-        self._n = 0
-        self._bind()
+        self._requests: dict[int, Request] = {}
         self._pending: tuple | None = None
         self._partial = 0  # rows part-way through a chunked prefill
-        self._requests: dict[int, Request] = {}
+        # The step's prompt-token budget: the policy's, and never more than the server's pass holds.
+        hard = self.limits.max_step_tokens
+        self._budget = self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
 
-    def _bind(self) -> None:
-        # Column views of the first n rows; rebound whenever n changes.
-        for k, c in enumerate(self._COLS):
-            setattr(self, "_" + c, self._table[k, : self._n])
+    @property
+    def total_blocks(self) -> int | None:
+        return self.pool.total
+
+    @property
+    def free_blocks(self) -> int:
+        return self.pool.free
 
     @property
     def n_running(self) -> int:
-        return self._n
+        return self.rows.n
 
     @property
     def running_ids(self) -> tuple[int, ...]:
-        return tuple(self._ids.tolist())
+        return tuple(self.rows.ids.tolist())
 
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self._n
+        return not self.waiting and not self.rows.n
 
-    def _add_blocks(self, delta: int) -> None:
-        if self.total_blocks is not None:
-            self.free_blocks -= delta
-            assert self.free_blocks >= 0, "KV blocks over-allocated"
-        self._use_kv(delta * self.block_size)
-
-    def _append(self, w: _Waiting, blocks: int) -> None:
-        r = w.req
-        self._table[:, self._n] = (r.id, r.prompt_tokens, r.output_tokens, w.target, 0, w.produced, blocks)
-        self._n += 1
-        self._bind()
-        self._add_blocks(blocks)
-
-    def _keep(self, mask: np.ndarray) -> None:
-        """Keep the rows where mask is true (in order); free the blocks of the others."""
-        kept = np.compress(mask, self._table[:, : self._n], axis=1)
-        self._add_blocks(int(kept[self._BLOCKS].sum() - self._blocks.sum()))
-        k = kept.shape[1]
-        self._table[:, :k] = kept
-        self._n = k
-        self._bind()
+    def _take_blocks(self, blocks: int) -> None:
+        self.pool.take(blocks)
+        self._use_kv(blocks * self.block_size)
 
     # -- the protocol -----------------------------------------------------------------
     def on_arrival(self, request: Request, now: float) -> str | None:
         p, o = request.prompt_tokens, request.output_tokens
-        if not self.chunked_prefill and p > self.max_batched_tokens:
-            return (
-                f"prompt of {p} tokens exceeds max_batched_tokens={self.max_batched_tokens} "
-                "(turn on chunked prefill or raise the budget)"
-            )
-        if self.total_blocks is not None:
+        reason = self._never_fits(request)
+        if reason is None and not self.chunked_prefill:
+            reason = self.limits.step_tokens_reason(p)  # unchunked, a prompt runs in one pass
+        if reason is None and self.pool.limited:
             # The longest the request's cache ever gets: the prompt plus all outputs but the last.
-            need = _ceil_div(p + o - 1, self.block_size)
-            if need > self.total_blocks:
-                return f"needs {need} KV blocks of {self.block_size} tokens, more than the {self.total_blocks} in the budget"
+            need = self.pool.blocks_for(p + o - 1)
+            if need > self.pool.total:
+                reason = f"needs {need} KV blocks of {self.block_size} tokens, more than the {self.pool.total} in the budget"
+        if reason is not None:
+            return reason
         self.waiting.append(_Waiting(request, target=p))
         return None
-
-    def _preempt_newest(self) -> int:
-        i = self._n - 1
-        rid, produced = int(self._ids[i]), int(self._produced[i])
-        req = self._requests.pop(rid)
-        self._keep(np.arange(self._n) < i)
-        self.waiting.appendleft(_Waiting(req, req.prompt_tokens + produced, produced))
-        self.preemptions += 1
-        return rid
-
-    def _decode_block_need(self) -> int:
-        """Decoding rows whose last block is full: each needs a new block for its next token."""
-        if self.total_blocks is None:
-            return 0
-        kv = self._kv
-        full = kv + 1 > self._blocks * self.block_size
-        if self._partial:
-            full &= kv >= self._target
-        return int(np.count_nonzero(full))
 
     def next_action(self, now: float) -> Step | Wait:
         if self.idle:
             return Wait(None)
-        bs = self.block_size
+        rows = self.rows
         preempted: list[int] = []
         while True:
-            # 1. room for every decoding row's next token
-            free = None
-            need = 0
-            if self.total_blocks is not None:
-                need = self._decode_block_need()
-                while self._n and need > self.free_blocks:
-                    preempted.append(self._preempt_newest())
-                    need = self._decode_block_need()
-                free = self.free_blocks - need
-            budget = self.max_batched_tokens
+            need, free = self._make_room(preempted)
             chunks: list[Chunk] = []
-            n0 = self._n
+            chunk_rows: list[int] = []
+            budget = self._budget
+            n0 = rows.n
             # Rows decoding this step: all rows present now, unless chunked prefills are under way.
             # A slice when possible: cheaper than a boolean mask for every array it indexes.
             decoding: slice | np.ndarray = slice(0, n0)
             if self._partial:
-                decoding = self._kv >= self._target
-                # 2. chunked prefills under way
-                blocks = self._blocks
-                for i in np.flatnonzero(~decoding):
-                    if budget <= 0:
-                        break
-                    kv, target = int(self._kv[i]), int(self._target[i])
-                    n = min(budget, target - kv)
-                    if free is not None:
-                        n = min(n, free * bs + (int(blocks[i]) * bs - kv))
-                    if n <= 0:
-                        continue
-                    extra = max(0, _ceil_div(kv + n, bs) - int(blocks[i]))
-                    blocks[i] += extra
-                    self._add_blocks(extra)
-                    if free is not None:
-                        free -= extra
-                    chunks.append(Chunk(int(self._ids[i]), kv, n, kv + n == target))
-                    budget -= n
-            # 3. admissions, FIFO; none in a step that had to preempt (as vLLM's V1 scheduler does):
-            # memory is short right now, and the request just preempted would board again at once.
-            # An empty batch always admits, so the run can never stall.
-            admit = not preempted or not self._n
-            while admit and self.waiting and self._n < self.max_seqs and budget > 0:
-                w = self.waiting[0]
-                n = w.target
-                if n > budget:
-                    if self.chunked_prefill:
-                        n = budget
-                    elif not (w.produced and budget == self.max_batched_tokens):
-                        break
-                    # else: a recompute after preemption (prompt + tokens generated) may be longer
-                    # than the whole token budget, which only the prompt was checked against; it
-                    # takes a step's prefill to itself rather than wait at the head forever.
-                if free is not None:
-                    reserve = self._watermark_blocks if self._n else 0
-                    if _ceil_div(n, bs) + reserve > free:
-                        if not self.chunked_prefill:
-                            break
-                        n = min(n, (free - reserve) * bs)
-                        if n <= 0:
-                            break
-                self.waiting.popleft()
-                self._requests[w.req.id] = w.req
-                nb = _ceil_div(n, bs)
-                self._append(w, nb)
-                if free is not None:
-                    free -= nb
-                chunks.append(Chunk(w.req.id, 0, n, n == w.target))
-                budget -= n
+                decoding = rows.kv >= rows.target
+                budget, free = self._continue_chunks(~decoding, budget, free, chunks, chunk_rows)
+            if not preempted or not rows.n:
+                budget, free = self._admit(budget, free, chunks, chunk_rows)
             if isinstance(decoding, np.ndarray):
-                decoding = np.concatenate([decoding, np.zeros(self._n - n0, dtype=bool)])
+                decoding = np.concatenate([decoding, np.zeros(rows.n - n0, dtype=bool)])
                 n_decode = int(np.count_nonzero(decoding))
             else:
                 n_decode = n0
@@ -262,40 +168,135 @@ class Continuous(Policy):
                 break
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
-        kv = self._kv[decoding]
-        kv_read = int(kv.sum()) + sum(c.start for c in chunks)
-        repeat = 1
-        interruptible = False
-        if not chunks and not preempted:
-            repeat = int((self._out[decoding] - self._produced[decoding]).min())
-            if self.total_blocks is not None and repeat > 1:
-                repeat = self._steps_blocks_allow(kv, self._blocks[decoding], repeat)
-            interruptible = not self.waiting and self._n < self.max_seqs
+        kv = rows.kv[decoding]
+        repeat, interruptible = self._repeat_horizon(decoding, kv, bool(chunks or preempted))
         step = Step(
             prefill=tuple(chunks),
-            decode=tuple(self._ids[decoding].tolist()),
-            kv_read=kv_read,
+            decode=tuple(rows.ids[decoding].tolist()),
+            kv_read=int(kv.sum()) + sum(c.start for c in chunks),
+            decode_width=int(kv.max()) if n_decode else 0,
             repeat=repeat,
             interruptible=interruptible,
             preempted=tuple(preempted),
-            kv_in_use=self.kv_in_use + bs * need,
+            kv_in_use=self.kv_in_use + self.block_size * need,
         )
-        self._pending = (step, decoding, n_decode)
+        self._pending = (step, decoding, n_decode, chunk_rows)
         return step
+
+    # -- the four phases ----------------------------------------------------------------
+    def _make_room(self, preempted: list[int]) -> tuple[int, int | None]:
+        """Preempt the newest rows until every decoding row's next token has a block.
+
+        Returns (blocks the decoding rows will take, blocks free after that; None: unlimited)."""
+        if not self.pool.limited:
+            return 0, None
+        need = self._decode_block_need()
+        while self.rows.n and need > self.pool.free:
+            preempted.append(self._preempt_newest())
+            need = self._decode_block_need()
+        return need, self.pool.free - need
+
+    def _continue_chunks(self, under_way: np.ndarray, budget: int, free: int | None,
+                         chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+        rows, pool = self.rows, self.pool
+        for i in np.flatnonzero(under_way).tolist():
+            if budget <= 0:
+                break
+            kv, target, held = int(rows.kv[i]), int(rows.target[i]), int(rows.blocks[i])
+            n = min(budget, target - kv)
+            if free is not None:
+                n = min(n, pool.tokens_fitting(free, held, kv))
+            if n <= 0:
+                continue
+            extra = max(0, pool.blocks_for(kv + n) - held)
+            rows.blocks[i] += extra
+            self._take_blocks(extra)
+            if free is not None:
+                free -= extra
+            chunks.append(Chunk(int(rows.ids[i]), kv, n, kv + n == target))
+            chunk_rows.append(i)
+            budget -= n
+        return budget, free
+
+    def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+        rows, pool, bs = self.rows, self.pool, self.block_size
+        while self.waiting and rows.n < self.max_seqs and budget > 0:
+            w = self.waiting[0]
+            n = w.target
+            if n > budget:
+                if self.chunked_prefill:
+                    n = budget
+                elif budget < self._budget:
+                    break  # it waits for a step whose prompt budget is all its own
+                # else: longer than the whole budget (or a recompute of prompt + tokens generated,
+                # which only the prompt was checked against): it takes this step's prefill alone.
+                # It never passes the server's hard limit per pass: a recompute that would is chunked.
+                elif self.limits.max_step_tokens is not None:
+                    n = min(n, self.limits.max_step_tokens)
+            if free is not None:
+                reserve = pool.watermark if rows.n else 0
+                if pool.blocks_for(n) + reserve > free:
+                    if not self.chunked_prefill:
+                        break
+                    n = min(n, (free - reserve) * bs)
+                    if n <= 0:
+                        break
+            self.waiting.popleft()
+            self._requests[w.req.id] = w.req
+            nb = pool.blocks_for(n)
+            r = w.req
+            rows.append(r.id, r.prompt_tokens, r.output_tokens, w.target, w.produced, nb)
+            self._take_blocks(nb)
+            if free is not None:
+                free -= nb
+            chunks.append(Chunk(r.id, 0, n, n == w.target))
+            chunk_rows.append(rows.n - 1)
+            budget -= n
+        return budget, free
+
+    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool) -> tuple[int, bool]:
+        """(repeat, interruptible): decode-only steps repeat until the first row finishes."""
+        if prefilling:
+            return 1, False
+        rows = self.rows
+        repeat = int((rows.out[decoding] - rows.produced[decoding]).min())
+        if self.pool.limited and repeat > 1:
+            repeat = self._steps_blocks_allow(kv, rows.blocks[decoding], repeat)
+        return repeat, not self.waiting and rows.n < self.max_seqs
+
+    # -- helpers ------------------------------------------------------------------------
+    def _preempt_newest(self) -> int:
+        rows = self.rows
+        i = rows.n - 1
+        rid, produced = int(rows.ids[i]), int(rows.produced[i])
+        req = self._requests.pop(rid)
+        self._take_blocks(-rows.keep(np.arange(rows.n) < i))
+        self.waiting.appendleft(_Waiting(req, req.prompt_tokens + produced, produced))
+        self.preemptions += 1
+        return rid
+
+    def _decode_block_need(self) -> int:
+        """Decoding rows whose last block is full: each needs a new block for its next token."""
+        rows = self.rows
+        kv = rows.kv
+        full = kv + 1 > rows.blocks * self.block_size
+        if self._partial:
+            full &= kv >= rows.target
+        return int(np.count_nonzero(full))
 
     def _steps_blocks_allow(self, kv: np.ndarray, held: np.ndarray, upper: int) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1)."""
-        bs = self.block_size
+        bs, free = self.block_size, self.pool.free
 
         def need(j: int) -> int:
-            return int(np.maximum(0, _ceil_div(kv + j, bs) - held).sum())
+            return int(np.maximum(0, ceil_div(kv + j, bs) - held).sum())
 
-        if need(upper) <= self.free_blocks:
+        if need(upper) <= free:
             return upper
-        lo, hi = 1, upper  # need(1) fits: step 1 made room
+        lo, hi = 1, upper  # need(1) fits: phase 1 made room
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if need(mid) <= self.free_blocks:
+            if need(mid) <= free:
                 lo = mid
             else:
                 hi = mid
@@ -304,42 +305,39 @@ class Continuous(Policy):
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         if self._pending is None or self._pending[0] is not step:
             raise RuntimeError("on_step_end must follow the next_action that returned this step")
-        _, decoding, n_decode = self._pending
+        _, decoding, n_decode, chunk_rows = self._pending
         self._pending = None
-        kv, produced = self._kv, self._produced  # views: updated in place
+        rows = self.rows
+        kv, produced = rows.kv, rows.produced  # views: updated in place
         prefilled: list[int] = []
-        if step.prefill:
-            tail = self._n - len(step.prefill)
-            for j, c in enumerate(step.prefill):
-                # Without chunking every chunk is an admission, appended in chunk order at the tail.
-                i = tail + j if not self.chunked_prefill else int(np.flatnonzero(self._ids == c.request_id)[0])
-                kv[i] += c.length
-                if c.completes:
-                    produced[i] += 1
-                    prefilled.append(c.request_id)
+        for c, i in zip(step.prefill, chunk_rows):
+            kv[i] += c.length
+            if c.completes:
+                produced[i] += 1
+                prefilled.append(c.request_id)
         if n_decode:
             kv[decoding] += done
             produced[decoding] += done
-        over = kv > self._blocks * self.block_size
+        over = kv > rows.blocks * self.block_size
         if over.any():
-            need = -(-kv[over] // self.block_size)
-            self._add_blocks(int((need - self._blocks[over]).sum()))
-            self._blocks[over] = need
+            need = ceil_div(kv[over], self.block_size)
+            self._take_blocks(int((need - rows.blocks[over]).sum()))
+            rows.blocks[over] = need
         if prefilled:
-            token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), self._ids[decoding]])
+            token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), rows.ids[decoding]])
             counts = np.full(len(token_ids), done, dtype=np.int64)
             counts[: len(prefilled)] = 1
         else:
-            # A copy: with a slice, self._ids[decoding] is a view that _keep below would overwrite.
-            token_ids = self._ids[decoding].copy()
+            # A copy: with a slice, rows.ids[decoding] is a view that keep() below would overwrite.
+            token_ids = rows.ids[decoding].copy()
             counts = np.full(n_decode, done, dtype=np.int64)
-        fin = produced >= self._out
+        fin = produced >= rows.out
         finished: tuple[int, ...] = ()
         if fin.any():
-            finished = tuple(self._ids[fin].tolist())
+            finished = tuple(rows.ids[fin].tolist())
             for rid in finished:
                 del self._requests[rid]
-            self._keep(~fin)
-        if self.chunked_prefill:
-            self._partial = int(np.count_nonzero(self._kv < self._target))
+            self._take_blocks(-rows.keep(~fin))
+        if step.prefill or self._partial:
+            self._partial = int(np.count_nonzero(rows.kv < rows.target))
         return StepOutcome(token_ids, counts, finished)

@@ -15,10 +15,13 @@ exactly what continuous batching removes, so it is modelled, not ignored.
   bus is full or when the first passenger has waited ``max_wait`` seconds,
   whichever comes first.
 
-KV memory: a padded batch holds, for every row, the padded prompt plus the
-longest output (``rows x (P + L)`` tokens), reserved when the batch forms. A batch
-that would not fit is cut to the longest FIFO prefix that does. A request whose
-own prompt + output exceed the whole budget is rejected on arrival.
+Limits: a padded batch holds, for every row, the padded prompt plus the longest
+output (``rows x (P + L)`` KV tokens), reserved when the batch forms; every row
+decodes until the longest output is done, so the batch uses ``P + L - 1`` positions of
+the model's context; and its prefill computes ``rows x P`` tokens in one pass. A batch
+that would break any of these is cut to the longest FIFO prefix that does not (two
+requests that each fit alone may not fit together). A request that breaks one alone
+is rejected on arrival, with the reason.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ class PaddedBatchPolicy(Policy):
 
     max_batch: int = 1
 
-    def start(self, kv_budget_tokens: int | None = None) -> None:
-        super().start(kv_budget_tokens)
+    def start(self, limits=None) -> None:
+        super().start(limits)
         self.queue: deque[Request] = deque()
         self.batch: list[Request] = []
         self.batch_prompt = 0  # P: the longest prompt
@@ -65,6 +68,9 @@ class PaddedBatchPolicy(Policy):
 
     # -- the protocol --------------------------------------------------------------
     def on_arrival(self, request: Request, now: float) -> str | None:
+        reason = self._never_fits(request) or self.limits.step_tokens_reason(request.prompt_tokens)
+        if reason is not None:
+            return reason
         need = request.prompt_tokens + request.output_tokens
         if self.kv_budget is not None and need > self.kv_budget:
             return f"needs {need} KV tokens (prompt + output), more than the whole budget of {self.kv_budget}"
@@ -78,12 +84,13 @@ class PaddedBatchPolicy(Policy):
     def _form_batch(self) -> None:
         rows: list[Request] = []
         p = L = 0
+        fits = self.limits.padded_batch_fits
         for r in self.queue:
             if len(rows) == self.max_batch:
                 break
             p2, L2 = max(p, r.prompt_tokens), max(L, r.output_tokens)
-            if self.kv_budget is not None and (len(rows) + 1) * (p2 + L2) > self.kv_budget:
-                break  # cut the batch to what memory allows; the rest wait for the next one
+            if not fits(len(rows) + 1, p2, L2):
+                break  # cut the batch to what the server holds; the rest wait for the next one
             rows.append(r)
             p, L = p2, L2
         for _ in rows:
@@ -114,6 +121,7 @@ class PaddedBatchPolicy(Policy):
             decode=ids,
             padded_rows=padded,
             kv_read=B * (P + s - 1),
+            decode_width=P + s - 1,
             repeat=int(outs[outs > s].min()) - s,
             kv_in_use=self.kv_in_use,
         )
