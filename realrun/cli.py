@@ -33,6 +33,7 @@ from batchsim.cli.options import (
 )
 from batchsim.core.errors import ConfigError, check_int_at_least
 from batchsim.core.metrics import format_table, summarize
+from batchsim.sim.profiled import ProfiledStepTime
 from batchsim.teach.scenarios import get_scenario
 
 __all__ = ["main", "build_parser", "REALRUN_DEFAULTS"]
@@ -160,7 +161,7 @@ def _measure_fn(engine_name: str, engine, lm, args, workload, kv, seed: int, pro
                 workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
                 kv_budget_tokens=kv, stop_on_eos=args.stop_on_eos, prompt_seed=seed, progress=progress,
             )[0]
-        return run_real(workload, policy, engine, kv_budget_tokens=kv, progress=progress)
+        return run_real(workload, policy, engine, kv_budget_tokens=kv, progress=progress, trace=True)
 
     return measure
 
@@ -261,57 +262,55 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 130 if (meta.get("stopped") or "").startswith("interrupted") else 0
 
 
-def _calibration(args, lm, engine, workload, pairs, out: Path, notes: list[str]) -> tuple[dict, dict]:
-    """Step-time model per policy label: from --calibration FILE, else profiled now (a grid fitted
-    to the workload, saved under out). Each policy gets its family's fit when there is one."""
-    from .profile import (
-        GRIDS,
-        POLICY_FAMILY,
-        grid_for_workload,
-        load_calibration,
-        profile,
-    )
+def _calibration(args, lm, engine, workload, pairs, out: Path, notes: list[str]):
+    """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
+    fitted to the workload (saved under out). Returns (model, calibration info)."""
+    from .profile import GRIDS, grid_for_workload, load_calibration, profile
 
     policies = [p for _, p, _ in pairs]
     if args.calibration:
-        overall, families = load_calibration(args.calibration)
+        model = load_calibration(args.calibration)
         info = json.loads(Path(args.calibration).read_text())
         for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
             if key in info and info[key] != have:
                 notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
-        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("c0", "c1", "c2", "c3", "source", "heldout_mean_abs_error_pct", "families")}}
-        notes.extend(_coverage_notes(info.get("points") or [], workload))
+        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
+        notes.extend(_coverage_notes(info, workload))
+        return model, cal_info
+    if args.grid == "auto":
+        rows = max(p.max_rows for p in policies)
+        cont = [p for p in policies if hasattr(p, "max_batched_tokens")]
+        chunk = min((p.max_batched_tokens for p in cont if p.chunked_prefill), default=None)
+        padded = [p for p in policies if not hasattr(p, "max_batched_tokens")]
+        p_max = int(workload.prompt_tokens.max()) if len(workload) else 1
+        max_prefill = max([p.max_batched_tokens for p in cont] + [p.max_rows * p_max for p in padded] + [p_max])
+        grid = grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies))
+    elif args.grid in GRIDS:
+        grid = GRIDS[args.grid]
     else:
-        if args.grid == "auto":
-            rows = max(p.max_rows for p in policies)
-            max_prefill = max(getattr(p, "max_batched_tokens", 0) for p in policies) or 1024
-            grid = grid_for_workload(workload, rows, max(max_prefill, rows * 128))
-        elif args.grid in GRIDS:
-            grid = GRIDS[args.grid]
-        else:
-            raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {args.grid!r}")
-        prof = profile(engine, grid, progress=_progress())
-        path = prof.write(out / "calibration.json")
-        notes.append(f"calibration (profiled now, {len(prof.points)} points, {prof.seconds:.1f} s): {path}")
-        notes.append(prof.text())
-        overall, families = prof.model, {k: f.model for k, f in prof.families.items()}
-        cal_info = json.loads(path.read_text())
-        cal_info.pop("points", None)
-        cal_info["file"] = str(path)
-    per_label = {label: families.get(POLICY_FAMILY.get(label, ""), overall) for label, _, _ in pairs}
-    return per_label, cal_info
+        raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {args.grid!r}")
+    prof = profile(engine, grid, policies={p.name: p for p in policies}, progress=_progress())
+    path = prof.write(out / "calibration.json")
+    notes.append(f"calibration (profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
+    notes.append(prof.text())
+    cal_info = {k: v for k, v in prof.as_dict().items() if k != "points"}
+    cal_info["file"] = str(path)
+    return prof.model, cal_info
 
 
-def _coverage_notes(points: list[dict], workload) -> list[str]:
+def _coverage_notes(info: dict, workload) -> list[str]:
     """A calibration predicts well only where it was measured: say when the workload goes beyond."""
-    if not points or not len(workload):
+    if not len(workload) or info.get("model") != "profiled":
         return []
-    ctx = max((q["kv_read"] / q["decode_rows"] for q in points if q.get("decode_rows")), default=0)
-    prompt = max((q["prefill_tokens"] for q in points), default=0)
+    try:
+        rows, width = max(info["decode"]["rows"]), max(info["decode"]["columns"])
+        prompt = max(info["prefill"]["columns"])
+    except (KeyError, TypeError, ValueError):
+        return []
     need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
     need_prompt = int(workload.prompt_tokens.max())
-    if need_ctx > 1.25 * ctx or need_prompt > 1.25 * prompt:
-        return [f"warning: the calibration was measured up to contexts of ~{ctx:.0f} tokens and prefill steps of {prompt}; "
+    if need_ctx > 1.25 * width or need_prompt > 1.25 * prompt:
+        return [f"warning: the calibration was measured up to contexts of ~{width:.0f} tokens and prompts of {prompt:.0f}; "
                 f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
                 "(omit --calibration to profile for this workload)"]
     return []
@@ -335,9 +334,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     lm = _load(args)
     ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
     step_times, cal_info = _calibration(args, lm, ours, workload, pairs, out, notes)
+    from .runner import limits_for
     engine = ours if engine_name == "ours" else (None if engine_name == "hf-continuous" else _make_engine(engine_name, lm, args, seed))
     measure = _measure_fn(engine_name, engine, lm, args, workload, kv, seed, _progress())
-    report = compare_policies(workload, pairs, measure, step_times, kv_budget_tokens=kv, slo=slo)
+    replay = (lambda label: policy_from_args(args, label, d)) if engine_name == "ours" else None
+    from .drift import load_warning, recheck
+
+    warn = load_warning(lm.threads)
+    report = compare_policies(workload, pairs, measure, step_times, slo=slo, limits=limits_for(lm, kv), replay_policy=replay)
+    if isinstance(step_times, ProfiledStepTime) and report.rows and engine_name == "ours":
+        report.notes.append(recheck(ours, step_times).text())
+    if warn or (warn := load_warning(lm.threads)):
+        report.notes.append(warn)
     for row in report.rows:
         if engine_name != "ours":
             row.label = f"{row.label} ({engine_name})"
@@ -353,10 +361,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             "scenario": name,
             "config": {"workload": workload.description, "requests": len(workload), "engine": engine_name,
                        "kv_budget_tokens": kv, "model": lm.describe(),
-                       "step_time": {label: repr(m) for label, m in step_times.items()}},
+                       "step_time": repr(step_times)},
             "calibration": cal_info,
             "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
-                      "error_pct": r.errors, "meta": r.real.meta} for r in report.rows],
+                      "error_pct": r.errors,
+                      "decomposition": r.decomposition.as_dict() if r.decomposition else None,
+                      "meta": {k: v for k, v in r.real.meta.items() if k not in ("trace", "passes")}} for r in report.rows],
             "figures": [str(f) for f in report.figures],
             "notes": notes + report.notes,
         }
@@ -397,22 +407,23 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     engine = Engine(lm)
     prof = profile(engine, grid, progress=_progress())
     path = Path(args.out) if args.out else Path("out") / "realrun" / f"calibration-{lm.name.replace('/', '_')}-{lm.device.replace(':', '')}.json"
-    prof.write(path)
     if args.json:
-        print(json.dumps({"calibration": str(path), "c0": prof.model.c0, "c1": prof.model.c1, "c2": prof.model.c2,
-                          "c3": prof.model.c3, "heldout_mean_abs_error_pct": prof.heldout_mean_pct,
-                          "heldout_max_abs_error_pct": prof.heldout_max_pct, "fit_mean_abs_error_pct": prof.fit_mean_pct,
-                          "points": len(prof.points), **prof.info}, indent=2))
+        obj = {k: v for k, v in prof.as_dict().items() if k != "points"}
+        print(json.dumps({"calibration": str(path), **obj, "shapes": len(prof.points)}, indent=2))
+        prof.write(path)
         return 0
+    from .profile import point_pass
+
     print(f"realrun profile: {lm.describe()}")
     print()
-    print(f"{'kind':8s} {'prompt tok':>10s} {'rows':>5s} {'KV read':>8s} {'measured ms':>11s} {'fit ms':>8s} {'error':>7s} {'spread':>7s}")
+    print(f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} {'model ms':>9s} {'error':>7s} {'spread':>7s}")
     for q in prof.points:
-        t = prof.model.step_time(q.prefill_tokens, q.decode_rows, q.kv_read)
-        print(f"{q.kind:8s} {q.prefill_tokens:10d} {q.decode_rows:5d} {q.kv_read:8.0f} {q.seconds * 1e3:11.2f} {t * 1e3:8.2f} "
+        t = prof.model.pass_time(point_pass(q))
+        print(f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} {t * 1e3:9.3f} "
               f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%")
     print()
     print(prof.text())
+    prof.write(path)
     print(f"calibration written: {path}")
     print(f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})")
     return 0

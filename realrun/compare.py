@@ -1,43 +1,53 @@
 """Predicted against measured: the simulator's forecast held up to the real server.
 
-For each policy, the same workload runs twice: once through ``batchsim.simulate`` with
-a step-time model calibrated on this machine (``realrun.profile``), once through the
-wall-clock runner on the real model. Both produce batchsim records, so one
-``summarize`` reads both, and the gap between them is the cost model's error (the
-scheduling is literally the same code).
+For each policy, the same workload runs twice: once through ``batchsim.simulate`` with a
+step-time model calibrated on this machine (``realrun.profile``), once through the
+wall-clock runner on the real model. Both go through the same driver loop under the same
+server limits and produce batchsim records, so one ``summarize`` reads both, and the gap
+between them is the cost model's error (the scheduling is literally the same code: the
+decomposition, ``realrun.decompose``, checks that on every run by replaying the measured
+step times).
 
-The table gives, per policy, predicted and measured request throughput, output token
-throughput, TTFT (mean, p50, p99) and E2E latency (mean, p50, p99) with the error in
-percent of the measured value; the figure plots predicted against measured with the
-diagonal where they would agree.
+The table gives, per policy, predicted and measured throughput, TTFT, TPOT and E2E
+latency with the error in percent of the measured value; the figure plots predicted
+against measured on log axes (a 10 ms point and a 3 s point are both readable) beside the
+errors per metric. When the measured run was cut short (Ctrl-C), both sides are compared
+over the requests the measured run finished, and throughput is not compared.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from batchsim.core.limits import ServerLimits
 from batchsim.core.metrics import SLO, summarize
 from batchsim.core.policies import Policy
-from batchsim.sim.simulator import SimResult, simulate
-from batchsim.sim.steptime import StepTimeModel
+from batchsim.core.records import SimResult
 from batchsim.core.workload import Workload
+from batchsim.sim.simulator import simulate
+from batchsim.sim.steptime import StepTimeModel
 
-__all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare", "plot_compare"]
+from .decompose import Decomposition, decompose, format_decomposition
+
+__all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
+           "plot_compare", "worst_error"]
 
 #: (summary key, label, display scale, format)
 COMPARE_METRICS = (
     ("request_throughput", "req/s", 1.0, "{:.2f}"),
     ("output_throughput", "output tok/s", 1.0, "{:.0f}"),
-    ("mean_ttft", "mean TTFT ms", 1e3, "{:.0f}"),
-    ("p50_ttft", "p50 TTFT ms", 1e3, "{:.0f}"),
-    ("p99_ttft", "p99 TTFT ms", 1e3, "{:.0f}"),
-    ("mean_e2e", "mean E2E s", 1.0, "{:.2f}"),
-    ("p50_e2e", "p50 E2E s", 1.0, "{:.2f}"),
-    ("p99_e2e", "p99 E2E s", 1.0, "{:.2f}"),
+    ("mean_ttft", "mean TTFT ms", 1e3, "{:.1f}"),
+    ("p50_ttft", "p50 TTFT ms", 1e3, "{:.1f}"),
+    ("p99_ttft", "p99 TTFT ms", 1e3, "{:.1f}"),
+    ("mean_tpot", "mean TPOT ms", 1e3, "{:.2f}"),
+    ("mean_e2e", "mean E2E s", 1.0, "{:.3f}"),
+    ("p50_e2e", "p50 E2E s", 1.0, "{:.3f}"),
+    ("p99_e2e", "p99 E2E s", 1.0, "{:.3f}"),
 )
+_THROUGHPUT = ("request_throughput", "output_throughput")
 
 
 def error_pct(predicted: float | None, measured: float | None) -> float | None:
@@ -55,10 +65,17 @@ class CompareRow:
     measured: dict
     sim: SimResult | None = None
     real: SimResult | None = None
+    decomposition: Decomposition | None = None
+    partial: bool = False  # the measured run was cut short: compared over what it finished
 
     @property
     def errors(self) -> dict[str, float | None]:
-        return {k: error_pct(self.predicted.get(k), self.measured.get(k)) for k, *_ in COMPARE_METRICS}
+        return {k: (None if self.partial and k in _THROUGHPUT else error_pct(self.predicted.get(k), self.measured.get(k)))
+                for k, *_ in COMPARE_METRICS}
+
+    @property
+    def busy(self) -> float:
+        return float(self.measured.get("busy_fraction") or 0.0)
 
 
 @dataclass
@@ -69,6 +86,16 @@ class CompareReport:
     config: dict = field(default_factory=dict)
 
 
+def _over(result: SimResult, keep: np.ndarray) -> SimResult:
+    """The result with only the ``keep`` requests counted (the others set aside, with a reason)."""
+    r = result.records
+    recs = replace(r, start=np.where(keep, r.start, np.nan), first_token=np.where(keep, r.first_token, np.nan),
+                   finish=np.where(keep, r.finish, np.nan), last_token=np.where(keep, r.last_token, np.nan),
+                   tokens=np.where(keep, r.tokens, 0),
+                   rejected=[x if k else (x or "set aside: the measured run did not finish it") for x, k in zip(r.rejected, keep)])
+    return replace(result, records=recs)
+
+
 def compare_policies(
     workload: Workload,
     pairs: list[tuple[str, Policy, Policy]],
@@ -76,26 +103,53 @@ def compare_policies(
     step_time: StepTimeModel | dict[str, StepTimeModel],
     kv_budget_tokens: int | None = None,
     slo: SLO | None = None,
+    limits: ServerLimits | None = None,
+    replay_policy=None,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
     ``measure(label, policy) -> SimResult`` runs the real side (the runner with an engine, or a
-    baseline); the simulated side is ``simulate`` with ``step_time`` (one model, or one per label).
+    baseline); the simulated side is ``simulate`` with ``step_time`` (one model, or one per label)
+    under the same ``limits``. When the measured result kept its trace, the error is decomposed;
+    ``replay_policy(label)`` makes the fresh policy the replay needs.
     """
+    limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
     for label, sim_policy, real_policy in pairs:
         st = step_time[label] if isinstance(step_time, dict) else step_time
-        sim = simulate(workload, sim_policy, st, kv_budget_tokens=kv_budget_tokens)
+        sim = simulate(workload, sim_policy, st, limits=limits)
         real = measure(label, real_policy)
-        report.rows.append(CompareRow(label, repr(sim_policy), summarize(sim, slo), summarize(real, slo), sim, real))
-        if str(real.meta.get("stopped") or "").startswith("interrupted"):
+        stopped = str(real.meta.get("stopped") or "")
+        partial = bool(stopped)
+        if partial:
+            both = real.records.completed_mask & sim.records.completed_mask
+            pred, meas = summarize(_over(sim, both), slo), summarize(_over(real, both), slo)
+            report.notes.append(f"{label}: the measured run stopped early ({stopped}); compared over the "
+                                f"{int(both.sum())} requests it finished, throughput not compared")
+        else:
+            pred, meas = summarize(sim, slo), summarize(real, slo)
+        row = CompareRow(label, repr(sim_policy), pred, meas, sim, real, partial=partial)
+        if real.meta.get("trace") is not None and replay_policy is not None and not partial:
+            row.decomposition = decompose(workload, replay_policy(label), real, st, limits)
+        report.rows.append(row)
+        if stopped.startswith("interrupted"):
             report.notes.append(f"interrupted during {label}: the policies after it were not measured")
             break
     return report
 
 
-def format_compare(report: CompareReport) -> str:
-    """One block per policy: metric, predicted, measured, error."""
+def worst_error(report: CompareReport) -> tuple[str, str, float] | None:
+    """(policy, metric, error %) of the largest error in the report."""
+    worst = None
+    for row in report.rows:
+        for k, e in row.errors.items():
+            if e is not None and (worst is None or abs(e) > abs(worst[2])):
+                worst = (row.label, k, e)
+    return worst
+
+
+def format_compare(report: CompareReport, decomposition: bool = True) -> str:
+    """One block per policy: metric, predicted, measured, error; then where the error came from."""
     head = ("policy", "metric", "predicted", "measured", "error")
     lines: list[tuple[str, ...]] = []
     for row in report.rows:
@@ -110,56 +164,74 @@ def format_compare(report: CompareReport) -> str:
                 "-" if e is None else f"{e:+.0f}%",
             ))
         extra = row.measured
-        lines.append(("", f"(done {extra['completed']}, rejected {extra['rejected']}, mean batch {extra['mean_batch_size']:.1f})", "", "", ""))
-    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
+        lines.append(("", f"(done {extra['completed']}, rejected {extra['rejected']}, mean batch "
+                          f"{extra['mean_batch_size']:.1f}, busy {extra['busy_fraction']:.0%})", "", "", ""))
+    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)] if lines else [len(h) for h in head]
 
     def fmt_line(cells):
         return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
-    return "\n".join([fmt_line(head), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in lines])
+    out = [fmt_line(head), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in lines]
+    if decomposition:
+        for row in report.rows:
+            if row.decomposition is not None:
+                out += [""] + format_decomposition(row.label, row.decomposition)
+    return "\n".join(out)
 
 
 def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Path:
-    """Predicted (x) against measured (y), one panel per metric, one marker per policy."""
-    import matplotlib
+    """Left: predicted (x) against measured (y) on log axes, every latency metric of every policy.
+    Right: the error of each metric, per policy, with the ±10 % and ±20 % bands."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    metrics = COMPARE_METRICS
-    cols = 4
-    rows = -(-len(metrics) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.2 * rows), squeeze=False)
+    latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
     markers = "osD^vP*X"
-    for ax, (key, label, scale, _) in zip(axes.flat, metrics):
-        vals = []
-        for j, row in enumerate(report.rows):
+    colors = [f"C{i}" for i in range(len(latency))]
+    vals = []
+    for j, row in enumerate(report.rows):
+        for c, (key, label, scale, _) in zip(colors, latency):
             p, m = row.predicted.get(key), row.measured.get(key)
-            if p is None or m is None:
-                continue
-            ax.scatter([p * scale], [m * scale], marker=markers[j % len(markers)], s=50, label=row.label, zorder=3)
-            vals += [p * scale, m * scale]
-        if vals:
-            lo, hi = min(vals), max(vals)
-            pad = 0.1 * (hi - lo) if hi > lo else max(abs(hi), 1e-9) * 0.1
-            x = np.array([lo - pad, hi + pad])
-            ax.plot(x, x, color="0.3", lw=1, zorder=1)
-            ax.fill_between(x, 0.9 * x, 1.1 * x, color="0.85", zorder=0, label="±10 %")
-            ax.set_xlim(*x)
-            ax.set_ylim(*x)
-        ax.set_title(label, fontsize=10)
-        ax.set_xlabel("predicted (batchsim)", fontsize=8)
-        ax.set_ylabel("measured (realrun)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(metrics):]:
-        ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+            if p and m and p > 0 and m > 0:
+                # every latency in ms (seconds in the summaries)
+                ax.scatter([p * 1e3], [m * 1e3], marker=markers[j % len(markers)], color=c, s=40, zorder=3)
+                vals += [p * 1e3, m * 1e3]
+    if vals:
+        lo, hi = min(vals) / 1.5, max(vals) * 1.5
+        x = np.geomspace(lo, hi, 50)
+        ax.plot(x, x, color="0.3", lw=1, zorder=1)
+        ax.fill_between(x, x / 1.1, x * 1.1, color="0.85", zorder=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xlabel("predicted by batchsim (ms)")
+    ax.set_ylabel("measured by realrun (ms)")
+    ax.set_title("every latency metric (grey: within 10 %)", fontsize=10)
+    for j, row in enumerate(report.rows):
+        ax.scatter([], [], marker=markers[j % len(markers)], color="0.4", label=row.label)
+    for c, (_, label, _, _) in zip(colors, latency):
+        ax.scatter([], [], marker="s", color=c, label=label.replace(" ms", "").replace(" s", ""))
+    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
+    keys = [m for m in COMPARE_METRICS]
+    n = max(1, len(report.rows))
+    width = 0.8 / n
+    xs = np.arange(len(keys))
+    for j, row in enumerate(report.rows):
+        errs = row.errors
+        e = [errs[k] if errs[k] is not None else np.nan for k, *_ in keys]
+        bx.bar(xs + (j - (n - 1) / 2) * width, e, width, label=row.label, color=f"C{j}")
+    bx.axhspan(-10, 10, color="0.9", zorder=0)
+    bx.axhspan(-20, -10, color="0.95", zorder=0)
+    bx.axhspan(10, 20, color="0.95", zorder=0)
+    bx.axhline(0, color="k", lw=0.8)
+    bx.set_xticks(xs, [m[1].replace(" ms", "").replace(" s", "") for m in keys], rotation=30, ha="right", fontsize=8)
+    bx.set_ylabel("(predicted - measured) / measured, %")
+    bx.set_title("error per metric (bands: ±10 %, ±20 %)", fontsize=10)
+    bx.legend(fontsize=8, frameon=False)
     fig.suptitle(title or "predicted vs measured", fontsize=11)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=110)
-    plt.close(fig)
     return p

@@ -1,38 +1,23 @@
-"""Measure how long the real engine's steps take, and fit batchsim's cost model to it.
+"""Time the real engine's passes on a grid and build batchsim's profiled step-time model.
 
-The simulator prices a step with ``LinearStepTime``:
+``profile`` runs hand-made steps through the very engine the runner uses (so the Python
+around the model, the KV copies when rows join and leave, everything the runner will
+see is in the measurement) and reads back the engine's own log of every pass it ran,
+with the pass's planned shape (``batchsim.core.plan``). Rows that only need to *be
+there* for a decode pass are filled with random KV (``Engine.fill_rows``) instead of
+being prefilled: a pass's time depends on the shapes it reads, not the numbers.
 
-    t = c0 + c1 * prompt_tokens + c2 * decode_rows + c3 * kv_tokens_read
+From the timings (``realrun.grid`` says which) it builds a ``ProfiledStepTime``: the
+decode and prefill grids (means of every repetition, swept in interleaved rounds, so a
+burst of load from another process spoils one sweep of a point, not all of it), the cost
+of a continued chunk's attention to its cached past, the engine's work around its passes,
+and each policy's gap between steps, timed by a short burst through the real driver.
+The mean, not the median: the simulator adds step times up, and on a shared CPU times are
+skewed to the right, so a median would underestimate the busy time.
 
-``profile`` runs hand-made steps through the very engine the runner uses (so the
-Python around the model, the KV copies when rows join and leave, everything the runner
-will see is in the measurement) over a grid. Rows that only need to *be there* for a
-decode step are filled with random KV (``Engine.fill_rows``) instead of being prefilled:
-a step's time depends on the shapes it reads, not the numbers.
-
-- decode steps: batch sizes x context lengths (how the fixed cost c0 is shared, and
-  what reading a longer KV cache costs), with every row at the same length (a padded
-  batch: its policy counts the padding as KV read) and with rows of lengths spread from a
-  quarter of the context to all of it ("ragged": a continuous batch, whose policy counts
-  only real tokens while the engine's rectangular attention also reads the left padding);
-- prefill steps: rows x prompt lengths (the per-token cost of a prompt);
-- mixed steps: one prompt admitted while a batch decodes (what continuous batching
-  does at every arrival: in this engine that is two passes and a KV rebuild).
-
-Every point is the mean of several repetitions, swept in one or more rounds. The mean,
-not the median: the simulator adds step times up, and on a CPU shared with anything
-else the times are skewed to the right (a step now and then waits for the core), so a
-median-based fit underestimates the busy time, and at 70 % load the latency with it.
-Single steps vary by 10-40 %; the fit is over many points, which smooths them.
-Besides one fit over every point (the calibration batchsim loads), each family of
-policies gets a fit on the steps it runs (``FAMILIES``): padded batches on equal rows,
-continuous batching on ragged rows and on admissions (two passes in this engine).
-``compare`` predicts each policy with its family's fit.
-
-Each fit is a non-negative least squares on relative error (a 2 ms step matters as much
-as a 200 ms one), solved exactly for four unknowns by trying every set of active
-coefficients. A quarter of the points are held out of a first fit to report an honest
-error; the coefficients written are then fitted on all of them.
+It also fits the textbook ``LinearStepTime`` to the same passes, for comparison and for
+the course; and it times a few shapes between the grid points that the model never saw,
+to report an honest held-out error.
 """
 
 from __future__ import annotations
@@ -45,343 +30,274 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim.core.errors import ConfigError, check_int_at_least
+from batchsim.core.errors import ConfigError
+from batchsim.core.plan import Pass
 from batchsim.core.step import Chunk, Step
-from batchsim.sim.steptime import LinearStepTime
 from batchsim.core.workload import Request, Workload
+from batchsim.sim.profiled import Grid2D, ProfiledStepTime
+from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
-__all__ = [
-    "Grid", "GRIDS", "ProfilePoint", "Profile", "Fit", "FAMILIES", "POLICY_FAMILY", "measure", "fit_linear",
-    "fit_with_heldout", "profile", "grid_for_workload", "load_calibration",
-]
+from .grid import GRIDS, Grid, grid_for_workload
 
-
-@dataclass(frozen=True)
-class Grid:
-    """What to measure. decode and ragged: (rows, context); prefill: (rows, tokens each);
-    mixed: (rows, context, prompt). Ragged and mixed rows have contexts spread over [context/4, context]."""
-
-    decode: tuple[tuple[int, int], ...]
-    prefill: tuple[tuple[int, int], ...]
-    mixed: tuple[tuple[int, int, int], ...] = ()
-    repeats: int = 5
-    ragged: tuple[tuple[int, int], ...] = ()
-    rounds: int = 1  # sweeps of the whole grid; a point's time is the median over all its repetitions
-
-    def __post_init__(self) -> None:
-        check_int_at_least("repeats", self.repeats, 1)
-        check_int_at_least("rounds", self.rounds, 1)
-        for b, c in self.decode + self.ragged:
-            check_int_at_least("decode rows", b, 1)
-            check_int_at_least("decode context", c, 1)
-        for b, n in self.prefill:
-            check_int_at_least("prefill rows", b, 1)
-            check_int_at_least("prefill tokens", n, 1)
-
-    def clipped(self, n_positions: int) -> "Grid":
-        """Drop points that would run past the model's context."""
-        room = n_positions - self.repeats - 1
-        return Grid(
-            tuple((b, c) for b, c in self.decode if c <= room),
-            tuple((b, n) for b, n in self.prefill if n <= n_positions),
-            tuple((b, c, n) for b, c, n in self.mixed if c <= room and n <= n_positions),
-            self.repeats,
-            tuple((b, c) for b, c in self.ragged if c <= room),
-            self.rounds,
-        )
-
-
-def _cross(rows, contexts):
-    return tuple((b, c) for b in rows for c in contexts)
-
-
-def _spread(b: int, c: int) -> list[int]:
-    """b row lengths spread evenly from c/4 to c (one row: c)."""
-    if b == 1:
-        return [c]
-    return [int(x) for x in np.linspace(max(1, c // 4), c, b).round()]
-
-
-GRIDS = {
-    # About 10 s for tiny-gpt2 on 2 CPU cores: enough for the default compare.
-    "quick": Grid(
-        decode=_cross((1, 4, 16, 32, 64), (16, 96, 256)),
-        prefill=((1, 16), (1, 64), (1, 256), (4, 64), (8, 128), (16, 64), (32, 32)),
-        mixed=((4, 64, 32), (16, 96, 64), (32, 128, 128), (32, 256, 64)),
-        repeats=5,
-        ragged=_cross((4, 16, 64), (96, 256)),
-    ),
-    "full": Grid(
-        decode=_cross((1, 2, 4, 8, 16, 32, 64, 128), (16, 64, 256, 768)),
-        prefill=((1, 16), (1, 64), (1, 256), (1, 1024), (4, 64), (4, 256), (8, 128), (16, 64), (16, 256), (64, 32), (32, 64)),
-        mixed=((4, 64, 32), (16, 128, 64), (32, 256, 128), (64, 128, 256), (64, 512, 64)),
-        repeats=7,
-        ragged=_cross((4, 16, 64, 128), (64, 256, 768)),
-    ),
-}
-
-
-def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, repeats: int = 5, rounds: int = 1) -> Grid:
-    """A quick grid that covers what this workload will run: its batch sizes, contexts and prompts."""
-    if not len(workload):
-        return GRIDS["quick"]
-    ctx = int(np.max(workload.prompt_tokens + workload.output_tokens))
-    rows = int(min(max_rows, len(workload)))
-    # dense at the small end: at moderate load most steps are small, and step time bends there
-    batches = sorted({1, *(b for b in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if b < rows), rows})
-    contexts = sorted({max(8, ctx // 8), max(8, ctx // 3), max(8, ctx)})
-    p_max = int(np.max(workload.prompt_tokens))
-    p_mean = max(1, int(np.mean(workload.prompt_tokens)))
-    prefill = {(1, max(1, p_max // 4)), (1, p_mean), (1, p_max)}
-    for b in batches[1:]:
-        n = max(1, min(p_mean, max_prefill // b))
-        prefill.add((b, n))
-    mixed = {(b, c, p_mean) for b in batches[1:] for c in contexts[1:]}
-    ragged = _cross(batches[1:], contexts[1:])
-    return Grid(tuple(_cross(batches, contexts)), tuple(sorted(prefill)), tuple(sorted(mixed)), repeats, ragged, rounds)
+__all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload",
+           "load_calibration", "pass_errors"]
 
 
 @dataclass(frozen=True)
 class ProfilePoint:
-    kind: str  # decode | ragged | prefill | mixed
+    """One timed shape: kind (decode | prefill | past | validation-*), its pass, and seconds (mean)."""
+
+    kind: str
     prefill_tokens: int
     decode_rows: int
-    kv_read: float
-    seconds: float  # mean of the repetitions (what the fit uses)
-    spread: float  # (max - min) / median of the repetitions
-    median: float = float("nan")  # median of the repetitions
-
-
-#: Which measured steps each family of policies runs. A padded batch (taxi, static, dynamic) is
-#: one pass over rows of equal length; a continuous batch admits a request with a second pass
-#: (prefill, then decode) and pads attention over rows of different lengths. batchsim's model has
-#: one fixed cost per step and counts only real KV tokens for continuous batching, so one set of
-#: coefficients averaging both families mispredicts both: each family gets its own fit.
-FAMILIES = {
-    "padded": ("decode", "prefill"),
-    "continuous": ("ragged", "mixed", "prefill", "decode-1"),
-}
-POLICY_FAMILY = {"taxi": "padded", "static": "padded", "dynamic": "padded", "continuous": "continuous"}
-
-
-def _in_family(q: ProfilePoint, family: str) -> bool:
-    kinds = FAMILIES[family]
-    return q.kind in kinds or ("decode-1" in kinds and q.kind == "decode" and q.decode_rows == 1)
-
-
-@dataclass
-class Fit:
-    """One fitted model and its errors (percent): on its own points, and held out of a first fit."""
-
-    model: LinearStepTime
-    points: int
-    fit_mean_pct: float
-    heldout_mean_pct: float
-    heldout_max_pct: float
-
-    def as_dict(self) -> dict:
-        m = self.model
-        return {"c0": m.c0, "c1": m.c1, "c2": m.c2, "c3": m.c3, "n_points": self.points,
-                "fit_mean_abs_error_pct": round(self.fit_mean_pct, 2),
-                "heldout_mean_abs_error_pct": round(self.heldout_mean_pct, 2),
-                "heldout_max_abs_error_pct": round(self.heldout_max_pct, 2)}
-
-    def text(self) -> str:
-        m = self.model
-        return (f"{m.c0 * 1e3:.3f} ms + {m.c1 * 1e6:.2f} us x prompt tokens + {m.c2 * 1e6:.2f} us x decode rows "
-                f"+ {m.c3 * 1e9:.2f} ns x KV tokens read; {self.points} points, mean error {self.fit_mean_pct:.1f} %, "
-                f"held-out {self.heldout_mean_pct:.1f} % (worst {self.heldout_max_pct:.1f} %)")
-
-
-def fit_with_heldout(points: list[ProfilePoint], source: str) -> Fit:
-    """Fit on all points; the held-out error comes from a first fit without every fourth point."""
-    held = [p for i, p in enumerate(points) if i % 4 == 3]
-    train = [p for i, p in enumerate(points) if i % 4 != 3]
-    if len(train) >= 4 and held:
-        h = _errors_pct(fit_linear(train, source), held)
-        h_mean, h_max = float(h.mean()), float(h.max())
-    else:
-        h_mean = h_max = float("nan")
-    model = fit_linear(points, source)
-    return Fit(model, len(points), float(_errors_pct(model, points).mean()), h_mean, h_max)
-
-
-@dataclass
-class Profile:
-    """The measured points, one fit over all of them (``model``, what batchsim loads) and one per family."""
-
-    points: list[ProfilePoint]
-    overall: Fit
-    families: dict[str, Fit]
+    kv_read: float  # what attention reads (rows x width for a rectangle)
     seconds: float
-    info: dict = field(default_factory=dict)
-
-    @property
-    def model(self) -> LinearStepTime:
-        return self.overall.model
-
-    @property
-    def heldout_mean_pct(self) -> float:
-        return self.overall.heldout_mean_pct
-
-    @property
-    def heldout_max_pct(self) -> float:
-        return self.overall.heldout_max_pct
-
-    @property
-    def fit_mean_pct(self) -> float:
-        return self.overall.fit_mean_pct
-
-    def model_for(self, policy_name: str) -> LinearStepTime:
-        fam = self.families.get(POLICY_FAMILY.get(policy_name, ""))
-        return fam.model if fam is not None else self.model
-
-    def write(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        o = self.overall.as_dict()
-        self.model.to_json(
-            p,
-            **{k: v for k, v in o.items() if k not in ("c0", "c1", "c2", "c3")},
-            profile_seconds=round(self.seconds, 2),
-            **self.info,
-            families={name: f.as_dict() for name, f in self.families.items()},
-            points=[asdict(q) for q in self.points],
-        )
-        return p
-
-    def text(self) -> str:
-        lines = [
-            f"step time = {self.overall.text()}  (profiled in {self.seconds:.1f} s)",
-        ]
-        for name, f in self.families.items():
-            lines.append(f"  {name} policies: {f.text()}")
-        return "\n".join(lines)
+    spread: float  # (max - min) / median of the repetitions
+    rows: int = 0
+    query: int = 0
+    past: float = 0.0
+    samples: int = 0
 
 
-def load_calibration(path: str | Path) -> tuple[LinearStepTime, dict[str, LinearStepTime]]:
-    """The overall model of a calibration file, and its per-family models when it has them."""
-    overall = LinearStepTime.from_json(path)
-    data = json.loads(Path(path).read_text())
-    fams = {}
-    for name, f in (data.get("families") or {}).items():
-        try:
-            fams[name] = LinearStepTime(float(f["c0"]), float(f["c1"]), float(f["c2"]), float(f["c3"]), source=f"{overall.source} ({name})")
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"calibration {str(path)!r}: family {name!r} must have numbers c0..c3") from None
-    return overall, fams
-
-
-# -- measuring -----------------------------------------------------------------------------
-
-class _Ids:
+class _Samples:
     def __init__(self) -> None:
-        self.next = 0
+        self.by_key: dict[tuple, list[float]] = {}
 
-    def take(self, k: int) -> list[int]:
-        ids = list(range(self.next, self.next + k))
-        self.next += k
-        return ids
+    def add(self, key: tuple, seconds) -> None:
+        self.by_key.setdefault(key, []).extend(float(s) for s in np.atleast_1d(seconds))
 
-
-def _workload_for(grid: Grid) -> tuple[Workload, dict]:
-    """One synthetic workload holding every request the grid's steps will touch, in order."""
-    reqs: list[Request] = []
-    plan: dict = {"decode": [], "ragged": [], "prefill": [], "mixed": []}
-    ids = _Ids()
-
-    def add(prompt: int, out: int) -> int:
-        (rid,) = ids.take(1)
-        reqs.append(Request(rid, 0.0, prompt, out))
-        return rid
-
-    for b, c in grid.decode:
-        plan["decode"].append([add(c, grid.repeats + 2) for _ in range(b)])
-    for b, c in grid.ragged:
-        plan["ragged"].append([add(x, grid.repeats + 2) for x in _spread(b, c)])
-    for b, n in grid.prefill:
-        plan["prefill"].append([[add(n, 1) for _ in range(b)] for _ in range(grid.repeats)])
-    for b, c, n in grid.mixed:
-        rows = [add(x, 2 * grid.repeats + 4) for x in _spread(b, c)]
-        newcomers = [add(n, 1) for _ in range(grid.repeats)]
-        plan["mixed"].append((rows, newcomers))
-    return Workload(tuple(reqs), "profile grid"), plan
+    def mean(self, key: tuple) -> float:
+        return float(np.mean(self.by_key[key]))
 
 
-def measure(engine, grid: Grid, progress: bool = False) -> list[ProfilePoint]:
-    """Run the grid's steps through ``engine``; one ProfilePoint per grid point.
-
-    With ``grid.rounds`` > 1 the whole grid is swept again: a burst of load from another process
-    then spoils one sweep of a point, not all its repetitions, and the median discards it.
-    """
+def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = False) -> dict:
+    """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model)."""
     grid = grid.clipped(engine.lm.n_positions)
-    workload, plan = _workload_for(grid)
-    reqs = {r.id: r for r in workload.requests}
-    samples: dict[int, list[float]] = {}
-    shapes: list[tuple] = []
-    bar = None
-    total = (len(grid.decode) + len(grid.ragged) + len(grid.prefill) + len(grid.mixed)) * grid.rounds
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc="profiling", unit="point", leave=False)
-
-    def prefill(ids: list[int]) -> float:
-        step = Step(prefill=tuple(Chunk(i, 0, reqs[i].prompt_tokens, True) for i in ids))
-        t0, ends = engine.execute(step)
-        return ends[-1] - t0
-
-    def point(k, kind, pt, rows, kv, times):
-        if k == len(shapes):
-            shapes.append((kind, int(pt), int(rows), float(kv)))
-        samples.setdefault(k, []).extend(float(t) for t in times)
-        if bar is not None:
-            bar.update(1)
-
+    rng = np.random.default_rng(grid.seed)
+    longest = max(max(grid.prefill_lengths), max(q + p for q, p in grid.past) if grid.past else 0,
+                  max((n for *_, n in grid.join), default=0))
+    pool = max(max(grid.decode_rows), max(grid.prefill_rows)) + grid.repeats + 4
+    engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "profile pool"))
+    ids = list(range(pool))
+    s = _Samples()
+    validation = _validation_shapes(grid, rng)
+    decode_pts = list(itertools.product(grid.decode_rows, grid.decode_widths)) + validation["decode"]
+    prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
+    prefill_pts += validation["prefill"]
+    bar = _bar(progress, grid.rounds * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join))
+               + len(grid.policies))
+    extra, repeat_extra, joins = [], [], []
+    log = engine.pass_log
     for _ in range(grid.rounds):
-        engine.start(workload)
-        k = 0
-        for kind, ids in [("decode", ids) for ids in plan["decode"]] + [("ragged", ids) for ids in plan["ragged"]]:
-            engine.fill_rows(ids, [reqs[i].prompt_tokens for i in ids])
-            t0, ends = engine.execute(Step(decode=tuple(ids), repeat=grid.repeats))
-            durs = np.diff(np.concatenate([[t0], ends]))
-            # pass j reads each row's prompt plus the j tokens generated before it (the middle pass here)
-            kv = sum(reqs[i].prompt_tokens for i in ids) + len(ids) * (grid.repeats - 1) / 2
-            point(k, kind, 0, len(ids), kv, durs)
-            k += 1
-            engine.release(ids)
-        for (b, n), reps in zip(grid.prefill, plan["prefill"]):
-            times = []
-            for ids in reps:
-                times.append(prefill(ids))
-                engine.release(ids)
-            point(k, "prefill", b * n, 0, 0, times)
-            k += 1
-        for (_, _, n), (rows, newcomers) in zip(grid.mixed, plan["mixed"]):
-            engine.fill_rows(rows, [reqs[i].prompt_tokens for i in rows])
-            times, kv = [], []
-            held = sum(reqs[i].prompt_tokens for i in rows)
-            for new in newcomers:
-                step = Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows))
-                t0, ends = engine.execute(step)
-                times.append(ends[-1] - t0)
-                kv.append(held)
-                held += len(rows)
-                engine.release([new])
-            point(k, "mixed", n, len(rows), float(np.median(kv)), times)
-            k += 1
+        for b, w in decode_pts:
+            rows = ids[:b]
+            engine.fill_rows(rows, [w] * b)
+            log.clear()
+            t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * w, decode_width=w, repeat=grid.repeats))
+            secs = np.array([x for _, x in log])
+            s.add(("decode", b, w), secs)
+            steps = np.diff(np.concatenate([[t0], ends]))
+            extra.append(steps[0] - secs[0])
+            repeat_extra.extend(steps[1:] - secs[1:])
             engine.release(rows)
+            _tick(bar)
+        for b, n in prefill_pts:
+            for _ in range(max(1, grid.repeats // 2)):
+                rows = ids[:b]
+                log.clear()
+                engine.execute(Step(prefill=tuple(Chunk(i, 0, n, True) for i in rows)))
+                s.add(("prefill", b, n), log[0][1])
+                engine.release(rows)
+            _tick(bar)
+        for q, p in grid.past:
+            for _ in range(max(1, grid.repeats // 2)):
+                engine.execute(Step(prefill=(Chunk(0, 0, p, False),)))
+                log.clear()
+                engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
+                s.add(("past", q, p), log[0][1])
+                engine.release([0])
+            _tick(bar)
+        for b, w, n in grid.join:
+            rows = ids[:b]
+            engine.fill_rows(rows, [w] * b)
+            for r in range(grid.repeats):
+                new = ids[b + r]
+                log.clear()
+                t0, ends = engine.execute(Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows),
+                                               kv_read=b * (w + r), decode_width=w + r))
+                joins.append(((ends[-1] - t0) - sum(x for _, x in log), n))
+                engine.release([new])
+            engine.release(rows)
+            _tick(bar)
+    wake = _wake(engine, grid, ids, bar)
+    gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
     if bar is not None:
         bar.close()
-    points = []
-    for k, (kind, pt, rows, kv) in enumerate(shapes):
-        t = np.asarray(samples[k])
-        med = float(np.median(t))
-        points.append(ProfilePoint(kind, pt, rows, kv, float(t.mean()), float((t.max() - t.min()) / med), med))
-    return points
+    return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
+            "joins": joins, "gaps": gaps, "wake": wake}
 
 
-# -- fitting --------------------------------------------------------------------------------
+def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
+    """What a step costs extra after the server slept: the sleep's overshoot, and a cold first few passes.
+
+    After each idle time, a short prefill and a few decode passes run twice: right after the sleep
+    (cold) and at once again (warm); the difference is the cold start's cost."""
+    clock, n = engine.clock, min(32, grid.prefill_lengths[-1])
+
+    def sequence() -> float:
+        t0 = clock()
+        engine.execute(Step(prefill=(Chunk(ids[0], 0, n, True),)))
+        engine.execute(Step(decode=(ids[0],), kv_read=n, decode_width=n, repeat=4))
+        t1 = clock()
+        engine.release([ids[0]])
+        return t1 - t0
+
+    late, extra = [], []
+    for idle in grid.wake_idle:
+        cold, warm = [], []
+        for _ in range(max(3, grid.repeats)):
+            target = clock() + idle
+            time.sleep(idle)
+            late.append(clock() - target)
+            cold.append(sequence())
+            warm.append(sequence())
+        extra.append(max(0.0, float(np.mean(cold) - np.mean(warm))))
+        _tick(bar)
+    return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
+
+
+def _validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:
+    """Shapes strictly between grid points (never measured for the model), to hold out."""
+    out: dict = {"decode": [], "prefill": []}
+    for _ in range(grid.validation // 2 + grid.validation % 2):
+        b = int(rng.integers(grid.decode_rows[0], grid.decode_rows[-1] + 1))
+        w = int(rng.integers(grid.decode_widths[0], grid.decode_widths[-1] + 1))
+        if (b, w) not in out["decode"] and not (b in grid.decode_rows and w in grid.decode_widths):
+            out["decode"].append((b, w))
+    for _ in range(grid.validation // 2):
+        n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
+        hi = max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n))
+        b = int(rng.integers(1, hi + 1))
+        if (b, n) not in out["prefill"] and not (b in grid.prefill_rows and n in grid.prefill_lengths):
+            out["prefill"].append((b, n))
+    return out
+
+
+def _gap(engine, name: str, policy, grid: Grid, bar) -> float:
+    """Mean seconds between a step's end and the next one's start, over a short burst through the driver."""
+    from batchsim.core.arrivals import Poisson
+    from batchsim.core.lengths import Uniform
+    from batchsim.core.policies import make_policy
+    from batchsim.core.workload import make_workload
+
+    from .runner import run_real
+
+    p_hi = max(8, min(64, grid.prefill_lengths[-1]))
+    wl = make_workload(Poisson(400.0), Uniform(8, p_hi), Uniform(4, 24), n=24, seed=grid.seed)
+    pol = make_policy(name, max_batch=8, max_seqs=16) if policy is None else _fresh(policy)
+    res = run_real(wl, pol, engine, trace=True)
+    gaps = [t_start - decided for decided, _, t_start, _ in res.meta["trace"]]
+    _tick(bar)
+    return float(np.mean(gaps)) if gaps else 0.0
+
+
+def _fresh(policy):
+    import copy
+
+    return copy.deepcopy(policy)
+
+
+def _bar(progress: bool, total: int):
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="profiling", unit="point", leave=False)
+
+
+def _tick(bar) -> None:
+    if bar is not None:
+        bar.update(1)
+
+
+# -- the model -------------------------------------------------------------------------------
+
+def build(meas: dict, source: str) -> ProfiledStepTime:
+    """The profiled model from ``measure``'s timings."""
+    grid: Grid = meas["grid"]
+    s: _Samples = meas["samples"]
+    mid = (grid.repeats - 1) / 2  # a decode point's passes read widths w .. w + repeats - 1
+    dz = np.array([[s.mean(("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows])
+    decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
+    pz = np.full((len(grid.prefill_rows), len(grid.prefill_lengths)), np.nan)
+    for i, b in enumerate(grid.prefill_rows):
+        for j, n in enumerate(grid.prefill_lengths):
+            if ("prefill", b, n) in s.by_key:
+                pz[i, j] = s.mean(("prefill", b, n))
+    for j in range(pz.shape[1]):  # points above the pass limit: scale the largest measured rows by rows
+        known = np.flatnonzero(np.isfinite(pz[:, j]))
+        top = known[-1]
+        for i in range(top + 1, pz.shape[0]):
+            pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
+    prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
+    past = [(s.mean(("past", q, p)) - float(prefill(1, q)[0])) / (q * p) for q, p in grid.past]
+    step_extra = max(0.0, float(np.mean(meas["step_extra"]))) if meas["step_extra"] else 0.0
+    # The median: now and then a join outgrows the batch's buffers and copies all of it (the
+    # profile's batches start with no room to spare, so it happens here more than in a run).
+    joins = meas["joins"]
+    join_cost = max(0.0, float(np.median([(r - step_extra) / n for r, n in joins]))) if joins else 0.0
+    wake = meas["wake"]
+    gaps = meas["gaps"]
+    return ProfiledStepTime(
+        decode, prefill,
+        past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
+        step_extra=step_extra,
+        join_cost=join_cost,
+        repeat_extra=max(0.0, float(np.mean(meas["repeat_extra"]))) if meas["repeat_extra"] else 0.0,
+        step_gap=float(np.mean(list(gaps.values()))) if gaps else 0.0,
+        policy_gaps=dict(gaps),
+        wake_late=max(0.0, wake["late"]),
+        wake_idle=tuple(wake["idle"]),
+        wake_extra=tuple(wake["extra"]),
+        plan="grouped",
+        source=source,
+    )
+
+
+def _points(meas: dict) -> list[ProfilePoint]:
+    """Every timed shape as a point (validation shapes marked), for the file and the linear fit."""
+    grid: Grid = meas["grid"]
+    val = {("decode", b, w) for b, w in meas["validation"]["decode"]} | {("prefill", b, n) for b, n in meas["validation"]["prefill"]}
+    mid = (grid.repeats - 1) / 2
+    out = []
+    for key, xs in meas["samples"].by_key.items():
+        kind, a, c = key
+        t = np.asarray(xs)
+        spread = float((t.max() - t.min()) / np.median(t))
+        label = ("validation-" if key in val else "") + kind
+        if kind == "decode":
+            out.append(ProfilePoint(label, 0, a, a * (c + mid), float(t.mean()), spread, a, 1, c + mid, len(t)))
+        elif kind == "prefill":
+            out.append(ProfilePoint(label, a * c, 0, 0.0, float(t.mean()), spread, a, c, 0.0, len(t)))
+        else:  # past: one row of a new tokens after c cached
+            out.append(ProfilePoint(label, a, 0, float(c), float(t.mean()), spread, 1, a, float(c), len(t)))
+    return out
+
+
+def point_pass(q: ProfilePoint) -> Pass:
+    if q.decode_rows:
+        return Pass(decode_rows=q.decode_rows, kv_read=int(q.kv_read), attn_read=int(q.kv_read))
+    return Pass(prefill_tokens=q.prefill_tokens, prefill_rows=q.rows, query=q.query, attn_read=int(q.rows * q.past))
+
+
+def pass_errors(model: StepTimeModel, points: list[ProfilePoint]) -> np.ndarray:
+    """Signed error, % of measured, of the model's price of each point's pass."""
+    pred = np.array([model.pass_time(point_pass(q)) for q in points])
+    meas = np.array([q.seconds for q in points])
+    return (pred - meas) / meas * 100
+
+
+# -- the textbook fit ------------------------------------------------------------------------
 
 def _design(points: list[ProfilePoint]) -> tuple[np.ndarray, np.ndarray]:
     X = np.array([[1.0, p.prefill_tokens, p.decode_rows, p.kv_read] for p in points])
@@ -389,7 +305,7 @@ def _design(points: list[ProfilePoint]) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def fit_linear(points: list[ProfilePoint], source: str = "realrun profile") -> LinearStepTime:
+def fit_linear(points: list[ProfilePoint], source: str = "realrun profile", plan: str = "fused") -> LinearStepTime:
     """Non-negative least squares on relative error, c0 > 0: the best of every active set."""
     if len(points) < 2:
         raise ConfigError(f"profile needs at least 2 points to fit, got {len(points)}")
@@ -410,19 +326,69 @@ def fit_linear(points: list[ProfilePoint], source: str = "realrun profile") -> L
                 full = np.zeros(4)
                 full[cols] = coef
                 best, best_res = full / scale, res
-    if best is None:  # cannot happen with c0 alone unless times are absurd; keep a clear message
+    if best is None:
         raise ConfigError("profile: no non-negative fit found (are the measured times positive?)")
-    return LinearStepTime(float(best[0]), float(best[1]), float(best[2]), float(best[3]), source=source)
+    return LinearStepTime(float(best[0]), float(best[1]), float(best[2]), float(best[3]), source=source, plan=plan)
 
 
-def _errors_pct(model: LinearStepTime, points: list[ProfilePoint]) -> np.ndarray:
-    X, y = _design(points)
-    pred = model.times(X[:, 1], X[:, 2], X[:, 3])
-    return np.abs(pred - y) / y * 100
+# -- the result ------------------------------------------------------------------------------
+
+@dataclass
+class Profile:
+    """The profiled model, the textbook linear fit, every timed shape, and the held-out errors."""
+
+    model: ProfiledStepTime
+    linear: LinearStepTime
+    points: list[ProfilePoint]
+    seconds: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def heldout(self) -> dict[str, float]:
+        """Errors (%) of the profiled and the linear model on the held-out shapes, mean and worst."""
+        val = [q for q in self.points if q.kind.startswith("validation-")]
+        if not val:
+            return {}
+        e, lin = np.abs(pass_errors(self.model, val)), np.abs(pass_errors(self.linear, val))
+        return {"mean_pct": float(e.mean()), "max_pct": float(e.max()), "linear_mean_pct": float(lin.mean()),
+                "linear_max_pct": float(lin.max()), "shapes": len(val)}
+
+    @property
+    def heldout_mean_pct(self) -> float:
+        return self.heldout.get("mean_pct", float("nan"))
+
+    def as_dict(self) -> dict:
+        lin = self.linear
+        return {**self.model.as_dict(), "profile_seconds": round(self.seconds, 2), **self.info,
+                "heldout": self.heldout, "linear": {"c0": lin.c0, "c1": lin.c1, "c2": lin.c2, "c3": lin.c3},
+                "points": [asdict(q) for q in self.points]}
+
+    def write(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+        return p
+
+    def text(self) -> str:
+        m, h, lin = self.model, self.heldout, self.linear
+        gaps = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in m.policy_gaps.items())
+        wake = ", ".join(f"{i * 1e3:g} ms: +{e * 1e3:.2f}" for i, e in zip(m.wake_idle, m.wake_extra))
+        lines = [f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
+                 f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
+                 f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid",
+                 f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
+                 f"gap between steps (ms): {gaps}",
+                 f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})"]
+        if h:
+            lines.append(f"  held-out error on {h['shapes']} shapes between grid points: {h['mean_pct']:.1f} % mean, "
+                         f"{h['max_pct']:.1f} % worst (a linear fit: {h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)")
+        lines.append(f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
+                     f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read")
+        return "\n".join(lines)
 
 
-def profile(engine, grid: Grid | str = "quick", progress: bool = False) -> Profile:
-    """Measure ``grid`` on ``engine`` and fit; ``Profile.write(path)`` saves the calibration."""
+def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, progress: bool = False) -> Profile:
+    """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the calibration."""
     import torch
     import transformers
 
@@ -432,25 +398,26 @@ def profile(engine, grid: Grid | str = "quick", progress: bool = False) -> Profi
         grid = GRIDS[grid]
     lm = engine.lm
     t0 = time.perf_counter()
-    points = measure(engine, grid, progress)
+    meas = measure(engine, grid, policies, progress)
     seconds = time.perf_counter() - t0
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
-    overall = fit_with_heldout(points, source)
-    families = {}
-    for name in FAMILIES:
-        sub = [q for q in points if _in_family(q, name)]
-        if len(sub) >= 4 and len(sub) < len(points):
-            families[name] = fit_with_heldout(sub, f"{source} ({name} policies)")
+    points = _points(meas)
+    model = build(meas, source)
+    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="grouped")
     info = {
-        "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights,
+        "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights, "n_positions": lm.n_positions,
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "engine": getattr(engine, "name", "ours"),
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "torch": torch.__version__, "transformers": transformers.__version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    return Profile(points, overall, families, seconds, info)
+    return Profile(model, linear, points, seconds, info)
+
+
+def load_calibration(path: str | Path) -> StepTimeModel:
+    """The step-time model of a calibration file (profiled, or linear from an older or hand-made file)."""
+    return load_step_time(path)
 
 
 def load_profile_points(path: str | Path) -> list[ProfilePoint]:
-    """The measured points stored in a calibration file (for plots and refits)."""
+    """The timed shapes stored in a calibration file (for plots and refits)."""
     data = json.loads(Path(path).read_text())
     return [ProfilePoint(**q) for q in data.get("points", [])]

@@ -102,6 +102,8 @@ def run_real(
     )
     if trace:
         result.meta["trace"] = run.trace
+        if hasattr(engine, "pass_log"):
+            result.meta["passes"] = list(engine.pass_log)  # every pass it ran: planned shape, seconds
     if getattr(engine, "stop_on_eos", False):
         _cut_at_eos(result.records, engine, executor.t0)
     return result

@@ -1,4 +1,4 @@
-"""Profiling and the fit: known coefficients come back, and a calibration file round-trips into batchsim."""
+"""Profiling the real engine: every grid shape timed, a model that prices what was timed, a file batchsim reads."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from batchsim import Poisson, Uniform, make_workload  # noqa: E402
 from batchsim.cli import main as batchsim_main  # noqa: E402
-from batchsim.sim.steptime import LinearStepTime  # noqa: E402
+from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
+from batchsim.sim.steptime import load_step_time  # noqa: E402
 from realrun.engine import Engine  # noqa: E402
+from realrun.grid import Grid, doubling, grid_for_workload  # noqa: E402
 from realrun.model import load_model  # noqa: E402
-from realrun.profile import Grid, ProfilePoint, fit_linear, grid_for_workload, profile  # noqa: E402
+from realrun.profile import ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
 
-TINY = Grid(decode=((1, 8), (4, 8), (8, 32)), prefill=((1, 8), (2, 16), (4, 32)), mixed=((2, 16, 8),), repeats=2)
+TINY = Grid(decode_rows=(1, 4, 8), decode_widths=(8, 32), prefill_rows=(1, 2, 4), prefill_lengths=(8, 16, 32),
+            max_prefill_tokens=64, past=((16, 16),), join=((2, 16, 8),), policies=("taxi", "continuous"),
+            repeats=2, rounds=1, validation=4, wake_idle=(0.001, 0.01))
 
 
 def _points(c, shapes, noise=0.0, seed=0):
@@ -45,14 +50,21 @@ def test_fit_is_non_negative_and_close_under_noise():
     assert m.c2 < 2e-5
 
 
-def test_grid_for_workload_covers_the_workload():
-    from batchsim import Poisson, Uniform, make_workload
+def test_doubling_spans_both_ends():
+    assert doubling(1, 64) == (1, 2, 4, 8, 16, 32, 64)
+    d = doubling(1, 50)
+    assert d[0] == 1 and d[-1] == 50 and all(1.3 < b / a <= 2 for a, b in zip(d, d[1:]))
+    assert doubling(7, 7) == (7,)
 
+
+def test_grid_for_workload_covers_the_workload():
     wl = make_workload(Poisson(5.0), Uniform(10, 200), Uniform(5, 100), n=50, seed=0)
     g = grid_for_workload(wl, max_rows=16, max_prefill=512)
-    assert max(b for b, _ in g.decode) == 16
-    assert max(c for _, c in g.decode) >= int((wl.prompt_tokens + wl.output_tokens).max())
-    assert max(n for _, n in g.prefill) == int(wl.prompt_tokens.max())
+    assert g.decode_rows[-1] == 16 and g.prefill_rows[-1] == 16
+    assert g.decode_widths[-1] >= int((wl.prompt_tokens + wl.output_tokens).max())
+    assert g.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and g.past == ()
+    chunked = grid_for_workload(wl, max_rows=16, max_prefill=64, chunk=64)
+    assert chunked.prefill_lengths[-1] == 64 and chunked.past and all(q == 64 for q, _ in chunked.past)
 
 
 @pytest.fixture(scope="module")
@@ -63,27 +75,34 @@ def calibration(tmp_path_factory):
     return prof, path
 
 
-def test_profile_measures_every_point_and_reports_heldout_error(calibration):
+def test_profile_times_every_shape_and_holds_some_out(calibration):
     prof, path = calibration
     kinds = [q.kind for q in prof.points]
-    assert kinds.count("decode") == 3 and kinds.count("prefill") == 3 and kinds.count("mixed") == 1
-    assert all(q.seconds > 0 for q in prof.points)
-    # more rows cost more than one row (not a sure thing per point on a busy CPU, so on the big gap)
-    dec = {q.decode_rows: q.seconds for q in prof.points if q.kind == "decode"}
-    assert dec[8] > 0.5 * dec[1]
-    assert np.isfinite(prof.heldout_mean_pct) and prof.heldout_max_pct >= prof.heldout_mean_pct
+    assert kinds.count("decode") == 6 and kinds.count("prefill") == 8 and kinds.count("past") == 1  # 4 x 32 > 64
+    assert any(k.startswith("validation-") for k in kinds)
+    assert all(q.seconds > 0 and q.samples >= 1 for q in prof.points)
+    m = prof.model
+    assert isinstance(m, ProfiledStepTime) and m.plan == "grouped"
+    assert set(m.policy_gaps) == {"taxi", "continuous"} and all(g > 0 for g in m.policy_gaps.values())
+    assert m.wake_idle == (0.001, 0.01) and m.wake_late >= 0
+    # The model prices the grid's own shapes close to their (monotone-made) measurements.
+    grid_pts = [q for q in prof.points if q.kind in ("decode", "prefill")]
+    assert np.median(np.abs(pass_errors(m, grid_pts))) < 25
+    h = prof.heldout
+    assert h["shapes"] >= 2 and h["max_pct"] >= h["mean_pct"] >= 0
     data = json.loads(path.read_text())
-    assert data["model"] == "linear" and data["model_name"] == "tiny-gpt2" and len(data["points"]) == 7
-    assert "heldout_mean_abs_error_pct" in data and data["random_weights"] is True
+    assert data["model"] == "profiled" and data["version"] == 2 and data["model_name"] == "tiny-gpt2"
+    assert data["random_weights"] is True and len(data["points"]) == len(prof.points)
+    assert "linear" in data and "heldout" in data
 
 
 def test_calibration_round_trips_into_batchsim(calibration, capsys):
     prof, path = calibration
-    loaded = LinearStepTime.from_json(path)
-    assert (loaded.c0, loaded.c1, loaded.c2, loaded.c3) == (prof.model.c0, prof.model.c1, prof.model.c2, prof.model.c3)
+    loaded = load_step_time(path)
+    for q in prof.points:
+        assert loaded.pass_time(point_pass(q)) == pytest.approx(prof.model.pass_time(point_pass(q)), rel=1e-12)
     code = batchsim_main(["run", "--calibration", str(path), "--requests", "30", "--policy", "continuous", "--json", "--no-plots"])
     out = capsys.readouterr().out
     assert code == 0
     obj = json.loads(out)
-    assert f"c0={prof.model.c0!r}" in obj["config"]["step_time"]
     assert obj["summary"]["completed"] == 30

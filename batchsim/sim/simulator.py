@@ -36,13 +36,19 @@ class SimExecutor:
     def __init__(self, step_time: StepTimeModel) -> None:
         self.step_time = step_time
         self.gap = float(getattr(step_time, "step_gap", 0.0))
+        self.last_end = 0.0
 
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
         t0 = now + self.gap
         m = step.repeat
         d = self.step_time.durations(step, m)
+        if now > self.last_end:  # the server sat idle: it wakes late and runs cold
+            late, extra = self.step_time.wake_penalty(now - self.last_end)
+            t0 += late
+            d[0] += extra
         if m == 1:
-            return t0, (t0 + float(d[0]),)
+            self.last_end = t0 + float(d[0])
+            return t0, (self.last_end,)
         # Sequential sums from the start, as a clock that advances pass by pass would add them.
         ends = np.cumsum(np.concatenate(([t0], d)))[1:]
         if stop_at is not None:
@@ -50,6 +56,7 @@ class SimExecutor:
             k = int(np.searchsorted(ends, stop_at, side="left")) + 1
             if k < m:
                 ends = ends[:k]
+        self.last_end = float(ends[-1])
         return t0, ends
 
     def wait_until(self, t: float) -> None:
@@ -120,6 +127,7 @@ def simulate(
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
     elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
         raise ValueError("give the KV budget once: in limits or as kv_budget_tokens, not both")
+    step_time = step_time.for_policy(policy.name)
     run = drive(workload, policy, SimExecutor(step_time), limits, progress=progress, desc="simulating")
     if run.stopped is not None:  # Ctrl-C: the simulator has nothing to keep
         raise KeyboardInterrupt

@@ -66,6 +66,15 @@ class StepTimeModel(ABC):
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
         return self.times(np.zeros(len(attn_read)), np.full(len(attn_read), float(d.decode_rows)), attn_read)
 
+    def wake_penalty(self, idle: float) -> tuple[float, float]:
+        """(late start, extra seconds of work) for a step that follows ``idle`` seconds with nothing
+        to run: a real server wakes late from its sleep and runs its first passes cold."""
+        return 0.0, 0.0
+
+    def for_policy(self, name: str) -> "StepTimeModel":
+        """The model as it applies to one policy (a profiled model knows each policy's own overhead)."""
+        return self
+
     def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
         """Seconds for one pass of this shape."""
         return float(self.times(np.array([prefill_tokens], float), np.array([decode_rows], float), np.array([kv_read], float))[0])
@@ -156,5 +165,16 @@ class LinearStepTime(StepTimeModel):
 
 
 def load_step_time(path: str | Path) -> StepTimeModel:
-    """Load a calibration file written by ``python -m realrun profile`` (or by hand)."""
-    return LinearStepTime.from_json(path)
+    """Load a calibration file written by ``python -m realrun profile`` (or a linear one by hand)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as e:
+        raise ConfigError(f"calibration {str(p)!r} cannot be read: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"calibration {str(p)!r} is not valid JSON ({type(e).__name__})") from None
+    if isinstance(data, dict) and data.get("model") == "profiled":
+        from .profiled import ProfiledStepTime
+
+        return ProfiledStepTime.from_dict(data, f"calibration {str(p)!r}")
+    return LinearStepTime.from_json(p)

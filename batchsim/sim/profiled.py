@@ -1,0 +1,245 @@
+"""A step-time model read off measurements: passes timed on a grid, interpolated between.
+
+``LinearStepTime`` is the textbook model: one formula for every pass. A real engine's
+curve has a shape of its own (a fixed cost that a few rows share for free, a prompt
+whose attention costs more per token the longer it is), so ``realrun profile`` times
+the engine's passes on a grid of shapes and this model looks the answer up:
+
+- a **decode** pass of ``rows`` rows over a rectangle ``width`` columns wide costs
+  ``decode(rows, width)``, interpolated bilinearly between the measured grid points;
+- a **prefill** pass of ``rows`` chunks of ``query`` tokens costs ``prefill(rows, query)``,
+  likewise, plus ``past_cost`` seconds for every pair of (new token, cached token) its
+  attention computes when the chunks continue an earlier one;
+- every step also costs ``step_extra`` (the engine's work around its passes: dropping
+  and joining rows) plus ``join_cost`` per token joining the batch, and the server spends
+  ``step_gap`` between two steps (the driver's own Python: the policy's decision, the
+  records). Both are measured by the profile;
+- a step after the server sat idle starts late (its sleep overshoots) and runs its first
+  passes cold (caches and clock speed recover over a few passes): ``wake_late`` seconds,
+  plus ``wake_extra`` interpolated in the idle time's logarithm over ``wake_idle``. On the
+  CPU these machines have, a 1-row decode pass takes about 1 ms warm and 1 ms more after
+  50 ms asleep, so at light load this is most of the gap between a linear model and the
+  wall clock.
+
+Bilinear interpolation is exact on costs of the form a + b*rows + c*width + d*rows*width,
+which is what a decode pass costs to first order (a fixed cost, per-row compute, per-column
+attention); between grid points of a curved cost it is off by at most the curvature over
+one grid cell, so the profile spaces points by factors of two. The grid's measurements are
+made monotone in every axis first (a larger pass never costs less; noise may say
+otherwise), which keeps the interpolation monotone. Beyond the grid, the last cell's slope
+carries on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import ConfigError, check_choice, check_nonneg
+from ..core.plan import PLANS, Pass
+from .steptime import StepTimeModel
+
+__all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
+
+#: The calibration format this module reads and writes; a file of another version is refused.
+PROFILE_VERSION = 2
+_NUMBERS = ("past_cost", "step_extra", "join_cost", "step_gap", "repeat_extra", "wake_late")
+
+
+def _axis(name: str, values) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64)
+    if a.ndim != 1 or len(a) < 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ConfigError(f"{name} must be a list of finite numbers >= 0, got {values!r}")
+    if np.any(np.diff(a) <= 0):
+        raise ConfigError(f"{name} must be strictly increasing, got {list(a)}")
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Grid2D:
+    """Seconds measured at (x, y) grid points, interpolated bilinearly, monotone in both axes."""
+
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray  # shape (len(x), len(y))
+    name: str = "grid"
+
+    def __post_init__(self) -> None:
+        x, y = _axis(f"{self.name} rows", self.x), _axis(f"{self.name} columns", self.y)
+        z = np.asarray(self.z, dtype=np.float64)
+        if z.shape != (len(x), len(y)) or not np.all(np.isfinite(z)) or np.any(z <= 0):
+            raise ConfigError(f"{self.name} seconds must be a {len(x)} x {len(y)} table of positive numbers")
+        # Monotone in both axes: a bigger pass never costs less (noise may say otherwise).
+        z = np.maximum.accumulate(np.maximum.accumulate(z, axis=0), axis=1)
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "z", z)
+
+    @staticmethod
+    def _cell(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Index of each value's cell (its left grid point) and the fraction across it, extrapolating."""
+        if len(axis) == 1:
+            return np.zeros(len(v), dtype=np.int64), np.zeros(len(v))
+        i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
+        # Below the first grid point a pass costs what the smallest measured one did (never less);
+        # beyond the last, the last cell's slope carries on.
+        return i, np.maximum((v - axis[i]) / (axis[i + 1] - axis[i]), 0.0)
+
+    def __call__(self, xv, yv) -> np.ndarray:
+        xv = np.atleast_1d(np.asarray(xv, dtype=np.float64))
+        yv = np.atleast_1d(np.asarray(yv, dtype=np.float64))
+        xv, yv = np.broadcast_arrays(xv, yv)
+        z = self.z
+        i, fx = self._cell(self.x, xv)
+        j, fy = self._cell(self.y, yv)
+        if len(self.x) == 1 and len(self.y) == 1:
+            return np.full(xv.shape, z[0, 0])
+        if len(self.x) == 1:
+            return z[0, j] + fy * (z[0, j + 1] - z[0, j])
+        if len(self.y) == 1:
+            return z[i, 0] + fx * (z[i + 1, 0] - z[i, 0])
+        z00, z01, z10, z11 = z[i, j], z[i, j + 1], z[i + 1, j], z[i + 1, j + 1]
+        return z00 * (1 - fx) * (1 - fy) + z10 * fx * (1 - fy) + z01 * (1 - fx) * fy + z11 * fx * fy
+
+    def as_dict(self) -> dict:
+        return {"rows": self.x.tolist(), "columns": self.y.tolist(), "seconds": self.z.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict, name: str) -> "Grid2D":
+        try:
+            return cls(np.asarray(d["rows"]), np.asarray(d["columns"]), np.asarray(d["seconds"]), name)
+        except ConfigError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"{name} grid needs rows, columns and seconds ({type(e).__name__})") from None
+
+
+@dataclass(frozen=True, eq=False)
+class ProfiledStepTime(StepTimeModel):
+    """Step times looked up in measured grids (``realrun profile`` makes them)."""
+
+    decode: Grid2D  # rows x width -> seconds
+    prefill: Grid2D  # rows x query -> seconds (no cached context)
+    past_cost: float = 0.0  # seconds per (new token, cached token) pair of a continued chunk
+    step_extra: float = 0.0  # seconds per step around its passes
+    join_cost: float = 0.0  # seconds per token of rows joining the batch
+    step_gap: float = 0.0  # seconds between two steps (the driver)
+    repeat_extra: float = 0.0  # seconds per further repetition of a repeated step, around its pass
+    wake_late: float = 0.0  # seconds a sleep overshoots
+    wake_idle: tuple = ()  # idle seconds at which the cold start was timed ...
+    wake_extra: tuple = ()  # ... and the extra seconds of work it cost
+    plan: str = "grouped"
+    source: str = ""
+    policy_gaps: dict = field(default_factory=dict)  # step_gap measured per policy name
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in _NUMBERS:
+            check_nonneg(name, getattr(self, name))
+        check_choice("plan", self.plan, PLANS)
+        idle, extra = np.asarray(self.wake_idle, dtype=float), np.asarray(self.wake_extra, dtype=float)
+        if idle.shape != extra.shape or idle.ndim != 1 or np.any(idle <= 0) or np.any(np.diff(idle) <= 0) \
+                or not np.all(np.isfinite(extra)) or np.any(extra < 0):
+            raise ConfigError("wake_idle must be increasing seconds > 0 and wake_extra as many seconds >= 0, "
+                              f"got {self.wake_idle!r} and {self.wake_extra!r}")
+        object.__setattr__(self, "wake_idle", tuple(idle.tolist()))
+        object.__setattr__(self, "wake_extra", tuple(extra.tolist()))
+
+    def __repr__(self) -> str:
+        return f"ProfiledStepTime({self.source or 'measured grid'}, plan={self.plan})"
+
+    def for_policy(self, name: str) -> "ProfiledStepTime":
+        """This model with the gap between steps measured for that policy (its decisions cost more or less)."""
+        from dataclasses import replace
+
+        gap = self.policy_gaps.get(name)
+        return self if gap is None or gap == self.step_gap else replace(self, step_gap=float(gap))
+
+    # -- pricing -------------------------------------------------------------------------------
+    def wake_penalty(self, idle: float) -> tuple[float, float]:
+        if not self.wake_idle:
+            return self.wake_late, 0.0
+        x = np.log(self.wake_idle)
+        extra = float(np.interp(np.log(max(idle, 1e-9)), x, self.wake_extra, left=0.0))
+        if idle < self.wake_idle[0]:  # shorter than any timed idle: scale down towards none
+            extra = self.wake_extra[0] * idle / self.wake_idle[0]
+        return self.wake_late, extra
+
+    def times(self, prefill_tokens, decode_rows, kv_read):
+        """Bare shapes (no chunk detail): a prefill of one row, or a decode pass of equal rows."""
+        p = np.asarray(prefill_tokens, dtype=np.float64)
+        d = np.asarray(decode_rows, dtype=np.float64)
+        kv = np.asarray(kv_read, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            width = np.where(d > 0, kv / np.maximum(d, 1), 0.0)
+        dec = np.where(d > 0, self.decode(np.maximum(d, 1), width), 0.0)
+        pre = np.where(p > 0, self.prefill(np.ones_like(p), np.maximum(p, 1)), 0.0)
+        return dec + pre
+
+    def pass_time(self, p: Pass) -> float:
+        if p.prefill_rows:
+            t = float(self.prefill(p.prefill_rows, p.query)[0])
+            t += self.past_cost * p.prefill_rows * p.query * p.past
+            if p.decode_rows:  # a fused pass: price its decode rows as their own pass would cost
+                t += float(self.decode(p.decode_rows, max(1, (p.attn_read - p.prefill_rows * p.past) / p.decode_rows))[0])
+            return t
+        return float(self.decode(p.decode_rows, p.past)[0])
+
+    def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
+        return self.decode(np.full(len(attn_read), float(d.decode_rows)), attn_read / d.decode_rows)
+
+    def durations(self, step, m: int) -> np.ndarray:
+        d = super().durations(step, m)
+        d[0] += self.step_extra + self.join_cost * sum(c.length + c.start for c in step.prefill if c.completes)
+        if m > 1:
+            d[1:] += self.repeat_extra
+        return d
+
+    # -- files -----------------------------------------------------------------------------------
+    def as_dict(self) -> dict:
+        return {
+            "model": "profiled", "version": PROFILE_VERSION, "plan": self.plan, "source": self.source,
+            "decode": self.decode.as_dict(), "prefill": self.prefill.as_dict(), "past_cost": self.past_cost,
+            **{k: getattr(self, k) for k in _NUMBERS if k != "past_cost"}, "policy_gaps": dict(self.policy_gaps),
+            "wake_idle": list(self.wake_idle), "wake_extra": list(self.wake_extra),
+            **self.extra,
+        }
+
+    def to_json(self, path: str | Path, **more) -> None:
+        Path(path).write_text(json.dumps({**self.as_dict(), **more}, indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "calibration") -> "ProfiledStepTime":
+        if data.get("version") != PROFILE_VERSION:
+            raise ConfigError(f"{where}: version must be {PROFILE_VERSION} (re-run python -m realrun profile), "
+                              f"got {data.get('version')!r}")
+        plan = data.get("plan", "grouped")
+        if plan not in PLANS:
+            raise ConfigError(f"{where}: plan must be one of {', '.join(PLANS)}, got {plan!r}")
+        nums = {}
+        for k in _NUMBERS:
+            v = data.get(k, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise ConfigError(f"{where}: {k} must be a finite number >= 0, got {v!r}")
+            nums[k] = float(v)
+        gaps = data.get("policy_gaps", {})
+        if not isinstance(gaps, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0 for v in gaps.values()):
+            raise ConfigError(f"{where}: policy_gaps must map policy names to seconds >= 0, got {gaps!r}")
+        for part in ("decode", "prefill"):
+            if not isinstance(data.get(part), dict):
+                raise ConfigError(f"{where}: needs a {part} grid (rows, columns, seconds)")
+        return cls(Grid2D.from_dict(data["decode"], f"{where}: decode"), Grid2D.from_dict(data["prefill"], f"{where}: prefill"),
+                   plan=plan, source=str(data.get("source", "")), policy_gaps={str(k): float(v) for k, v in gaps.items()},
+                   wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
+                   **nums)
+
+
+def _seconds_list(data: dict, key: str, where: str) -> tuple:
+    v = data.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise ConfigError(f"{where}: {key} must be a list of seconds, got {v!r}")
+    return tuple(float(x) for x in v)

@@ -1,0 +1,97 @@
+"""Did the machine change under us? Drift between the profile and the runs, and other work on it.
+
+A prediction is made from a profile taken minutes earlier; a CPU's speed moves in that
+time (its clock, its caches, the other processes on it), and the measurement moves with
+it while the prediction cannot. So after the measured runs ``recheck`` times a few of the
+profile's own shapes again and reports how far they moved; ``load_warning`` says when the
+load average shows other work on the machine; ``stability`` (for ``realrun doctor``)
+times one small pass many times and reports its spread.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchsim.core.step import Chunk, Step
+from batchsim.core.workload import Request, Workload
+from batchsim.sim.profiled import ProfiledStepTime
+
+__all__ = ["Drift", "recheck", "load_warning", "stability"]
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Measured / profiled time of each shape timed again, and their median."""
+
+    shapes: tuple[tuple[str, int, int, float], ...]  # (kind, rows, query or width, ratio)
+    ratio: float
+
+    def text(self) -> str:
+        pct = (self.ratio - 1) * 100
+        verdict = ("the machine held steady" if abs(pct) < 5 else
+                   f"the machine ran {abs(pct):.0f} % {'slower' if pct > 0 else 'faster'} than while profiling: "
+                   "expect errors of that size in every metric")
+        return (f"drift: {len(self.shapes)} profiled shapes timed again after the runs take {self.ratio:.2f}x their "
+                f"profiled time ({verdict})")
+
+
+def _shapes(model: ProfiledStepTime) -> list[tuple[str, int, int]]:
+    d, p = model.decode, model.prefill
+    rows = [int(d.x[0]), int(d.x[len(d.x) // 2]), int(d.x[-1])]
+    width = int(round(d.y[len(d.y) // 2]))
+    lengths = [int(p.y[len(p.y) // 2]), int(p.y[-1])]
+    return [("decode", b, width) for b in rows] + [("prefill", 1, n) for n in lengths]
+
+
+def recheck(engine, model: ProfiledStepTime, repeats: int = 5) -> Drift:
+    """Time a few of the profile's shapes once more on ``engine`` (it is reset: call after the runs)."""
+    shapes = _shapes(model)
+    longest = max(n for k, _, n in shapes if k == "prefill")
+    pool = max(b for _, b, _ in shapes) + 1
+    engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "drift check"))
+    ids = list(range(pool))
+    out = []
+    for kind, b, n in shapes:
+        engine.pass_log.clear()
+        if kind == "decode":
+            rows = ids[:b]
+            engine.fill_rows(rows, [n] * b)
+            engine.execute(Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats))
+            engine.release(rows)
+        else:
+            for _ in range(max(2, repeats // 2)):
+                engine.execute(Step(prefill=(Chunk(0, 0, n, True),)))
+                engine.release([0])
+        measured = float(np.mean([s for _, s in engine.pass_log]))
+        passes = [p for p, _ in engine.pass_log]
+        predicted = float(np.mean([model.pass_time(p) for p in passes]))
+        out.append((kind, b, n, measured / predicted))
+    engine.start(Workload(()))
+    return Drift(tuple(out), float(np.median([r for *_, r in out])))
+
+
+def load_warning(threads: int) -> str | None:
+    """A line when the 1-minute load average shows work beyond this run's own threads (None: quiet)."""
+    try:
+        la = os.getloadavg()[0]
+    except OSError:
+        return None
+    if la > threads + 0.5:
+        return (f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on this machine, and it "
+                "stretches measured times (not predicted ones); for fidelity figures, measure on a quiet machine")
+    return None
+
+
+def stability(engine, passes: int = 40) -> dict:
+    """One 1-row decode pass timed ``passes`` times: median and spread (p90 / p10 - 1)."""
+    engine.start(Workload((Request(0, 0.0, 64, 1 << 30),), "stability"))
+    engine.fill_rows([0], [64])
+    engine.pass_log.clear()
+    engine.execute(Step(decode=(0,), kv_read=64, decode_width=64, repeat=passes))
+    t = np.array([s for _, s in engine.pass_log])
+    engine.start(Workload(()))
+    p10, p50, p90 = np.percentile(t, [10, 50, 90])
+    return {"passes": passes, "median_s": float(p50), "spread": float(p90 / p10 - 1)}
