@@ -64,5 +64,5 @@ def test_doctor_reads_a_given_trace(tmp_path, capsys):
 
 def test_doctor_help_says_what_it_checks(capsys):
     assert main(["doctor", "--help"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert "jupyter lab" in out and "realrun doctor" in out
