@@ -1,9 +1,10 @@
 """Write the course's notebooks from one description, so all eight keep one shape.
 
 Every notebook opens with what the student will learn, has one cell tagged
-``parameters`` (CI overrides it to run small), calls ``batchsim.teach.lessons`` once
-so the page shows a figure even when read without a kernel, offers the sliders
-of ``batchsim.teach.widgets``, and ends with questions. The notebooks hold no logic:
+``parameters`` (CI overrides it to run small), shows the slider panel of
+``batchsim.teach.widgets`` (which calls ``batchsim.teach.lessons`` and draws the
+lesson's figure once, beside its sliders), and ends with questions. The student
+material never points at the answers: those are in the teacher's edition. The notebooks hold no logic:
 every computation is a package function the tests also call.
 
     python notebooks/build.py           # (re)write notebooks/*.ipynb, without outputs
@@ -60,7 +61,7 @@ class Notebook:
         for kind, src in self.cells:
             add(kind, src)
         qs = ["## Questions to think about", ""] + [f"{i}. {q}" for i, q in enumerate(self.questions, 1)]
-        qs += ["", "Answers are in `course/teacher-notes.md`."]
+        qs += ["", "Write your answers down before you discuss them: your teacher goes through them in class."]
         add("md", "\n".join(qs))
         nb.cells = cells
         return nb
@@ -71,14 +72,14 @@ IMPORTS = """
 from batchsim.teach import lessons, widgets
 """
 
-def _std(name: str, call: str, panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
-    """The usual body: a story, the imports, one call with its table and figure, then the sliders."""
+def _std(panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
+    """The usual body: a story, the imports, the slider panel (its figure and table at the starting
+    values the story describes, drawn once), then what to try."""
     return (
         ("md", before),
         ("code", IMPORTS),
-        ("code", f"summary, fig = lessons.{name}({call})\nprint(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig"),
-        ("md", between),
         ("code", f"panel = widgets.{panel}\npanel"),
+        ("md", between),
     )
 
 
@@ -98,7 +99,6 @@ NOTEBOOKS: list[Notebook] = [
         ),
         parameters="REQUESTS = 400  # requests per simulation\nSEED = 0",
         cells=_std(
-            "why_batch", "rate=8, max_batch=16, max_wait=0.2, requests=REQUESTS, seed=SEED",
             "why_batch_ui(requests=REQUESTS, seed=SEED)",
             """
 A laundromat's washing machine takes 40 minutes whether it holds one load or eight. Run it for each
@@ -108,7 +108,7 @@ weights from memory once (16 GB for Llama-3-8B), whether it computes the next to
 or of sixty-four. The taxi (one request per pass) pays that fixed cost for every token of every
 request; the bus shares it among everyone aboard.
 
-The cell below simulates one stream of requests, arriving at random at 8 per second, served three
+The panel below simulates one stream of requests, arriving at random at 8 per second, served three
 ways: the taxi, a bus that leaves only when its 16 seats are full, and a bus with a timetable that
 leaves when full or when its first passenger has waited 0.2 s.""",
             """
@@ -143,7 +143,6 @@ and the price of the GPU.""",
         ),
         parameters="REQUESTS = 300\nSHOW = 40  # requests drawn in the timeline\nSEED = 0",
         cells=_std(
-            "batching_policies", "policy='dynamic', rate=4, requests=REQUESTS, show=SHOW, seed=SEED",
             "policies_ui(requests=REQUESTS, show=SHOW, seed=SEED)",
             """
 The timeline on the left is the bus stop: each line is a request, grey while it waits at the stop,
@@ -185,7 +184,6 @@ padded policies fall behind, and find the load where continuous batching does to
         ),
         parameters="REQUESTS = 96  # the burst of identical requests",
         cells=_std(
-            "memory_wall", "kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, requests=REQUESTS",
             "memory_ui(requests=REQUESTS)",
             """
 Every token a request has seen leaves a key and a value in every layer of the model: the KV cache.
@@ -224,7 +222,6 @@ happens to the wall.""",
         ),
         parameters="REQUESTS = 256  # the backlog served at each batch size",
         cells=_std(
-            "cost", "gpu='A100-80GB', max_batch=32, requests=REQUESTS",
             "cost_ui(requests=REQUESTS)",
             """
 A rented GPU costs the same per hour busy or idle, so the cost of a request is the hourly price
@@ -266,7 +263,6 @@ batch size. Compare the saving from batching with the difference between GPUs.""
         ),
         parameters="GPU = 'A100-80GB'\nMODEL = 'llama-3-8b'",
         cells=_std(
-            "roofline", "gpu=GPU, model=MODEL, batch=32, context=512",
             "roofline_ui(gpu=GPU, model=MODEL)",
             """
 Generating one token for one request with Llama-3-8B multiplies every one of its 8 billion weights
@@ -308,7 +304,6 @@ an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
         ),
         parameters="REQUESTS = 2000  # per replication\nREPLICATIONS = 10\nSEED = 0",
         cells=_std(
-            "theory_vs_simulation", "load=0.7, replications=REPLICATIONS, seats=8, requests=REQUESTS, seed=SEED",
             "theory_ui(requests=REQUESTS, seed=SEED, replications=REPLICATIONS)",
             """
 To test a simulator, give it a case whose answer is known. A taxi whose every ride takes exactly
@@ -393,7 +388,6 @@ few seconds, so it waits for the button rather than following the sliders)."""),
         parameters=("MINUTES = 5.0   # how much of the trace to replay\n"
                     "TRACE = None    # None: ../shared/traces/azure_llm_2023_conv.csv if present, else a synthetic fit"),
         cells=_std(
-            "real_day", "policy='continuous', max_batch=64, minutes=MINUTES, trace=TRACE",
             "real_day_ui(minutes=MINUTES, trace=TRACE)",
             """
 Microsoft Azure published the arrival times and token counts of an hour of requests to a

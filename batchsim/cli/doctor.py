@@ -121,7 +121,7 @@ def _check_widgets() -> tuple[bool, str]:
     png = panel.image.value
     if panel.error or len(png) < 1000:
         return False, f"the slider panel drew no figure ({panel.error or 'empty image'})"
-    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    w, h = widgets.png_size(png)
     return True, f"notebook 1's panel drew a {w}x{h} figure in {time.perf_counter() - t0:.1f} s"
 
 
