@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The course is made from this checkout's package, not from whichever batchsim happens to be installed.
+sys.path.insert(0, str(ROOT))
 COURSE = ROOT / "course"
 SRC = COURSE / "src"
 FIGURES = COURSE / "figures"
@@ -186,6 +188,16 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     v["l5.static_tps"] = _f(p["static"]["output_throughput"], 0)
     v["l5.cont_tps"] = _f(p["continuous"]["output_throughput"], 0)
     v["l5.table"] = "```\n" + s["table"] + "\n```"
+    ct, st_ = p["continuous"]["output_throughput"], p["static"]["output_throughput"]
+    # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
+    v["l5.verdict"] = (
+        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
+        if ct >= st_ else
+        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}: here optimistic admission *loses*. Every one of the "
+        f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
+        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
+        "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
+        "fewer running rows (a lower `max_seqs`) stop the thrashing.")
     g3, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b")
     v["l5.gqa_rows"] = str(g3["rows_that_fit"])
     rows = ["| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",

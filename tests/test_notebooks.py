@@ -103,16 +103,19 @@ def test_notebook_runs_top_to_bottom_small(name):
         "print('panel drew', None if panel.result is None else widgets.png_size(panel.image.value))\n"
         "print('panel table', bool(panel.table.value) and len(panel.table.value))")
     nb.cells.append(report)
-    env_backend = os.environ.get("MPLBACKEND")
+    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONPATH")}
     os.environ["MPLBACKEND"] = "Agg"  # the kernel inherits it; %matplotlib inline still shows figures
+    # The kernel imports this checkout's package, whatever else is installed.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else []))
     t0 = time.monotonic()
     try:
         NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}}).execute()
     finally:
-        if env_backend is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = env_backend
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     elapsed = time.monotonic() - t0
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
