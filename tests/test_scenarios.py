@@ -182,11 +182,34 @@ def test_batch_size_sweep_finds_the_largest_batch_meeting_the_slo():
     assert r2.config["sweep"]["best"] == 128
 
 
-def test_azure_conv_synthetic_and_replay(azure_trace):
+def test_azure_conv_replays_the_trace_when_it_is_present(azure_trace, monkeypatch):
+    from batchsim.core.traces import read_trace
+
+    monkeypatch.setenv("BATCHSIM_TRACES", str(azure_trace.parent))
+    rep = run("azure-conv", "--duration", "30")
+    assert rep.config["traffic"] == {"source": "trace", "path": str(azure_trace)}
+    assert str(azure_trace) in rep.notes[0] and "synthetic" in rep.notes[0]  # says how to get the other
+    tr = read_trace(azure_trace)
+    r = rep.results["continuous"].records
+    expected = tr.arrival_s[tr.arrival_s < 30.0]
+    assert len(r) == len(expected)
+    assert list(r.prompt_tokens[:20]) == list(tr.prompt_tokens[:20])  # the file's own token counts
+
+
+def test_azure_conv_says_when_it_uses_the_synthetic_fit(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys.modules["batchsim.teach.lessons.real_day"], "find_trace", lambda *a, **k: None)
     syn = run("azure-conv", "--duration", "30")
-    assert "synthetic" in syn.notes[0]
+    assert syn.config["traffic"]["source"] == "synthetic fit"
+    assert "synthetic" in syn.notes[0] and "not found" in syn.notes[0]
+    chosen = run("azure-conv", "--duration", "30", "--arrival", "gamma:1.1")
+    assert chosen.config["traffic"]["source"] == "synthetic fit" and "--arrival given" in chosen.notes[0]
+
+
+def test_azure_conv_replays_a_trace_given_with_the_flag(azure_trace):
     rep = run("azure-conv", "--trace", str(azure_trace), "--requests", "100")
-    assert rep.summaries["continuous"]["completed"] == 100 and "replaying" in rep.notes[0]
+    assert rep.summaries["continuous"]["completed"] == 100 and rep.config["traffic"]["source"] == "trace"
 
 
 def test_same_seed_same_table_and_json_shape(capsys):

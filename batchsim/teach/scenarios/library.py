@@ -305,15 +305,33 @@ AZURE_CONV = {"arrival": "gamma:1.1", "rate": 5.5, "prompt_len": "lognormal:1155
 
 
 def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
-    replay = bool(getattr(args, "trace", None)) or str(getattr(args, "arrival", "") or "").startswith("trace:")
+    given = bool(getattr(args, "trace", None)) or str(getattr(args, "arrival", "") or "").startswith("trace:")
+    chose_synthetic = not given and getattr(args, "arrival", None) is not None
+    found = None
+    if not given and not chose_synthetic:
+        # "Real chat traffic" means the real file whenever it is there; the fit only stands in for it.
+        from ..lessons.real_day import find_trace
+
+        found = find_trace()
+        if found is not None:
+            args = argparse.Namespace(**vars(args))
+            args.trace = str(found)
     report = run_policies(args, scenario)
-    if replay:
-        report.notes.insert(0, "replaying the trace file: its own arrival times and token counts")
+    wl = next(iter(report.results.values())).records if report.results else None
+    span = f"{len(wl)} requests, the first {float(wl.arrival[-1]):.0f} s" if wl is not None and len(wl) else "no requests"
+    if given or found is not None:
+        path = getattr(args, "trace", None) or str(args.arrival)[len("trace:"):]
+        report.notes.insert(0, f"traffic: the trace file {path}, replayed with its own arrival times and token "
+                               f"counts ({span})" + ("; --arrival gamma:1.1 runs the synthetic fit instead"
+                                                     if found is not None else ""))
+        report.config["traffic"] = {"source": "trace", "path": str(path)}
     else:
+        why = "--arrival given" if chose_synthetic else "the trace file was not found (../shared/traces/ or $BATCHSIM_TRACES)"
         report.notes.insert(0, (
-            "no --trace given: a synthetic workload fitted to the trace's published statistics (gamma arrivals "
-            "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129). "
+            f"traffic: a synthetic workload fitted to the trace's published statistics ({why}): gamma arrivals "
+            "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129. "
             "Replay the real file with --trace ../shared/traces/azure_llm_2023_conv.csv"))
+        report.config["traffic"] = {"source": "synthetic fit", "path": None}
     report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
     return report
 
@@ -325,8 +343,9 @@ register(Scenario(
         "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published an hour of "
         "arrivals and token counts from a production chat service (Patel et al., Splitwise, ISCA 2024): "
         "about 5.5 requests per second in bursts, prompts of a thousand tokens, answers from a handful to a "
-        "thousand. Give the file with --trace to replay it; without it, a synthetic workload matching its "
-        "published statistics stands in. One H100, three policies: does it keep up, and at what latency? "
+        "thousand. The scenario replays that file when it is found (../shared/traces/ or $BATCHSIM_TRACES, "
+        "or --trace PATH); only without it, or with an --arrival of your own, does a synthetic workload "
+        "matching its published statistics stand in. The first line of notes says which one ran. One H100, three policies: does it keep up, and at what latency? "
         "(On an A100-80GB, --gpu A100-80GB, even continuous batching only just keeps up.)"
     ),
     defaults={"gpu": "H100-SXM", "model": "llama-3-8b", **AZURE_CONV, "duration": 120.0, "policy": "taxi,dynamic,continuous", "max_batch": 32,
