@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from batchsim.cli import build_parser, main
@@ -170,15 +171,27 @@ def test_chat_vs_offline_notes_and_batches():
     assert any(n.startswith("price of latency") for n in r.notes)
 
 
-def test_batch_size_sweep_finds_the_largest_batch_meeting_the_slo():
-    r = run("batch-size-sweep", "--requests", "120")
+def test_batch_size_sweep_at_one_rate_finds_the_largest_batch_meeting_the_slo():
+    r = run("batch-size-sweep", "--requests", "300")
     sw = r.config["sweep"]
     s = list(r.summaries.values())
-    tput = [x["output_throughput"] for x in s]
-    assert tput[-1] > 5 * tput[0]
+    # One workload for every size: same count, same arrivals.
+    assert {x["arrived"] for x in s} == {300}
+    arrivals = {tuple(res.records.arrival) for res in r.results.values()}
+    assert len(arrivals) == 1
+    rate, cap = sw["rate"], sw["capacity"]
+    tput = [x["request_throughput"] for x in s]
+    for c, t in zip(cap, tput):
+        if c < 0.9 * rate:
+            assert t == pytest.approx(c, rel=0.15)  # a bus too small serves what it can carry
+        elif c > 1.5 * rate:
+            assert t == pytest.approx(rate, rel=0.15)  # a big enough bus serves the traffic
+    p99 = [x["p99_e2e"] for x in s]
+    low = int(np.argmin(p99))
+    assert 0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]  # the U: drowns, then waits to fill
     meets = [b for b, x in zip(sw["values"], s) if x["p99_e2e"] <= sw["slo"]]
     assert sw["best"] == max(meets)
-    r2 = run("batch-size-sweep", "--requests", "120", "--slo-e2e", "1000")
+    r2 = run("batch-size-sweep", "--requests", "300", "--slo-e2e", "1000")
     assert r2.config["sweep"]["best"] == 128
 
 

@@ -206,6 +206,8 @@ _COLUMNS = {
     "mean_ttft_delivered": ("TTFT dlv ms", "{:.0f}", 1e3),
     "p99_ttft_delivered": ("p99 TTFT dlv ms", "{:.0f}", 1e3),
     "mean_step_time": ("step ms", "{:.1f}", 1e3),
+    "cost_per_request_busy": ("busy $/req", "{:.5f}", 1),
+    "cost_per_1m_tokens_busy": ("busy $/1M", "{:.2f}", 1),
 }
 
 #: What a table's TTFT columns mean; ``table_notes`` adds it under any table that shows one.
