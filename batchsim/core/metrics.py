@@ -219,6 +219,11 @@ TTFT_NOTE = ("TTFT = first token produced; TTFT dlv = first token delivered to t
 _TO_SECONDS_MS = 100_000
 
 
+def _SIGNIFICANT(x: float) -> str:
+    """Three significant figures without an exponent: 0.0324, 3.26, 188, 6,790."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def table_notes(keys) -> list[str]:
     """The lines that say what a table's columns mean (today: which TTFT it shows)."""
     return [TTFT_NOTE] if any("ttft" in k for k in keys) else []
@@ -232,7 +237,7 @@ def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMM
         head, fmt, scale = _COLUMNS.get(k, (k, "{}", 1))
         top = max((abs(s[k]) for s in rows.values() if isinstance(s.get(k), (int, float))), default=0.0)
         if scale == 1e3 and head.endswith(" ms") and top * 1e3 >= _TO_SECONDS_MS:
-            head, fmt, scale = head[:-3] + " s", "{:.1f}", 1
+            head, fmt, scale = head[:-3] + " s", _SIGNIFICANT, 1
         columns[k] = (head, fmt, scale)
     heads = ["policy"] + [columns[k][0] for k in keys]
     body = []
@@ -241,7 +246,8 @@ def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMM
         for k in keys:
             head, fmt, scale = columns[k]
             v = s.get(k)
-            line.append("-" if v is None else fmt.format(v * scale if scale != 1 else v))
+            x = v * scale if scale != 1 and v is not None else v
+            line.append("-" if v is None else fmt(x) if callable(fmt) else fmt.format(x))
         body.append(line)
     widths = [max(len(str(r[i])) for r in [heads] + body) for i in range(len(heads))]
     fmt_line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
