@@ -139,7 +139,9 @@ and the price of the GPU.""",
             "the 250-token one is done),",
             "how to read a latency distribution (CDF): the median, the tail, and where each policy sits,",
             "which policy fits which service: an offline job, a high-volume API, an interactive chat, a "
-            "quiet internal tool.",
+            "quiet internal tool,",
+            "why one long prompt (prefill) can stall every running request's next token (decode), and how "
+            "chunked prefill spreads it out.",
         ),
         parameters="REQUESTS = 300\nSHOW = 40  # requests drawn in the timeline\nSEED = 0",
         cells=_std(
@@ -157,6 +159,23 @@ steeper, the better. Where a curve crosses the dotted line is its p99.""",
             """
 **Your turn.** Pick each policy in the dropdown and read its timeline. Then raise the load until the
 padded policies fall behind, and find the load where continuous batching does too.""",
+        ) + (
+            ("md", """
+## Prefill and decode: the long prompt
+
+A request is served in two phases. **Prefill** computes the whole prompt in one pass and produces the
+first token: thousands of tokens at once, compute-bound, so it sets the time to first token.
+**Decode** then produces one token per pass for every running request: memory-bound, so it sets the
+time per token. In continuous batching both share the same steps, so a newcomer's prefill runs inside
+the step that is everyone else's next token.
+
+Below, 32 chats are decoding when someone pastes an 8,192-token document. Prefilled whole, it makes
+one step as long as the prefill itself, and every chat's next token waits for it. With **chunked
+prefill** (vLLM, Sarathi) the prompt goes through 512 tokens per step, beside the decodes."""),
+            ("code", "stall = widgets.prefill_stall_ui()\nstall"),
+            ("md", """
+**Your turn.** Make the prompt longer, the chunks smaller and larger, and add running requests. Which
+gap would a chat user notice? What does chunking cost the person who pasted the document?"""),
         ),
         questions=(
             "In the dynamic timeline, why do some batches leave with fewer than 16 requests? What sets when they "
@@ -168,6 +187,9 @@ padded policies fall behind, and find the load where continuous batching does to
             "At what load does each policy stop keeping up? Order them and explain the order.",
             "Which policy would you choose for (a) a nightly job summarising a million documents, (b) a chat "
             "assistant, (c) an internal tool used ten times an hour? Why?",
+            "In the second panel, why does one long prompt stall *every* running request, and what does chunked "
+            "prefill trade to avoid it? Which chunk size would you pick for a chat service with a 100 ms per "
+            "token SLO?",
         ),
     ),
     Notebook(
@@ -254,7 +276,7 @@ batch size. Compare the saving from batching with the difference between GPUs.""
         course="lesson 2, `course/lessons/02-why-gpus-want-batches.md`",
         learn=(
             "that a decode step is limited either by memory bandwidth (reading the weights and the KV cache) or "
-            "by arithmetic (FLOPs), whichever is slower,",
+            "by arithmetic (FLOPs), whichever is slower, and that a prefill is compute-bound from the start,",
             "why, at small batches, adding requests costs almost nothing: the weights are read once per step "
             "for everyone,",
             "where the knee is (the batch at which the step turns compute-bound) for a GPU and a model, and "
@@ -273,7 +295,12 @@ still far from the compute roof. This is the whole reason batching pays.
 
 The model below is the roofline: step time = max(compute, memory) + a small fixed overhead, with
 60 % of peak FLOP/s and 80 % of peak bandwidth reached in practice (assumptions stated in
-`batchsim/roofline.py`).""",
+`batchsim/machine/roofline.py`).
+
+That is the *decode* phase: one new token per request per step. The third panel is the other phase,
+*prefill*: a prompt's tokens are all computed in one pass, so a single 512-token prompt already does
+512 tokens of arithmetic per weight read: a prefill is compute-bound from the start, a decode step
+only at the knee.""",
             """
 **Your turn.** Move the batch size and the context, and change GPU and model. Find the knee on a T4,
 an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
@@ -287,6 +314,8 @@ an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
             "Past the knee, tokens/s flattens. What limits the batch before the knee is even reached (notebook 3)?",
             "For `gpt2` on an A100 the knee is at a similar batch as for an 8B model. Why does the model size "
             "hardly move it?",
+            "From how many prompt tokens is a prefill compute-bound? Compare with the decode knee at no context, "
+            "and explain why the two numbers are (nearly) the same.",
         ),
     ),
     Notebook(

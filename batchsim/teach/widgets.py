@@ -30,7 +30,7 @@ from ..core.errors import ConfigError
 from ..core.policies import POLICY_NAMES
 
 __all__ = [
-    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui",
+    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui", "prefill_stall_ui",
     "theory_ui", "measured_ui", "real_day_ui", "PANELS",
 ]
 
@@ -249,8 +249,19 @@ def roofline_ui(**values: Any) -> LessonPanel:
         "model": _pick("model", lessons.LESSON_MODEL, _MODELS),
         "batch": _int("decode batch size", 32, 1, 1024),
         "context": _int("cached tokens per row", 512, 0, 8192, 128),
+        "prompt": _int("prefill: prompt tokens", 512, 16, 8192, 16),
     }
     return _panel(lessons.roofline, controls, {}, values, "The roofline: why batching works")
+
+
+def prefill_stall_ui(**values: Any) -> LessonPanel:
+    """Notebook 2, second panel: a long prompt arrives among running chats, whole or in chunks."""
+    controls = {
+        "prompt_tokens": _int("the long prompt (tokens)", 8192, 512, 32768, 512),
+        "running": _int("requests already decoding", 32, 1, 128),
+        "chunk_tokens": _int("chunked prefill: tokens per step", 512, 64, 4096, 64),
+    }
+    return _panel(lessons.prefill_stall, controls, {}, values, "Prefill vs decode: the long prompt")
 
 
 def theory_ui(**values: Any) -> LessonPanel:
@@ -279,6 +290,7 @@ def real_day_ui(**values: Any) -> LessonPanel:
 PANELS: dict[str, Callable[..., LessonPanel]] = {
     "why_batch": why_batch_ui, "batching_policies": policies_ui, "memory_wall": memory_ui, "cost": cost_ui,
     "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
+    "prefill_stall": prefill_stall_ui,
 }
 
 

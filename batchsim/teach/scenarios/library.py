@@ -15,7 +15,6 @@ from ...cli.options import (
 )
 from ...machine.cost import implied_price_per_hour, required_throughput
 from ...core.lengths import parse_length
-from ...core.metrics import table_notes
 from ...core.step import Chunk, Step
 
 from .base import Run, Scenario, ScenarioReport, _policy_label, register, run_policies, run_set
@@ -117,7 +116,8 @@ register(Scenario(
     ),
     defaults={**SERVER, "rate": 5.0, "requests": 600, "output_len": "uniform:5,500", "prompt_len": "uniform:32,512",
               "policy": "static,dynamic,continuous", "max_batch": 32, "max_wait": 0.5, "max_seqs": 64,
-              "table_keys": ["completed", "request_throughput", "output_throughput", "mean_ttft", "mean_tpot",
+              "table_keys": ["completed", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
+                             "mean_tpot",
                              "mean_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "padded_row_fraction"]},
 ))
 
@@ -136,8 +136,8 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
             kd = {**base, **knobs}
             runs.append(Run(f"{part}: {_policy_label(policy, {**d, **kd})}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
-        "completed", "request_throughput", "output_throughput", "p99_ttft", "mean_tpot", "p99_tpot", "p99_e2e",
-        "mean_batch_size", "goodput", "slo_attainment"])
+        "completed", "request_throughput", "output_throughput", "p99_ttft", "p99_ttft_delivered", "mean_tpot",
+        "p99_tpot", "p99_e2e", "mean_batch_size", "goodput", "slo_attainment"])
     s = report.summaries
     chat_best = max((k for k in s if k.startswith("chat")), key=lambda k: s[k].get("goodput") or 0)
     off_best = max((k for k in s if k.startswith("offline")), key=lambda k: s[k]["output_throughput"])
@@ -198,8 +198,8 @@ def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport
             kd = {"prompt_len": lens[0], "output_len": lens[1]}
             runs.append(Run(f"{part}: {_policy_label(policy, d)}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
-        "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_e2e", "p99_e2e",
-        "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
+        "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
+        "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
     seen = set()
     for label, res in report.results.items():
         srv = res.meta["server"]
@@ -457,7 +457,6 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
         else "no batch size meets it at this traffic")))
     wl = next(iter(report.results.values())).workload
     report.notes.append(f"workload of every run: {wl.split(', ', 1)[-1] if ', ' in wl else wl}")
-    report.notes.extend(table_notes(["mean_ttft_delivered"]))
     report.config["sweep"] = {"param": "max_batch", "values": batches, "labels": list(s), "slo_metric": metric,
                               "slo": limit, "best": best, "policy": policy, "rate": rate,
                               "capacity": [capacity[b] for b in batches]}
