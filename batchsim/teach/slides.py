@@ -32,6 +32,7 @@ __all__ = ["Slide", "lesson_slides", "build", "main", "MAX_LINES"]
 #: size (28 px on a 1280x720 slide); past it a section continues on the next slide.
 MAX_LINES = 13
 _LINE_CHARS = 70
+_WRAP_FROM = 110  # characters: a code line longer than this wraps on its slide
 _IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)\s*$")
 
 
@@ -124,9 +125,11 @@ def _pre_px(s: Slide) -> int:
     code = [ln for b in s.blocks if b.startswith("```") for ln in b.splitlines()[1:-1]]
     if not code:
         return 17
-    longest = max(len(ln) for ln in code)
+    # Size for the widest table-like line; longer lines (a command's notes) wrap instead (pre-wrap).
+    longest = max([len(ln) for ln in code if len(ln) <= _WRAP_FROM] or [_WRAP_FROM])
+    rows = sum(1 + len(ln) // _WRAP_FROM for ln in code)
     # Monospace glyphs are about 0.6 em wide; 1,140 px of width and 560 px of height are free.
-    return max(8, min(17, int(1140 / (0.61 * max(longest, 1))), int(560 / (1.27 * len(code)))))
+    return max(7, min(17, int(1140 / (0.61 * max(longest, 1))), int(560 / (1.27 * rows))))
 
 
 def _markdown():
@@ -143,7 +146,7 @@ section h1 { font-size: 52px; margin: 140px 0 30px; color: #1f4e79; }
 section h2 { font-size: 38px; margin: 0 0 18px; color: #1f4e79; border-bottom: 3px solid #e8a317; }
 section.image img { display: block; margin: 0 auto; max-width: 100%; max-height: 540px; }
 section.image .alt { text-align: center; font-size: 20px; color: #555; }
-section pre { font-size: var(--pre, 17px); line-height: 1.25; background: #f4f4f4; padding: 10px; white-space: pre; }
+section pre { font-size: var(--pre, 17px); line-height: 1.25; background: #f4f4f4; padding: 10px; white-space: pre-wrap; overflow-wrap: anywhere; }
 section table { border-collapse: collapse; font-size: 20px; }
 section td, section th { border: 1px solid #bbb; padding: 3px 8px; }
 section code { font-size: 0.9em; }
