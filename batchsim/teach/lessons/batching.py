@@ -130,8 +130,10 @@ def batching_policies(policy: str = "dynamic", rate: float = 4.0, max_batch: int
 
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.3, 1])
-    draw_timeline(ax1, results[policy].records, first=show,
-                  title=f"{policy}: grey = waiting at the stop, colour = riding a batch")
+    one_bus = policy == "continuous"
+    draw_timeline(ax1, results[policy].records, first=show, one_bus=one_bus,
+                  title=f"{policy}: grey = waiting, " + ("colour = on the bus that never stops" if one_bus
+                                                         else "one colour per batch"))
     for name in POLICY_NAMES:
         rec = results[name].records
         e2e = rec.finish - rec.arrival
