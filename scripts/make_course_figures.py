@@ -5,7 +5,7 @@ The lessons, the teacher notes and the GPU lab guide are written as templates in
 ``{{ cli.taxi-vs-bus }}``. This script runs the lesson functions
 (``batchsim.teach.lessons``) and the command line (``python -m batchsim run ...``), saves
 the figures under ``course/figures/`` and fills the placeholders, writing
-``course/lessons/*.md``, ``course/teacher-notes.md`` and ``course/gpu-lab.md``.
+``course/lessons/*.md``, ``course/teacher/notes.md`` and ``course/gpu-lab.md``.
 No number in those files is typed by hand.
 
     python scripts/make_course_figures.py            # write figures and the Markdown (make course)

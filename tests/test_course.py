@@ -1,6 +1,6 @@
 """The course's lessons say what the package computes, and point at files that exist.
 
-Every number and figure in ``course/lessons``, ``course/teacher-notes.md`` and
+Every number and figure in ``course/lessons``, ``course/teacher/notes.md`` and
 ``course/gpu-lab.md`` comes from ``scripts/make_course_figures.py``. Here the
 script runs in check mode: it recomputes everything (figures into a temporary
 folder) and fails if the committed Markdown differs, so a change in the package
