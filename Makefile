@@ -1,7 +1,7 @@
 # Two commands do all the set-up (see README): `make demo` and `make test`.
 PY ?= python3
 
-.PHONY: demo test bench course
+.PHONY: demo test bench course slides
 
 # Install the package and run the flagship scenario (taxi vs bus).
 demo:
@@ -21,3 +21,9 @@ bench:
 course:
 	$(PY) notebooks/build.py
 	$(PY) scripts/make_course_figures.py
+	$(PY) -m batchsim.teach.slides --out out/slides
+
+# A slide deck per lesson and a one-page handout, from the lessons and their figures (out/slides/).
+# PDFS=1 also prints them to PDF with headless Chromium.
+slides:
+	$(PY) -m batchsim.teach.slides --out out/slides $(if $(PDFS),--pdf)

@@ -1,9 +1,10 @@
 """Write the course's notebooks from one description, so all eight keep one shape.
 
 Every notebook opens with what the student will learn, has one cell tagged
-``parameters`` (CI overrides it to run small), calls ``batchsim.teach.lessons`` once
-so the page shows a figure even when read without a kernel, offers the sliders
-of ``batchsim.teach.widgets``, and ends with questions. The notebooks hold no logic:
+``parameters`` (CI overrides it to run small), shows the slider panel of
+``batchsim.teach.widgets`` (which calls ``batchsim.teach.lessons`` and draws the
+lesson's figure once, beside its sliders), and ends with questions. The student
+material never points at the answers: those are in the teacher's edition. The notebooks hold no logic:
 every computation is a package function the tests also call.
 
     python notebooks/build.py           # (re)write notebooks/*.ipynb, without outputs
@@ -60,7 +61,7 @@ class Notebook:
         for kind, src in self.cells:
             add(kind, src)
         qs = ["## Questions to think about", ""] + [f"{i}. {q}" for i, q in enumerate(self.questions, 1)]
-        qs += ["", "Answers are in `course/teacher-notes.md`."]
+        qs += ["", "Write your answers down before you discuss them: your teacher goes through them in class."]
         add("md", "\n".join(qs))
         nb.cells = cells
         return nb
@@ -71,14 +72,14 @@ IMPORTS = """
 from batchsim.teach import lessons, widgets
 """
 
-def _std(name: str, call: str, panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
-    """The usual body: a story, the imports, one call with its table and figure, then the sliders."""
+def _std(panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
+    """The usual body: a story, the imports, the slider panel (its figure and table at the starting
+    values the story describes, drawn once), then what to try."""
     return (
         ("md", before),
         ("code", IMPORTS),
-        ("code", f"summary, fig = lessons.{name}({call})\nprint(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig"),
-        ("md", between),
         ("code", f"panel = widgets.{panel}\npanel"),
+        ("md", between),
     )
 
 
@@ -98,7 +99,6 @@ NOTEBOOKS: list[Notebook] = [
         ),
         parameters="REQUESTS = 400  # requests per simulation\nSEED = 0",
         cells=_std(
-            "why_batch", "rate=8, max_batch=16, max_wait=0.2, requests=REQUESTS, seed=SEED",
             "why_batch_ui(requests=REQUESTS, seed=SEED)",
             """
 A laundromat's washing machine takes 40 minutes whether it holds one load or eight. Run it for each
@@ -108,7 +108,7 @@ weights from memory once (16 GB for Llama-3-8B), whether it computes the next to
 or of sixty-four. The taxi (one request per pass) pays that fixed cost for every token of every
 request; the bus shares it among everyone aboard.
 
-The cell below simulates one stream of requests, arriving at random at 8 per second, served three
+The panel below simulates one stream of requests, arriving at random at 8 per second, served three
 ways: the taxi, a bus that leaves only when its 16 seats are full, and a bus with a timetable that
 leaves when full or when its first passenger has waited 0.2 s.""",
             """
@@ -139,11 +139,12 @@ and the price of the GPU.""",
             "the 250-token one is done),",
             "how to read a latency distribution (CDF): the median, the tail, and where each policy sits,",
             "which policy fits which service: an offline job, a high-volume API, an interactive chat, a "
-            "quiet internal tool.",
+            "quiet internal tool,",
+            "why one long prompt (prefill) can stall every running request's next token (decode), and how "
+            "chunked prefill spreads it out.",
         ),
         parameters="REQUESTS = 300\nSHOW = 40  # requests drawn in the timeline\nSEED = 0",
         cells=_std(
-            "batching_policies", "policy='dynamic', rate=4, requests=REQUESTS, show=SHOW, seed=SEED",
             "policies_ui(requests=REQUESTS, show=SHOW, seed=SEED)",
             """
 The timeline on the left is the bus stop: each line is a request, grey while it waits at the stop,
@@ -158,6 +159,23 @@ steeper, the better. Where a curve crosses the dotted line is its p99.""",
             """
 **Your turn.** Pick each policy in the dropdown and read its timeline. Then raise the load until the
 padded policies fall behind, and find the load where continuous batching does too.""",
+        ) + (
+            ("md", """
+## Prefill and decode: the long prompt
+
+A request is served in two phases. **Prefill** computes the whole prompt in one pass and produces the
+first token: thousands of tokens at once, compute-bound, so it sets the time to first token.
+**Decode** then produces one token per pass for every running request: memory-bound, so it sets the
+time per token. In continuous batching both share the same steps, so a newcomer's prefill runs inside
+the step that is everyone else's next token.
+
+Below, 32 chats are decoding when someone pastes an 8,192-token document. Prefilled whole, it makes
+one step as long as the prefill itself, and every chat's next token waits for it. With **chunked
+prefill** (vLLM, Sarathi) the prompt goes through 512 tokens per step, beside the decodes."""),
+            ("code", "stall = widgets.prefill_stall_ui()\nstall"),
+            ("md", """
+**Your turn.** Make the prompt longer, the chunks smaller and larger, and add running requests. Which
+gap would a chat user notice? What does chunking cost the person who pasted the document?"""),
         ),
         questions=(
             "In the dynamic timeline, why do some batches leave with fewer than 16 requests? What sets when they "
@@ -169,6 +187,9 @@ padded policies fall behind, and find the load where continuous batching does to
             "At what load does each policy stop keeping up? Order them and explain the order.",
             "Which policy would you choose for (a) a nightly job summarising a million documents, (b) a chat "
             "assistant, (c) an internal tool used ten times an hour? Why?",
+            "In the second panel, why does one long prompt stall *every* running request, and what does chunked "
+            "prefill trade to avoid it? Which chunk size would you pick for a chat service with a 100 ms per "
+            "token SLO?",
         ),
     ),
     Notebook(
@@ -185,7 +206,6 @@ padded policies fall behind, and find the load where continuous batching does to
         ),
         parameters="REQUESTS = 96  # the burst of identical requests",
         cells=_std(
-            "memory_wall", "kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, requests=REQUESTS",
             "memory_ui(requests=REQUESTS)",
             """
 Every token a request has seen leaves a key and a value in every layer of the model: the KV cache.
@@ -224,7 +244,6 @@ happens to the wall.""",
         ),
         parameters="REQUESTS = 256  # the backlog served at each batch size",
         cells=_std(
-            "cost", "gpu='A100-80GB', max_batch=32, requests=REQUESTS",
             "cost_ui(requests=REQUESTS)",
             """
 A rented GPU costs the same per hour busy or idle, so the cost of a request is the hourly price
@@ -257,7 +276,7 @@ batch size. Compare the saving from batching with the difference between GPUs.""
         course="lesson 2, `course/lessons/02-why-gpus-want-batches.md`",
         learn=(
             "that a decode step is limited either by memory bandwidth (reading the weights and the KV cache) or "
-            "by arithmetic (FLOPs), whichever is slower,",
+            "by arithmetic (FLOPs), whichever is slower, and that a prefill is compute-bound from the start,",
             "why, at small batches, adding requests costs almost nothing: the weights are read once per step "
             "for everyone,",
             "where the knee is (the batch at which the step turns compute-bound) for a GPU and a model, and "
@@ -266,7 +285,6 @@ batch size. Compare the saving from batching with the difference between GPUs.""
         ),
         parameters="GPU = 'A100-80GB'\nMODEL = 'llama-3-8b'",
         cells=_std(
-            "roofline", "gpu=GPU, model=MODEL, batch=32, context=512",
             "roofline_ui(gpu=GPU, model=MODEL)",
             """
 Generating one token for one request with Llama-3-8B multiplies every one of its 8 billion weights
@@ -277,7 +295,12 @@ still far from the compute roof. This is the whole reason batching pays.
 
 The model below is the roofline: step time = max(compute, memory) + a small fixed overhead, with
 60 % of peak FLOP/s and 80 % of peak bandwidth reached in practice (assumptions stated in
-`batchsim/roofline.py`).""",
+`batchsim/machine/roofline.py`).
+
+That is the *decode* phase: one new token per request per step. The third panel is the other phase,
+*prefill*: a prompt's tokens are all computed in one pass, so a single 512-token prompt already does
+512 tokens of arithmetic per weight read: a prefill is compute-bound from the start, a decode step
+only at the knee.""",
             """
 **Your turn.** Move the batch size and the context, and change GPU and model. Find the knee on a T4,
 an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
@@ -291,6 +314,8 @@ an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
             "Past the knee, tokens/s flattens. What limits the batch before the knee is even reached (notebook 3)?",
             "For `gpt2` on an A100 the knee is at a similar batch as for an 8B model. Why does the model size "
             "hardly move it?",
+            "From how many prompt tokens is a prefill compute-bound? Compare with the decode knee at no context, "
+            "and explain why the two numbers are (nearly) the same.",
         ),
     ),
     Notebook(
@@ -308,7 +333,6 @@ an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
         ),
         parameters="REQUESTS = 2000  # per replication\nREPLICATIONS = 10\nSEED = 0",
         cells=_std(
-            "theory_vs_simulation", "load=0.7, replications=REPLICATIONS, seats=8, requests=REQUESTS, seed=SEED",
             "theory_ui(requests=REQUESTS, seed=SEED, replications=REPLICATIONS)",
             """
 To test a simulator, give it a case whose answer is known. A taxi whose every ride takes exactly
@@ -393,7 +417,6 @@ few seconds, so it waits for the button rather than following the sliders)."""),
         parameters=("MINUTES = 5.0   # how much of the trace to replay\n"
                     "TRACE = None    # None: ../shared/traces/azure_llm_2023_conv.csv if present, else a synthetic fit"),
         cells=_std(
-            "real_day", "policy='continuous', max_batch=64, minutes=MINUTES, trace=TRACE",
             "real_day_ui(minutes=MINUTES, trace=TRACE)",
             """
 Microsoft Azure published the arrival times and token counts of an hour of requests to a

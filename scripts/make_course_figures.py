@@ -5,7 +5,7 @@ The lessons, the teacher notes and the GPU lab guide are written as templates in
 ``{{ cli.taxi-vs-bus }}``. This script runs the lesson functions
 (``batchsim.teach.lessons``) and the command line (``python -m batchsim run ...``), saves
 the figures under ``course/figures/`` and fills the placeholders, writing
-``course/lessons/*.md``, ``course/teacher-notes.md`` and ``course/gpu-lab.md``.
+``course/lessons/*.md``, ``course/teacher/notes.md`` and ``course/gpu-lab.md``.
 No number in those files is typed by hand.
 
     python scripts/make_course_figures.py            # write figures and the Markdown (make course)
@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The course is made from this checkout's package, not from whichever batchsim happens to be installed.
+sys.path.insert(0, str(ROOT))
 COURSE = ROOT / "course"
 SRC = COURSE / "src"
 FIGURES = COURSE / "figures"
@@ -95,6 +97,8 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     for k in ("taxi", "static", "dynamic"):
         v[f"l1.low_{k}_mean"] = _f(low["policies"][k]["mean_e2e"], 2)
         v[f"l1.low_{k}_per_1000"] = _f(low["policies"][k]["cost_per_request"] * 1000, 3)
+        v[f"l1.low_{k}_busy_per_1000"] = _f(low["policies"][k]["cost_per_request_busy"] * 1000, 3)
+        v[f"l1.low_{k}_busy"] = f"{low['policies'][k]['busy_fraction']:.0%}"
     for rate in (30, 2):
         for seats in (4, 16, 64):
             r, _ = lessons.why_batch(rate=rate, max_batch=seats, max_wait=0.2)
@@ -127,7 +131,9 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     v["l2.ridge"] = _f(gpu.ridge("fp16"), 0)
     rows = ["| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | knee (512 cached) |",
             "|---|---|---|---|---|---|---|"]
-    knees = {}
+    knees, knee_kv = {}, {}
+    from batchsim.machine.server import Server
+
     for g in ("T4", "A100-80GB", "H100-SXM"):
         for m in ("gpt2", "llama-3-8b"):
             try:
@@ -138,9 +144,32 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
                 rows.append(f"| {g} | {m} | does not fit (weights > 90 % of memory) | | | | |")
                 continue
             knees[(g, m)] = a["knee"]
+            k512 = c["knee"]
+            if k512:
+                # A knee is only reachable if its rows' KV cache fits beside the weights.
+                srv = Server.named(g, m)
+                need = k512 * 512 * srv.kv.bytes_per_token / 1e9
+                fits = srv.kv.max_batch(512)
+                k512_txt = (f"{k512}" if k512 <= fits else
+                            f"{k512}: needs {_f(need, 0)} GB of KV, room for {fits} rows")
+                knee_kv[(g, m)] = (k512, need, fits, srv.kv.bytes_per_token * srv.kv.tokens / 1e9)
+            else:
+                k512_txt = "none"
             rows.append(f"| {g} | {m} | {_f(a['step_ms'], 2)} ms | {_f(a['tokens_per_s'], 0)} | "
-                        f"{_f(b['tokens_per_s'], 0)} | {a['knee']} | {c['knee'] if c['knee'] else 'none'} |")
+                        f"{_f(b['tokens_per_s'], 0)} | {a['knee']} | {k512_txt} |")
     v["l2.knee_table"] = "\n".join(rows)
+    k, need, fits, room = knee_kv[("H100-SXM", "llama-3-8b")]
+    v["l2.h100_knee512"] = str(k)
+    v["l2.h100_knee512_gb"] = _f(need, 0)
+    v["l2.h100_kv_gb"] = _f(room, 0)
+    v["l2.h100_rows512"] = str(fits)
+    # the other phase: prefill (the roofline figure's third panel)
+    v["l2.prefill512_ms"] = _f(r32["prefill_ms"], 1)
+    v["l2.prefill512_tps"] = _f(r32["prefill_tokens_per_s"], 0)
+    v["l2.prefill_knee"] = str(r32["prefill_knee"])
+    p8k, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=8192)
+    v["l2.prefill8k_ms"] = _f(p8k["prefill_ms"], 0)
+    v["l2.decode32_tps"] = _f(r32["tokens_per_s"], 0)
     v["l2.knee_gpt2_a100"] = str(knees[("A100-80GB", "gpt2")])
     v["l2.knee_h100"] = str(knees[("H100-SXM", "llama-3-8b")])
 
@@ -153,6 +182,10 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
         v[f"l3.{k}_mean"] = _f(p[k]["mean_e2e"], 1)
         v[f"l3.{k}_p99"] = _f(p[k]["p99_e2e"], 1)
         v[f"l3.{k}_ttft_ms"] = _f(p[k]["mean_ttft"] * 1e3, 0)
+        v[f"l3.{k}_ttft_dlv_s"] = _f(p[k]["mean_ttft_delivered"], 1)
+        v[f"l3.{k}_ttft_dlv_ms"] = _f(p[k]["mean_ttft_delivered"] * 1e3, 0)
+        v[f"l3.{k}_tpot_ms"] = _f(p[k]["mean_tpot"] * 1e3, 1)
+        v[f"l3.{k}_step_ms"] = _f(p[k]["mean_step_time"] * 1e3, 1)
         v[f"l3.{k}_padded"] = f"{p[k]['padded_row_fraction']:.0%}"
         v[f"l3.{k}_batch"] = _f(p[k]["mean_batch_size"], 1)
     v["l3.table"] = "```\n" + s["table"] + "\n```"
@@ -162,6 +195,28 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     _, fig = lessons.batching_policies(policy="continuous", rate=4)
     save(fig, "03-policies-continuous.png")
     v["cli.mixed-lengths"] = _cli(["run", "mixed-lengths"])
+    st, fig = lessons.prefill_stall(prompt_tokens=8192, running=32, chunk_tokens=512)
+    save(fig, "03-prefill-stall.png")
+    whole, chunk = st["modes"]["whole prompt"], st["modes"]["chunks of 512"]
+    v["l3.stall_decode_ms"] = _f(st["decode_ms"], 1)
+    v["l3.stall_prefill_ms"] = _f(st["whole_prefill_ms"], 0)
+    v["l3.stall_whole_gap_ms"] = _f(whole["worst_gap_ms"], 0)
+    v["l3.stall_chunk_gap_ms"] = _f(chunk["worst_gap_ms"], 0)
+    v["l3.stall_whole_ttft_ms"] = _f(whole["long_ttft_ms"], 0)
+    v["l3.stall_chunk_ttft_ms"] = _f(chunk["long_ttft_ms"], 0)
+    v["l3.stall_chunk_steps"] = str(chunk["stall_steps"])
+    v["l3.stall_table"] = "```\n" + st["table"] + "\n```"
+    gaps = {512: chunk["worst_gap_ms"]}
+    for c in (128, 256, 1024, 2048):
+        sc, _ = lessons.prefill_stall(prompt_tokens=8192, running=32, chunk_tokens=c)
+        gaps[c] = sc["modes"][f"chunks of {c}"]["worst_gap_ms"]
+        v[f"l3.stall_gap_c{c}"] = _f(gaps[c], 0)
+    ok = [c for c in sorted(gaps) if gaps[c] < 100]
+    v["l3.stall_best_chunk"] = _f(max(ok), 0) if ok else "none of these"
+    v["l3.stall_best_gap"] = _f(gaps[max(ok)], 0) if ok else "-"
+    bigger = [c for c in sorted(gaps) if c > (max(ok) if ok else 0)]
+    v["l3.stall_next_chunk"] = _f(bigger[0], 0) if bigger else "-"
+    v["l3.stall_next_gap"] = _f(gaps[bigger[0]], 0) if bigger else "-"
 
     # lesson 4: throughput, latency, theory and the SLO (notebook 6)
     s, fig = lessons.theory_vs_simulation(load=0.7, replications=10, seats=8)
@@ -186,6 +241,16 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     v["l5.static_tps"] = _f(p["static"]["output_throughput"], 0)
     v["l5.cont_tps"] = _f(p["continuous"]["output_throughput"], 0)
     v["l5.table"] = "```\n" + s["table"] + "\n```"
+    ct, st_ = p["continuous"]["output_throughput"], p["static"]["output_throughput"]
+    # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
+    v["l5.verdict"] = (
+        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
+        if ct >= st_ else
+        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}: here optimistic admission *loses*. Every one of the "
+        f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
+        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
+        "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
+        "fewer running rows (a lower `max_seqs`) stop the thrashing.")
     g3, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b")
     v["l5.gqa_rows"] = str(g3["rows_that_fit"])
     rows = ["| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
@@ -244,7 +309,6 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     # the GPU lab: what the roofline expects for GPT-2 (fp16) on classroom GPUs
     rows = ["| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
             "|---|---|---|---|---|---|---|"]
-    from batchsim.machine.server import Server
 
     for g in ("T4", "A100-80GB", "H100-SXM"):
         st = Server.named(g, "gpt2", dtype="fp16").step_time

@@ -1,10 +1,13 @@
 """A student's view, end to end: notebook 1 served by Voila, opened in headless Chromium.
 
 The test starts Voila on 127.0.0.1 (the dashboard a teacher projects), opens
-notebook 1 in Debian's Chromium driven by Playwright, waits for the slider panel
-to draw its figure, types a new arrival rate into the slider's readout, and
-checks that the panel's picture really changed (pixel data, not just a
-re-render). Screenshots are kept under ``out/browser/`` as artefacts.
+notebook 1 in Debian's Chromium driven by Playwright on a laptop's screen
+(1366x768), waits for the slider panel to draw its figure, and scrolls to it as a
+student would. The arrival-rate slider and the *whole* figure must then lie inside
+the screen, the figure shown at its natural size (not stretched, so not blurry),
+and drawn once on the page. Then it types a new arrival rate into the slider's
+readout and checks that the panel's picture really changed (pixel data, not just
+a re-render). Screenshots are kept under ``out/browser/`` as artefacts.
 
 What it needs: the ``chromium`` Debian package, and the ``voila`` and
 ``playwright`` Python packages (never ``playwright install``: Debian's browser is
@@ -31,6 +34,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "01_why_batch.ipynb"
 ARTEFACTS = ROOT / "out" / "browser"
+SCREEN = {"width": 1366, "height": 768}  # the commonest laptop screen
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -132,14 +136,27 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=60_000)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page = browser.new_page(viewport=SCREEN)
             page.set_default_timeout(90_000)
             page.goto(voila_url, timeout=120_000)
-            # The slider panel: the last widget image on the page (the first figure is the static cell's).
             panel_img = page.locator(".widget-image").last
             panel_img.wait_for(state="visible")
             page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
                                    " return i && i.naturalWidth > 100; }")
+            images_on_page = page.evaluate("() => [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length")
+            # A student scrolls the panel to the top of the screen; then nothing more may be needed.
+            panel_img.evaluate("i => i.closest('.widget-hbox').scrollIntoView({block: 'start'})")
+            page.wait_for_timeout(300)
+            slider = page.locator(".widget-slider").filter(has_text="arrival rate").first
+            geometry = page.evaluate("""() => {
+                const i = [...document.querySelectorAll('.widget-image')].pop().getBoundingClientRect();
+                const s = [...document.querySelectorAll('.widget-slider')]
+                    .find(e => e.innerText.includes('arrival rate')).getBoundingClientRect();
+                const img = [...document.querySelectorAll('.widget-image')].pop();
+                return {img: [i.left, i.top, i.right, i.bottom], slider: [s.left, s.top, s.right, s.bottom],
+                        natural: [img.naturalWidth, img.naturalHeight], shown: [i.width, i.height]};
+            }""")
+            page.screenshot(path=str(ARTEFACTS / "01_screen.png"))
             page.screenshot(path=str(ARTEFACTS / "01_page.png"), full_page=True)
             before_src = panel_img.get_attribute("src")
             before = panel_img.screenshot(path=str(ARTEFACTS / "02_panel_before.png"))
@@ -158,12 +175,22 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
             page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
                                    " return i.complete && i.naturalWidth > 100; }")
             after = panel_img.screenshot(path=str(ARTEFACTS / "03_panel_after.png"))
-            page.screenshot(path=str(ARTEFACTS / "04_page_after.png"), full_page=True)
+            page.screenshot(path=str(ARTEFACTS / "04_screen_after.png"))
             readout_text = readout.inner_text()
             table_text = page.locator(".widget-html").filter(has_text="p99 E2E").last.inner_text()
         finally:
             browser.close()
 
+    def inside(box):
+        left, top, right, bottom = box
+        return left >= 0 and top >= 0 and right <= SCREEN["width"] + 0.5 and bottom <= SCREEN["height"] + 0.5
+
+    assert inside(geometry["slider"]), geometry
+    assert inside(geometry["img"]), geometry
+    # Natural size: one PNG pixel per CSS pixel (the old panel stretched 800 px to 1,332).
+    assert abs(geometry["shown"][0] - geometry["natural"][0]) <= 1, geometry
+    assert abs(geometry["shown"][1] - geometry["natural"][1]) <= 1, geometry
+    assert images_on_page == 1, f"the figure is drawn {images_on_page} times on the page"
     assert readout_text.strip().startswith("40"), readout_text
     # The figure's title names the rate, and the bars move: a real change of pixels, not a redraw.
     assert _changed_fraction(before, after) > 0.01

@@ -100,3 +100,26 @@ def test_cost_10x_reproduces_the_ratio_and_prints_the_implied_price(tmp_path, ca
     assert r2.config["cost10x"]["ratio"] == pytest.approx(c["ratio"])
     assert r2.summaries["taxi"]["cost_per_request"] == pytest.approx(2 * s["taxi"]["cost_per_request"])
     assert np.isfinite(c["ratio"])
+
+
+def test_busy_and_idle_cost_by_hand():
+    c = cost_summary(_small_run(), price_per_hour=3.6)  # 6 s of run, 3 s of steps
+    assert c["cost_busy"] == pytest.approx(0.003) and c["cost_idle"] == pytest.approx(0.003)
+    assert c["cost_busy"] + c["cost_idle"] == pytest.approx(c["cost_total"])
+    assert c["cost_per_request_busy"] == pytest.approx(0.001)
+    assert c["cost_per_1m_tokens_busy"] == pytest.approx(0.003 / 6 * 1e6)
+
+
+def test_busy_cost_measures_the_work_idle_cost_the_traffic():
+    # The same requests, served one at a time, arriving ten times further apart: the bill grows
+    # with the idle time; what the work itself costs does not move.
+    from batchsim import Fixed, Poisson, make_workload
+
+    costs = {}
+    for rate in (5.0, 0.5):
+        wl = make_workload(Poisson(rate), Fixed(64), Fixed(8), n=200, seed=3)
+        costs[rate] = cost_summary(summarize(simulate(wl, make_policy("taxi"), ConstantStepTime(0.01))), 3.6)
+    busy, quiet = costs[5.0], costs[0.5]
+    assert quiet["cost_per_1m_tokens"] > 5 * busy["cost_per_1m_tokens"]
+    assert quiet["cost_per_1m_tokens_busy"] == pytest.approx(busy["cost_per_1m_tokens_busy"], rel=1e-9)
+    assert quiet["cost_idle"] > 5 * busy["cost_idle"]

@@ -1,6 +1,6 @@
 """The course's lessons say what the package computes, and point at files that exist.
 
-Every number and figure in ``course/lessons``, ``course/teacher-notes.md`` and
+Every number and figure in ``course/lessons``, ``course/teacher/notes.md`` and
 ``course/gpu-lab.md`` comes from ``scripts/make_course_figures.py``. Here the
 script runs in check mode: it recomputes everything (figures into a temporary
 folder) and fails if the committed Markdown differs, so a change in the package
@@ -36,9 +36,11 @@ def test_course_numbers_and_figures_are_what_the_package_produces(azure_trace, t
 
 
 def test_every_template_placeholder_is_filled_and_every_link_exists():
-    generated = [COURSE / "teacher-notes.md", COURSE / "gpu-lab.md", *sorted((COURSE / "lessons").glob("*.md"))]
+    generated = [COURSE / "teacher" / "notes.md", COURSE / "gpu-lab.md", *sorted((COURSE / "lessons").glob("*.md"))]
     assert len(generated) == 10
-    for md in generated + [COURSE / "README.md", COURSE / "labs" / "README.md"]:
+    hand_written = [COURSE / "README.md", COURSE / "labs" / "README.md", COURSE / "teacher" / "README.md",
+                    COURSE / "teacher" / "rubrics.md"]
+    for md in generated + hand_written:
         text = md.read_text()
         assert "{{" not in text, md
         for target in re.findall(r"\]\(([^)#]+)\)", text):
@@ -64,7 +66,7 @@ def test_syllabus_covers_every_notebook_and_lab():
 def test_teacher_notes_answer_every_notebooks_questions():
     import nbformat
 
-    notes = (COURSE / "teacher-notes.md").read_text()
+    notes = (COURSE / "teacher" / "notes.md").read_text()
     for nb_path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
         questions = re.findall(r"^(\d+)\. ", nb.cells[-1].source, flags=re.M)
@@ -72,3 +74,37 @@ def test_teacher_notes_answer_every_notebooks_questions():
         section = notes.split(f"## Answers: notebook {n} ")[1].split("\n## ")[0]
         answers = re.findall(r"^(\d+)\. ", section, flags=re.M)
         assert questions == answers, f"notebook {n}: questions {questions}, answers {answers}"
+
+
+def _student_material() -> list[Path]:
+    """What a student is handed: the notebooks, the labs and their checks, the lessons (and their
+    templates, from which the lessons are written), and the GPU lab guide."""
+    files = sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "notebooks" / "build.py"]
+    files += sorted((COURSE / "labs").iterdir()) + sorted((COURSE / "lessons").glob("*.md"))
+    files += sorted((COURSE / "src" / "lessons").glob("*.md")) + [COURSE / "gpu-lab.md", COURSE / "src" / "gpu-lab.md"]
+    return [f for f in files if f.is_file()]
+
+
+def test_student_material_points_nowhere_into_the_teachers_edition():
+    pointers = re.compile(r"teacher/|teacher-notes|teacher's edition|solutions|rubric", re.I)
+    files = _student_material()
+    assert len(files) > 25
+    for f in files:
+        text = f.read_text()
+        if f.name == "build.py":  # the generator's own docstring explains the rule; the notebooks it writes are checked
+            text = text.split('"""', 2)[2]
+        hits = sorted(set(m.group(0) for m in pointers.finditer(text)))
+        assert not hits, f"{f.relative_to(ROOT)} points at the answers: {hits}"
+
+
+def test_the_teachers_edition_holds_notes_solutions_and_rubrics():
+    teacher = COURSE / "teacher"
+    assert (teacher / "notes.md").is_file() and (teacher / "rubrics.md").is_file()
+    assert sorted(p.name for p in (teacher / "solutions").glob("lab*.py")) == sorted(
+        p.name for p in (COURSE / "labs").glob("lab*.py"))
+    rubrics = (teacher / "rubrics.md").read_text()
+    for part in ("Lab 4, Part C", "Lesson 8"):
+        section = rubrics.split(f"## {part}")[1].split("\n## ")[0]
+        # A rubric: criteria, each with levels a grader can tell apart.
+        assert section.count("|") > 20 and "excellent" in section.lower() and "missing" in section.lower(), part
+    assert not (COURSE / "solutions").exists() and not (COURSE / "teacher-notes.md").exists()

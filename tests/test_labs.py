@@ -2,7 +2,7 @@
 
 ``pytest course/labs -k labN`` is how a student checks lab N; CI's ``pytest`` runs
 only ``tests/``, so this test runs the lab checks in a subprocess twice: against
-``course/solutions/`` (every check must pass) and against the student files as
+the teacher's edition's ``course/teacher/solutions/`` (every check must pass) and against the student files as
 shipped (every check must fail: a check that passes on an empty lab checks nothing).
 """
 
@@ -15,14 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "course" / "labs"
-SOLUTIONS = ROOT / "course" / "solutions"
+SOLUTIONS = ROOT / "course" / "teacher" / "solutions"
 LAB_FILES = sorted(p.name for p in LABS.glob("lab*.py"))
 
 
 def _pytest(env_extra: dict) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "BATCHSIM_LAB_SOLUTIONS"}
+    env = {k: v for k, v in os.environ.items() if k != "BATCHSIM_LABS"}
     env.update(MPLBACKEND="Agg", **env_extra)
     proc = subprocess.run([sys.executable, "-m", "pytest", str(LABS), "-q", "-p", "no:cacheprovider"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -50,7 +52,7 @@ def test_every_lab_has_a_solution_a_check_and_gaps():
 
 
 def test_solutions_pass_every_lab_check():
-    rc, out = _pytest({"BATCHSIM_LAB_SOLUTIONS": "1"})
+    rc, out = _pytest({"BATCHSIM_LABS": str(SOLUTIONS)})
     assert rc == 0, out[-3000:]
     c = _counts(out)
     assert c.get("passed", 0) >= 20 and not c.get("failed") and not c.get("skipped"), out[-1000:]
@@ -61,3 +63,33 @@ def test_untouched_student_files_fail_every_check():
     assert rc == 1, out[-3000:]
     c = _counts(out)
     assert c.get("failed", 0) >= 20 and not c.get("passed"), out[-2000:]
+
+
+def test_lab4_solution_agrees_with_realruns_own_fit():
+    # The lab's fit is the one realrun profile uses; checked here, on the teacher's side, so the
+    # student's check does not name the package's implementation as its oracle.
+    pytest.importorskip("torch")
+    import importlib.util
+
+    import numpy as np
+
+    from realrun.profile import ProfilePoint, fit_linear
+
+    spec = importlib.util.spec_from_file_location("_lab4_solution", SOLUTIONS / "lab4_calibrate.py")
+    sol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sol)
+    spec = importlib.util.spec_from_file_location("_lab4_checks", LABS / "test_lab4.py")
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    p, d, k, t = checks._profile(np.random.default_rng(2))
+    ref = fit_linear([ProfilePoint("x", int(a), int(b), float(c), float(s), 0.0) for a, b, c, s in zip(p, d, k, t)])
+    mine = sol.fit(p, d, k, t)
+    assert np.allclose(mine.times(p, d, k), ref.times(p, d, k), rtol=0.05)
+
+
+def test_student_labs_name_no_reference_implementation():
+    # A check whose oracle is the package's own class tells the student where to copy from.
+    for path in sorted(LABS.glob("*.py")):
+        text = path.read_text()
+        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.profile", "solutions"):
+            assert name not in text, f"{path.name} names {name}"

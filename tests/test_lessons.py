@@ -233,3 +233,36 @@ def test_predicted_vs_measured_on_the_tiny_real_model():
 def test_predicted_vs_measured_names_a_bad_policy_before_loading_anything():
     with pytest.raises(ConfigError, match="policy must be one of"):
         lessons.predicted_vs_measured(policy="rickshaw")
+
+
+def test_prefill_is_compute_bound_from_the_start_and_decode_is_not():
+    s, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=2048)
+    gpu, model = DEFAULT_CATALOG.gpu("A100-80GB"), DEFAULT_CATALOG.model("llama-3-8b")
+    assert s["bound"] == "memory" and s["prefill_bound"] == "compute"
+    # 2 FLOPs per weight per prompt token at 60 % of peak, plus attention: within 15 %.
+    by_hand = 2 * model.params * 2048 / (gpu.tflops * 1e12 * 0.6)
+    assert s["prefill_ms"] / 1e3 == pytest.approx(by_hand, rel=0.15)
+    # One prefill of 2,048 tokens computes ~ as many tokens per second as a decode batch at the knee.
+    assert s["prefill_tokens_per_s"] > 50 * s["tokens_per_s"]
+    # The prefill's knee is the GPU's ridge, the same as decode's with no context.
+    assert s["prefill_knee"] == pytest.approx(s["knee_no_context"], rel=0.1)
+    short, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=16)
+    assert short["prefill_bound"] == "memory"
+
+
+def test_a_long_prompt_stalls_everyone_unless_chunked():
+    s, fig = lessons.prefill_stall(prompt_tokens=8192, running=16, chunk_tokens=512, output_tokens=200)
+    whole, chunked = s["modes"]["whole prompt"], s["modes"]["chunks of 512"]
+    # Whole: the running requests' worst gap is the prefill itself (one step holds all of it).
+    assert whole["stall_steps"] == 1 and chunked["stall_steps"] == 16
+    assert whole["worst_gap_ms"] == pytest.approx(s["whole_prefill_ms"] + s["decode_ms"], rel=0.15)
+    # Chunked: the worst gap is one decode step plus one chunk's prefill, a tenth of the stall.
+    assert chunked["worst_gap_ms"] < whole["worst_gap_ms"] / 8
+    assert chunked["worst_gap_ms"] > s["decode_ms"]
+    # The price: the newcomer's own first token comes a little later.
+    assert whole["long_ttft_ms"] <= chunked["long_ttft_ms"] < 1.3 * whole["long_ttft_ms"]
+    smaller, _ = lessons.prefill_stall(prompt_tokens=8192, running=16, chunk_tokens=256, output_tokens=200)
+    assert smaller["modes"]["chunks of 256"]["worst_gap_ms"] < chunked["worst_gap_ms"]
+    assert isinstance(fig, Figure)
+    with pytest.raises(ConfigError, match="chunk_tokens"):
+        lessons.prefill_stall(chunk_tokens=0)

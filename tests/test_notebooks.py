@@ -1,9 +1,11 @@
 """The notebooks run top to bottom, small, and are exactly what ``notebooks/build.py`` writes.
 
 Each notebook has one cell tagged ``parameters``; the test injects a cell right
-after it that makes the run small (as papermill does), executes the notebook with
-nbclient in a real kernel, and checks that no cell failed, that the lesson's
-figure was drawn and that the slider panel was displayed. Committed notebooks
+after it that makes the run small (as papermill does), and one at the end that
+reports what the slider panel drew; it executes the notebook with nbclient in a
+real kernel, and checks that no cell failed, that the slider panel was displayed
+and drew the lesson's figure once (notebook 7's panel waits for its Run button,
+so there the figure is the one its first cell draws). Committed notebooks
 carry no outputs, and must equal the generator's output, so the eight stay
 consistent.
 """
@@ -96,21 +98,39 @@ def test_notebook_runs_top_to_bottom_small(name):
     from nbclient import NotebookClient
 
     nb = _small(nbformat.read(NB_DIR / name, as_version=4), SMALL[name])
-    env_backend = os.environ.get("MPLBACKEND")
+    report = nbformat.v4.new_code_cell(
+        "# injected by tests/test_notebooks.py\n"
+        "print('panel drew', None if panel.result is None else widgets.png_size(panel.image.value))\n"
+        "print('panel table', bool(panel.table.value) and len(panel.table.value))")
+    nb.cells.append(report)
+    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONPATH")}
     os.environ["MPLBACKEND"] = "Agg"  # the kernel inherits it; %matplotlib inline still shows figures
+    # The kernel imports this checkout's package, whatever else is installed.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else []))
     t0 = time.monotonic()
     try:
         NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}}).execute()
     finally:
-        if env_backend is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = env_backend
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     elapsed = time.monotonic() - t0
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs), "the lesson's figure was not shown"
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), "no slider panel"
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "policy" in printed or "theory" in printed or "step" in printed, printed[:500]
+    drew = "".join(o.get("text", "") for o in report.outputs)
+    figures = sum("image/png" in o.get("data", {}) for o in outputs)
+    if name.startswith("07"):
+        assert figures == 1 and "panel drew None" in drew, (figures, drew)
+        assert "predicted" in printed and "measured" in printed, printed[:500]
+    else:
+        # The panel drew its figure, and nothing drew it a second time on the page.
+        w, h = ast.literal_eval(drew.split("panel drew", 1)[1].split("\n")[0].strip())
+        assert w > 300 and h > 200, drew
+        assert figures == 0, f"{name}: {figures} static figures besides the panel's"
+        table = int(drew.split("panel table", 1)[1].split()[0].replace("False", "0"))
+        assert table > 100, drew
     assert elapsed < 60, f"{name} took {elapsed:.0f} s with CI parameters"

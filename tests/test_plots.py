@@ -103,7 +103,7 @@ def test_figures_for_report_picks_by_scenario(tmp_path):
     assert all(_png_ok(p) for p in paths)
     rep = get_scenario("batch-size-sweep").run(build_parser().parse_args(["run", "batch-size-sweep", "--requests", "40"]))
     paths = plots.figures_for_report(rep, tmp_path / "sweep")
-    assert [p.name for p in paths] == ["tradeoff.png", "roofline.png", "cost.png"]
+    assert [p.name for p in paths] == ["batch_sweep.png", "roofline.png", "cost.png"]
 
 
 def test_sweep_command_parallel_equals_serial_and_writes_the_tradeoff(tmp_path, capsys):
@@ -139,3 +139,48 @@ def test_sweep_bad_input_exits_2_with_one_line(spec, field, capsys):
     assert main(["sweep", spec, "--requests", "10", "--no-plots", "--jobs", "1"]) == 2
     err = capsys.readouterr().err
     assert field in err and len(err.strip().splitlines()) == 1
+
+
+def test_timelines_of_one_scenario_share_their_time_axis():
+    rep = get_scenario("taxi-vs-bus").run(build_parser().parse_args(["run", "taxi-vs-bus", "--requests", "60"]))
+    fig = plots.timeline_figure(rep.results)
+    axes = [ax for ax in fig.axes if ax.get_ylabel() == "request"]
+    assert len(axes) == 4
+    spans = {tuple(np.round(ax.get_xlim(), 9)) for ax in axes}
+    assert len(spans) == 1, spans
+    lo, hi = spans.pop()
+    # The shared range covers the slowest run (the taxi), not only the fastest.
+    finish = max(float(np.nanmax(r.records.finish[:40])) for r in rep.results.values())
+    assert hi >= finish and lo <= min(float(r.records.arrival[0]) for r in rep.results.values())
+    titles = [ax.get_title(loc="left") for ax in axes]
+    assert "one colour per batch" in titles[1] and "never stops" in titles[3]
+
+
+def test_batch_sweep_figure_shows_the_u_and_the_arrival_rate():
+    rep = get_scenario("batch-size-sweep").run(build_parser().parse_args(["run", "batch-size-sweep", "--requests", "200"]))
+    fig = plots.batch_sweep_figure(rep)
+    left, right = fig.axes[:2]
+    p99 = left.get_lines()[0].get_ydata()
+    assert p99.argmin() not in (0, len(p99) - 1)  # falls, then rises: the U
+    assert any(abs(ln.get_ydata()[0] - 4.0) < 1e-9 for ln in right.get_lines() if len(set(ln.get_ydata())) == 1)
+
+
+def test_cost_figure_splits_busy_from_idle():
+    rep = get_scenario("chat-vs-offline").run(build_parser().parse_args(["run", "chat-vs-offline", "--requests", "60"]))
+    fig = plots.cost_figure(rep.summaries)
+    ax = fig.axes[0]
+    n = len(rep.summaries)
+    heights = [p.get_height() for p in ax.patches]
+    busy, idle = heights[:n], heights[n:2 * n]
+    for (k, s), b, i in zip(rep.summaries.items(), busy, idle):
+        assert b + i == pytest.approx(s["cost_per_request"]), k
+        assert b == pytest.approx(s["cost_per_request_busy"]), k
+
+
+def test_log_axes_never_label_a_tick_0():
+    assert plots._plain(0.0001) == "0.0001" and plots._plain(0.5) == "0.5" and plots._plain(2000) == "2,000"
+    rep = get_scenario("azure-conv").run(build_parser().parse_args(["run", "azure-conv", "--duration", "20"]))
+    fig = plots.latency_cdf_figure(rep.results)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert labels and "0" not in labels, labels

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from batchsim.cli import build_parser, main
@@ -170,23 +171,58 @@ def test_chat_vs_offline_notes_and_batches():
     assert any(n.startswith("price of latency") for n in r.notes)
 
 
-def test_batch_size_sweep_finds_the_largest_batch_meeting_the_slo():
-    r = run("batch-size-sweep", "--requests", "120")
+def test_batch_size_sweep_at_one_rate_finds_the_largest_batch_meeting_the_slo():
+    r = run("batch-size-sweep", "--requests", "300")
     sw = r.config["sweep"]
     s = list(r.summaries.values())
-    tput = [x["output_throughput"] for x in s]
-    assert tput[-1] > 5 * tput[0]
+    # One workload for every size: same count, same arrivals.
+    assert {x["arrived"] for x in s} == {300}
+    arrivals = {tuple(res.records.arrival) for res in r.results.values()}
+    assert len(arrivals) == 1
+    rate, cap = sw["rate"], sw["capacity"]
+    tput = [x["request_throughput"] for x in s]
+    for c, t in zip(cap, tput):
+        if c < 0.9 * rate:
+            assert t == pytest.approx(c, rel=0.15)  # a bus too small serves what it can carry
+        elif c > 1.5 * rate:
+            assert t == pytest.approx(rate, rel=0.15)  # a big enough bus serves the traffic
+    p99 = [x["p99_e2e"] for x in s]
+    low = int(np.argmin(p99))
+    assert 0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]  # the U: drowns, then waits to fill
     meets = [b for b, x in zip(sw["values"], s) if x["p99_e2e"] <= sw["slo"]]
     assert sw["best"] == max(meets)
-    r2 = run("batch-size-sweep", "--requests", "120", "--slo-e2e", "1000")
+    r2 = run("batch-size-sweep", "--requests", "300", "--slo-e2e", "1000")
     assert r2.config["sweep"]["best"] == 128
 
 
-def test_azure_conv_synthetic_and_replay(azure_trace):
+def test_azure_conv_replays_the_trace_when_it_is_present(azure_trace, monkeypatch):
+    from batchsim.core.traces import read_trace
+
+    monkeypatch.setenv("BATCHSIM_TRACES", str(azure_trace.parent))
+    rep = run("azure-conv", "--duration", "30")
+    assert rep.config["traffic"] == {"source": "trace", "path": str(azure_trace)}
+    assert str(azure_trace) in rep.notes[0] and "synthetic" in rep.notes[0]  # says how to get the other
+    tr = read_trace(azure_trace)
+    r = rep.results["continuous"].records
+    expected = tr.arrival_s[tr.arrival_s < 30.0]
+    assert len(r) == len(expected)
+    assert list(r.prompt_tokens[:20]) == list(tr.prompt_tokens[:20])  # the file's own token counts
+
+
+def test_azure_conv_says_when_it_uses_the_synthetic_fit(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys.modules["batchsim.teach.lessons.real_day"], "find_trace", lambda *a, **k: None)
     syn = run("azure-conv", "--duration", "30")
-    assert "synthetic" in syn.notes[0]
+    assert syn.config["traffic"]["source"] == "synthetic fit"
+    assert "synthetic" in syn.notes[0] and "not found" in syn.notes[0]
+    chosen = run("azure-conv", "--duration", "30", "--arrival", "gamma:1.1")
+    assert chosen.config["traffic"]["source"] == "synthetic fit" and "--arrival given" in chosen.notes[0]
+
+
+def test_azure_conv_replays_a_trace_given_with_the_flag(azure_trace):
     rep = run("azure-conv", "--trace", str(azure_trace), "--requests", "100")
-    assert rep.summaries["continuous"]["completed"] == 100 and "replaying" in rep.notes[0]
+    assert rep.summaries["continuous"]["completed"] == 100 and rep.config["traffic"]["source"] == "trace"
 
 
 def test_same_seed_same_table_and_json_shape(capsys):

@@ -29,6 +29,7 @@ SMALL = {
     "theory_vs_simulation": {"requests": 200, "replications": 3},
     "real_day": {"minutes": 0.5, "trace": "synthetic"},
     "predicted_vs_measured": {"requests": 6, "repeats": 2, "max_batch": 4},
+    "prefill_stall": {"output_tokens": 120},
 }
 
 
@@ -152,3 +153,16 @@ def test_measured_panel_waits_for_the_button_then_runs_the_real_model():
     panel.run_button.click()
     assert panel.calls == 2 and panel.result[0]["policy"] == "continuous"
     assert panel.image.value != first
+
+
+def test_prefill_stall_panel_chunks_shorten_the_stall():
+    panel = widgets.prefill_stall_ui(**SMALL["prefill_stall"])
+    before, after = _changed(panel, chunk_tokens=2048)
+    assert after["modes"]["chunks of 2048"]["worst_gap_ms"] > before["modes"]["chunks of 512"]["worst_gap_ms"]
+    _same_as_direct_call(panel)
+
+
+def test_roofline_panel_has_a_prefill_slider():
+    panel = widgets.roofline_ui(**SMALL["roofline"])
+    before, after = _changed(panel, prompt=4096)
+    assert after["prefill_ms"] > 4 * before["prefill_ms"]

@@ -32,6 +32,7 @@ _EXTERNAL = {
     "theory": ("batchsim.cli.theory", "simulation against queueing theory, side by side"),
     "roofline": ("batchsim.cli.roofline", "step time and tokens/s vs batch size on a GPU: why batching works"),
     "sweep": ("batchsim.cli.sweep", "vary one knob (max_batch=1,2,4,...) and plot the throughput-latency trade-off"),
+    "doctor": ("batchsim.cli.doctor", "is this machine ready for class? notebooks, widgets, plotting, the trace"),
 }
 
 

@@ -9,6 +9,17 @@ Names follow vLLM's serving benchmark so figures can be compared with it:
   For padded batches (taxi, static, dynamic) that token exists at the end of the
   batch's prefill even though, as with ``generate()``, it is delivered only when
   the batch ends; TTFT is when it was produced.
+- TTFT delivered (``mean_ttft_delivered``, ``p50_``, ``p90_``, ``p99_ttft_delivered``):
+  arrival to the first token reaching the user. A streaming server delivers each
+  token as it is produced, so it equals TTFT; a server that returns whole answers
+  (padded batches, like ``generate()``) delivers at the request's finish. By default
+  padded policies do not stream and continuous batching does (as vLLM's server
+  does); ``summarize(..., streaming=True/False)`` says otherwise. The SLO's TTFT is
+  checked on the delivered one: it is what the user waits for. Tables say which
+  one they show (``table_notes``).
+- mean_step_time: busy time over steps, the length of one forward pass. A padded
+  batch's TPOT is far above it, because a row's tokens are spread over the wait
+  for the batch's longest answer.
 - TPOT (time per output token): (finish - first token) / (tokens - 1), per request,
   over requests with more than one token. It includes any wait for a padded
   batch's longest row, because the request is delivered only then.
@@ -25,6 +36,7 @@ conservation check ``arrived == completed + rejected`` asserted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +44,8 @@ import numpy as np
 from .errors import check_positive
 from .records import SimResult
 
-__all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS"]
+__all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS", "streams_by_default", "table_notes",
+           "TTFT_NOTE"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +76,24 @@ def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
     return {f"mean_{name}": float(v.mean()), f"p50_{name}": float(p50), f"p90_{name}": float(p90), f"p99_{name}": float(p99)}
 
 
-def summarize(result: SimResult, slo: SLO | None = None) -> dict:
+def streams_by_default(policy: str) -> bool:
+    """Whether a policy's server streams tokens unless told otherwise: padded batches (every subclass
+    of ``PaddedBatchPolicy``) return whole answers, as ``generate()`` does.
+
+    ``policy`` is how a ``SimResult`` names it: its ``describe()`` ("Static(max_batch=16)", or an
+    object's default repr), or its short ``name`` ("static")."""
+    from .policies import PaddedBatchPolicy
+
+    padded, todo = set(), [PaddedBatchPolicy]
+    while todo:
+        cls = todo.pop()
+        padded.update((cls.__name__, cls.name))
+        todo.extend(cls.__subclasses__())
+    m = re.search(r"(\w+) object at ", policy) or re.match(r"\s*(\w+)", policy)
+    return not (m and m.group(1) in padded)
+
+
+def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
     r = result.records
     done = r.completed_mask
     rejected = r.rejected_mask
@@ -76,6 +106,8 @@ def summarize(result: SimResult, slo: SLO | None = None) -> dict:
     makespan = result.makespan
     out_tokens = int(r.tokens[done].sum())
     ttft = (r.first_token - r.arrival)[done]
+    streams = streams_by_default(result.policy) if streaming is None else bool(streaming)
+    ttft_delivered = ttft if streams else (r.finish - r.arrival)[done]
     e2e = (r.finish - r.arrival)[done]
     wait = (r.start - r.arrival)[done]
     multi = done & (r.tokens > 1)
@@ -102,6 +134,8 @@ def summarize(result: SimResult, slo: SLO | None = None) -> dict:
         "total_output_tokens": out_tokens,
     }
     s.update(latency_stats("ttft", ttft))
+    s.update(latency_stats("ttft_delivered", ttft_delivered))
+    s["streaming"] = streams
     s.update(latency_stats("tpot", tpot))
     s["mean_itl"] = gap_time / gaps if gaps else None
     itl_max = r.itl_max[done]
@@ -112,6 +146,7 @@ def summarize(result: SimResult, slo: SLO | None = None) -> dict:
     s.update({
         "busy_fraction": busy / makespan if makespan > 0 else 0.0,
         "steps": total_reps,
+        "mean_step_time": busy / total_reps if total_reps else None,
         "mean_batch_size": float((sizes * reps).sum() / total_reps) if total_reps else 0.0,
         "max_batch_size": int(sizes.max()) if len(sizes) else 0,
         "batch_size_hist": hist,
@@ -123,7 +158,7 @@ def summarize(result: SimResult, slo: SLO | None = None) -> dict:
     if slo is not None and slo.any:
         ok = np.ones(completed, dtype=bool)
         if slo.ttft is not None:
-            ok &= ttft <= slo.ttft
+            ok &= ttft_delivered <= slo.ttft
         if slo.e2e is not None:
             ok &= e2e <= slo.e2e
         if slo.tpot is not None:
@@ -168,20 +203,51 @@ _COLUMNS = {
     "padded_row_fraction": ("padded", "{:.0%}", 1),
     "kv_peak_gb": ("KV peak GB", "{:.1f}", 1),
     "max_batch_size": ("max batch", "{:.0f}", 1),
+    "mean_ttft_delivered": ("TTFT dlv ms", "{:.0f}", 1e3),
+    "p99_ttft_delivered": ("p99 TTFT dlv ms", "{:.0f}", 1e3),
+    "mean_step_time": ("step ms", "{:.1f}", 1e3),
+    "cost_per_request_busy": ("busy $/req", "{:.5f}", 1),
+    "cost_per_1m_tokens_busy": ("busy $/1M", "{:.2f}", 1),
 }
+
+#: What a table's TTFT columns mean; ``table_notes`` adds it under any table that shows one.
+TTFT_NOTE = ("TTFT = first token produced; TTFT dlv = first token delivered to the user (padded batches, like "
+             "generate(), deliver when the batch ends; a streaming server as soon as it is produced)")
+
+# A column in ms whose values reach this many ms is shown in seconds instead: a TTFT of 678880 ms
+# is read more easily as 678.9 s.
+_TO_SECONDS_MS = 100_000
+
+
+def _SIGNIFICANT(x: float) -> str:
+    """Three significant figures without an exponent: 0.0324, 3.26, 188, 6,790."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def table_notes(keys) -> list[str]:
+    """The lines that say what a table's columns mean (today: which TTFT it shows)."""
+    return [TTFT_NOTE] if any("ttft" in k for k in keys) else []
 
 
 def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMMARY_KEYS) -> str:
     """A fixed-width table: one line per labelled summary, one column per key."""
     keys = [k for k in keys if any(k in s for s in rows.values())]
-    heads = ["policy"] + [_COLUMNS.get(k, (k, "{}", 1))[0] for k in keys]
+    columns = {}
+    for k in keys:
+        head, fmt, scale = _COLUMNS.get(k, (k, "{}", 1))
+        top = max((abs(s[k]) for s in rows.values() if isinstance(s.get(k), (int, float))), default=0.0)
+        if scale == 1e3 and head.endswith(" ms") and top * 1e3 >= _TO_SECONDS_MS:
+            head, fmt, scale = head[:-3] + " s", _SIGNIFICANT, 1
+        columns[k] = (head, fmt, scale)
+    heads = ["policy"] + [columns[k][0] for k in keys]
     body = []
     for label, s in rows.items():
         line = [label]
         for k in keys:
-            head, fmt, scale = _COLUMNS.get(k, (k, "{}", 1))
+            head, fmt, scale = columns[k]
             v = s.get(k)
-            line.append("-" if v is None else fmt.format(v * scale if scale != 1 else v))
+            x = v * scale if scale != 1 and v is not None else v
+            line.append("-" if v is None else fmt(x) if callable(fmt) else fmt.format(x))
         body.append(line)
     widths = [max(len(str(r[i])) for r in [heads] + body) for i in range(len(heads))]
     fmt_line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731

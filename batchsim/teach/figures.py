@@ -17,10 +17,12 @@ __all__ = ["POLICY_COLORS", "draw_timeline", "draw_cdf", "draw_step_series", "t_
 POLICY_COLORS = {"taxi": "#e8a317", "static": "#1f77b4", "dynamic": "#2ca02c", "continuous": "#9467bd"}
 
 
-def draw_timeline(ax, records: Records, first: int = 40, title: str = "") -> None:
+def draw_timeline(ax, records: Records, first: int = 40, title: str = "", one_bus: bool = False) -> None:
     """The bus timeline: one line per request (first ``first`` of them), grey while it waits at the
     stop, coloured while it rides; requests that boarded together share a colour, and the dot marks
-    its first token. A padded batch shows as a block of lines that start and end together."""
+    its first token. A padded batch shows as a block of lines that start and end together.
+    ``one_bus``: continuous batching has no batches to tell apart (one bus that never stops), so
+    every ride gets one colour."""
     n = min(first, len(records))
     arrival, start, finish, ftok = (records.arrival[:n], records.start[:n], records.finish[:n], records.first_token[:n])
     # Requests that started in the same step rode the same bus: colour by boarding time.
@@ -30,7 +32,8 @@ def draw_timeline(ax, records: Records, first: int = 40, title: str = "") -> Non
         ax.hlines(i, arrival[i], start[i] if np.isfinite(start[i]) else arrival[i], color="0.75", lw=2)
         if np.isfinite(start[i]):
             k = int(np.searchsorted(boarded, start[i]))
-            ax.hlines(i, start[i], finish[i], color=cmap[k % len(cmap)], lw=2.5)
+            ax.hlines(i, start[i], finish[i], color=POLICY_COLORS["continuous"] if one_bus else cmap[k % len(cmap)],
+                      lw=2.5)
             ax.plot(ftok[i], i, "k.", ms=3)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")

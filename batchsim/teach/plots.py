@@ -7,9 +7,11 @@ global state behind; ``save(fig, path)`` writes it as a PNG.
 - ``tradeoff_figure``: throughput against p99 latency across batch sizes (or any knob).
 - ``latency_cdf_figure``: the distribution of E2E (or TTFT) latency, one curve per policy.
 - ``timeline_figure``: the bus timeline, a Gantt chart: each request waits at the stop
-  (thin line), rides (thick bar, one colour per batch) and gets off.
+  (thin line), rides (thick bar: one colour per padded batch; one colour for continuous
+  batching, whose bus never stops) and gets off. All runs share one time axis.
+- ``batch_sweep_figure``: a batch-size sweep at one arrival rate, latency and throughput.
 - ``batch_kv_figure``: batch size and KV memory in use over time, with the budget.
-- ``cost_figure``: dollars per request (and per million output tokens) per policy.
+- ``cost_figure``: dollars per request (and per million output tokens) per policy, busy and idle.
 - ``roofline_figure``: step time and tokens/s against decode batch size, with the knee.
 
 ``figures_for_report(report, out_dir)`` picks the figures that tell a scenario's story.
@@ -23,10 +25,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter, ScalarFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 __all__ = [
-    "tradeoff_figure", "sweep_figure", "latency_cdf_figure", "timeline_figure", "batch_kv_figure", "cost_figure",
+    "tradeoff_figure", "sweep_figure", "batch_sweep_figure", "latency_cdf_figure", "timeline_figure", "batch_kv_figure", "cost_figure",
     "roofline_figure", "figures_for_report", "save",
 ]
 
@@ -39,10 +41,15 @@ def _figure(w: float, h: float) -> Figure:
     return fig
 
 
+def _plain(x: float, _pos=None) -> str:
+    """A tick label as prose writes the number: 0.001, 0.5, 20, 1,000 (never "0" for 0.0001)."""
+    return f"{x:,.0f}" if x >= 1 else f"{x:.{max(0, -int(np.floor(np.log10(x))))}f}" if x > 0 else "0"
+
+
 def _log_x(ax) -> None:
-    """A log x axis with plain numbers (2, 5, 10, 20) rather than 2x10^0."""
+    """A log x axis with plain numbers (0.01, 2, 5, 10, 20) rather than 2x10^0."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(_plain))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
@@ -114,7 +121,7 @@ def sweep_figure(summaries: dict[str, dict], policies: list[str], knob: str, lat
 
 def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> Figure:
     """Empirical CDFs of a latency (e2e, ttft or queue wait), one curve per run."""
-    fig = _figure(7, 4.5)
+    fig = _figure(8.5, 4.5)
     ax = fig.add_subplot()
     lo = np.inf
     for i, (label, res) in enumerate(results.items()):
@@ -136,45 +143,69 @@ def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> F
     ax.set_ylabel("share of requests")
     ax.set_title(title or f"{names[metric]}: further left is better, the tail is what users remember")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    # Beside the axes, not on them: with several runs a legend inside covers the curves' tails.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
 
 
 # --- the bus timeline -------------------------------------------------------------------------
 
-def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> None:
+def _streams(res) -> bool:
+    from ..core.metrics import streams_by_default
+
+    return streams_by_default(res.policy)
+
+
+def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> tuple[float, float] | None:
+    """One run's Gantt chart on ``ax``; returns its time span (None when nothing finished)."""
     r = res.records
     n = len(r)
     ids = np.arange(first, min(n, first + max_requests))
     ids = ids[~np.isnan(r.finish[ids])]
     if not len(ids):
         ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center")
-        return
-    # A batch is the set of requests that boarded at the same instant (padded policies board together).
-    _, batch_of = np.unique(np.round(r.start[ids], 9), return_inverse=True)
+        return None
     rows = np.arange(len(ids))
     wait = np.stack([np.column_stack([r.arrival[ids], rows]), np.column_stack([r.start[ids], rows])], axis=1)
     ride = np.stack([np.column_stack([r.start[ids], rows]), np.column_stack([r.finish[ids], rows])], axis=1)
+    if _streams(res):
+        # Continuous batching has no batches to tell apart: one bus that never stops, which each
+        # request boards at the next step and leaves when its own answer ends. One colour says so.
+        colors = [_COLORS[4]] * len(ids)
+    else:
+        # A padded batch is the set of requests that boarded at the same instant (and leave together).
+        _, batch_of = np.unique(np.round(r.start[ids], 9), return_inverse=True)
+        colors = [_COLORS[b % 10] for b in batch_of]
     ax.add_collection(LineCollection(wait, colors="0.6", linewidths=1))
-    ax.add_collection(LineCollection(ride, colors=[_COLORS[b % 10] for b in batch_of], linewidths=4, capstyle="butt"))
+    ax.add_collection(LineCollection(ride, colors=colors, linewidths=4, capstyle="butt"))
     ax.scatter(r.first_token[ids], rows, marker="|", color="k", s=30, zorder=3)
-    ax.set_xlim(float(r.arrival[ids].min()), float(r.finish[ids].max()) * 1.01)
     ax.set_ylim(len(ids) - 0.5, -0.5)
     ax.set_ylabel("request")
+    return float(r.arrival[ids].min()), float(r.finish[ids].max())
 
 
 def timeline_figure(results: dict, max_requests: int = 40, title: str = "") -> Figure:
-    """Gantt chart per run of the first ``max_requests`` requests: wait (grey), ride (colour = batch), first token (|)."""
+    """Gantt chart per run of the first ``max_requests`` requests: wait (grey), ride (colour), first token (|).
+
+    All runs share one time axis, so a run that takes twice as long looks twice as long."""
     k = min(len(results), 6)
-    fig = _figure(10, (2.4 if k <= 4 else 1.9) * k + 0.6)
-    axes = fig.subplots(k, 1, squeeze=False)[:, 0]
+    fig = _figure(10, (2.4 if k <= 4 else 1.9) * k + 0.8)
+    axes = fig.subplots(k, 1, squeeze=False, sharex=True)[:, 0]
+    spans = []
     for ax, (label, res) in zip(axes, list(results.items())[:k]):
-        _draw_timeline(ax, res, max_requests)
-        ax.set_title(label, fontsize=9, loc="left")
+        span = _draw_timeline(ax, res, max_requests)
+        if span is not None:
+            spans.append(span)
+        how = ("one colour: a bus that never stops, each leaves when done" if _streams(res)
+               else "one colour per batch: boarded together, delivered together")
+        ax.set_title(f"{label}  ({how})", fontsize=9, loc="left")
         ax.grid(alpha=0.3, axis="x")
+    if spans:
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+        axes[0].set_xlim(lo, lo + (hi - lo) * 1.01 + 1e-9)
     axes[-1].set_xlabel("time (s)")
     fig.suptitle(title or f"the bus timeline (first {max_requests} requests): grey = waiting at the stop, "
-                          "bar = riding (one colour per batch), | = first token", fontsize=10)
+                          "bar = riding, | = first token produced", fontsize=10)
     return fig
 
 
@@ -237,23 +268,79 @@ def batch_kv_figure(results: dict, title: str = "") -> Figure:
 # --- dollars ------------------------------------------------------------------------------------
 
 def cost_figure(summaries: dict[str, dict], title: str = "") -> Figure:
-    """$/request per run, annotated with $/1M output tokens."""
+    """$/request per run, split into busy time (running steps) and idle time (waiting for traffic).
+
+    Two runs' bills differ for two reasons: how well the GPU works (busy) and how much traffic
+    there is to work on (idle). The split keeps a quiet service from looking like a bad policy."""
     labels = [k for k, s in summaries.items() if s.get("cost_per_request") is not None]
-    fig = _figure(max(6, 1.2 * len(labels) + 2), 4.2)
+    fig = _figure(max(7, 1.3 * len(labels) + 2.5), 4.4)
     ax = fig.add_subplot()
     v = np.array([summaries[k]["cost_per_request"] for k in labels], dtype=float)
-    bars = ax.bar(range(len(labels)), v, color=[_COLORS[i % 10] for i in range(len(labels))])
-    for b, k in zip(bars, labels):
-        per_m = summaries[k].get("cost_per_1m_tokens")
-        ax.annotate(f"${b.get_height():.5f}\n${per_m:.2f}/1M tok" if per_m is not None else f"${b.get_height():.5f}",
-                    (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+    busy = np.array([summaries[k].get("cost_per_request_busy", summaries[k]["cost_per_request"]) for k in labels],
+                    dtype=float)
+    x = np.arange(len(labels))
+    colors = [_COLORS[i % 10] for i in range(len(labels))]
+    ax.bar(x, busy, color=colors, label="busy: running steps")
+    ax.bar(x, v - busy, bottom=busy, color=colors, alpha=0.3, hatch="//", edgecolor="0.5", label="idle: waiting for traffic")
+    for i, k in enumerate(labels):
+        s = summaries[k]
+        per_m, per_m_busy = s.get("cost_per_1m_tokens"), s.get("cost_per_1m_tokens_busy")
+        text = f"${v[i]:.5f}"
+        if per_m is not None:
+            text += f"\n${per_m:.2f}/1M tok"
+            if per_m_busy is not None:
+                text += f"\n(busy ${per_m_busy:.2f})"
+        ax.annotate(text, (i, v[i]), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("$ per request")
-    ax.set_ylim(0, (v.max() if len(v) else 1) * 1.3)
+    ax.set_ylim(0, (v.max() if len(v) else 1) * 1.45)
+    ax.legend(fontsize=8, loc="upper right")
     price = next((s.get("gpu_price_per_hour") for s in summaries.values() if s.get("gpu_price_per_hour") is not None), None)
-    ax.set_title(title or (f"what a request costs at ${price:.2f}/GPU-hour (idle time is paid too)" if price is not None
-                           else "what a request costs"))
+    ax.set_title(title or (f"what a request costs at ${price:.2f}/GPU-hour: busy and idle" if price is not None
+                           else "what a request costs"), fontsize=10)
     ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def batch_sweep_figure(report) -> Figure:
+    """A batch-size sweep at one arrival rate: latency and throughput against the seats on the bus.
+
+    Left, p50 and p99 end-to-end latency (log scale) with the SLO: a U, too small a bus drowns,
+    too big a bus waits to fill. Right, throughput with the arrival rate and each size's capacity:
+    it rises until the bus carries the traffic, then stays at the arrival rate."""
+    sw = report.config["sweep"]
+    b = np.array(sw["values"])
+    s = [report.summaries[k] for k in sw["labels"]]
+    fig = _figure(10, 4.2)
+    ax1, ax2 = fig.subplots(1, 2)
+    short = b[np.array(sw["capacity"]) < sw["rate"]]
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(b, [str(x) for x in b])
+        ax.set_xlabel("seats on the bus (batch size)")
+        ax.grid(alpha=0.3, which="both")
+        if len(short):
+            ax.axvspan(b.min() / 1.3, short.max() * 1.3, color="0.88", label="cannot keep up")
+    ax1.plot(b, [x["p99_e2e"] for x in s], "o-", color=_COLORS[3], label="p99")
+    ax1.plot(b, [x["p50_e2e"] for x in s], "s--", color=_COLORS[0], label="p50")
+    if sw.get("slo") is not None and sw["slo_metric"] == "p99_e2e":
+        ax1.axhline(sw["slo"], color="k", ls=":", lw=1, label=f"SLO {sw['slo']:g} s")
+    ax1.set_yscale("log")
+    ax1.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax1.set_ylabel("end-to-end latency (s)")
+    ax1.set_title("latency: too small drowns, too big waits to fill", fontsize=9)
+    ax1.legend(fontsize=8, loc="upper center")
+    ax2.plot(b, [x["request_throughput"] for x in s], "o-", color=_COLORS[2], label="served")
+    ax2.plot(b, sw["capacity"], "^:", color="0.4", label="what the bus can carry")
+    ax2.axhline(sw["rate"], color="k", ls="--", lw=1, label=f"arrivals: {sw['rate']:g}/s")
+    ax2.set_ylim(0, max(sw["capacity"]) * 1.1)
+    ax2.set_ylabel("requests per second")
+    ax2.set_title("throughput: capped by the bus, then by the traffic", fontsize=9)
+    ax2.legend(fontsize=8, loc="upper left")
+    best = sw.get("best")
+    fig.suptitle(f"{report.name}: {sw['policy']} batches at one arrival rate ({sw['rate']:g} req/s)"
+                 + (f"; the largest meeting the SLO: {best}" if best is not None else "; none meets the SLO"),
+                 fontsize=10)
     return fig
 
 
@@ -326,6 +413,8 @@ def figures_for_report(report, out_dir: str | Path) -> list[Path]:
             fig = batch_kv_figure(results)
         elif kind == "cost" and any(s.get("cost_per_request") is not None for s in summaries.values()):
             fig = cost_figure(summaries)
+        elif kind == "batch_sweep" and "sweep" in cfg:
+            fig = batch_sweep_figure(report)
         elif kind == "tradeoff":
             sw = cfg.get("sweep", {})
             metric = sw.get("slo_metric", "p99_e2e")

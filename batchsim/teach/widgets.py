@@ -1,7 +1,9 @@
 """Sliders for the notebooks: each lesson function behind a small control panel.
 
 A notebook cell says ``widgets.why_batch_ui()`` and gets a panel: sliders and
-dropdowns on top, the lesson's figure and table below. Moving a control calls
+dropdowns in a column on the left, the lesson's figure beside them at its natural
+size (one PNG pixel per screen pixel, so it is sharp and a 1366x768 laptop shows
+the controls and the whole figure at once), the table below. Moving a control calls
 the lesson function in ``batchsim.teach.lessons`` with the controls' values as its
 arguments and nothing else, then redraws. The figure is shown as a PNG in an
 ``ipywidgets.Image`` and the table as HTML, rather than through an ``Output``
@@ -28,12 +30,20 @@ from ..core.errors import ConfigError
 from ..core.policies import POLICY_NAMES
 
 __all__ = [
-    "LessonPanel", "figure_png", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui",
+    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui", "prefill_stall_ui",
     "theory_ui", "measured_ui", "real_day_ui", "PANELS",
 ]
 
 _STYLE = {"description_width": "initial"}
-_LAYOUT = W.Layout(width="420px")
+#: The controls' column. With it, the widest lesson figure (11 inches at 80 dpi = 880 px) still
+#: fits beside it on a 1366 px laptop screen, whose notebook page is about 1,330 px wide.
+CONTROLS_WIDTH = 380
+_LAYOUT = W.Layout(width=f"{CONTROLS_WIDTH - 10}px")
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels, read from a PNG's header."""
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
 def figure_png(fig: Figure, dpi: int = 80) -> bytes:
@@ -75,17 +85,22 @@ class LessonPanel(W.VBox):
         self.image = W.Image(format="png")
         self.table = W.HTML()
         self.status = W.HTML()
-        boxes = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
-        boxes.append(W.VBox(list(controls.values())))
+        left = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+        left += list(controls.values())
         if button:
             # Slow lessons (a real model) run on a click, not on every change.
             self.run_button = W.Button(description="Run", button_style="primary")
             self.run_button.on_click(lambda _b: self.refresh())
-            boxes.append(self.run_button)
+            left.append(self.run_button)
         else:
             for w in controls.values():
                 w.observe(self._changed, names="value")
-        super().__init__(boxes + [self.status, self.image, self.table])
+        left.append(self.status)
+        # Sliders beside the figure, not above it: a student moves one and sees the whole picture
+        # change without scrolling. The row wraps (flex) on a screen too narrow for both.
+        column = W.VBox(left, layout=W.Layout(width=f"{CONTROLS_WIDTH}px", min_width=f"{CONTROLS_WIDTH}px"))
+        self.row = W.HBox([column, self.image], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        super().__init__([self.row, self.table])
         if button:
             self.status.value = "<i>press Run</i>"
         else:
@@ -120,7 +135,12 @@ class LessonPanel(W.VBox):
         self.calls += 1
         self.error = ""
         self.result = (summary, fig)
-        self.image.value = figure_png(fig, self.dpi)
+        png = figure_png(fig, self.dpi)
+        w, h = png_size(png)
+        # The natural size, never stretched to the page's width (stretching made it blurry and taller
+        # than a laptop's screen); max_width lets it shrink, in proportion, on a narrower window.
+        self.image.layout = W.Layout(width=f"{w}px", height="auto", max_width="100%")
+        self.image.value = png
         self.table.value = _table_html(summary)
         self.status.value = ""
 
@@ -229,8 +249,19 @@ def roofline_ui(**values: Any) -> LessonPanel:
         "model": _pick("model", lessons.LESSON_MODEL, _MODELS),
         "batch": _int("decode batch size", 32, 1, 1024),
         "context": _int("cached tokens per row", 512, 0, 8192, 128),
+        "prompt": _int("prefill: prompt tokens", 512, 16, 8192, 16),
     }
     return _panel(lessons.roofline, controls, {}, values, "The roofline: why batching works")
+
+
+def prefill_stall_ui(**values: Any) -> LessonPanel:
+    """Notebook 2, second panel: a long prompt arrives among running chats, whole or in chunks."""
+    controls = {
+        "prompt_tokens": _int("the long prompt (tokens)", 8192, 512, 32768, 512),
+        "running": _int("requests already decoding", 32, 1, 128),
+        "chunk_tokens": _int("chunked prefill: tokens per step", 512, 64, 4096, 64),
+    }
+    return _panel(lessons.prefill_stall, controls, {}, values, "Prefill vs decode: the long prompt")
 
 
 def theory_ui(**values: Any) -> LessonPanel:
@@ -259,6 +290,7 @@ def real_day_ui(**values: Any) -> LessonPanel:
 PANELS: dict[str, Callable[..., LessonPanel]] = {
     "why_batch": why_batch_ui, "batching_policies": policies_ui, "memory_wall": memory_ui, "cost": cost_ui,
     "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
+    "prefill_stall": prefill_stall_ui,
 }
 
 

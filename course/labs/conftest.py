@@ -1,9 +1,9 @@
-"""Lab checks: ``pytest course/labs -k lab1`` checks your lab; CI checks the solutions.
+"""Lab checks: ``pytest course/labs -k lab1`` checks your lab.
 
 Each ``test_labN.py`` loads the lab module through the ``load_lab`` fixture. It
-loads ``course/labs/NAME.py`` (your work) unless ``--solutions`` is given or the
-environment has ``BATCHSIM_LAB_SOLUTIONS=1``, in which case it loads
-``course/solutions/NAME.py``: the same checks, held to the answers.
+loads ``course/labs/NAME.py`` (your work), or the same file from the folder given
+with ``--labs DIR`` (or the environment's ``BATCHSIM_LABS``), so the same checks
+can hold any copy of the labs to account.
 """
 
 from __future__ import annotations
@@ -18,25 +18,30 @@ import pytest
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 HERE = Path(__file__).resolve().parent
-SOLUTIONS = HERE.parent / "solutions"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--solutions", action="store_true", default=False,
-                     help="check course/solutions/ instead of your files in course/labs/")
+    parser.addoption("--labs", default=None, metavar="DIR",
+                     help="check the lab files in DIR instead of your files in course/labs/")
 
 
-def _use_solutions(config) -> bool:
-    return bool(config.getoption("--solutions", default=False)) or os.environ.get("BATCHSIM_LAB_SOLUTIONS") == "1"
+def _folder(config) -> Path:
+    given = config.getoption("--labs", default=None) or os.environ.get("BATCHSIM_LABS")
+    if not given:
+        return HERE
+    folder = Path(given).resolve()
+    if not folder.is_dir():
+        raise pytest.UsageError(f"--labs must be a folder of lab files, got {given!r}")
+    return folder
 
 
 def pytest_report_header(config):
-    return f"labs: checking {'course/solutions (answers)' if _use_solutions(config) else 'course/labs (your work)'}"
+    return f"labs: checking {_folder(config)}"
 
 
 @pytest.fixture(scope="session")
 def load_lab(request):
-    folder = SOLUTIONS if _use_solutions(request.config) else HERE
+    folder = _folder(request.config)
 
     def load(name: str):
         path = folder / f"{name}.py"

@@ -24,9 +24,12 @@ measured. ``worst(predicted, measured)``: the metric with the largest absolute
 error.
 
 Part C. ``EXPLANATION``: in your own words (at least three sentences), why the
-prediction in ``test_lab4.py``'s example misses most on the tail latency and least
-on throughput, and what you would change to make it better. Name at least two
-causes from lesson 7.
+prediction in ``test_lab4.py``'s example misses most on the time to first token
+(mean TTFT predicted 55 % low), less on the tail (p99 E2E 36 % low) and least on
+throughput (under 1 % off), and what you would change to make it better. Name at
+least two causes from lesson 7. This part is self-assessed: the check sees only
+that you wrote at least three real sentences that name the metrics and two
+causes; your teacher grades what they say.
 
 Check your work:  pytest course/labs -k lab4
 """

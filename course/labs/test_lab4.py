@@ -54,16 +54,6 @@ def test_lab4_fit_is_relative_and_never_negative(lab):
     assert np.median(np.abs(m.times(p, d, k) - t) / t) < 0.05
 
 
-def test_lab4_agrees_with_realruns_own_fit(lab):
-    pytest.importorskip("torch")
-    from realrun.profile import ProfilePoint, fit_linear
-
-    p, d, k, t = _profile(np.random.default_rng(2))
-    ref = fit_linear([ProfilePoint("x", int(a), int(b), float(c), float(s), 0.0) for a, b, c, s in zip(p, d, k, t)])
-    mine = lab.fit(p, d, k, t)
-    assert np.allclose(mine.times(p, d, k), ref.times(p, d, k), rtol=0.05)
-
-
 EXAMPLE_PREDICTED = {"request_throughput": 3.57, "mean_ttft": 0.0070, "p50_e2e": 0.11, "p99_e2e": 0.14}
 EXAMPLE_MEASURED = {"request_throughput": 3.54, "mean_ttft": 0.0157, "p50_e2e": 0.14, "p99_e2e": 0.22}
 
@@ -80,8 +70,13 @@ CAUSES = ("noise", "warm", "overhead", "python", "extrapolat", "outside", "sprea
           "repetition", "grid", "variance", "other process")
 
 
-def test_lab4_explanation_names_causes(lab):
+def test_lab4_part_c_is_written(lab):
+    # Self-assessed: what the explanation says is graded by a person. The check only refuses a gap,
+    # a list of keywords, or an answer that does not say which metrics it explains.
     text = " ".join(lab.EXPLANATION.split()).lower()
     assert "your explanation here" not in text
-    assert text.count(".") >= 3, "at least three sentences"
+    sentences = [s for s in text.replace("?", ".").replace("!", ".").split(".") if len(s.split()) >= 6]
+    assert len(sentences) >= 3, "at least three sentences of your own (six words or more each)"
+    assert "ttft" in text or "first token" in text, "say why the time to first token is missed most"
+    assert "throughput" in text, "say why throughput is predicted best"
     assert sum(c in text for c in CAUSES) >= 2, f"name at least two causes, such as {', '.join(CAUSES[:6])}"

@@ -19,11 +19,12 @@ from .batching import batching_policies, why_batch
 from .cost import cost
 from .measured import predicted_vs_measured
 from .memory import memory_wall
+from .prefill import prefill_knee, prefill_stall
 from .real_day import AZURE_TRACE, find_trace, real_day
 from .roofline import roofline
 from .theory import theory_vs_simulation
 
 __all__ = [
     "why_batch", "batching_policies", "memory_wall", "cost", "roofline", "theory_vs_simulation",
-    "predicted_vs_measured", "real_day", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
+    "predicted_vs_measured", "real_day", "prefill_stall", "prefill_knee", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
 ]

@@ -34,6 +34,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     check_int_at_least("max_batch", max_batch, 1)
     check_int_at_least("requests", requests, 1)
     server = _server(gpu, model, kv_bytes=kv_budget_gb * 1e9)
+    gb = f"{kv_budget_gb:.3g}"  # a log slider gives 31.6227766; a title says 31.6
     budget = server.kv.tokens
     context = prompt_tokens + output_tokens
     if context > budget:
@@ -52,7 +53,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
         "kv_bytes_per_token": server.kv.bytes_per_token, "rows_that_fit": int(fits),
         "memory_bound": fits < max_batch,
         "notes": [f"{server.model.name}: {server.kv.bytes_per_token / 1024:.0f} KiB of KV per token; "
-                  f"{kv_budget_gb:g} GB holds {budget:,} tokens = {fits} requests of {context} tokens",
+                  f"{gb} GB holds {budget:,} tokens = {fits} requests of {context} tokens",
                   f"you asked for {max_batch} rows: " + (f"memory caps a padded batch at {fits}" if fits < max_batch
                                                            else "memory is not the limit")],
     }
@@ -61,7 +62,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     axes = fig.subplots(2, 2)
     ax = axes[0, 0]
     ctx = np.linspace(128, max(8192, 2 * context), 200)
-    ax.plot(ctx, budget / ctx, color="k", lw=1.5, label=f"rows that fit in {kv_budget_gb:g} GB")
+    ax.plot(ctx, budget / ctx, color="k", lw=1.5, label=f"rows that fit in {gb} GB")
     ax.axhline(max_batch, color="tab:red", ls="--", lw=1, label=f"batch you asked for ({max_batch})")
     ax.plot([context], [fits], "o", color="tab:red", ms=8)
     ax.fill_between(ctx, budget / ctx, max(max_batch, fits) * 4, color="tab:red", alpha=0.08)
@@ -95,9 +96,11 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
            color=[POLICY_COLORS[n] for n in names])
     ax.set_ylabel("output tokens/s")
     ax2 = ax.twinx()
-    ax2.bar(x + 0.2, [rows[n]["preemptions"] for n in names], width=0.4, color="0.6")
+    pre = [rows[n]["preemptions"] for n in names]
+    ax2.bar(x + 0.2, pre, width=0.4, color="0.6")
+    ax2.set_ylim(0, max(1, max(pre)) * 1.2)  # from zero, even when nobody was preempted
     ax2.set_ylabel("preemptions (grey)")
     ax.set_xticks(x, names)
     ax.set_title("throughput (colour) and preemptions (grey)")
-    fig.suptitle(f"{server.model.name}: {kv_budget_gb:g} GB of KV cache, {context}-token requests, batch {max_batch}")
+    fig.suptitle(f"{server.model.name}: {gb} GB of KV cache, {context}-token requests, batch {max_batch}")
     return summary, fig

@@ -24,7 +24,7 @@ from ...cli.options import (
 )
 from ...machine.cost import cost_summary
 from ...core.errors import ConfigError, check_positive
-from ...core.metrics import SUMMARY_KEYS, format_table, summarize
+from ...core.metrics import SUMMARY_KEYS, format_table, summarize, table_notes
 from ...sim.simulator import SimResult, simulate
 
 __all__ = [
@@ -166,6 +166,7 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     if any_price and "cost_per_request" not in keys:
         keys = list(keys) + ["cost_per_request", "cost_per_1m_tokens"]
     report.table = format_table(report.summaries, keys)
+    report.notes.extend(table_notes(keys))  # which TTFT the table shows: produced, or delivered
     first = next(iter(report.results.values()), None)
     report.config = {
         "workload": first.workload if first else "",

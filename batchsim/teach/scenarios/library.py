@@ -116,7 +116,8 @@ register(Scenario(
     ),
     defaults={**SERVER, "rate": 5.0, "requests": 600, "output_len": "uniform:5,500", "prompt_len": "uniform:32,512",
               "policy": "static,dynamic,continuous", "max_batch": 32, "max_wait": 0.5, "max_seqs": 64,
-              "table_keys": ["completed", "request_throughput", "output_throughput", "mean_ttft", "mean_tpot",
+              "table_keys": ["completed", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
+                             "mean_tpot",
                              "mean_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "padded_row_fraction"]},
 ))
 
@@ -135,8 +136,8 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
             kd = {**base, **knobs}
             runs.append(Run(f"{part}: {_policy_label(policy, {**d, **kd})}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
-        "completed", "request_throughput", "output_throughput", "p99_ttft", "mean_tpot", "p99_tpot", "p99_e2e",
-        "mean_batch_size", "goodput", "slo_attainment"])
+        "completed", "request_throughput", "output_throughput", "p99_ttft", "p99_ttft_delivered", "mean_tpot",
+        "p99_tpot", "p99_e2e", "mean_batch_size", "goodput", "slo_attainment"])
     s = report.summaries
     chat_best = max((k for k in s if k.startswith("chat")), key=lambda k: s[k].get("goodput") or 0)
     off_best = max((k for k in s if k.startswith("offline")), key=lambda k: s[k]["output_throughput"])
@@ -146,6 +147,7 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
         f"offline: best output throughput: {off_best}",
         f"price of latency: chat at its best costs ${s[chat_best].get('cost_per_1m_tokens') or 0:.2f} per 1M output "
         f"tokens, the offline job ${s[off_best].get('cost_per_1m_tokens') or 0:.2f}",
+        _busy_idle_note(s[chat_best], s[off_best], "the chat", "the offline job"),
     ]
     server = report.results[chat_best].meta["server"]
     if server is not None and slo.tpot is not None:
@@ -196,8 +198,8 @@ def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport
             kd = {"prompt_len": lens[0], "output_len": lens[1]}
             runs.append(Run(f"{part}: {_policy_label(policy, d)}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
-        "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_e2e", "p99_e2e",
-        "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
+        "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
+        "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
     seen = set()
     for label, res in report.results.items():
         srv = res.meta["server"]
@@ -208,8 +210,54 @@ def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport
         ctx = float(np.mean(r.prompt_tokens + r.output_tokens))
         report.notes.insert(len(seen) - 1, f"{res.meta['part']} contexts: {ctx:.0f} tokens on average, so memory "
                             f"({srv.kv.tokens:,} KV tokens) holds a batch of about {srv.kv.max_batch(ctx)}")
+    report.notes.extend(_preemption_notes(report))
     report.config["figures"] = ["batch_kv", "latency_cdf", "cost"]
     return report
+
+
+def _preemption_notes(report: ScenarioReport) -> list[str]:
+    """Why a continuous run preempted so often, and when its batch settled at the KV ceiling."""
+    out = []
+    for label, res in report.results.items():
+        r, st, budget = res.records, res.records.steps, res.kv_budget_tokens
+        if not res.preemptions or budget is None:
+            continue
+        hit = np.bincount(r.preemptions)
+        once = int((r.preemptions > 0).sum())
+        ctx = float(np.mean(r.prompt_tokens))
+        out.append(
+            f"{label}: {res.preemptions:,} preemptions for {len(r)} requests: {once} of them were evicted at least "
+            f"once, the worst {len(hit) - 1} times. Admission counts only the blocks a request holds now, so it admits "
+            "while blocks are free; as the answers grow the blocks run out and the newest request is evicted, its "
+            f"cache thrown away (about {ctx:,.0f} prompt tokens to recompute), to be readmitted as soon as a block "
+            "frees and evicted again. Each eviction is work done twice.")
+        full = st["kv_in_use"] >= 0.9 * budget
+        if full.any():
+            t0 = float(st["start"][np.argmax(full)])
+            after = st["start"] >= t0
+            share = float((st["duration"] * full)[after].sum() / max(st["duration"][after].sum(), 1e-12))
+            waiting = float(np.mean((r.start - r.arrival)[r.arrival >= t0] > 1.0)) if (r.arrival >= t0).any() else 0.0
+            out.append(
+                f"{label}: from t = {t0:.0f} s the KV cache stays at least 90 % full for {share:.0%} of the busy time: "
+                f"the {int(np.median(st['batch_size'][after]))} rows that memory allows serve about as fast as requests "
+                f"arrive, so a queue builds ({waiting:.0%} of later requests wait over a second) and every freed "
+                "block is taken at once. "
+                "From then on memory, not the policy, sets the batch.")
+    return out
+
+
+def _busy_idle_note(a: dict, b: dict, name_a: str, name_b: str) -> str:
+    """Two services' $/1M tokens split into busy (the work) and idle (waiting for traffic)."""
+    def part(s: dict, name: str) -> str:
+        return (f"{name} ${s.get('cost_per_1m_tokens_busy') or 0:.2f} busy + "
+                f"${(s.get('cost_per_1m_tokens') or 0) - (s.get('cost_per_1m_tokens_busy') or 0):.2f} idle "
+                f"(GPU busy {s['busy_fraction']:.0%}, mean batch {s['mean_batch_size']:.1f})")
+
+    gap_busy = (a.get("cost_per_1m_tokens_busy") or 0) - (b.get("cost_per_1m_tokens_busy") or 0)
+    gap = (a.get("cost_per_1m_tokens") or 0) - (b.get("cost_per_1m_tokens") or 0)
+    why = ("the difference is the work itself: fewer rows share each step" if gap and abs(gap_busy) >= 0.5 * abs(gap)
+           else "most of the difference is idle time, i.e. traffic, not the policy")
+    return f"busy vs idle, per 1M output tokens: {part(a, name_a)}; {part(b, name_b)}: {why}"
 
 
 register(Scenario(
@@ -305,15 +353,33 @@ AZURE_CONV = {"arrival": "gamma:1.1", "rate": 5.5, "prompt_len": "lognormal:1155
 
 
 def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
-    replay = bool(getattr(args, "trace", None)) or str(getattr(args, "arrival", "") or "").startswith("trace:")
+    given = bool(getattr(args, "trace", None)) or str(getattr(args, "arrival", "") or "").startswith("trace:")
+    chose_synthetic = not given and getattr(args, "arrival", None) is not None
+    found = None
+    if not given and not chose_synthetic:
+        # "Real chat traffic" means the real file whenever it is there; the fit only stands in for it.
+        from ..lessons.real_day import find_trace
+
+        found = find_trace()
+        if found is not None:
+            args = argparse.Namespace(**vars(args))
+            args.trace = str(found)
     report = run_policies(args, scenario)
-    if replay:
-        report.notes.insert(0, "replaying the trace file: its own arrival times and token counts")
+    wl = next(iter(report.results.values())).records if report.results else None
+    span = f"{len(wl)} requests, the first {float(wl.arrival[-1]):.0f} s" if wl is not None and len(wl) else "no requests"
+    if given or found is not None:
+        path = getattr(args, "trace", None) or str(args.arrival)[len("trace:"):]
+        report.notes.insert(0, f"traffic: the trace file {path}, replayed with its own arrival times and token "
+                               f"counts ({span})" + ("; --arrival gamma:1.1 runs the synthetic fit instead"
+                                                     if found is not None else ""))
+        report.config["traffic"] = {"source": "trace", "path": str(path)}
     else:
+        why = "--arrival given" if chose_synthetic else "the trace file was not found (../shared/traces/ or $BATCHSIM_TRACES)"
         report.notes.insert(0, (
-            "no --trace given: a synthetic workload fitted to the trace's published statistics (gamma arrivals "
-            "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129). "
+            f"traffic: a synthetic workload fitted to the trace's published statistics ({why}): gamma arrivals "
+            "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129. "
             "Replay the real file with --trace ../shared/traces/azure_llm_2023_conv.csv"))
+        report.config["traffic"] = {"source": "synthetic fit", "path": None}
     report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
     return report
 
@@ -325,8 +391,9 @@ register(Scenario(
         "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published an hour of "
         "arrivals and token counts from a production chat service (Patel et al., Splitwise, ISCA 2024): "
         "about 5.5 requests per second in bursts, prompts of a thousand tokens, answers from a handful to a "
-        "thousand. Give the file with --trace to replay it; without it, a synthetic workload matching its "
-        "published statistics stands in. One H100, three policies: does it keep up, and at what latency? "
+        "thousand. The scenario replays that file when it is found (../shared/traces/ or $BATCHSIM_TRACES, "
+        "or --trace PATH); only without it, or with an --arrival of your own, does a synthetic workload "
+        "matching its published statistics stand in. The first line of notes says which one ran. One H100, three policies: does it keep up, and at what latency? "
         "(On an A100-80GB, --gpu A100-80GB, even continuous batching only just keeps up.)"
     ),
     defaults={"gpu": "H100-SXM", "model": "llama-3-8b", **AZURE_CONV, "duration": 120.0, "policy": "taxi,dynamic,continuous", "max_batch": 32,
@@ -357,56 +424,59 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
     names = policies_from_args(args, d)
     policy = names[0]
     batches = list(d["batches"])
-    given_rate = getattr(args, "rate", None)
+    rate = _get(args, "rate", WORKLOAD_DEFAULTS, d)
     step_time = step_time_from_args(args, d)
     prompt = parse_length(_get(args, "prompt_len", WORKLOAD_DEFAULTS, d), "prompt-len").mean
     output = parse_length(_get(args, "output_len", WORKLOAD_DEFAULTS, d), "output-len").mean
-    runs, rates = [], {}
-    for b in batches:
-        knobs = {"max_batch": b, "max_seqs": b}
-        if getattr(args, "requests", None) is None and getattr(args, "duration", None) is None:
-            # Enough buses that the first fill and the last drain do not dominate the averages.
-            knobs["requests"] = max(d["requests"], d["buses"] * b)
-        if given_rate is None:
-            rates[b] = d["load"] * batch_capacity(step_time, b, prompt, output)
-            knobs["rate"] = rates[b]
-        runs.append(Run(f"{policy} B={b}", policy, knobs, f"B={b}"))
-    # One rate per batch size: each run gets its own workload, the flag --rate (if any) fixes them all.
+    # One workload for every batch size (same arrivals, same lengths, same count): only the bus
+    # changes, so the table reads as the trade-off at this traffic and nothing else moves.
+    runs = [Run(f"{policy} B={b}", policy, {"max_batch": b, "max_seqs": b}, f"B={b}") for b in batches]
+    capacity = {b: batch_capacity(step_time, b, prompt, output) for b in batches}
     report = run_set(args, scenario, runs, keys=[
-        "completed", "request_throughput", "output_throughput", "mean_ttft", "mean_tpot", "p50_e2e", "p99_e2e",
-        "mean_batch_size", "busy_fraction", "cost_per_request"], workload_notes=False)
+        "completed", "request_throughput", "output_throughput", "mean_ttft_delivered", "mean_tpot", "p50_e2e",
+        "p99_e2e", "mean_batch_size", "busy_fraction", "cost_per_request"], workload_notes=False)
     slo = slo_from_args(args, d)
     metric, limit = ("p99_e2e", slo.e2e) if slo.e2e is not None else ("p99_ttft", slo.ttft) if slo.ttft is not None else ("p99_tpot", slo.tpot)
     s = report.summaries
     meeting = [b for b, lab in zip(batches, s) if limit is not None and (s[lab].get(metric) or float("inf")) <= limit]
     best = max(meeting) if meeting else None
-    if given_rate is None:
-        report.notes.insert(0, f"load: each batch size runs at {d['load']:.0%} of what it can sustain "
-                               f"({', '.join(f'B={b}: {rates[b]:.2f}' for b in batches)} req/s); --rate fixes one rate for all")
+    short = [b for b in batches if capacity[b] < rate]
+    n = next(iter(report.results.values())).records.arrival.size if report.results else 0
+    report.notes.insert(0, (
+        f"traffic: one arrival rate for every batch size, {rate:g} req/s, {n} requests. What a bus of B seats "
+        f"can carry, back to back (req/s): " + ", ".join(f"B={b}: {capacity[b]:.2f}" for b in batches)))
+    report.notes.insert(1, (
+        (f"too small a bus cannot keep up (B <= {max(short)}): the queue grows for the whole run, and its p99 is "
+         f"set by how long the run is. " if short else "") +
+        f"Past that, a bigger bus only waits longer to fill, (B - 1) / (2 x {rate:g}/s) on average, so p99 rises "
+        "again while throughput stays at the arrival rate: the bus buys capacity, and costs waiting."))
+    report.notes.insert(2, (
+        f"SLO {metric} <= {limit:g} s: " + (f"met by B = {', '.join(str(b) for b in meeting)}; the largest, {best}, "
+        f"leaves the GPU busy {s[f'{policy} B={best}']['busy_fraction']:.0%} of the time "
+        f"({s[f'{policy} B={best}']['request_throughput']:.2f} req/s served)" if best is not None
+        else "no batch size meets it at this traffic")))
     wl = next(iter(report.results.values())).workload
-    report.notes.append(f"workload of each run: {wl.split(', ', 1)[-1] if ', ' in wl else wl}")
-    report.notes.insert(1 if given_rate is None else 0, (
-        f"SLO {metric} <= {limit:g} s: " + (f"largest batch meeting it: {best} "
-        f"({s[f'{policy} B={best}']['request_throughput']:.2f} req/s, {s[f'{policy} B={best}']['output_throughput']:.0f} tok/s)"
-        if best is not None else "no batch size meets it")))
+    report.notes.append(f"workload of every run: {wl.split(', ', 1)[-1] if ', ' in wl else wl}")
     report.config["sweep"] = {"param": "max_batch", "values": batches, "labels": list(s), "slo_metric": metric,
-                              "slo": limit, "best": best, "policy": policy}
-    report.config["figures"] = ["tradeoff", "roofline", "cost"]
+                              "slo": limit, "best": best, "policy": policy, "rate": rate,
+                              "capacity": [capacity[b] for b in batches]}
+    report.config["figures"] = ["batch_sweep", "roofline", "cost"]
     return report
 
 
 register(Scenario(
     name="batch-size-sweep",
-    summary="batch size 1..128: throughput rises, latency rises; the largest batch that meets a p99 SLO",
+    summary="batch size 1..128 at one arrival rate: too small cannot keep up, too big waits to fill; the SLO decides",
     story=(
-        "'The optimal batch size depends on the model, the hardware and the latency you promise.' Here the "
-        "bus gets 1, 2, 4 ... 128 seats; each size runs at 80% of the load it can sustain, so the table "
-        "traces the trade-off: tokens per second climb while the GPU is memory-bound, and the price is "
-        "latency: the bus takes longer to fill and each trip is longer. With an SLO on p99 end-to-end latency "
-        "(--slo-e2e) the answer is the largest batch that still meets it. Change --gpu, --model or the SLO "
-        "and the answer moves."
+        "'The optimal batch size depends on the model, the hardware and the latency you promise.' Here one "
+        "stream of requests (4 per second) meets a bus of 1, 2, 4 ... 128 seats. Too few seats and the bus "
+        "cannot carry the traffic: the queue grows and latency with it. Enough seats and throughput is the "
+        "arrival rate; more seats than that add nothing but the wait for the bus to fill, so p99 rises again. "
+        "With an SLO on p99 end-to-end latency (--slo-e2e) the answer is the window of batch sizes that meet "
+        "it, and the largest of them leaves the most headroom. Change --rate, --gpu, --model or the SLO and "
+        "the answer moves."
     ),
-    defaults={**SERVER, "policy": "static", "batches": (1, 2, 4, 8, 16, 32, 64, 128), "load": 0.8,
-              "requests": 400, "buses": 12, "prompt_len": "512", "output_len": "128", "slo_e2e": 8.0},
+    defaults={**SERVER, "policy": "static", "batches": (1, 2, 4, 8, 16, 32, 64, 128), "rate": 4.0,
+              "requests": 600, "prompt_len": "512", "output_len": "128", "slo_e2e": 8.0},
     runner=_batch_size_sweep,
 ))
