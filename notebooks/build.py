@@ -71,6 +71,11 @@ IMPORTS = """
 %matplotlib inline
 from batchsim.teach import lessons, widgets
 """
+# Notebook 7 runs a real model: its lesson and panel are realrun's (batchsim never imports realrun).
+REAL_IMPORTS = """
+%matplotlib inline
+from realrun import lesson, widgets
+"""
 
 def _std(panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
     """The usual body: a story, the imports, the slider panel (its figure and table at the starting
@@ -365,8 +370,8 @@ then raise them to 50: how does the error bar change? Change the seats on the bu
         title="7. Predicted vs measured: the simulator meets a real model",
         course="lesson 7, `course/lessons/07-predicted-vs-measured.md`, and `course/gpu-lab.md`",
         learn=(
-            "how to measure step times of a real model (`python -m realrun profile`) and fit the simulator's "
-            "linear step-time model to them (calibration),",
+            "how to measure step times of a real model (`python -m realrun profile`) and build the simulator's "
+            "profiled step-time model from them (calibration),",
             "how to run the same policy objects on a real PyTorch model and on the simulator, on the identical "
             "workload, and compare throughput and latency,",
             "where the prediction errs and why (noise, warm-up, Python overhead, the shape of the cost),",
@@ -380,11 +385,13 @@ then raise them to 50: how does the error bar change? Change the seats on the bu
 Everything so far was predicted. This notebook measures. `realrun` runs the very same policy
 objects as the simulator on a real model: a GPT-2-shaped network with random weights that needs no
 download (`tiny-gpt2`), on this machine's CPU. First it profiles the model (times forward passes of
-several shapes) and fits the simulator's linear step-time model; then it serves one small workload
-both ways, simulated with that calibration and for real, and puts the numbers side by side."""),
-            ("code", IMPORTS),
-            ("code", "summary, fig = lessons.predicted_vs_measured(policy='continuous', rate=4.0, requests=REQUESTS,\n"
-                     "                                             model=MODEL, device=DEVICE, seed=SEED)\n"
+several shapes) and builds the simulator's step-time model from the timings; then it serves one
+small workload both ways, simulated with that calibration and for real, and puts the numbers side by
+side, with where the error comes from: the cost model's price of the passes that ran, and a replay
+that proves both clocks scheduled the same steps."""),
+            ("code", REAL_IMPORTS),
+            ("code", "summary, fig = lesson.predicted_vs_measured(policy='continuous', rate=4.0, requests=REQUESTS,\n"
+                     "                                            model=MODEL, device=DEVICE, seed=SEED)\n"
                      "print(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig"),
             ("md", """
 **Your turn.** Choose a policy and a load and press *Run* (each run measures the real model for a
@@ -395,8 +402,8 @@ few seconds, so it waits for the button rather than following the sliders)."""),
             "Which figure does the simulator predict best, and which worst? Give one cause for the worst.",
             "Run the same policy twice. How much do the measured numbers move between runs? What does that say "
             "about a 5 % prediction error?",
-            "The calibration is a line: c0 + c1 x prompt tokens + c2 x rows + c3 x cached tokens. Which term "
-            "dominates on this CPU? Which would dominate on a GPU (notebook 5)?",
+            "The profile also fits a line: c0 + c1 x prompt tokens + c2 x rows + c3 x cached tokens. Which term "
+            "dominates on this CPU? Which would dominate on a GPU (notebook 5)? Where does the line miss the grid?",
             "Does the ranking of the policies (which is fastest, which has the best p99) agree between predicted "
             "and measured, even where the numbers differ?",
             "What would you change in the profile to make the prediction better for long prompts?",

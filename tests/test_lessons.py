@@ -214,27 +214,6 @@ def test_lesson_figures_ci_uses_student_t():
     assert h == pytest.approx(4.303 * 1.0 / np.sqrt(3))
 
 
-def test_predicted_vs_measured_on_the_tiny_real_model():
-    pytest.importorskip("torch")
-    s, fig = lessons.predicted_vs_measured(policy="static", rate=4.0, requests=6, max_batch=4, repeats=2)
-    pred, meas = s["predicted"], s["measured"]
-    # Same workload both ways: everyone served, nobody lost.
-    assert pred["completed"] == meas["completed"] == 6
-    assert pred["total_output_tokens"] == meas["total_output_tokens"]
-    # At a light load both serve about the arrival rate (6 requests arriving over ~1.5 s).
-    assert meas["request_throughput"] == pytest.approx(pred["request_throughput"], rel=0.5)
-    for k, e in s["errors"].items():
-        assert e == pytest.approx((pred[k] - meas[k]) / meas[k])
-    assert s["calibration"]["c0"] > 0
-    assert "random" in s["model"]
-    assert len(fig.axes) == 3
-
-
-def test_predicted_vs_measured_names_a_bad_policy_before_loading_anything():
-    with pytest.raises(ConfigError, match="policy must be one of"):
-        lessons.predicted_vs_measured(policy="rickshaw")
-
-
 def test_prefill_is_compute_bound_from_the_start_and_decode_is_not():
     s, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=2048)
     gpu, model = DEFAULT_CATALOG.gpu("A100-80GB"), DEFAULT_CATALOG.model("llama-3-8b")

@@ -28,7 +28,6 @@ SMALL = {
     "roofline": {"max_batch": 256},
     "theory_vs_simulation": {"requests": 200, "replications": 3},
     "real_day": {"minutes": 0.5, "trace": "synthetic"},
-    "predicted_vs_measured": {"requests": 6, "repeats": 2, "max_batch": 4},
     "prefill_stall": {"output_tokens": 120},
 }
 
@@ -138,21 +137,6 @@ def test_real_day_panel_tighter_slo_fewer_requests_within_it():
     before, after = _changed(panel, max_batch=2)
     assert after["slo_attainment"]["continuous"] < before["slo_attainment"]["continuous"]
     _same_as_direct_call(panel)
-
-
-def test_measured_panel_waits_for_the_button_then_runs_the_real_model():
-    pytest.importorskip("torch")
-    panel = widgets.measured_ui(requests=6, repeats=2, max_batch=4)
-    assert panel.result is None and panel.calls == 0  # a real model runs only on request
-    panel.controls["policy"].value = "static"
-    assert panel.calls == 0
-    panel.run_button.click()
-    assert panel.calls == 1 and panel.result[0]["policy"] == "static"
-    first = panel.image.value
-    panel.controls["policy"].value = "continuous"
-    panel.run_button.click()
-    assert panel.calls == 2 and panel.result[0]["policy"] == "continuous"
-    assert panel.image.value != first
 
 
 def test_prefill_stall_panel_chunks_shorten_the_stall():

@@ -31,7 +31,7 @@ from ..core.policies import POLICY_NAMES
 
 __all__ = [
     "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui", "prefill_stall_ui",
-    "theory_ui", "measured_ui", "real_day_ui", "PANELS",
+    "theory_ui", "real_day_ui", "PANELS", "panel", "float_slider", "int_slider", "log_slider", "dropdown",
 ]
 
 _STYLE = {"description_width": "initial"}
@@ -147,12 +147,12 @@ class LessonPanel(W.VBox):
 
 # -- controls -------------------------------------------------------------------------------
 
-def _float(desc: str, value: float, lo: float, hi: float, step: float, fmt: str = ".2f") -> W.FloatSlider:
+def float_slider(desc: str, value: float, lo: float, hi: float, step: float, fmt: str = ".2f") -> W.FloatSlider:
     return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, readout_format=fmt,
                          continuous_update=False, style=_STYLE, layout=_LAYOUT)
 
 
-def _log(desc: str, value: float, lo: float, hi: float, fmt: str = ".3g") -> W.FloatLogSlider:
+def log_slider(desc: str, value: float, lo: float, hi: float, fmt: str = ".3g") -> W.FloatLogSlider:
     import math
 
     return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
@@ -160,16 +160,16 @@ def _log(desc: str, value: float, lo: float, hi: float, fmt: str = ".3g") -> W.F
                             layout=_LAYOUT)
 
 
-def _int(desc: str, value: int, lo: int, hi: int, step: int = 1) -> W.IntSlider:
+def int_slider(desc: str, value: int, lo: int, hi: int, step: int = 1) -> W.IntSlider:
     return W.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
                        style=_STYLE, layout=_LAYOUT)
 
 
-def _pick(desc: str, value: str, options: list[str] | tuple[str, ...]) -> W.Dropdown:
+def dropdown(desc: str, value: str, options: list[str] | tuple[str, ...]) -> W.Dropdown:
     return W.Dropdown(value=value, options=list(options), description=desc, style=_STYLE, layout=_LAYOUT)
 
 
-def _panel(fn, controls: dict, fixed: dict, overrides: dict, title: str, button: bool = False) -> LessonPanel:
+def panel(fn, controls: dict, fixed: dict, overrides: dict, title: str, button: bool = False) -> LessonPanel:
     """Apply the caller's starting values to the controls, then build the panel."""
     for name, v in overrides.items():
         if name in controls:
@@ -190,101 +190,101 @@ _MODELS = list(DEFAULT_CATALOG.models)
 def why_batch_ui(**values: Any) -> LessonPanel:
     """Notebook 1: arrival rate, seats on the bus, the timetable and the price of the GPU."""
     controls = {
-        "rate": _log("arrival rate (requests/s)", 8.0, 0.5, 80.0),
-        "max_batch": _int("seats on the bus (batch size)", 16, 1, 64),
-        "max_wait": _float("timetable: max wait (s)", 0.2, 0.0, 2.0, 0.05),
-        "price_per_hour": _float("GPU price ($/hour)", DEFAULT_CATALOG.gpu(lessons.LESSON_GPU).price_per_hour,
+        "rate": log_slider("arrival rate (requests/s)", 8.0, 0.5, 80.0),
+        "max_batch": int_slider("seats on the bus (batch size)", 16, 1, 64),
+        "max_wait": float_slider("timetable: max wait (s)", 0.2, 0.0, 2.0, 0.05),
+        "price_per_hour": float_slider("GPU price ($/hour)", DEFAULT_CATALOG.gpu(lessons.LESSON_GPU).price_per_hour,
                                  0.25, 10.0, 0.25),
     }
-    return _panel(lessons.why_batch, controls, {}, values, "Why batch? The taxi and the bus")
+    return panel(lessons.why_batch, controls, {}, values, "Why batch? The taxi and the bus")
 
 
 def policies_ui(**values: Any) -> LessonPanel:
     """Notebook 2: which policy, how much traffic, and the knobs of each policy."""
     controls = {
-        "policy": _pick("policy", "dynamic", POLICY_NAMES),
-        "rate": _log("arrival rate (requests/s)", 4.0, 0.25, 40.0),
-        "max_batch": _int("static/dynamic: batch size", 16, 1, 64),
-        "max_wait": _float("dynamic: max wait (s)", 0.5, 0.0, 3.0, 0.05),
-        "max_seqs": _int("continuous: max running requests", 64, 1, 256),
+        "policy": dropdown("policy", "dynamic", POLICY_NAMES),
+        "rate": log_slider("arrival rate (requests/s)", 4.0, 0.25, 40.0),
+        "max_batch": int_slider("static/dynamic: batch size", 16, 1, 64),
+        "max_wait": float_slider("dynamic: max wait (s)", 0.5, 0.0, 3.0, 0.05),
+        "max_seqs": int_slider("continuous: max running requests", 64, 1, 256),
     }
-    return _panel(lessons.batching_policies, controls, {}, values, "Static, dynamic, continuous")
+    return panel(lessons.batching_policies, controls, {}, values, "Static, dynamic, continuous")
 
 
 def memory_ui(**values: Any) -> LessonPanel:
     """Notebook 3: KV budget, context length and batch size."""
     controls = {
-        "kv_budget_gb": _log("KV cache budget (GB)", 8.0, 1.0, 64.0),
-        "prompt_tokens": _int("prompt tokens", 1024, 64, 4096, 64),
-        "output_tokens": _int("output tokens", 512, 16, 2048, 16),
-        "max_batch": _int("batch size you ask for", 32, 1, 128),
-        "model": _pick("model", "llama-2-7b", _MODELS),
+        "kv_budget_gb": log_slider("KV cache budget (GB)", 8.0, 1.0, 64.0),
+        "prompt_tokens": int_slider("prompt tokens", 1024, 64, 4096, 64),
+        "output_tokens": int_slider("output tokens", 512, 16, 2048, 16),
+        "max_batch": int_slider("batch size you ask for", 32, 1, 128),
+        "model": dropdown("model", "llama-2-7b", _MODELS),
     }
-    return _panel(lessons.memory_wall, controls, {}, values, "Memory: the KV cache and the wall")
+    return panel(lessons.memory_wall, controls, {}, values, "Memory: the KV cache and the wall")
 
 
 def cost_ui(**values: Any) -> LessonPanel:
     """Notebook 4: GPU, its price and the batch size. Picking a GPU resets the price to its catalog price."""
     gpu = values.get("gpu", lessons.LESSON_GPU)
     controls = {
-        "gpu": _pick("GPU", gpu, [g for g in _GPUS if g != "cpu"]),
-        "price_per_hour": _float("price ($/GPU-hour)", DEFAULT_CATALOG.gpu(gpu).price_per_hour, 0.1, 12.0, 0.05),
-        "max_batch": _int("batch size", 32, 1, 128),
+        "gpu": dropdown("GPU", gpu, [g for g in _GPUS if g != "cpu"]),
+        "price_per_hour": float_slider("price ($/GPU-hour)", DEFAULT_CATALOG.gpu(gpu).price_per_hour, 0.1, 12.0, 0.05),
+        "max_batch": int_slider("batch size", 32, 1, 128),
     }
-    panel = _panel(lessons.cost, controls, {}, values, "Cost: dollars per request and per million tokens")
+    built = panel(lessons.cost, controls, {}, values, "Cost: dollars per request and per million tokens")
 
     def gpu_changed(change: dict) -> None:
         # Runs after the panel's own observer has already recomputed for the new GPU at the old
         # price; then the price follows the catalog and the panel recomputes once more.
-        panel.set_values(price_per_hour=DEFAULT_CATALOG.gpu(change["new"]).price_per_hour)
+        built.set_values(price_per_hour=DEFAULT_CATALOG.gpu(change["new"]).price_per_hour)
 
     controls["gpu"].observe(gpu_changed, names="value")
-    return panel
+    return built
 
 
 def roofline_ui(**values: Any) -> LessonPanel:
     """Notebook 5: GPU, model, batch size and context per row."""
     controls = {
-        "gpu": _pick("GPU", lessons.LESSON_GPU, _GPUS),
-        "model": _pick("model", lessons.LESSON_MODEL, _MODELS),
-        "batch": _int("decode batch size", 32, 1, 1024),
-        "context": _int("cached tokens per row", 512, 0, 8192, 128),
-        "prompt": _int("prefill: prompt tokens", 512, 16, 8192, 16),
+        "gpu": dropdown("GPU", lessons.LESSON_GPU, _GPUS),
+        "model": dropdown("model", lessons.LESSON_MODEL, _MODELS),
+        "batch": int_slider("decode batch size", 32, 1, 1024),
+        "context": int_slider("cached tokens per row", 512, 0, 8192, 128),
+        "prompt": int_slider("prefill: prompt tokens", 512, 16, 8192, 16),
     }
-    return _panel(lessons.roofline, controls, {}, values, "The roofline: why batching works")
+    return panel(lessons.roofline, controls, {}, values, "The roofline: why batching works")
 
 
 def prefill_stall_ui(**values: Any) -> LessonPanel:
     """Notebook 2, second panel: a long prompt arrives among running chats, whole or in chunks."""
     controls = {
-        "prompt_tokens": _int("the long prompt (tokens)", 8192, 512, 32768, 512),
-        "running": _int("requests already decoding", 32, 1, 128),
-        "chunk_tokens": _int("chunked prefill: tokens per step", 512, 64, 4096, 64),
+        "prompt_tokens": int_slider("the long prompt (tokens)", 8192, 512, 32768, 512),
+        "running": int_slider("requests already decoding", 32, 1, 128),
+        "chunk_tokens": int_slider("chunked prefill: tokens per step", 512, 64, 4096, 64),
     }
-    return _panel(lessons.prefill_stall, controls, {}, values, "Prefill vs decode: the long prompt")
+    return panel(lessons.prefill_stall, controls, {}, values, "Prefill vs decode: the long prompt")
 
 
 def theory_ui(**values: Any) -> LessonPanel:
     """Notebook 6: load, replications and seats on the bus."""
     controls = {
-        "load": _float("load (utilisation)", 0.7, 0.05, 0.95, 0.05),
-        "replications": _int("replications", 10, 1, 50),
-        "seats": _int("seats on the bus", 8, 1, 32),
+        "load": float_slider("load (utilisation)", 0.7, 0.05, 0.95, 0.05),
+        "replications": int_slider("replications", 10, 1, 50),
+        "seats": int_slider("seats on the bus", 8, 1, 32),
     }
-    return _panel(lessons.theory_vs_simulation, controls, {}, values, "Theory meets simulation")
+    return panel(lessons.theory_vs_simulation, controls, {}, values, "Theory meets simulation")
 
 
 def real_day_ui(**values: Any) -> LessonPanel:
     """Notebook 8: policy, batch size, SLO and the window of the trace."""
     controls = {
-        "policy": _pick("policy", "continuous", POLICY_NAMES),
-        "max_batch": _int("batch size / max running", 64, 1, 256),
-        "slo_ttft": _log("SLO: time to first token (s)", 2.0, 0.1, 30.0),
-        "slo_tpot_ms": _float("SLO: ms per output token", 100.0, 10.0, 500.0, 10.0, ".0f"),
-        "start_minute": _float("trace window starts at minute", 0.0, 0.0, 55.0, 1.0, ".0f"),
-        "gpu": _pick("GPU", lessons.LESSON_GPU, [g for g in _GPUS if g != "cpu"]),
+        "policy": dropdown("policy", "continuous", POLICY_NAMES),
+        "max_batch": int_slider("batch size / max running", 64, 1, 256),
+        "slo_ttft": log_slider("SLO: time to first token (s)", 2.0, 0.1, 30.0),
+        "slo_tpot_ms": float_slider("SLO: ms per output token", 100.0, 10.0, 500.0, 10.0, ".0f"),
+        "start_minute": float_slider("trace window starts at minute", 0.0, 0.0, 55.0, 1.0, ".0f"),
+        "gpu": dropdown("GPU", lessons.LESSON_GPU, [g for g in _GPUS if g != "cpu"]),
     }
-    return _panel(lessons.real_day, controls, {}, values, "A real day of traffic")
+    return panel(lessons.real_day, controls, {}, values, "A real day of traffic")
 
 
 PANELS: dict[str, Callable[..., LessonPanel]] = {
@@ -292,16 +292,3 @@ PANELS: dict[str, Callable[..., LessonPanel]] = {
     "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
     "prefill_stall": prefill_stall_ui,
 }
-
-
-def measured_ui(**values: Any) -> LessonPanel:
-    """Notebook 7: policy and load; a real model runs, so the panel waits for the Run button."""
-    controls = {
-        "policy": _pick("policy", "continuous", POLICY_NAMES),
-        "rate": _float("arrival rate (requests/s)", 4.0, 0.5, 20.0, 0.5),
-        "max_batch": _int("batch size / max running", 8, 1, 32),
-    }
-    return _panel(lessons.predicted_vs_measured, controls, {}, values, "Predicted vs measured", button=True)
-
-
-PANELS["predicted_vs_measured"] = measured_ui

@@ -4,7 +4,8 @@ Every notebook of the course is a thin driver over a function here. A function
 takes plain arguments (a rate, a batch size, a GPU's name), runs the simulator or
 the formulas, and returns ``(summary, figure)``: a dict of the figures the lesson
 talks about (with a printable ``table``) and a matplotlib ``Figure``. The sliders
-in ``batchsim.teach.widgets`` call these functions and nothing else; the tests call
+in ``batchsim.teach.widgets`` call these functions and nothing else (notebook 7, which runs
+a real model, has its lesson in ``realrun.lesson``: batchsim never imports realrun); the tests call
 them directly and check that the numbers move the way the lesson says they do.
 
 The simulated server is a GPU running a model from ``batchsim.machine.catalog``, timed by
@@ -17,7 +18,6 @@ hundred times leaves no figure behind.
 from ._common import CLAIM, LESSON_GPU, LESSON_MODEL, POLICY_COLORS
 from .batching import batching_policies, why_batch
 from .cost import cost
-from .measured import predicted_vs_measured
 from .memory import memory_wall
 from .prefill import prefill_knee, prefill_stall
 from .real_day import AZURE_TRACE, find_trace, real_day
@@ -26,5 +26,5 @@ from .theory import theory_vs_simulation
 
 __all__ = [
     "why_batch", "batching_policies", "memory_wall", "cost", "roofline", "theory_vs_simulation",
-    "predicted_vs_measured", "real_day", "prefill_stall", "prefill_knee", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
+    "real_day", "prefill_stall", "prefill_knee", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
 ]
