@@ -115,9 +115,9 @@ def test_malformed_trace_names_file_and_line(tmp_path, text, line):
 
 
 def test_unreadable_or_empty_trace(tmp_path):
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="not found"):
         read_trace(tmp_path / "missing.csv")
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
         read_trace(tmp_path)  # a folder
     p = tmp_path / "header_only.csv"
     p.write_text(PLAIN)
