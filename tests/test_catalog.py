@@ -156,5 +156,5 @@ def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
     f.write_text(content)
     with pytest.raises(ConfigError, match=match):
         load_catalog(f)
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="not found"):
         load_catalog(tmp_path / "missing.json")
