@@ -122,7 +122,9 @@ def test_no_arguments_runs_the_flagship(tmp_path, monkeypatch, capsys):
 def test_theory_command(capsys):
     code, out, err = call(["theory", "--requests", "2000", "--json"], capsys)
     assert code == 0, err
-    cases = json.loads(out)
+    obj = json.loads(out)
+    assert set(obj) >= {"config", "runs", "notes"} and obj["config"]["requests"] == 2000
+    cases = obj["runs"]
     names = [c["name"] for c in cases]
     for expected in ("M/D/1", "M/M/1", "M/G/1", "bus fill", "M/M^(4,4)/1", "M/M^(1,4)/1", "M/M^(2,5)/1", "continuous capacity"):
         assert expected in names

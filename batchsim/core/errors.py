@@ -53,28 +53,28 @@ def show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _finite(field: str, value: Any, what: str) -> float:
+def _finite(field: str, value: Any, bound: str) -> float:
     if not is_number(value):
-        raise ConfigError(f"{field} must be {what}, got {show(value)}")
+        raise ConfigError(f"{field} must be a number {bound}, got {show(value)}")
     v = float(value)
     if not math.isfinite(v):
-        raise ConfigError(f"{field} must be finite ({what}), got {show(value)}")
+        raise ConfigError(f"{field} must be {bound} and finite, got {show(value)}")
     return v
 
 
 def check_positive(field: str, value: Any) -> None:
-    if _finite(field, value, "a number > 0") <= 0:
+    if _finite(field, value, "> 0") <= 0:
         raise ConfigError(f"{field} must be > 0, got {show(value)}")
 
 
 def check_nonneg(field: str, value: Any) -> None:
-    if _finite(field, value, "a number >= 0") < 0:
+    if _finite(field, value, ">= 0") < 0:
         raise ConfigError(f"{field} must be >= 0, got {show(value)}")
 
 
 def check_at_most(field: str, value: Any, most: float, why: str = "") -> None:
     """An upper bound: huge finite numbers pass every lower bound and overflow later."""
-    if _finite(field, value, f"a number <= {most:g}") > most:
+    if _finite(field, value, f"<= {most:g}") > most:
         raise ConfigError(f"{field} must be <= {most:g}{' (' + why + ')' if why else ''}, got {show(value)}")
 
 
