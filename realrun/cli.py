@@ -8,34 +8,36 @@ Commands:
     profile              measure step times over a grid, fit the cost model, write a calibration
     doctor               device, dtype, versions, model source, threads, memory: the first check
 
-Bad input prints one line naming the field and the value, and exits with code 2.
-Ctrl-C stops a measurement cleanly: what was measured is printed, and the exit code is 130.
+Bad input prints one line naming the field and the value, and exits with code 2, before
+the model is loaded. Ctrl-C stops a measurement cleanly: what was measured is printed,
+and the exit code is 130. As in batchsim: ``--json`` prints one object
+``{config, runs, notes}``; ``--out DIR`` writes records and figures under
+``DIR/<scenario>/`` (``realrun-run``/``realrun-compare`` without a scenario), after the
+results are printed, each file whole or not at all.
+
+The workload, policy and SLO flags are batchsim's own definitions
+(``batchsim.core.config``), resolved into the same frozen configurations: the
+command line of batchsim itself is not imported.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-from batchsim.cli import OneLineParser
-from batchsim.cli.options import (
-    add_policy_args,
-    add_slo_args,
-    add_workload_args,
-    kv_budget_from_args,
-    policies_from_args,
-    policy_from_args,
-    slo_from_args,
-    workload_from_args,
+from batchsim.core import rejections, sizing
+from batchsim.core.config import (
+    POLICY_DEFAULTS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, PolicyConfig, WorkloadConfig, add_flags, check_conflicts, given,
+    ignored_knob_notes, policy_names, resolve, slo_config,
 )
-from batchsim.core.errors import ConfigError, check_int_at_least
-from batchsim.core.metrics import format_table, summarize
+from batchsim.core.errors import ConfigError, check_int_at_least, show
+from batchsim.core.files import Staging, check_out_dir
+from batchsim.machine.memory import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
-__all__ = ["main", "build_parser", "REALRUN_DEFAULTS"]
+__all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S"]
 
 #: A load a 2-core laptop serves in seconds per policy: ~60 % of the taxi's capacity on tiny-gpt2.
 REALRUN_DEFAULTS = {
@@ -46,6 +48,22 @@ REALRUN_DEFAULTS = {
 _SIM_SERVER_KEYS = {"gpu", "model", "dtype", "gpu_price", "mem_util", "compute_eff", "memory_eff", "overhead",
                     "catalog", "step_time_model", "kv_budget_bytes", "table_keys"}
 _PADDED = ("taxi", "static", "dynamic")
+#: A real run whose arrivals alone span longer than this says how long it will take, before it starts.
+LONG_REAL_RUN_S = 60.0
+#: ... and one longer than a day is refused (``--no-size-check`` runs it anyway).
+MAX_REAL_RUN_S = 86_400.0
+
+_KV_FLAG = Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens, enforced by the policy (default: unlimited)")
+_CAL_FLAG = Flag("--calibration", "calibration", str, "step-time model for the prediction (JSON from `python -m realrun profile`; default: profile now)")
+
+
+class _FlagError(Exception):
+    """argparse found a bad flag: main prints it as one line and returns 2 (never SystemExit)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise _FlagError(f"{self.prog}: error: {message}")
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -55,38 +73,47 @@ def _add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), or a Hugging Face id / local path (cached or reachable)")
     g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
     g.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")
-    g.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: half the cores, at least 1)")
+    g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")
     g.add_argument("--stop-on-eos", action="store_true", help="a request ends at its first EOS token (default: run to the workload's length)")
     if engine:
         g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches) or hf-continuous (transformers' continuous batching)")
 
 
+def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
+    o.add_argument("--out", default=None, help=out_help)
+    o.add_argument("--no-plots", action="store_true", help="skip the figure")
+    o.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar on stderr (default: at a terminal)")
+    o.add_argument(sizing.OVERRIDE_FLAG, dest="no_size_check", action="store_true",
+                   help="run even when the run would take more than a day or more memory than this machine has")
+
+
 def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> None:
     p.add_argument("scenario", nargs="?", default=None, help="a batchsim scenario to take the workload and policies from (default: a small load)")
     _add_model_args(p)
-    add_workload_args(p)
-    add_policy_args(p)
+    add_flags(p.add_argument_group("workload (who arrives when, with how many tokens)"), WORKLOAD_FLAGS)
+    add_flags(p.add_argument_group("batching policy"), POLICY_FLAGS)
     # batchsim's server flags describe a simulated GPU; here the server is the real model, so only
     # the KV budget (a policy matter) and, for compare, the calibration carry over.
     g = p.add_argument_group("server")
-    g.add_argument("--kv-budget-tokens", type=int, default=None, help="KV-cache budget in tokens, enforced by the policy (default: unlimited)")
+    _KV_FLAG.add_to(g)
     if calibration:
-        g.add_argument("--calibration", default=None, help="step-time model for the prediction (JSON from `python -m realrun profile`; default: profile now)")
+        _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
-    add_slo_args(p)
-    o = p.add_argument_group("output")
-    o.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    o.add_argument("--out", default=None, help="folder for the figure, calibration and CSV records (default: out/realrun-COMMAND)")
-    o.add_argument("--no-plots", action="store_true", help="skip the figure")
+    add_flags(p.add_argument_group("service-level objectives (for goodput)"), SLO_FLAGS)
+    _add_output_args(p, "root folder for the figure, calibration and CSV records: they go to OUT/SCENARIO/ "
+                        "(default out/realrun-COMMAND/, figure and calibration only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
+    p = _Parser(
         prog="python -m realrun",
         description="The same batching policies on a real model: measured, and compared with the simulator.",
         epilog="With no command: compare on tiny-gpt2, on the CPU, at a small load.",
     )
-    sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
     cmp_ = sub.add_parser("compare", help="predicted (batchsim, calibrated) vs measured (real model) for each policy")
     _add_workload_run_args(cmp_, calibration=True)
     run = sub.add_parser("run", help="measure one policy on one workload")
@@ -95,20 +122,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(prof, engine=False)
     prof.add_argument("--grid", default="quick", help="quick (default) or full")
     prof.add_argument("--repeats", type=int, default=None, help="repetitions per point (median is kept)")
-    prof.add_argument("--out", default=None, help="calibration JSON to write (default: out/realrun/calibration-MODEL-DEVICE.json)")
-    prof.add_argument("--json", action="store_true", help="print the fit as JSON")
+    prof.add_argument("--out", default=None, help="folder for the calibration (default out/realrun); "
+                      "it is written as calibration-MODEL-DEVICE.json; a path ending in .json names the file itself")
+    prof.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
+    prof.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="a progress bar on stderr")
     doc = sub.add_parser("doctor", help="device, dtype, versions, model source, threads, memory")
     _add_model_args(doc, engine=False)
+    doc.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of text")
     return p
 
 
-# -- helpers ----------------------------------------------------------------------------------
+# -- resolving a run, before the model loads -------------------------------------------------------
 
 def _overrides(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     """(name, defaults, notes): realrun's small load, or a scenario's shape at realrun's size."""
     notes: list[str] = []
     if not getattr(args, "scenario", None):
-        return "realrun", dict(REALRUN_DEFAULTS), notes
+        return f"realrun-{args.command}", dict(REALRUN_DEFAULTS), notes
     sc = get_scenario(args.scenario)
     d = {k: v for k, v in sc.defaults.items() if k not in _SIM_SERVER_KEYS}
     if args.requests is None and args.duration is None:
@@ -121,14 +151,93 @@ def _overrides(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     return sc.name, {**REALRUN_DEFAULTS, **d}, notes
 
 
-def _load(args: argparse.Namespace):
-    from .model import load_model
+def machine_cores() -> int:
+    from .model import available_cores
 
-    return load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+    return max(os.cpu_count() or 1, available_cores())
 
 
-def _seed(args, overrides) -> int:
-    return int(args.seed if args.seed is not None else overrides.get("seed", 0))
+def check_threads(threads: int | None) -> None:
+    """Torch with 100,000 intra-op threads dies in a segfault: bound the count by the machine."""
+    if threads is None:
+        return
+    check_int_at_least("threads", threads, 1)
+    cores = machine_cores()
+    if threads > cores:
+        raise ConfigError(f"threads must be between 1 and {cores} (this machine's cores), got {show(threads)}")
+
+
+def _check_model_flags(args: argparse.Namespace) -> None:
+    check_threads(args.threads)  # device and dtype are checked by load_model, before it loads anything
+
+
+class Plan:
+    """Everything a run or compare needs, resolved and checked before the model is loaded."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        _check_model_flags(args)
+        flags = given(args)
+        check_conflicts(flags)
+        self.name, d, self.notes = _overrides(args)
+        if args.command == "run" and args.policy is None:
+            d["policy"] = "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
+        self.engine = _engine_name(args)
+        self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes, args.command)
+        self.notes += ignored_knob_notes(flags, self.names)
+        self.workload_config = WorkloadConfig.from_flags(flags, d)
+        self.policies = [PolicyConfig.from_flags(n, flags, d) for n in self.names]
+        self.kv = resolve("kv_budget_tokens", flags, d)
+        if self.kv is not None:
+            check_kv_tokens("kv-budget-tokens", self.kv)
+        self.slo = slo_config(flags, d)
+        self.seed = int(resolve("seed", flags, d) or 0)
+        self.out = Path(args.out or "out") / self.name
+        self.writes = bool(args.out) or not args.no_plots or args.command == "compare"
+        if self.writes:
+            check_out_dir(self.out, "out")
+        if args.command == "compare" and getattr(args, "calibration", None):
+            _check_calibration(args.calibration)
+        elif args.command == "compare":
+            from .profile import GRIDS
+
+            if args.grid != "auto" and args.grid not in GRIDS:
+                raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
+        self.workload = self.workload_config.build()
+        self._check_time(args)
+
+    def _check_time(self, args: argparse.Namespace) -> None:
+        """A real run takes at least as long as its arrivals span: say so when that is long."""
+        if not args.no_size_check:
+            sizing.check(sizing.estimate(len(self.workload), float(self.workload.output_tokens.mean()), len(self.names)))
+        span = float(self.workload.arrivals[-1]) if len(self.workload) else 0.0
+        runs = len(self.names)
+        if span * runs > MAX_REAL_RUN_S and not args.no_size_check:
+            raise ConfigError(f"the arrivals span {_hours(span)} per policy ({runs} to measure): more than a day of "
+                              f"real time; raise --rate, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}")
+        if span * runs > LONG_REAL_RUN_S:
+            print(f"realrun: note: this will take at least {_hours(span * runs)}: the arrivals span {_hours(span)} per "
+                  f"policy ({runs} to measure); Ctrl-C stops it and keeps what was measured", file=sys.stderr)
+
+
+def _hours(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def _check_calibration(path: str) -> None:
+    """Read a calibration now (one line if it is bad), families included, before anything is measured."""
+    from batchsim.core.errors import is_number
+    from batchsim.core.files import read_json
+    from batchsim.sim.steptime import LinearStepTime
+
+    LinearStepTime.from_json(path)
+    fams = read_json(path, "calibration").get("families") or {}
+    if not isinstance(fams, dict):
+        raise ConfigError(f"calibration {path!r}: families must be a table, got {show(fams)}")
+    for name, f in fams.items():
+        bad = [k for k in ("c0", "c1", "c2", "c3") if not isinstance(f, dict) or not is_number(f.get(k))]
+        if bad:
+            raise ConfigError(f"calibration {path!r}: family {name!r} must have numbers c0..c3, "
+                              f"got {show(f.get(bad[0]) if isinstance(f, dict) else f)} for {bad[0]}")
 
 
 def _engine_name(args) -> str:
@@ -136,38 +245,17 @@ def _engine_name(args) -> str:
 
     name = getattr(args, "engine", "ours")
     if name not in ENGINE_NAMES:
-        raise ConfigError(f"engine must be one of {', '.join(ENGINE_NAMES)}, got {name!r}")
+        raise ConfigError(f"engine must be one of {', '.join(ENGINE_NAMES)}, got {show(name)}")
     return name
 
 
-def _make_engine(name: str, lm, args, seed: int):
-    from .baselines import HFGenerateEngine
-    from .engine import Engine
-
-    if name == "hf-generate":
-        return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-    return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-
-
-def _measure_fn(engine_name: str, engine, lm, args, workload, kv, seed: int, progress: bool):
-    from .baselines import run_hf_continuous
-    from .runner import run_real
-
-    def measure(label, policy):
-        if engine_name == "hf-continuous":
-            p = policy
-            return run_hf_continuous(
-                workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
-                kv_budget_tokens=kv, stop_on_eos=args.stop_on_eos, prompt_seed=seed, progress=progress,
-            )[0]
-        return run_real(workload, policy, engine, kv_budget_tokens=kv, progress=progress)
-
-    return measure
-
-
-def _usable_policies(engine_name: str, names: list[str], notes: list[str]) -> list[str]:
+def _usable_policies(engine_name: str, names: list[str], notes: list[str], command: str) -> list[str]:
+    if command == "run" and len(names) != 1:
+        raise ConfigError(f"run measures one policy; use compare for several, got {','.join(names)}")
     if engine_name == "hf-generate":
         kept = [n for n in names if n in _PADDED]
+        if not kept:
+            raise ConfigError("engine hf-generate runs padded batches only: policy must be taxi, static or dynamic")
         if len(kept) < len(names):
             notes.append("engine hf-generate runs padded batches only: continuous is left out")
         return kept
@@ -180,266 +268,65 @@ def _usable_policies(engine_name: str, names: list[str], notes: list[str]) -> li
     return names
 
 
-def _out_dir(args, command: str) -> Path:
-    return Path(args.out) if args.out else Path("out") / f"realrun-{command}"
-
-
-def _memory_line(meta: dict) -> str:
-    parts = [f"peak RSS {meta.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"]
-    if "cuda_max_memory_allocated_bytes" in meta:
-        parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
-    if meta.get("kv_peak_bytes_measured"):
-        parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
-    return "memory: " + ", ".join(parts)
-
-
-def _load_line() -> str:
-    from .model import available_cores
-
-    try:
-        la = os.getloadavg()
-    except OSError:
-        return "machine load: unknown"
-    return (f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
-            "(other busy processes stretch the measured times, not the predicted ones)")
-
-
-def _progress() -> bool:
-    return sys.stderr.isatty()
-
-
-# -- commands ---------------------------------------------------------------------------------
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    name, d, notes = _overrides(args)
-    if args.policy is None:
-        d["policy"] = "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
-    names = policies_from_args(args, d)
-    if len(names) != 1:
-        raise ConfigError(f"run measures one policy; use compare for several, got {','.join(names)}")
-    engine_name = _engine_name(args)
-    names = _usable_policies(engine_name, names, notes)
-    if not names:
-        raise ConfigError("engine hf-generate runs padded batches only: policy must be taxi, static or dynamic")
-    workload = workload_from_args(args, d)
-    policy = policy_from_args(args, names[0], d)
-    kv = kv_budget_from_args(args, d)
-    slo = slo_from_args(args, d)
-    seed = _seed(args, d)
-    lm = _load(args)
-    engine = None if engine_name == "hf-continuous" else _make_engine(engine_name, lm, args, seed)
-    measure = _measure_fn(engine_name, engine, lm, args, workload, kv, seed, _progress())
-    label = names[0] if engine_name == "ours" else f"{names[0]} ({engine_name})"
-    if engine_name == "hf-continuous":
-        notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
-    result = measure(label, policy)
-    summary = summarize(result, slo)
-    meta = result.meta
-    if args.out:
-        result.records.write_csv(_out_dir(args, "run"), prefix=f"{names[0]}-measured-")
-    if args.json:
-        obj = {
-            "scenario": name,
-            "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
-                       "engine": engine_name, "kv_budget_tokens": kv, "model": lm.describe()},
-            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": meta}],
-            "summary": summary,
-            "notes": notes,
-        }
-        print(json.dumps(obj, indent=2, default=str))
-    else:
-        print(f"realrun run: {label} measured on {lm.describe()}")
-        print()
-        print(format_table({label: summary}))
-        print()
-        for n in notes:
-            print(n)
-        print(f"workload: {len(workload)} requests, {workload.description}")
-        print(_memory_line(meta))
-        if meta.get("stopped"):
-            print(f"note: {meta['stopped']}")
-    return 130 if (meta.get("stopped") or "").startswith("interrupted") else 0
-
-
-def _calibration(args, lm, engine, workload, pairs, out: Path, notes: list[str]) -> tuple[dict, dict]:
-    """Step-time model per policy label: from --calibration FILE, else profiled now (a grid fitted
-    to the workload, saved under out). Each policy gets its family's fit when there is one."""
-    from .profile import (
-        GRIDS,
-        POLICY_FAMILY,
-        grid_for_workload,
-        load_calibration,
-        profile,
-    )
-
-    policies = [p for _, p, _ in pairs]
-    if args.calibration:
-        overall, families = load_calibration(args.calibration)
-        info = json.loads(Path(args.calibration).read_text())
-        for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
-            if key in info and info[key] != have:
-                notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
-        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("c0", "c1", "c2", "c3", "source", "heldout_mean_abs_error_pct", "families")}}
-        notes.extend(_coverage_notes(info.get("points") or [], workload))
-    else:
-        if args.grid == "auto":
-            rows = max(p.max_rows for p in policies)
-            max_prefill = max(getattr(p, "max_batched_tokens", 0) for p in policies) or 1024
-            grid = grid_for_workload(workload, rows, max(max_prefill, rows * 128))
-        elif args.grid in GRIDS:
-            grid = GRIDS[args.grid]
-        else:
-            raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {args.grid!r}")
-        prof = profile(engine, grid, progress=_progress())
-        path = prof.write(out / "calibration.json")
-        notes.append(f"calibration (profiled now, {len(prof.points)} points, {prof.seconds:.1f} s): {path}")
-        notes.append(prof.text())
-        overall, families = prof.model, {k: f.model for k, f in prof.families.items()}
-        cal_info = json.loads(path.read_text())
-        cal_info.pop("points", None)
-        cal_info["file"] = str(path)
-    per_label = {label: families.get(POLICY_FAMILY.get(label, ""), overall) for label, _, _ in pairs}
-    return per_label, cal_info
-
-
-def _coverage_notes(points: list[dict], workload) -> list[str]:
-    """A calibration predicts well only where it was measured: say when the workload goes beyond."""
-    if not points or not len(workload):
+def write_outputs(plan: Plan, results: dict, args, figure=None) -> list[Path]:
+    """Records (with --out) and the figure, staged and moved in whole; returns the final paths."""
+    if not (args.out or (figure is not None and not args.no_plots)):
         return []
-    ctx = max((q["kv_read"] / q["decode_rows"] for q in points if q.get("decode_rows")), default=0)
-    prompt = max((q["prefill_tokens"] for q in points), default=0)
-    need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
-    need_prompt = int(workload.prompt_tokens.max())
-    if need_ctx > 1.25 * ctx or need_prompt > 1.25 * prompt:
-        return [f"warning: the calibration was measured up to contexts of ~{ctx:.0f} tokens and prefill steps of {prompt}; "
-                f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
-                "(omit --calibration to profile for this workload)"]
-    return []
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_policies, format_compare, plot_compare
-    from .engine import Engine
-
-    name, d, notes = _overrides(args)
-    engine_name = _engine_name(args)
-    names = _usable_policies(engine_name, policies_from_args(args, d), notes)
-    if not names:
-        raise ConfigError("engine hf-generate runs padded batches only: policy must include taxi, static or dynamic")
-    workload = workload_from_args(args, d)
-    pairs = [(n, policy_from_args(args, n, d), policy_from_args(args, n, d)) for n in names]
-    kv = kv_budget_from_args(args, d)
-    slo = slo_from_args(args, d)
-    seed = _seed(args, d)
-    out = _out_dir(args, "compare")
-    lm = _load(args)
-    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-    step_times, cal_info = _calibration(args, lm, ours, workload, pairs, out, notes)
-    engine = ours if engine_name == "ours" else (None if engine_name == "hf-continuous" else _make_engine(engine_name, lm, args, seed))
-    measure = _measure_fn(engine_name, engine, lm, args, workload, kv, seed, _progress())
-    report = compare_policies(workload, pairs, measure, step_times, kv_budget_tokens=kv, slo=slo)
-    for row in report.rows:
-        if engine_name != "ours":
-            row.label = f"{row.label} ({engine_name})"
+    with Staging(plan.out) as staging:
+        paths = []
         if args.out:
-            row.real.records.write_csv(out, prefix=f"{row.label.split()[0]}-measured-")
-            row.sim.records.write_csv(out, prefix=f"{row.label.split()[0]}-predicted-")
-    title = f"{name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
-    if not args.no_plots and report.rows:
-        report.figures.append(plot_compare(report, out / "predicted_vs_measured.png", title))
-    stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
-    if args.json:
-        obj = {
-            "scenario": name,
-            "config": {"workload": workload.description, "requests": len(workload), "engine": engine_name,
-                       "kv_budget_tokens": kv, "model": lm.describe(),
-                       "step_time": {label: repr(m) for label, m in step_times.items()}},
-            "calibration": cal_info,
-            "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
-                      "error_pct": r.errors, "meta": r.real.meta} for r in report.rows],
-            "figures": [str(f) for f in report.figures],
-            "notes": notes + report.notes,
-        }
-        print(json.dumps(obj, indent=2, default=str))
-    else:
-        print(title)
-        print(f"model: {lm.describe()}")
-        print()
-        print(format_compare(report))
-        print()
-        print("error = (predicted - measured) / measured")
-        for n in notes + report.notes:
-            print(n)
-        print(f"workload: {len(workload)} requests, {workload.description}")
-        if report.rows:
-            print(_memory_line(report.rows[-1].real.meta))
-        print(_load_line())
-        for s in stopped:
-            print(f"note: {s}")
-        if report.figures:
-            print("figure: " + ", ".join(str(f) for f in report.figures))
-    return 130 if any(s.startswith("interrupted") for s in stopped) else 0
+            for prefix, res in results.items():
+                paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
+        if figure is not None and not args.no_plots:
+            paths.append(staging.final(figure(staging.dir)))
+        staging.commit()
+    return paths
 
 
-def _cmd_profile(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+def rejection_lines(results: dict) -> list[str]:
+    return rejections.lines(results)
 
-    from .engine import Engine
-    from .profile import GRIDS, profile
 
-    if args.grid not in GRIDS:
-        raise ConfigError(f"grid must be one of {', '.join(GRIDS)}, got {args.grid!r}")
-    grid = GRIDS[args.grid]
-    if args.repeats is not None:
-        check_int_at_least("repeats", args.repeats, 1)
-        grid = replace(grid, repeats=args.repeats)
-    lm = _load(args)
-    engine = Engine(lm)
-    prof = profile(engine, grid, progress=_progress())
-    path = Path(args.out) if args.out else Path("out") / "realrun" / f"calibration-{lm.name.replace('/', '_')}-{lm.device.replace(':', '')}.json"
-    prof.write(path)
-    if args.json:
-        print(json.dumps({"calibration": str(path), "c0": prof.model.c0, "c1": prof.model.c1, "c2": prof.model.c2,
-                          "c3": prof.model.c3, "heldout_mean_abs_error_pct": prof.heldout_mean_pct,
-                          "heldout_max_abs_error_pct": prof.heldout_max_pct, "fit_mean_abs_error_pct": prof.fit_mean_pct,
-                          "points": len(prof.points), **prof.info}, indent=2))
-        return 0
-    print(f"realrun profile: {lm.describe()}")
-    print()
-    print(f"{'kind':8s} {'prompt tok':>10s} {'rows':>5s} {'KV read':>8s} {'measured ms':>11s} {'fit ms':>8s} {'error':>7s} {'spread':>7s}")
-    for q in prof.points:
-        t = prof.model.step_time(q.prefill_tokens, q.decode_rows, q.kv_read)
-        print(f"{q.kind:8s} {q.prefill_tokens:10d} {q.decode_rows:5d} {q.kv_read:8.0f} {q.seconds * 1e3:11.2f} {t * 1e3:8.2f} "
-              f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%")
-    print()
-    print(prof.text())
-    print(f"calibration written: {path}")
-    print(f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})")
-    return 0
+def nothing_served(results: dict) -> bool:
+    return rejections.all_rejected({k: r for k, r in results.items() if not r.meta.get("stopped")})
 
+
+# -- entry point ---------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         argv = ["compare"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _FlagError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except SystemExit as e:  # --help
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
+    from . import commands
+
     try:
         if args.command == "compare":
-            return _cmd_compare(args)
+            return commands.compare(args, Plan(args))
         if args.command == "run":
-            return _cmd_run(args)
+            return commands.run(args, Plan(args))
         if args.command == "profile":
-            return _cmd_profile(args)
+            return commands.profile(args)
         if args.command == "doctor":
+            _check_model_flags(args)
             from .doctor import doctor
 
-            return doctor(_load(args), args.device, args.dtype)
+            return doctor(commands.load(args), args.device, args.dtype, as_json=args.json)
         parser.print_help()
         return 0
     except ConfigError as e:
         print(f"realrun: error: {e}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print("realrun: error: out of memory: lower --requests, --max-batch or --max-seqs", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("realrun: interrupted", file=sys.stderr)
+        print("realrun: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

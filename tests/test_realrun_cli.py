@@ -54,9 +54,10 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, calibration, capsy
     for word in ("predicted", "measured", "error", "taxi", "continuous", "req/s", "p99 TTFT ms", "p50 E2E s",
                  "timing is real, the text is not"):
         assert word in out
-    fig = tmp_path / "predicted_vs_measured.png"
+    fig = tmp_path / "realrun-compare" / "predicted_vs_measured.png"  # --out DIR writes DIR/<scenario>/
     assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "taxi-measured-requests.csv").is_file() and (tmp_path / "continuous-predicted-steps.csv").is_file()
+    d = tmp_path / "realrun-compare"
+    assert (d / "taxi-measured-requests.csv").is_file() and (d / "continuous-predicted-steps.csv").is_file()
 
 
 def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibration, capsys):
@@ -75,7 +76,7 @@ def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibratio
 def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
     code, out, err = call(["compare", *SMALL, "--policy", "continuous", "--out", str(tmp_path), "--no-plots"], capsys)
     assert code == 0, err
-    cal = tmp_path / "calibration.json"
+    cal = tmp_path / "realrun-compare" / "calibration.json"
     assert cal.is_file() and "calibration (profiled now" in out
     assert LinearStepTime.from_json(cal).c0 > 0
 

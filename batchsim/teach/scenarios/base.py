@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 
-from ...cli.options import WORKLOAD_DEFAULTS, _get, policies_from_args
+from .knobs import WORKLOAD_DEFAULTS, _get, policies_from_args
 from ...core import rejections, sizing
 from ...core.config import PolicyConfig, WorkloadConfig, given, slo_config
 from ...core.errors import ConfigError, check_positive

@@ -10,7 +10,7 @@ import argparse
 
 import numpy as np
 
-from ...cli.options import (
+from .knobs import (
     WORKLOAD_DEFAULTS, _get, policies_from_args, slo_from_args, step_time_from_args,
 )
 from ...machine.cost import implied_price_per_hour, required_throughput

@@ -1,0 +1,334 @@
+"""The work behind ``python -m realrun run``, ``compare`` and ``profile``, once ``cli`` has checked the flags.
+
+Each command loads the model only after every flag and file was checked (``cli.Plan``),
+prints its results, and only then writes files, whole (``batchsim.core.files.Staging``),
+so neither a bad path nor Ctrl-C loses a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least, show
+from batchsim.core.files import Staging, check_out_dir, dumps, read_json
+from batchsim.core.metrics import format_table, summarize
+
+from .cli import Plan, nothing_served, rejection_lines, write_outputs
+
+__all__ = ["run", "compare", "profile", "load"]
+
+
+def load(args: argparse.Namespace):
+    from .model import load_model
+
+    return load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+
+
+def _progress(args) -> bool:
+    p = getattr(args, "progress", None)
+    return sys.stderr.isatty() if p is None else bool(p)
+
+
+def _make_engine(name: str, lm, args, seed: int):
+    from .baselines import HFGenerateEngine
+    from .engine import Engine
+
+    if name == "hf-generate":
+        return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+    return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+
+
+def _measure_fn(plan: Plan, engine, lm, args):
+    from .baselines import run_hf_continuous
+    from .runner import run_real
+
+    def measure(label, policy):
+        if plan.engine == "hf-continuous":
+            p = policy
+            return run_hf_continuous(
+                plan.workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
+                kv_budget_tokens=plan.kv, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed, progress=_progress(args),
+            )[0]
+        return run_real(plan.workload, policy, engine, kv_budget_tokens=plan.kv, progress=_progress(args))
+
+    return measure
+
+
+def _memory_line(meta: dict) -> str:
+    parts = [f"peak RSS {meta.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"]
+    if "cuda_max_memory_allocated_bytes" in meta:
+        parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
+    if meta.get("kv_peak_bytes_measured"):
+        parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
+    return "memory: " + ", ".join(parts)
+
+
+def _load_line() -> str:
+    from .model import available_cores
+
+    try:
+        la = os.getloadavg()
+    except OSError:
+        return "machine load: unknown"
+    return (f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
+            "(other busy processes stretch the measured times, not the predicted ones)")
+
+
+def _stopped_code(stopped: list[str]) -> int:
+    return 130 if any(s.startswith("interrupted") for s in stopped) else 0
+
+
+def _all_rejected(results: dict) -> int:
+    if nothing_served(results):
+        print(f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace, plan: Plan) -> int:
+    notes = plan.notes
+    lm = load(args)
+    engine = None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed)
+    measure = _measure_fn(plan, engine, lm, args)
+    name = plan.names[0]
+    label = name if plan.engine == "ours" else f"{name} ({plan.engine})"
+    if plan.engine == "hf-continuous":
+        notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
+    result = measure(label, plan.policies[0].build())
+    summary = summarize(result, plan.slo)
+    meta = result.meta
+    workload = plan.workload
+    from batchsim.core import rejections
+
+    if args.json:
+        print(dumps({
+            "scenario": plan.name,
+            "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
+                       "engine": plan.engine, "kv_budget_tokens": plan.kv, "model": lm.describe()},
+            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": meta,
+                      "rejections": rejections.counts(result.records.rejected)}],
+            "summary": summary,
+            "notes": notes,
+        }))
+    else:
+        print(f"realrun run: {label} measured on {lm.describe()}")
+        print()
+        print(format_table({label: summary}))
+        for line in rejection_lines({label: result}):
+            print(line)
+        print()
+        for n in notes:
+            print(n)
+        print(f"workload: {len(workload)} requests, {workload.description}")
+        print(_memory_line(meta))
+        if meta.get("stopped"):
+            print(f"note: {meta['stopped']}")
+    paths = write_outputs(plan, {f"{name}-measured-": result}, args)
+    if paths and not args.json:
+        print(f"records: {', '.join(str(p) for p in paths)}")
+    code = _stopped_code([meta.get("stopped") or ""])
+    return code or _all_rejected({label: result})
+
+
+# -- compare ----------------------------------------------------------------------------------------
+
+def _calibration(args, lm, engine, plan: Plan, pairs) -> tuple[dict, dict]:
+    """Step-time model per policy label: from --calibration FILE, else profiled now (a grid fitted
+    to the workload, saved whole under the output folder). Each policy gets its family's fit."""
+    from .profile import GRIDS, POLICY_FAMILY, grid_for_workload, load_calibration, profile as run_profile
+
+    notes, workload = plan.notes, plan.workload
+    policies = [p for _, p, _ in pairs]
+    if args.calibration:
+        overall, families = load_calibration(args.calibration)
+        info = read_json(args.calibration, "calibration")
+        for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
+            if key in info and info[key] != have:
+                notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
+        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("c0", "c1", "c2", "c3", "source", "heldout_mean_abs_error_pct", "families")}}
+        notes.extend(_coverage_notes(info.get("points") or [], workload))
+    else:
+        if args.grid == "auto":
+            rows = max(p.max_rows for p in policies)
+            max_prefill = max(getattr(p, "max_batched_tokens", 0) for p in policies) or 1024
+            grid = grid_for_workload(workload, rows, max(max_prefill, rows * 128))
+        elif args.grid in GRIDS:
+            grid = GRIDS[args.grid]
+        else:
+            raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
+        prof = run_profile(engine, grid, progress=_progress(args))
+        with Staging(plan.out) as staging:
+            prof.write(staging.path("calibration.json"))
+            path = staging.commit()[0]
+        notes.append(f"calibration (profiled now, {len(prof.points)} points, {prof.seconds:.1f} s): {path}")
+        notes.append(prof.text())
+        overall, families = prof.model, {k: f.model for k, f in prof.families.items()}
+        cal_info = read_json(path, "calibration")
+        cal_info.pop("points", None)
+        cal_info["file"] = str(path)
+    per_label = {label: families.get(POLICY_FAMILY.get(label, ""), overall) for label, _, _ in pairs}
+    return per_label, cal_info
+
+
+def _coverage_notes(points: list, workload) -> list[str]:
+    """A calibration predicts well only where it was measured: say when the workload goes beyond."""
+    points = [q for q in points if isinstance(q, dict)]
+    if not points or not len(workload):
+        return []
+    try:
+        ctx = max((q["kv_read"] / q["decode_rows"] for q in points if q.get("decode_rows")), default=0)
+        prompt = max((q["prefill_tokens"] for q in points), default=0)
+    except (KeyError, TypeError, ZeroDivisionError):
+        return ["warning: the calibration's points are unreadable: its coverage of this workload is unknown"]
+    need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
+    need_prompt = int(workload.prompt_tokens.max())
+    if need_ctx > 1.25 * ctx or need_prompt > 1.25 * prompt:
+        return [f"warning: the calibration was measured up to contexts of ~{ctx:.0f} tokens and prefill steps of {prompt}; "
+                f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
+                "(omit --calibration to profile for this workload)"]
+    return []
+
+
+def compare(args: argparse.Namespace, plan: Plan) -> int:
+    from .compare import compare_policies, format_compare, plot_compare
+    from .engine import Engine
+
+    notes, workload = plan.notes, plan.workload
+    pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
+    lm = load(args)
+    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
+    step_times, cal_info = _calibration(args, lm, ours, plan, pairs)
+    engine = ours if plan.engine == "ours" else (None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed))
+    report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args), step_times, kv_budget_tokens=plan.kv, slo=plan.slo)
+    for row in report.rows:
+        if plan.engine != "ours":
+            row.label = f"{row.label} ({plan.engine})"
+    title = f"{plan.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
+    stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
+    results = {}
+    for r in report.rows:
+        results[f"{r.label} (predicted)"] = r.sim
+        results[f"{r.label} (measured)"] = r.real
+    outputs = {}
+    for r in report.rows:
+        outputs[f"{r.label.split()[0]}-measured-"] = r.real
+        outputs[f"{r.label.split()[0]}-predicted-"] = r.sim
+    figure = (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title)) if report.rows else None
+    from batchsim.core import rejections
+
+    if args.json:
+        # The object names the files it is about to move into place; they are complete before it prints.
+        with Staging(plan.out) as staging:
+            paths = _stage(staging, outputs, args, figure)
+            print(dumps({
+                "scenario": plan.name,
+                "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
+                           "kv_budget_tokens": plan.kv, "model": lm.describe(),
+                           "step_time": {label: repr(m) for label, m in step_times.items()}},
+                "calibration": cal_info,
+                "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
+                          "error_pct": r.errors, "meta": r.real.meta,
+                          "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
+                                         "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
+                "figures": [str(p) for p in paths if p.suffix == ".png"],
+                "notes": notes + report.notes,
+            }))
+            staging.commit()
+    else:
+        print(title)
+        print(f"model: {lm.describe()}")
+        print()
+        print(format_compare(report))
+        for line in rejection_lines(results):
+            print(line)
+        print()
+        print("error = (predicted - measured) / measured")
+        for n in notes + report.notes:
+            print(n)
+        print(f"workload: {len(workload)} requests, {workload.description}")
+        if report.rows:
+            print(_memory_line(report.rows[-1].real.meta))
+        print(_load_line())
+        for s in stopped:
+            print(f"note: {s}")
+        paths = write_outputs(plan, outputs, args, figure)
+        figs = [p for p in paths if p.suffix == ".png"]
+        if figs:
+            print("figure: " + ", ".join(str(f) for f in figs))
+    return _stopped_code(stopped) or _all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+
+
+def _stage(staging: Staging, outputs: dict, args, figure) -> list[Path]:
+    paths = []
+    if args.out:
+        for prefix, res in outputs.items():
+            paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
+    if figure is not None and not args.no_plots:
+        paths.append(staging.final(figure(staging.dir)))
+    return paths
+
+
+# -- profile ----------------------------------------------------------------------------------------
+
+def _profile_path(args, lm_name: str | None = None, device: str | None = None) -> Path:
+    """--out is a folder, as everywhere; a path ending in .json (the older form) names the file."""
+    out = Path(args.out) if args.out else Path("out") / "realrun"
+    if out.suffix.lower() == ".json":
+        return out
+    name = f"calibration-{(lm_name or 'MODEL').replace('/', '_')}-{(device or 'DEVICE').replace(':', '')}.json"
+    return out / name
+
+
+def profile(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .cli import _check_model_flags
+    from .engine import Engine
+    from .profile import GRIDS, profile as run_profile
+
+    _check_model_flags(args)
+    if args.grid not in GRIDS:
+        raise ConfigError(f"grid must be one of {', '.join(GRIDS)}, got {show(args.grid)}")
+    grid = GRIDS[args.grid]
+    if args.repeats is not None:
+        check_int_at_least("repeats", args.repeats, 1)
+        check_at_most("repeats", args.repeats, 1000, "repetitions per point")
+        grid = replace(grid, repeats=args.repeats)
+    target = _profile_path(args)
+    if target.exists() and target.is_dir() and target.suffix.lower() == ".json":
+        raise ConfigError(f"out {str(target)!r} is a folder, not a file")
+    check_out_dir(target.parent, "out")
+    lm = load(args)
+    prof = run_profile(Engine(lm), grid, progress=_progress(args))
+    path = _profile_path(args, lm.name, lm.device)
+    fit = {"c0": prof.model.c0, "c1": prof.model.c1, "c2": prof.model.c2, "c3": prof.model.c3,
+           "heldout_mean_abs_error_pct": prof.heldout_mean_pct, "heldout_max_abs_error_pct": prof.heldout_max_pct,
+           "fit_mean_abs_error_pct": prof.fit_mean_pct, "points": len(prof.points)}
+    if args.json:
+        print(dumps({"config": {"model": lm.describe(), "grid": args.grid, **prof.info}, "calibration": str(path),
+                     "runs": [{"label": "all policies", **fit},
+                              *({"label": f"{name} policies", **f.as_dict()} for name, f in prof.families.items())],
+                     "notes": [prof.text()], **fit, **prof.info}))
+    else:
+        print(f"realrun profile: {lm.describe()}")
+        print()
+        print(f"{'kind':8s} {'prompt tok':>10s} {'rows':>5s} {'KV read':>8s} {'measured ms':>11s} {'fit ms':>8s} {'error':>7s} {'spread':>7s}")
+        for q in prof.points:
+            t = prof.model.step_time(q.prefill_tokens, q.decode_rows, q.kv_read)
+            print(f"{q.kind:8s} {q.prefill_tokens:10d} {q.decode_rows:5d} {q.kv_read:8.0f} {q.seconds * 1e3:11.2f} {t * 1e3:8.2f} "
+                  f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%")
+        print()
+        print(prof.text())
+    with Staging(path.parent) as staging:
+        prof.write(staging.path(path.name))
+        staging.commit()
+    if not args.json:
+        print(f"calibration written: {path}")
+        print(f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})")
+    return 0
