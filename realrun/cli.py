@@ -29,7 +29,8 @@ from pathlib import Path
 
 from batchsim.core import rejections, sizing
 from batchsim.core.config import (
-    POLICY_DEFAULTS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, PolicyConfig, WorkloadConfig, add_flags, check_conflicts, given,
+    POLICY_DEFAULTS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, PolicyConfig, WorkloadConfig, add_flags, check_conflicts,
+    dash_hint, given,
     ignored_knob_notes, policy_names, resolve, slo_config,
 )
 from batchsim.core.errors import ConfigError, check_int_at_least, show
@@ -62,8 +63,10 @@ class _FlagError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    argv: list[str] = []  # the words being parsed (set by main), for dash_hint
+
     def error(self, message: str):  # type: ignore[override]
-        raise _FlagError(f"{self.prog}: error: {message}")
+        raise _FlagError(f"{self.prog}: error: {dash_hint(message, self.argv)}")
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -298,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["compare"]
     parser = build_parser()
+    _Parser.argv = argv
     try:
         args = parser.parse_args(argv)
     except _FlagError as e:

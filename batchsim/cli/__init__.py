@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .options import add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args
 from ..core import rejections
-from ..core.config import check_conflicts, given, ignored_knob_notes
+from ..core.config import check_conflicts, dash_hint, given, ignored_knob_notes
 from ..core.errors import ConfigError
 from ..core.files import Staging, check_out_dir, dumps
 from ..machine.server import DEFAULT_SERVER
@@ -49,8 +49,11 @@ _EXTERNAL = {
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line on stderr and exit code 2 (no usage dump)."""
 
+    #: The words being parsed, for the one hint argparse cannot give (set by ``main``).
+    argv: list[str] = []
+
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {dash_hint(message, self.argv)}\n")
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -200,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["run", FLAGSHIP]
     parser = build_parser()
+    OneLineParser.argv = argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or a bad flag already reported in one line

@@ -42,7 +42,7 @@ SWEEPABLE: dict[str, tuple[str, type]] = {
     "prompt_len": ("prompt_len", str), "output_len": ("output_len", str), "seed": ("seed", int),
     "arrival": ("arrival", str), "gpu": ("gpu", str), "model": ("sim_model", str), "dtype": ("sim_dtype", str),
     "gpu_price": ("gpu_price", float), "mem_util": ("mem_util", float), "kv_budget_tokens": ("kv_budget_tokens", int),
-    "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float),
+    "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float), "speedup": ("speedup", float),
 }
 _POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs": "continuous",
                  "max_batched_tokens": "continuous", "block_size": "continuous"}

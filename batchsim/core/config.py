@@ -21,6 +21,7 @@ The server knobs (step time, GPU, memory) live beside the machine model, in
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
@@ -32,7 +33,7 @@ from .policies import POLICY_NAMES
 from .workload import Workload
 
 __all__ = [
-    "Flag", "add_flags", "flag_name", "given", "resolve", "check_conflicts", "WorkloadConfig", "PolicyConfig", "policy_names",
+    "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "check_conflicts", "WorkloadConfig", "PolicyConfig", "policy_names",
     "slo_config", "ignored_knob_notes", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "WORKLOAD_DEFAULTS",
     "POLICY_DEFAULTS", "MAX_SECONDS", "POLICY_NAMES",
 ]
@@ -108,6 +109,16 @@ POLICY_DEFAULTS = {
     "policy": ",".join(POLICY_NAMES), "max_batch": 8, "max_wait": 0.05, "max_seqs": 64,
     "max_batched_tokens": 2048, "block_size": 16, "chunked_prefill": None,
 }
+
+
+def dash_hint(message: str, argv: list[str]) -> str:
+    """argparse reads ``--rate -inf`` as two flags: name the value and the spelling that works."""
+    m = re.match(r"argument (--[\w-]+)(?:/[\w-]+)*: expected one argument", message)
+    if m and m.group(1) in argv:
+        i = argv.index(m.group(1))
+        if i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            return f"{message}: got {argv[i + 1]!r}, which reads as a flag; write {m.group(1)}={argv[i + 1]}"
+    return message
 
 
 def given(values: Mapping[str, Any] | argparse.Namespace) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def show(value: Any) -> str:
     if is_number(value):
         if is_integer(value):
             v = int(value)
-            if abs(v) < 10**15:
+            if abs(v) < 10**30:
                 return str(v)
             digits = str(abs(v))
             return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"

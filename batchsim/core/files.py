@@ -33,6 +33,9 @@ __all__ = ["read_text", "read_json", "open_text", "check_out_dir", "Staging", "d
 #: The largest catalog or calibration file read whole: real ones are a few kilobytes, and a
 #: profile with every point stays under a megabyte. A bigger file is almost surely the wrong one.
 MAX_TEXT_BYTES = 16 * 2**20
+#: The longest line read from a file read line by line: a trace row is a few dozen bytes.
+MAX_LINE_BYTES = 2**20
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def _where(what: str, p: Path) -> str:
@@ -66,6 +69,8 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> s
         data = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"{_where(what, p)} cannot be read: {e.strerror or e}") from None
+    if data.startswith(_UTF16_BOMS):
+        raise _utf16_error(what, p)
     if b"\x00" in data[:4096]:
         raise ConfigError(f"{_where(what, p)} is not text (it holds NUL bytes: binary, or UTF-16)")
     try:
@@ -92,25 +97,39 @@ def read_json(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> A
         raise ConfigError(f"{_where(what, p)} is not valid JSON: nested too deeply") from None
 
 
-class _Lines:
-    """A text file's lines; a decoding error while reading becomes a ConfigError with the line number."""
+def _utf16_error(what: str, p: Path) -> ConfigError:
+    return ConfigError(f"{_where(what, p)} is UTF-16 text; save it as UTF-8 (CSV/JSON)")
 
-    def __init__(self, fh: IO[str], what: str, p: Path) -> None:
+
+class _Lines:
+    """A text file's lines, decoded one at a time so that a bad byte is reported with its line number."""
+
+    def __init__(self, fh: IO[bytes], what: str, p: Path) -> None:
         self.fh, self.what, self.p, self.lineno = fh, what, p, 0
 
     def __iter__(self):
         return self
 
     def __next__(self) -> str:
-        try:
-            line = next(self.fh)
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno + 1} is not UTF-8 text "
-                              f"(byte 0x{e.object[e.start:e.start + 1].hex()}); save it as UTF-8") from None
+        raw = self.fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            raise StopIteration
         self.lineno += 1
-        if "\x00" in line:
+        if len(raw) > MAX_LINE_BYTES:
+            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is longer than "
+                              f"{MAX_LINE_BYTES // 2**20} MiB: not a line of text")
+        if self.lineno == 1:
+            if raw.startswith(_UTF16_BOMS):
+                raise _utf16_error(self.what, self.p)
+            if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as spreadsheets write
+                raw = raw[3:]
+        if b"\x00" in raw:
             raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is not text (NUL bytes: binary, or UTF-16)")
-        return line
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is not UTF-8 text "
+                              f"(byte 0x{raw[e.start:e.start + 1].hex()}); save it as UTF-8") from None
 
     def close(self) -> None:
         self.fh.close()
@@ -123,11 +142,11 @@ class _Lines:
 
 
 def open_text(path: str | Path, what: str) -> _Lines:
-    """A file to read line by line (UTF-8, a BOM allowed, newlines kept for ``csv``)."""
+    """A file to read line by line (UTF-8, a BOM allowed; line endings kept for ``csv``)."""
     p = Path(path)
     _check_is_file(what, p)
     try:
-        fh = p.open(encoding="utf-8-sig", newline="")
+        fh = p.open("rb")
     except OSError as e:
         raise ConfigError(f"{_where(what, p)} cannot be read: {e.strerror or e}") from None
     return _Lines(fh, what, p)

@@ -159,7 +159,7 @@ def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float
             raise ConfigError(f"trace {str(p)!r} line {reader.line_num or lineno}: not a CSV row ({e})") from None
     if not ts:
         raise ConfigError(f"trace {str(p)!r} has no rows")
-    if max_rows is None and truncated:
+    if len(ts) >= MAX_TRACE_ROWS and truncated:
         raise ConfigError(f"trace {str(p)!r} has more than {MAX_TRACE_ROWS:,} rows; replay a part with --requests or --duration")
     arr = np.asarray(ts, dtype=np.float64)
     return Trace(str(p), arr - arr[0], np.asarray(ps, dtype=np.int64), np.asarray(os_, dtype=np.int64), truncated)

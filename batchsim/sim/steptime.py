@@ -116,7 +116,10 @@ class LinearStepTime(StepTimeModel):
             check_at_most(f"calibration {str(p)!r}: {k}", v, _MAX_COEFF, "seconds")
             coeffs[k] = float(v)
         source = data.get("source", p.name)
-        return cls(**coeffs, source=source if isinstance(source, str) else p.name)
+        try:
+            return cls(**coeffs, source=source if isinstance(source, str) else p.name)
+        except ConfigError as e:
+            raise ConfigError(f"calibration {str(p)!r}: {e}") from None
 
 
 #: The largest coefficient a calibration file may hold, in seconds.
