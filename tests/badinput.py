@@ -13,6 +13,7 @@ take seconds) under a watchdog and returns one of:
     traceback  an exception escaped (or a traceback was printed)
     exit       SystemExit escaped main() instead of a return code
     silent     accepted what must be refused, or an accepted run broke conservation
+    refused    refused what must be accepted
     unclear    refused, but not in one line naming the words, or not with exit code 2
     hang       still running after the watchdog's limit
 
@@ -220,7 +221,7 @@ def classify(case: Case, code, out: str, err: str) -> tuple[str, str]:
         if isinstance(exc, ConfigError) and case.call is not None:
             msg = str(exc)
             if case.accept:
-                return "silent", f"refused what must be accepted: {msg}"
+                return "refused", msg
             if "\n" in msg or not all(_has(msg, w) for w in case.words):
                 return "unclear", msg
             return "held", msg
@@ -229,7 +230,7 @@ def classify(case: Case, code, out: str, err: str) -> tuple[str, str]:
         return "traceback", err.strip().splitlines()[-1]
     if case.accept:
         if code != 0:
-            return "silent" if code == 2 else "unclear", f"exit {code}: {err.strip()[:300]}"
+            return "refused" if code == 2 else "unclear", f"exit {code}: {err.strip()[:300]}"
         return _check_accepted(case, out)
     if case.call is not None:  # an API call that should have raised ConfigError returned instead
         return "silent", f"accepted: returned {code!r}"

@@ -39,11 +39,13 @@ def _shown(v: str) -> str:
     except ValueError:
         pass
     try:
-        from batchsim.core.errors import show
-
-        return show(float(v)) if v.strip().lower() not in ("nan", "inf", "-inf") else v
+        f = float(v)
     except ValueError:
         return v
+    if v.strip().lower() in ("nan", "inf", "-inf"):
+        return v
+    text = repr(f)  # as batchsim.core.errors.show writes a float
+    return text if len(text) <= 12 else f"{f:.6g}"
 
 
 def _numbers(flag: str, field: str, values) -> list[Case]:

@@ -170,13 +170,18 @@ def check_out_dir(path: str | Path, flag: str = "out") -> Path:
 class Staging:
     """Outputs written into a hidden folder beside ``dest``; ``commit`` moves them in, ``discard`` drops them.
 
-    Use it as a context manager: leaving the block by an exception (Ctrl-C included) discards.
+    Use it as a context manager: leaving the block by an exception (Ctrl-C included) discards; a
+    failed write (a full disk, a folder removed meanwhile) becomes one ConfigError line, and since
+    results are printed before files are written, nothing computed is lost with it.
     """
 
     def __init__(self, dest: str | Path) -> None:
         self.dest = Path(dest)
-        self.dest.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.dest))
+        try:
+            self.dest.mkdir(parents=True, exist_ok=True)
+            self.dir = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.dest))
+        except OSError as e:
+            raise ConfigError(f"out {str(self.dest)!r} cannot be written: {e.strerror or e}") from None
 
     def path(self, name: str) -> Path:
         """Where to write ``name`` now (inside the staging folder)."""
@@ -205,6 +210,9 @@ class Staging:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.discard()
+        if exc_type is not None and issubclass(exc_type, OSError):
+            raise ConfigError(f"out {str(self.dest)!r}: writing failed ({exc.strerror or exc}); "
+                              "the results above are complete, the files are not written") from None
 
 
 def finite(obj: Any) -> Any:

@@ -24,6 +24,7 @@ from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load
 from .catalog import DEFAULT_CATALOG, load_catalog
 from .cost import check_price
 from .memory import check_kv_tokens
+from .roofline import MIN_EFF
 from .server import DEFAULT_GPU, DEFAULT_MODEL, Server
 
 __all__ = ["ServerConfig", "ServerSetup", "SERVER_FLAGS", "SERVER_KEYS", "DEFAULT_STEP_TIME", "parse_bytes"]
@@ -113,12 +114,12 @@ class ServerConfig:
         if self.gpu_price is not None:
             check_price(self.gpu_price)
             check_at_most("gpu-price", self.gpu_price, 1e6, "dollars per hour")
-        for k in ("mem_util", "compute_eff", "memory_eff"):
+        for k, least in (("mem_util", 0.0), ("compute_eff", MIN_EFF), ("memory_eff", MIN_EFF)):
             v = getattr(self, k)
             if v is not None:
                 check_positive(k.replace("_", "-"), v)
-                if v > 1:
-                    raise ConfigError(f"{k.replace('_', '-')} must be in (0, 1], got {show(v)}")
+                if not least <= v <= 1:
+                    raise ConfigError(f"{k.replace('_', '-')} must be in {'(0' if not least else f'[{least:g}'}, 1], got {show(v)}")
         if self.kv_budget_tokens is not None:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
         if self.kv_budget_bytes is not None and not isinstance(self.kv_budget_bytes, float):
