@@ -16,7 +16,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least,
 from batchsim.core.files import Staging, check_out_dir, dumps, read_json
 from batchsim.core.metrics import format_table, summarize
 
-from .cli import Plan, nothing_served, rejection_lines, write_outputs
+from .plan import Plan, check_model_flags, nothing_served, rejection_lines, write_outputs
 
 __all__ = ["run", "compare", "profile", "load"]
 
@@ -288,11 +288,10 @@ def _profile_path(args, lm_name: str | None = None, device: str | None = None) -
 def profile(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .cli import _check_model_flags
     from .engine import Engine
     from .profile import GRIDS, profile as run_profile
 
-    _check_model_flags(args)
+    check_model_flags(args)
     if args.grid not in GRIDS:
         raise ConfigError(f"grid must be one of {', '.join(GRIDS)}, got {show(args.grid)}")
     grid = GRIDS[args.grid]

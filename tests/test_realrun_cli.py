@@ -197,7 +197,7 @@ def test_run_json_has_config_runs_notes_and_rejections(capsys):
 
 
 def test_a_long_real_run_says_how_long_before_it_starts(capsys):
-    from realrun.cli import Plan, build_parser
+    from realrun.cli import Plan, build_parser  # Plan lives in realrun.plan
 
     Plan(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
     err = capsys.readouterr().err

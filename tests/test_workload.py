@@ -213,7 +213,7 @@ def test_workload_config_precedence_and_numpy_values():
     ({"compute_eff": 0.5, "step_time": 0.1}, "--compute-eff and --step-time"),
 ])
 def test_conflicting_flags_are_refused_naming_both(flags, words):
-    from batchsim.core.config import check_conflicts
+    from batchsim.core.flags import check_conflicts
 
     with pytest.raises(ConfigError, match=words):
         check_conflicts(flags)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .options import add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args
 from ..core import rejections
-from ..core.config import check_conflicts, dash_hint, given, ignored_knob_notes
+from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes
 from ..core.errors import ConfigError
 from ..core.files import Staging, check_out_dir, dumps
 from ..machine.server import DEFAULT_SERVER

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, add_flags
+from ..core.flags import POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, add_flags
 from ..core.sizing import OVERRIDE_FLAG
 from ..machine.serverconfig import DEFAULT_STEP_TIME, SERVER_FLAGS, parse_bytes
 from ..teach.scenarios.knobs import (  # noqa: F401 - the resolvers, re-exported for scripts and tests

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import add_run_args
 from ..core import sizing
-from ..core.config import check_conflicts, given
+from ..core.flags import check_conflicts, given
 from ..core.errors import ConfigError, check_at_most, check_int_at_least
 from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..core.config import MAX_SECONDS, Flag, flag_name, resolve
+from ..core.config import MAX_SECONDS
+from ..core.flags import Flag, flag_name, resolve
 from ..core.errors import ConfigError, check_at_most, check_nonneg, check_positive, show
 from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
 from .catalog import DEFAULT_CATALOG, load_catalog

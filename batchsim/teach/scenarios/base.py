@@ -20,7 +20,8 @@ from typing import Callable
 
 from .knobs import WORKLOAD_DEFAULTS, _get, policies_from_args
 from ...core import rejections, sizing
-from ...core.config import PolicyConfig, WorkloadConfig, given, slo_config
+from ...core.config import PolicyConfig, WorkloadConfig, slo_config
+from ...core.flags import given
 from ...core.errors import ConfigError, check_positive
 from ...core.metrics import SUMMARY_KEYS, format_table, summarize
 from ...machine.cost import cost_summary
