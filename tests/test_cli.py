@@ -261,3 +261,21 @@ def test_staging_leaves_nothing_when_interrupted(tmp_path):
             s.path("half.csv").write_text("id,arr")
             raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_a_sweep_prints_the_values_that_finished(monkeypatch, capsys):
+    import batchsim.teach.scenarios.base as base
+
+    real, calls = base.simulate, []
+
+    def interrupted_on_the_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(base, "simulate", interrupted_on_the_second)
+    code, out, err = call(["sweep", "max_batch=2,4,8", "--policy", "static", "--requests", "30", "--jobs", "1",
+                           "--no-plots"], capsys)
+    assert code == 130 and "max_batch=2 static" in out and "max_batch=4 static" not in out.split("interrupted")[0]
+    assert err.strip().splitlines() == ["batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not finish"]

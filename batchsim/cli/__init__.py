@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"batchsim: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:  # a command other than run/compare that runs scenarios
+        return _interrupted(e, args, e.report.name)
     except MemoryError:
         print("batchsim: error: out of memory: the run is larger than this machine holds; lower --requests, "
               "--duration or --output-len", file=sys.stderr)

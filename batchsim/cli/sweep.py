@@ -30,7 +30,7 @@ from ..core.errors import ConfigError, check_at_most, check_int_at_least
 from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
-from ..teach.scenarios.base import plan_runs, size_of
+from ..teach.scenarios.base import Interrupted, plan_runs, size_of
 
 __all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
 
@@ -81,7 +81,10 @@ def parse_sweep(spec: str) -> tuple[str, str, list]:
 def _one(job: tuple) -> tuple[str, dict, dict]:
     """Worker: run one value of the knob (all policies) and return summaries (picklable, no SimResult)."""
     args, scenario, runs, value_label = job
-    report = run_set(args, scenario, runs)
+    try:
+        report = run_set(args, scenario, runs)
+    except (Interrupted, KeyboardInterrupt):  # Ctrl-C reaches the workers too; the parent reports it
+        return None
     return value_label, report.summaries, {"notes": report.notes, "config": report.config}
 
 
@@ -149,7 +152,10 @@ def _run_jobs(jobs: list, workers: int) -> list:
     if workers <= 1:
         try:
             for j in jobs:
-                done.append(_one(j))
+                r = _one(j)
+                if r is None:
+                    break
+                done.append(r)
         except KeyboardInterrupt:
             pass
         return done
@@ -157,11 +163,13 @@ def _run_jobs(jobs: list, workers: int) -> list:
     futures = [pool.submit(_one, j) for j in jobs]
     try:
         for f in futures:
-            done.append(f.result())
+            r = f.result()
+            if r is None:
+                break
+            done.append(r)
     except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        return done
-    pool.shutdown()
+        pass
+    pool.shutdown(wait=False, cancel_futures=True)
     return done
 
 
@@ -173,8 +181,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         summaries, notes, cfg = sweep(args)
     except SweepInterrupted as e:
-        summaries, notes, cfg, code = e.summaries, [f"interrupted (Ctrl-C) during {e.label}: the values after it "
-                                                     "did not run", *e.notes], e.cfg, 130
+        summaries, notes, cfg, code = e.summaries, [f"interrupted (Ctrl-C) during {e.label}: it and the values after it "
+                                                     "did not finish", *e.notes], e.cfg, 130
     knob = cfg["sweep"]["param"]
     keys = ["completed", "request_throughput", "output_throughput", "mean_ttft", "p99_ttft", "mean_tpot",
             "p50_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "preemptions"]

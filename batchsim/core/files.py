@@ -9,9 +9,9 @@ file read line by line (a trace), where decoding errors surface while reading.
 Writing: ``Staging`` writes outputs into a hidden folder next to their destination
 and moves them into place only when every file is complete (``commit``), so Ctrl-C
 or a full disk never leaves a half-written CSV or PNG behind. ``check_out_dir``
-proves, before any work starts, that a folder can be written: the program creates
-it and a probe file, because permission bits do not tell (root passes them all, and
-/proc refuses even root).
+proves, before any work starts, that a folder can be written: the program writes a
+probe file where the folder would go, because permission bits do not tell (root
+passes them all, and /proc refuses even root).
 
 ``dumps`` prints JSON that any parser reads: non-finite floats become null.
 """
@@ -153,13 +153,23 @@ def open_text(path: str | Path, what: str) -> _Lines:
 
 
 def check_out_dir(path: str | Path, flag: str = "out") -> Path:
-    """Make sure ``path`` is, or can become, a folder this process can write; before any work."""
+    """Make sure ``path`` is, or can become, a folder this process can write; before any work.
+
+    Nothing is created: a probe file is written into the nearest folder that exists (and removed),
+    so a run refused later for a bad flag leaves no empty folder behind.
+    """
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} {str(p)!r} is a file, not a folder")
+    base = p
+    while not base.exists():
+        if base.parent == base:
+            break
+        base = base.parent
+    if base.exists() and not base.is_dir():
+        raise ConfigError(f"{flag} {str(p)!r} cannot be a folder: {str(base)!r} is a file")
     try:
-        p.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=p)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=base)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
