@@ -98,7 +98,7 @@ class Plan:
         self.slo = slo_config(flags, d)
         self.seed = int(resolve("seed", flags, d) or 0)
         self.out = Path(args.out or "out") / self.name
-        self.writes = bool(args.out) or not args.no_plots or args.command == "compare"
+        self.writes = bool(args.out) or args.command == "compare"  # run draws no figure; compare keeps its calibration
         if self.writes:
             check_out_dir(self.out, "out")
         if args.command == "compare" and getattr(args, "calibration", None):
