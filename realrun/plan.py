@@ -19,7 +19,7 @@ from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, WorkloadConfig, 
 from batchsim.core.errors import ConfigError, check_int_at_least, show
 from batchsim.core.files import Staging, check_out_dir
 from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, resolve
-from batchsim.machine.memory import check_kv_tokens
+from batchsim.core.errors import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
 __all__ = ["Plan", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",

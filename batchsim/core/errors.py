@@ -20,8 +20,12 @@ from typing import Any
 
 __all__ = [
     "ConfigError", "check_positive", "check_nonneg", "check_int_at_least", "check_choice", "check_at_most",
-    "check_bool", "is_number", "is_integer", "show",
+    "check_bool", "check_kv_tokens", "is_number", "is_integer", "show", "MAX_KV_TOKENS",
 ]
+
+#: A KV budget beyond this many tokens is no budget (a 1,000-GPU cluster of 80 GB holds ~5e8 tokens
+#: of a 7B model); it only makes block counts overflow.
+MAX_KV_TOKENS = 10**12
 
 
 class ConfigError(ValueError):
@@ -92,3 +96,9 @@ def check_bool(field: str, value: Any) -> None:
 def check_choice(field: str, value: Any, choices: tuple[str, ...] | list[str]) -> None:
     if value not in choices:
         raise ConfigError(f"{field} must be one of {', '.join(choices)}, got {show(value)}")
+
+
+def check_kv_tokens(field: str, tokens: Any) -> None:
+    """A KV budget in tokens: a whole number from 1 up (0 tokens serve nobody; 2.5 is no count)."""
+    check_int_at_least(field, tokens, 1)
+    check_at_most(field, tokens, MAX_KV_TOKENS, "tokens")

@@ -20,20 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import GPU, Model
-from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_positive, is_number, show
+from ..core.errors import (
+    MAX_KV_TOKENS, ConfigError, check_at_most, check_int_at_least, check_kv_tokens, check_positive, is_number, show,
+)
 
 __all__ = ["KVBudget", "kv_budget", "DEFAULT_MEM_UTIL", "MAX_KV_TOKENS", "check_kv_tokens"]
 
 DEFAULT_MEM_UTIL = 0.9
-#: A KV budget beyond this many tokens is no budget (a 1,000-GPU cluster of 80 GB holds ~5e8 tokens
-#: of a 7B model); it only makes block counts overflow.
-MAX_KV_TOKENS = 10**12
-
-
-def check_kv_tokens(field: str, tokens) -> None:
-    """A KV budget in tokens: a whole number from 1 up (0 tokens serve nobody; 2.5 is no count)."""
-    check_int_at_least(field, tokens, 1)
-    check_at_most(field, tokens, MAX_KV_TOKENS, "tokens")
 
 
 def _gb(n: float) -> str:

@@ -24,7 +24,7 @@ from ..core.errors import ConfigError, check_at_most, check_nonneg, check_positi
 from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
 from .catalog import DEFAULT_CATALOG, load_catalog
 from .cost import check_price
-from .memory import check_kv_tokens
+from ..core.errors import check_kv_tokens
 from .roofline import MIN_EFF
 from .server import DEFAULT_GPU, DEFAULT_MODEL, Server
 
