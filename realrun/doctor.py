@@ -11,15 +11,17 @@ from __future__ import annotations
 import os
 import platform
 
+from batchsim.core.files import dumps
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 
 from .model import RANDOM_WEIGHTS_NOTE, LoadedModel, available_cores
 
-__all__ = ["doctor"]
+__all__ = ["doctor", "diagnose"]
 
 
-def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto") -> int:
+def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto") -> dict:
+    """What doctor reports, as plain data: the machine, the model, and a smoke test."""
     import torch
     import transformers
 
@@ -27,19 +29,6 @@ def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto
     from .engine import Engine, memory_stats
 
     cuda = torch.cuda.is_available()
-    print("realrun doctor")
-    print(f"  python        {platform.python_version()} on {platform.system()} {platform.machine()}")
-    print(f"  torch         {torch.__version__} (CUDA {'available: ' + torch.cuda.get_device_name(0) if cuda else 'not available'})")
-    print(f"  transformers  {transformers.__version__} (continuous batching: {'yes' if has_hf_continuous(lm) else 'no'})")
-    print(f"  device        {lm.device} (asked: {asked_device})")
-    print(f"  dtype         {lm.dtype} (asked: {asked_dtype})")
-    print(f"  threads       {lm.threads} torch intra-op threads; {available_cores()} cores available to this process")
-    print(f"  model         {lm.name}: {lm.source}; {lm.n_params / 1e6:.1f}M parameters; {lm.n_positions} positions; "
-          f"KV {lm.kv_bytes_per_token} bytes per token")
-    if lm.random_weights:
-        print(f"                {RANDOM_WEIGHTS_NOTE}")
-    hub = os.environ.get("HF_HUB_OFFLINE")
-    print(f"  hub           HF_HUB_OFFLINE={hub or 'unset'}; other models load from the cache or, if reachable, the hub")
     eng = Engine(lm)
     times = {}
     for b in (1, 16):
@@ -48,19 +37,59 @@ def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto
         eng.execute(Step(prefill=tuple(Chunk(i, 0, 32, True) for i in range(b))))
         t0, ends = eng.execute(Step(decode=tuple(range(b)), repeat=5))
         times[b] = (ends[-1] - t0) / 5
-    sample = lm.tokenizer.decode(eng.outputs()[0][:6])
-    print(f"  smoke test    decode step: batch 1 {times[1] * 1e3:.1f} ms, batch 16 {times[16] * 1e3:.1f} ms "
-          f"(16 rows cost {times[16] / times[1]:.1f}x one row); greedy sample {sample!r}")
     mem = memory_stats(lm)
-    line = f"  memory        process peak RSS {mem['peak_rss_bytes'] / 2**20:.0f} MiB"
+    info = {
+        "python": f"{platform.python_version()} on {platform.system()} {platform.machine()}",
+        "torch": torch.__version__, "cuda_available": cuda, "cuda_device": torch.cuda.get_device_name(0) if cuda else None,
+        "transformers": transformers.__version__, "hf_continuous_batching": has_hf_continuous(lm),
+        "device": lm.device, "asked_device": asked_device, "dtype": lm.dtype, "asked_dtype": asked_dtype,
+        "threads": lm.threads, "cores": available_cores(),
+        "model": lm.name, "model_source": lm.source, "params": lm.n_params, "positions": lm.n_positions,
+        "kv_bytes_per_token": lm.kv_bytes_per_token, "random_weights": lm.random_weights,
+        "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+        "decode_step_s": {"1": times[1], "16": times[16]}, "sample": lm.tokenizer.decode(eng.outputs()[0][:6]),
+        "peak_rss_bytes": mem["peak_rss_bytes"],
+    }
     try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        line += f" of {total / 2**30:.1f} GiB RAM"
+        info["ram_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        pass
+        info["ram_bytes"] = None
     if cuda and lm.device.startswith("cuda"):
         free, tot = torch.cuda.mem_get_info()
-        line += (f"; GPU {tot / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free; "
-                 f"max allocated {mem.get('cuda_max_memory_allocated_bytes', 0) / 2**20:.0f} MiB")
+        info.update(gpu_memory_bytes=tot, gpu_free_bytes=free, cuda_max_memory_allocated_bytes=mem.get("cuda_max_memory_allocated_bytes", 0))
+    return info
+
+
+def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto", as_json: bool = False) -> int:
+    d = diagnose(lm, asked_device, asked_dtype)
+    t1, t16 = d["decode_step_s"]["1"], d["decode_step_s"]["16"]
+    smoke = (f"decode step: batch 1 {t1 * 1e3:.1f} ms, batch 16 {t16 * 1e3:.1f} ms "
+             f"(16 rows cost {t16 / t1:.1f}x one row); greedy sample {d['sample']!r}")
+    notes = [RANDOM_WEIGHTS_NOTE] if d["random_weights"] else []
+    if as_json:
+        print(dumps({"config": {k: v for k, v in d.items() if k not in ("decode_step_s", "sample")},
+                     "runs": [{"label": "smoke test", "decode_step_s": d["decode_step_s"], "sample": d["sample"]}],
+                     "notes": notes}))
+        return 0
+    cuda = f"available: {d['cuda_device']}" if d["cuda_available"] else "not available"
+    print("realrun doctor")
+    print(f"  python        {d['python']}")
+    print(f"  torch         {d['torch']} (CUDA {cuda})")
+    print(f"  transformers  {d['transformers']} (continuous batching: {'yes' if d['hf_continuous_batching'] else 'no'})")
+    print(f"  device        {d['device']} (asked: {d['asked_device']})")
+    print(f"  dtype         {d['dtype']} (asked: {d['asked_dtype']})")
+    print(f"  threads       {d['threads']} torch intra-op threads; {d['cores']} cores available to this process")
+    print(f"  model         {d['model']}: {d['model_source']}; {d['params'] / 1e6:.1f}M parameters; {d['positions']} positions; "
+          f"KV {d['kv_bytes_per_token']} bytes per token")
+    for n in notes:
+        print(f"                {n}")
+    print(f"  hub           HF_HUB_OFFLINE={d['hf_hub_offline'] or 'unset'}; other models load from the cache or, if reachable, the hub")
+    print(f"  smoke test    {smoke}")
+    line = f"  memory        process peak RSS {d['peak_rss_bytes'] / 2**20:.0f} MiB"
+    if d["ram_bytes"]:
+        line += f" of {d['ram_bytes'] / 2**30:.1f} GiB RAM"
+    if "gpu_memory_bytes" in d:
+        line += (f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
+                 f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
     print(line)
     return 0

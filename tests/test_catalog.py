@@ -156,5 +156,31 @@ def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
     f.write_text(content)
     with pytest.raises(ConfigError, match=match):
         load_catalog(f)
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="not found"):
         load_catalog(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("extra, words", [
+    ('"bf16": "no"', "bf16 must be true or false, got 'no'"),
+    ('"bf16": 0', "bf16 must be true or false, got 0"),
+    ('"default_dtype": 16', "default_dtype must be"),
+    ('"tflops_fp32": 1e308', "tflops_fp32 must be <="),
+])
+def test_catalog_values_of_the_wrong_type_are_refused(tmp_path, extra, words):
+    f = tmp_path / "c.json"
+    f.write_text('{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, %s}}}' % extra)
+    with pytest.raises(ConfigError, match=words):
+        load_catalog(f)
+
+
+def test_catalog_files_with_a_bom_or_in_utf16(tmp_path):
+    body = '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1}}}'
+    f = tmp_path / "c.json"
+    f.write_bytes(("\ufeff" + body).encode("utf-8"))
+    assert load_catalog(f).gpu("g").tflops == 100
+    f.write_bytes(body.encode("utf-16"))
+    with pytest.raises(ConfigError, match="UTF-16"):
+        load_catalog(f)
+    f.write_bytes(body.replace("100", "NaN").encode())
+    with pytest.raises(ConfigError, match="NaN"):
+        load_catalog(f)

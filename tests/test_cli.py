@@ -6,6 +6,7 @@ and the value, never a traceback; good input prints a table or valid JSON.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -122,7 +123,9 @@ def test_no_arguments_runs_the_flagship(tmp_path, monkeypatch, capsys):
 def test_theory_command(capsys):
     code, out, err = call(["theory", "--requests", "2000", "--json"], capsys)
     assert code == 0, err
-    cases = json.loads(out)
+    obj = json.loads(out)
+    assert set(obj) >= {"config", "runs", "notes"} and obj["config"]["requests"] == 2000
+    cases = obj["runs"]
     names = [c["name"] for c in cases]
     for expected in ("M/D/1", "M/M/1", "M/G/1", "bus fill", "M/M^(4,4)/1", "M/M^(1,4)/1", "M/M^(2,5)/1", "continuous capacity"):
         assert expected in names
@@ -139,3 +142,140 @@ def test_subprocess_bad_input():
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ["batchsim: error: max_batch must be an integer >= 1, got 0"]
+
+
+# -- one contract: --out DIR/<scenario>/, records and figures; --json {config, runs, notes} -------------
+
+def test_out_writes_records_and_figures_under_the_scenario(tmp_path, capsys):
+    code, out, err = call(["run", "taxi-vs-bus", "--requests", "40", "--policy", "taxi,continuous", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    d = tmp_path / "taxi-vs-bus"
+    names = sorted(p.name for p in d.iterdir())
+    for policy in ("taxi", "continuous"):
+        assert f"{policy}-requests.csv" in names and f"{policy}-steps.csv" in names
+    assert any(n.endswith(".png") for n in names)
+    assert not any(n.startswith(".partial") for n in names)  # staged files all moved in
+    with (d / "taxi-requests.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 40 and "rejected" in rows[0]  # the reason column
+    # The table came first, then the files: the figure line is after the table.
+    assert out.index("req/s") < out.index("figures: ")
+
+
+def test_two_scenarios_into_one_folder_keep_both_sets_of_files(tmp_path, capsys):
+    for name in ("taxi-vs-bus", "mixed-lengths"):
+        code, _, err = call(["run", name, "--requests", "30", "--out", str(tmp_path), "--no-plots"], capsys)
+        assert code == 0, err
+    a, b = tmp_path / "taxi-vs-bus", tmp_path / "mixed-lengths"
+    assert (a / "taxi-requests.csv").is_file() and (b / "static-requests.csv").is_file()
+    assert not (b / "taxi-requests.csv").exists()  # mixed-lengths runs no taxi: the folders did not mix
+
+
+def test_rejected_requests_carry_their_reason_into_the_csv_and_under_the_table(tmp_path, capsys):
+    code, out, err = call(["run", "--policy", "continuous", "--requests", "60", "--max-batched-tokens", "200",
+                           "--no-chunked-prefill", "--out", str(tmp_path), "--no-plots"], capsys)
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("continuous:") and "rejected" in ln)
+    n = int(line.split(":")[1].split()[0])
+    with (tmp_path / "custom" / "continuous-requests.csv").open() as fh:
+        reasons = [r["rejected"] for r in csv.DictReader(fh) if r["rejected"]]
+    assert n == len(reasons) > 0 and all("max_batched_tokens=200" in r for r in reasons)
+    assert f"{n} of 60 rejected" in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--policy", "taxi", "--requests", "20", "--no-plots", "--json"],
+    ["compare", "--policy", "taxi,static", "--requests", "20", "--no-plots", "--json"],
+    ["theory", "--requests", "200", "--json"],
+    ["roofline", "--no-plots", "--json"],
+    ["sweep", "max_batch=2,4", "--requests", "20", "--no-plots", "--json", "--jobs", "1"],
+])
+def test_every_command_prints_one_json_object_with_config_runs_notes(argv, capsys):
+    code, out, err = call(argv, capsys)
+    assert code == 0, err
+    obj = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert isinstance(obj, dict) and {"config", "runs", "notes"} <= set(obj)
+    assert isinstance(obj["runs"], list) and obj["runs"] and isinstance(obj["notes"], list)
+
+
+def test_one_default_server_everywhere(capsys):
+    from batchsim.cli import _CUSTOM_GPU
+    from batchsim.machine.server import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SERVER, Server
+    from batchsim.teach.scenarios import SERVER
+
+    assert (DEFAULT_GPU, DEFAULT_MODEL) == ("A100-80GB", "llama-3-8b")
+    assert SERVER == DEFAULT_SERVER == {k: v for k, v in _CUSTOM_GPU.defaults.items()}
+    assert Server.named().model.name == DEFAULT_MODEL
+    code, out, _ = call(["roofline", "--no-plots", "--json"], capsys)
+    assert code == 0 and json.loads(out)["config"]["server"]["model"] == DEFAULT_MODEL
+
+
+def test_results_are_printed_before_a_failing_write(tmp_path, monkeypatch, capsys):
+    from batchsim.core import files
+
+    def full_disk(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.Staging, "commit", full_disk)
+    code, out, err = call(["run", "--policy", "taxi", "--requests", "20", "--out", str(tmp_path), "--no-plots"], capsys)
+    assert code == 2 and "req/s" in out  # the table was printed, and survives the failure
+    assert "No space left on device" in err and len(err.strip().splitlines()) == 1
+    assert not any((tmp_path / "custom").iterdir())  # no partial file, no staging folder
+
+
+def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    import batchsim.teach.scenarios.base as base
+
+    ran = []
+    monkeypatch.setattr(base, "simulate", lambda *a, **k: ran.append(1))
+    (tmp_path / "f").write_text("a file")
+    code, _, err = call(["run", "--requests", "20", "--out", str(tmp_path / "f" / "sub")], capsys)
+    assert code == 2 and "out" in err and not ran
+
+
+def test_ctrl_c_prints_the_finished_runs_and_names_the_one_cut_short(tmp_path, monkeypatch, capsys):
+    import batchsim.teach.scenarios.base as base
+
+    real = base.simulate
+    calls = []
+
+    def interrupted_on_the_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(base, "simulate", interrupted_on_the_second)
+    code, out, err = call(["run", "--policy", "taxi,static,continuous", "--requests", "30", "--out", str(tmp_path)], capsys)
+    assert code == 130
+    assert "taxi" in out and "interrupted (Ctrl-C) during static" in out and "continuous " not in out
+    assert err.strip().splitlines() == ["batchsim: interrupted (Ctrl-C) during static: it and any run after it did not finish"]
+    assert sorted(p.name for p in (tmp_path / "custom").iterdir()) == ["taxi-requests.csv", "taxi-steps.csv"]
+
+
+def test_staging_leaves_nothing_when_interrupted(tmp_path):
+    from batchsim.core.files import Staging
+
+    with pytest.raises(KeyboardInterrupt):
+        with Staging(tmp_path) as s:
+            s.path("half.csv").write_text("id,arr")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_a_sweep_prints_the_values_that_finished(monkeypatch, capsys):
+    import batchsim.teach.scenarios.base as base
+
+    real, calls = base.simulate, []
+
+    def interrupted_on_the_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(base, "simulate", interrupted_on_the_second)
+    code, out, err = call(["sweep", "max_batch=2,4,8", "--policy", "static", "--requests", "30", "--jobs", "1",
+                           "--no-plots"], capsys)
+    assert code == 130 and "max_batch=2 static" in out and "max_batch=4 static" not in out.split("interrupted")[0]
+    assert err.strip().splitlines() == ["batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not finish"]

@@ -39,10 +39,7 @@ def calibration(tmp_path) -> Path:
 
 
 def call(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's own errors exit from parse_args
-        code = e.code
+    code = main(argv)  # never SystemExit: a bad flag is a return code, as in batchsim
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -54,9 +51,10 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, calibration, capsy
     for word in ("predicted", "measured", "error", "taxi", "continuous", "req/s", "p99 TTFT ms", "p50 E2E s",
                  "timing is real, the text is not"):
         assert word in out
-    fig = tmp_path / "predicted_vs_measured.png"
+    fig = tmp_path / "realrun-compare" / "predicted_vs_measured.png"  # --out DIR writes DIR/<scenario>/
     assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "taxi-measured-requests.csv").is_file() and (tmp_path / "continuous-predicted-steps.csv").is_file()
+    d = tmp_path / "realrun-compare"
+    assert (d / "taxi-measured-requests.csv").is_file() and (d / "continuous-predicted-steps.csv").is_file()
 
 
 def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibration, capsys):
@@ -75,7 +73,7 @@ def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibratio
 def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
     code, out, err = call(["compare", *SMALL, "--policy", "continuous", "--out", str(tmp_path), "--no-plots"], capsys)
     assert code == 0, err
-    cal = tmp_path / "calibration.json"
+    cal = tmp_path / "realrun-compare" / "calibration.json"
     assert cal.is_file() and "calibration (profiled now" in out
     assert LinearStepTime.from_json(cal).c0 > 0
 
@@ -106,10 +104,18 @@ def test_run_with_the_hf_generate_engine(capsys):
 
 
 def test_profile_command_writes_a_calibration(tmp_path, capsys):
-    path = tmp_path / "c.json"
+    path = tmp_path / "c.json"  # a file name (the course's form) ...
     code, out, _ = call(["profile", "--threads", "1", "--repeats", "1", "--out", str(path)], capsys)
     assert code == 0 and path.is_file()
     assert "held-out" in out and "padded policies" in out and "continuous policies" in out and "python -m batchsim run --calibration" in out
+    assert out.index("held-out") < out.index("calibration written")  # results first, then the file
+    # ... or a folder, as --out is everywhere else; as JSON, one {config, runs, notes} object
+    code, out, _ = call(["profile", "--threads", "1", "--repeats", "1", "--out", str(tmp_path / "d"), "--json"], capsys)
+    obj = json.loads(out)
+    assert code == 0 and {"config", "runs", "notes"} <= set(obj)
+    written = Path(obj["calibration"])
+    assert written.parent == tmp_path / "d" and written.name.startswith("calibration-tiny-gpt2-cpu")
+    assert LinearStepTime.from_json(written).c0 == pytest.approx(obj["c0"])
 
 
 def test_doctor(capsys):
@@ -117,6 +123,10 @@ def test_doctor(capsys):
     assert code == 0
     for word in ("torch", "transformers", "device", "threads", "1 torch intra-op", "random", "peak RSS"):
         assert word in out
+    code, out, _ = call(["doctor", "--threads", "1", "--json"], capsys)
+    obj = json.loads(out)
+    assert code == 0 and {"config", "runs", "notes"} <= set(obj)
+    assert obj["config"]["threads"] == 1 and obj["runs"][0]["decode_step_s"]["16"] > 0
 
 
 def _one_line(err: str) -> str:
@@ -174,6 +184,33 @@ def test_bad_input_exits_2_with_one_line(argv, word, capsys):
     code, _, err = call(argv if "--threads" in argv else argv + ["--threads", "1"], capsys)
     assert code == 2
     assert word in _one_line(err)
+
+
+def test_run_json_has_config_runs_notes_and_rejections(capsys):
+    code, out, _ = call(["run", *SMALL, "--policy", "continuous", "--max-batched-tokens", "10", "--no-chunked-prefill",
+                         "--json"], capsys)
+    obj = json.loads(out)
+    assert code == 0 and {"config", "runs", "notes"} <= set(obj)
+    rej = obj["runs"][0]["rejections"]
+    s = obj["summary"]
+    assert sum(rej.values()) == s["rejected"] > 0 and s["completed"] + s["rejected"] == 6
+
+
+def test_a_long_real_run_says_how_long_before_it_starts(capsys):
+    from realrun.cli import Plan, build_parser  # Plan lives in realrun.plan
+
+    Plan(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
+    err = capsys.readouterr().err
+    assert "realrun: note: this will take at least" in err and "min" in err
+
+
+def test_realrun_does_not_import_batchsims_command_line():
+    code = ("import sys, realrun.cli, realrun.commands, realrun.doctor; "
+            "bad = [m for m in sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; "
+            "assert not bad, bad")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert p.returncode == 0, p.stderr
 
 
 def test_cuda_asked_without_a_gpu(capsys):

@@ -39,7 +39,7 @@ def test_every_scenario_runs_small_and_writes_non_empty_pngs(name, tmp_path, cap
     assert main(["run", name, *size, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(name)
-    pngs = sorted(tmp_path.glob("*.png"))
+    pngs = sorted((tmp_path / name).glob("*.png"))  # --out DIR writes DIR/<scenario>/
     assert len(pngs) >= 3, pngs
     for p in pngs:
         data = p.read_bytes()

@@ -115,11 +115,62 @@ def test_malformed_trace_names_file_and_line(tmp_path, text, line):
 
 
 def test_unreadable_or_empty_trace(tmp_path):
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="not found"):
         read_trace(tmp_path / "missing.csv")
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
         read_trace(tmp_path)  # a folder
     p = tmp_path / "header_only.csv"
     p.write_text(PLAIN)
     with pytest.raises(ConfigError, match="no rows"):
+        read_trace(p)
+
+
+def test_reading_stops_once_enough_rows_are_in(tmp_path):
+    """--requests 30 on a long trace reads 30 rows: what lies after them is never parsed."""
+    p = tmp_path / "long.csv"
+    rows = "".join(f"{i * 0.1:.1f},{10 + i % 50},{5 + i % 9}\n" for i in range(100_000))
+    p.write_text(PLAIN + rows[: rows.index("\n", 2000) + 1] + "garbage that would be refused\n" + rows)
+    tr = read_trace(p, max_rows=30)
+    assert len(tr) == 30 and tr.truncated
+    np.testing.assert_allclose(tr.arrival_s, np.arange(30) * 0.1)
+    # by time: rows up to (not including) the first at 2.0 s after the first row
+    tr = read_trace(p, max_seconds=2.0)
+    assert len(tr) == 20 and tr.arrival_s[-1] == pytest.approx(1.9)
+    with pytest.raises(ConfigError, match="garbage"):
+        read_trace(p)  # read to the end, the bad row is found and named
+
+
+def test_the_cli_reads_only_the_rows_it_replays(tmp_path):
+    from batchsim.core.config import WorkloadConfig
+
+    p = tmp_path / "t.csv"
+    p.write_text(PLAIN + "0,10,5\n1,10,5\n2,10,5\nnot,a,row\n")
+    wl = WorkloadConfig(trace=str(p), requests=3).build()
+    assert len(wl) == 3
+    wl = WorkloadConfig(trace=str(p), requests=None, duration=2.0, speedup=1.0).build()
+    assert list(wl.arrivals) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (PLAIN + "0,10,5\nnan,10,5\n", 3, "finite"),
+    (PLAIN + "0,10,5\ninf,10,5\n", 3, "finite"),
+    (PLAIN + "0,100000000000000000000000,5\n", 2, "10,000,000"),
+    (PLAIN + "0," + "1" * 200_000 + ",5\n", 2, "field"),
+    (PLAIN + "0,10,5\n1,10,5\n# caf\xe9\n", 4, "UTF-8"),
+])
+def test_values_that_used_to_crash_are_named(tmp_path, text, line, words):
+    p = tmp_path / "bad.csv"
+    p.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ConfigError) as e:
+        read_trace(p)
+    assert f"line {line}" in str(e.value) and words in str(e.value)
+
+
+def test_bom_crlf_and_whole_number_floats_are_read(tmp_path):
+    p = tmp_path / "excel.csv"
+    p.write_bytes(("\ufeff" + PLAIN + "0,12.0,5\r\n1.5,7,3.0\r\n").encode("utf-8"))
+    tr = read_trace(p)
+    assert list(tr.prompt_tokens) == [12, 7] and list(tr.output_tokens) == [5, 3] and list(tr.arrival_s) == [0.0, 1.5]
+    p.write_bytes((PLAIN + "0,12,5\n").encode("utf-16"))
+    with pytest.raises(ConfigError, match="UTF-16"):
         read_trace(p)

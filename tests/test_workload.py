@@ -188,3 +188,40 @@ def test_workload_validates_itself():
     wl = Workload.from_arrays([0.0, 0.5], [1, 2], [3, 4])
     with pytest.raises(ConfigError, match="ids"):
         Workload((wl.requests[1], wl.requests[0]))
+
+
+# -- the workload's configuration: one place for every rule -----------------------------------------
+
+def test_workload_config_precedence_and_numpy_values():
+    from batchsim.core.config import WorkloadConfig
+
+    c = WorkloadConfig.from_flags({"rate": np.float64(3.0)}, {"rate": 9.0, "requests": 50, "seed": 4})
+    assert (c.rate, c.requests, c.seed) == (3.0, 50, 4)  # flag > scenario > package
+    c = WorkloadConfig.from_flags({"duration": 10.0}, {"requests": 50})
+    assert (c.requests, c.duration) == (None, 10.0)  # a flag's extent replaces the scenario's other kind
+    wl = WorkloadConfig(rate=np.float64(2.0), requests=np.int64(7), seed=np.int64(1)).build()
+    assert len(wl) == 7
+
+
+@pytest.mark.parametrize("flags, words", [
+    ({"requests": 5, "duration": 2.0}, "--requests and --duration"),
+    ({"trace": "t.csv", "rate": 3.0}, "--rate means nothing with a trace"),
+    ({"arrival": "trace:t.csv", "prompt_len": "10"}, "--prompt-len means nothing with a trace"),
+    ({"speedup": 2.0}, "--speedup replays a trace"),
+    ({"step_time": 0.1, "calibration": "c.json"}, "two step-time models"),
+    ({"kv_budget_tokens": 10, "kv_budget_bytes": "1GB"}, "two KV budgets"),
+    ({"compute_eff": 0.5, "step_time": 0.1}, "--compute-eff and --step-time"),
+])
+def test_conflicting_flags_are_refused_naming_both(flags, words):
+    from batchsim.core.flags import check_conflicts
+
+    with pytest.raises(ConfigError, match=words):
+        check_conflicts(flags)
+
+
+def test_seed_and_extent_checks_of_make_workload():
+    for bad in (-1, 1.5, "1", True):
+        with pytest.raises(ConfigError, match="seed"):
+            make_workload(Poisson(1.0), Fixed(1), Fixed(1), n=3, seed=bad)
+    wl = make_workload(Poisson(np.int64(2)), Fixed(np.int64(3)), Fixed(1), n=np.int64(4), seed=np.int64(0))
+    assert len(wl) == 4 and set(wl.prompt_tokens) == {3}

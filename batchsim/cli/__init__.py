@@ -11,21 +11,32 @@ Commands:
 
 Every knob is a flag; ``python -m batchsim run --help`` lists them. Bad input
 prints one line naming the field and the value, and exits with code 2.
+
+One contract for every command: ``--json`` prints one object ``{config, runs, notes}``;
+``--out DIR`` writes the records (CSV) and figures (PNG) under ``DIR/<scenario>/``, so
+two scenarios written to one folder keep both sets of files. Results are printed before
+any file is written, and files appear whole or not at all. Ctrl-C prints what finished,
+names the run cut short and exits with code 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
+import re
 import sys
 from pathlib import Path
 
-from .options import add_policy_args, add_server_args, add_slo_args, add_workload_args
+from .options import add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args
+from ..core import rejections
+from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes
 from ..core.errors import ConfigError
-from ..teach.scenarios import FLAGSHIP, SCENARIOS, SERVER, Scenario, get_scenario
+from ..core.files import Staging, check_out_dir, dumps
+from ..machine.server import DEFAULT_SERVER
+from ..teach.scenarios import FLAGSHIP, SCENARIOS, Scenario, get_scenario
+from ..teach.scenarios.base import Interrupted
 
-__all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report"]
+__all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report", "out_dir"]
 
 # Commands that live in modules of their own; each module has add_arguments(parser) and run(args) -> int.
 _EXTERNAL = {
@@ -39,8 +50,11 @@ _EXTERNAL = {
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line on stderr and exit code 2 (no usage dump)."""
 
+    #: The words being parsed, for the one hint argparse cannot give (set by ``main``).
+    argv: list[str] = []
+
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {dash_hint(message, self.argv)}\n")
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -48,10 +62,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     add_policy_args(p)
     add_server_args(p)
     add_slo_args(p)
-    g = p.add_argument_group("output")
-    g.add_argument("--json", action="store_true", help="print one JSON object (config and summaries) instead of a table")
-    g.add_argument("--out", default=None, help="folder for figures and CSV records (default: out/SCENARIO)")
-    g.add_argument("--no-plots", action="store_true", help="skip the figures")
+    add_output_args(p, "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
+                       "(default: figures only, under out/SCENARIO/)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,29 +97,106 @@ _CUSTOM = Scenario("custom", "your own workload and policies", "Every knob from 
 # Without a step-time flag, your own run happens on the scenarios' server (a GPU, a model, a price),
 # so its numbers sit beside the named stories'. With --step-time or --calibration it does not: a
 # calibrated CPU must not inherit an A100's price and memory.
-_CUSTOM_GPU = Scenario("custom", _CUSTOM.summary, _CUSTOM.story, defaults=dict(SERVER))
+_CUSTOM_GPU = Scenario("custom", _CUSTOM.summary, _CUSTOM.story, defaults=dict(DEFAULT_SERVER))
+
+
+def out_dir(args: argparse.Namespace, name: str) -> Path:
+    """Where a run named ``name`` writes: OUT/name (default out/name)."""
+    return Path(getattr(args, "out", None) or "out") / name
+
+
+def _writes(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "out", None)) or not getattr(args, "no_plots", False)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", label).strip("-") or "run"
+
+
+def _write_records(report, staging: Staging) -> list[Path]:
+    paths = []
+    for label, res in report.results.items():
+        paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=f"{_slug(label)}-")]
+    return paths
+
+
+def _json(report) -> dict:
+    labels = list(report.summaries)
+    policies = report.config.get("policies", [])
+    runs = [{"label": k, "policy": policies[i] if i < len(policies) else k, "summary": report.summaries[k],
+             "rejections": rejections.counts(report.results[k].records.rejected)} for i, k in enumerate(labels)]
+    obj = {"scenario": report.name, "config": report.config, "runs": runs, "notes": report.notes,
+           "figures": [str(f) for f in report.figures]}
+    if len(runs) == 1:
+        obj["summary"] = runs[0]["summary"]
+    return obj
 
 
 def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
-    """Print a scenario report as a table (or JSON) and write figures and records under --out."""
-    out = Path(args.out) if getattr(args, "out", None) else Path("out") / out_default
-    if not getattr(args, "no_plots", False):
-        try:
-            from ..teach import plots
-        except ImportError:
-            plots = None
-        if plots is not None and hasattr(plots, "figures_for_report"):
-            report.figures.extend(plots.figures_for_report(report, out))
-    if getattr(args, "json", False):
-        runs = [{"label": k, "policy": report.config.get("policies", [None] * len(report.summaries))[i] if i < len(report.config.get("policies", [])) else k, "summary": s}
-                for i, (k, s) in enumerate(report.summaries.items())]
-        obj = {"scenario": report.name, "config": report.config, "runs": runs, "notes": report.notes,
-               "figures": [str(f) for f in report.figures]}
-        if len(runs) == 1:
-            obj["summary"] = runs[0]["summary"]
-        print(json.dumps(obj, indent=2, default=str))
-    else:
+    """Print a scenario report (table or JSON), then write its records and figures under OUT/<name>/.
+
+    Files are drawn into a hidden folder and moved into place once complete; as JSON the object
+    is printed once they are drawn (it names them) and before they are moved in.
+    """
+    as_json = getattr(args, "json", False)
+    dest = out_dir(args, out_default)
+    if not _writes(args):
+        print(dumps(_json(report)) if as_json else report.text())
+        return
+    if not as_json:
         print(report.text())
+    with Staging(dest) as staging:
+        records = _write_records(report, staging) if getattr(args, "out", None) else []
+        if not getattr(args, "no_plots", False):
+            from ..teach import plots
+
+            report.figures.extend(staging.final(p) for p in plots.figures_for_report(report, staging.dir))
+        if as_json:
+            obj = _json(report)
+            obj["records"] = [str(p) for p in records]
+            print(dumps(obj))
+        staging.commit()
+    if not as_json:
+        if report.figures:
+            print("\nfigures: " + ", ".join(str(p) for p in report.figures))
+        if records:
+            print(f"records: {len(records)} CSV files in {dest}")
+
+
+def _interrupted(e: Interrupted, args: argparse.Namespace, name: str) -> int:
+    """Ctrl-C: what finished is printed (and its records written, whole); the run cut short is named."""
+    report = e.report
+    note = f"interrupted (Ctrl-C) during {e.label}: it and any run after it did not finish"
+    report.notes.insert(0, note)
+    if report.results:
+        args.no_plots = True  # figures of a partial set would mislead; the records are kept
+        emit_report(report, args, name)
+    print(f"batchsim: {note}", file=sys.stderr)
+    return 130
+
+
+def _run_scenario(args: argparse.Namespace) -> int:
+    flags = given(args)
+    check_conflicts(flags)
+    if getattr(args, "scenario", None):
+        scenario = get_scenario(args.scenario)
+    elif args.step_time is not None or args.calibration:
+        scenario = _CUSTOM
+    else:
+        scenario = _CUSTOM_GPU
+    if _writes(args):
+        check_out_dir(out_dir(args, scenario.name), "out")
+    try:
+        report = scenario.run(args)
+    except Interrupted as e:
+        return _interrupted(e, args, scenario.name)
+    report.notes.extend(ignored_knob_notes(flags, policies_from_args(args, scenario.defaults)))
+    emit_report(report, args, scenario.name)
+    if rejections.all_rejected(report.results):
+        print(f"batchsim: error: every request was rejected in every run, so nothing was served "
+              f"({rejections.lines(report.results)[0]})", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["run", FLAGSHIP]
     parser = build_parser()
+    OneLineParser.argv = argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or a bad flag already reported in one line
-        return int(e.code or 0)
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
     try:
         if args.command == "scenarios":
             width = max(len(n) for n in SCENARIOS)
@@ -127,15 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nrun one with: python -m batchsim run NAME   (flags override its defaults)")
             return 0
         if args.command in ("run", "compare"):
-            if getattr(args, "scenario", None):
-                scenario = get_scenario(args.scenario)
-            elif args.step_time is not None or args.calibration:
-                scenario = _CUSTOM
-            else:
-                scenario = _CUSTOM_GPU
-            report = scenario.run(args)
-            emit_report(report, args, scenario.name)
-            return 0
+            return _run_scenario(args)
         if hasattr(args, "_module"):
             return int(args._module.run(args) or 0)
         parser.print_help()
@@ -143,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"batchsim: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:  # a command other than run/compare that runs scenarios
+        return _interrupted(e, args, e.report.name)
+    except MemoryError:
+        print("batchsim: error: out of memory: the run is larger than this machine holds; lower --requests, "
+              "--duration or --output-len", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("batchsim: interrupted", file=sys.stderr)
+        print("batchsim: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head`: the reader left; nothing to say to it
+        return 0

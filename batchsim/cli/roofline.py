@@ -13,11 +13,11 @@ lengths, because every row's KV cache adds memory traffic and pushes it out.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..machine.catalog import DEFAULT_CATALOG, load_catalog
-from ..core.errors import ConfigError, check_int_at_least, check_nonneg
+from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg
+from ..core.files import Staging, check_out_dir, dumps
 from ..machine.memory import DEFAULT_MEM_UTIL
 from ..machine.roofline import DEFAULT_COMPUTE_EFF, DEFAULT_MEMORY_EFF, DEFAULT_OVERHEAD, bytes_label, decode_table, knee_batch
 from ..machine.server import DEFAULT_GPU, DEFAULT_MODEL, Server
@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-overhead", type=float, default=DEFAULT_OVERHEAD, help=f"fixed seconds per step (default {DEFAULT_OVERHEAD})")
     p.add_argument("--mem-util", type=float, default=DEFAULT_MEM_UTIL, help=f"share of GPU memory for weights + KV (default {DEFAULT_MEM_UTIL})")
     p.add_argument("--gpu-price", type=float, default=None, help="dollars per GPU-hour (default: the catalog's assumption)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
     p.add_argument("--out", default=None, help="folder for the plot (default out/roofline)")
     p.add_argument("--no-plots", action="store_true", help="skip the plot")
 
@@ -50,8 +50,12 @@ def _knee_contexts(context: int, max_context: int) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     check_int_at_least("max-batch", args.max_batch, 1)
+    check_at_most("max-batch", args.max_batch, 2**20, "rows")
     check_nonneg("context", args.context)
     check_int_at_least("prompt", args.prompt, 1)
+    out = Path(args.out) if args.out else Path("out") / "roofline"
+    if not args.no_plots:
+        check_out_dir(out, "out")
     catalog = load_catalog(args.catalog)
     server = Server.named(args.gpu, args.model, catalog, args.dtype, mem_util=args.mem_util,
                           compute_eff=args.compute_eff, memory_eff=args.memory_eff, overhead=args.step_overhead,
@@ -59,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     model, gpu, st = server.model, server.gpu, server.step_time
     if args.context > model.max_context:
         raise ConfigError(f"context must be <= {model.name}'s {model.max_context} tokens, got {args.context}")
+    if args.prompt > model.max_context:
+        raise ConfigError(f"prompt must be <= {model.name}'s {model.max_context} tokens, got {args.prompt}")
     batches = [1 << i for i in range(args.max_batch.bit_length()) if (1 << i) <= args.max_batch]
     rows = decode_table(st, batches, args.context)
     per_row = max(args.context, 1)
@@ -67,11 +73,16 @@ def run(args: argparse.Namespace) -> int:
     pre = st.prefill(args.prompt)
     price = server.price
     if args.json:
-        print(json.dumps({
+        # {config, runs, notes} as every command prints; the roofline's own keys stay beside them.
+        print(dumps({
+            "config": {"server": server.config(), "context": args.context, "prompt": args.prompt},
+            "runs": [{"label": f"batch {r['batch']}", **r} for r in rows],
+            "notes": [f"knee (decode turns compute-bound) at context {c}: "
+                      + (f"batch {k}" if k is not None else "never") for c, k in knees.items()],
             "server": server.config(), "context": args.context, "rows": rows,
             "knee": {str(c): k for c, k in knees.items()}, "max_batch_memory": mem_batch,
             "prefill": {"tokens": args.prompt, **pre},
-        }, indent=2, default=float))
+        }))
     else:
         print(f"roofline: {model.name} ({server.dtype}) on {gpu.name}")
         print(f"  peak {gpu.peak_flops(server.dtype) / 1e12:g} TFLOP/s x {st.compute_eff:g}, bandwidth "
@@ -106,9 +117,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         from ..teach.plots import roofline_figure, save
 
-        out = Path(args.out) if args.out else Path("out") / "roofline"
         fig = roofline_figure(st, context=args.context, max_batch_memory=mem_batch, max_batch=args.max_batch)
-        path = save(fig, out / f"roofline_{gpu.name}_{model.name}.png")
+        with Staging(out) as staging:
+            name = f"roofline_{gpu.name}_{model.name}.png"
+            save(fig, staging.path(name))
+            path = staging.commit()[0]
         if not args.json:
             print(f"\nfigure: {path}")
     return 0

@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import add_run_args
-from ..core.errors import ConfigError, check_int_at_least
+from ..core import sizing
+from ..core.flags import check_conflicts, given
+from ..core.errors import ConfigError, check_at_most, check_int_at_least
+from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
+from ..teach.scenarios.base import Interrupted, plan_runs, size_of
 
 __all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
 
@@ -37,7 +42,7 @@ SWEEPABLE: dict[str, tuple[str, type]] = {
     "prompt_len": ("prompt_len", str), "output_len": ("output_len", str), "seed": ("seed", int),
     "arrival": ("arrival", str), "gpu": ("gpu", str), "model": ("sim_model", str), "dtype": ("sim_dtype", str),
     "gpu_price": ("gpu_price", float), "mem_util": ("mem_util", float), "kv_budget_tokens": ("kv_budget_tokens", int),
-    "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float),
+    "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float), "speedup": ("speedup", float),
 }
 _POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs": "continuous",
                  "max_batched_tokens": "continuous", "block_size": "continuous"}
@@ -62,24 +67,33 @@ def parse_sweep(spec: str) -> tuple[str, str, list]:
     out = []
     # Length specs contain commas themselves (uniform:5,500), so they are separated by ';'.
     parts = values.split(";") if typ is str and knob.endswith("_len") else values.split(",")
+    if len(parts) > 1000:
+        raise ConfigError(f"sweep takes at most 1000 values, got {len(parts)}")
     for v in parts:
         v = v.strip()
         try:
             out.append(typ(v))
         except ValueError:
-            raise ConfigError(f"{knob} values must be {typ.__name__}s, got {v!r}") from None
+            raise ConfigError(f"{knob} values must be {typ.__name__}s, got {v[:40]!r}") from None
     return knob, dest, out
 
 
 def _one(job: tuple) -> tuple[str, dict, dict]:
     """Worker: run one value of the knob (all policies) and return summaries (picklable, no SimResult)."""
     args, scenario, runs, value_label = job
-    report = run_set(args, scenario, runs)
+    try:
+        report = run_set(args, scenario, runs)
+    except (Interrupted, KeyboardInterrupt):  # Ctrl-C reaches the workers too; the parent reports it
+        return None
     return value_label, report.summaries, {"notes": report.notes, "config": report.config}
 
 
 def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
-    """Run the sweep; returns (summaries by "knob=value policy" label, notes, config)."""
+    """Run the sweep; returns (summaries by "knob=value policy" label, notes, config).
+
+    Every value's configuration is checked, and the whole sweep sized, before the first run.
+    Ctrl-C raises ``Interrupted`` with the values that finished.
+    """
     knob, dest, values = parse_sweep(args.spec)
     base = get_scenario(args.scenario) if args.scenario else Scenario("sweep", f"sweep of {knob}", "", {})
     d = dict(base.defaults)
@@ -91,19 +105,22 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     names = policies_from_args(args, d)
     jobs = []
     plain = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the command's module does not pickle
+    sizes = []
     for v in values:
         a = argparse.Namespace(**plain)
         setattr(a, dest, v)
+        check_conflicts(given(a))
         label = f"{knob}={v}"
-        jobs.append((a, scenario, [Run(f"{label} {n}", n) for n in names], label))
+        runs = [Run(f"{label} {n}", n) for n in names]
+        sizes.append(size_of(plan_runs(a, scenario, runs)))
+        jobs.append((a, scenario, runs, label))
     if args.jobs is not None:
         check_int_at_least("jobs", args.jobs, 1)
+        check_at_most("jobs", args.jobs, 4 * (os.cpu_count() or 1), "four per CPU")
     workers = min(len(jobs), args.jobs or os.cpu_count() or 1)
-    if workers <= 1:
-        done = [_one(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(_one, jobs))
+    if not getattr(args, "no_size_check", False):
+        sizing.check(sizing.combined(sizes, workers), extent_flag="--duration" if getattr(args, "duration", None) else "--requests")
+    done = _run_jobs(jobs, workers)
     summaries: dict[str, dict] = {}
     for n in names:  # one block per policy, values in order: each block is one curve of the trade-off
         for _, s, _ in done:
@@ -116,11 +133,56 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     wl = done[0][2]["config"].get("workload", "") if done else ""
     notes.append(f"workload: {wl}" + (f" ({knob} varies)" if knob in ("rate", "requests", "seed", "arrival") else ""))
     cfg = {"sweep": {"param": knob, "values": values, "policies": names}, "workload": wl}
+    if len(done) < len(jobs):
+        raise SweepInterrupted(summaries, notes, cfg, jobs[len(done)][3])
     return summaries, notes, cfg
 
 
+class SweepInterrupted(Exception):
+    """Ctrl-C: the values before ``label`` finished."""
+
+    def __init__(self, summaries: dict, notes: list[str], cfg: dict, label: str) -> None:
+        super().__init__(f"interrupted during {label}")
+        self.summaries, self.notes, self.cfg, self.label = summaries, notes, cfg, label
+
+
+def _run_jobs(jobs: list, workers: int) -> list:
+    """Results in the jobs' order; on Ctrl-C, the leading ones that finished."""
+    done: list = []
+    if workers <= 1:
+        try:
+            for j in jobs:
+                r = _one(j)
+                if r is None:
+                    break
+                done.append(r)
+        except KeyboardInterrupt:
+            pass
+        return done
+    pool = ProcessPoolExecutor(max_workers=workers)
+    futures = [pool.submit(_one, j) for j in jobs]
+    try:
+        for f in futures:
+            r = f.result()
+            if r is None:
+                break
+            done.append(r)
+    except KeyboardInterrupt:
+        pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    return done
+
+
 def run(args: argparse.Namespace) -> int:
-    summaries, notes, cfg = sweep(args)
+    out = Path(args.out) if args.out else Path("out") / "sweep"
+    if not getattr(args, "no_plots", False):
+        check_out_dir(out, "out")
+    code = 0
+    try:
+        summaries, notes, cfg = sweep(args)
+    except SweepInterrupted as e:
+        summaries, notes, cfg, code = e.summaries, [f"interrupted (Ctrl-C) during {e.label}: it and the values after it "
+                                                     "did not finish", *e.notes], e.cfg, 130
     knob = cfg["sweep"]["param"]
     keys = ["completed", "request_throughput", "output_throughput", "mean_ttft", "p99_ttft", "mean_tpot",
             "p50_e2e", "p99_e2e", "busy_fraction", "mean_batch_size", "preemptions"]
@@ -129,20 +191,22 @@ def run(args: argparse.Namespace) -> int:
     if any("goodput" in s for s in summaries.values()):
         keys.append("goodput")
     if getattr(args, "json", False):
-        import json
-
-        print(json.dumps({"sweep": cfg["sweep"], "runs": [{"label": k, "summary": s} for k, s in summaries.items()],
-                          "notes": notes}, indent=2, default=str))
+        print(dumps({"config": cfg, "sweep": cfg["sweep"],
+                     "runs": [{"label": k, "summary": s} for k, s in summaries.items()], "notes": notes}))
     else:
         print(f"sweep of {knob}: {', '.join(str(v) for v in cfg['sweep']['values'])}\n")
         print(format_table(summaries, keys))
         print()
         print("\n".join(notes))
+    if code:
+        print(f"batchsim: {notes[0]}", file=sys.stderr)
+        return code
     if not getattr(args, "no_plots", False):
         from ..teach.plots import save, sweep_figure
 
-        out = Path(args.out) if args.out else Path("out") / "sweep"
-        path = save(sweep_figure(summaries, cfg["sweep"]["policies"], knob), out / f"sweep_{knob}.png")
+        with Staging(out) as staging:
+            save(sweep_figure(summaries, cfg["sweep"]["policies"], knob), staging.path(f"sweep_{knob}.png"))
+            path = staging.commit()[0]
         if not getattr(args, "json", False):
             print(f"\nfigure: {path}")
     return 0

@@ -14,14 +14,15 @@ formula. Errors of a few percent are the noise of a finite run: more
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 
 from ..core.arrivals import Poisson
-from ..core.errors import check_int_at_least
+from ..core import sizing
+from ..core.errors import check_at_most, check_int_at_least
+from ..core.files import dumps
 from ..core.lengths import Fixed, Uniform
 from ..core.policies import Continuous, Dynamic, Policy, Static, Taxi
 from ..sim.simulator import SimResult, simulate
@@ -109,7 +110,9 @@ def _continuous_case(requests: int, seed: int) -> Case:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=20_000, help="requests per case (default 20000; more: smaller errors, slower)")
     p.add_argument("--seed", type=int, default=0, help="seed for arrivals, lengths and random step times (default 0)")
-    p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
+    p.add_argument(sizing.OVERRIDE_FLAG, dest="no_size_check", action="store_true",
+                   help="run even when the estimated time is far beyond this machine")
 
 
 def format_cases(cases: list[Case]) -> str:
@@ -120,11 +123,22 @@ def format_cases(cases: list[Case]) -> str:
     return "\n".join([line(heads), "  ".join("-" * w for w in widths), *map(line, body)])
 
 
+_NOTE = "error = (simulated - theory) / theory; a few percent is the noise of a finite run (more --requests shrink it)"
+
+
 def run(args: argparse.Namespace) -> int:
+    check_int_at_least("requests", args.requests, 100)
+    check_at_most("requests", args.requests, 10**8, "more than any machine holds")
+    check_int_at_least("seed", args.seed, 0)
+    if not args.no_size_check:
+        # Eight cases, one- to nine-token requests: the requests dominate.
+        sizing.check(sizing.estimate(args.requests, 5.0, runs=8))
     cases = compare_cases(args.requests, args.seed)
     if args.json:
-        print(json.dumps([{**asdict(c), "error": c.error} for c in cases], indent=2))
+        print(dumps({"config": {"requests": args.requests, "seed": args.seed},
+                     "runs": [{**asdict(c), "error": c.error} for c in cases], "notes": [_NOTE]}))
     else:
         print(f"Simulation against queueing theory ({args.requests} requests per case, seed {args.seed})\n")
         print(format_cases(cases))
+        print(f"\n{_NOTE}")
     return 0

@@ -9,6 +9,11 @@ the ``numpy.random.Generator`` passed in.
 - ``Gamma(rate, cv)``: bursty arrivals; cv=1 is Poisson, cv>1 clumps requests together.
 - ``Constant(rate)``: a perfectly regular timetable (the D in D/D/1).
 - ``RushHour(phases)``: piecewise-constant Poisson rate, e.g. quiet, peak, quiet.
+
+Every number is checked at both ends, not only for sign: a rate of 1e-308 makes
+gaps of 1e308 seconds whose sum overflows, and a CV of 1e308 makes a gamma shape
+of zero. The bounds (``MIN_RATE`` .. ``MAX_RATE``, ``MIN_CV`` .. ``MAX_CV``) are far
+beyond any real service and far inside what floating point survives.
 """
 
 from __future__ import annotations
@@ -17,18 +22,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ConfigError, check_positive
+from .errors import ConfigError, check_at_most, check_int_at_least, check_positive, show
 
-__all__ = ["ArrivalProcess", "Poisson", "Gamma", "Constant", "RushHour", "parse_arrival"]
+__all__ = [
+    "ArrivalProcess", "Poisson", "Gamma", "Constant", "RushHour", "parse_arrival",
+    "MIN_RATE", "MAX_RATE", "MIN_CV", "MAX_CV", "MAX_REQUESTS",
+]
+
+#: One request in 30 years .. a billion a second: beyond both, the arithmetic of times breaks first.
+MIN_RATE, MAX_RATE = 1e-9, 1e9
+#: CV 0.01 is a metronome (use ``constant``), 100 a few huge bursts; beyond, the gamma shape 1/CV^2
+#: underflows or overflows.
+MIN_CV, MAX_CV = 0.01, 100.0
+#: No machine holds a workload of more requests than this (a Request is about 200 bytes in Python).
+MAX_REQUESTS = 100_000_000
 
 
-def _check_extent(n: int | None, duration: float | None) -> None:
+def check_rate(field: str, rate) -> None:
+    check_positive(field, rate)
+    if not (MIN_RATE <= float(rate) <= MAX_RATE):
+        raise ConfigError(f"{field} must be between {MIN_RATE:g} and {MAX_RATE:g} requests per second, got {show(rate)}")
+
+
+def _check_extent(n: int | None, duration: float | None, mean_rate: float) -> None:
     if (n is None) == (duration is None):
         raise ConfigError("give exactly one of requests (n) or duration")
-    if n is not None and (not isinstance(n, int) or n < 1):
-        raise ConfigError(f"requests must be an integer >= 1, got {n!r}")
+    if n is not None:
+        check_int_at_least("requests", n, 1)
+        check_at_most("requests", n, MAX_REQUESTS, "more than any machine holds")
     if duration is not None:
         check_positive("duration", duration)
+        if duration * mean_rate > MAX_REQUESTS:
+            raise ConfigError(f"duration {show(duration)} s at {mean_rate:g} requests/s would make "
+                              f"{duration * mean_rate:.3g} requests, more than the {MAX_REQUESTS:,} any machine holds")
 
 
 class ArrivalProcess:
@@ -40,9 +66,9 @@ class ArrivalProcess:
         raise NotImplementedError
 
     def times(self, rng: np.random.Generator, n: int | None = None, duration: float | None = None) -> np.ndarray:
-        _check_extent(n, duration)
+        _check_extent(n, duration, self.mean_rate)
         if n is not None:
-            return np.cumsum(self.gaps(rng, n))
+            return np.cumsum(self.gaps(rng, int(n)))
         # Draw in blocks until the horizon is passed; the blocks come from one stream,
         # so the result depends only on the seed, not on the block size.
         out: list[np.ndarray] = []
@@ -63,11 +89,11 @@ class Poisson(ArrivalProcess):
     rate: float
 
     def __post_init__(self) -> None:
-        check_positive("rate", self.rate)
+        check_rate("rate", self.rate)
 
     @property
     def mean_rate(self) -> float:  # type: ignore[override]
-        return self.rate
+        return float(self.rate)
 
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.exponential(1.0 / self.rate, size=n)
@@ -81,12 +107,14 @@ class Gamma(ArrivalProcess):
     cv: float
 
     def __post_init__(self) -> None:
-        check_positive("rate", self.rate)
+        check_rate("rate", self.rate)
         check_positive("cv", self.cv)
+        if not (MIN_CV <= float(self.cv) <= MAX_CV):
+            raise ConfigError(f"cv must be between {MIN_CV:g} and {MAX_CV:g} (1 is Poisson), got {show(self.cv)}")
 
     @property
     def mean_rate(self) -> float:  # type: ignore[override]
-        return self.rate
+        return float(self.rate)
 
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         shape = 1.0 / self.cv**2
@@ -98,11 +126,11 @@ class Constant(ArrivalProcess):
     rate: float
 
     def __post_init__(self) -> None:
-        check_positive("rate", self.rate)
+        check_rate("rate", self.rate)
 
     @property
     def mean_rate(self) -> float:  # type: ignore[override]
-        return self.rate
+        return float(self.rate)
 
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.full(n, 1.0 / self.rate)
@@ -123,7 +151,8 @@ class RushHour(ArrivalProcess):
             raise ConfigError("phases must not be empty")
         for i, (d, r) in enumerate(self.phases):
             check_positive(f"phases[{i}].duration", d)
-            check_positive(f"phases[{i}].rate", r)
+            check_at_most(f"phases[{i}].duration", d, 1e9, "seconds")
+            check_rate(f"phases[{i}].rate", r)
 
     @property
     def period(self) -> float:
@@ -142,7 +171,7 @@ class RushHour(ArrivalProcess):
         return self.phases[-1][1]
 
     def times(self, rng: np.random.Generator, n: int | None = None, duration: float | None = None) -> np.ndarray:
-        _check_extent(n, duration)
+        _check_extent(n, duration, self.mean_rate)
         durations = np.array([d for d, _ in self.phases])
         rates = np.array([r for _, r in self.phases])
         mass = durations * rates  # expected arrivals per phase
@@ -166,8 +195,10 @@ class RushHour(ArrivalProcess):
 
 def parse_arrival(spec: str, rate: float) -> ArrivalProcess:
     """``poisson``, ``gamma:CV``, ``constant``, ``rush-hour`` or ``rush-hour:S1@R1,S2@R2,...``."""
-    name, _, arg = spec.partition(":")
+    name, _, arg = str(spec).strip().partition(":")
     try:
+        if name in ("poisson", "constant") and arg:
+            raise ConfigError(f"arrival {name} takes no parameter, got {spec!r} (the rate is --rate)")
         if name == "poisson":
             return Poisson(rate)
         if name == "gamma":
@@ -180,11 +211,13 @@ def parse_arrival(spec: str, rate: float) -> ArrivalProcess:
                 return RushHour(((20.0, rate * 0.5), (20.0, rate * 2.0), (20.0, rate * 0.5)))
             phases = []
             for part in arg.split(","):
-                s, _, r = part.partition("@")
+                s, at, r = part.partition("@")
+                if not at:
+                    raise ValueError(part)
                 phases.append((float(s), float(r)))
             return RushHour(tuple(phases))
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError(f"arrival must be poisson, gamma:CV, constant or rush-hour[:S@R,...], got {spec!r}") from None
-    raise ConfigError(f"arrival must be poisson, gamma:CV, constant, rush-hour or trace:PATH, got {spec!r}")
+        raise ConfigError(f"arrival must be poisson, gamma:CV, constant or rush-hour[:S@R,...], got {show(spec)}") from None
+    raise ConfigError(f"arrival must be poisson, gamma:CV, constant, rush-hour or trace:PATH, got {show(spec)}")

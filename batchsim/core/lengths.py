@@ -3,6 +3,11 @@
 Each distribution has ``sample(rng, n)`` (integers >= 1), ``mean`` and a readable
 repr. ``parse_length`` reads the command-line forms: ``128``, ``uniform:LO,HI``,
 ``lognormal:MEAN,MEDIAN``.
+
+No prompt or answer is longer than ``MAX_TOKENS``: a count beyond it is a typo, and a
+run's arrays grow with it until memory is gone. A log-normal's samples are capped
+there too (its tail is unbounded: with mean 10^7 and median 1, one draw in a few
+thousand would pass 10^12 tokens); the cap moves the mean only for such extreme shapes.
 """
 
 from __future__ import annotations
@@ -12,9 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ConfigError, check_int_at_least
+from .errors import ConfigError, check_at_most, check_int_at_least, is_number, show
 
-__all__ = ["LengthDist", "Fixed", "Uniform", "LogNormal", "Empirical", "parse_length"]
+__all__ = ["LengthDist", "Fixed", "Uniform", "LogNormal", "Empirical", "parse_length", "MAX_TOKENS"]
+
+#: The most tokens one prompt or one answer may have: ten times the longest context windows on
+#: offer in 2025 (about 1M tokens).
+MAX_TOKENS = 10_000_000
+
+
+def _check_tokens(field: str, value) -> None:
+    check_int_at_least(field, value, 1)
+    check_at_most(field, value, MAX_TOKENS, "tokens; no model reads more")
 
 
 class LengthDist:
@@ -29,7 +43,7 @@ class Fixed(LengthDist):
     value: int
 
     def __post_init__(self) -> None:
-        check_int_at_least("length", self.value, 1)
+        _check_tokens("length", self.value)
 
     @property
     def mean(self) -> float:  # type: ignore[override]
@@ -47,7 +61,8 @@ class Uniform(LengthDist):
     hi: int
 
     def __post_init__(self) -> None:
-        check_int_at_least("uniform lo", self.lo, 1)
+        _check_tokens("uniform lo", self.lo)
+        _check_tokens("uniform hi", self.hi)
         check_int_at_least("uniform hi", self.hi, self.lo)
 
     @property
@@ -70,10 +85,14 @@ class LogNormal(LengthDist):
     median_tokens: float
 
     def __post_init__(self) -> None:
+        for name, v in (("mean", self.mean_tokens), ("median", self.median_tokens)):
+            if not is_number(v):
+                raise ConfigError(f"lognormal {name} must be a number, got {show(v)}")
+            check_at_most(f"lognormal {name}", v, MAX_TOKENS, "tokens; no model reads more")
         if not (self.median_tokens >= 1):
-            raise ConfigError(f"lognormal median must be >= 1, got {self.median_tokens!r}")
+            raise ConfigError(f"lognormal median must be >= 1, got {show(self.median_tokens)}")
         if not (self.mean_tokens > self.median_tokens):
-            raise ConfigError(f"lognormal mean must be > median, got mean={self.mean_tokens!r} median={self.median_tokens!r}")
+            raise ConfigError(f"lognormal mean must be > median, got mean={show(self.mean_tokens)} median={show(self.median_tokens)}")
 
     @property
     def mean(self) -> float:  # type: ignore[override]
@@ -82,7 +101,7 @@ class LogNormal(LengthDist):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         mu = math.log(self.median_tokens)
         sigma = math.sqrt(2 * math.log(self.mean_tokens / self.median_tokens))
-        return np.maximum(1, np.rint(rng.lognormal(mu, sigma, size=n))).astype(np.int64)
+        return np.clip(np.rint(rng.lognormal(mu, sigma, size=n)), 1, MAX_TOKENS).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -92,8 +111,10 @@ class Empirical(LengthDist):
     values: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if not self.values or min(self.values) < 1:
+        if not self.values:
             raise ConfigError("empirical lengths must be a non-empty list of integers >= 1")
+        for v in self.values:
+            _check_tokens("empirical length", v)
 
     @property
     def mean(self) -> float:  # type: ignore[override]
@@ -108,8 +129,11 @@ class Empirical(LengthDist):
 
 def parse_length(spec: str | int, field: str = "length") -> LengthDist:
     """Read ``128``, ``uniform:LO,HI`` or ``lognormal:MEAN,MEDIAN``; errors name ``field``."""
-    if isinstance(spec, int):
-        return Fixed(spec)
+    if is_number(spec) and math.isfinite(float(spec)) and float(spec) == int(spec):
+        try:
+            return Fixed(int(spec))
+        except ConfigError as e:
+            raise ConfigError(f"{field}: {e}") from None
     text = str(spec).strip()
     name, _, arg = text.partition(":")
     try:
@@ -124,4 +148,4 @@ def parse_length(spec: str | int, field: str = "length") -> LengthDist:
         raise ConfigError(f"{field}: {e}") from None
     except ValueError:
         pass
-    raise ConfigError(f"{field} must be an integer, uniform:LO,HI or lognormal:MEAN,MEDIAN, got {text!r}")
+    raise ConfigError(f"{field} must be an integer, uniform:LO,HI or lognormal:MEAN,MEDIAN, got {show(text)}")

@@ -6,17 +6,20 @@ distribution does not move the arrival times. Same seed, same workload on every
 machine.
 
 Request ids are 0..n-1 in arrival order; the simulator and the real runner both
-rely on that to keep per-request records in arrays.
+rely on that to keep per-request records in arrays. Arrival times must be finite
+and sorted: ``nan`` passes a plain order check (``nan < x`` is false) and would
+then spin a wall-clock runner or poison every statistic.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .arrivals import ArrivalProcess
-from .errors import ConfigError
+from .errors import ConfigError, check_int_at_least, check_positive
 from .lengths import LengthDist
 from .traces import Trace
 
@@ -41,6 +44,8 @@ class Workload:
         for i, r in enumerate(self.requests):
             if r.id != i:
                 raise ConfigError(f"request ids must be 0..n-1 in order, got id {r.id} at position {i}")
+            if not math.isfinite(r.arrival):
+                raise ConfigError(f"arrival times must be finite, got {r.arrival!r} for request {i}")
             if i and r.arrival < self.requests[i - 1].arrival:
                 raise ConfigError(f"arrivals must be sorted, request {i} arrives before request {i - 1}")
 
@@ -76,6 +81,7 @@ def make_workload(
     seed: int = 0,
 ) -> Workload:
     """N requests, or all that arrive within ``duration`` seconds."""
+    check_int_at_least("seed", seed, 0)
     a_rng, p_rng, o_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     times = arrival.times(a_rng, n=n, duration=duration)
     k = len(times)
@@ -88,9 +94,15 @@ def trace_workload(trace: Trace, n: int | None = None, duration: float | None = 
 
     ``speedup`` > 1 compresses time (2.0 replays an hour of traffic in half an hour, at twice the rate).
     """
-    if speedup <= 0:
-        raise ConfigError(f"speedup must be > 0, got {speedup!r}")
-    t = trace.arrival_s / speedup
+    check_positive("speedup", speedup)
+    if n is not None:
+        check_int_at_least("requests", n, 1)
+    if duration is not None:
+        check_positive("duration", duration)
+    with np.errstate(over="ignore"):
+        t = trace.arrival_s / speedup
+    if len(t) and not np.isfinite(t[-1]):
+        raise ConfigError(f"speedup {speedup!r} is too small: the replayed arrivals overflow to infinity")
     keep = np.ones(len(t), dtype=bool)
     if duration is not None:
         keep &= t < duration

@@ -23,13 +23,13 @@ models from a JSON or TOML file (``--catalog FILE``), in the units used below::
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError, check_int_at_least, check_nonneg, check_positive
+from ..core.errors import ConfigError, check_at_most, check_bool, check_int_at_least, check_nonneg, check_positive, show
+from ..core.files import read_json, read_text
 
 __all__ = ["GPU", "Model", "Catalog", "DTYPES", "dtype_bytes", "DEFAULT_CATALOG", "load_catalog"]
 
@@ -41,6 +41,15 @@ def dtype_bytes(dtype: str) -> int:
     if dtype not in DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     return DTYPES[dtype]
+
+
+def _check_text(field: str, value: Any, empty: bool = False) -> None:
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise ConfigError(f"{field} must be {'text' if empty else 'a non-empty name'}, got {show(value)}")
+
+
+# Far past any model there is (the largest have ~2e12 parameters), and inside what int64 sums hold.
+_MODEL_MAX = {"params": 1e14, "vocab": 1e8, "max_context": 1e8}
 
 
 @dataclass(frozen=True)
@@ -58,12 +67,22 @@ class GPU:
     source: str = ""
 
     def __post_init__(self) -> None:
-        check_positive(f"gpu {self.name}: tflops", self.tflops)
-        check_positive(f"gpu {self.name}: bandwidth_gbs", self.bandwidth_gbs)
-        check_positive(f"gpu {self.name}: memory_gb", self.memory_gb)
-        check_nonneg(f"gpu {self.name}: price_per_hour", self.price_per_hour)
-        check_nonneg(f"gpu {self.name}: tflops_fp32", self.tflops_fp32)
-        dtype_bytes(self.default_dtype)
+        _check_text("gpu name", self.name)
+        # Upper bounds a thousand times past today's largest parts: huge finite numbers would
+        # pass every lower bound, then overflow into zero-second steps or infinite budgets.
+        for f, most in (("tflops", 1e6), ("bandwidth_gbs", 1e7), ("memory_gb", 1e6)):
+            check_positive(f"gpu {self.name}: {f}", getattr(self, f))
+            check_at_most(f"gpu {self.name}: {f}", getattr(self, f), most)
+        for f, most in (("price_per_hour", 1e6), ("tflops_fp32", 1e6)):
+            check_nonneg(f"gpu {self.name}: {f}", getattr(self, f))
+            check_at_most(f"gpu {self.name}: {f}", getattr(self, f), most)
+        check_bool(f"gpu {self.name}: bf16", self.bf16)
+        _check_text(f"gpu {self.name}: default_dtype", self.default_dtype)
+        _check_text(f"gpu {self.name}: source", self.source, empty=True)
+        try:
+            dtype_bytes(self.default_dtype)
+        except ConfigError as e:
+            raise ConfigError(f"gpu {self.name}: default_{e}") from None
 
     def peak_flops(self, dtype: str) -> float:
         """Peak FLOP/s for matrix multiplies in ``dtype``."""
@@ -107,8 +126,11 @@ class Model:
     source: str = ""
 
     def __post_init__(self) -> None:
+        _check_text("model name", self.name)
+        _check_text(f"model {self.name}: source", self.source, empty=True)
         for f in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "params", "max_context"):
             check_int_at_least(f"model {self.name}: {f}", getattr(self, f), 1)
+            check_at_most(f"model {self.name}: {f}", getattr(self, f), _MODEL_MAX.get(f, 1e7))
         if self.heads % self.kv_heads:
             raise ConfigError(f"model {self.name}: heads must be a multiple of kv_heads, got {self.heads} and {self.kv_heads}")
 
@@ -231,6 +253,8 @@ def _entries(kind: str, cls, raw: Any, path: str) -> dict:
     known = {f.name for f in fields(cls)} - {"name"}
     out = {}
     for name, spec in raw.items():
+        if not name.strip():
+            raise ConfigError(f"catalog {path!r}: {kind} names must not be empty")
         if not isinstance(spec, dict):
             raise ConfigError(f"catalog {path!r}: {kind}.{name} must be a table of fields")
         unknown = sorted(set(spec) - known)
@@ -240,7 +264,7 @@ def _entries(kind: str, cls, raw: Any, path: str) -> dict:
         if cls is Model:
             # Files may write 6.7e9 for a parameter count: accept integral floats.
             for k, v in spec.items():
-                if isinstance(v, float) and k != "source" and math.isfinite(v) and v == int(v):
+                if isinstance(v, float) and k != "source" and math.isfinite(v) and v == int(v) and abs(v) < 2**63:
                     spec[k] = int(v)
         spec.setdefault("source", path)
         try:
@@ -257,11 +281,8 @@ def load_catalog(path: str | Path | None = None, base: Catalog = DEFAULT_CATALOG
     if path is None:
         return base
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError(f"catalog {str(p)!r} cannot be read: {e.strerror or e}") from None
     if p.suffix.lower() == ".toml":
+        text = read_text(p, "catalog")
         try:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
@@ -271,10 +292,7 @@ def load_catalog(path: str | Path | None = None, base: Catalog = DEFAULT_CATALOG
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"catalog {str(p)!r} is not valid TOML: {e}") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"catalog {str(p)!r} is not valid JSON: {e.msg} at line {e.lineno}") from None
+        data = read_json(p, "catalog")
     if not isinstance(data, dict) or not set(data) <= {"gpus", "models"}:
         raise ConfigError(f"catalog {str(p)!r} must hold 'gpus' and/or 'models' tables")
     extra = Catalog(_entries("gpus", GPU, data.get("gpus"), str(p)), _entries("models", Model, data.get("models"), str(p)), str(p))

@@ -20,9 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import GPU, Model
-from ..core.errors import ConfigError, check_int_at_least
+from ..core.errors import (
+    MAX_KV_TOKENS, ConfigError, check_at_most, check_int_at_least, check_kv_tokens, check_positive, is_number, show,
+)
 
-__all__ = ["KVBudget", "kv_budget", "DEFAULT_MEM_UTIL"]
+__all__ = ["KVBudget", "kv_budget", "DEFAULT_MEM_UTIL", "MAX_KV_TOKENS", "check_kv_tokens"]
 
 DEFAULT_MEM_UTIL = 0.9
 
@@ -61,8 +63,8 @@ class KVBudget:
 def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEFAULT_MEM_UTIL,
               override_tokens: int | None = None, override_bytes: float | None = None) -> KVBudget:
     """The KV budget of ``model`` on ``gpu``; raises ConfigError naming both if the weights do not fit."""
-    if not isinstance(mem_util, (int, float)) or isinstance(mem_util, bool) or not (0 < mem_util <= 1):
-        raise ConfigError(f"mem-util must be in (0, 1], got {mem_util!r}")
+    if not is_number(mem_util) or not (0 < mem_util <= 1):
+        raise ConfigError(f"mem-util must be in (0, 1], got {show(mem_util)}")
     per_token = model.kv_bytes_per_token(dtype)
     weights = model.weight_bytes(dtype)
     usable = gpu.memory_bytes * mem_util
@@ -71,12 +73,17 @@ def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEF
             f"model {model.name} does not fit on gpu {gpu.name}: its {dtype} weights need {_gb(weights)}, "
             f"the GPU offers {_gb(gpu.memory_bytes)} x {mem_util:g} = {_gb(usable)}"
         )
+    if override_tokens is not None and override_bytes is not None:
+        raise ConfigError(f"give kv-budget-tokens or kv-budget-bytes, not both (got {show(override_tokens)} and {show(override_bytes)})")
     if override_tokens is not None:
-        check_int_at_least("kv-budget-tokens", override_tokens, 1)
-        return KVBudget(override_tokens * per_token, per_token, "set with --kv-budget-tokens")
+        check_kv_tokens("kv-budget-tokens", override_tokens)
+        return KVBudget(int(override_tokens) * per_token, per_token, "set with --kv-budget-tokens")
     if override_bytes is not None:
-        if not override_bytes > 0:
-            raise ConfigError(f"kv-budget-bytes must be > 0, got {override_bytes!r}")
+        check_positive("kv-budget-bytes", override_bytes)
+        check_at_most("kv-budget-bytes", override_bytes, MAX_KV_TOKENS * per_token, "bytes")
+        if override_bytes < per_token:
+            raise ConfigError(f"kv-budget-bytes {show(override_bytes)} holds no token of {model.name}'s KV cache "
+                              f"({per_token:,} bytes per token in {dtype})")
         return KVBudget(float(override_bytes), per_token, "set with --kv-budget-bytes")
     free = usable - weights
     if free < per_token:

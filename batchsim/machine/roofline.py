@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalog import GPU, Model, dtype_bytes
-from ..core.errors import ConfigError, check_nonneg
+from ..core.errors import ConfigError, check_at_most, check_nonneg, is_number, show
 from ..core.plan import Pass
 from ..sim.steptime import StepTimeModel
 
@@ -54,9 +54,13 @@ DEFAULT_MEMORY_EFF = 0.8
 DEFAULT_OVERHEAD = 0.0005
 
 
+#: The smallest efficiency taken: 0.1 % of peak is already a broken machine, and 1e-308 overflows.
+MIN_EFF = 0.001
+
+
 def _check_fraction(field: str, v: float) -> None:
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 < v <= 1):
-        raise ConfigError(f"{field} must be in (0, 1], got {v!r}")
+    if not is_number(v) or not (MIN_EFF <= v <= 1):
+        raise ConfigError(f"{field} must be in [{MIN_EFF:g}, 1], got {show(v)}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class RooflineStepTime(StepTimeModel):
         _check_fraction("compute_eff", self.compute_eff)
         _check_fraction("memory_eff", self.memory_eff)
         check_nonneg("step overhead", self.overhead)
+        check_at_most("step overhead", self.overhead, 86_400.0, "seconds: a day per pass")
 
     def __repr__(self) -> str:
         return (

@@ -2,10 +2,10 @@
 
 ``Server`` ties the catalog entries to what the simulator needs: a step-time model
 (``RooflineStepTime``), a KV budget in tokens (``KVBudget``) and dollars per hour.
-The command line builds one with ``batchsim.cli.options.server_from_args``; Python users
+The command line builds one from ``batchsim.machine.serverconfig.ServerConfig``; Python users
 build one directly::
 
-    srv = Server.named("A100-80GB", "llama-2-7b")
+    srv = Server.named()                      # DEFAULT_GPU running DEFAULT_MODEL
     simulate(workload, policy, srv.step_time, kv_budget_tokens=srv.kv.tokens)
 """
 
@@ -19,12 +19,16 @@ from .cost import check_price
 from .memory import DEFAULT_MEM_UTIL, KVBudget, kv_budget
 from .roofline import DEFAULT_COMPUTE_EFF, DEFAULT_MEMORY_EFF, DEFAULT_OVERHEAD, RooflineStepTime
 
-__all__ = ["Server", "DEFAULT_GPU", "DEFAULT_MODEL"]
+__all__ = ["Server", "DEFAULT_GPU", "DEFAULT_MODEL", "DEFAULT_SERVER"]
 
-#: The server the scenarios run on unless told otherwise: a 7B model is what people serve
-#: on one GPU, and on an A100 it is memory-bound at batch 1, which is the whole story.
+#: The one default server: what the scenarios run on unless they say otherwise, what your own
+#: run uses without a step-time flag, and what ``roofline`` draws. A modern 8B model in fp16 on
+#: one A100-80GB: what people serve on one GPU, and memory-bound at batch 1, as every LLM decode
+#: is, which is the whole story of batching.
 DEFAULT_GPU = "A100-80GB"
-DEFAULT_MODEL = "llama-2-7b"
+DEFAULT_MODEL = "llama-3-8b"
+#: The same, as the scenario defaults spell it (flags override either key).
+DEFAULT_SERVER = {"gpu": DEFAULT_GPU, "model": DEFAULT_MODEL}
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,14 @@ two steps (deciding, recording: the driver's Python), added before each step.
 from __future__ import annotations
 
 import json
+import math
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ConfigError, check_choice, check_nonneg, check_positive
+from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, check_positive, is_number, show
 from ..core.plan import PLANS, Pass, plan_step
 from ..core.step import Step
 
@@ -139,40 +140,47 @@ class LinearStepTime(StepTimeModel):
 
     @classmethod
     def from_json(cls, path: str | Path) -> "LinearStepTime":
+        from ..core.files import read_json
+
         p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except OSError as e:
-            raise ConfigError(f"calibration {str(p)!r} cannot be read: {e.strerror or e}") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"calibration {str(p)!r} is not valid JSON: {e.msg} at line {e.lineno}") from None
+        data = read_json(p, "calibration")
         if not isinstance(data, dict) or data.get("model", "linear") != "linear":
             raise ConfigError(f"calibration {str(p)!r}: model must be 'linear', got {data.get('model') if isinstance(data, dict) else data!r}")
+        coeffs = {}
+        for k in ("c0", "c1", "c2", "c3"):
+            if k not in data:
+                raise ConfigError(f"calibration {str(p)!r}: missing coefficient {k}")
+            v = data[k]
+            # A bool is an int to Python: "c0": true would be read as one second per step.
+            if not is_number(v) or not math.isfinite(v):
+                raise ConfigError(f"calibration {str(p)!r}: {k} must be a number, got {show(v)}")
+            # Seconds per pass (c0) or per token (c1..c3): past an hour, sums of steps overflow long before
+            # a run ends, and no hardware is that slow.
+            check_at_most(f"calibration {str(p)!r}: {k}", v, _MAX_COEFF, "seconds")
+            coeffs[k] = float(v)
+        source = data.get("source", p.name)
         try:
-            coeffs = {k: float(data[k]) for k in ("c0", "c1", "c2", "c3")}
-        except KeyError as e:
-            raise ConfigError(f"calibration {str(p)!r}: missing coefficient {e.args[0]}") from None
-        except (TypeError, ValueError):
-            raise ConfigError(f"calibration {str(p)!r}: coefficients must be numbers") from None
-        plan = data.get("plan", "fused")
-        if plan not in PLANS:
-            raise ConfigError(f"calibration {str(p)!r}: plan must be one of {', '.join(PLANS)}, got {plan!r}")
-        try:
-            gap = float(data.get("step_gap", 0.0))
-        except (TypeError, ValueError):
-            raise ConfigError(f"calibration {str(p)!r}: step_gap must be a number") from None
-        return cls(**coeffs, source=str(data.get("source", p.name)), plan=plan, step_gap=gap)
+            plan = data.get("plan", "fused")
+            if plan not in PLANS:
+                raise ConfigError(f"plan must be one of {', '.join(PLANS)}, got {show(plan)}")
+            gap = data.get("step_gap", 0.0)
+            if not is_number(gap) or not math.isfinite(gap):
+                raise ConfigError(f"step_gap must be a number, got {show(gap)}")
+            return cls(**coeffs, source=source if isinstance(source, str) else p.name, plan=plan, step_gap=float(gap))
+        except ConfigError as e:
+            raise ConfigError(f"calibration {str(p)!r}: {e}") from None
+
+
+#: The largest coefficient a calibration file may hold, in seconds.
+_MAX_COEFF = 3600.0
 
 
 def load_step_time(path: str | Path) -> StepTimeModel:
     """Load a calibration file written by ``python -m realrun profile`` (or a linear one by hand)."""
+    from ..core.files import read_json
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as e:
-        raise ConfigError(f"calibration {str(p)!r} cannot be read: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"calibration {str(p)!r} is not valid JSON ({type(e).__name__})") from None
+    data = read_json(p, "calibration")
     if isinstance(data, dict) and data.get("model") == "profiled":
         from .profiled import ProfiledStepTime
 

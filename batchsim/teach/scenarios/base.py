@@ -18,17 +18,19 @@ from pathlib import Path
 from typing import Callable
 
 
-from ...cli.options import (
-    WORKLOAD_DEFAULTS, _get, kv_budget_from_args, policies_from_args, policy_from_args, price_from_args,
-    server_from_args, slo_from_args, step_time_from_args, workload_from_args,
-)
-from ...machine.cost import cost_summary
+from .knobs import WORKLOAD_DEFAULTS, _get, policies_from_args
+from ...core import rejections, sizing
+from ...core.config import PolicyConfig, WorkloadConfig, slo_config
+from ...core.flags import given
 from ...core.errors import ConfigError, check_positive
 from ...core.metrics import SUMMARY_KEYS, format_table, summarize, table_notes
+from ...machine.cost import cost_summary
+from ...machine.serverconfig import ServerConfig
 from ...sim.simulator import SimResult, simulate
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
+    "Interrupted", "plan_runs", "size_of",
 ]
 
 
@@ -45,8 +47,12 @@ class ScenarioReport:
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
 
+    def rejection_lines(self) -> list[str]:
+        """Under the table: for every run that turned requests away, how many and why."""
+        return rejections.lines(self.results)
+
     def text(self) -> str:
-        parts = [self.title, "", self.table]
+        parts = [self.title, "", self.table, *self.rejection_lines()]
         if self.notes:
             parts += [""] + self.notes
         if self.figures:
@@ -55,6 +61,14 @@ class ScenarioReport:
 
 
 Runner = Callable[[argparse.Namespace, "Scenario"], ScenarioReport]
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run: ``report`` holds the runs that finished, ``label`` the one cut short."""
+
+    def __init__(self, report: ScenarioReport, label: str) -> None:
+        super().__init__(f"interrupted during {label}")
+        self.report, self.label = report, label
 
 
 @dataclass(frozen=True)
@@ -122,30 +136,39 @@ LONG_RUN = 20_000
 
 def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys: list[str] | None = None,
             progress: bool = False, title: str | None = None, workload_notes: bool = True) -> ScenarioReport:
-    """Run each labelled run; identical workloads are built once; add dollars when a price is known."""
+    """Run each labelled run; identical workloads are built once; add dollars when a price is known.
+
+    Every run's configuration is resolved and checked, and the whole set sized, before the
+    first simulation starts: a bad knob in the last run must not cost the time of the first.
+    Ctrl-C raises ``Interrupted`` carrying the runs that finished.
+    """
     report = ScenarioReport(scenario.name, title or f"{scenario.name}: {scenario.summary}")
-    workloads: dict[tuple, object] = {}
+    flags = given(args)
+    plans = plan_runs(args, scenario, runs)
+    wconfigs: dict[WorkloadConfig, object] = {p[1]: None for p in plans}
+    if not getattr(args, "no_size_check", False):
+        sizing.check(size_of(plans, wconfigs), extent_flag=_extent_flag(plans))
+    for wcfg in wconfigs:
+        wconfigs[wcfg] = wcfg.build()
+    if not getattr(args, "no_size_check", False):  # traces: sized again now that their rows are known
+        sizing.check(size_of(plans, wconfigs), extent_flag=_extent_flag(plans))
     described: dict[str, str] = {}
     servers: dict[str, tuple] = {}
     slo = None
     any_price = False
     policies_repr = []
-    for run in runs:
-        d = {**scenario.defaults, **run.defaults}
-        a = _args_for(args, d)
-        wkey = tuple(repr(getattr(a, k, None) if getattr(a, k, None) is not None else d.get(k)) for k in _WORKLOAD_KEYS)
-        if wkey not in workloads:
-            workloads[wkey] = workload_from_args(a, d)
-        workload = workloads[wkey]
-        policy = policy_from_args(a, run.policy, d)
-        step_time = step_time_from_args(a, d)
-        kv = kv_budget_from_args(a, d)
-        server = server_from_args(a, d)
-        price = price_from_args(a, d, server)
-        slo = slo_from_args(a, d)
+    show_bar = flags.get("progress")
+    for run, wcfg, pcfg, setup, slo in plans:
+        workload = wconfigs[wcfg]
+        policy = pcfg.build()
+        step_time, kv, server, price = setup.step_time, setup.kv_budget_tokens, setup.server, setup.price
         # A bar only where a person watches a run long enough to wait for (about a second or more).
-        show = progress or (len(workload) >= LONG_RUN and sys.stderr.isatty())
-        res = simulate(workload, policy, step_time, kv_budget_tokens=kv, progress=show)
+        show = show_bar if show_bar is not None else (progress or (len(workload) >= LONG_RUN and sys.stderr.isatty()))
+        try:
+            res = simulate(workload, policy, step_time, kv_budget_tokens=kv, progress=show)
+        except KeyboardInterrupt:
+            _finish(report, keys, slo, any_price, policies_repr)
+            raise Interrupted(report, run.label) from None
         summary = summarize(res, slo)
         if price is not None:
             any_price = True
@@ -161,6 +184,48 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         skey = repr(step_time) + f"|{kv}|{price}"
         if skey not in servers:
             servers[skey] = (step_time, kv, server, price, workload)
+    _finish(report, keys, slo, any_price, policies_repr)
+    for text in described.values() if workload_notes else ():
+        report.notes.append(f"workload: {text}")
+    for step_time, kv, server, price, workload in servers.values():
+        report.notes.extend(_server_notes(step_time, kv, server, price, workload))
+    return report
+
+
+def plan_runs(args: argparse.Namespace, scenario: Scenario, runs: list[Run]) -> list[tuple]:
+    """Every run's configuration, resolved and checked: (run, workload, policy, server setup, SLO)."""
+    plans = []
+    for run in runs:
+        d = {**scenario.defaults, **run.defaults}
+        flags = given(_args_for(args, d))
+        plans.append((run, WorkloadConfig.from_flags(flags, d), PolicyConfig.from_flags(run.policy, flags, d),
+                      ServerConfig.from_flags(flags, d).build(), slo_config(flags, d)))
+    return plans
+
+
+def size_of(plans: list[tuple], workloads: dict | None = None) -> sizing.Size:
+    """The estimated size of running ``plans`` (a trace not read yet counts once it is)."""
+    workloads = workloads or {}
+    requests = tokens = 0.0
+    for _, wcfg, _, _, _ in plans:
+        wl = workloads.get(wcfg)
+        if wl is not None:
+            n, out = float(len(wl)), float(wl.output_tokens.mean()) if len(wl) else 0.0
+        elif wcfg.trace is not None:
+            continue
+        else:
+            n, out = wcfg.expected_requests, wcfg.output_dist().mean
+        requests, tokens = max(requests, n), tokens + n * out
+    mean_out = tokens / len(plans) / requests if plans and requests else 0.0
+    return sizing.estimate(requests, mean_out, runs=len(plans))
+
+
+def _extent_flag(plans: list[tuple]) -> str:
+    return "--duration" if any(p[1].duration is not None for p in plans) else "--requests"
+
+
+def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: list[str]) -> None:
+    """The table and config of the runs done so far."""
     if keys is None:
         keys = _table_keys(slo)
     if any_price and "cost_per_request" not in keys:
@@ -178,11 +243,6 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         "server": first.meta["server"].config() if first and first.meta["server"] is not None else None,
         "price_per_hour": first.meta["price"] if first else None,
     }
-    for text in described.values() if workload_notes else ():
-        report.notes.append(f"workload: {text}")
-    for step_time, kv, server, price, workload in servers.values():
-        report.notes.extend(_server_notes(step_time, kv, server, price, workload))
-    return report
 
 
 def _server_notes(step_time, kv, server, price, workload) -> list[str]:

@@ -10,10 +10,11 @@ import argparse
 
 import numpy as np
 
-from ...cli.options import (
+from .knobs import (
     WORKLOAD_DEFAULTS, _get, policies_from_args, slo_from_args, step_time_from_args,
 )
 from ...machine.cost import implied_price_per_hour, required_throughput
+from ...machine.server import DEFAULT_SERVER
 from ...core.lengths import parse_length
 from ...core.step import Chunk, Step
 
@@ -21,9 +22,9 @@ from .base import Run, Scenario, ScenarioReport, _policy_label, register, run_po
 
 FLAGSHIP = "taxi-vs-bus"
 
-#: The server every scenario runs on unless it says otherwise (flags override): a modern 8B
-#: model in fp16 on one A100-80GB. Memory-bound at batch 1, as every LLM decode is.
-SERVER = {"gpu": "A100-80GB", "model": "llama-3-8b"}
+#: The server every scenario runs on unless it says otherwise (flags override): the package's one
+#: default server, ``batchsim.machine.server.DEFAULT_SERVER`` (llama-3-8b in fp16 on an A100-80GB).
+SERVER = dict(DEFAULT_SERVER)
 
 
 register(Scenario(

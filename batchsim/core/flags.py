@@ -1,0 +1,163 @@
+"""Command-line flags, defined once, for any argparse-like parser: the knobs' outside.
+
+Each knob of a run has one ``Flag`` (spelling, destination, type, help); batchsim's and
+realrun's command lines both put these on their parsers with ``add_flags``, so realrun
+gets batchsim's flags without importing batchsim's command line. What the flags hold
+is resolved by ``resolve`` (flag given > scenario default > package default) into the
+frozen configurations of ``batchsim.core.config``, which check every value.
+
+``check_conflicts`` refuses flag pairs that contradict each other or mean nothing
+together (``--trace`` with ``--rate``), naming both, rather than silently ignoring one;
+``ignored_knob_notes`` says, in a note, when a policy knob reaches no policy of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import ConfigError, show
+from .policies import POLICY_NAMES
+
+__all__ = [
+    "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "check_conflicts", "ignored_knob_notes",
+    "trace_of", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS",
+]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag: its spelling, where it lands, how it is read, and what it means."""
+
+    flag: str
+    dest: str
+    type: Any = str
+    help: str = ""
+    metavar: str | None = None
+    action: Any = None
+
+    def add_to(self, parser) -> None:
+        kw: dict = {"dest": self.dest, "default": None, "help": self.help}
+        if self.action is not None:
+            kw["action"] = self.action
+        else:
+            kw["type"] = self.type
+            if self.metavar:
+                kw["metavar"] = self.metavar
+        parser.add_argument(self.flag, **kw)
+
+
+def add_flags(parser, flags: tuple[Flag, ...], skip: tuple[str, ...] = ()) -> None:
+    """Put ``flags`` on an argparse parser or group (all default to None: "not given")."""
+    for f in flags:
+        if f.flag not in skip:
+            f.add_to(parser)
+
+
+WORKLOAD_FLAGS = (
+    Flag("--arrival", "arrival", str, "poisson (default), gamma:CV (bursty; CV=1 is Poisson), constant, "
+         "rush-hour[:S@R,...], or trace:PATH to replay a trace file"),
+    Flag("--trace", "trace", str, "replay this trace file (CSV: arrival_s,prompt_tokens,output_tokens, or Azure's "
+         "TIMESTAMP,ContextTokens,GeneratedTokens); its own arrivals and lengths, so no --rate or --prompt-len"),
+    Flag("--rate", "rate", float, "mean arrivals per second (default 5)"),
+    Flag("--requests", "requests", int, "number of requests (default 500); with a trace, its first N rows"),
+    Flag("--duration", "duration", float, "seconds of arrivals instead of a request count (not with --requests)"),
+    Flag("--prompt-len", "prompt_len", str, "prompt tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default uniform:32,512)"),
+    Flag("--output-len", "output_len", str, "output tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default lognormal:128,96)"),
+    Flag("--speedup", "speedup", float, "with a trace: replay this many times faster (default 1)"),
+    Flag("--seed", "seed", int, "one seed for the whole workload (default 0)"),
+)
+POLICY_FLAGS = (
+    Flag("--policy", "policy", str, f"one of {', '.join(POLICY_NAMES)}, or several separated by commas"),
+    Flag("--max-batch", "max_batch", int, "static: seats on the bus (wait for this many); dynamic: the most per batch (default 8)"),
+    Flag("--max-wait", "max_wait", float, "dynamic: seconds the oldest request may wait before the batch leaves (default 0.05)"),
+    Flag("--max-seqs", "max_seqs", int, "continuous: the most requests running at once (default 64)"),
+    Flag("--max-batched-tokens", "max_batched_tokens", int, "continuous: prompt tokens per step (default 2048)"),
+    Flag("--block-size", "block_size", int, "continuous: KV block size in tokens (default 16)"),
+    Flag("--chunked-prefill", "chunked_prefill", action=argparse.BooleanOptionalAction,
+         help="continuous: split long prompts across steps (--no-chunked-prefill: admit a prompt whole or not at all)"),
+)
+SLO_FLAGS = (
+    Flag("--slo-ttft", "slo_ttft", float, "seconds to first token"),
+    Flag("--slo-tpot", "slo_tpot", float, "seconds per output token"),
+    Flag("--slo-e2e", "slo_e2e", float, "seconds end to end"),
+)
+
+def dash_hint(message: str, argv: list[str]) -> str:
+    """argparse reads ``--rate -inf`` as two flags: name the value and the spelling that works."""
+    m = re.match(r"argument (--[\w-]+)(?:/[\w-]+)*: expected one argument", message)
+    if m and m.group(1) in argv:
+        i = argv.index(m.group(1))
+        if i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            return f"{message}: got {argv[i + 1]!r}, which reads as a flag; write {m.group(1)}={argv[i + 1]}"
+    return message
+
+
+def given(values: Mapping[str, Any] | argparse.Namespace) -> dict[str, Any]:
+    """The flags a user actually gave (argparse leaves the others None)."""
+    d = vars(values) if isinstance(values, argparse.Namespace) else dict(values)
+    return {k: v for k, v in d.items() if v is not None and not k.startswith("_")}
+
+
+def resolve(key: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> Any:
+    """Flag given > each layer in turn (a scenario's defaults, then the package's); None if none has it."""
+    v = flags.get(key)
+    if v is not None:
+        return v
+    for layer in layers:
+        if layer and layer.get(key) is not None:
+            return layer[key]
+    return None
+
+
+def trace_of(flags: Mapping[str, Any]) -> str | None:
+    arrival = str(flags.get("arrival") or "")
+    return flags.get("trace") or (arrival[len("trace:"):] if arrival.startswith("trace:") else None)
+
+
+def check_conflicts(flags: Mapping[str, Any]) -> None:
+    """Refuse flag pairs that contradict each other or mean nothing together (flags as given)."""
+    f = {k: v for k, v in flags.items() if v is not None}
+
+    def both(a: str, b: str, why: str) -> None:
+        if a in f and b in f:
+            raise ConfigError(f"{flag_name(a)} and {flag_name(b)} {why} (got {show(f[a])} and {show(f[b])})")
+
+    both("requests", "duration", "both set the run's extent: give one")
+    both("step_time", "calibration", "are two step-time models: give one")
+    both("kv_budget_tokens", "kv_budget_bytes", "are two KV budgets: give one")
+    both("trace", "arrival", "both say who arrives when: give one")
+    if trace_of(f):
+        for k in ("rate", "prompt_len", "output_len"):
+            if k in f:
+                raise ConfigError(f"{flag_name(k)} means nothing with a trace, which brings its own arrivals and "
+                                  f"lengths (got {show(f[k])}); drop it, or use --speedup to replay faster")
+    elif "speedup" in f:
+        raise ConfigError(f"--speedup replays a trace faster, and no --trace is given (got {show(f['speedup'])})")
+    for k in ("compute_eff", "memory_eff", "step_overhead"):
+        for model in ("step_time", "calibration"):
+            both(k, model, "do not mix: the first tunes the roofline model, the second replaces it")
+
+
+def flag_name(dest: str) -> str:
+    """The flag a dest comes from: ``sim_model`` -> ``--model``."""
+    return "--" + {"sim_model": "model", "sim_dtype": "dtype"}.get(dest, dest).replace("_", "-")
+
+
+_KNOB_POLICIES = {"max_batch": ("static", "dynamic"), "max_wait": ("dynamic",), "max_seqs": ("continuous",),
+                  "max_batched_tokens": ("continuous",), "block_size": ("continuous",),
+                  "chunked_prefill": ("continuous",)}
+
+
+def ignored_knob_notes(flags: Mapping[str, Any], names: list[str]) -> list[str]:
+    """One note per policy flag given that no policy of the run reads (it is not an error: a sweep
+    or a script may pass the same flags to every run; but it must not pass unnoticed)."""
+    notes = []
+    for k, users in _KNOB_POLICIES.items():
+        if flags.get(k) is not None and not set(users) & set(names):
+            notes.append(f"note: {flag_name(k)} {show(flags[k])} is ignored: only {' and '.join(users)} "
+                         f"read{'s' if len(users) == 1 else ''} it, "
+                         f"and this run has {', '.join(names)}")
+    return notes

@@ -1,0 +1,359 @@
+"""The work behind ``python -m realrun run``, ``compare`` and ``profile``, once ``cli`` has checked the flags.
+
+Each command loads the model only after every flag and file was checked (``cli.Plan``),
+prints its results, and only then writes files, whole (``batchsim.core.files.Staging``),
+so neither a bad path nor Ctrl-C loses a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least, show
+from batchsim.core.files import Staging, check_out_dir, dumps, read_json
+from batchsim.core.metrics import format_table, summarize
+
+from .plan import Plan, check_model_flags, nothing_served, rejection_lines, write_outputs
+
+__all__ = ["run", "compare", "profile", "load"]
+
+
+def load(args: argparse.Namespace):
+    from .model import load_model
+
+    return load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+
+
+def _progress(args) -> bool:
+    p = getattr(args, "progress", None)
+    return sys.stderr.isatty() if p is None else bool(p)
+
+
+def _make_engine(name: str, lm, args, seed: int):
+    from .baselines import HFGenerateEngine
+    from .engine import Engine
+
+    if name == "hf-generate":
+        return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+    return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+
+
+def _measure_fn(plan: Plan, engine, lm, args):
+    from .baselines import run_hf_continuous
+    from .runner import run_real
+
+    def measure(label, policy):
+        if plan.engine == "hf-continuous":
+            p = policy
+            return run_hf_continuous(
+                plan.workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
+                kv_budget_tokens=plan.kv, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed, progress=_progress(args),
+            )[0]
+        # The trace and the engine's pass log let compare decompose the error (a run keeps them too:
+        # a few records per step, small beside the model).
+        return run_real(plan.workload, policy, engine, kv_budget_tokens=plan.kv, progress=_progress(args), trace=True)
+
+    return measure
+
+
+def _memory_line(meta: dict) -> str:
+    parts = [f"peak RSS {meta.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"]
+    if "cuda_max_memory_allocated_bytes" in meta:
+        parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
+    if meta.get("kv_peak_bytes_measured"):
+        parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
+    return "memory: " + ", ".join(parts)
+
+
+def _load_line() -> str:
+    from .model import available_cores
+
+    try:
+        la = os.getloadavg()
+    except OSError:
+        return "machine load: unknown"
+    return (f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
+            "(other busy processes stretch the measured times, not the predicted ones)")
+
+
+def _stopped_code(stopped: list[str]) -> int:
+    return 130 if any(s.startswith("interrupted") for s in stopped) else 0
+
+
+def _all_rejected(results: dict) -> int:
+    if nothing_served(results):
+        print(f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace, plan: Plan) -> int:
+    notes = plan.notes
+    lm = load(args)
+    engine = None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed)
+    measure = _measure_fn(plan, engine, lm, args)
+    name = plan.names[0]
+    label = name if plan.engine == "ours" else f"{name} ({plan.engine})"
+    if plan.engine == "hf-continuous":
+        notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
+    result = measure(label, plan.policies[0].build())
+    summary = summarize(result, plan.slo)
+    meta = result.meta
+    workload = plan.workload
+    from batchsim.core import rejections
+
+    if args.json:
+        print(dumps({
+            "scenario": plan.name,
+            "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
+                       "engine": plan.engine, "kv_budget_tokens": plan.kv, "model": lm.describe()},
+            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": meta,
+                      "rejections": rejections.counts(result.records.rejected)}],
+            "summary": summary,
+            "notes": notes,
+        }))
+    else:
+        print(f"realrun run: {label} measured on {lm.describe()}")
+        print()
+        print(format_table({label: summary}))
+        for line in rejection_lines({label: result}):
+            print(line)
+        print()
+        for n in notes:
+            print(n)
+        print(f"workload: {len(workload)} requests, {workload.description}")
+        print(_memory_line(meta))
+        if meta.get("stopped"):
+            print(f"note: {meta['stopped']}")
+    paths = write_outputs(plan, {f"{name}-measured-": result}, args)
+    if paths and not args.json:
+        print(f"records: {', '.join(str(p) for p in paths)}")
+    code = _stopped_code([meta.get("stopped") or ""])
+    return code or _all_rejected({label: result})
+
+
+# -- compare ----------------------------------------------------------------------------------------
+
+def _calibration(args, lm, engine, plan: Plan, pairs):
+    """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
+    fitted to the workload (saved whole under the output folder). Returns (model, calibration info).
+    A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
+    from .profile import GRIDS, grid_for_workload, load_calibration, profile as run_profile
+
+    notes, workload = plan.notes, plan.workload
+    policies = [p for _, p, _ in pairs]
+    if args.calibration:
+        model = load_calibration(args.calibration)
+        info = read_json(args.calibration, "calibration")
+        for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
+            if key in info and info[key] != have:
+                notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
+        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
+        notes.extend(_coverage_notes(info, workload))
+        return model, cal_info
+    if args.grid == "auto":
+        grid = grid_for_policies(workload, policies)
+    elif args.grid in GRIDS:
+        grid = GRIDS[args.grid]
+    else:
+        raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
+    prof = run_profile(engine, grid, policies={p.name: p for p in policies}, progress=_progress(args))
+    with Staging(plan.out) as staging:
+        prof.write(staging.path("calibration.json"))
+        path = staging.commit()[0]
+    notes.append(f"calibration (profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
+    notes.append(prof.text())
+    cal_info = {k: v for k, v in prof.as_dict().items() if k != "points"}
+    cal_info["file"] = str(path)
+    return prof.model, cal_info
+
+
+def grid_for_policies(workload, policies):
+    """The profile grid this workload needs under these policies: their rows, prefill sizes and chunks."""
+    from .profile import grid_for_workload
+
+    rows = max(p.max_rows for p in policies)
+    cont = [p for p in policies if hasattr(p, "max_batched_tokens")]
+    chunk = min((p.max_batched_tokens for p in cont if p.chunked_prefill), default=None)
+    padded = [p for p in policies if not hasattr(p, "max_batched_tokens")]
+    p_max = int(workload.prompt_tokens.max()) if len(workload) else 1
+    max_prefill = max([p.max_batched_tokens for p in cont] + [p.max_rows * p_max for p in padded] + [p_max])
+    return grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies))
+
+
+def _coverage_notes(info: dict, workload) -> list[str]:
+    """A calibration predicts well only where it was measured: say when the workload goes beyond."""
+    if not len(workload) or not isinstance(info, dict) or info.get("model") != "profiled":
+        return []
+    try:
+        width = max(info["decode"]["columns"])
+        prompt = max(info["prefill"]["columns"])
+    except (KeyError, TypeError, ValueError):
+        return ["warning: the calibration's grids are unreadable: its coverage of this workload is unknown"]
+    need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
+    need_prompt = int(workload.prompt_tokens.max())
+    if need_ctx > 1.25 * width or need_prompt > 1.25 * prompt:
+        return [f"warning: the calibration was measured up to contexts of ~{width:.0f} tokens and prompts of {prompt:.0f}; "
+                f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
+                "(omit --calibration to profile for this workload)"]
+    return []
+
+
+def compare(args: argparse.Namespace, plan: Plan) -> int:
+    from .compare import compare_policies, format_compare, plot_compare
+    from .engine import Engine
+
+    notes, workload = plan.notes, plan.workload
+    pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
+    lm = load(args)
+    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
+    step_times, cal_info = _calibration(args, lm, ours, plan, pairs)
+    engine = ours if plan.engine == "ours" else (None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed))
+    from batchsim.sim.profiled import ProfiledStepTime
+
+    from .drift import load_warning, recheck
+    from .runner import limits_for
+
+    warn = load_warning(lm.threads)
+    # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
+    builders = dict(zip(plan.names, plan.policies))
+    replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
+    report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args), step_times, slo=plan.slo,
+                              limits=limits_for(lm, plan.kv), replay_policy=replay)
+    if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
+        report.notes.append(recheck(ours, step_times).text())
+    if warn or (warn := load_warning(lm.threads)):
+        report.notes.append(warn)
+    for row in report.rows:
+        if plan.engine != "ours":
+            row.label = f"{row.label} ({plan.engine})"
+    title = f"{plan.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
+    stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
+    results = {}
+    for r in report.rows:
+        results[f"{r.label} (predicted)"] = r.sim
+        results[f"{r.label} (measured)"] = r.real
+    outputs = {}
+    for r in report.rows:
+        outputs[f"{r.label.split()[0]}-measured-"] = r.real
+        outputs[f"{r.label.split()[0]}-predicted-"] = r.sim
+    figure = (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title)) if report.rows else None
+    from batchsim.core import rejections
+
+    if args.json:
+        # The object names the files it is about to move into place; they are complete before it prints.
+        with Staging(plan.out) as staging:
+            paths = _stage(staging, outputs, args, figure)
+            print(dumps({
+                "scenario": plan.name,
+                "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
+                           "kv_budget_tokens": plan.kv, "model": lm.describe(),
+                           "step_time": repr(step_times)},
+                "calibration": cal_info,
+                "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
+                          "error_pct": r.errors,
+                          "decomposition": r.decomposition.as_dict() if r.decomposition else None,
+                          "meta": {k: v for k, v in r.real.meta.items() if k not in ("trace", "passes")},
+                          "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
+                                         "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
+                "figures": [str(p) for p in paths if p.suffix == ".png"],
+                "notes": notes + report.notes,
+            }))
+            staging.commit()
+    else:
+        print(title)
+        print(f"model: {lm.describe()}")
+        print()
+        print(format_compare(report))
+        for line in rejection_lines(results):
+            print(line)
+        print()
+        print("error = (predicted - measured) / measured")
+        for n in notes + report.notes:
+            print(n)
+        print(f"workload: {len(workload)} requests, {workload.description}")
+        if report.rows:
+            print(_memory_line(report.rows[-1].real.meta))
+        print(_load_line())
+        for s in stopped:
+            print(f"note: {s}")
+        paths = write_outputs(plan, outputs, args, figure)
+        figs = [p for p in paths if p.suffix == ".png"]
+        if figs:
+            print("figure: " + ", ".join(str(f) for f in figs))
+    return _stopped_code(stopped) or _all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+
+
+def _stage(staging: Staging, outputs: dict, args, figure) -> list[Path]:
+    paths = []
+    if args.out:
+        for prefix, res in outputs.items():
+            paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
+    if figure is not None and not args.no_plots:
+        paths.append(staging.final(figure(staging.dir)))
+    return paths
+
+
+# -- profile ----------------------------------------------------------------------------------------
+
+def _profile_path(args, lm_name: str | None = None, device: str | None = None) -> Path:
+    """--out is a folder, as everywhere; a path ending in .json (the older form) names the file."""
+    out = Path(args.out) if args.out else Path("out") / "realrun"
+    if out.suffix.lower() == ".json":
+        return out
+    name = f"calibration-{(lm_name or 'MODEL').replace('/', '_')}-{(device or 'DEVICE').replace(':', '')}.json"
+    return out / name
+
+
+def profile(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .engine import Engine
+    from .profile import GRIDS, profile as run_profile
+
+    check_model_flags(args)
+    if args.grid not in GRIDS:
+        raise ConfigError(f"grid must be one of {', '.join(GRIDS)}, got {show(args.grid)}")
+    grid = GRIDS[args.grid]
+    if args.repeats is not None:
+        check_int_at_least("repeats", args.repeats, 1)
+        check_at_most("repeats", args.repeats, 1000, "repetitions per point")
+        grid = replace(grid, repeats=args.repeats)
+    target = _profile_path(args)
+    if target.exists() and target.is_dir() and target.suffix.lower() == ".json":
+        raise ConfigError(f"out {str(target)!r} is a folder, not a file")
+    check_out_dir(target.parent, "out")
+    lm = load(args)
+    prof = run_profile(Engine(lm), grid, progress=_progress(args))
+    path = _profile_path(args, lm.name, lm.device)
+    if args.json:
+        obj = {k: v for k, v in prof.as_dict().items() if k != "points"}
+        print(dumps({"config": {"model": lm.describe(), "grid": args.grid, **prof.info}, "calibration": str(path),
+                     "runs": [{"label": "profile", "shapes": len(prof.points), "heldout": prof.heldout,
+                               "seconds": prof.seconds}],
+                     "notes": [prof.text()], "model": obj}))
+    else:
+        from .profile import point_pass
+
+        print(f"realrun profile: {lm.describe()}")
+        print()
+        print(f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} {'model ms':>9s} {'error':>7s} {'spread':>7s}")
+        for q in prof.points:
+            t = prof.model.pass_time(point_pass(q))
+            print(f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} {t * 1e3:9.3f} "
+                  f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%")
+        print()
+        print(prof.text())
+    with Staging(path.parent) as staging:
+        prof.write(staging.path(path.name))
+        staging.commit()
+    if not args.json:
+        print(f"calibration written: {path}")
+        print(f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})")
+    return 0

@@ -1,0 +1,187 @@
+"""A real run, resolved and checked before the model loads: the workload, the policies, the limits, the folder.
+
+``Plan(args)`` turns realrun's flags into batchsim's frozen configurations (the same
+``WorkloadConfig`` and ``PolicyConfig`` batchsim's own command line builds), checks every
+file and folder it will read or write, builds the workload, and says how long the run
+will take when that is long: a real run lasts at least as long as its arrivals span.
+Any problem is one ``ConfigError`` line, before a second is spent loading a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from batchsim.core import rejections, sizing
+from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, WorkloadConfig, policy_names, slo_config
+from batchsim.core.errors import ConfigError, check_int_at_least, show
+from batchsim.core.files import Staging, check_out_dir
+from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, resolve
+from batchsim.core.errors import check_kv_tokens
+from batchsim.teach.scenarios import get_scenario
+
+__all__ = ["Plan", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
+           "write_outputs", "rejection_lines", "nothing_served"]
+
+#: A load a 2-core laptop serves in seconds per policy: ~60 % of the taxi's capacity on tiny-gpt2.
+REALRUN_DEFAULTS = {
+    "rate": 4.0, "requests": 32, "prompt_len": "uniform:16,128", "output_len": "uniform:16,96",
+    "max_batch": 8, "max_wait": 0.1, "max_seqs": 32, "max_batched_tokens": 1024,
+}
+# Scenario defaults that describe batchsim's simulated GPU server: the real server replaces them.
+_SIM_SERVER_KEYS = {"gpu", "model", "dtype", "gpu_price", "mem_util", "compute_eff", "memory_eff", "overhead",
+                    "catalog", "step_time_model", "kv_budget_bytes", "table_keys"}
+_PADDED = ("taxi", "static", "dynamic")
+#: A real run whose arrivals alone span longer than this says how long it will take, before it starts.
+LONG_REAL_RUN_S = 60.0
+#: ... and one longer than a day is refused (``--no-size-check`` runs it anyway).
+MAX_REAL_RUN_S = 86_400.0
+
+
+def _overrides(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
+    """(name, defaults, notes): realrun's small load, or a scenario's shape at realrun's size."""
+    notes: list[str] = []
+    if not getattr(args, "scenario", None):
+        return f"realrun-{args.command}", dict(REALRUN_DEFAULTS), notes
+    sc = get_scenario(args.scenario)
+    d = {k: v for k, v in sc.defaults.items() if k not in _SIM_SERVER_KEYS}
+    if args.requests is None and args.duration is None:
+        d.pop("duration", None)
+        d["requests"] = REALRUN_DEFAULTS["requests"]
+        notes.append(f"scenario {sc.name}: its workload shape and policies, at {d['requests']} requests "
+                     "(its own size is for the simulator; --requests or --duration to change)")
+    if sc.runner is not None:
+        notes.append(f"scenario {sc.name} has its own runner in batchsim; here only its defaults are used")
+    return sc.name, {**REALRUN_DEFAULTS, **d}, notes
+
+
+def machine_cores() -> int:
+    from .model import available_cores
+
+    return max(os.cpu_count() or 1, available_cores())
+
+
+def check_threads(threads: int | None) -> None:
+    """Torch with 100,000 intra-op threads dies in a segfault: bound the count by the machine."""
+    if threads is None:
+        return
+    check_int_at_least("threads", threads, 1)
+    cores = machine_cores()
+    if threads > cores:
+        raise ConfigError(f"threads must be between 1 and {cores} (this machine's cores), got {show(threads)}")
+
+
+def check_model_flags(args: argparse.Namespace) -> None:
+    check_threads(args.threads)  # device and dtype are checked by load_model, before it loads anything
+
+
+class Plan:
+    """Everything a run or compare needs, resolved and checked before the model is loaded."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        check_model_flags(args)
+        flags = given(args)
+        check_conflicts(flags)
+        self.name, d, self.notes = _overrides(args)
+        if args.command == "run" and args.policy is None:
+            d["policy"] = "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
+        self.engine = _engine_name(args)
+        self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes, args.command)
+        self.notes += ignored_knob_notes(flags, self.names)
+        self.workload_config = WorkloadConfig.from_flags(flags, d)
+        self.policies = [PolicyConfig.from_flags(n, flags, d) for n in self.names]
+        self.kv = resolve("kv_budget_tokens", flags, d)
+        if self.kv is not None:
+            check_kv_tokens("kv-budget-tokens", self.kv)
+        self.slo = slo_config(flags, d)
+        self.seed = int(resolve("seed", flags, d) or 0)
+        self.out = Path(args.out or "out") / self.name
+        self.writes = bool(args.out) or args.command == "compare"  # run draws no figure; compare keeps its calibration
+        if self.writes:
+            check_out_dir(self.out, "out")
+        if args.command == "compare" and getattr(args, "calibration", None):
+            _check_calibration(args.calibration)
+        elif args.command == "compare":
+            from .profile import GRIDS
+
+            if args.grid != "auto" and args.grid not in GRIDS:
+                raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
+        self.workload = self.workload_config.build()
+        self._check_time(args)
+
+    def _check_time(self, args: argparse.Namespace) -> None:
+        """A real run takes at least as long as its arrivals span: say so when that is long."""
+        if not args.no_size_check:
+            sizing.check(sizing.estimate(len(self.workload), float(self.workload.output_tokens.mean()), len(self.names)))
+        span = float(self.workload.arrivals[-1]) if len(self.workload) else 0.0
+        runs = len(self.names)
+        if span * runs > MAX_REAL_RUN_S and not args.no_size_check:
+            raise ConfigError(f"the arrivals span {_hours(span)} per policy ({runs} to measure): more than a day of "
+                              f"real time; raise --rate, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}")
+        if span * runs > LONG_REAL_RUN_S:
+            print(f"realrun: note: this will take at least {_hours(span * runs)}: the arrivals span {_hours(span)} per "
+                  f"policy ({runs} to measure); Ctrl-C stops it and keeps what was measured", file=sys.stderr)
+
+
+def _hours(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def _check_calibration(path: str) -> None:
+    """Read a calibration now (one line if it is bad), before anything is measured."""
+    from batchsim.sim.steptime import load_step_time
+
+    load_step_time(path)
+
+
+def _engine_name(args) -> str:
+    from .baselines import ENGINE_NAMES
+
+    name = getattr(args, "engine", "ours")
+    if name not in ENGINE_NAMES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINE_NAMES)}, got {show(name)}")
+    return name
+
+
+def _usable_policies(engine_name: str, names: list[str], notes: list[str], command: str) -> list[str]:
+    if command == "run" and len(names) != 1:
+        raise ConfigError(f"run measures one policy; use compare for several, got {','.join(names)}")
+    if engine_name == "hf-generate":
+        kept = [n for n in names if n in _PADDED]
+        if not kept:
+            raise ConfigError("engine hf-generate runs padded batches only: policy must be taxi, static or dynamic")
+        if len(kept) < len(names):
+            notes.append("engine hf-generate runs padded batches only: continuous is left out")
+        return kept
+    if engine_name == "hf-continuous":
+        if "continuous" not in names:
+            raise ConfigError("engine hf-continuous is continuous batching: policy must include continuous")
+        if len(names) > 1:
+            notes.append("engine hf-continuous schedules by itself: only the continuous policy's limits are passed on")
+        return ["continuous"]
+    return names
+
+
+def write_outputs(plan: Plan, results: dict, args, figure=None) -> list[Path]:
+    """Records (with --out) and the figure, staged and moved in whole; returns the final paths."""
+    if not (args.out or (figure is not None and not args.no_plots)):
+        return []
+    with Staging(plan.out) as staging:
+        paths = []
+        if args.out:
+            for prefix, res in results.items():
+                paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
+        if figure is not None and not args.no_plots:
+            paths.append(staging.final(figure(staging.dir)))
+        staging.commit()
+    return paths
+
+
+def rejection_lines(results: dict) -> list[str]:
+    return rejections.lines(results)
+
+
+def nothing_served(results: dict) -> bool:
+    return rejections.all_rejected({k: r for k, r in results.items() if not r.meta.get("stopped")})
