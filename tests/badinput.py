@@ -91,8 +91,11 @@ FILES: dict[str, bytes] = {
     "cal_list": b"[0.01, 0, 0, 0]",
     "cal_notjson": b"{c0: 0.01",
     "cal_deep": b"[" * 100_000,
-    "cal_family_true": (CAL[:-1] % "0.01" + ', "families": {"padded": {"c0": true, "c1": 0, "c2": 0, "c3": 0}}}').encode(),
-    "cal_family_missing": (CAL[:-1] % "0.01" + ', "families": {"padded": {"c0": 0.01}}}').encode(),
+    # The profiled format (realrun profile writes it): an old version, a boolean where seconds belong.
+    "cal_profiled_v1": b'{"model": "profiled", "version": 1}',
+    "cal_profiled_true": (b'{"model": "profiled", "version": 2, "join_cost": true, '
+                          b'"decode": {"rows": [1], "columns": [8], "seconds": [[0.001]]}, '
+                          b'"prefill": {"rows": [1], "columns": [8], "seconds": [[0.001]]}}'),
     "cal_utf16": (CAL % "0.01").encode("utf-16"),
     # catalogs
     "cat_good": (GPU % ("100", "")).encode(),

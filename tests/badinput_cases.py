@@ -426,8 +426,8 @@ REALRUN: list[Case] = [
     rr("realrun --prompt-len huge", ("--prompt-len", "lognormal:1e308,1"), "prompt-len", "1e+308"),
     rr("realrun compare --grid huge", ("compare", "--grid", "huge", "--threads", "1"), "grid", "huge"),
     *[rr(f"realrun compare calibration {n}", ("compare", "--calibration", "{f:" + n + "}", "--threads", "1"), "calibration", *w)
-      for n, w in [("cal_true", ("c0", "True")), ("cal_nan", ("NaN",)), ("cal_family_true", ("padded", "True")),
-                   ("cal_family_missing", ("padded",)), ("binary", ("binary",)), ("folder", ("folder",)),
+      for n, w in [("cal_true", ("c0", "True")), ("cal_nan", ("NaN",)), ("cal_profiled_true", ("join_cost", "True")),
+                   ("cal_profiled_v1", ("version", "1")), ("binary", ("binary",)), ("folder", ("folder",)),
                    ("cal_notjson", ("JSON",))]],
     rr("realrun compare calibration missing", ("compare", "--calibration", "{tmp}/nope.json", "--threads", "1"), "nope.json"),
     rr("realrun compare --out under /proc", ("compare", "--out", "/proc/x", "--threads", "1"), "out", "/proc"),

@@ -43,9 +43,7 @@ def test_api(case, files):
 
 
 @pytest.mark.parametrize("case", API_AFTER_MERGE, ids=[c.id for c in API_AFTER_MERGE])
-@pytest.mark.xfail(strict=True, reason="the policies and simulate() validate through batchsim.core.config after the "
-                                       "lead engineer's merge; then drop this marker")
-def test_api_after_merge(case, files):
+def test_api_policies_and_limits_check_themselves(case, files):
     category, detail = outcome(case, files)
     assert category == "held", detail
 

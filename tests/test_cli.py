@@ -172,14 +172,15 @@ def test_two_scenarios_into_one_folder_keep_both_sets_of_files(tmp_path, capsys)
 
 
 def test_rejected_requests_carry_their_reason_into_the_csv_and_under_the_table(tmp_path, capsys):
-    code, out, err = call(["run", "--policy", "continuous", "--requests", "60", "--max-batched-tokens", "200",
-                           "--no-chunked-prefill", "--out", str(tmp_path), "--no-plots"], capsys)
+    # A KV budget of 512 tokens: requests whose prompt + output need more blocks than that are refused.
+    code, out, err = call(["run", "--policy", "continuous", "--requests", "60", "--step-time", "0.01",
+                           "--kv-budget-tokens", "512", "--out", str(tmp_path), "--no-plots"], capsys)
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("continuous:") and "rejected" in ln)
     n = int(line.split(":")[1].split()[0])
     with (tmp_path / "custom" / "continuous-requests.csv").open() as fh:
         reasons = [r["rejected"] for r in csv.DictReader(fh) if r["rejected"]]
-    assert n == len(reasons) > 0 and all("max_batched_tokens=200" in r for r in reasons)
+    assert n == len(reasons) > 0 and all("KV blocks" in r for r in reasons)
     assert f"{n} of 60 rejected" in line
 
 

@@ -20,7 +20,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim.core.metrics import summarize  # noqa: E402
-from batchsim.sim.steptime import LinearStepTime  # noqa: E402
+from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
+from batchsim.sim.steptime import LinearStepTime, load_step_time  # noqa: E402
 from realrun.cli import main  # noqa: E402
 
 SMALL = ["--requests", "6", "--rate", "40", "--prompt-len", "uniform:4,24", "--output-len", "uniform:2,10", "--threads", "1"]
@@ -67,7 +68,11 @@ def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibratio
         assert r["predicted"]["completed"] == r["measured"]["completed"] == 6
         assert set(r["predicted"]) == set(r["measured"])
         assert r["error_pct"]["request_throughput"] is not None
-    assert obj["calibration"]["c0"] == 0.003 and obj["figures"] == []
+    assert obj["calibration"]["model"] == "linear" and obj["figures"] == []
+    # Ours measured: every run's error is decomposed, and the replay of its step times is exact.
+    for r in obj["runs"]:
+        d = r["decomposition"]
+        assert d["replay_max_diff_s"] < 1e-9 and d["passes"]["decode"]["n"] > 0
 
 
 def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
@@ -75,7 +80,8 @@ def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
     assert code == 0, err
     cal = tmp_path / "realrun-compare" / "calibration.json"
     assert cal.is_file() and "calibration (profiled now" in out
-    assert LinearStepTime.from_json(cal).c0 > 0
+    assert isinstance(load_step_time(cal), ProfiledStepTime)
+    assert "where the error comes from" in out and "identical schedule" in out and "drift:" in out
 
 
 def test_run_json_is_batchsims_shape(capsys):
@@ -107,7 +113,8 @@ def test_profile_command_writes_a_calibration(tmp_path, capsys):
     path = tmp_path / "c.json"  # a file name (the course's form) ...
     code, out, _ = call(["profile", "--threads", "1", "--repeats", "1", "--out", str(path)], capsys)
     assert code == 0 and path.is_file()
-    assert "held-out" in out and "padded policies" in out and "continuous policies" in out and "python -m batchsim run --calibration" in out
+    assert "held-out" in out and "gap between steps" in out and "linear fit per pass" in out
+    assert "python -m batchsim run --calibration" in out
     assert out.index("held-out") < out.index("calibration written")  # results first, then the file
     # ... or a folder, as --out is everywhere else; as JSON, one {config, runs, notes} object
     code, out, _ = call(["profile", "--threads", "1", "--repeats", "1", "--out", str(tmp_path / "d"), "--json"], capsys)
@@ -115,7 +122,7 @@ def test_profile_command_writes_a_calibration(tmp_path, capsys):
     assert code == 0 and {"config", "runs", "notes"} <= set(obj)
     written = Path(obj["calibration"])
     assert written.parent == tmp_path / "d" and written.name.startswith("calibration-tiny-gpt2-cpu")
-    assert LinearStepTime.from_json(written).c0 == pytest.approx(obj["c0"])
+    assert load_step_time(written).step_gap == pytest.approx(obj["model"]["step_gap"])
 
 
 def test_doctor(capsys):
@@ -187,7 +194,7 @@ def test_bad_input_exits_2_with_one_line(argv, word, capsys):
 
 
 def test_run_json_has_config_runs_notes_and_rejections(capsys):
-    code, out, _ = call(["run", *SMALL, "--policy", "continuous", "--max-batched-tokens", "10", "--no-chunked-prefill",
+    code, out, _ = call(["run", *SMALL, "--policy", "continuous", "--kv-budget-tokens", "24", "--block-size", "4",
                          "--json"], capsys)
     obj = json.loads(out)
     assert code == 0 and {"config", "runs", "notes"} <= set(obj)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from .arrivals import MAX_REQUESTS, ArrivalProcess, check_rate, parse_arrival
-from .errors import ConfigError, check_at_most, check_bool, check_int_at_least, check_nonneg, check_positive, show
+from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_bool, check_int_at_least, check_knob, check_nonneg, check_positive, show
 from .flags import resolve, trace_of
 from .lengths import LengthDist, parse_length
 from .metrics import SLO
@@ -33,9 +33,6 @@ __all__ = [
     "MAX_SECONDS", "POLICY_NAMES",
 ]
 
-#: The longest any knob measured in seconds may be (a day): a batcher that waits longer, or a pass
-#: that lasts longer, is no server, and 1e308 seconds overflow the first sum they enter.
-MAX_SECONDS = 86_400.0
 
 
 WORKLOAD_DEFAULTS = {
@@ -141,10 +138,6 @@ class WorkloadConfig:
 
 # --- the policy ---------------------------------------------------------------------------
 
-#: Upper bounds for the policies' integer knobs: far past any server, inside what the arrays hold.
-_POLICY_MAX = {"max_batch": 1_000_000, "max_seqs": 1_000_000, "max_batched_tokens": 10**9, "block_size": 1_000_000}
-
-
 @dataclass(frozen=True)
 class PolicyConfig:
     """One policy and its knobs; each policy reads only the knobs that concern it."""
@@ -160,13 +153,10 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         if self.name not in POLICY_NAMES:
             raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {show(self.name)}")
-        for k, most in _POLICY_MAX.items():
-            check_int_at_least(k, getattr(self, k), 1)
-            check_at_most(k, getattr(self, k), most)
-        check_nonneg("max_wait", self.max_wait)
-        check_at_most("max_wait", self.max_wait, MAX_SECONDS, "seconds: a day")
+        for k in (*KNOB_MAX, "max_wait"):
+            check_knob(k, getattr(self, k))
         if self.chunked_prefill is not None:
-            check_bool("chunked_prefill", self.chunked_prefill)
+            check_knob("chunked_prefill", self.chunked_prefill)
 
     def build(self):
         """A fresh policy object (policies hold a run's state: one per run)."""

@@ -20,12 +20,21 @@ from typing import Any
 
 __all__ = [
     "ConfigError", "check_positive", "check_nonneg", "check_int_at_least", "check_choice", "check_at_most",
-    "check_bool", "check_kv_tokens", "is_number", "is_integer", "show", "MAX_KV_TOKENS",
+    "check_bool", "check_kv_tokens", "check_knob", "is_number", "is_integer", "show", "MAX_KV_TOKENS", "MAX_SECONDS",
+    "KNOB_MAX",
 ]
 
 #: A KV budget beyond this many tokens is no budget (a 1,000-GPU cluster of 80 GB holds ~5e8 tokens
 #: of a 7B model); it only makes block counts overflow.
 MAX_KV_TOKENS = 10**12
+
+
+#: The longest any knob measured in seconds may be (a day): a batcher that waits longer, or a pass
+#: that lasts longer, is no server, and 1e308 seconds overflow the first sum they enter.
+MAX_SECONDS = 86_400.0
+
+#: Upper bounds for the policies' integer knobs: far past any server, inside what the arrays hold.
+KNOB_MAX = {"max_batch": 1_000_000, "max_seqs": 1_000_000, "max_batched_tokens": 10**9, "block_size": 1_000_000}
 
 
 class ConfigError(ValueError):
@@ -102,3 +111,15 @@ def check_kv_tokens(field: str, tokens: Any) -> None:
     """A KV budget in tokens: a whole number from 1 up (0 tokens serve nobody; 2.5 is no count)."""
     check_int_at_least(field, tokens, 1)
     check_at_most(field, tokens, MAX_KV_TOKENS, "tokens")
+
+
+def check_knob(field: str, value: Any) -> None:
+    """A policy's knob, checked the same way by the policy itself and by the command line's config."""
+    if field == "max_wait":
+        check_nonneg(field, value)
+        check_at_most(field, value, MAX_SECONDS, "seconds: a day")
+    elif field == "chunked_prefill":
+        check_bool(field, value)
+    else:
+        check_int_at_least(field, value, 1)
+        check_at_most(field, value, KNOB_MAX[field])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from .errors import ConfigError, check_kv_tokens, is_integer, show
 
 __all__ = ["ServerLimits", "as_limits"]
 
@@ -30,10 +30,10 @@ __all__ = ["ServerLimits", "as_limits"]
 def _check_limit(field: str, value) -> None:
     if value is None:
         return
-    import numbers
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise ConfigError(f"{field} must be an integer >= 1 (or None for no limit), got {value!r}")
+    if field == "kv_budget_tokens":
+        check_kv_tokens(field, value)
+    elif not is_integer(value) or value < 1:
+        raise ConfigError(f"{field} must be an integer >= 1 (or None for no limit), got {show(value)}")
 
 
 @dataclass(frozen=True)

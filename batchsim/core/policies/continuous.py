@@ -11,10 +11,11 @@ and before each step it goes through four phases, each a method below:
 2. **continue chunks** (``_continue_chunks``): prefills split across steps go on;
 3. **admit** (``_admit``): waiting requests board in FIFO order while fewer than
    ``max_seqs`` run, the step's prompt tokens fit ``max_batched_tokens`` and free KV
-   blocks allow. With ``chunked_prefill`` (the default, as in vLLM's V1 scheduler) a long
-   prompt is split across steps; without it, a prompt waits for a step with room for all
-   of it, and a prompt longer than the whole budget takes a step's prefill to itself, so
-   any request that fits in KV memory is served. Nobody boards in a step that had to
+   blocks allow (the chunk the budget allows must fit whole, as in vLLM's V1 scheduler).
+   With ``chunked_prefill`` (the default, as in vLLM V1) a long prompt is split across
+   steps; without it, a prompt waits for a step with room for all of it, and a prompt
+   longer than the whole budget takes a step's prefill to itself, so any request that
+   fits in KV memory is served. Nobody boards in a step that had to
    preempt (memory is short right now, and the request just preempted would board again
    at once, which is vLLM V1's rule too); an empty batch always admits, so the run
    cannot stall;
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, check_int_at_least
+from ..errors import ConfigError, check_knob, is_number
 from ..step import Chunk, Step, StepOutcome, Wait
 from ..workload import Request
 from .base import Policy
@@ -63,12 +64,10 @@ class Continuous(Policy):
         chunked_prefill: bool = True,
         watermark: float = 0.01,
     ) -> None:
-        check_int_at_least("max_seqs", max_seqs, 1)
-        check_int_at_least("max_batched_tokens", max_batched_tokens, 1)
-        check_int_at_least("block_size", block_size, 1)
-        if not isinstance(chunked_prefill, (bool, np.bool_)):
-            raise ConfigError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
-        if isinstance(watermark, bool) or not isinstance(watermark, (int, float)) or not (0 <= watermark < 1):
+        for name, value in (("max_seqs", max_seqs), ("max_batched_tokens", max_batched_tokens), ("block_size", block_size),
+                            ("chunked_prefill", chunked_prefill)):
+            check_knob(name, value)
+        if not is_number(watermark) or not (0 <= watermark < 1):
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
         self.max_seqs = int(max_seqs)
         self.max_batched_tokens = int(max_batched_tokens)
@@ -234,13 +233,12 @@ class Continuous(Policy):
                 elif self.limits.max_step_tokens is not None:
                     n = min(n, self.limits.max_step_tokens)
             if free is not None:
+                # The chunk the token budget allows must fit in free blocks whole, as in vLLM's V1
+                # scheduler; squeezing a fragment into the last free blocks would only have it
+                # preempted at once, when the running rows grow into them.
                 reserve = pool.watermark if rows.n else 0
                 if pool.blocks_for(n) + reserve > free:
-                    if not self.chunked_prefill:
-                        break
-                    n = min(n, (free - reserve) * bs)
-                    if n <= 0:
-                        break
+                    break
             self.waiting.popleft()
             self._requests[w.req.id] = w.req
             nb = pool.blocks_for(n)

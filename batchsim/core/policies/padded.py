@@ -30,7 +30,7 @@ from collections import deque
 
 import numpy as np
 
-from ..errors import check_int_at_least, check_nonneg
+from ..errors import check_knob
 from ..step import Chunk, Step, StepOutcome, Wait
 from ..workload import Request
 from .base import Policy
@@ -164,8 +164,8 @@ class Static(PaddedBatchPolicy):
     name = "static"
 
     def __init__(self, max_batch: int = 8) -> None:
-        check_int_at_least("max_batch", max_batch, 1)
-        self.max_batch = max_batch
+        check_knob("max_batch", max_batch)
+        self.max_batch = int(max_batch)
 
     def _ready(self, now: float) -> bool:
         return len(self.queue) >= self.max_batch or self.closed
@@ -180,9 +180,9 @@ class Dynamic(PaddedBatchPolicy):
     name = "dynamic"
 
     def __init__(self, max_batch: int = 8, max_wait: float = 0.05) -> None:
-        check_int_at_least("max_batch", max_batch, 1)
-        check_nonneg("max_wait", max_wait)
-        self.max_batch = max_batch
+        check_knob("max_batch", max_batch)
+        check_knob("max_wait", max_wait)
+        self.max_batch = int(max_batch)
         self.max_wait = float(max_wait)
 
     def _deadline(self) -> float | None:
