@@ -134,7 +134,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     if bar is not None:
         bar.close()
     return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
-            "joins": joins, "gaps": gaps, "wake": wake}
+            "joins": joins, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions)}
 
 
 def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
@@ -261,6 +261,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         wake_extra=tuple(wake["extra"]),
         plan="grouped",
         source=source,
+        context_len=meas.get("n_positions"),
     )
 
 

@@ -134,6 +134,7 @@ class ProfiledStepTime(StepTimeModel):
     plan: str = "grouped"
     source: str = ""
     policy_gaps: dict = field(default_factory=dict)  # step_gap measured per policy name
+    context_len: int | None = None  # positions of the model it was measured on (the server's limit)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -204,7 +205,7 @@ class ProfiledStepTime(StepTimeModel):
             "model": "profiled", "version": PROFILE_VERSION, "plan": self.plan, "source": self.source,
             "decode": self.decode.as_dict(), "prefill": self.prefill.as_dict(), "past_cost": self.past_cost,
             **{k: getattr(self, k) for k in _NUMBERS if k != "past_cost"}, "policy_gaps": dict(self.policy_gaps),
-            "wake_idle": list(self.wake_idle), "wake_extra": list(self.wake_extra),
+            "wake_idle": list(self.wake_idle), "wake_extra": list(self.wake_extra), "n_positions": self.context_len,
             **self.extra,
         }
 
@@ -225,6 +226,9 @@ class ProfiledStepTime(StepTimeModel):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
                 raise ConfigError(f"{where}: {k} must be a finite number >= 0, got {v!r}")
             nums[k] = float(v)
+        ctx = data.get("n_positions")
+        if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1):
+            raise ConfigError(f"{where}: n_positions must be a whole number >= 1, got {ctx!r}")
         gaps = data.get("policy_gaps", {})
         if not isinstance(gaps, dict) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0 for v in gaps.values()):
@@ -235,7 +239,7 @@ class ProfiledStepTime(StepTimeModel):
         return cls(Grid2D.from_dict(data["decode"], f"{where}: decode"), Grid2D.from_dict(data["prefill"], f"{where}: prefill"),
                    plan=plan, source=str(data.get("source", "")), policy_gaps={str(k): float(v) for k, v in gaps.items()},
                    wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
-                   **nums)
+                   context_len=ctx, **nums)
 
 
 def _seconds_list(data: dict, key: str, where: str) -> tuple:

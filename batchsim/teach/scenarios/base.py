@@ -23,6 +23,7 @@ from ...core import rejections, sizing
 from ...core.config import PolicyConfig, WorkloadConfig, slo_config
 from ...core.flags import given
 from ...core.errors import ConfigError, check_positive
+from ...core.limits import ServerLimits
 from ...core.metrics import SUMMARY_KEYS, format_table, summarize, table_notes
 from ...machine.cost import cost_summary
 from ...machine.serverconfig import ServerConfig
@@ -165,7 +166,7 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         # A bar only where a person watches a run long enough to wait for (about a second or more).
         show = show_bar if show_bar is not None else (progress or (len(workload) >= LONG_RUN and sys.stderr.isatty()))
         try:
-            res = simulate(workload, policy, step_time, kv_budget_tokens=kv, progress=show)
+            res = simulate(workload, policy, step_time, progress=show, limits=server_limits(kv, server, step_time))
         except KeyboardInterrupt:
             _finish(report, keys, slo, any_price, policies_repr)
             raise Interrupted(report, run.label) from None
@@ -257,12 +258,14 @@ def _server_notes(step_time, kv, server, price, workload) -> list[str]:
     if ctx > 0:
         line += f"; at the mean context of {ctx:.0f} tokens memory allows a batch of {server.kv.max_batch(ctx)}"
     out.append(line)
-    longest = int((workload.prompt_tokens + workload.output_tokens).max()) if len(workload) else 0
-    if longest > server.model.max_context:
-        n = int(((workload.prompt_tokens + workload.output_tokens) > server.model.max_context).sum())
-        out.append(f"note: {n} requests exceed {server.model.name}'s context of {server.model.max_context} tokens "
-                   "(simulated anyway; a real server would refuse them)")
     return out
+
+
+def server_limits(kv, server, step_time) -> ServerLimits:
+    """The simulated server's limits: its KV budget and its model's context (a catalog model's, or the
+    one a calibration was measured on), which the policies enforce as a real server would."""
+    context = server.model.max_context if server is not None else getattr(step_time, "context_len", None)
+    return ServerLimits(kv_budget_tokens=kv, context_len=context)
 
 
 def run_policies(args: argparse.Namespace, scenario: Scenario, progress: bool = False) -> ScenarioReport:
