@@ -113,6 +113,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-saturation", action="store_true")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--explain", action="store_true", help="print every run's error decomposition, not only the worst")
     args = p.parse_args(argv)
     shapes = args.only.split(",") if args.only else list(SHAPES)
     policies = args.policies.split(",")
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
         max_prefill = max([getattr(q, "max_batched_tokens", 0) for q in pols.values()] +
                           [q.max_rows * p_max for q in pols.values() if not hasattr(q, "max_batched_tokens")])
         grid = grid_for_workload(unit, max(q.max_rows for q in pols.values()), max_prefill, chunk,
-                                 policies=tuple(pols), repeats=5, rounds=2)
+                                 policies=tuple(pols), rounds=2)
         prof = profile(engine, grid, policies=pols)
         model = prof.model
         print(f"\n== {name}: {unit.description}")
@@ -158,9 +159,12 @@ def main(argv=None) -> int:
                 row = (name, pol, kind, rate, n, s["busy_fraction"], m["busy_fraction"], errs, tp, ok)
                 rows.append(row)
                 score = max([abs(e) / t for (k, t, _), e in zip(TARGETS, errs.values()) if e is not None] or [abs(tp or 0) / 5])
+                dec = decompose(wl, make_policy(pol, **POLICIES[pol]), real, model, limits)
                 if worst is None or score > worst[0]:
-                    worst = (score, row, decompose(wl, make_policy(pol, **POLICIES[pol]), real, model, limits))
+                    worst = (score, row, dec)
                 print(_line(row), flush=True)
+                if args.explain:
+                    print("\n".join(format_decomposition(f"{name} {pol} {kind}", dec)))
         print(recheck(engine, model).text())
         if (w := load_warning(lm.threads)):
             print(w)

@@ -185,8 +185,13 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
     from matplotlib.figure import Figure
 
     latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
-    ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
+    decomposed = [r for r in report.rows if r.decomposition is not None]
+    fig = Figure(figsize=(16 if decomposed else 12, 4.8), layout="constrained")
+    if decomposed:
+        ax, bx, cx = fig.subplots(1, 3, width_ratios=(1, 1.4, 1))
+        _plot_decomposition(cx, decomposed)
+    else:
+        ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
     markers = "osD^vP*X"
     colors = [f"C{i}" for i in range(len(latency))]
     vals = []
@@ -235,3 +240,25 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=110)
     return p
+
+
+def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
+    """Where the error comes from: the cost model's error on the time each kind of pass took, per policy."""
+    parts = (("decode", "decode passes"), ("prefill", "prefill passes"), ("step", "whole steps"), ("gap", "gaps"))
+    n = len(rows)
+    width = 0.8 / n
+    xs = np.arange(len(parts))
+    for j, row in enumerate(rows):
+        d = row.decomposition
+        vals = []
+        for key, _ in parts:
+            s = d.steps if key == "step" else d.gaps if key == "gap" else d.passes.get(key, {})
+            vals.append(s.get("total_error_pct") if s.get("n") else np.nan)
+        ax.bar(xs + (j - (n - 1) / 2) * width, vals, width, label=row.label, color=f"C{j}")
+    ax.axhspan(-10, 10, color="0.9", zorder=0)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(xs, [p[1] for p in parts], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("model - measured, % of the measured time")
+    same = all(r.decomposition.replay_max_diff_s is not None and r.decomposition.replay_max_diff_s < 1e-9 for r in rows)
+    ax.set_title("where it comes from: the cost model on what ran" + ("\n(replay of measured times: identical)" if same else ""),
+                 fontsize=10)

@@ -3,7 +3,10 @@
 A classroom's first check on a new machine (a laptop, a lab server, a GPU box): which
 device and precision, which versions, where the model came from, how many threads,
 how much memory, and a smoke test (one decode step at batch 1 and at batch 16, and
-the first greedy tokens) that shows the model runs and that batching pays.
+the first greedy tokens) that shows the model runs and that batching pays. It also says
+whether the machine is quiet enough to measure on: the load average (other work on the
+machine stretches every measured time, never a predicted one) and how much one small pass
+varies when timed forty times over.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         eng.execute(Step(prefill=tuple(Chunk(i, 0, 32, True) for i in range(b))))
         t0, ends = eng.execute(Step(decode=tuple(range(b)), repeat=5))
         times[b] = (ends[-1] - t0) / 5
+    from .drift import stability
+
+    sample = lm.tokenizer.decode(eng.outputs()[0][:6])
+    steady = stability(eng)  # (it starts the engine afresh: the sample is taken first)
     mem = memory_stats(lm)
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
     info = {
         "python": f"{platform.python_version()} on {platform.system()} {platform.machine()}",
         "torch": torch.__version__, "cuda_available": cuda, "cuda_device": torch.cuda.get_device_name(0) if cuda else None,
@@ -47,8 +58,8 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         "model": lm.name, "model_source": lm.source, "params": lm.n_params, "positions": lm.n_positions,
         "kv_bytes_per_token": lm.kv_bytes_per_token, "random_weights": lm.random_weights,
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
-        "decode_step_s": {"1": times[1], "16": times[16]}, "sample": lm.tokenizer.decode(eng.outputs()[0][:6]),
-        "peak_rss_bytes": mem["peak_rss_bytes"],
+        "decode_step_s": {"1": times[1], "16": times[16]}, "sample": sample,
+        "peak_rss_bytes": mem["peak_rss_bytes"], "load_average": load, "timing_stability": steady,
     }
     try:
         info["ram_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -92,4 +103,16 @@ def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto
         line += (f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
                  f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
     print(line)
+    s = d["timing_stability"]
+    quiet = "steady enough to measure on" if s["spread"] < 0.15 else "noisy: expect measured times to move by that much"
+    print(f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
+          f"p90/p10 {1 + s['spread']:.2f} ({quiet})")
+    from .drift import load_warning
+
+    if d["load_average"] is not None:
+        la = d["load_average"]
+        print(f"  load          load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {d['cores']} cores")
+        warn = load_warning(d["threads"])
+        if warn:
+            print(f"                {warn}")
     return 0

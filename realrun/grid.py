@@ -59,7 +59,7 @@ class Grid:
     past: tuple[tuple[int, int], ...] = ()
     join: tuple[tuple[int, int, int], ...] = ()
     policies: tuple[str, ...] = ("taxi", "static", "dynamic", "continuous")
-    repeats: int = 5
+    repeats: int = 8  # decode passes timed per point and round (prefills: half as many)
     rounds: int = 2
     validation: int = 10  # off-grid shapes timed and held out
     seed: int = 0
@@ -105,7 +105,7 @@ GRIDS = {
 
 
 def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk: int | None = None,
-                      policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 5, rounds: int = 2) -> Grid:
+                      policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 8, rounds: int = 2) -> Grid:
     """A grid that covers what this workload will run.
 
     max_rows: the most rows a step may hold; max_prefill: the most prompt tokens one pass may

@@ -59,6 +59,10 @@ class ProfilePoint:
     samples: int = 0
 
 
+#: Decode passes run and thrown away before a grid point's are timed (see ``measure``).
+WARMUP = 2
+
+
 class _Samples:
     def __init__(self) -> None:
         self.by_key: dict[tuple, list[float]] = {}
@@ -88,29 +92,38 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
                + len(grid.policies))
     extra, repeat_extra, joins = [], [], []
     log = engine.pass_log
-    for _ in range(grid.rounds):
+    # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
+    engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
+    engine.execute(Step(decode=tuple(ids[:2]), kv_read=2 * grid.decode_widths[0], decode_width=grid.decode_widths[0],
+                        repeat=10))
+    engine.release(ids[:2])
+    reps = max(2, grid.repeats // 2)
+    for rnd in range(grid.rounds):
         for b, w in decode_pts:
             rows = ids[:b]
-            engine.fill_rows(rows, [w] * b)
+            engine.fill_rows(rows, [w - WARMUP] * b)
             log.clear()
-            t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * w, decode_width=w, repeat=grid.repeats))
-            secs = np.array([x for _, x in log])
+            t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * (w - WARMUP), decode_width=w - WARMUP,
+                                           repeat=grid.repeats + WARMUP))
+            # The first passes over freshly made rows run slow (new buffers, kernels for a new shape),
+            # which a running server's rows, a column wider each pass, are not: they are not kept.
+            secs = np.array([x for _, x in log])[WARMUP:]
             s.add(("decode", b, w), secs)
-            steps = np.diff(np.concatenate([[t0], ends]))
+            steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
             extra.append(steps[0] - secs[0])
             repeat_extra.extend(steps[1:] - secs[1:])
             engine.release(rows)
             _tick(bar)
         for b, n in prefill_pts:
-            for _ in range(max(1, grid.repeats // 2)):
+            for n2 in _jittered(n, reps, rnd, longest):
                 rows = ids[:b]
                 log.clear()
-                engine.execute(Step(prefill=tuple(Chunk(i, 0, n, True) for i in rows)))
+                engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
                 s.add(("prefill", b, n), log[0][1])
                 engine.release(rows)
             _tick(bar)
         for q, p in grid.past:
-            for _ in range(max(1, grid.repeats // 2)):
+            for _ in range(reps):
                 engine.execute(Step(prefill=(Chunk(0, 0, p, False),)))
                 log.clear()
                 engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
@@ -164,6 +177,19 @@ def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
         extra.append(max(0.0, float(np.mean(cold) - np.mean(warm))))
         _tick(bar)
     return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
+
+
+def _jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:
+    """``reps`` prompt lengths around n, averaging n, none used in an earlier round.
+
+    A real run's prompts are of many lengths, each a shape the CPU's kernels meet for the first
+    time or nearly (which costs a few per cent); the same length timed over and over would be
+    cheaper than any prompt a run sees."""
+    if n < 8:
+        return [n] * reps
+    half = [rnd * reps // 2 + j + 1 for j in range(reps // 2)]
+    out = [n + d for d in half] + [n - d for d in half] + ([n] if reps % 2 else [])
+    return [min(max(1, x), longest) for x in out]
 
 
 def _validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:

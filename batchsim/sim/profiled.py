@@ -58,6 +58,34 @@ def _axis(name: str, values) -> np.ndarray:
     return a
 
 
+def _isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators).
+
+    Where noise makes one point dearer than the next, both take their mean: one outlier moves
+    its neighbour a little, where a running maximum would raise every point after it to its level."""
+    vals, counts = [], []
+    for v in y.tolist():
+        vals.append(v)
+        counts.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            c = counts[-2] + counts[-1]
+            vals[-2] = (vals[-2] * counts[-2] + vals[-1] * counts[-1]) / c
+            counts[-2] = c
+            vals.pop()
+            counts.pop()
+    return np.repeat(vals, counts)
+
+
+def _monotone(z: np.ndarray, sweeps: int = 4) -> np.ndarray:
+    """Non-decreasing along both axes: isotonic fits of the rows and columns, alternated, then a
+    running maximum to remove what the alternation left (nothing, or next to nothing)."""
+    z = z.copy()
+    for _ in range(sweeps):
+        z = np.apply_along_axis(_isotonic, 1, z)
+        z = np.apply_along_axis(_isotonic, 0, z)
+    return np.maximum.accumulate(np.maximum.accumulate(z, axis=0), axis=1)
+
+
 @dataclass(frozen=True, eq=False)
 class Grid2D:
     """Seconds measured at (x, y) grid points, interpolated bilinearly, monotone in both axes."""
@@ -73,7 +101,7 @@ class Grid2D:
         if z.shape != (len(x), len(y)) or not np.all(np.isfinite(z)) or np.any(z <= 0):
             raise ConfigError(f"{self.name} seconds must be a {len(x)} x {len(y)} table of positive numbers")
         # Monotone in both axes: a bigger pass never costs less (noise may say otherwise).
-        z = np.maximum.accumulate(np.maximum.accumulate(z, axis=0), axis=1)
+        z = _monotone(z)
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "z", z)
