@@ -12,8 +12,9 @@ decode and prefill grids (means of every repetition, swept in interleaved rounds
 burst of load from another process spoils one sweep of a point, not all of it), the cost
 of a continued chunk's attention to its cached past, the engine's work around its passes,
 and each policy's gap between steps, timed by a short burst through the real driver.
-The mean, not the median: the simulator adds step times up, and on a shared CPU times are
-skewed to the right, so a median would underestimate the busy time.
+The mean, not the median: the simulator adds step times up, and times are skewed to the right,
+so a median would underestimate the busy time; but without the timings over twice the median,
+which are another process borrowing the core (``robust_mean``).
 
 It also fits the textbook ``LinearStepTime`` to the same passes, for comparison and for
 the course; and it times a few shapes between the grid points that the model never saw,
@@ -71,7 +72,17 @@ class _Samples:
         self.by_key.setdefault(key, []).extend(float(s) for s in np.atleast_1d(seconds))
 
     def mean(self, key: tuple) -> float:
-        return float(np.mean(self.by_key[key]))
+        return robust_mean(self.by_key[key])
+
+
+def robust_mean(xs) -> float:
+    """The mean of the timings, leaving out those over twice their median.
+
+    The mean, because the simulator adds step times up and a median would underestimate the busy
+    time of right-skewed timings. But a pass that took twice the usual time was interrupted by
+    another process: the core was lent away, which says nothing about this engine's passes."""
+    t = np.asarray(xs, dtype=float)
+    return float(t[t <= 2 * np.median(t)].mean())
 
 
 def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = False) -> dict:
@@ -174,7 +185,7 @@ def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
             late.append(clock() - target)
             cold.append(sequence())
             warm.append(sequence())
-        extra.append(max(0.0, float(np.mean(cold) - np.mean(warm))))
+        extra.append(max(0.0, robust_mean(cold) - robust_mean(warm)))
         _tick(bar)
     return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
 
@@ -224,7 +235,7 @@ def _gap(engine, name: str, policy, grid: Grid, bar) -> float:
     res = run_real(wl, pol, engine, trace=True)
     gaps = [t_start - decided for decided, _, t_start, _ in res.meta["trace"]]
     _tick(bar)
-    return float(np.mean(gaps)) if gaps else 0.0
+    return robust_mean(gaps) if gaps else 0.0
 
 
 def _fresh(policy):
@@ -267,7 +278,8 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
             pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
     prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
     past = [(s.mean(("past", q, p)) - float(prefill(1, q)[0])) / (q * p) for q, p in grid.past]
-    step_extra = max(0.0, float(np.mean(meas["step_extra"]))) if meas["step_extra"] else 0.0
+    # Small differences of two clock readings: their median, which a preempted pass cannot move.
+    step_extra = max(0.0, float(np.median(meas["step_extra"]))) if meas["step_extra"] else 0.0
     # The median: now and then a join outgrows the batch's buffers and copies all of it (the
     # profile's batches start with no room to spare, so it happens here more than in a run).
     joins = meas["joins"]
@@ -279,7 +291,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
         step_extra=step_extra,
         join_cost=join_cost,
-        repeat_extra=max(0.0, float(np.mean(meas["repeat_extra"]))) if meas["repeat_extra"] else 0.0,
+        repeat_extra=max(0.0, float(np.median(meas["repeat_extra"]))) if meas["repeat_extra"] else 0.0,
         step_gap=float(np.mean(list(gaps.values()))) if gaps else 0.0,
         policy_gaps=dict(gaps),
         wake_late=max(0.0, wake["late"]),
