@@ -144,7 +144,7 @@ def _calibration(args, lm, engine, plan: Plan, pairs):
     """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
     fitted to the workload (saved whole under the output folder). Returns (model, calibration info).
     A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
-    from .profile import GRIDS, grid_for_workload, load_calibration, profile as run_profile
+    from .profile import GRIDS, load_calibration, profile as run_profile
 
     notes, workload = plan.notes, plan.workload
     policies = [p for _, p, _ in pairs]

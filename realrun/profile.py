@@ -1,13 +1,7 @@
 """Time the real engine's passes on a grid and build batchsim's profiled step-time model.
 
-``profile`` runs hand-made steps through the very engine the runner uses (so the Python
-around the model, the KV copies when rows join and leave, everything the runner will
-see is in the measurement) and reads back the engine's own log of every pass it ran,
-with the pass's planned shape (``batchsim.core.plan``). Rows that only need to *be
-there* for a decode pass are filled with random KV (``Engine.fill_rows``) instead of
-being prefilled: a pass's time depends on the shapes it reads, not the numbers.
-
-From the timings (``realrun.grid`` says which) it builds a ``ProfiledStepTime``: the
+``profile`` times the engine's passes (``realrun.measure``, on the shapes ``realrun.grid``
+chooses) and from the timings builds a ``ProfiledStepTime``: the
 decode and prefill grids (means of every repetition, swept in interleaved rounds, so a
 burst of load from another process spoils one sweep of a point, not all of it), the cost
 of a continued chunk's attention to its cached past, the engine's work around its passes,
@@ -33,15 +27,14 @@ import numpy as np
 
 from batchsim.core.errors import ConfigError
 from batchsim.core.plan import Pass
-from batchsim.core.step import Chunk, Step
-from batchsim.core.workload import Request, Workload
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
 from .grid import GRIDS, Grid, grid_for_workload
+from .measure import _Samples, measure
 
 __all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload",
-           "load_calibration", "pass_errors"]
+           "load_calibration", "pass_errors", "point_pass"]
 
 
 @dataclass(frozen=True)
@@ -61,200 +54,6 @@ class ProfilePoint:
 
 
 #: Decode passes run and thrown away before a grid point's are timed (see ``measure``).
-WARMUP = 2
-
-
-class _Samples:
-    def __init__(self) -> None:
-        self.by_key: dict[tuple, list[float]] = {}
-
-    def add(self, key: tuple, seconds) -> None:
-        self.by_key.setdefault(key, []).extend(float(s) for s in np.atleast_1d(seconds))
-
-    def mean(self, key: tuple) -> float:
-        return robust_mean(self.by_key[key])
-
-
-def robust_mean(xs) -> float:
-    """The mean of the timings, leaving out those over twice their median.
-
-    The mean, because the simulator adds step times up and a median would underestimate the busy
-    time of right-skewed timings. But a pass that took twice the usual time was interrupted by
-    another process: the core was lent away, which says nothing about this engine's passes."""
-    t = np.asarray(xs, dtype=float)
-    return float(t[t <= 2 * np.median(t)].mean())
-
-
-def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = False) -> dict:
-    """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model)."""
-    grid = grid.clipped(engine.lm.n_positions)
-    rng = np.random.default_rng(grid.seed)
-    longest = max(max(grid.prefill_lengths), max(q + p for q, p in grid.past) if grid.past else 0,
-                  max((n for *_, n in grid.join), default=0))
-    pool = max(max(grid.decode_rows), max(grid.prefill_rows)) + grid.repeats + 4
-    engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "profile pool"))
-    ids = list(range(pool))
-    s = _Samples()
-    validation = _validation_shapes(grid, rng)
-    decode_pts = list(itertools.product(grid.decode_rows, grid.decode_widths)) + validation["decode"]
-    prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
-    prefill_pts += validation["prefill"]
-    bar = _bar(progress, grid.rounds * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join))
-               + len(grid.policies))
-    extra, repeat_extra, joins = [], [], []
-    log = engine.pass_log
-    # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
-    engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
-    engine.execute(Step(decode=tuple(ids[:2]), kv_read=2 * grid.decode_widths[0], decode_width=grid.decode_widths[0],
-                        repeat=10))
-    engine.release(ids[:2])
-    reps = max(2, grid.repeats // 2)
-    for rnd in range(grid.rounds):
-        for b, w in decode_pts:
-            rows = ids[:b]
-            engine.fill_rows(rows, [w - WARMUP] * b)
-            log.clear()
-            t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * (w - WARMUP), decode_width=w - WARMUP,
-                                           repeat=grid.repeats + WARMUP))
-            # The first passes over freshly made rows run slow (new buffers, kernels for a new shape),
-            # which a running server's rows, a column wider each pass, are not: they are not kept.
-            secs = np.array([x for _, x in log])[WARMUP:]
-            s.add(("decode", b, w), secs)
-            steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
-            extra.append(steps[0] - secs[0])
-            repeat_extra.extend(steps[1:] - secs[1:])
-            engine.release(rows)
-            _tick(bar)
-        for b, n in prefill_pts:
-            for n2 in _jittered(n, reps, rnd, longest):
-                rows = ids[:b]
-                log.clear()
-                engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
-                s.add(("prefill", b, n), log[0][1])
-                engine.release(rows)
-            _tick(bar)
-        for q, p in grid.past:
-            for _ in range(reps):
-                engine.execute(Step(prefill=(Chunk(0, 0, p, False),)))
-                log.clear()
-                engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
-                s.add(("past", q, p), log[0][1])
-                engine.release([0])
-            _tick(bar)
-        for b, w, n in grid.join:
-            rows = ids[:b]
-            engine.fill_rows(rows, [w] * b)
-            for r in range(grid.repeats):
-                new = ids[b + r]
-                log.clear()
-                t0, ends = engine.execute(Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows),
-                                               kv_read=b * (w + r), decode_width=w + r))
-                joins.append(((ends[-1] - t0) - sum(x for _, x in log), n))
-                engine.release([new])
-            engine.release(rows)
-            _tick(bar)
-    wake = _wake(engine, grid, ids, bar)
-    gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
-    if bar is not None:
-        bar.close()
-    return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
-            "joins": joins, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions)}
-
-
-def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
-    """What a step costs extra after the server slept: the sleep's overshoot, and a cold first few passes.
-
-    After each idle time, a short prefill and a few decode passes run twice: right after the sleep
-    (cold) and at once again (warm); the difference is the cold start's cost."""
-    clock, n = engine.clock, min(32, grid.prefill_lengths[-1])
-
-    def sequence() -> float:
-        t0 = clock()
-        engine.execute(Step(prefill=(Chunk(ids[0], 0, n, True),)))
-        engine.execute(Step(decode=(ids[0],), kv_read=n, decode_width=n, repeat=4))
-        t1 = clock()
-        engine.release([ids[0]])
-        return t1 - t0
-
-    late, extra = [], []
-    for idle in grid.wake_idle:
-        cold, warm = [], []
-        for _ in range(max(3, grid.repeats)):
-            target = clock() + idle
-            time.sleep(idle)
-            late.append(clock() - target)
-            cold.append(sequence())
-            warm.append(sequence())
-        extra.append(max(0.0, robust_mean(cold) - robust_mean(warm)))
-        _tick(bar)
-    return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
-
-
-def _jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:
-    """``reps`` prompt lengths around n, averaging n, none used in an earlier round.
-
-    A real run's prompts are of many lengths, each a shape the CPU's kernels meet for the first
-    time or nearly (which costs a few per cent); the same length timed over and over would be
-    cheaper than any prompt a run sees."""
-    if n < 8:
-        return [n] * reps
-    half = [rnd * reps // 2 + j + 1 for j in range(reps // 2)]
-    out = [n + d for d in half] + [n - d for d in half] + ([n] if reps % 2 else [])
-    return [min(max(1, x), longest) for x in out]
-
-
-def _validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:
-    """Shapes strictly between grid points (never measured for the model), to hold out."""
-    out: dict = {"decode": [], "prefill": []}
-    for _ in range(grid.validation // 2 + grid.validation % 2):
-        b = int(rng.integers(grid.decode_rows[0], grid.decode_rows[-1] + 1))
-        w = int(rng.integers(grid.decode_widths[0], grid.decode_widths[-1] + 1))
-        if (b, w) not in out["decode"] and not (b in grid.decode_rows and w in grid.decode_widths):
-            out["decode"].append((b, w))
-    for _ in range(grid.validation // 2):
-        n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
-        hi = max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n))
-        b = int(rng.integers(1, hi + 1))
-        if (b, n) not in out["prefill"] and not (b in grid.prefill_rows and n in grid.prefill_lengths):
-            out["prefill"].append((b, n))
-    return out
-
-
-def _gap(engine, name: str, policy, grid: Grid, bar) -> float:
-    """Mean seconds between a step's end and the next one's start, over a short burst through the driver."""
-    from batchsim.core.arrivals import Poisson
-    from batchsim.core.lengths import Uniform
-    from batchsim.core.policies import make_policy
-    from batchsim.core.workload import make_workload
-
-    from .runner import run_real
-
-    p_hi = max(8, min(64, grid.prefill_lengths[-1]))
-    wl = make_workload(Poisson(400.0), Uniform(8, p_hi), Uniform(4, 24), n=24, seed=grid.seed)
-    pol = make_policy(name, max_batch=8, max_seqs=16) if policy is None else _fresh(policy)
-    res = run_real(wl, pol, engine, trace=True)
-    gaps = [t_start - decided for decided, _, t_start, _ in res.meta["trace"]]
-    _tick(bar)
-    return robust_mean(gaps) if gaps else 0.0
-
-
-def _fresh(policy):
-    import copy
-
-    return copy.deepcopy(policy)
-
-
-def _bar(progress: bool, total: int):
-    if not progress:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="profiling", unit="point", leave=False)
-
-
-def _tick(bar) -> None:
-    if bar is not None:
-        bar.update(1)
 
 
 # -- the model -------------------------------------------------------------------------------

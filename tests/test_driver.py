@@ -15,7 +15,7 @@ import pytest
 from fakes import FakeClock, PricedEngine, wall_run
 
 from batchsim import (
-    Continuous, Dynamic, LinearStepTime, Poisson, Static, Taxi, Uniform, Workload, make_policy, make_workload,
+    LinearStepTime, Poisson, Uniform, Workload, make_policy, make_workload,
     simulate, summarize,
 )
 from batchsim.core.driver import INTERRUPTED, StopRun, WallExecutor, drive

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from .arrivals import MAX_REQUESTS, ArrivalProcess, check_rate, parse_arrival
-from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_bool, check_int_at_least, check_knob, check_nonneg, check_positive, show
+from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_int_at_least, check_knob, check_positive, show
 from .flags import resolve, trace_of
 from .lengths import LengthDist, parse_length
 from .metrics import SLO

@@ -218,7 +218,7 @@ class Continuous(Policy):
         return budget, free
 
     def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
-        rows, pool, bs = self.rows, self.pool, self.block_size
+        rows, pool = self.rows, self.pool
         while self.waiting and rows.n < self.max_seqs and budget > 0:
             w = self.waiting[0]
             n = w.target
