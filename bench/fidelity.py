@@ -40,7 +40,7 @@ from batchsim import Gamma, LogNormal, Poisson, Uniform, make_policy, make_workl
 from batchsim.core.workload import Workload
 from realrun.compare import error_pct
 from realrun.decompose import decompose, format_decomposition
-from realrun.drift import load_warning, recheck
+from realrun.drift import load_warning, recheck, speed_check
 from realrun.engine import Engine
 from realrun.grid import grid_for_workload
 from realrun.model import load_model
@@ -114,6 +114,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--explain", action="store_true", help="print every run's error decomposition, not only the worst")
+    p.add_argument("--no-speed-check", action="store_true", help="predict with the profile as measured, not scaled to "
+                   "the machine's speed just before each run")
     args = p.parse_args(argv)
     shapes = args.only.split(",") if args.only else list(SHAPES)
     policies = args.policies.split(",")
@@ -150,7 +152,8 @@ def main(argv=None) -> int:
                     rate = 3 * capacity(unit, pol, model, limits)
                     n = int(np.clip(rate * args.seconds / 3, 60, 400))
                 wl = scaled(Workload(unit.requests[:n], unit.description), rate)
-                sim = simulate(wl, make_policy(pol, **POLICIES[pol]), model, limits=limits)
+                now = model if args.no_speed_check else speed_check(engine, model)[0]
+                sim = simulate(wl, make_policy(pol, **POLICIES[pol]), now, limits=limits)
                 real = run_real(wl, make_policy(pol, **POLICIES[pol]), engine, limits=limits, trace=True)
                 s, m = summarize(sim), summarize(real)
                 errs = {k: error_pct(s[k], m[k]) for k, *_ in TARGETS} if kind == "busy" else {}
@@ -159,7 +162,7 @@ def main(argv=None) -> int:
                 row = (name, pol, kind, rate, n, s["busy_fraction"], m["busy_fraction"], errs, tp, ok)
                 rows.append(row)
                 score = max([abs(e) / t for (k, t, _), e in zip(TARGETS, errs.values()) if e is not None] or [abs(tp or 0) / 5])
-                dec = decompose(wl, make_policy(pol, **POLICIES[pol]), real, model, limits)
+                dec = decompose(wl, make_policy(pol, **POLICIES[pol]), real, now, limits)
                 if worst is None or score > worst[0]:
                     worst = (score, row, dec)
                 print(_line(row), flush=True)

@@ -84,6 +84,9 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
     if calibration:
         _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
+        g.add_argument("--no-speed-check", action="store_true",
+                       help="predict with the profile as it was measured; by default a few profiled shapes are timed "
+                            "again just before each policy's run and the prediction is scaled to the machine's speed of now")
     add_flags(p.add_argument_group("service-level objectives (for goodput)"), SLO_FLAGS)
     _add_output_args(p, "root folder for the figure, calibration and CSV records: they go to OUT/SCENARIO/ "
                         "(default out/realrun-COMMAND/, figure and calibration only)")

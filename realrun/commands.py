@@ -217,15 +217,20 @@ def compare(args: argparse.Namespace, plan: Plan) -> int:
     engine = ours if plan.engine == "ours" else (None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed))
     from batchsim.sim.profiled import ProfiledStepTime
 
-    from .drift import load_warning, recheck
+    from .drift import load_warning, recheck, speed_check
     from .runner import limits_for
 
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
     builders = dict(zip(plan.names, plan.policies))
     replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
+    check = None
+    if isinstance(step_times, ProfiledStepTime) and plan.engine == "ours" and not getattr(args, "no_speed_check", False):
+        def check(model):
+            scaled, d = speed_check(ours, model)
+            return scaled, d.before()
     report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args), step_times, slo=plan.slo,
-                              limits=limits_for(lm, plan.kv), replay_policy=replay)
+                              limits=limits_for(lm, plan.kv), replay_policy=replay, speed_check=check)
     if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
         report.notes.append(recheck(ours, step_times).text())
     if warn or (warn := load_warning(lm.threads)):

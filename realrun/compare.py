@@ -105,18 +105,24 @@ def compare_policies(
     slo: SLO | None = None,
     limits: ServerLimits | None = None,
     replay_policy=None,
+    speed_check=None,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
     ``measure(label, policy) -> SimResult`` runs the real side (the runner with an engine, or a
     baseline); the simulated side is ``simulate`` with ``step_time`` (one model, or one per label)
     under the same ``limits``. When the measured result kept its trace, the error is decomposed;
-    ``replay_policy(label)`` makes the fresh policy the replay needs.
+    ``replay_policy(label)`` makes the fresh policy the replay needs. ``speed_check(model) ->
+    (model, note)``, when given, runs just before each policy's prediction and measurement and
+    returns the model at the machine's speed of now (``realrun.drift.speed_check``).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
     for label, sim_policy, real_policy in pairs:
         st = step_time[label] if isinstance(step_time, dict) else step_time
+        if speed_check is not None:
+            st, note = speed_check(st)
+            report.notes.append(f"{label}: {note}")
         sim = simulate(workload, sim_policy, st, limits=limits)
         real = measure(label, real_policy)
         stopped = str(real.meta.get("stopped") or "")

@@ -2,8 +2,9 @@
 
 A prediction is made from a profile taken minutes earlier; a CPU's speed moves in that
 time (its clock, its caches, the other processes on it), and the measurement moves with
-it while the prediction cannot. So after the measured runs ``recheck`` times a few of the
-profile's own shapes again and reports how far they moved; ``load_warning`` says when the
+it while the prediction cannot. So before each measured run ``speed_check`` times a few of
+the profile's own shapes again and scales the prediction to the machine's speed of now;
+after the runs ``recheck`` does it once more and reports how far the machine moved; ``load_warning`` says when the
 load average shows other work on the machine; ``stability`` (for ``realrun doctor``)
 times one small pass many times and reports its spread.
 """
@@ -18,8 +19,9 @@ import numpy as np
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 from batchsim.sim.profiled import ProfiledStepTime
+from batchsim.sim.steptime import ScaledStepTime, StepTimeModel
 
-__all__ = ["Drift", "recheck", "load_warning", "stability"]
+__all__ = ["Drift", "recheck", "speed_check", "load_warning", "stability"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class Drift:
 
     shapes: tuple[tuple[str, int, int, float], ...]  # (kind, rows, query or width, ratio)
     ratio: float
+
+    def before(self) -> str:
+        return (f"speed check: {len(self.shapes)} profiled shapes take {self.ratio:.3f}x their profiled time just before "
+                "the run; the prediction is scaled by that")
 
     def text(self) -> str:
         pct = (self.ratio - 1) * 100
@@ -46,8 +52,11 @@ def _shapes(model: ProfiledStepTime) -> list[tuple[str, int, int]]:
     return [("decode", b, width) for b in rows] + [("prefill", 1, n) for n in lengths]
 
 
-def recheck(engine, model: ProfiledStepTime, repeats: int = 5) -> Drift:
-    """Time a few of the profile's shapes once more on ``engine`` (it is reset: call after the runs)."""
+def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
+    """Time a few of the profile's shapes once more on ``engine``, the way the profile did (it is
+    reset: call it between runs)."""
+    from .measure import WARMUP, robust_mean
+
     shapes = _shapes(model)
     longest = max(n for k, _, n in shapes if k == "prefill")
     pool = max(b for _, b, _ in shapes) + 1
@@ -59,18 +68,30 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 5) -> Drift:
         if kind == "decode":
             rows = ids[:b]
             engine.fill_rows(rows, [n] * b)
-            engine.execute(Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats))
+            engine.execute(Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats + WARMUP))
             engine.release(rows)
+            del engine.pass_log[:WARMUP]  # fresh rows run slow at first (the profile drops these too)
         else:
             for _ in range(max(2, repeats // 2)):
                 engine.execute(Step(prefill=(Chunk(0, 0, n, True),)))
                 engine.release([0])
-        measured = float(np.mean([s for _, s in engine.pass_log]))
+        measured = robust_mean([s for _, s in engine.pass_log])
         passes = [p for p, _ in engine.pass_log]
         predicted = float(np.mean([model.pass_time(p) for p in passes]))
         out.append((kind, b, n, measured / predicted))
     engine.start(Workload(()))
     return Drift(tuple(out), float(np.median([r for *_, r in out])))
+
+
+def speed_check(engine, model: ProfiledStepTime) -> tuple[StepTimeModel, Drift]:
+    """The profiled model at the machine's speed of now: a few profiled shapes timed again just
+    before a run, and every price scaled by how much slower or faster they ran (their median).
+
+    A profile taken minutes ago is the shape of the cost; the machine's clock, caches and the
+    other processes move its level by several per cent a minute on a shared CPU. Nothing of the
+    run to be predicted is used: the check runs before it."""
+    d = recheck(engine, model)
+    return ScaledStepTime(model, d.ratio), d
 
 
 def load_warning(threads: int) -> str | None:

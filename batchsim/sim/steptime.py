@@ -34,7 +34,7 @@ from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg
 from ..core.plan import PLANS, Pass, plan_step
 from ..core.step import Step
 
-__all__ = ["StepTimeModel", "ConstantStepTime", "ExponentialStepTime", "LinearStepTime", "load_step_time"]
+__all__ = ["StepTimeModel", "ConstantStepTime", "ExponentialStepTime", "LinearStepTime", "ScaledStepTime", "load_step_time"]
 
 
 class StepTimeModel(ABC):
@@ -173,6 +173,38 @@ class LinearStepTime(StepTimeModel):
 
 #: The largest coefficient a calibration file may hold, in seconds.
 _MAX_COEFF = 3600.0
+
+
+class ScaledStepTime(StepTimeModel):
+    """Another model's every time (passes, gaps, wake-ups) times ``factor``: the same machine, running
+    faster or slower than when it was measured (``realrun``'s speed check finds the factor)."""
+
+    def __init__(self, inner: StepTimeModel, factor: float) -> None:
+        check_positive("factor", factor)
+        check_at_most("factor", factor, 100.0)
+        self.inner, self.factor = inner, float(factor)
+        self.plan = inner.plan
+        self.step_gap = inner.step_gap * self.factor
+
+    def __repr__(self) -> str:
+        return f"{self.inner!r} x {self.factor:.3f}"
+
+    def times(self, prefill_tokens, decode_rows, kv_read):
+        return self.inner.times(prefill_tokens, decode_rows, kv_read) * self.factor
+
+    def pass_time(self, p: Pass) -> float:
+        return self.inner.pass_time(p) * self.factor
+
+    def durations(self, step: Step, m: int) -> np.ndarray:
+        return self.inner.durations(step, m) * self.factor
+
+    def wake_penalty(self, idle: float) -> tuple[float, float]:
+        late, extra = self.inner.wake_penalty(idle)
+        return late * self.factor, extra * self.factor
+
+    def for_policy(self, name: str) -> "StepTimeModel":
+        inner = self.inner.for_policy(name)
+        return self if inner is self.inner else ScaledStepTime(inner, self.factor)
 
 
 def load_step_time(path: str | Path) -> StepTimeModel:
