@@ -62,7 +62,7 @@ def _packages(names: tuple[str, ...], fix: str) -> tuple[bool, str]:
 
 
 def _check_core() -> tuple[bool, str]:
-    ok, text = _packages(("numpy", "simpy", "matplotlib", "tqdm"), _FIX_CORE)
+    ok, text = _packages(("numpy", "matplotlib", "tqdm"), _FIX_CORE)
     return ok, (f"python {sys.version.split()[0]}; " + text) if ok else text
 
 

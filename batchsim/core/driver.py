@@ -19,11 +19,15 @@ Time as the policy sees it is *event time*: arrivals at their own times, the end
 each step when it ended, the deadline it asked to be woken at. On the wall clock that
 lags the true time by the loop's own work (microseconds), exactly as it would in
 SimPy's real-time environment, which is why the same workload and the same step
-times give the same decisions on both clocks, to the last float. (SimPy would run this
-loop as two processes, arrivals and server; we keep it as a plain loop because the
-arrivals are known in advance, so its event queue is one index into a sorted array and
-one step end, and because a real step's end is only known once it has run. That saves
-SimPy's per-event cost, which a million-request run pays millions of times.)
+times give the same decisions on both clocks, to the last float.
+
+Why a plain loop and not SimPy's two processes (arrivals and server) on either of its
+clocks: the arrivals are known in advance, so the whole event queue is one index into a
+sorted array and one step end; a real step's end is known only once it has run, and a
+replay must jump to the measured times, neither of which a SimPy timeout expresses
+without contortions; and the loop fits on one screen. It reproduces the SimPy simulator
+it replaced to the last digit (p99 E2E of 10,000 requests identical for all four
+policies) and runs 6-14 % faster (``python bench/sim_speed.py`` measures the rest).
 
 The repeat shortcut, Ctrl-C and the out-of-memory stop live here too, once: a run cut
 short keeps what it measured and rejects every unfinished request with the reason.

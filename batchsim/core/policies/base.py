@@ -1,7 +1,7 @@
 """The interface every batching policy offers to both clocks.
 
 A policy is pure scheduling logic: it never sleeps, never reads a clock and never
-touches a model. A driver (the SimPy simulator or realrun's wall-clock runner)
+touches a model. A driver (the simulator or realrun's wall-clock runner)
 calls, in this order:
 
     policy.start(limits)                    # fresh state for a run under the server's limits
