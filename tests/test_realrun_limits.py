@@ -66,3 +66,20 @@ def test_same_rejections_with_the_same_reasons_on_both_clocks(lm, policy, kw):
     assert all("context of 1024 positions" in sim.records.rejected[i] for i in rejected)
     for res in (real, sim):
         assert summarize(res)["completed"] == len(wl) - 3
+
+
+def test_the_issues_command_line_repro_completes(tmp_path, capsys):
+    """``python -m realrun run --no-plots --policy static --max-batch 4 --trace p.csv`` once crashed with an
+    IndexError inside the model; now every request is served (none needs rejecting) and it exits 0."""
+    import json
+
+    from realrun.cli import main
+
+    trace = tmp_path / "p.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0,10,300\n0,500,100\n0,20,20\n")
+    code = main(["run", "--no-plots", "--policy", "static", "--max-batch", "4", "--trace", str(trace),
+                 "--threads", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    s = out["runs"][0]["summary"]
+    assert s["completed"] == 4 and s["rejected"] == 0
