@@ -78,10 +78,14 @@ class KVBatch:
     ``last[i]`` is the token it feeds to the next decode pass. Live columns: ``lo .. hi``.
     """
 
-    def __init__(self, shapes: list[tuple[int, int]], dtype: torch.dtype, device, rows: int = 0, columns: int = 0) -> None:
+    def __init__(self, shapes: list[tuple[int, int]], dtype: torch.dtype, device, rows: int = 0, columns: int = 0,
+                 home: int = 0) -> None:
         self.shapes, self.dtype, self.device = shapes, dtype, device
         self.ids: list[int] = []
         self.n = self.lo = self.hi = 0
+        # Where an empty batch's window ends: far enough right that any row the run can hold fits to
+        # its left (0: at the newcomer's own width).
+        self.home = home
         self._alloc(rows, columns)
 
     def _alloc(self, rows: int, columns: int) -> None:
@@ -158,6 +162,16 @@ class KVBatch:
             return
         self._rebuild(self.row_capacity, 2 * (w + columns) + 32, w)
 
+    def _shift(self, right: int) -> None:
+        """Move the live window to end at column ``right`` (> hi) in the same buffers."""
+        n, lo, hi, w = self.n, self.lo, self.hi, self.width
+        for buf in self.K + self.V:
+            buf[:n, :, right - w : right] = buf[:n, :, lo:hi].clone()
+        mask = self.mask[:n, lo:hi].clone()
+        self.mask[:n] = 0
+        self.mask[:n, right - w : right] = mask
+        self.lo, self.hi = right - w, right
+
     # -- rows leaving -------------------------------------------------------------------------
     def _move(self, src: int, dst: int) -> None:
         lo, hi = self.lo, self.hi
@@ -200,8 +214,11 @@ class KVBatch:
             return
         w = other.width
         if self.n == 0:
-            self.lo = self.hi = w  # an empty park: start at the left, leaving the most room to grow
+            # An empty park: start at the left (or at home), leaving the most room to grow.
+            self.lo = self.hi = max(w, min(self.home, self.capacity))
         need_rows = self.n + k
+        if need_rows <= self.row_capacity and self.hi < w <= self.capacity:
+            self._shift(w)  # a wider newcomer: slide the window right inside the buffers, no new memory
         if need_rows > self.row_capacity or self.hi - w < 0 or self.hi > self.capacity:
             right = max(self.width, w)
             self._rebuild(max(need_rows, _grow(self.row_capacity) if need_rows > self.row_capacity else self.row_capacity),

@@ -80,6 +80,8 @@ def run_real(
     if limits is None:
         limits = limits_for(lm, kv_budget_tokens)
     engine.start(workload)
+    if hasattr(engine, "preallocate"):
+        engine.preallocate(policy.max_rows)
     reset_memory_stats(lm)
     executor = WallExecutor(engine, clock, sleep, stop_errors=_oom_error_types(), explain=_explain_oom)
     run = drive(workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace)

@@ -189,6 +189,30 @@ def test_kvbatch_rows_leave_and_join_without_disturbing_others(lm):
     assert not b.has_holes().any()
 
 
+def test_a_wider_newcomer_slides_the_window_instead_of_reallocating(lm):
+    """With room in the buffers, a row wider than the window's right edge moves the window, in place."""
+    shapes = [(2, 3)]
+    b = KVBatch(shapes, torch.float32, "cpu", rows=4, columns=40)
+    rows = []
+    for rid, w in enumerate((3, 9, 2)):
+        one = KVBatch(shapes, torch.float32, "cpu", rows=1, columns=w)
+        one.K[0][0] = torch.arange(w, dtype=torch.float32)[None, :, None].expand(2, w, 3) + 10 * rid
+        one.V[0][0] = -one.K[0][0]
+        one.mask[0] = 1
+        one.ids, one.n, one.lo, one.hi = [rid], 1, 0, w
+        rows.append(one)
+        before = b.K[0].data_ptr()
+        b.add(one)
+        assert b.K[0].data_ptr() == before  # the same buffers: nothing was reallocated
+    assert b.width == 9 and b.hi == 9
+    for i, rid in enumerate(b.ids):
+        w = rows[rid].width
+        m = b.live_mask()[i]
+        assert int(m.sum()) == w and m[-w:].all()
+        assert torch.equal(b.K[0][i, :, b.hi - w : b.hi], rows[rid].K[0][0])
+        assert torch.equal(b.V[0][i, :, b.hi - w : b.hi], rows[rid].V[0][0])
+
+
 def test_engine_refuses_a_step_that_disagrees_with_its_cache(engine):
     wl = Workload((Request(0, 0.0, 4, 3), Request(1, 0.0, 4, 3)))
     engine.start(wl)
