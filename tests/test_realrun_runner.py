@@ -29,48 +29,23 @@ from batchsim import (  # noqa: E402
 )
 from batchsim.core.records import REQUEST_FIELDS, STEP_FIELDS  # noqa: E402
 from realrun.runner import context_reason, run_real  # noqa: E402
+from fakes import FakeClock, PricedEngine  # noqa: E402
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0  # not zero: the runner must measure from its own start
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += max(0.0, s)
-
-
-class FakeEngine:
-    """Every pass takes ``d`` seconds of the fake clock; ``fail_at`` raises on that call."""
+class FakeEngine(PricedEngine):
+    """Every pass takes ``d`` seconds of the fake clock (a constant step time); ``fail_at`` raises on that call.
+    It carries what run_real reads of a loaded model."""
 
     name = "fake"
 
     def __init__(self, clock: FakeClock, d: float, n_positions: int = 10_000, fail_at: int | None = None, error=None) -> None:
-        self.clock, self.d, self.fail_at, self.error = clock, d, fail_at, error
+        super().__init__(clock, ConstantStepTime(d), fail_at=fail_at, error=error)
         self.lm = SimpleNamespace(n_positions=n_positions, device="cpu", name="fake", source="test", random_weights=True,
                                   dtype="fp32", threads=1, kv_bytes_per_token=0)
-        self.calls = 0
-        self.released: list[int] = []
 
-    def start(self, workload) -> None:
-        self.calls = 0
 
-    def execute(self, step, should_stop=None):
-        self.calls += 1
-        if self.fail_at is not None and self.calls == self.fail_at:
-            raise self.error
-        t0, ends = self.clock(), []
-        for j in range(step.repeat):
-            self.clock.t += self.d
-            ends.append(self.clock())
-            if step.interruptible and should_stop is not None and j + 1 < step.repeat and should_stop():
-                break
-        return t0, ends
-
-    def release(self, ids) -> None:
-        self.released.extend(int(i) for i in ids)
+def FakeClockAt100() -> FakeClock:
+    return FakeClock(100.0)  # not zero: the runner must measure from its own start
 
 
 POLICIES = [
@@ -92,7 +67,7 @@ def test_runner_writes_the_simulators_records(name, kw, kv):
     d = 0.004
     wl = make_workload(Gamma(60.0, 2.0), Uniform(4, 40), Uniform(1, 30), n=40, seed=5)
     sim = simulate(wl, make_policy(name, **kw), ConstantStepTime(d), kv_budget_tokens=kv)
-    clock = FakeClock()
+    clock = FakeClockAt100()
     eng = FakeEngine(clock, d)
     real = run_real(wl, make_policy(name, **kw), eng, kv_budget_tokens=kv, clock=clock, sleep=clock.sleep)
     a, b = sim.records, real.records
@@ -112,7 +87,7 @@ def test_runner_writes_the_simulators_records(name, kw, kv):
 def test_records_schema_equals_batchsims(tmp_path):
     wl = make_workload(Poisson(50.0), Uniform(4, 20), Uniform(1, 10), n=10, seed=1)
     sim = simulate(wl, make_policy("continuous"), ConstantStepTime(0.01))
-    clock = FakeClock()
+    clock = FakeClockAt100()
     real = run_real(wl, make_policy("continuous"), FakeEngine(clock, 0.01), clock=clock, sleep=clock.sleep)
     a, b = sim.records, real.records
     for f in ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "tokens",
@@ -132,7 +107,7 @@ def test_records_schema_equals_batchsims(tmp_path):
 @pytest.mark.parametrize("error, word", [(KeyboardInterrupt(), "interrupted"), (torch.OutOfMemoryError("CUDA out of memory"), "out of memory")])
 def test_a_stopped_run_keeps_what_was_measured(error, word):
     wl = make_workload(Poisson(20.0), Uniform(4, 20), Uniform(2, 10), n=30, seed=2)
-    clock = FakeClock()
+    clock = FakeClockAt100()
     eng = FakeEngine(clock, 0.01, fail_at=25, error=error)
     res = run_real(wl, make_policy("continuous", max_seqs=4), eng, clock=clock, sleep=clock.sleep)
     assert word in res.meta["stopped"]
@@ -148,7 +123,7 @@ def test_prompts_longer_than_the_context_are_rejected_with_the_reason():
     assert context_reason(100, 25, 124) is None  # positions 0..123: the last token is never fed back
     assert "context of 124" in context_reason(100, 26, 124)
     wl = make_workload(Poisson(50.0), Uniform(10, 60), Uniform(1, 5), n=20, seed=4)
-    clock = FakeClock()
+    clock = FakeClockAt100()
     res = run_real(wl, make_policy("continuous"), FakeEngine(clock, 0.01, n_positions=40), clock=clock, sleep=clock.sleep)
     r = res.records
     too_long = wl.prompt_tokens + wl.output_tokens - 1 > 40
@@ -162,7 +137,7 @@ def test_compare_stops_at_ctrl_c():
     from realrun.compare import compare_policies, format_compare
 
     wl = make_workload(Poisson(20.0), Uniform(4, 20), Uniform(2, 10), n=20, seed=2)
-    clock = FakeClock()
+    clock = FakeClockAt100()
     eng = FakeEngine(clock, 0.01, fail_at=5, error=KeyboardInterrupt())
     pairs = [(n, make_policy(n), make_policy(n)) for n in ("taxi", "continuous")]
     report = compare_policies(wl, pairs, lambda label, p: run_real(wl, p, eng, clock=clock, sleep=clock.sleep), ConstantStepTime(0.01))
