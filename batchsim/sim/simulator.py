@@ -57,7 +57,12 @@ class SimExecutor:
             if k < m:
                 ends = ends[:k]
         self.last_end = float(ends[-1])
+        self._ends = ends
         return t0, ends
+
+    def cut(self, k: int) -> None:
+        """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
+        self.last_end = float(self._ends[k - 1])
 
     def wait_until(self, t: float) -> None:
         pass
