@@ -128,8 +128,9 @@ def drive(
     fleet = n_rep > 1
     lazy = [fleet and callable(getattr(ex, "cut", None)) for ex in executors]
     request = workload.request
-    arrivals = workload.arrivals.tolist()  # floats: cheaper to index than numpy scalars
-    n = len(arrivals)
+    arrival = workload.arrivals.item  # a float at a time: no list of a million floats
+    n = len(workload)
+    last_arrival = arrival(n - 1) if n else 0.0
     steps: list | None = [] if trace else None
     bar = _bar(progress, n, f"{desc} {policies[0].name}" + (f" x{n_rep}" if fleet else ""))
     clock = executors[0]  # on the wall clock every executor shares one clock; this one sleeps for all
@@ -153,6 +154,7 @@ def drive(
             if fleet and state[i] == _WAITING:
                 state[i], t_ev[i] = _DECIDE, t  # its decision may change now that nobody else is coming
 
+    next_a = arrival(0) if n else inf  # the next arrival's time
     if not n:
         close(0.0)
     try:
@@ -162,9 +164,9 @@ def drive(
                 i = t_ev.index(te)
             else:
                 i, te = 0, t_ev[0]
-            if nxt < n and arrivals[nxt] <= te:
+            if next_a <= te and nxt < n:
                 # -- an arrival: route it and hand it to that server's policy, at its own time
-                a = arrivals[nxt]
+                a = next_a
                 if a > horizon:
                     clock.wait_until(a)
                     horizon = a
@@ -185,7 +187,10 @@ def drive(
                     _cut(running, r, a, t_ev, executors[r])
                 nxt += 1
                 if nxt == n:
-                    close(arrivals[-1])
+                    next_a = inf
+                    close(last_arrival)
+                else:
+                    next_a = arrival(nxt)
                 continue
             if te == inf:
                 break  # every server is done (a stall raises at the Wait that causes it)
@@ -228,7 +233,7 @@ def drive(
             step = action
             repeats = step.interruptible and step.repeat > 1 and nxt < n
             cuttable = repeats and lazy[i]
-            stop_at = arrivals[nxt] if repeats and not cuttable else None
+            stop_at = next_a if repeats and not cuttable else None
             t_start, ends = executors[i].run(step, te, stop_at)
             end = float(ends[-1])
             if end > horizon:

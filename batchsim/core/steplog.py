@@ -117,7 +117,8 @@ class StepLog:
         """Turn the gathered rows into arrays: keep them, write them, or sum them."""
         if not self.rows:
             return
-        rows, self.rows = self.rows, []
+        rows = self.rows.copy()
+        self.rows.clear()  # in place: a recorder appends to this very list
         if self._writer is not None:
             self._writer.writerows(rows)
         cols = list(zip(*rows))

@@ -91,7 +91,7 @@ class Workload:
 
     def request(self, i: int) -> Request:
         """Request ``i`` as an object (made now, not stored)."""
-        return Request(i, float(self.arrivals[i]), int(self.prompt_tokens[i]), int(self.output_tokens[i]),
+        return Request(i, self.arrivals.item(i), self.prompt_tokens.item(i), self.output_tokens.item(i),
                        None if self.texts is None else self.texts[i])
 
     def subset(self, ids, description: str | None = None) -> "Workload":

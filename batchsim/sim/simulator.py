@@ -47,16 +47,18 @@ class SimExecutor:
             t0 += late
             d[0] += extra
         if m == 1:
-            self.last_end = t0 + float(d[0])
-            return t0, (self.last_end,)
-        # Sequential sums from the start, as a clock that advances pass by pass would add them.
-        ends = np.cumsum(np.concatenate(([t0], d)))[1:]
-        if stop_at is not None:
+            self.last_end = end = t0 + d.item(0)
+            return t0, (end,)
+        # Sequential sums from the start, as a clock that advances pass by pass would add them:
+        # (t0 + d0) + d1 + ..., the very additions of a cumulative sum that starts at t0.
+        d[0] += t0
+        ends = np.cumsum(d)
+        if stop_at is not None and stop_at < ends.item(m - 1):
             # Stop at the boundary of the step during which the next request arrives.
             k = int(np.searchsorted(ends, stop_at, side="left")) + 1
             if k < m:
                 ends = ends[:k]
-        self.last_end = float(ends[-1])
+        self.last_end = ends.item(len(ends) - 1)
         self._ends = ends
         return t0, ends
 
