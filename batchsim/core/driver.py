@@ -170,7 +170,10 @@ def drive(
                 if a > horizon:
                     clock.wait_until(a)
                     horizon = a
-                r = router.choose(outstanding, policies) if fleet else 0
+                r = 0
+                if fleet:
+                    r = router.choose(outstanding, policies)
+                    rec.route(nxt, r)
                 reason = policies[r].on_arrival(request(nxt), a)
                 if reason is not None:
                     rec.reject(nxt, reason)
@@ -178,8 +181,6 @@ def drive(
                         bar.update(1)
                 else:
                     outstanding[r] += 1
-                if fleet:
-                    rec.route(nxt, r)
                 s_r = state[r]
                 if s_r == _WAITING:
                     state[r], t_ev[r] = _DECIDE, a

@@ -94,7 +94,12 @@ def streams_by_default(policy: str) -> bool:
 
 
 def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
+    """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
     r = result.records
+    if r.summary_only:
+        from .stream import summarize_stream
+
+        return summarize_stream(result, slo, streaming)
     done = r.completed_mask
     rejected = r.rejected_mask
     arrived = len(r)
@@ -137,7 +142,7 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
     s.update(latency_stats("e2e", e2e))
     s.update(latency_stats("queue_wait", wait))
     s.update({
-        "busy_fraction": busy / makespan if makespan > 0 else 0.0,
+        "busy_fraction": busy / (makespan * result.replicas) if makespan > 0 else 0.0,
         "steps": total_reps,
         "mean_step_time": busy / total_reps if total_reps else None,
         "mean_batch_size": float(totals.batch_reps / total_reps) if total_reps else 0.0,
@@ -147,6 +152,7 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
         "kv_peak_tokens": int(result.kv_peak_tokens),
         "kv_budget_tokens": result.kv_budget_tokens,
         "preemptions": int(result.preemptions),
+        "replicas": int(result.replicas),
     })
     if slo is not None and slo.any:
         ok = np.ones(completed, dtype=bool)

@@ -59,6 +59,17 @@ class Records:
     def completed(self) -> int:
         return int(np.count_nonzero(~np.isnan(self.finish)))
 
+    @property
+    def summary_only(self) -> bool:
+        return False
+
+    @property
+    def last_arrival(self) -> float | None:
+        return float(self.arrival[-1]) if len(self.arrival) else None
+
+    def last_finish(self) -> float | None:
+        return float(np.nanmax(self.finish)) if self.completed else None
+
     def last_step_end(self) -> float | None:
         """When the last step ended (None: no step ran)."""
         if self.totals_by_replica is not None:
@@ -244,7 +255,7 @@ class Recorder:
     """
 
     def __init__(self, workload: Workload, fold_rows: int = FOLD_ROWS, steps: str = "keep",
-                 steps_path: str | Path | None = None, replicas: int = 1) -> None:
+                 steps_path: str | Path | None = None, replicas: int = 1, step_chunk: int = CHUNK) -> None:
         n = len(workload)
         self.arrival = workload.arrivals
         self.prompt_tokens = workload.prompt_tokens
@@ -257,7 +268,7 @@ class Recorder:
         self.rejected: list[str | None] = [None] * n
         self.replica = np.zeros(n, dtype=np.int16) if replicas > 1 else None
         self.fold_rows = fold_rows
-        self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas)
+        self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk)
         self._rows = self.log.rows  # the log's list of rows not yet packed, appended to directly
         self._events: list[tuple] = []
         self._buffered = 0
@@ -302,7 +313,7 @@ class Recorder:
                len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted))
         rows = self._rows
         rows.append(row if self.replica is None else row + (replica,))
-        if len(rows) >= CHUNK:
+        if len(rows) >= self.log.chunk:
             self.log.pack()
 
     def _fold(self) -> None:
@@ -333,15 +344,16 @@ class SimResult:
     preemptions: int
     workload: str = ""
     meta: dict = field(default_factory=dict)
+    replicas: int = 1  # servers in the fleet that ran it (each with its own policy and KV cache)
 
     @property
     def makespan(self) -> float:
-        """From time 0 (the first arrival) until the last request finished or was turned away."""
+        """From time 0 (the first arrival) until the last request finished or was turned away.
+
+        One server of a fleet is rented for the fleet's whole run: its result says so in
+        ``meta["rented_until"]``."""
+        if self.meta.get("rented_until") is not None:
+            return float(self.meta["rented_until"])
         r = self.records
-        ends = [float(np.nanmax(r.finish))] if r.completed else []
-        if len(r.arrival):
-            ends.append(float(r.arrival[-1]))
-        last = r.last_step_end()
-        if last is not None:
-            ends.append(last)
+        ends = [t for t in (r.last_finish(), r.last_arrival, r.last_step_end()) if t is not None]
         return float(max(ends)) if ends else 0.0

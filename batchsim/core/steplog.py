@@ -93,8 +93,9 @@ class StepLog:
     ``replicas`` > 1 adds a ``replica`` column: which server of a fleet ran the step.
     """
 
-    def __init__(self, keep: bool = True, path: str | Path | None = None, replicas: int = 1) -> None:
+    def __init__(self, keep: bool = True, path: str | Path | None = None, replicas: int = 1, chunk: int = CHUNK) -> None:
         self.keep = keep
+        self.chunk = chunk
         self.fields = STEP_FIELDS + (("replica",) if replicas > 1 else ())
         self.replicas = replicas
         self.rows: list[tuple] = []
@@ -110,7 +111,7 @@ class StepLog:
 
     def append(self, row: tuple) -> None:
         self.rows.append(row)
-        if len(self.rows) >= CHUNK:
+        if len(self.rows) >= self.chunk:
             self.pack()
 
     def pack(self) -> None:
