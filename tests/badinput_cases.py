@@ -65,7 +65,7 @@ BATCHSIM: list[Case] = [
     refuse("--duration 1e-9 (no arrivals)", ("--duration", "1e-9"), "duration", "1e-09"),
     refuse("--duration 1e7 (too big)", ("--duration", "1e7"), "run too large", "--duration", "--no-size-check"),
     refuse("--output-len 1e9", ("--output-len", "1000000000"), "output-len", "1000000000"),
-    refuse("--output-len 1e7 x 500 (too big)", ("--output-len", "10000000", "--requests", "500"), "run too large", "--output-len"),
+    refuse("--output-len 1e7 x 5000 (too big)", ("--output-len", "10000000", "--requests", "5000"), "run too large", "--output-len"),
     *_numbers("--seed", "seed", ["-1", "abc", "1.5"]),
     refuse("--requests with --duration", ("--requests", "50", "--duration", "3"), "--requests", "--duration", "50", "3"),
     # -- lengths ---------------------------------------------------------------------------

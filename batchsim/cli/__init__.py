@@ -27,7 +27,9 @@ import re
 import sys
 from pathlib import Path
 
-from .options import add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args
+from .options import (
+    add_fleet_args, add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args,
+)
 from ..core import rejections
 from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes
 from ..core.errors import ConfigError
@@ -61,6 +63,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     add_policy_args(p)
     add_server_args(p)
+    add_fleet_args(p)
     add_slo_args(p)
     add_output_args(p, "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
                        "(default: figures only, under out/SCENARIO/)")
@@ -125,6 +128,9 @@ def _json(report) -> dict:
     policies = report.config.get("policies", [])
     runs = [{"label": k, "policy": policies[i] if i < len(policies) else k, "summary": report.summaries[k],
              "rejections": rejections.counts(report.results[k].records.rejected)} for i, k in enumerate(labels)]
+    for r in runs:
+        if r["label"] in report.replica_summaries:
+            r["servers"] = report.replica_summaries[r["label"]]
     obj = {"scenario": report.name, "config": report.config, "runs": runs, "notes": report.notes,
            "figures": [str(f) for f in report.figures]}
     if len(runs) == 1:
@@ -184,6 +190,10 @@ def _run_scenario(args: argparse.Namespace) -> int:
         scenario = _CUSTOM
     else:
         scenario = _CUSTOM_GPU
+    if getattr(args, "summary_only", None):
+        if getattr(args, "out", None):
+            raise ConfigError(f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one of them")
+        args.no_plots = True  # a summary-only run keeps no per-request times to draw
     if _writes(args):
         check_out_dir(out_dir(args, scenario.name), "out")
     try:

@@ -177,6 +177,7 @@ SUMMARY_KEYS = (
 
 # How each column is shown: (header, key, format, scale)
 _COLUMNS = {
+    "replicas": ("servers", "{:.0f}", 1),
     "completed": ("done", "{:.0f}", 1),
     "rejected": ("rej", "{:.0f}", 1),
     "request_throughput": ("req/s", "{:.2f}", 1),

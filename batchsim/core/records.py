@@ -303,7 +303,7 @@ class Recorder:
         if len(ids):
             # Token bookkeeping is deferred: a list append here, one vectorised pass per chunk.
             self._events.append((ids, outcome.token_counts, ends, t_start))
-            self._buffered += len(ids)
+            self._buffered += len(ids) + len(ends)  # rows and step ends: both are kept until the fold
             if self._buffered >= self.fold_rows:
                 self._fold()
         t_end = float(ends[-1])

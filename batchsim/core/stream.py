@@ -205,7 +205,7 @@ class StreamRecorder:
         ids = outcome.token_ids
         if len(ids):
             self._events.append((ids, outcome.token_counts, ends, t_start))
-            self._buffered += len(ids)
+            self._buffered += len(ids) + len(ends)
         t_end = float(ends[-1])
         if outcome.finished:
             fin = np.asarray(outcome.finished, dtype=np.int64)
