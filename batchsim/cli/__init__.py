@@ -8,6 +8,7 @@ Commands:
     theory                 simulation against queueing theory, side by side
     roofline               why batching works: step time vs batch size on a GPU
     sweep PARAM=v1,v2,...  vary one knob, print the trade-off, plot it
+    plan                   the cheapest fleet (GPU kind x servers x policy) that meets a p99 objective
 
 Every knob is a flag; ``python -m batchsim run --help`` lists them. Bad input
 prints one line naming the field and the value, and exits with code 2.
@@ -45,6 +46,7 @@ _EXTERNAL = {
     "theory": ("batchsim.cli.theory", "simulation against queueing theory, side by side"),
     "roofline": ("batchsim.cli.roofline", "step time and tokens/s vs batch size on a GPU: why batching works"),
     "sweep": ("batchsim.cli.sweep", "vary one knob (max_batch=1,2,4,...) and plot the throughput-latency trade-off"),
+    "plan": ("batchsim.cli.capacity", "capacity planning: the cheapest GPUs x servers x policy that meets a p99 objective"),
     "doctor": ("batchsim.cli.doctor", "is this machine ready for class? notebooks, widgets, plotting, the trace"),
 }
 

@@ -157,7 +157,7 @@ def _on_dask(fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: 
             done.append(r)
         if notes is not None:
             where = f"a local Dask cluster of {workers} workers" if cluster is not None else f"the Dask cluster at {scheduler}"
-            notes.append(f"ran {len(tasks)} simulations on {where}")
+            notes.append(f"simulations ran on {where}")
     except KeyboardInterrupt:
         done = _leading(futures)
     finally:
