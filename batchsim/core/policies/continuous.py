@@ -174,11 +174,11 @@ class Continuous(Policy):
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
         kv = rows.kv[decoding]
-        repeat, interruptible, least_left = self._repeat_horizon(decoding, kv, bool(chunks or preempted))
+        repeat, interruptible, least_left = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         step = Step(
             prefill=tuple(chunks),
             decode=tuple(rows.ids[decoding].tolist()),
-            kv_read=(int(np.add.reduce(kv)) if n_decode else 0) + sum(c.start for c in chunks),
+            kv_read=(int(np.add.reduce(kv)) if n_decode else 0) + (sum(c.start for c in chunks) if self._partial else 0),
             decode_width=int(kv.max()) if n_decode else 0,
             repeat=repeat,
             interruptible=interruptible,
@@ -253,12 +253,13 @@ class Continuous(Policy):
             budget -= n
         return budget, free
 
-    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool) -> tuple[int, bool, int | None]:
-        """(repeat, interruptible, fewest tokens left): decode-only steps repeat until the first row finishes."""
-        if prefilling:
-            return 1, False, None
+    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int) -> tuple[int, bool, int]:
+        """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
+        until the first row finishes."""
         rows = self.rows
-        least = int(rows.left[decoding].min())
+        least = int(rows.left[decoding].min()) if n_decode else 0
+        if prefilling:
+            return 1, False, least
         repeat = least
         if self.pool.total is not None and repeat > 1:
             repeat = self._steps_blocks_allow(kv, repeat)
@@ -314,11 +315,16 @@ class Continuous(Policy):
         rows = self.rows
         kv, left = rows.kv, rows.left  # views: updated in place
         prefilled: list[int] = []
+        ending = False  # a prefill that produced a request's last token
+        under_way = False  # a chunk that did not reach the end of its context
         for c, i in zip(step.prefill, chunk_rows):
             kv[i] += c.length
             if c.completes:
                 left[i] -= 1
                 prefilled.append(c.request_id)
+                ending = ending or left.item(i) <= 0
+            else:
+                under_way = True
         if n_decode:
             kv[decoding] += done
             left[decoding] -= done
@@ -338,14 +344,14 @@ class Continuous(Policy):
             counts = np.empty(n_decode, dtype=np.int64)
             counts.fill(done)
         finished: tuple[int, ...] = ()
-        # A decode-only run shorter than the fewest tokens any row has left finishes nobody.
-        if least_left is None or done >= least_left:
+        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
+        # produced a request's only token.
+        if ending or (n_decode and done >= least_left):
             fin = np.flatnonzero(left <= 0)
-            if len(fin):
-                finished = tuple(rows.ids[fin].tolist())
-                freed = int(np.add.reduce((kv[fin] + (bs - 1)) // bs))
-                rows.drop(fin)
-                self._take_blocks(-freed)
-        if step.prefill or self._partial:
+            finished = tuple(rows.ids[fin].tolist())
+            freed = sum(-(-k // bs) for k in kv[fin].tolist())
+            rows.drop(fin)
+            self._take_blocks(-freed)
+        if under_way or self._partial:
             self._partial = int(np.count_nonzero(rows.kv < rows.target))
         return StepOutcome(token_ids, counts, finished)
