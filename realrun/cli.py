@@ -27,7 +27,7 @@ import sys
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
+from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
 
 from .plan import REALRUN_DEFAULTS, Plan, check_model_flags
 
@@ -84,6 +84,8 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
     if calibration:
         _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
+    if not calibration:  # run: a fleet of engines taking turns (compare measures one server)
+        add_flags(p.add_argument_group("fleet (several engines in this process, taking turns)"), FLEET_FLAGS)
     add_flags(p.add_argument_group("service-level objectives (for goodput)"), SLO_FLAGS)
     _add_output_args(p, "root folder for the figure, calibration and CSV records: they go to OUT/SCENARIO/ "
                         "(default out/realrun-COMMAND/, figure and calibration only)")

@@ -281,7 +281,8 @@ class WallExecutor:
     and calls ``should_stop()`` after each (realrun's engines do); ``engine.release(ids)`` drops
     finished requests. Times are seconds since ``start()``. ``stop_errors``: exception types
     that end the run cleanly (a GPU out of memory), each turned into ``StopRun`` with a reason
-    from ``explain(error, step)``.
+    from ``explain(error, step)``. ``t0``: the moment times count from (a fleet's executors share
+    one, so their records share one clock); default: now.
     """
 
     def __init__(
@@ -291,10 +292,11 @@ class WallExecutor:
         sleep: Callable[[float], None],
         stop_errors: tuple[type[BaseException], ...] = (),
         explain: Callable[[BaseException, Step], str] | None = None,
+        t0: float | None = None,
     ) -> None:
         self.engine, self.clock, self.sleep = engine, clock, sleep
         self.stop_errors, self.explain = stop_errors, explain
-        self.t0 = clock()
+        self.t0 = clock() if t0 is None else t0
 
     def now(self) -> float:
         return self.clock() - self.t0
