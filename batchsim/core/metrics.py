@@ -97,7 +97,7 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
     """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
     r = result.records
     if r.summary_only:
-        from .stream import summarize_stream
+        from .stream_summary import summarize_stream
 
         return summarize_stream(result, slo, streaming)
     done = r.completed_mask
