@@ -102,7 +102,7 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     policy = sum(cum.get(("continuous.py", f), 0.0) for f in ("next_action", "on_step_end", "on_arrival"))
     pricing = cum.get(("steptime.py", "durations"), 0.0)
     executor = cum.get(("simulator.py", "run"), 0.0) - pricing
-    fold = cum.get(("records.py", "fold_events"), 0.0)
+    fold = cum.get(("fold.py", "fold_events"), 0.0)
     records = cum.get(("records.py", "step"), 0.0) + cum.get(("records.py", "records"), 0.0)
     driver = cum.get(("driver.py", "drive"), 0.0) - policy - pricing - executor - cum.get(("records.py", "step"), 0.0)
     parts = [("policy decisions (next_action, on_step_end, on_arrival)", policy),
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
               f"peak RSS {big['rss_mb']:,.0f} MB (goal <= 1 GB: {'met' if big['rss_mb'] <= 1024 else 'MISSED'}); "
               f"workload generation {big['workload_s']:.2f} s")
         print(f"memory per request: the records' arrays {big['request_bytes']:.0f} B + the step log "
-              f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1e6:.2f} steps per request x 72 B; --summary-only keeps "
+              f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1_000_000:.2f} steps per request x 72 B; --summary-only keeps "
               f"only its totals, or streams it to CSV); peak RSS grows {slope:.0f} B per request from 100k to 1M "
               f"(goal: constant, <= 300 B plus the step log: {'met' if big['request_bytes'] <= 300 else 'MISSED'})")
         summ = rows["1M continuous, summary only"]
