@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
             if e.name != module:
                 raise
             continue
-        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_))
+        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)  # the docstring's examples, as written
         mod.add_arguments(sp)
         sp.set_defaults(_module=mod)
     return p

@@ -1,18 +1,18 @@
-"""``python -m batchsim plan``: how many GPUs, of which kind, for this traffic and this promise?
+"""python -m batchsim plan: how many GPUs, of which kind, for this traffic and this promise?
 
     python -m batchsim plan --rate 20 --slo-p99-e2e 10
     python -m batchsim plan --trace ../shared/traces/azure_llm_2023_conv.csv --speedup 10 --slo-p99-e2e 20 \\
         --gpus A100-80GB,H100-SXM,L4 --model llama-3-8b
 
-It searches GPU kind x servers x policy x batch limit (see
-``batchsim.teach.scenarios.capacity``) by simulating the traffic on each fleet it tries,
-and prints the cheapest configuration that meets the objective (in $/hour and $ per 1M
-output tokens), the Pareto front of cost against p99, and why each other candidate
-loses. The objectives are percentiles over requests: ``--slo-p99-e2e`` (end to end),
-``--slo-ttft`` (p99 time to the first token the user receives) and ``--slo-tpot``; a
-fleet that turns any request away never meets them. The simulations of each round run on
-Dask (``--scheduler``). An objective that no configuration meets is an error (exit 2)
-that names the closest one.
+It searches GPU kind x servers x policy x batch limit (batchsim.teach.scenarios.capacity)
+by simulating the traffic on each fleet it tries, and prints the cheapest configuration
+that meets the objective (in $/hour and $ per 1M output tokens), the Pareto front of cost
+against p99, and why each other candidate loses. The objectives are percentiles over requests: --slo-p99-e2e (end to end),
+--slo-ttft (p99 time to the first token the user receives) and --slo-tpot; a fleet
+that turns any request away never meets them (requests longer than the model's context
+excepted: no fleet serves those, and the plan says how many). The simulations of each
+round run on Dask (--scheduler). An objective that no configuration meets is an error
+(exit 2) that names the closest one.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ PLAN_REQUESTS = 2000
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     g = p.add_argument_group("objective (p99 over requests, in seconds; every request must be served)")
-    g.add_argument("--slo-p99-e2e", dest="slo_p99_e2e", type=float, default=None, help="p99 end-to-end latency")
-    g.add_argument("--slo-ttft", "--slo-p99-ttft", dest="slo_p99_ttft", type=float, default=None,
+    g.add_argument("--slo-p99-e2e", dest="slo_p99_e2e", type=float, default=None, metavar="S", help="p99 end-to-end latency")
+    g.add_argument("--slo-ttft", "--slo-p99-ttft", dest="slo_p99_ttft", type=float, default=None, metavar="S",
                    help="p99 time to the first token the user receives")
-    g.add_argument("--slo-tpot", "--slo-p99-tpot", dest="slo_p99_tpot", type=float, default=None,
+    g.add_argument("--slo-tpot", "--slo-p99-tpot", dest="slo_p99_tpot", type=float, default=None, metavar="S",
                    help="p99 time per output token")
     s = p.add_argument_group("search space")
     s.add_argument("--gpus", default=DEFAULT_GPUS, help=f"GPU kinds to consider (default {DEFAULT_GPUS}; the catalog "
