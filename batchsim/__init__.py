@@ -4,6 +4,9 @@ The taxi serves one request at a time; the bus carries many for the price of one
 trip. ``simulate`` runs a ``Workload`` through a batching ``Policy`` on a server
 whose steps take a ``StepTimeModel``; ``summarize`` turns the records into the
 figures people quote (throughput, TTFT, TPOT, E2E, goodput, utilisation, memory).
+``simulate(..., replicas=N, router=...)`` runs a fleet of such servers behind a router
+(``fleet_summaries`` gives the fleet's figures and each server's), and
+``records="summary"`` keeps sums and quantile sketches instead of every request.
 """
 
 from .core.arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
@@ -22,7 +25,10 @@ from .core.policies import (
     Taxi,
     make_policy,
 )
+from .core.fleet import fleet_summaries, replica_result
 from .core.records import Recorder, Records
+from .core.router import ROUTER_NAMES, Router, make_router
+from .core.sketch import QuantileSketch
 from .machine.roofline import RooflineStepTime
 from .machine.server import Server
 from .sim.simulator import SimResult, simulate
@@ -49,5 +55,6 @@ __all__ = [
     "Policy", "Recorder", "Records", "Request", "RushHour", "SLO", "SimResult", "Static", "Step",
     "StepOutcome", "StepTimeModel", "Taxi", "Trace", "Uniform", "Wait", "Workload", "format_table",
     "load_step_time", "make_policy", "make_workload", "parse_arrival", "parse_length", "read_trace",
-    "simulate", "summarize", "trace_workload",
+    "simulate", "summarize", "trace_workload", "fleet_summaries", "replica_result", "ROUTER_NAMES", "Router",
+    "make_router", "QuantileSketch",
 ]

@@ -247,7 +247,7 @@ happens to the wall.""",
             "implies a GPU costing $3,600 an hour,",
             "why $/1M tokens is the figure API providers quote.",
         ),
-        parameters="REQUESTS = 256  # the backlog served at each batch size",
+        parameters="REQUESTS = 256  # the backlog served at each batch size\nFLEET_REQUESTS = 600  # the traffic each fleet serves",
         cells=_std(
             "cost_ui(requests=REQUESTS)",
             """
@@ -263,6 +263,22 @@ now multiply: 10 requests/s x 3,600 s x $0.10 = $3,600 for one GPU-hour.""",
             """
 **Your turn.** Pick other GPUs (their catalog price comes with them), change the price, and move the
 batch size. Compare the saving from batching with the difference between GPUs.""",
+        ) + (
+            ("md", """
+## More buses, or bigger buses?
+
+When traffic grows, one answer is more GPUs behind a router (a *fleet*); another is bigger batches
+on the GPUs you have. Below, the same traffic meets three fleets: N GPUs each running batches of up
+to B, one GPU running batches of N x B (the same seats, one bus), and N taxis. Every GPU is paid by
+the hour, busy or idle. The router decides which GPU takes each request as it arrives:
+*least-loaded* picks the one holding the fewest requests, *least-kv* the one with the least KV cache
+in use, *round-robin* takes turns, *random* rolls a die. The right-hand chart shows how the router
+split the requests over the fleet."""),
+            ("code", "fleet_panel = widgets.fleet_ui(requests=FLEET_REQUESTS)\nfleet_panel"),
+            ("md", """
+**Your turn.** Move the number of GPUs and the batch per GPU, and compare the bill and the p99 of the
+fleet with the one big bus. Raise the arrival rate until the one GPU cannot keep up. Switch the
+router to random, then round-robin, and watch the split and the p99."""),
         ),
         questions=(
             "What price per GPU-hour do the claim's figures imply for the batched case (100 RPS at $0.01)? "
@@ -273,6 +289,10 @@ batch size. Compare the saving from batching with the difference between GPUs.""
             "These runs keep the GPU busy. What happens to $/request at 2 requests/s of real traffic (notebook 1)?",
             "An API charges $0.20 per million output tokens for an 8B model. With the numbers here, is that "
             "price above or below the cost of the GPU?",
+            "At 2 requests/s, four GPUs with batches of 8 against one GPU with batches of 32: which costs less per "
+            "token, and by how much? Is the one GPU's p99 much worse? At what arrival rate does that change?",
+            "With 4 GPUs at 2 requests/s, compare the four routers on p99; then at 16 requests/s. When does the "
+            "router matter, and why does least-kv do worst of all at the higher rate?",
         ),
     ),
     Notebook(

@@ -27,7 +27,7 @@ import sys
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
+from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
 
 from .plan import REALRUN_DEFAULTS, Plan, check_model_flags
 
@@ -87,6 +87,8 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
         g.add_argument("--no-speed-check", action="store_true",
                        help="predict with the profile as it was measured; by default a few profiled shapes are timed "
                             "again just before each policy's run and the prediction is scaled to the machine's speed of now")
+    if not calibration:  # run: a fleet of engines taking turns (compare measures one server)
+        add_flags(p.add_argument_group("fleet (several engines in this process, taking turns)"), FLEET_FLAGS)
     add_flags(p.add_argument_group("service-level objectives (for goodput)"), SLO_FLAGS)
     _add_output_args(p, "root folder for the figure, calibration and CSV records: they go to OUT/SCENARIO/ "
                         "(default out/realrun-COMMAND/, figure and calibration only)")

@@ -94,6 +94,10 @@ def _all_rejected(results: dict) -> int:
 # -- run ------------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace, plan: Plan) -> int:
+    if plan.fleet.replicas > 1:
+        from .fleet_command import run_fleet
+
+        return run_fleet(args, plan)
     notes = plan.notes
     lm = load(args)
     engine = None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed)

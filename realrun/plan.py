@@ -96,6 +96,7 @@ class Plan:
         if self.kv is not None:
             check_kv_tokens("kv-budget-tokens", self.kv)
         self.slo = slo_config(flags, d)
+        self.fleet = _fleet(flags, d, self.engine)
         self.seed = int(resolve("seed", flags, d) or 0)
         self.out = Path(args.out or "out") / self.name
         self.writes = bool(args.out) or args.command == "compare"  # run draws no figure; compare keeps its calibration
@@ -123,6 +124,17 @@ class Plan:
         if span * runs > LONG_REAL_RUN_S:
             print(f"realrun: note: this will take at least {_hours(span * runs)}: the arrivals span {_hours(span)} per "
                   f"policy ({runs} to measure); Ctrl-C stops it and keeps what was measured", file=sys.stderr)
+
+
+def _fleet(flags: dict, d: dict, engine: str):
+    """The fleet of engines to run (``run --replicas N``), checked against the engine chosen."""
+    from batchsim.core.config import FleetConfig
+
+    fleet = FleetConfig.from_flags(flags, d)
+    if fleet.replicas > 1 and engine == "hf-continuous":
+        raise ConfigError(f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs transformers' "
+                          "own scheduler thread, which does not take turns with another engine")
+    return fleet
 
 
 def _hours(s: float) -> str:

@@ -293,6 +293,36 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     v["l6.per_m_b128"] = _f(c128["cost_per_1m_tokens"], 2)
     v["cli.cost-10x"] = _cli(["run", "cost-10x"])
 
+    # lesson 6, a fleet (notebook 4's second panel): more buses or bigger buses
+    f, fig = lessons.fleet()
+    save(fig, "06-fleet.png")
+    many, big, taxis = (f["rows"][k] for k in f["rows"])
+    v["l6.fleet_table"] = "```\n" + f["table"] + "\n```"
+    v["l6.fleet_many_per_m"] = _f(many["cost_per_1m_tokens"], 2)
+    v["l6.fleet_big_per_m"] = _f(big["cost_per_1m_tokens"], 2)
+    v["l6.fleet_taxi_per_m"] = _f(taxis["cost_per_1m_tokens"], 2)
+    v["l6.fleet_many_p99"] = _f(many["p99_e2e"], 2)
+    v["l6.fleet_big_p99"] = _f(big["p99_e2e"], 2)
+    v["l6.fleet_taxi_p99_ttft"] = _f(taxis["p99_ttft"], 1)
+    v["l6.fleet_ratio"] = _f(many["cost_per_1m_tokens"] / big["cost_per_1m_tokens"], 1)
+    for rate in (2.0, 16.0):
+        for router in ("least-loaded", "least-kv", "round-robin", "random"):
+            r, _ = lessons.fleet(router=router, rate=rate)
+            row = next(iter(r["rows"].values()))
+            v[f"l6.fleet_{int(rate)}_{router}_e2e"] = _f(row["p99_e2e"], 2)
+            v[f"l6.fleet_{int(rate)}_{router}_ttft"] = _f(row["p99_ttft"], 2)
+    flip = None
+    for rate in (4.0, 8.0, 16.0, 32.0):
+        r, _ = lessons.fleet(rate=rate)
+        m, b1 = (r["rows"][k] for k in list(r["rows"])[:2])
+        if b1["p99_e2e"] > 1.5 * m["p99_e2e"]:
+            flip = rate
+            v["l6.fleet_flip_big_p99"] = _f(b1["p99_e2e"], 1)
+            v["l6.fleet_flip_many_p99"] = _f(m["p99_e2e"], 1)
+            break
+    v["l6.fleet_flip_rate"] = _f(flip, 0) if flip else "none of 4 to 32"
+    v["cli.fleet"] = _cli(["run", "fleet"])
+
     # lesson 8: a real day (notebook 8): the Azure trace when it is beside the repository
     s, fig = lessons.real_day(policy="continuous", max_batch=64)
     save(fig, "08-real-day.png")

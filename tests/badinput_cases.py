@@ -14,7 +14,7 @@ from badinput import Case
 # A small run: 20 requests (unless the case sets the extent), no figures, on the default GPU server.
 R = ("run", "--policy", "taxi,continuous", "--no-plots")
 J = (*R, "--json")
-_COMMANDS = ("run", "compare", "theory", "roofline", "sweep", "scenarios")
+_COMMANDS = ("run", "compare", "theory", "roofline", "sweep", "scenarios", "plan")
 
 
 def _extent(argv: tuple, tail) -> tuple:
@@ -65,7 +65,7 @@ BATCHSIM: list[Case] = [
     refuse("--duration 1e-9 (no arrivals)", ("--duration", "1e-9"), "duration", "1e-09"),
     refuse("--duration 1e7 (too big)", ("--duration", "1e7"), "run too large", "--duration", "--no-size-check"),
     refuse("--output-len 1e9", ("--output-len", "1000000000"), "output-len", "1000000000"),
-    refuse("--output-len 1e7 x 500 (too big)", ("--output-len", "10000000", "--requests", "500"), "run too large", "--output-len"),
+    refuse("--output-len 1e7 x 5000 (too big)", ("--output-len", "10000000", "--requests", "5000"), "run too large", "--output-len"),
     *_numbers("--seed", "seed", ["-1", "abc", "1.5"]),
     refuse("--requests with --duration", ("--requests", "50", "--duration", "3"), "--requests", "--duration", "50", "3"),
     # -- lengths ---------------------------------------------------------------------------
@@ -202,7 +202,22 @@ BATCHSIM: list[Case] = [
     refuse("sweep --jobs 0", ("sweep", "max_batch=1,2", "--jobs", "0", "--requests", "10", "--no-plots"), "jobs", "0"),
     refuse("sweep --jobs 100000", ("sweep", "max_batch=1,2", "--jobs", "100000", "--requests", "10", "--no-plots"), "jobs", "100000"),
     refuse("sweep --out at a file", ("sweep", "max_batch=1,2", "--out", "{f:a_file}", "--requests", "10"), "out", "a_file"),
+    # -- fleets, summary-only runs, schedulers, capacity plans -----------------------------------
+    *_numbers("--replicas", "replicas", ["0", "-1", "1.5", "abc", "100000"]),
+    refuse("--router unknown", ("--replicas", "2", "--router", "fastest"), "router", "fastest"),
+    refuse("--summary-only with --out", ("--summary-only", "--out", "{tmp}/o"), "--summary-only", "--out"),
+    refuse("sweep --scheduler nonsense", ("sweep", "max_batch=1,2", "--scheduler", "udp://x:1", "--requests", "10",
+                                          "--no-plots"), "scheduler", "udp://x:1"),
+    refuse("sweep replicas=0", ("sweep", "replicas=0,2", "--requests", "10", "--no-plots", "--jobs", "1"), "replicas", "0"),
+    refuse("plan without an objective", ("plan", "--rate", "5", "--requests", "20"), "plan needs an objective"),
+    refuse("plan with an unknown GPU", ("plan", "--rate", "5", "--requests", "20", "--slo-p99-e2e", "5", "--gpus", "V100"),
+           "gpus", "V100"),
+    refuse("plan with an SLO nothing meets", ("plan", "--rate", "5", "--requests", "40", "--slo-p99-e2e", "0.001",
+                                              "--gpus", "L4", "--policies", "taxi", "--max-replicas", "2",
+                                              "--scheduler", "none"), "no configuration meets", "closest"),
     # -- accepted: odd but meaningful input, run and checked ----------------------------------------
+    accept("a fleet of 3, least-kv", ("--replicas", "3", "--router", "least-kv")),
+    accept("summary only", ("--summary-only",)),
     accept("trace with a BOM", ("--trace", "{f:bom}")),
     accept("trace with CRLF lines", ("--trace", "{f:crlf}")),
     accept("trace token counts written 12.0", ("--trace", "{f:float_tokens}"), requests=2),

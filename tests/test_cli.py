@@ -225,7 +225,7 @@ def test_results_are_printed_before_a_failing_write(tmp_path, monkeypatch, capsy
 
 
 def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
-    import batchsim.teach.scenarios.base as base
+    import batchsim.teach.scenarios.execute as base  # where every scenario run calls simulate
 
     ran = []
     monkeypatch.setattr(base, "simulate", lambda *a, **k: ran.append(1))
@@ -235,7 +235,7 @@ def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
 
 
 def test_ctrl_c_prints_the_finished_runs_and_names_the_one_cut_short(tmp_path, monkeypatch, capsys):
-    import batchsim.teach.scenarios.base as base
+    import batchsim.teach.scenarios.execute as base  # where every scenario run calls simulate
 
     real = base.simulate
     calls = []
@@ -265,7 +265,7 @@ def test_staging_leaves_nothing_when_interrupted(tmp_path):
 
 
 def test_ctrl_c_in_a_sweep_prints_the_values_that_finished(monkeypatch, capsys):
-    import batchsim.teach.scenarios.base as base
+    import batchsim.teach.scenarios.execute as base  # where every scenario run calls simulate
 
     real, calls = base.simulate, []
 

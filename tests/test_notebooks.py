@@ -30,7 +30,7 @@ SMALL = {
     "01_why_batch.ipynb": {"REQUESTS": 120},
     "02_static_dynamic_continuous.ipynb": {"REQUESTS": 100, "SHOW": 20},
     "03_memory.ipynb": {"REQUESTS": 24},
-    "04_cost.ipynb": {"REQUESTS": 48},
+    "04_cost.ipynb": {"REQUESTS": 48, "FLEET_REQUESTS": 150},
     "05_roofline.ipynb": {},
     "06_theory.ipynb": {"REQUESTS": 300, "REPLICATIONS": 3},
     "07_predicted_vs_measured.ipynb": {"REQUESTS": 8},

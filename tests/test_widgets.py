@@ -29,6 +29,7 @@ SMALL = {
     "theory_vs_simulation": {"requests": 200, "replications": 3},
     "real_day": {"minutes": 0.5, "trace": "synthetic"},
     "prefill_stall": {"output_tokens": 120},
+    "fleet": {"requests": 200},
 }
 
 
@@ -110,6 +111,19 @@ def test_cost_panel_gpu_brings_its_price_and_a_smaller_batch_costs_more():
     assert panel.result[0]["price_per_hour"] == DEFAULT_CATALOG.gpu("H100-SXM").price_per_hour
     before, after = _changed(panel, max_batch=8)
     assert after["cost_per_request"] > 2 * before["cost_per_request"]
+    _same_as_direct_call(panel)
+
+
+def test_fleet_panel_more_gpus_cost_more_and_the_router_changes_the_split():
+    panel = widgets.fleet_ui(**SMALL["fleet"])
+    before, after = _changed(panel, replicas=2)
+    mine = lambda s: next(iter(s["rows"].values()))  # noqa: E731 - the fleet the sliders describe
+    assert mine(after)["replicas"] == 2 and mine(before)["replicas"] == 4
+    assert mine(after)["cost_total"] < mine(before)["cost_total"]
+    split = lambda s: [p["completed"] for p in next(iter(s["servers"].values()))]  # noqa: E731
+    before, after = _changed(panel, router="random")
+    assert split(before) == [100, 100]  # least-loaded, at light load: in turn
+    assert sum(split(after)) == 200 and split(after) != [100, 100]  # random: as the dice fall
     _same_as_direct_call(panel)
 
 

@@ -8,6 +8,7 @@ Commands:
     theory                 simulation against queueing theory, side by side
     roofline               why batching works: step time vs batch size on a GPU
     sweep PARAM=v1,v2,...  vary one knob, print the trade-off, plot it
+    plan                   the cheapest fleet (GPU kind x servers x policy) that meets a p99 objective
 
 Every knob is a flag; ``python -m batchsim run --help`` lists them. Bad input
 prints one line naming the field and the value, and exits with code 2.
@@ -27,7 +28,9 @@ import re
 import sys
 from pathlib import Path
 
-from .options import add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args
+from .options import (
+    add_fleet_args, add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args,
+)
 from ..core import rejections
 from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes
 from ..core.errors import ConfigError
@@ -43,6 +46,7 @@ _EXTERNAL = {
     "theory": ("batchsim.cli.theory", "simulation against queueing theory, side by side"),
     "roofline": ("batchsim.cli.roofline", "step time and tokens/s vs batch size on a GPU: why batching works"),
     "sweep": ("batchsim.cli.sweep", "vary one knob (max_batch=1,2,4,...) and plot the throughput-latency trade-off"),
+    "plan": ("batchsim.cli.capacity", "capacity planning: the cheapest GPUs x servers x policy that meets a p99 objective"),
     "doctor": ("batchsim.cli.doctor", "is this machine ready for class? notebooks, widgets, plotting, the trace"),
 }
 
@@ -61,6 +65,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     add_policy_args(p)
     add_server_args(p)
+    add_fleet_args(p)
     add_slo_args(p)
     add_output_args(p, "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
                        "(default: figures only, under out/SCENARIO/)")
@@ -87,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
             if e.name != module:
                 raise
             continue
-        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_))
+        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)  # the docstring's examples, as written
         mod.add_arguments(sp)
         sp.set_defaults(_module=mod)
     return p
@@ -125,6 +131,9 @@ def _json(report) -> dict:
     policies = report.config.get("policies", [])
     runs = [{"label": k, "policy": policies[i] if i < len(policies) else k, "summary": report.summaries[k],
              "rejections": rejections.counts(report.results[k].records.rejected)} for i, k in enumerate(labels)]
+    for r in runs:
+        if r["label"] in report.replica_summaries:
+            r["servers"] = report.replica_summaries[r["label"]]
     obj = {"scenario": report.name, "config": report.config, "runs": runs, "notes": report.notes,
            "figures": [str(f) for f in report.figures]}
     if len(runs) == 1:
@@ -184,6 +193,10 @@ def _run_scenario(args: argparse.Namespace) -> int:
         scenario = _CUSTOM
     else:
         scenario = _CUSTOM_GPU
+    if getattr(args, "summary_only", None):
+        if getattr(args, "out", None):
+            raise ConfigError(f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one of them")
+        args.no_plots = True  # a summary-only run keeps no per-request times to draw
     if _writes(args):
         check_out_dir(out_dir(args, scenario.name), "out")
     try:

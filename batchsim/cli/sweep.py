@@ -1,16 +1,19 @@
 """``python -m batchsim sweep PARAM=v1,v2,...``: turn one knob and watch the trade-off.
 
-Each value of the knob is a separate simulation of the same workload (same seed),
-run in parallel worker processes; the table has one line per value and policy, and
-the figure plots throughput against p99 latency, one curve per policy.
+Each value of the knob is a separate simulation of the same workload (same seed), run
+on a Dask cluster (``--scheduler``: a local one by default, an existing one, or none);
+the table has one line per value and policy, and the figure plots throughput against
+p99 latency, one curve per policy.
 
     python -m batchsim sweep max_batch=1,2,4,8,16,32,64
     python -m batchsim sweep rate=1,2,4,8 --policy taxi,continuous
     python -m batchsim sweep max_wait=0,0.05,0.2,1 --scenario rush-hour
+    python -m batchsim sweep replicas=1,2,4 --policy continuous --scheduler tcp://10.0.0.5:8786
 
 Knobs: any workload, policy or server flag, written with underscores (max_batch,
 max_wait, max_seqs, max_batched_tokens, block_size, rate, requests, prompt_len,
-output_len, seed, gpu, model, dtype, gpu_price, mem_util, kv_budget_tokens, step_time).
+output_len, seed, gpu, model, dtype, gpu_price, mem_util, kv_budget_tokens, step_time,
+replicas, router).
 Without --policy, a knob of one policy sweeps that policy (max_wait: dynamic;
 max_seqs: continuous; max_batch: static and dynamic); others sweep all four.
 """
@@ -18,19 +21,18 @@ max_seqs: continuous; max_batch: static and dynamic); others sweep all four.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import add_run_args
 from ..core import sizing
 from ..core.flags import check_conflicts, given
-from ..core.errors import ConfigError, check_at_most, check_int_at_least
+from ..core.errors import ConfigError
 from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
 from ..teach.scenarios.base import Interrupted, plan_runs, size_of
+from .tasks import worker_count, add_scheduler_args, check_scheduler, run_tasks
 
 __all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
 
@@ -43,6 +45,7 @@ SWEEPABLE: dict[str, tuple[str, type]] = {
     "arrival": ("arrival", str), "gpu": ("gpu", str), "model": ("sim_model", str), "dtype": ("sim_dtype", str),
     "gpu_price": ("gpu_price", float), "mem_util": ("mem_util", float), "kv_budget_tokens": ("kv_budget_tokens", int),
     "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float), "speedup": ("speedup", float),
+    "replicas": ("replicas", int), "router": ("router", str),
 }
 _POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs": "continuous",
                  "max_batched_tokens": "continuous", "block_size": "continuous"}
@@ -51,7 +54,7 @@ _POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="KNOB=v1,v2,... e.g. max_batch=1,2,4,8,16,32")
     p.add_argument("--scenario", default=None, help="take defaults (server, workload, policies) from this scenario")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU, at most one per value)")
+    add_scheduler_args(p)
     add_run_args(p)
 
 
@@ -114,13 +117,15 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
         runs = [Run(f"{label} {n}", n) for n in names]
         sizes.append(size_of(plan_runs(a, scenario, runs)))
         jobs.append((a, scenario, runs, label))
-    if args.jobs is not None:
-        check_int_at_least("jobs", args.jobs, 1)
-        check_at_most("jobs", args.jobs, 4 * (os.cpu_count() or 1), "four per CPU")
-    workers = min(len(jobs), args.jobs or os.cpu_count() or 1)
+    scheduler = check_scheduler(getattr(args, "scheduler", None))
+    workers = 1 if scheduler == "none" else worker_count(getattr(args, "jobs", None), len(jobs))
     if not getattr(args, "no_size_check", False):
         sizing.check(sizing.combined(sizes, workers), extent_flag="--duration" if getattr(args, "duration", None) else "--requests")
-    done = _run_jobs(jobs, workers)
+    where: list[str] = []
+    if workers == 1 and scheduler is None:
+        scheduler = "none"  # --jobs 1: here, one by one
+    done = run_tasks(_one, jobs, scheduler, getattr(args, "jobs", None), progress=getattr(args, "progress", None),
+                     desc=f"sweep of {knob}", notes=where)
     summaries: dict[str, dict] = {}
     for n in names:  # one block per policy, values in order: each block is one curve of the trade-off
         for _, s, _ in done:
@@ -130,6 +135,7 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
         for n in extra["notes"]:
             if not n.startswith("workload:") and n not in notes:
                 notes.append(n)
+    notes.extend(where)
     wl = done[0][2]["config"].get("workload", "") if done else ""
     notes.append(f"workload: {wl}" + (f" ({knob} varies)" if knob in ("rate", "requests", "seed", "arrival") else ""))
     cfg = {"sweep": {"param": knob, "values": values, "policies": names}, "workload": wl}
@@ -144,33 +150,6 @@ class SweepInterrupted(Exception):
     def __init__(self, summaries: dict, notes: list[str], cfg: dict, label: str) -> None:
         super().__init__(f"interrupted during {label}")
         self.summaries, self.notes, self.cfg, self.label = summaries, notes, cfg, label
-
-
-def _run_jobs(jobs: list, workers: int) -> list:
-    """Results in the jobs' order; on Ctrl-C, the leading ones that finished."""
-    done: list = []
-    if workers <= 1:
-        try:
-            for j in jobs:
-                r = _one(j)
-                if r is None:
-                    break
-                done.append(r)
-        except KeyboardInterrupt:
-            pass
-        return done
-    pool = ProcessPoolExecutor(max_workers=workers)
-    futures = [pool.submit(_one, j) for j in jobs]
-    try:
-        for f in futures:
-            r = f.result()
-            if r is None:
-                break
-            done.append(r)
-    except KeyboardInterrupt:
-        pass
-    pool.shutdown(wait=False, cancel_futures=True)
-    return done
 
 
 def run(args: argparse.Namespace) -> int:

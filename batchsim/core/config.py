@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from .arrivals import MAX_REQUESTS, ArrivalProcess, check_rate, parse_arrival
-from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_int_at_least, check_knob, check_positive, show
+from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_bool, check_choice, check_int_at_least, check_knob, check_nonneg, check_positive, show
 from .flags import resolve, trace_of
 from .lengths import LengthDist, parse_length
 from .metrics import SLO
@@ -29,7 +29,8 @@ from .policies import POLICY_NAMES
 from .workload import Workload
 
 __all__ = [
-    "WorkloadConfig", "PolicyConfig", "policy_names", "slo_config", "WORKLOAD_DEFAULTS", "POLICY_DEFAULTS",
+    "WorkloadConfig", "PolicyConfig", "FleetConfig", "policy_names", "slo_config", "WORKLOAD_DEFAULTS", "POLICY_DEFAULTS",
+    "FLEET_DEFAULTS",
     "MAX_SECONDS", "POLICY_NAMES",
 ]
 
@@ -184,6 +185,40 @@ def policy_names(spec: Any) -> list[str]:
         if n not in POLICY_NAMES:
             raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {n!r}")
     return names
+
+
+# --- the fleet ------------------------------------------------------------------------------
+
+FLEET_DEFAULTS = {"replicas": 1, "router": "least-loaded", "summary_only": False}
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """How many servers serve the run, behind which router; and whether it keeps only a summary.
+
+    The default router is least-loaded: it is what production load balancers in front of LLM
+    servers do, and round-robin, blind to a long answer holding a server, is the lesson's foil.
+    """
+
+    replicas: int = 1
+    router: str = "least-loaded"
+    summary_only: bool = False
+
+    def __post_init__(self) -> None:
+        from .fleet import check_replicas
+        from .router import ROUTER_NAMES
+
+        check_replicas(self.replicas)
+        check_choice("router", self.router, ROUTER_NAMES)
+        check_bool("summary_only", self.summary_only)
+
+    @classmethod
+    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "FleetConfig":
+        layers = (*layers, FLEET_DEFAULTS)
+        return cls(*(resolve(k, flags, *layers) for k in ("replicas", "router", "summary_only")))
+
+    def describe(self) -> str:
+        return "one server" if self.replicas == 1 else f"{self.replicas} servers behind a {self.router} router"
 
 
 def slo_config(flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> SLO:

@@ -13,7 +13,10 @@ back the step times a real run measured. Every executor has the same two duties:
   first repetition that ends at or after ``stop_at`` (the next arrival, when the step
   is interruptible); ``ends`` are the end times of the repetitions that ran;
 - ``wait_until(t)``: nothing to run until ``t`` (the simulator: nothing to do; the
-  wall clock: sleep).
+  wall clock: sleep);
+- ``release(finished)``: those requests are done (a real engine drops their cache rows);
+- optionally ``cut(k)``: keep only the first k repetitions of the step just run (the
+  simulator's: in a fleet, a request routed to this server ended its repeat early).
 
 Time as the policy sees it is *event time*: arrivals at their own times, the end of
 each step when it ended, the deadline it asked to be woken at. On the wall clock that
@@ -37,13 +40,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from .limits import ServerLimits, as_limits
 from .policies.base import Policy
 from .records import Recorder
+from .router import Router
 from .step import Step, Wait
 from .workload import Workload
 
@@ -67,81 +71,180 @@ class Executor(Protocol):
 @dataclass
 class Drive:
     """What ``drive`` hands back: the recorder, why it stopped early (None: it finished),
-    how many requests arrived, and each step as (decided at, step, start, ends) when traced."""
+    how many requests arrived, and each step as (decided at, step, start, ends) when traced
+    (a fleet's entries add the replica that ran it)."""
 
     recorder: Recorder
     stopped: str | None
     arrived: int
-    trace: list[tuple[float, Step, float, Sequence[float]]] | None = field(default=None, repr=False)
+    trace: list[tuple] | None = field(default=None, repr=False)
+    replicas: int = 1
+
+
+# A server's state between events: deciding what to run next, running a step, waiting, done.
+_DECIDE, _RUNNING, _WAITING, _DONE = 0, 1, 2, 3
 
 
 def drive(
     workload: Workload,
-    policy: Policy,
-    executor: Executor,
+    policy: Policy | Sequence[Policy],
+    executor: Executor | Sequence[Executor],
     limits: ServerLimits | int | None = None,
     progress: bool = False,
     desc: str = "serving",
     trace: bool = False,
+    router: Router | None = None,
+    recorder: Recorder | None = None,
 ) -> Drive:
-    """Serve ``workload`` with ``policy`` deciding and ``executor`` running (or pricing) each step."""
+    """Serve ``workload`` with ``policy`` deciding and ``executor`` running (or pricing) each step.
+
+    A fleet: a sequence of policies (one per server, each its own instance) and as many
+    executors, with a ``router`` that picks a server for each request as it arrives. A
+    single server is a fleet of one, run by the very same loop.
+
+    The loop handles events in time order: an arrival (routed, then handed to its server's
+    policy), a server's step ending, a server's wake-up deadline, a server deciding what to
+    run. At equal times arrivals come first, so a request arriving as a step ends is seen by
+    the next decision, as on a server that polls its queue between steps.
+
+    The repeat shortcut is cut at the first arrival *for that server*. A single server
+    knows it before the step runs (the next arrival; the executor stops there). In a fleet,
+    where the next arrival may go elsewhere, an executor that can cut a priced run after
+    the fact (``cut(k)``, the simulator's) is told when a routed arrival ends it; one that
+    cannot (the wall clock) stops at the next arrival to any server, which changes nothing
+    but where a run of identical steps is split (the shortcut is exact).
+    """
+    policies = [policy] if isinstance(policy, Policy) else list(policy)
+    executors = list(executor) if isinstance(executor, (list, tuple)) else [executor]
+    n_rep = len(policies)
+    if n_rep < 1 or len(executors) != n_rep:
+        raise ValueError(f"a fleet needs one executor per policy, got {n_rep} policies and {len(executors)} executors")
+    if len({id(p) for p in policies}) != n_rep:
+        raise ValueError("each server of a fleet needs its own policy instance (they hold a run's state)")
+    if n_rep > 1 and router is None:
+        raise ValueError("a fleet of several servers needs a router")
     limits = as_limits(limits)
-    rec = Recorder(workload)
-    policy.start(limits)
-    requests = workload.requests
-    arrivals = workload.arrivals.tolist()  # floats: cheaper to index than numpy scalars
-    n = len(requests)
+    rec = recorder if recorder is not None else Recorder(workload, replicas=n_rep)
+    for p in policies:
+        p.start(limits)
+    if router is not None:
+        router.start(n_rep)
+    fleet = n_rep > 1
+    lazy = [fleet and callable(getattr(ex, "cut", None)) for ex in executors]
+    request = workload.request
+    arrival = workload.arrivals.item  # a float at a time: no list of a million floats
+    n = len(workload)
+    last_arrival = arrival(n - 1) if n else 0.0
     steps: list | None = [] if trace else None
+    bar = _bar(progress, n, f"{desc} {policies[0].name}" + (f" x{n_rep}" if fleet else ""))
+    clock = executors[0]  # on the wall clock every executor shares one clock; this one sleeps for all
+
+    inf = math.inf
+    state = [_DECIDE] * n_rep
+    t_ev = [0.0] * n_rep  # when each server's next event happens
+    outstanding = [0] * n_rep  # requests routed to each server, not yet finished or rejected
+    running: list = [None] * n_rep  # (decided at, step, start, ends, cuttable) of the step each one runs
     nxt = 0
-    closed = False
-    bar = _bar(progress, n, f"{desc} {policy.name}")
-
-    def deliver(t: float) -> None:
-        """Hand the policy every request that has arrived by ``t``, each at its own time."""
-        nonlocal nxt, closed
-        while nxt < n and arrivals[nxt] <= t:
-            reason = policy.on_arrival(requests[nxt], arrivals[nxt])
-            if reason is not None:
-                rec.reject(requests[nxt].id, reason)
-                if bar is not None:
-                    bar.update(1)
-            nxt += 1
-        if nxt == n and not closed:
-            policy.close(arrivals[-1] if n else 0.0)
-            closed = True
-
+    horizon = 0.0  # the latest time any event so far has reached (the wall clock sleeps only past it)
     stopped: str | None = None
-    t = 0.0
+
+    closed = False
+
+    def close(t: float) -> None:
+        nonlocal closed
+        closed = True
+        for i, p in enumerate(policies):
+            p.close(t)
+            if fleet and state[i] == _WAITING:
+                state[i], t_ev[i] = _DECIDE, t  # its decision may change now that nobody else is coming
+
+    next_a = arrival(0) if n else inf  # the next arrival's time
+    if not n:
+        close(0.0)
     try:
-        deliver(t)
         while True:
-            action = policy.next_action(t)
+            if fleet:
+                te = min(t_ev)
+                i = t_ev.index(te)
+            else:
+                i, te = 0, t_ev[0]
+            if next_a <= te and nxt < n:
+                # -- an arrival: route it and hand it to that server's policy, at its own time
+                a = next_a
+                if a > horizon:
+                    clock.wait_until(a)
+                    horizon = a
+                r = 0
+                if fleet:
+                    r = router.choose(outstanding, policies)
+                    rec.route(nxt, r)
+                reason = policies[r].on_arrival(request(nxt), a)
+                if reason is not None:
+                    rec.reject(nxt, reason)
+                    if bar is not None:
+                        bar.update(1)
+                else:
+                    outstanding[r] += 1
+                s_r = state[r]
+                if s_r == _WAITING:
+                    state[r], t_ev[r] = _DECIDE, a
+                elif s_r == _RUNNING and running[r][4]:
+                    _cut(running, r, a, t_ev, executors[r])
+                nxt += 1
+                if nxt == n:
+                    next_a = inf
+                    close(last_arrival)
+                else:
+                    next_a = arrival(nxt)
+                continue
+            if te == inf:
+                break  # every server is done (a stall raises at the Wait that causes it)
+            if te > horizon:
+                clock.wait_until(te)
+                horizon = te
+            s_i = state[i]
+            if s_i == _RUNNING:
+                # -- a step ends: the policy accounts for it, the recorder logs it
+                decided, step, t_start, ends, _ = running[i]
+                running[i] = None
+                pol = policies[i]
+                outcome = pol.on_step_end(step, len(ends), te)
+                finished = outcome.finished
+                executors[i].release(finished)
+                rec.step(step, t_start, ends, outcome, i)
+                if steps is not None:
+                    steps.append((decided, step, t_start, ends) + ((i,) if fleet else ()))
+                if finished:
+                    outstanding[i] -= len(finished)
+                    if bar is not None:
+                        bar.update(len(finished))
+                state[i] = _DECIDE
+                continue
+            if s_i == _WAITING:
+                state[i] = _DECIDE  # its deadline: decide again
+                continue
+            # -- a server decides what to run now
+            pol = policies[i]
+            action = pol.next_action(te)
             if isinstance(action, Wait):
-                if closed and policy.idle:
-                    break
-                wake = arrivals[nxt] if nxt < n else math.inf
-                if action.until is not None:
-                    wake = min(wake, action.until)
-                if wake == math.inf:
-                    raise RuntimeError(f"{policy.name}: waits with no deadline and no arrival to come, but is not idle")
-                wake = max(wake, t)
-                executor.wait_until(wake)
-                t = wake
-                deliver(t)
+                if closed and pol.idle:
+                    state[i], t_ev[i] = _DONE, inf
+                    continue
+                wake = inf if action.until is None else max(action.until, te)
+                if wake == inf and nxt == n:
+                    raise RuntimeError(f"{pol.name}: waits with no deadline and no arrival to come, but is not idle")
+                state[i], t_ev[i] = _WAITING, wake
                 continue
             step = action
-            stop_at = arrivals[nxt] if (step.interruptible and step.repeat > 1 and nxt < n) else None
-            t_start, ends = executor.run(step, t, stop_at)
-            t_end = float(ends[-1])
-            deliver(t_end)  # requests that arrived during the step queue at their own times
-            outcome = policy.on_step_end(step, len(ends), t_end)
-            executor.release(outcome.finished)
-            rec.step(step, t_start, ends, outcome)
-            if steps is not None:
-                steps.append((t, step, t_start, ends))
-            if bar is not None and outcome.finished:
-                bar.update(len(outcome.finished))
-            t = t_end
+            repeats = step.interruptible and step.repeat > 1 and nxt < n
+            cuttable = repeats and lazy[i]
+            stop_at = next_a if repeats and not cuttable else None
+            t_start, ends = executors[i].run(step, te, stop_at)
+            end = float(ends[-1])
+            if end > horizon:
+                horizon = end
+            running[i] = (te, step, t_start, ends, cuttable)
+            state[i], t_ev[i] = _RUNNING, end
     except KeyboardInterrupt:
         stopped = INTERRUPTED
     except StopRun as e:
@@ -152,7 +255,19 @@ def drive(
     if stopped is not None:
         # Keep what was measured; every request not finished is accounted for, with the reason.
         rec.reject_unfinished(stopped, arrived=nxt)
-    return Drive(rec, stopped, nxt, steps)
+    return Drive(rec, stopped, nxt, steps, n_rep)
+
+
+def _cut(running: list, r: int, a: float, t_ev: list, executor) -> None:
+    """An arrival at ``a`` routed to server ``r`` ends its repeated step at the first boundary at
+    or after ``a``: exactly where a single server would have stopped it."""
+    decided, step, t_start, ends, _ = running[r]
+    k = int(np.searchsorted(ends, a, side="left")) + 1
+    if k < len(ends):
+        ends = ends[:k]
+        executor.cut(k)
+        t_ev[r] = float(ends[-1])
+    running[r] = (decided, step, t_start, ends, False)
 
 
 def _bar(progress: bool, n: int, desc: str):
@@ -163,43 +278,4 @@ def _bar(progress: bool, n: int, desc: str):
     return tqdm(total=n, desc=desc, unit="req", leave=False)
 
 
-class WallExecutor:
-    """The wall clock's executor: an engine runs each step, ``clock`` times it.
-
-    ``engine.execute(step, should_stop) -> (start, ends)`` runs up to ``step.repeat`` passes
-    and calls ``should_stop()`` after each (realrun's engines do); ``engine.release(ids)`` drops
-    finished requests. Times are seconds since ``start()``. ``stop_errors``: exception types
-    that end the run cleanly (a GPU out of memory), each turned into ``StopRun`` with a reason
-    from ``explain(error, step)``.
-    """
-
-    def __init__(
-        self,
-        engine,
-        clock: Callable[[], float],
-        sleep: Callable[[float], None],
-        stop_errors: tuple[type[BaseException], ...] = (),
-        explain: Callable[[BaseException, Step], str] | None = None,
-    ) -> None:
-        self.engine, self.clock, self.sleep = engine, clock, sleep
-        self.stop_errors, self.explain = stop_errors, explain
-        self.t0 = clock()
-
-    def now(self) -> float:
-        return self.clock() - self.t0
-
-    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
-        should_stop = None if stop_at is None else (lambda: self.now() >= stop_at)
-        try:
-            t_start, ends = self.engine.execute(step, should_stop)
-        except self.stop_errors as e:
-            raise StopRun(self.explain(e, step) if self.explain else f"stopped: {e}") from e
-        return t_start - self.t0, np.asarray(ends, dtype=np.float64) - self.t0
-
-    def wait_until(self, t: float) -> None:
-        delay = t - self.now()
-        if delay > 0:
-            self.sleep(delay)
-
-    def release(self, finished: tuple[int, ...]) -> None:
-        self.engine.release(finished)
+from .wallclock import WallExecutor  # noqa: E402 - re-exported: the wall clock's executor

@@ -23,7 +23,7 @@ from .policies import POLICY_NAMES
 
 __all__ = [
     "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "check_conflicts", "ignored_knob_notes",
-    "trace_of", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS",
+    "trace_of", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "FLEET_FLAGS", "RECORDS_FLAGS",
 ]
 
 
@@ -78,6 +78,17 @@ POLICY_FLAGS = (
     Flag("--block-size", "block_size", int, "continuous: KV block size in tokens (default 16)"),
     Flag("--chunked-prefill", "chunked_prefill", action=argparse.BooleanOptionalAction,
          help="continuous: split long prompts across steps (--no-chunked-prefill: admit a prompt whole or not at all)"),
+)
+FLEET_FLAGS = (
+    Flag("--replicas", "replicas", int, "servers in the fleet, each with its own policy and KV cache (default 1); "
+         "the bill is replicas x $/hour"),
+    Flag("--router", "router", str, "with --replicas > 1: which server takes each arrival: least-loaded (default: "
+         "fewest requests held), least-kv (least KV cache in use), round-robin or random"),
+)
+RECORDS_FLAGS = (
+    Flag("--summary-only", "summary_only", action="store_true",
+         help="keep sums and quantile sketches (p99 within 0.5 %%) instead of every request: ten million "
+              "requests in constant memory; no records or figures"),
 )
 SLO_FLAGS = (
     Flag("--slo-ttft", "slo_ttft", float, "seconds to first token"),

@@ -94,7 +94,12 @@ def streams_by_default(policy: str) -> bool:
 
 
 def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
+    """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
     r = result.records
+    if r.summary_only:
+        from .stream_summary import summarize_stream
+
+        return summarize_stream(result, slo, streaming)
     done = r.completed_mask
     rejected = r.rejected_mask
     arrived = len(r)
@@ -115,15 +120,8 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
         tpot = ((r.finish - r.first_token) / (r.tokens - 1))[multi]
     gaps = int((r.tokens[done] - 1).sum())
     gap_time = float((r.last_token - r.first_token)[done].sum())
-    steps = r.steps
-    reps = steps["repeat"]
-    busy = float(steps["duration"].sum())
-    total_reps = int(reps.sum())
-    sizes = steps["batch_size"]
-    hist: dict[int, int] = {}
-    if total_reps:
-        u, inv = np.unique(sizes, return_inverse=True)
-        hist = {int(k): int(c) for k, c in zip(u, np.bincount(inv, weights=reps).astype(int))}
+    totals = r.step_totals()
+    busy, total_reps = totals.busy, totals.reps
     s: dict = {
         "arrived": arrived,
         "completed": completed,
@@ -144,16 +142,17 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
     s.update(latency_stats("e2e", e2e))
     s.update(latency_stats("queue_wait", wait))
     s.update({
-        "busy_fraction": busy / makespan if makespan > 0 else 0.0,
+        "busy_fraction": busy / (makespan * result.replicas) if makespan > 0 else 0.0,
         "steps": total_reps,
         "mean_step_time": busy / total_reps if total_reps else None,
-        "mean_batch_size": float((sizes * reps).sum() / total_reps) if total_reps else 0.0,
-        "max_batch_size": int(sizes.max()) if len(sizes) else 0,
-        "batch_size_hist": hist,
-        "padded_row_fraction": float((steps["padded_rows"] * reps).sum() / max(1, (steps["decode_rows"] * reps).sum())),
+        "mean_batch_size": float(totals.batch_reps / total_reps) if total_reps else 0.0,
+        "max_batch_size": totals.max_batch,
+        "batch_size_hist": dict(sorted(totals.batch_hist.items())),
+        "padded_row_fraction": float(totals.padded_reps / max(1, totals.decode_reps)),
         "kv_peak_tokens": int(result.kv_peak_tokens),
         "kv_budget_tokens": result.kv_budget_tokens,
         "preemptions": int(result.preemptions),
+        "replicas": int(result.replicas),
     })
     if slo is not None and slo.any:
         ok = np.ones(completed, dtype=bool)
@@ -178,6 +177,7 @@ SUMMARY_KEYS = (
 
 # How each column is shown: (header, key, format, scale)
 _COLUMNS = {
+    "replicas": ("servers", "{:.0f}", 1),
     "completed": ("done", "{:.0f}", 1),
     "rejected": ("rej", "{:.0f}", 1),
     "request_throughput": ("req/s", "{:.2f}", 1),

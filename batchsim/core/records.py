@@ -21,18 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .fold import fold_events
 from .step import Step, StepOutcome
+from .steplog import CHUNK, STEP_FIELDS, StepLog, StepTotals
 from .workload import Workload
 
-__all__ = ["Records", "Recorder", "SimResult", "STEP_FIELDS", "REQUEST_FIELDS"]
+__all__ = ["Records", "Recorder", "SimResult", "STEP_FIELDS", "REQUEST_FIELDS", "fold_events", "FOLD_ROWS"]
 
 REQUEST_FIELDS = (
     "id", "arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
     "tokens", "preemptions", "itl_mean", "itl_max", "rejected",
-)
-STEP_FIELDS = (
-    "start", "duration", "repeat", "batch_size", "prompt_tokens", "decode_rows", "padded_rows",
-    "kv_in_use", "preempted",
 )
 
 
@@ -52,9 +50,61 @@ class Records:
     itl_max: np.ndarray
     rejected: list[str | None]
     steps: dict[str, np.ndarray]
+    replica: np.ndarray | None = None  # a fleet's: which server each request was routed to
+    totals_by_replica: list[StepTotals] | None = field(default=None, repr=False)  # a log kept as totals only
 
     def __len__(self) -> int:
         return len(self.arrival)
+
+    @property
+    def completed(self) -> int:
+        return int(np.count_nonzero(~np.isnan(self.finish)))
+
+    @property
+    def summary_only(self) -> bool:
+        return False
+
+    @property
+    def last_arrival(self) -> float | None:
+        return float(self.arrival[-1]) if len(self.arrival) else None
+
+    def last_finish(self) -> float | None:
+        return float(np.nanmax(self.finish)) if self.completed else None
+
+    def last_step_end(self) -> float | None:
+        """When the last step ended (None: no step ran)."""
+        if self.totals_by_replica is not None:
+            ends = [t.last_end for t in self.totals_by_replica if t.last_end is not None]
+            return max(ends) if ends else None
+        st = self.steps
+        if not len(st["start"]):
+            return None
+        if "replica" in st:  # a fleet's servers overlap: the last row is not the last to end
+            return float((st["start"] + st["duration"]).max())
+        return float(st["start"][-1] + st["duration"][-1])
+
+    def step_totals(self) -> StepTotals:
+        """The step log's sums (for the summary), from the kept log or from the totals kept instead."""
+        if self.totals_by_replica is not None:
+            t = StepTotals()
+            for x in self.totals_by_replica:
+                t = t.merged(x)
+            return t
+        return StepTotals.of(self.steps)
+
+    def for_replica(self, i: int) -> "Records":
+        """One server's share of a fleet's records: its requests (renumbered in order) and its steps."""
+        if self.replica is None:
+            if i != 0:
+                raise IndexError(f"replica {i} of a single server")
+            return self
+        mine = self.replica == i
+        ids = np.flatnonzero(mine)
+        steps = {k: v[self.steps["replica"] == i] for k, v in self.steps.items() if k != "replica"}
+        r = Records(*(getattr(self, k)[ids] for k in _PER_REQUEST), [self.rejected[j] for j in ids.tolist()], steps)
+        if self.totals_by_replica is not None:
+            r.totals_by_replica = [self.totals_by_replica[i]]
+        return r
 
     @property
     def completed_mask(self) -> np.ndarray:
@@ -87,6 +137,8 @@ class Records:
                 "itl_max": _f(self.itl_max[i]),
                 "rejected": self.rejected[i],
             })
+            if self.replica is not None:
+                rows[-1]["replica"] = int(self.replica[i])
         return rows
 
     def write_csv(self, directory: str | Path, prefix: str = "") -> tuple[Path, Path]:
@@ -94,117 +146,117 @@ class Records:
         d.mkdir(parents=True, exist_ok=True)
         req_path, step_path = d / f"{prefix}requests.csv", d / f"{prefix}steps.csv"
         with req_path.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=REQUEST_FIELDS)
+            w = csv.DictWriter(fh, fieldnames=REQUEST_FIELDS + (("replica",) if self.replica is not None else ()))
             w.writeheader()
             w.writerows(self.request_rows())
         with step_path.open("w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(STEP_FIELDS)
-            w.writerows(zip(*(self.steps[k].tolist() for k in STEP_FIELDS)))
+            fields = [k for k in (*STEP_FIELDS, "replica") if k in self.steps]
+            w.writerow(fields)
+            w.writerows(zip(*(self.steps[k].tolist() for k in fields)))
         return req_path, step_path
 
     def to_json(self) -> str:
         return json.dumps({"requests": self.request_rows(), "steps": {k: v.tolist() for k, v in self.steps.items()}})
 
 
+_PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "tokens",
+                "preemptions", "itl_max")
+
+
 def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
-class Recorder:
-    """Fed by a driver as a run goes; ``records()`` hands out the finished logbook."""
+#: Token rows buffered before they are folded into the per-request arrays.
+FOLD_ROWS = 1 << 16
 
-    def __init__(self, workload: Workload) -> None:
+
+class Recorder:
+    """Fed by a driver as a run goes; ``records()`` hands out the finished logbook.
+
+    Token events are folded into the per-request arrays every ``fold_rows`` rows, so the
+    buffer stays bounded however long the run; ``steps``: "keep" the step log, or keep only
+    its "summary" (totals); ``steps_path`` also streams it to a CSV file. ``replicas`` > 1:
+    a fleet, whose steps and requests carry the replica that served them.
+    """
+
+    def __init__(self, workload: Workload, fold_rows: int = FOLD_ROWS, steps: str = "keep",
+                 steps_path: str | Path | None = None, replicas: int = 1, step_chunk: int = CHUNK) -> None:
         n = len(workload)
         self.arrival = workload.arrivals
         self.prompt_tokens = workload.prompt_tokens
         self.output_tokens = workload.output_tokens
         nan = np.full(n, np.nan)
         self.start, self.first_token, self.finish, self.last_token = nan.copy(), nan.copy(), nan.copy(), nan.copy()
-        self.itl_max = nan.copy()
+        self.itl_max = nan
         self.tokens = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.rejected: list[str | None] = [None] * n
-        self._steps: list[tuple] = []
-        self._events: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
+        self.replica = np.zeros(n, dtype=np.int16) if replicas > 1 else None
+        self.fold_rows = fold_rows
+        self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk)
+        self._rows = self.log.rows  # the log's list of rows not yet packed, appended to directly
+        self._events: list[tuple] = []
+        self._buffered = 0
 
     def reject(self, request_id: int, reason: str) -> None:
         self.rejected[request_id] = reason
 
+    def route(self, request_id: int, replica: int) -> None:
+        self.replica[request_id] = replica
+
     def reject_unfinished(self, reason: str, arrived: int | None = None) -> None:
         """After a run stopped early: reject, with the reason, every request neither finished nor
         rejected, so the conservation check still holds (requests ``>= arrived`` never arrived)."""
-        finish = self.records().finish
-        for i in np.flatnonzero(np.isnan(finish)).tolist():
+        for i in np.flatnonzero(np.isnan(self.finish)).tolist():
             if self.rejected[i] is None:
                 self.rejected[i] = reason if arrived is None or i < arrived else f"{reason} (never arrived)"
 
-    def step(self, step: Step, t_start: float, ends: np.ndarray, outcome: StepOutcome) -> None:
+    def step(self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0) -> None:
         """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``."""
-        m = len(ends)
-        start = self.start
-        for c in step.prefill:
-            if start[c.request_id] != start[c.request_id]:  # NaN: first time this request is served
-                start[c.request_id] = t_start
+        prefill = step.prefill
+        prompt = step.prefill_padding
+        if prefill:
+            start = self.start
+            for c in prefill:
+                rid = c.request_id
+                if start[rid] != start[rid]:  # NaN: first time this request is served
+                    start[rid] = t_start
+                prompt += c.length
         if step.preempted:
             np.add.at(self.preemptions, np.asarray(step.preempted, dtype=np.int64), 1)
-        if len(outcome.token_ids):
-            # Token bookkeeping is deferred: a list append here, one vectorised pass in records().
-            self._events.append((outcome.token_ids, outcome.token_counts, ends, t_start))
+        ids = outcome.token_ids
+        if len(ids):
+            # Token bookkeeping is deferred: a list append here, one vectorised pass per chunk.
+            self._events.append((ids, outcome.token_counts, ends, t_start))
+            self._buffered += len(ids) + len(ends)  # rows and step ends: both are kept until the fold
+            if self._buffered >= self.fold_rows:
+                self._fold()
+        t_end = float(ends[-1])
         if outcome.finished:
-            self.finish[np.asarray(outcome.finished, dtype=np.int64)] = ends[-1]
-        self._steps.append((
-            t_start, float(ends[-1] - t_start), m, step.batch_size, step.prefill_tokens,
-            len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted),
-        ))
+            self.finish[list(outcome.finished)] = t_end
+        row = (t_start, t_end - t_start, len(ends), len(prefill) + len(step.decode), prompt,
+               len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted))
+        rows = self._rows
+        rows.append(row if self.replica is None else row + (replica,))
+        if len(rows) >= self.log.chunk:
+            self.log.pack()
 
-    def _fold_events(self) -> None:
-        """Fold the buffered token events into the per-request arrays, all in numpy.
-
-        Each event says: row ``id`` produced ``c`` tokens, one at the end of each of the first
-        c repetitions of a run whose repetitions ended at ``ends``. So its first token is at
-        ends[0], its last at ends[c-1], and the gaps inside the run are the step durations
-        2..c. The gap before its first token is the distance from the same request's previous
-        event. Events are in time order, so a stable sort by id keeps each request's in order.
-        """
-        if not self._events:
-            return
-        ev, self._events = self._events, []
-        ids = np.concatenate([e[0] for e in ev])
-        counts = np.concatenate([e[1] for e in ev])
-        lens = np.fromiter((len(e[0]) for e in ev), dtype=np.int64, count=len(ev))
-        m = np.fromiter((len(e[2]) for e in ev), dtype=np.int64, count=len(ev))
-        ends = np.concatenate([e[2] for e in ev])
-        prev_end = np.concatenate([np.concatenate(([e[3]], e[2][:-1])) for e in ev])
-        durs = np.append(ends - prev_end, np.nan)  # one spare slot keeps reduceat's indices in range
-        off = np.repeat(np.cumsum(m) - m, lens)  # where each event's run starts in `ends`
-        first = ends[off]
-        last = ends[off + counts - 1]
-        inner = np.full(len(ids), np.nan)
-        multi = counts > 1
-        if multi.any():
-            lo, hi = off[multi] + 1, off[multi] + counts[multi]
-            inner[multi] = np.maximum.reduceat(durs, np.column_stack([lo, hi]).ravel())[::2]
-        order = np.argsort(ids, kind="stable")
-        ids, counts, first, last, inner = ids[order], counts[order], first[order], last[order], inner[order]
-        same = np.zeros(len(ids), dtype=bool)
-        same[1:] = ids[1:] == ids[:-1]
-        before = np.where(same, first - np.roll(last, 1), first - self.last_token[ids])  # NaN if no earlier token
-        gap = np.fmax(inner, before)
-        np.fmax.at(self.itl_max, ids, gap)
-        np.fmin.at(self.first_token, ids, first)
-        np.fmax.at(self.last_token, ids, last)
-        np.add.at(self.tokens, ids, counts)
+    def _fold(self) -> None:
+        ev, self._events, self._buffered = self._events, [], 0
+        fold_events(ev, self.first_token, self.last_token, self.itl_max, self.tokens)
 
     def records(self) -> Records:
-        self._fold_events()
-        cols = list(zip(*self._steps)) if self._steps else [()] * len(STEP_FIELDS)
-        dtypes = (float, float, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64)
-        steps = {k: np.asarray(c, dtype=t) for k, c, t in zip(STEP_FIELDS, cols, dtypes)}
-        return Records(
+        self._fold()
+        self.log.close()
+        r = Records(
             self.arrival, self.prompt_tokens, self.output_tokens, self.start, self.first_token, self.finish,
-            self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, steps,
+            self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, self.log.arrays(), self.replica,
         )
+        if not self.log.keep:
+            r.totals_by_replica = self.log.totals
+        return r
 
 
 @dataclass
@@ -219,14 +271,16 @@ class SimResult:
     preemptions: int
     workload: str = ""
     meta: dict = field(default_factory=dict)
+    replicas: int = 1  # servers in the fleet that ran it (each with its own policy and KV cache)
 
     @property
     def makespan(self) -> float:
-        """From time 0 (the first arrival) until the last request finished or was turned away."""
+        """From time 0 (the first arrival) until the last request finished or was turned away.
+
+        One server of a fleet is rented for the fleet's whole run: its result says so in
+        ``meta["rented_until"]``."""
+        if self.meta.get("rented_until") is not None:
+            return float(self.meta["rented_until"])
         r = self.records
-        ends = [np.nanmax(r.finish)] if r.completed_mask.any() else []
-        if len(r.arrival):
-            ends.append(float(r.arrival[-1]))
-        if len(r.steps["start"]):
-            ends.append(float(r.steps["start"][-1] + r.steps["duration"][-1]))
+        ends = [t for t in (r.last_finish(), r.last_arrival, r.last_step_end()) if t is not None]
         return float(max(ends)) if ends else 0.0

@@ -14,7 +14,7 @@ It reads only the reasons, so it works for any reason either clock writes.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Mapping
 
 __all__ = ["group", "lines", "counts", "all_rejected"]
 
@@ -28,16 +28,21 @@ def _value(text: str) -> float:
         return 0.0
 
 
-def group(reasons: Iterable[str | None]) -> list[tuple[int, str]]:
+def _tally(reasons: Iterable[str | None] | Mapping[str, int]):
+    """(reason, how many) pairs: from one reason per request, or from a summary-only run's counts."""
+    if isinstance(reasons, Mapping):
+        return reasons.items()
+    return ((r, 1) for r in reasons if r is not None)
+
+
+def group(reasons: Iterable[str | None] | Mapping[str, int]) -> list[tuple[int, str]]:
     """(count, reason with its varying numbers shown as ranges), largest group first."""
     groups: dict[str, list] = {}
-    for r in reasons:
-        if r is None:
-            continue
+    for r, k in _tally(reasons):
         key = _NUMBER.sub("#", r)
         nums = _NUMBER.findall(r)
         g = groups.setdefault(key, [0, [[] for _ in nums]])
-        g[0] += 1
+        g[0] += k
         for slot, n in zip(g[1], nums):
             slot.append(n)
     out = []
@@ -68,10 +73,10 @@ def lines(results: dict) -> list[str]:
             continue
         total = sum(n for n, _ in grouped)
         why = "; ".join(f"{n} {text}" for n, text in grouped)
-        out.append(f"{label}: {total} of {len(reasons)} rejected: {why}")
+        out.append(f"{label}: {total} of {len(res.records)} rejected: {why}")
     return out
 
 
 def all_rejected(results: dict) -> bool:
     """True when no run served a single request (a misconfiguration, not a result)."""
-    return bool(results) and all(len(r.records) and not r.records.completed_mask.any() for r in results.values())
+    return bool(results) and all(len(r.records) and not r.records.completed for r in results.values())

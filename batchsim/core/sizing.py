@@ -6,11 +6,14 @@ or runs for days. ``estimate`` sizes a run from what is known before any work (t
 request count or duration x rate, the mean lengths, the number of policies) with
 costs measured on this simulator (``bench/`` style, 2-core VM, 2026):
 
-- about 6 KB of memory per request while a policy runs, and 2 KB per request kept
-  for each finished policy's records;
-- up to 48 bytes per output token (a run of decode steps keeps each step's end time;
-  the worst case, one row per step, is the taxi's);
-- about 120 microseconds per request per policy, and 0.1 microsecond per output token.
+- about 400 bytes of memory per request while a policy runs (the workload's arrays, the
+  records' arrays, two steps of step log; token events are folded in bounded chunks),
+  40 in a summary-only run, and 250 per request kept for each finished policy's records;
+- 48 bytes per token of one answer (a run of decode steps is priced as arrays of that
+  many step times, a few at once);
+- about 60 microseconds per request per policy, and 0.1 microsecond per output token
+  (the taxi's worst case: one row per step).
+(``bench/sim_speed.py`` prints the measured figures.)
 
 ``check`` refuses a run whose estimate passes 80 % of this machine's memory or an hour
 of work, with one line that says which flag to change and that ``--no-size-check``
@@ -30,10 +33,11 @@ __all__ = ["Size", "estimate", "combined", "check", "machine_memory", "OVERRIDE_
 OVERRIDE_FLAG = "--no-size-check"
 #: The longest a run may be estimated to take before it is refused (an hour).
 LIMIT_SECONDS = 3600.0
-_BYTES_PER_REQUEST_RUNNING = 6_000
-_BYTES_PER_REQUEST_KEPT = 2_000
+_BYTES_PER_REQUEST_RUNNING = 400
+_BYTES_PER_REQUEST_SUMMARY = 40
+_BYTES_PER_REQUEST_KEPT = 250
 _BYTES_PER_TOKEN = 48
-_SECONDS_PER_REQUEST = 1.2e-4
+_SECONDS_PER_REQUEST = 6e-5
 _SECONDS_PER_TOKEN = 1e-7
 
 
@@ -78,11 +82,12 @@ def _duration(s: float) -> str:
     return f"{s:,.0f} s"
 
 
-def estimate(requests: float, mean_output_tokens: float, runs: int = 1) -> Size:
+def estimate(requests: float, mean_output_tokens: float, runs: int = 1, summary_only: bool = False) -> Size:
     """The size of ``runs`` simulations of one workload, kept together as a report keeps them."""
     tokens = requests * mean_output_tokens
-    running = requests * _BYTES_PER_REQUEST_RUNNING + tokens * _BYTES_PER_TOKEN
-    kept = (runs - 1) * requests * _BYTES_PER_REQUEST_KEPT
+    per_request = _BYTES_PER_REQUEST_SUMMARY if summary_only else _BYTES_PER_REQUEST_RUNNING
+    running = requests * per_request + mean_output_tokens * _BYTES_PER_TOKEN
+    kept = 0.0 if summary_only else (runs - 1) * requests * _BYTES_PER_REQUEST_KEPT
     seconds = runs * (requests * _SECONDS_PER_REQUEST + tokens * _SECONDS_PER_TOKEN)
     return Size(requests, tokens, runs, running + kept, seconds)
 
@@ -104,7 +109,10 @@ def check(size: Size, memory: float | None = None, limit_seconds: float = LIMIT_
     too_long = size.seconds > limit_seconds
     if not (too_big or too_long):
         return
-    token_bound = size.output_tokens * _BYTES_PER_TOKEN > 2 * size.requests * _BYTES_PER_REQUEST_RUNNING
+    if too_big:
+        token_bound = size.output_tokens / max(size.requests, 1) * _BYTES_PER_TOKEN > size.memory_bytes / 2
+    else:
+        token_bound = size.output_tokens * _SECONDS_PER_TOKEN > size.requests * _SECONDS_PER_REQUEST
     change = f"--output-len (or {extent_flag})" if token_bound else extent_flag
     if too_big:
         limit = f"more than this machine's {_bytes(memory)} of memory"

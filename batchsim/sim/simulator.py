@@ -15,11 +15,16 @@ two clocks schedule identically (``realrun compare`` reports it).
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import numpy as np
 
 from ..core.driver import drive
+from ..core.errors import check_choice
+from ..core.fleet import check_replicas
+from ..core.records import Recorder
+from ..core.router import Router, make_router
 from ..core.limits import ServerLimits
 from ..core.policies import Policy
 from ..core.records import SimResult
@@ -27,7 +32,7 @@ from ..core.step import Step
 from ..core.workload import Workload
 from .steptime import StepTimeModel
 
-__all__ = ["SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of"]
+__all__ = ["SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of", "RECORDS"]
 
 
 class SimExecutor:
@@ -47,17 +52,24 @@ class SimExecutor:
             t0 += late
             d[0] += extra
         if m == 1:
-            self.last_end = t0 + float(d[0])
-            return t0, (self.last_end,)
-        # Sequential sums from the start, as a clock that advances pass by pass would add them.
-        ends = np.cumsum(np.concatenate(([t0], d)))[1:]
-        if stop_at is not None:
+            self.last_end = end = t0 + d.item(0)
+            return t0, (end,)
+        # Sequential sums from the start, as a clock that advances pass by pass would add them:
+        # (t0 + d0) + d1 + ..., the very additions of a cumulative sum that starts at t0.
+        d[0] += t0
+        ends = np.cumsum(d)
+        if stop_at is not None and stop_at < ends.item(m - 1):
             # Stop at the boundary of the step during which the next request arrives.
             k = int(np.searchsorted(ends, stop_at, side="left")) + 1
             if k < m:
                 ends = ends[:k]
-        self.last_end = float(ends[-1])
+        self.last_end = ends.item(len(ends) - 1)
+        self._ends = ends
         return t0, ends
+
+    def cut(self, k: int) -> None:
+        """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
+        self.last_end = float(self._ends[k - 1])
 
     def wait_until(self, t: float) -> None:
         pass
@@ -97,18 +109,29 @@ class ReplayExecutor:
         pass
 
 
-def result_of(run, policy: Policy, step_time: str, limits: ServerLimits, workload: Workload, meta: dict | None = None) -> SimResult:
-    """A ``SimResult`` from a finished ``drive``."""
+def result_of(run, policy: Policy | Sequence[Policy], step_time: str, limits: ServerLimits, workload: Workload,
+              meta: dict | None = None, router: Router | None = None) -> SimResult:
+    """A ``SimResult`` from a finished ``drive`` (of one server, or a fleet's policies)."""
+    policies = [policy] if isinstance(policy, Policy) else list(policy)
+    extra: dict = {"stopped": run.stopped}
+    if len(policies) > 1:
+        extra.update(router=repr(router), replica_kv_peak=[p.kv_peak for p in policies],
+                     replica_preemptions=[p.preemptions for p in policies])
     return SimResult(
         records=run.recorder.records(),
-        policy=policy.describe(),
+        policy=policies[0].describe(),
         step_time=step_time,
         kv_budget_tokens=limits.kv_budget_tokens,
-        kv_peak_tokens=policy.kv_peak,
-        preemptions=policy.preemptions,
+        kv_peak_tokens=max(p.kv_peak for p in policies),
+        preemptions=sum(p.preemptions for p in policies),
         workload=workload.description,
-        meta={"stopped": run.stopped, **(meta or {})},
+        meta={**extra, **(meta or {})},
+        replicas=len(policies),
     )
+
+
+#: How a run keeps its records: every request ("full") or only sums and sketches ("summary").
+RECORDS = ("full", "summary")
 
 
 def simulate(
@@ -118,17 +141,45 @@ def simulate(
     kv_budget_tokens: int | None = None,
     progress: bool = False,
     limits: ServerLimits | None = None,
+    replicas: int = 1,
+    router: Router | str = "round-robin",
+    router_seed: int = 0,
+    records: str = "full",
+    slo=None,
+    steps_path=None,
 ) -> SimResult:
     """Run ``workload`` through ``policy`` on a server whose steps take ``step_time``.
 
     ``limits`` (KV budget, the model's context, tokens per pass) replaces ``kv_budget_tokens``.
+    ``replicas`` > 1: a fleet of that many such servers, each with its own copy of ``policy``
+    and its own KV budget, behind ``router`` (a name of ``ROUTER_NAMES`` or a ``Router``;
+    ``router_seed`` seeds the random one). A fleet of one is exactly ``simulate`` of one server.
+    ``records="summary"`` keeps sums and quantile sketches instead of every request (see
+    ``batchsim.core.stream``); its goodput is counted for ``slo``, given now.
+    ``steps_path``: also write the step log, as it goes, to this CSV file.
     """
     if limits is None:
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
     elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
         raise ValueError("give the KV budget once: in limits or as kv_budget_tokens, not both")
+    check_replicas(replicas)
+    check_choice("records", records, RECORDS)
     step_time = step_time.for_policy(policy.name)
-    run = drive(workload, policy, SimExecutor(step_time), limits, progress=progress, desc="simulating")
+    # Copies made before the run starts: each server's policy holds only its own run's state.
+    policies = [policy] + [copy.deepcopy(policy) for _ in range(replicas - 1)]
+    rt = router if isinstance(router, Router) else make_router(router, router_seed)  # checked, even for one
+    if replicas == 1:
+        rt = None
+    if records == "summary":
+        from ..core.metrics import streams_by_default
+        from ..core.stream import StreamRecorder
+
+        rec = StreamRecorder(workload, slo=slo, streaming=streams_by_default(policy.describe()), replicas=replicas,
+                             steps_path=steps_path)
+    else:
+        rec = Recorder(workload, replicas=replicas, steps_path=steps_path)
+    run = drive(workload, policies, [SimExecutor(step_time) for _ in policies], limits, progress=progress,
+                desc="simulating", router=rt, recorder=rec)
     if run.stopped is not None:  # Ctrl-C: the simulator has nothing to keep
         raise KeyboardInterrupt
-    return result_of(run, policy, repr(step_time), limits, workload)
+    return result_of(run, policies, repr(step_time), limits, workload, router=rt)

@@ -30,7 +30,7 @@ from ..core.errors import ConfigError
 from ..core.policies import POLICY_NAMES
 
 __all__ = [
-    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "roofline_ui", "prefill_stall_ui",
+    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "fleet_ui", "roofline_ui", "prefill_stall_ui",
     "theory_ui", "real_day_ui", "PANELS", "panel", "float_slider", "int_slider", "log_slider", "dropdown",
 ]
 
@@ -242,6 +242,19 @@ def cost_ui(**values: Any) -> LessonPanel:
     return built
 
 
+def fleet_ui(**values: Any) -> LessonPanel:
+    """Notebook 4, second panel: how many GPUs, which router, how big a batch each, how much traffic."""
+    from ..core.router import ROUTER_NAMES
+
+    controls = {
+        "replicas": int_slider("GPUs in the fleet (replicas)", 4, 1, 8),
+        "router": dropdown("router", "least-loaded", list(ROUTER_NAMES)),
+        "max_batch": int_slider("batch per GPU (max_seqs)", 8, 1, 64),
+        "rate": log_slider("arrival rate (requests/s)", 2.0, 0.25, 20.0),
+    }
+    return panel(lessons.fleet, controls, {}, values, "More buses or bigger buses: a fleet behind a router")
+
+
 def roofline_ui(**values: Any) -> LessonPanel:
     """Notebook 5: GPU, model, batch size and context per row."""
     controls = {
@@ -290,5 +303,5 @@ def real_day_ui(**values: Any) -> LessonPanel:
 PANELS: dict[str, Callable[..., LessonPanel]] = {
     "why_batch": why_batch_ui, "batching_policies": policies_ui, "memory_wall": memory_ui, "cost": cost_ui,
     "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
-    "prefill_stall": prefill_stall_ui,
+    "prefill_stall": prefill_stall_ui, "fleet": fleet_ui,
 }

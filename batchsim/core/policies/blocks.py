@@ -55,9 +55,13 @@ class BlockPool:
 
 class RunningRows:
     """The running batch: ids, prompt, out (output length), target (context to prefill),
-    kv (tokens cached), produced (output tokens so far) and blocks (held), per row."""
+    kv (tokens cached) and left (output tokens still to produce), per row.
 
-    _FIELDS = ("ids", "prompt", "out", "target", "kv", "produced", "blocks")
+    A row holds exactly the KV blocks its cached tokens fill (``ceil(kv / block_size)``)
+    between steps, so the blocks are not stored: they follow from ``kv``.
+    """
+
+    _FIELDS = ("ids", "prompt", "out", "target", "kv", "left")
 
     def __init__(self, capacity: int) -> None:
         self._table = np.zeros((len(self._FIELDS), capacity), dtype=np.int64)
@@ -66,23 +70,42 @@ class RunningRows:
 
     def _views(self) -> None:
         # Views of the first n rows, rebuilt whenever n changes; writing into them writes the table.
-        (self.ids, self.prompt, self.out, self.target, self.kv, self.produced,
-         self.blocks) = self._table[:, : self.n]
+        self.ids, self.prompt, self.out, self.target, self.kv, self.left = self._table[:, : self.n]
 
-    def append(self, rid: int, prompt: int, out: int, target: int, produced: int, blocks: int) -> None:
-        self._table[:, self.n] = (rid, prompt, out, target, 0, produced, blocks)
+    @property
+    def produced(self) -> np.ndarray:
+        """Output tokens produced so far, per row (before a preemption included)."""
+        return self.out - self.left
+
+    def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
+        self._table[:, self.n] = (rid, prompt, out, target, 0, left)
         self.n += 1
         self._views()
 
-    def keep(self, mask: np.ndarray) -> int:
-        """Keep the rows where mask is true, in order; return the blocks the others held."""
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the rows where mask is true, in order."""
         kept = np.compress(mask, self._table[:, : self.n], axis=1)
-        freed = int(self.blocks.sum() - kept[-1].sum())
         k = kept.shape[1]
         self._table[:, :k] = kept
         self.n = k
         self._views()
-        return freed
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Drop the rows at these (sorted) positions, keeping the others in order."""
+        if len(rows) == 1:  # the common case: one request finished; shift the newer rows down
+            i, n = int(rows[0]), self.n
+            self._table[:, i : n - 1] = self._table[:, i + 1 : n]
+            self.n = n - 1
+            self._views()
+            return
+        mask = np.ones(self.n, dtype=bool)
+        mask[rows] = False
+        self.keep(mask)
+
+    def pop(self) -> None:
+        """Drop the newest row."""
+        self.n -= 1
+        self._views()
 
     def index_of(self, rid: int) -> int:
         return int(np.flatnonzero(self.ids == rid)[0])

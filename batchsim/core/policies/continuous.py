@@ -33,7 +33,6 @@ free when admitting into a non-empty batch.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,11 +45,15 @@ from .blocks import BlockPool, RunningRows, ceil_div
 __all__ = ["Continuous"]
 
 
-@dataclass(eq=False)
 class _Waiting:
-    req: Request
-    target: int  # context to prefill: the prompt, or prompt + generated after a preemption
-    produced: int = 0  # output tokens produced before a preemption (kept: they were delivered)
+    """A request in the queue: its id and lengths, the context to prefill (the prompt, or prompt +
+    generated after a preemption) and the output tokens produced before a preemption (kept: they
+    were delivered)."""
+
+    __slots__ = ("id", "prompt", "out", "target", "produced")
+
+    def __init__(self, rid: int, prompt: int, out: int, target: int, produced: int = 0) -> None:
+        self.id, self.prompt, self.out, self.target, self.produced = rid, prompt, out, target, produced
 
 
 class Continuous(Policy):
@@ -92,9 +95,9 @@ class Continuous(Policy):
         self.pool = BlockPool(None if kv is None else kv // self.block_size, self.block_size, self.watermark)
         self.rows = RunningRows(self.max_seqs)
         self.waiting: deque[_Waiting] = deque()
-        self._requests: dict[int, Request] = {}
         self._pending: tuple | None = None
         self._partial = 0  # rows part-way through a chunked prefill
+        self._blocks = 0  # blocks the running rows hold (ceil(kv / block_size) each, between steps)
         # The step's prompt-token budget: the policy's, and never more than the server's pass holds.
         hard = self.limits.max_step_tokens
         self._budget = self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
@@ -120,7 +123,9 @@ class Continuous(Policy):
         return not self.waiting and not self.rows.n
 
     def _take_blocks(self, blocks: int) -> None:
-        self.pool.take(blocks)
+        self._blocks += blocks
+        if self.pool.total is not None:
+            self.pool.take(blocks)
         self._use_kv(blocks * self.block_size)
 
     # -- the protocol -----------------------------------------------------------------
@@ -136,16 +141,17 @@ class Continuous(Policy):
                 reason = f"needs {need} KV blocks of {self.block_size} tokens, more than the {self.pool.total} in the budget"
         if reason is not None:
             return reason
-        self.waiting.append(_Waiting(request, target=p))
+        self.waiting.append(_Waiting(request.id, p, o, p))
         return None
 
     def next_action(self, now: float) -> Step | Wait:
-        if self.idle:
-            return Wait(None)
         rows = self.rows
+        if not self.waiting and not rows.n:
+            return Wait(None)
+        limited = self.pool.total is not None
         preempted: list[int] = []
         while True:
-            need, free = self._make_room(preempted)
+            need, free = self._make_room(preempted) if limited else (0, None)
             chunks: list[Chunk] = []
             chunk_rows: list[int] = []
             budget = self._budget
@@ -156,7 +162,7 @@ class Continuous(Policy):
             if self._partial:
                 decoding = rows.kv >= rows.target
                 budget, free = self._continue_chunks(~decoding, budget, free, chunks, chunk_rows)
-            if not preempted or not rows.n:
+            if (not preempted or not rows.n) and self.waiting and rows.n < self.max_seqs:
                 budget, free = self._admit(budget, free, chunks, chunk_rows)
             if isinstance(decoding, np.ndarray):
                 decoding = np.concatenate([decoding, np.zeros(rows.n - n0, dtype=bool)])
@@ -168,27 +174,25 @@ class Continuous(Policy):
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
         kv = rows.kv[decoding]
-        repeat, interruptible = self._repeat_horizon(decoding, kv, bool(chunks or preempted))
+        repeat, interruptible, least_left = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         step = Step(
             prefill=tuple(chunks),
             decode=tuple(rows.ids[decoding].tolist()),
-            kv_read=int(kv.sum()) + sum(c.start for c in chunks),
+            kv_read=(int(np.add.reduce(kv)) if n_decode else 0) + (sum(c.start for c in chunks) if self._partial else 0),
             decode_width=int(kv.max()) if n_decode else 0,
             repeat=repeat,
             interruptible=interruptible,
             preempted=tuple(preempted),
             kv_in_use=self.kv_in_use + self.block_size * need,
         )
-        self._pending = (step, decoding, n_decode, chunk_rows)
+        self._pending = (step, decoding, n_decode, chunk_rows, least_left)
         return step
 
     # -- the four phases ----------------------------------------------------------------
     def _make_room(self, preempted: list[int]) -> tuple[int, int | None]:
         """Preempt the newest rows until every decoding row's next token has a block.
 
-        Returns (blocks the decoding rows will take, blocks free after that; None: unlimited)."""
-        if not self.pool.limited:
-            return 0, None
+        Returns (blocks the decoding rows will take, blocks free after that)."""
         need = self._decode_block_need()
         while self.rows.n and need > self.pool.free:
             preempted.append(self._preempt_newest())
@@ -201,26 +205,26 @@ class Continuous(Policy):
         for i in np.flatnonzero(under_way).tolist():
             if budget <= 0:
                 break
-            kv, target, held = int(rows.kv[i]), int(rows.target[i]), int(rows.blocks[i])
+            kv, target = rows.kv.item(i), rows.target.item(i)
+            held = pool.blocks_for(kv)
             n = min(budget, target - kv)
             if free is not None:
                 n = min(n, pool.tokens_fitting(free, held, kv))
             if n <= 0:
                 continue
             extra = max(0, pool.blocks_for(kv + n) - held)
-            rows.blocks[i] += extra
             self._take_blocks(extra)
             if free is not None:
                 free -= extra
-            chunks.append(Chunk(int(rows.ids[i]), kv, n, kv + n == target))
+            chunks.append(Chunk(rows.ids.item(i), kv, n, kv + n == target))
             chunk_rows.append(i)
             budget -= n
         return budget, free
 
     def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
-        rows, pool = self.rows, self.pool
-        while self.waiting and rows.n < self.max_seqs and budget > 0:
-            w = self.waiting[0]
+        rows, pool, waiting = self.rows, self.pool, self.waiting
+        while waiting and rows.n < self.max_seqs and budget > 0:
+            w = waiting[0]
             n = w.target
             if n > budget:
                 if self.chunked_prefill:
@@ -232,44 +236,45 @@ class Continuous(Policy):
                 # It never passes the server's hard limit per pass: a recompute that would is chunked.
                 elif self.limits.max_step_tokens is not None:
                     n = min(n, self.limits.max_step_tokens)
+            nb = pool.blocks_for(n)
             if free is not None:
                 # The chunk the token budget allows must fit in free blocks whole, as in vLLM's V1
                 # scheduler; squeezing a fragment into the last free blocks would only have it
                 # preempted at once, when the running rows grow into them.
                 reserve = pool.watermark if rows.n else 0
-                if pool.blocks_for(n) + reserve > free:
+                if nb + reserve > free:
                     break
-            self.waiting.popleft()
-            self._requests[w.req.id] = w.req
-            nb = pool.blocks_for(n)
-            r = w.req
-            rows.append(r.id, r.prompt_tokens, r.output_tokens, w.target, w.produced, nb)
-            self._take_blocks(nb)
-            if free is not None:
                 free -= nb
-            chunks.append(Chunk(r.id, 0, n, n == w.target))
+            waiting.popleft()
+            rows.append(w.id, w.prompt, w.out, w.target, w.out - w.produced)
+            self._take_blocks(nb)
+            chunks.append(Chunk(w.id, 0, n, n == w.target))
             chunk_rows.append(rows.n - 1)
             budget -= n
         return budget, free
 
-    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool) -> tuple[int, bool]:
-        """(repeat, interruptible): decode-only steps repeat until the first row finishes."""
-        if prefilling:
-            return 1, False
+    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int) -> tuple[int, bool, int]:
+        """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
+        until the first row finishes."""
         rows = self.rows
-        repeat = int((rows.out[decoding] - rows.produced[decoding]).min())
-        if self.pool.limited and repeat > 1:
-            repeat = self._steps_blocks_allow(kv, rows.blocks[decoding], repeat)
-        return repeat, not self.waiting and rows.n < self.max_seqs
+        least = int(rows.left[decoding].min()) if n_decode else 0
+        if prefilling:
+            return 1, False, least
+        repeat = least
+        if self.pool.total is not None and repeat > 1:
+            repeat = self._steps_blocks_allow(kv, repeat)
+        return repeat, not self.waiting and rows.n < self.max_seqs, least
 
     # -- helpers ------------------------------------------------------------------------
     def _preempt_newest(self) -> int:
         rows = self.rows
         i = rows.n - 1
-        rid, produced = int(rows.ids[i]), int(rows.produced[i])
-        req = self._requests.pop(rid)
-        self._take_blocks(-rows.keep(np.arange(rows.n) < i))
-        self.waiting.appendleft(_Waiting(req, req.prompt_tokens + produced, produced))
+        rid, prompt, out = rows.ids.item(i), rows.prompt.item(i), rows.out.item(i)
+        produced = out - rows.left.item(i)
+        freed = self.pool.blocks_for(rows.kv.item(i))
+        rows.pop()
+        self._take_blocks(-freed)
+        self.waiting.appendleft(_Waiting(rid, prompt, out, prompt + produced, produced))
         self.preemptions += 1
         return rid
 
@@ -277,14 +282,15 @@ class Continuous(Policy):
         """Decoding rows whose last block is full: each needs a new block for its next token."""
         rows = self.rows
         kv = rows.kv
-        full = kv + 1 > rows.blocks * self.block_size
+        full = kv % self.block_size == 0  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
         if self._partial:
             full &= kv >= rows.target
         return int(np.count_nonzero(full))
 
-    def _steps_blocks_allow(self, kv: np.ndarray, held: np.ndarray, upper: int) -> int:
+    def _steps_blocks_allow(self, kv: np.ndarray, upper: int) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1)."""
         bs, free = self.block_size, self.pool.free
+        held = ceil_div(kv, bs)
 
         def need(j: int) -> int:
             return int(np.maximum(0, ceil_div(kv + j, bs) - held).sum())
@@ -301,41 +307,51 @@ class Continuous(Policy):
         return lo
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
-        if self._pending is None or self._pending[0] is not step:
+        pending = self._pending
+        if pending is None or pending[0] is not step:
             raise RuntimeError("on_step_end must follow the next_action that returned this step")
-        _, decoding, n_decode, chunk_rows = self._pending
+        _, decoding, n_decode, chunk_rows, least_left = pending
         self._pending = None
         rows = self.rows
-        kv, produced = rows.kv, rows.produced  # views: updated in place
+        kv, left = rows.kv, rows.left  # views: updated in place
         prefilled: list[int] = []
+        ending = False  # a prefill that produced a request's last token
+        under_way = False  # a chunk that did not reach the end of its context
         for c, i in zip(step.prefill, chunk_rows):
             kv[i] += c.length
             if c.completes:
-                produced[i] += 1
+                left[i] -= 1
                 prefilled.append(c.request_id)
+                ending = ending or left.item(i) <= 0
+            else:
+                under_way = True
         if n_decode:
             kv[decoding] += done
-            produced[decoding] += done
-        over = kv > rows.blocks * self.block_size
-        if over.any():
-            need = ceil_div(kv[over], self.block_size)
-            self._take_blocks(int((need - rows.blocks[over]).sum()))
-            rows.blocks[over] = need
+            left[decoding] -= done
+        # Every row now holds the blocks its cache fills: take those the step grew into.
+        bs = self.block_size
+        blocks = int(np.add.reduce((kv + (bs - 1)) // bs))
+        if blocks != self._blocks:
+            self._take_blocks(blocks - self._blocks)
         if prefilled:
             token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), rows.ids[decoding]])
-            counts = np.full(len(token_ids), done, dtype=np.int64)
+            counts = np.empty(len(token_ids), dtype=np.int64)
+            counts.fill(done)
             counts[: len(prefilled)] = 1
         else:
             # A copy: with a slice, rows.ids[decoding] is a view that keep() below would overwrite.
             token_ids = rows.ids[decoding].copy()
-            counts = np.full(n_decode, done, dtype=np.int64)
-        fin = produced >= rows.out
+            counts = np.empty(n_decode, dtype=np.int64)
+            counts.fill(done)
         finished: tuple[int, ...] = ()
-        if fin.any():
+        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
+        # produced a request's only token.
+        if ending or (n_decode and done >= least_left):
+            fin = np.flatnonzero(left <= 0)
             finished = tuple(rows.ids[fin].tolist())
-            for rid in finished:
-                del self._requests[rid]
-            self._take_blocks(-rows.keep(~fin))
-        if step.prefill or self._partial:
+            freed = sum(-(-k // bs) for k in kv[fin].tolist())
+            rows.drop(fin)
+            self._take_blocks(-freed)
+        if under_way or self._partial:
             self._partial = int(np.count_nonzero(rows.kv < rows.target))
         return StepOutcome(token_ids, counts, finished)

@@ -26,6 +26,7 @@ is rejected on arrival, with the reason.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 
 import numpy as np
@@ -83,21 +84,27 @@ class PaddedBatchPolicy(Policy):
 
     def _form_batch(self) -> None:
         rows: list[Request] = []
+        outs: list[int] = []
         p = L = 0
-        fits = self.limits.padded_batch_fits
+        fits, most = self.limits.padded_batch_fits, self.max_batch
         for r in self.queue:
-            if len(rows) == self.max_batch:
+            if len(rows) == most:
                 break
             p2, L2 = max(p, r.prompt_tokens), max(L, r.output_tokens)
             if not fits(len(rows) + 1, p2, L2):
                 break  # cut the batch to what the server holds; the rest wait for the next one
             rows.append(r)
+            outs.append(r.output_tokens)
             p, L = p2, L2
+        popleft = self.queue.popleft
         for _ in rows:
-            self.queue.popleft()
+            popleft()
         self.batch, self.batch_prompt, self.batch_len, self.steps_done = rows, p, L, 0
-        self._batch_ids = np.fromiter((r.id for r in rows), dtype=np.int64, count=len(rows))
-        self._batch_outs = np.fromiter((r.output_tokens for r in rows), dtype=np.int64, count=len(rows))
+        self._ids = tuple([r.id for r in rows])
+        self._batch_ids = np.array(self._ids, dtype=np.int64)
+        self._batch_outs = np.array(outs, dtype=np.int64)
+        # The distinct output lengths, shortest first: a row turns to padding at each of them.
+        self._ends = sorted(set(outs)) if len(outs) > 1 else outs
         self._reserved = len(rows) * (p + L)
         self._use_kv(self._reserved)
 
@@ -106,39 +113,39 @@ class PaddedBatchPolicy(Policy):
             if not self.queue or not self._ready(now):
                 return Wait(self._deadline() if self.queue else None)
             self._form_batch()
-        ids = tuple(r.id for r in self.batch)
         B, P = len(self.batch), self.batch_prompt
-        if self.steps_done == 0:
+        s = self.steps_done
+        if s == 0:
             chunks = tuple(Chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch)
             padding = B * P - sum(r.prompt_tokens for r in self.batch)
             return Step(prefill=chunks, prefill_padding=padding, kv_in_use=self.kv_in_use)
-        s = self.steps_done
-        outs = self._batch_outs
-        padded = int(np.count_nonzero(outs <= s))
+        padded = bisect_right(self._ends, s)  # rows whose answer is done: they ride along as padding
         # Repeat only while the shape holds: when the next row finishes, one more row turns to
         # padding, and the step log (padded_rows per repetition) must say so.
         return Step(
-            decode=ids,
-            padded_rows=padded,
+            decode=self._ids,
+            padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0,
             kv_read=B * (P + s - 1),
             decode_width=P + s - 1,
-            repeat=int(outs[outs > s].min()) - s,
+            repeat=self._ends[padded] - s,
             kv_in_use=self.kv_in_use,
         )
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         s0 = self.steps_done
         ids = self._batch_ids
-        counts = np.minimum(np.maximum(self._batch_outs - s0, 0), done)
         self.steps_done = s0 + done
-        keep = counts > 0
-        if not keep.all():
-            ids, counts = ids[keep], counts[keep]
+        # Every row still producing makes a token at each repetition: a run never outlasts the
+        # shortest answer still going (see next_action), so each makes ``done`` of them.
+        if s0 >= self._ends[0]:
+            ids = ids[self._batch_outs > s0]
+        counts = np.empty(len(ids), dtype=np.int64)
+        counts.fill(done)
         finished: tuple[int, ...] = ()
         if self.steps_done >= self.batch_len:
             # every row is delivered when the batch ends, including rows that finished earlier
             # and produced nothing in this last run (they were filtered out of ids above)
-            finished = tuple(self._batch_ids.tolist())
+            finished = self._ids
             self._use_kv(-self._reserved)
             self._reserved = 0
             self.batch = []

@@ -12,6 +12,7 @@ a scenario may instead bring its own ``runner``. ``base`` holds the machinery,
 
 from .base import SCENARIOS, Run, Scenario, ScenarioReport, get_scenario, register, run_policies, run_set
 from .library import FLAGSHIP, SERVER, batch_capacity
+from . import fleet as _fleet  # noqa: F401 - registers the fleet scenario
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",

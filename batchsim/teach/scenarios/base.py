@@ -18,20 +18,18 @@ from pathlib import Path
 from typing import Callable
 
 
-from .knobs import WORKLOAD_DEFAULTS, _get, policies_from_args
+from .execute import RunPlan, extent_flag, plan_runs, server_limits, simulate_plan, size_of
+from .knobs import policies_from_args
 from ...core import rejections, sizing
-from ...core.config import PolicyConfig, WorkloadConfig, slo_config
+from ...core.config import WorkloadConfig
 from ...core.flags import given
-from ...core.errors import ConfigError, check_positive
-from ...core.limits import ServerLimits
-from ...core.metrics import SUMMARY_KEYS, format_table, summarize, table_notes
-from ...machine.cost import cost_summary
-from ...machine.serverconfig import ServerConfig
-from ...sim.simulator import SimResult, simulate
+from ...core.errors import ConfigError
+from ...core.metrics import SUMMARY_KEYS, format_table, table_notes
+from ...sim.simulator import SimResult
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
-    "Interrupted", "plan_runs", "size_of",
+    "Interrupted", "plan_runs", "size_of", "RunPlan", "server_limits", "simulate_plan",
 ]
 
 
@@ -47,6 +45,8 @@ class ScenarioReport:
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
+    replica_summaries: dict[str, list[dict]] = field(default_factory=dict)  # a fleet's runs: each server's
+    replica_table: str = ""
 
     def rejection_lines(self) -> list[str]:
         """Under the table: for every run that turned requests away, how many and why."""
@@ -54,6 +54,8 @@ class ScenarioReport:
 
     def text(self) -> str:
         parts = [self.title, "", self.table, *self.rejection_lines()]
+        if self.replica_table:
+            parts += ["", "each server of a fleet:", self.replica_table]
         if self.notes:
             parts += [""] + self.notes
         if self.figures:
@@ -117,20 +119,6 @@ class Run:
     part: str = ""
 
 
-_WORKLOAD_KEYS = ("arrival", "trace", "rate", "requests", "duration", "prompt_len", "output_len", "speedup", "seed")
-
-
-def _args_for(args: argparse.Namespace, d: dict) -> argparse.Namespace:
-    """The flags as a run sees them: with ``rate_scale`` applied to the rate in force."""
-    scale = d.get("rate_scale")
-    if scale is None:
-        return args
-    check_positive("rate_scale", scale)
-    a = argparse.Namespace(**vars(args))
-    a.rate = _get(args, "rate", WORKLOAD_DEFAULTS, d) * scale
-    return a
-
-
 #: Requests from which a run shows a progress bar on a terminal.
 LONG_RUN = 20_000
 
@@ -146,45 +134,43 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     report = ScenarioReport(scenario.name, title or f"{scenario.name}: {scenario.summary}")
     flags = given(args)
     plans = plan_runs(args, scenario, runs)
-    wconfigs: dict[WorkloadConfig, object] = {p[1]: None for p in plans}
+    wconfigs: dict[WorkloadConfig, object] = {p.workload: None for p in plans}
     if not getattr(args, "no_size_check", False):
-        sizing.check(size_of(plans, wconfigs), extent_flag=_extent_flag(plans))
+        sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     for wcfg in wconfigs:
         wconfigs[wcfg] = wcfg.build()
     if not getattr(args, "no_size_check", False):  # traces: sized again now that their rows are known
-        sizing.check(size_of(plans, wconfigs), extent_flag=_extent_flag(plans))
+        sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     described: dict[str, str] = {}
     servers: dict[str, tuple] = {}
     slo = None
     any_price = False
     policies_repr = []
     show_bar = flags.get("progress")
-    for run, wcfg, pcfg, setup, slo in plans:
-        workload = wconfigs[wcfg]
-        policy = pcfg.build()
-        step_time, kv, server, price = setup.step_time, setup.kv_budget_tokens, setup.server, setup.price
+    for plan in plans:
+        run, slo, setup = plan.run, plan.slo, plan.setup
+        workload = wconfigs[plan.workload]
         # A bar only where a person watches a run long enough to wait for (about a second or more).
         show = show_bar if show_bar is not None else (progress or (len(workload) >= LONG_RUN and sys.stderr.isatty()))
         try:
-            res = simulate(workload, policy, step_time, progress=show, limits=server_limits(kv, server, step_time))
+            res, summary, parts = simulate_plan(plan, workload, progress=show)
         except KeyboardInterrupt:
             _finish(report, keys, slo, any_price, policies_repr)
             raise Interrupted(report, run.label) from None
-        summary = summarize(res, slo)
-        if price is not None:
-            any_price = True
-            summary.update(cost_summary(summary, price))
-        if server is not None:
-            summary["kv_peak_gb"] = round(summary["kv_peak_tokens"] * server.kv.bytes_per_token / 1e9, 2)
-        res.meta.update(label=run.label, part=run.part, server=server, price=price, slo=slo, step_time=step_time,
-                        kv_budget_tokens=kv)
+        any_price = any_price or setup.price is not None
         report.results[run.label] = res
         report.summaries[run.label] = summary
-        policies_repr.append(repr(policy))
+        if parts:
+            report.replica_summaries[run.label] = parts
+        policies_repr.append(repr(plan.policy.build()))
         described.setdefault(workload.description, f"{len(workload)} requests, {workload.description}")
-        skey = repr(step_time) + f"|{kv}|{price}"
+        skey = repr(setup.step_time) + f"|{setup.kv_budget_tokens}|{setup.price}"
         if skey not in servers:
-            servers[skey] = (step_time, kv, server, price, workload)
+            servers[skey] = (setup.step_time, setup.kv_budget_tokens, setup.server, setup.price, workload)
+        if plan.fleet.replicas > 1 or plan.fleet.summary_only:
+            note = f"{run.label}: {plan.fleet.describe()}" + (
+                "; summary only (percentiles from sketches within 0.5 %)" if plan.fleet.summary_only else "")
+            report.notes.append(note)
     _finish(report, keys, slo, any_price, policies_repr)
     for text in described.values() if workload_notes else ():
         report.notes.append(f"workload: {text}")
@@ -193,45 +179,18 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     return report
 
 
-def plan_runs(args: argparse.Namespace, scenario: Scenario, runs: list[Run]) -> list[tuple]:
-    """Every run's configuration, resolved and checked: (run, workload, policy, server setup, SLO)."""
-    plans = []
-    for run in runs:
-        d = {**scenario.defaults, **run.defaults}
-        flags = given(_args_for(args, d))
-        plans.append((run, WorkloadConfig.from_flags(flags, d), PolicyConfig.from_flags(run.policy, flags, d),
-                      ServerConfig.from_flags(flags, d).build(), slo_config(flags, d)))
-    return plans
-
-
-def size_of(plans: list[tuple], workloads: dict | None = None) -> sizing.Size:
-    """The estimated size of running ``plans`` (a trace not read yet counts once it is)."""
-    workloads = workloads or {}
-    requests = tokens = 0.0
-    for _, wcfg, _, _, _ in plans:
-        wl = workloads.get(wcfg)
-        if wl is not None:
-            n, out = float(len(wl)), float(wl.output_tokens.mean()) if len(wl) else 0.0
-        elif wcfg.trace is not None:
-            continue
-        else:
-            n, out = wcfg.expected_requests, wcfg.output_dist().mean
-        requests, tokens = max(requests, n), tokens + n * out
-    mean_out = tokens / len(plans) / requests if plans and requests else 0.0
-    return sizing.estimate(requests, mean_out, runs=len(plans))
-
-
-def _extent_flag(plans: list[tuple]) -> str:
-    return "--duration" if any(p[1].duration is not None for p in plans) else "--requests"
-
-
 def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: list[str]) -> None:
     """The table and config of the runs done so far."""
     if keys is None:
         keys = _table_keys(slo)
     if any_price and "cost_per_request" not in keys:
         keys = list(keys) + ["cost_per_request", "cost_per_1m_tokens"]
+    if any(s.get("replicas", 1) > 1 for s in report.summaries.values()) and "replicas" not in keys:
+        keys = ["replicas", *keys]
     report.table = format_table(report.summaries, keys)
+    if report.replica_summaries:
+        rows = {f"{label} / server {i}": s for label, parts in report.replica_summaries.items() for i, s in enumerate(parts)}
+        report.replica_table = format_table(rows, [k for k in keys if k != "replicas"])
     report.notes.extend(table_notes(keys))  # which TTFT the table shows: produced, or delivered
     first = next(iter(report.results.values()), None)
     report.config = {
@@ -259,13 +218,6 @@ def _server_notes(step_time, kv, server, price, workload) -> list[str]:
         line += f"; at the mean context of {ctx:.0f} tokens memory allows a batch of {server.kv.max_batch(ctx)}"
     out.append(line)
     return out
-
-
-def server_limits(kv, server, step_time) -> ServerLimits:
-    """The simulated server's limits: its KV budget and its model's context (a catalog model's, or the
-    one a calibration was measured on), which the policies enforce as a real server would."""
-    context = server.model.max_context if server is not None else getattr(step_time, "context_len", None)
-    return ServerLimits(kv_budget_tokens=kv, context_len=context)
 
 
 def run_policies(args: argparse.Namespace, scenario: Scenario, progress: bool = False) -> ScenarioReport:

@@ -1,0 +1,61 @@
+"""The wall clock's executor: a real engine runs each step of the driver's loop, a clock times it.
+
+The simulator's executor prices a step; this one runs it (``engine.execute``) and reads
+the clock. Everything else, the loop, the policy, the records, is shared
+(``batchsim.core.driver``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .driver import StopRun  # defined before driver imports this module
+from .step import Step
+
+__all__ = ["WallExecutor"]
+
+
+class WallExecutor:
+    """The wall clock's executor: an engine runs each step, ``clock`` times it.
+
+    ``engine.execute(step, should_stop) -> (start, ends)`` runs up to ``step.repeat`` passes
+    and calls ``should_stop()`` after each (realrun's engines do); ``engine.release(ids)`` drops
+    finished requests. Times are seconds since ``start()``. ``stop_errors``: exception types
+    that end the run cleanly (a GPU out of memory), each turned into ``StopRun`` with a reason
+    from ``explain(error, step)``. ``t0``: the moment times count from (a fleet's executors share
+    one, so their records share one clock); default: now.
+    """
+
+    def __init__(
+        self,
+        engine,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+        stop_errors: tuple[type[BaseException], ...] = (),
+        explain: Callable[[BaseException, Step], str] | None = None,
+        t0: float | None = None,
+    ) -> None:
+        self.engine, self.clock, self.sleep = engine, clock, sleep
+        self.stop_errors, self.explain = stop_errors, explain
+        self.t0 = clock() if t0 is None else t0
+
+    def now(self) -> float:
+        return self.clock() - self.t0
+
+    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
+        should_stop = None if stop_at is None else (lambda: self.now() >= stop_at)
+        try:
+            t_start, ends = self.engine.execute(step, should_stop)
+        except self.stop_errors as e:
+            raise StopRun(self.explain(e, step) if self.explain else f"stopped: {e}") from e
+        return t_start - self.t0, np.asarray(ends, dtype=np.float64) - self.t0
+
+    def wait_until(self, t: float) -> None:
+        delay = t - self.now()
+        if delay > 0:
+            self.sleep(delay)
+
+    def release(self, finished: tuple[int, ...]) -> None:
+        self.engine.release(finished)

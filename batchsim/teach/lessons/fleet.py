@@ -1,0 +1,79 @@
+"""Notebook 4, second panel: more buses or bigger buses? A fleet of GPUs behind a router."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ...core.config import FleetConfig
+from ...core.errors import check_int_at_least, check_positive
+from ...core.fleet import fleet_summaries
+from ...core.lengths import LogNormal, Uniform
+from ...core.arrivals import Poisson
+from ...core.metrics import format_table
+from ...core.policies import Continuous, Taxi
+from ...core.workload import make_workload
+from ...machine.cost import cost_summary
+from ...sim.simulator import simulate
+from ._common import LESSON_GPU, LESSON_MODEL, _server
+
+__all__ = ["fleet"]
+
+
+def fleet(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, rate: float = 2.0, gpu: str = LESSON_GPU,
+          model: str = LESSON_MODEL, requests: int = 600, seed: int = 0) -> tuple[dict, Figure]:
+    """The same traffic on three fleets: ``replicas`` GPUs with batches of ``max_batch`` (behind
+    ``router``), one GPU with batches of ``replicas x max_batch`` (the same seats, one bus), and
+    ``replicas`` taxis. The bill is servers x $/hour over the run."""
+    FleetConfig(replicas, router)  # checks both, naming the field
+    check_int_at_least("max_batch", max_batch, 1)
+    check_positive("rate", rate)
+    server = _server(gpu, model)
+    wl = make_workload(Poisson(rate), Uniform(32, 512), LogNormal(128, 96), n=requests, seed=seed)
+    runs = {
+        f"{replicas} GPUs x batch {max_batch}": (Continuous(max_seqs=max_batch), replicas),
+        f"1 GPU x batch {replicas * max_batch}": (Continuous(max_seqs=replicas * max_batch), 1),
+        f"{replicas} taxis": (Taxi(), replicas),
+    }
+    rows, servers = {}, {}
+    for label, (policy, n) in runs.items():
+        res = simulate(wl, policy, server.step_time, kv_budget_tokens=server.kv.tokens, replicas=n, router=router,
+                       router_seed=seed)
+        whole, parts = fleet_summaries(res)
+        whole.update(cost_summary(whole, server.price * n))
+        rows[label], servers[label] = whole, parts
+    mine = next(iter(rows))
+    keys = ["replicas", "request_throughput", "p99_ttft", "p99_e2e", "busy_fraction", "mean_batch_size", "cost_total",
+            "cost_per_1m_tokens"]
+    big = list(rows)[1]
+    summary = {
+        "rows": rows, "servers": servers, "table": format_table(rows, keys), "price_per_hour": server.price,
+        "notes": [
+            f"{server.describe()}; {requests} requests at {rate:g}/s; the fleets are routed {router}",
+            f"{mine}: ${rows[mine]['cost_per_1m_tokens']:.2f} per 1M tokens, p99 E2E {rows[mine]['p99_e2e']:.2f} s; "
+            f"{big}: ${rows[big]['cost_per_1m_tokens']:.2f}, p99 E2E {rows[big]['p99_e2e']:.2f} s",
+        ],
+    }
+
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax1, ax2, ax3 = fig.subplots(1, 3)
+    labels = list(rows)
+    colors = ["tab:blue", "tab:green", "tab:orange"]
+    ax1.bar(range(3), [rows[k]["cost_per_1m_tokens"] for k in labels], color=colors)
+    ax1.set_title("\\$ per 1M output tokens")
+    ax2.bar(range(3), [rows[k]["p99_e2e"] for k in labels], color=colors)
+    ax2.set_title("p99 end to end (s)")
+    for ax in (ax1, ax2):
+        ax.set_xticks(range(3), [k.replace(" x ", "\nx ") for k in labels], fontsize=8)
+    served = np.array([s["completed"] for s in servers[mine]])
+    busy = np.array([s["busy_fraction"] for s in servers[mine]])
+    x = np.arange(len(served))
+    ax3.bar(x, served, color="tab:blue")
+    ax3.set_xticks(x, [f"GPU {i}" for i in x], fontsize=8)
+    ax3.set_ylabel("requests served")
+    for i, b in zip(x, busy):
+        ax3.text(i, served[i], f"{b:.0%} busy", ha="center", va="bottom", fontsize=8)
+    ax3.set_title(f"{router}: requests per GPU", fontsize=11)
+    fig.suptitle(f"More buses or bigger buses? {requests} requests at {rate:g}/s on {server.gpu.name} "
+                 f"(${server.price:.2f}/GPU-hour)")
+    return summary, fig
