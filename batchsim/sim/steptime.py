@@ -135,6 +135,21 @@ class LinearStepTime(StepTimeModel):
     def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
         return float(self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read)
 
+    def durations(self, step: Step, m: int) -> np.ndarray:
+        # The simulator's hot path: a step that is one pass is priced from its own fields, without
+        # building its plan. The sums are the very ones the plan's pricing makes, in the same order,
+        # so both give the same floats (the shortcut equivalence tests rely on it).
+        rows = len(step.decode)
+        if step.prefill:
+            if self.plan == "fused" and m == 1:
+                return np.array([self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read])
+            return super().durations(step, m)
+        attn = step.kv_read if self.plan == "fused" else rows * step.decode_width
+        base = self.c0 + self.c1 * 0 + self.c2 * rows
+        if m == 1:
+            return np.array([base + self.c3 * attn])
+        return base + self.c3 * (attn + np.arange(m, dtype=np.float64) * rows)
+
     def to_json(self, path: str | Path, **extra) -> None:
         Path(path).write_text(json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n")
 
