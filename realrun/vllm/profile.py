@@ -78,15 +78,13 @@ class _Prober:
     def _prompt(self, n: int) -> list[int]:
         return self.rng.integers(0, min(256, self.vocab), n).tolist()
 
-    async def _one(self, tag: str, n_prompt: int, n_out: int, t_submit: list[float] | None = None) -> None:
+    async def _one(self, tag: str, n_prompt: int, n_out: int) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         sp = SamplingParams(max_tokens=n_out, min_tokens=n_out, ignore_eos=True, temperature=0.0, detokenize=False,
                             output_kind=RequestOutputKind.FINAL_ONLY)
-        if t_submit is not None:
-            t_submit.append(time.monotonic())
         async for _ in self.engine.generate(TokensPrompt(prompt_token_ids=self._prompt(n_prompt)), sp, request_id=tag):
             pass
 
@@ -121,15 +119,17 @@ class _Prober:
 
     async def after_idle(self, idle: float, n_prompt: int, n_out: int) -> tuple[float, float, float]:
         """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at once."""
-        await asyncio.sleep(idle)
         self.server.clear_steps()
-        sub: list[float] = []
-        await self._one(f"{self._tag()}q0", n_prompt, n_out, sub)
+        # Late is counted from when the request was due, as a served request's TTFT is: the client's
+        # own sleep overshoots too.
+        due = time.monotonic() + idle
+        await asyncio.sleep(idle)
+        await self._one(f"{self._tag()}q0", n_prompt, n_out)
         cold = self.server.read_steps()
         self.server.clear_steps()
         await self._one(f"{self._tag()}q0", n_prompt, n_out)
         warm = self.server.read_steps()
-        late = cold[0]["start"] - sub[0] if cold else 0.0
+        late = cold[0]["start"] - due if cold else 0.0
         return late, _span(cold), _span(warm)
 
 

@@ -142,15 +142,14 @@ def run_vllm(
         if bar is not None:
             bar.close()
     steps = server.read_steps()
-    if np.isfinite(t0):
-        steps_into(rec, steps, t0)
+    shapes = steps_into(rec, steps, t0) if np.isfinite(t0) else []
     delivery = _fill(rec, run, t0 if np.isfinite(t0) else 0.0)
     if stopped is not None:
         rec.reject_unfinished(stopped)
     knobs = server.knobs
     meta = {
         "engine": "vllm", "vllm": server.version, "stopped": stopped, "outputs": run.tokens,
-        "vllm_steps": len(steps), "delivery_s": delivery, "engine_args": knobs.engine_args(),
+        "vllm_steps": len(steps), "step_shapes": shapes, "delivery_s": delivery, "engine_args": knobs.engine_args(),
         "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals)) if len(prompts) else 0.0,
     }
     return SimResult(
@@ -171,14 +170,16 @@ def _rid(vllm_id: str) -> int:
     return int(vllm_id.split("-", 1)[0].split("q", 1)[1])
 
 
-def steps_into(rec: Recorder, steps: list[dict], t0: float) -> None:
+def steps_into(rec: Recorder, steps: list[dict], t0: float) -> list[tuple[Step, float]]:
     """vLLM's logged steps as the records' step log: each a Step of the chunks and decode rows it ran.
 
     A row is a decode when it feeds one token past its prompt; anything else (a prompt chunk, or
     a preempted request's recompute of prompt + output) is a prefill chunk. The step's end is
     when vLLM had processed its outputs; with vLLM's async scheduling the next step is already
     scheduled by then, so a step is counted from the later of its scheduling and the previous end.
+    Returns each step with its duration.
     """
+    out: list[tuple[Step, float]] = []
     prev_end = -np.inf
     for s in steps:
         if s["end"] is None:
@@ -196,6 +197,8 @@ def steps_into(rec: Recorder, steps: list[dict], t0: float) -> None:
         prev_end = s["end"]
         step = Step(prefill=tuple(chunks), decode=tuple(decode), kv_read=cached, kv_in_use=held)
         rec.step(step, start, np.array([s["end"] - t0]), StepOutcome())
+        out.append((step, s["end"] - t0 - start))
+    return out
 
 
 def _fill(rec: Recorder, run: VLLMRun, t0: float) -> float | None:
