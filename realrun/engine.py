@@ -47,7 +47,7 @@ from batchsim.core.workload import Request, Workload
 from .kvcache import KVBatch
 from .model import LoadedModel
 
-__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats"]
+__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "cache_argument"]
 
 
 def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[int]:
@@ -65,6 +65,16 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
             return (ids * (n // len(ids) + 1))[:n]
     rng = np.random.default_rng([seed, req.id])
     return rng.integers(0, min(256, vocab), n).tolist()
+
+
+def cache_argument(model) -> str:
+    """The forward argument that takes the KV cache: ``cache`` in recent transformers, ``past_key_values``
+    before. A model that silently swallowed the wrong name would decode with no context at all (the
+    transformers 5.19 that vLLM pins knows only ``past_key_values``)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def reset_memory_stats(lm: LoadedModel) -> None:
@@ -95,6 +105,7 @@ class Engine:
         self.clock = clock
         self.device = next(self.model.parameters()).device
         self.dtype = next(self.model.parameters()).dtype
+        self._cache_kw = cache_argument(self.model)
         self._shapes = self._warm_up()
         self.start(Workload(()))
 
@@ -107,11 +118,11 @@ class Engine:
         ids = torch.zeros(4, 16, dtype=torch.long, device=self.device)
         mask = torch.ones_like(ids)
         cache = DynamicCache()
-        out = self.model(input_ids=ids, cache=cache, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        out = self.model(input_ids=ids, **{self._cache_kw: cache}, attention_mask=mask, use_cache=True, logits_to_keep=1)
         for j in range(3):
             mask = torch.cat([mask, torch.ones(4, 1, dtype=torch.long, device=self.device)], 1)
             pos = torch.full((4, 1), 16 + j, device=self.device)
-            out = self.model(input_ids=ids[:, :1], cache=cache, attention_mask=mask, position_ids=pos, use_cache=True)
+            out = self.model(input_ids=ids[:, :1], **{self._cache_kw: cache}, attention_mask=mask, position_ids=pos, use_cache=True)
         self.lm.synchronize()
         del out
         return [(layer.keys.shape[1], layer.keys.shape[3]) for layer in cache.layers]
@@ -222,7 +233,7 @@ class Engine:
         b.reserve(1)
         b.mask[:n, b.hi] = 1
         out = self.model(
-            input_ids=b.live_last()[:, None], cache=b.cache(), attention_mask=b.live_mask(1),
+            input_ids=b.live_last()[:, None], **{self._cache_kw: b.cache()}, attention_mask=b.live_mask(1),
             position_ids=b.live_pos()[:, None], use_cache=True,
         )
         b.hi += 1
@@ -270,7 +281,7 @@ class Engine:
             new_mask[i, L - c.length :] = 1
         block.mask[:n, block.hi : block.hi + L] = torch.from_numpy(new_mask).to(self.device)
         out = self.model(
-            input_ids=torch.from_numpy(tokens).to(self.device), cache=block.cache(),
+            input_ids=torch.from_numpy(tokens).to(self.device), **{self._cache_kw: block.cache()},
             attention_mask=block.live_mask(L), position_ids=torch.from_numpy(positions).to(self.device),
             use_cache=True, logits_to_keep=1,
         )

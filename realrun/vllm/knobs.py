@@ -60,9 +60,12 @@ class VLLMKnobs:
                               f"(its attention kernels), got {show(self.block_size)}")
         if self.kv_budget_tokens is not None:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
-            if self.kv_budget_tokens < self.block_size:
-                raise ConfigError(f"kv-budget-tokens must hold at least one block of {self.block_size} tokens for vLLM, "
-                                  f"got {show(self.kv_budget_tokens)}")
+            # vLLM refuses to start with a cache that cannot hold one request of the model's whole
+            # context (plus the block it keeps in hand): it checks this at start-up, we before loading.
+            least = (-(-self.max_model_len // self.block_size) + 1) * self.block_size
+            if self.kv_budget_tokens < least:
+                raise ConfigError(f"kv-budget-tokens must hold one request of the model's whole context for vLLM "
+                                  f"(at least {least:,} tokens with blocks of {self.block_size}), got {show(self.kv_budget_tokens)}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             # vLLM's own rule: unchunked, any prompt the model takes must fit one step.
             raise ConfigError(f"max-batched-tokens must be at least the model's context ({self.max_model_len}) for vLLM "
