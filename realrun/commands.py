@@ -268,8 +268,14 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
                               limits=limits_for(lm, plan.kv), replay_policy=replay)
     if server is not None:
         for row in report.rows:
+            row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
+            row.predicted = summarize(row.sim, plan.slo)
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
+        if report.rows and hasattr(step_times, "decode"):
+            from .vllm.profile import recheck as vllm_recheck
+
+            report.notes.append(vllm_recheck(server, step_times, lm.vocab_size))
     if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
         report.notes.append(recheck(ours, step_times).text())
     if warn or (warn := load_warning(lm.threads)):

@@ -19,7 +19,7 @@ from batchsim.core.policies import VLLMV1
 from .knobs import knobs_for
 from .server import VLLMServer, model_dir, save_model
 
-__all__ = ["start_server", "calibration", "sim_policy", "decompose_vllm", "REPLAY_NOTE"]
+__all__ = ["start_server", "calibration", "sim_policy", "decompose_vllm", "delivered", "schedule_note", "REPLAY_NOTE"]
 
 #: What the replay identity (decomposition b) means for vLLM, said plainly.
 REPLAY_NOTE = ("does not apply to vLLM: its scheduler is vLLM's code, not a batchsim policy, so there is no "
@@ -59,7 +59,8 @@ def calibration(args, server, lm, plan, progress: bool = False):
         if info.get("engine") != "vllm":
             plan.notes.append(f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
                               f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another engine's times")
-        return model, {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout")}}
+        return model, {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout",
+                                                                               "delivery_s")}}
     cap = None
     if server.knobs.kv_budget_tokens is None and lm.kv_bytes_per_token:
         from .knobs import DEFAULT_CPU_KV_GIB
@@ -72,6 +73,8 @@ def calibration(args, server, lm, plan, progress: bool = False):
         path = staging.commit()[0]
     plan.notes.append(f"calibration (vLLM profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
     plan.notes.append(prof.text())
+    plan.notes.append(f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
+                      "(added to every predicted token)")
     info = {k: v for k, v in prof.as_dict().items() if k != "points"}
     info["file"] = str(path)
     return prof.model, info
@@ -113,3 +116,18 @@ def schedule_note(row) -> str:
     pre = lambda st: int((st["prompt_tokens"] > 0).sum())  # noqa: E731
     return (f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows per step "
             f"{rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs {pre(real):,}")
+
+
+def delivered(result, seconds: float):
+    """A simulated result with every token reaching the client ``seconds`` after its step ended.
+
+    The simulator's token is out when its step ends; vLLM's reaches the client after a hop between
+    processes (engine core to the frontend), which the profile measures. That shifts first tokens,
+    last tokens and finishes alike: TTFT and E2E grow by it, the gaps between tokens do not."""
+    from dataclasses import replace
+
+    if not seconds:
+        return result
+    r = result.records
+    recs = replace(r, first_token=r.first_token + seconds, last_token=r.last_token + seconds, finish=r.finish + seconds)
+    return replace(result, records=recs, meta={**result.meta, "delivery_s": seconds})

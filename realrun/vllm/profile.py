@@ -25,17 +25,22 @@ timed too and held out, to report the interpolation's error honestly.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import replace
 
 import numpy as np
 
+from batchsim.core.errors import ConfigError
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 
 from ..grid import Grid, doubling
 from ..profile import Profile, ProfilePoint, fit_linear
 
-__all__ = ["profile_vllm", "vllm_grid"]
+__all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
+
+#: The most tokens one decode point may hold (rows x width): a point prefills them all first.
+PROFILE_TOKENS = 12_288
 
 
 def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Grid:
@@ -46,10 +51,10 @@ def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Gri
     p_min = int(max(1, workload.prompt_tokens.min())) if len(workload) else 8
     budget = knobs.max_num_batched_tokens
     longest_chunk = min(p_max, budget)
-    ctx = min(ctx, knobs.max_model_len - 8)
+    ctx = min(ctx, knobs.max_model_len - 16 - (rows_max * ctx) // budget)
     width_lo = max(8, min(p_min, 32))
     widths = doubling(width_lo, max(width_lo, ctx), factor=2.5 if not quick else 4.0)
-    past = tuple((budget, k * budget) for k in (1, 2) if k * budget < p_max)
+    past = tuple((budget, k * budget) for k in (1, 2) if k * budget < p_max and (k + 1) * budget < knobs.max_model_len)
     mean_prompt = int(max(1, min(np.mean(workload.prompt_tokens) if len(workload) else 64, longest_chunk)))
     join_rows = sorted({min(rows_max, 4), rows_max})
     return Grid(
@@ -74,6 +79,7 @@ class _Prober:
         self.server, self.engine, self.vocab = server, server.engine, vocab
         self.k = 0
         self.rng = np.random.default_rng(0)
+        self.delivery: list[float] = []  # seconds from a step's end to its output reaching us
 
     def _prompt(self, n: int) -> list[int]:
         return self.rng.integers(0, min(256, self.vocab), n).tolist()
@@ -99,7 +105,10 @@ class _Prober:
         # batch is not split by the microseconds between our submissions.
         await self.engine.pause_generation(mode="keep", clear_cache=False)
         tasks = [asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out)) for i, p in enumerate(prompts)]
+        deadline = time.monotonic() + 10.0
         while self.engine.get_num_unfinished_requests() < len(prompts):
+            if any(t.done() for t in tasks) or time.monotonic() > deadline:
+                break  # a request vLLM refused (its error is raised below), or one that never arrives
             await asyncio.sleep(0.0005)
         await asyncio.sleep(0.002)  # the last request's way to the engine's process
         await self.engine.resume_generation()
@@ -123,13 +132,16 @@ class _Prober:
         # Late is counted from when the request was due, as a served request's TTFT is: the client's
         # own sleep overshoots too.
         due = time.monotonic() + idle
-        await asyncio.sleep(idle)
+        await asyncio.get_running_loop().run_in_executor(None, time.sleep, idle)  # as run_vllm submits
         await self._one(f"{self._tag()}q0", n_prompt, n_out)
+        received = time.monotonic()
         cold = self.server.read_steps()
         self.server.clear_steps()
         await self._one(f"{self._tag()}q0", n_prompt, n_out)
         warm = self.server.read_steps()
         late = cold[0]["start"] - due if cold else 0.0
+        ends = [x["end"] for x in cold if x["end"] is not None]
+        self.delivery.append(received - max(ends) if ends else 0.0)
         return late, _span(cold), _span(warm)
 
 
@@ -165,7 +177,9 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
     await pr.batch([16], 2)  # the first request after start-up pays one-off costs
     for _ in range(grid.rounds):
         for b, w in decode_pts:
-            steps = await pr.batch([w] * b, r + 3)  # spare tokens: the rows reach vLLM a little apart
+            # Enough tokens that every row is still decoding once the last row's prefill is done: a
+            # prefill over the step's budget takes several steps, and the first rows decode meanwhile.
+            steps = await pr.batch([w] * b, r + 3 + -(-b * w // grid.max_prefill_tokens))
             d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
             dec.setdefault((b, w), []).extend(d[:r])
             _tick(bar)
@@ -219,6 +233,10 @@ def _validation(grid: Grid, rng: np.random.Generator) -> dict:
 
 def _build(meas: dict, grid: Grid, source: str, context_len: int) -> tuple[ProfiledStepTime, list[ProfilePoint]]:
     mid = (grid.repeats - 1) / 2
+    missing = [k for k in itertools.product(grid.decode_rows, grid.decode_widths) if not meas["decode"].get(k)]
+    if missing:
+        raise ConfigError(f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width {missing[0][1]} was "
+                          "seen (vLLM scheduled the batch otherwise); profile again, or raise --max-batched-tokens")
     dz = np.array([[np.mean(meas["decode"][(b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
     decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
     pz = np.full((len(grid.prefill_rows), len(grid.prefill_lengths)), np.nan)
@@ -264,6 +282,9 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
     cap = capacity_tokens or knobs.kv_budget_tokens or 1 << 40
     grid = grid or vllm_grid(workload, knobs, cap, quick)
     # Keep within the cache: a decode point holds rows x (width + repeats) tokens at its end.
+    # Keep within the cache, and within a profile of a minute or so: every decode point prefills its
+    # rows first, so the widest of the most rows is the dearest point (beyond it, the last cell's slope).
+    cap = min(cap, PROFILE_TOKENS)
     grid = replace(grid, decode_widths=tuple(w for w in grid.decode_widths if grid.decode_rows[-1] * (w + grid.repeats + 2) <= cap)
                    or grid.decode_widths[:1])
     val = _validation(grid, np.random.default_rng(grid.seed))
@@ -284,10 +305,11 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
             bar.close()
     seconds = time.perf_counter() - t0
     meas["val"] = val
+    delivery = max(0.0, float(np.median(pr.delivery))) if pr.delivery else 0.0
     source = f"vLLM {server.version} profile: {knobs.model}, {knobs.dtype}, {knobs.device}"
     model, points = _build(meas, grid, source, knobs.max_model_len)
     linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="fused")
-    info = {"engine": "vllm", "vllm": server.version, "model_name": knobs.model, "device": knobs.device,
+    info = {"engine": "vllm", "vllm": server.version, "delivery_s": delivery, "model_name": knobs.model, "device": knobs.device,
             "engine_args": knobs.engine_args(), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "grid": {"decode_rows": list(grid.decode_rows), "decode_widths": list(grid.decode_widths),
                      "prefill_rows": list(grid.prefill_rows), "prefill_lengths": list(grid.prefill_lengths)}}
@@ -298,3 +320,31 @@ def _tick(bar) -> None:
     if bar is not None:
         bar.update(1)
 
+
+
+async def _recheck(pr: _Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
+    out = []
+    for b, w in points:
+        steps = await pr.batch([w] * b, r + 3 + -(-b * w // pr.server.knobs.max_num_batched_tokens))
+        d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
+        if d:
+            out.append((b, w, float(np.mean(d[:r]))))
+    return out
+
+
+def recheck(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
+    """Time a few decode shapes again (after the measured run) and say how far the machine moved.
+
+    On a shared CPU another process can take a core between the profile and the run: a step-time
+    error that the recheck also shows is the machine's drift, not the model's."""
+    rows, widths = model.decode.x, model.decode.y
+    points = sorted({(int(rows[0]), int(widths[0])), (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
+                     (int(rows[-1]), int(widths[0]))})
+    got = server.call(_recheck, _Prober(server, vocab_size), points, repeats)
+    if not got:
+        return "drift: the recheck saw no clean decode step"
+    ratios = [t / float(model.decode(b, w + (repeats - 1) / 2)[0]) for b, w, t in got]
+    mean = (float(np.mean(ratios)) - 1) * 100
+    return (f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
+            f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
+            "a step-time error (a) of the same size is the machine's drift, not the model's")
