@@ -56,13 +56,13 @@ def model_dir(name: str, seed: int = 0) -> Path:
         return root / f"{name}-seed{seed}"
     p = Path(name)
     if not (p / "config.json").is_file():
-        raise ConfigError(f"model: engine vllm loads a model from a local folder (or tiny-gpt2, gpt2-random, which it "
+        raise ConfigError(f"model: engine vllm loads a model from a local folder (or an offline model, which it "
                           f"saves), got {name!r}, which is not a folder with a config.json")
     return p
 
 
 def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Path:
-    """Write offline model ``name`` (tiny-gpt2 or gpt2-random) with ``save_pretrained``; returns the folder.
+    """Write offline model ``name`` (tiny-gpt2, gpt2-random, tiny-gpt2-50k) with ``save_pretrained``; returns the folder.
 
     The weights are those ``realrun.model.load_model(name, seed=seed)`` builds, in fp32. A folder
     that already holds the model is left as it is; the write goes to a temporary folder first, so a
