@@ -44,7 +44,7 @@ from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 
-from .packed import packed_model
+from .packed import packed_model, warm
 from .kvcache import KVBatch
 from .model import LoadedModel
 
@@ -111,6 +111,8 @@ class Engine:
         # model's body, then the output layer on each row's last position; else the model's own forward.
         packed = packed_model(self.model) if self.device.type == "cpu" else None
         self._body, self.head = packed if packed is not None else (None, None)
+        if packed is not None:
+            warm([*self._body.modules(), self.head])
         self._shapes = self._warm_up()
         self.start(Workload(()))
 

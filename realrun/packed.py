@@ -11,7 +11,8 @@ does for its linear layers. Measured here (one thread; ms per product, plain -> 
     256 x 50,257 (output layer)   1 row 1.6 -> 1.1   16 rows 6.7 -> 2.8   64 rows 21.4 -> 7.1
     256 x 768 (attention in)      1 row 0.009 -> 0.021   16 rows 0.078 -> 0.039   64 rows 0.24 -> 0.11
 
-so a product of fewer than ``PACKED_FROM_ROWS`` rows keeps PyTorch's own kernel.
+so a product of fewer than ``PACKED_FROM_ROWS`` rows keeps PyTorch's own kernel, and a larger one is
+padded to one of a few row counts (``bucket``) whose kernels are built before any clock runs.
 
 ``packed_model(model)`` returns (body, head) for the engine: a copy of the model's body
 (``base_model``) whose linear layers run packed, and the output layer as a ``PackedLinear``;
@@ -28,7 +29,7 @@ import copy
 
 import torch
 
-__all__ = ["PackedLinear", "packed_model", "PACKED_FROM_ROWS"]
+__all__ = ["PackedLinear", "packed_model", "bucket", "warm", "PACKED_FROM_ROWS"]
 
 #: Products of fewer rows run on PyTorch's kernel: oneDNN's call costs ~10 us more, measured here.
 PACKED_FROM_ROWS = 4
@@ -52,13 +53,41 @@ class PackedLinear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x.reshape(-1, self.n_in)
-        if x2.shape[0] >= PACKED_FROM_ROWS:
-            y = torch.ops.mkldnn._linear_pointwise(x2.contiguous(), self.packed, self.bias, "none", [], "")
+        m = x2.shape[0]
+        if m >= PACKED_FROM_ROWS:
+            b = bucket(m)
+            if b != m:  # padded to a size whose kernel is built already (see ``bucket``)
+                x2 = torch.cat([x2, x2.new_zeros(b - m, self.n_in)])
+            y = torch.ops.mkldnn._linear_pointwise(x2.contiguous(), self.packed, self.bias, "none", [], "")[:m]
         elif self.bias is None:
             y = x2 @ self.weight_t
         else:
             y = torch.addmm(self.bias, x2, self.weight_t)
         return y.view(*shape[:-1], self.n_out)
+
+
+def bucket(m: int) -> int:
+    """The row count a product of ``m`` rows runs at: itself up to 64 (a decode's rows), then a
+    multiple of 16 up to 1,024, then of 64 (a prefill's tokens).
+
+    oneDNN builds a kernel for each new shape the first time it meets it (1 to 5 ms here), and a
+    server meets new row counts all the time: the decode sizes are built at start-up (``warm``),
+    and a prefill is padded (by fewer than 16 tokens, or 64 past 1,024) to sizes it meets again."""
+    if m <= 64:
+        return m
+    return -(-m // 16) * 16 if m <= 1024 else -(-m // 64) * 64
+
+
+def warm(modules, up_to: int = 64) -> None:
+    """Build the kernels of every decode-sized bucket (``PACKED_FROM_ROWS`` .. ``up_to`` rows) now."""
+    sizes = sorted({bucket(m) for m in range(PACKED_FROM_ROWS, up_to + 1)})
+    seen: set[tuple[int, int]] = set()
+    with torch.inference_mode():
+        for mod in modules:
+            if isinstance(mod, PackedLinear) and (mod.n_in, mod.n_out) not in seen:
+                seen.add((mod.n_in, mod.n_out))
+                for m in sizes:
+                    mod(torch.zeros(m, mod.n_in))
 
 
 def _packable(module) -> tuple[torch.Tensor, torch.Tensor | None] | None:
