@@ -53,8 +53,8 @@ def test_make_policy_offers_the_flavour_by_name():
 def test_decode_tokens_spend_the_budget():
     # 6 rows decoding and a budget of 10 tokens: a 20-token prompt gets 4 of them (batchsim's own: 10).
     reqs = [Request(i, 0.0, 1, 50) for i in range(6)] + [Request(6, 0.0, 20, 5)]
-    for cls, chunk in ((VLLMV1, 4), (Continuous, 10)):
-        pol = cls(max_seqs=8, max_batched_tokens=10, block_size=4)
+    for make, chunk in ((lambda: VLLMV1(8, 10, 4, async_scheduling=False), 4), (lambda: Continuous(8, 10, 4), 10)):
+        pol = make()
         pol.start(None)
         for r in reqs[:6]:
             pol.on_arrival(r, 0.0)
@@ -63,7 +63,7 @@ def test_decode_tokens_spend_the_budget():
         pol.on_arrival(reqs[6], 0.01)
         step = pol.next_action(0.01)
         assert len(step.decode) == 6
-        assert [c.length for c in step.prefill] == [chunk], cls.__name__
+        assert [c.length for c in step.prefill] == [chunk], type(pol).__name__
 
 
 def test_rows_past_the_budget_sit_out_in_admission_order():
@@ -79,7 +79,7 @@ def test_rows_past_the_budget_sit_out_in_admission_order():
 def test_with_a_budget_no_step_can_spend_it_equals_batchsims_scheduler():
     wl = make_workload(Poisson(60.0), Uniform(16, 300), Uniform(8, 120), n=200, seed=4)
     a = simulate(wl, Continuous(32, 10**6, 32, watermark=0.0), ST)
-    b = simulate(wl, VLLMV1(32, 10**6, 32), ST)
+    b = simulate(wl, VLLMV1(32, 10**6, 32, async_scheduling=False), ST)
     assert np.array_equal(a.records.finish, b.records.finish)
     assert np.array_equal(a.records.first_token, b.records.first_token)
 
@@ -115,3 +115,33 @@ def test_fifo_admission_and_newest_preempted_first():
     victims = [v for s in steps for v in s.preempted]
     assert victims and victims[0] == max(admitted[: admitted.index(victims[0]) + 1][:4])
     assert pol.preemptions == len(victims)
+
+
+def test_async_scheduling_a_newcomer_waits_one_more_step():
+    # Step k+1 is chosen when step k starts: a request arriving during step k joins step k+2,
+    # unless nothing else would run (then it is scheduled when step k ends).
+    def first_prefill_step(async_scheduling: bool) -> int:
+        pol = VLLMV1(8, 64, 4, async_scheduling=async_scheduling)
+        pol.start(None)
+        pol.on_arrival(Request(0, 0.0, 4, 20), 0.0)
+        t, k = 0.0, 0
+        while True:
+            step = pol.next_action(t)
+            k += 1
+            if any(c.request_id == 1 for c in step.prefill):
+                return k
+            t += 0.01
+            if k == 2:
+                pol.on_arrival(Request(1, t - 0.005, 4, 3), t - 0.005)  # arrived during step 2
+            pol.on_step_end(step, 1, t)
+
+    assert first_prefill_step(False) == 3 and first_prefill_step(True) == 4
+    # Alone, a newcomer is scheduled at once: no step is in flight to wait for.
+    pol = VLLMV1(8, 64, 4)
+    pol.start(None)
+    pol.on_arrival(Request(0, 0.0, 4, 1), 0.0)
+    s = pol.next_action(0.0)
+    pol.on_step_end(s, 1, 0.01)
+    pol.on_arrival(Request(1, 0.005, 4, 2), 0.005)
+    assert [c.request_id for c in pol.next_action(0.01).prefill] == [1]
+    assert "async_scheduling=True" in repr(VLLMV1())

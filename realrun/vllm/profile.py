@@ -14,7 +14,12 @@ each step's shape and duration from vLLM's step log (``steplog``):
 - **mixed steps**: a prompt arriving while rows decode, so one step runs both: the time
   it saves against its two halves timed apart is what they share (``fused_shared``);
 - **waking**: a short request after the engine sat idle (1 ms to 100 ms), against the
-  same request at once again: how late its step starts and how much slower it runs.
+  same request at once again: how late its step starts and how much slower it runs;
+- **delivery**: how long after a step's end its output reaches the client.
+
+Every shape runs once, unmeasured, before it is timed: vLLM's CPU kernels are built the
+first time a step of a new size runs, and a served workload meets its sizes again and
+again (without this, the profile read 35-45 % slow against a recheck after the run).
 
 The model's plan is ``"fused"`` (one ragged pass per step), and the time between steps
 is in the step (vLLM's own work, its process hops, its async scheduling all happen
@@ -39,6 +44,9 @@ from ..profile import Profile, ProfilePoint, fit_linear
 
 __all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
 
+#: Decode steps let by before timing: the first steps after a batch's prefill still overlap its
+#: output's processing (async scheduling) and read slow against a served run's steady steps.
+SETTLE = 2
 #: The most tokens one decode point may hold (rows x width): a point prefills them all first.
 PROFILE_TOKENS = 12_288
 
@@ -175,13 +183,20 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
     prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
     prefill_pts += val["prefill"]
     await pr.batch([16], 2)  # the first request after start-up pays one-off costs
+    # vLLM's CPU kernels (oneDNN) are built for each new number of tokens in a step the first time
+    # it runs, which costs milliseconds; a served workload meets its shapes again and again, so each
+    # shape is run once, unmeasured, before it is timed.
+    for b in sorted({b for b, _ in decode_pts}):
+        await pr.batch([grid.decode_widths[0]] * b, 3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens))
+    for b, n in prefill_pts:
+        await pr.batch([n] * b, 1)
     for _ in range(grid.rounds):
         for b, w in decode_pts:
             # Enough tokens that every row is still decoding once the last row's prefill is done: a
             # prefill over the step's budget takes several steps, and the first rows decode meanwhile.
-            steps = await pr.batch([w] * b, r + 3 + -(-b * w // grid.max_prefill_tokens))
+            steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // grid.max_prefill_tokens))
             d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
-            dec.setdefault((b, w), []).extend(d[:r])
+            dec.setdefault((b, w), []).extend(d[SETTLE : SETTLE + r])
             _tick(bar)
         for b, n in prefill_pts:
             for _ in range(max(1, r // 2)):
@@ -325,10 +340,10 @@ def _tick(bar) -> None:
 async def _recheck(pr: _Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
     out = []
     for b, w in points:
-        steps = await pr.batch([w] * b, r + 3 + -(-b * w // pr.server.knobs.max_num_batched_tokens))
+        steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
         d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
-        if d:
-            out.append((b, w, float(np.mean(d[:r]))))
+        if d[SETTLE:]:
+            out.append((b, w, float(np.mean(d[SETTLE : SETTLE + r]))))
     return out
 
 
@@ -343,7 +358,7 @@ def recheck(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) 
     got = server.call(_recheck, _Prober(server, vocab_size), points, repeats)
     if not got:
         return "drift: the recheck saw no clean decode step"
-    ratios = [t / float(model.decode(b, w + (repeats - 1) / 2)[0]) for b, w, t in got]
+    ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
     mean = (float(np.mean(ratios)) - 1) * 100
     return (f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
             f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
