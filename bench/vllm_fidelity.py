@@ -30,7 +30,7 @@ SHAPES = {
     "long": ["--arrival", "poisson", "--rate", "5", "--requests", "80", "--prompt-len", "uniform:400,900",
              "--output-len", "uniform:8,48"],
     "mixed": ["--arrival", "poisson", "--rate", "6", "--requests", "100", "--prompt-len", "lognormal:200,180",
-              "--output-len", "lognormal:80,80"],
+              "--output-len", "lognormal:96,64"],
 }
 GOALS = {"p50_e2e": 10, "p99_e2e": 20, "p50_ttft": 15}
 COLUMNS = ("p50_ttft", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "request_throughput")
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="tiny-gpt2")
-    p.add_argument("--shapes", default="short,bursty,long")
+    p.add_argument("--shapes", default="short,bursty,long,mixed")
     p.add_argument("--max-seqs", default="32")
     p.add_argument("--max-batched-tokens", default="512")
     args = p.parse_args(argv)

@@ -62,7 +62,8 @@ def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Gri
     ctx = min(ctx, knobs.max_model_len - 16 - (rows_max * ctx) // budget)
     width_lo = max(8, min(p_min, 32))
     widths = doubling(width_lo, max(width_lo, ctx), factor=2.5 if not quick else 4.0)
-    past = tuple((budget, k * budget) for k in (1, 2) if k * budget < p_max and (k + 1) * budget < knobs.max_model_len)
+    # Continued chunks, as vLLM cuts a prompt longer than the budget: q new tokens after p cached.
+    past = tuple((q, p) for q, p in ((budget // 2, budget), (budget, budget)) if p < p_max and p + q < knobs.max_model_len)
     mean_prompt = int(max(1, min(np.mean(workload.prompt_tokens) if len(workload) else 64, longest_chunk)))
     join_rows = sorted({min(rows_max, 4), rows_max})
     return Grid(
@@ -216,9 +217,11 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
                 steps = await pr.join(b, w, n, 24)
                 for s, t in _durations(steps):
                     kinds = [_is_decode(x) for x in s["rows"]]
-                    if sum(kinds) == b and len(kinds) == b + 1:
+                    new = [x for x in s["rows"] if not _is_decode(x)]
+                    if sum(kinds) == b and len(new) == 1 and new[0][1] == 0:
+                        # The newcomer's chunk as vLLM cut it (the budget less the decodes), not its prompt.
                         ctx = float(np.mean([x[1] for x in s["rows"] if _is_decode(x)]))
-                        joins.append((b, ctx, n, t))
+                        joins.append((b, ctx, int(new[0][2]), t))
             _tick(bar)
     for idle in grid.wake_idle:
         lates, extras = [], []
