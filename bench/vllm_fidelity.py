@@ -4,7 +4,9 @@ For each load shape, ``python -m realrun compare --engine vllm`` (in-process): v
 with the continuous policy's knobs, profiled on the workload's shapes (plan "fused"),
 predicted by batchsim's ``Continuous(scheduler="vllm-v1")``, then measured. One table of
 errors, (predicted - measured) / measured, with vLLM's busy share (the goal holds at
-50-85 % busy: p50 E2E within 10 %, p99 E2E within 20 %, p50 TTFT within 15 %).
+50-85 % busy: p50 E2E within 10 %, p99 E2E within 20 %, p50 TTFT within 15 %). "drift" is how
+much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
+than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
 
 Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
 
@@ -18,6 +20,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import time
 
@@ -59,18 +62,20 @@ def main(argv=None) -> int:
         obj = json.loads(out.getvalue())
         (run,) = obj["runs"]
         busy = run["measured"].get("busy_fraction") or 0.0
-        rows.append((name, busy, run["error_pct"], run["decomposition"]))
+        drift = next((n for n in obj["notes"] if n.startswith("drift")), "")
+        m = re.search(r"take ([+-]\d+) %", drift)
+        rows.append((name, busy, run["error_pct"], run["decomposition"], m.group(1) + "%" if m else "-"))
         print(f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
               + "; ".join(n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")))
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
-    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS) + "   step-time error (a)")
+    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS) + f" {'drift':>6s}   step-time error (a)")
     worst = {k: 0.0 for k in GOALS}
-    for name, busy, err, dec in rows:
+    for name, busy, err, dec, drift in rows:
         cells = " ".join(f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}" for c in COLUMNS)
         steps = dec.get("steps", {}) if dec else {}
         a = f"{steps['total_error_pct']:+.1f}% total, {steps['mean_abs_error_pct']:.1f}% mean|e|" if steps.get("n") else "-"
-        print(f"{name:8s} {busy:5.0%} {cells}   {a}")
+        print(f"{name:8s} {busy:5.0%} {cells} {drift:>6s}   {a}")
         for k in GOALS:
             if err.get(k) is not None and 0.5 <= busy <= 0.85:
                 worst[k] = max(worst[k], abs(err[k]))
