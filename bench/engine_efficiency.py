@@ -9,13 +9,20 @@ from the first arrival to the last answer.
     ours-static16     our engine driven by Static(16): padded batches, for reference
     hf-generate       model.generate() on the same Static(16) batches
     hf-continuous     transformers' continuous batching, each request with its own max_new_tokens
+    vllm              vLLM's AsyncLLM (when vLLM is installed: run this in .venv-vllm/), the 64
+                      requests submitted at once, max_num_seqs 64, max_num_batched_tokens 4096,
+                      block 32, eager (no compilation), prefix caching off
 
-Targets: ours-continuous >= 2x hf-generate and >= 1.5x hf-continuous. Each engine runs
+Targets: ours-continuous >= 2x hf-generate and >= 1.5x hf-continuous, and >= 1.0x vLLM. Each engine runs
 --rounds times, interleaved so that a burst of load from elsewhere hits all of them;
 the medians are compared. The machine's load average is printed: on a shared machine
 the absolute figures move, the ratios less so.
 
-    python bench/engine_efficiency.py [--rounds 3] [--threads N]
+    python bench/engine_efficiency.py [--rounds 3] [--threads N] [--model tiny-gpt2|tiny-gpt2-50k|gpt2-random]
+    .venv-vllm/bin/python bench/engine_efficiency.py      # the same, with vLLM alongside
+
+vLLM binds one core to its model and keeps torch at one thread, so ours runs with one thread too
+(--threads 1, the default here) for a like-for-like ratio.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ import numpy as np
 
 from batchsim import Continuous, Static, summarize
 from batchsim.core.workload import Workload
-from realrun.baselines import HFGenerateEngine, run_hf_continuous
+from realrun.baselines import HFGenerateEngine, has_hf_continuous, run_hf_continuous
 from realrun.engine import Engine
 from realrun.model import load_model
-from realrun.runner import run_real
+from realrun.runner import limits_for, run_real
+from realrun.vllm.serve import run_vllm
 
 
 def workload(seed: int = 0) -> Workload:
@@ -46,7 +54,7 @@ def workload(seed: int = 0) -> Workload:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="tiny-gpt2")
     args = p.parse_args(argv)
     lm = load_model(args.model, device="cpu", threads=args.threads)
@@ -60,10 +68,17 @@ def main(argv=None) -> int:
         "ours-continuous": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours),
         "ours-static16": lambda: run_real(wl, Static(16), ours),
         "hf-generate": lambda: run_real(wl, Static(16), hfgen),
-        "hf-continuous": lambda: run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)[0],
     }
+    if has_hf_continuous(lm):
+        runs["hf-continuous"] = lambda: run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)[0]
+    else:
+        print("hf-continuous: not in this transformers; left out")
+    server = _vllm(lm)
+    if server is not None:
+        runs["vllm"] = lambda: run_vllm(wl, server, limits_for(lm), lm.vocab_size, lm.tokenizer)
     tps: dict[str, list[float]] = {k: [] for k in runs}
     outputs: dict[str, dict] = {}
+    last: dict = {}
     for r in range(args.rounds):
         line = []
         for name, go in runs.items():
@@ -73,10 +88,15 @@ def main(argv=None) -> int:
             assert s["completed"] == len(wl) and s["total_output_tokens"] == useful, (name, s["completed"])
             tps[name].append(s["output_throughput"])
             line.append(f"{name} {s['output_throughput']:7.0f} tok/s ({time.perf_counter() - t:5.2f} s)")
+            last[name] = res
         print(f"round {r + 1}: " + " | ".join(line))
     outputs["ours"] = {k: list(v) for k, v in ours.outputs().items()}
     outputs["hf-generate"] = {k: list(v) for k, v in hfgen.outputs().items()}
-    _, outputs["hf-continuous"] = run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)
+    if "hf-continuous" in runs:
+        _, outputs["hf-continuous"] = run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)
+    if server is not None:
+        outputs["vllm"] = dict(enumerate(last["vllm"].meta["outputs"]))
+        server.close()
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     med = {k: statistics.median(v) for k, v in tps.items()}
     print()
@@ -84,14 +104,37 @@ def main(argv=None) -> int:
     for k, v in med.items():
         print(f"{k:18s} {v:12.0f}   {', '.join(f'{x:.0f}' for x in tps[k])}")
     r_gen = med["ours-continuous"] / med["hf-generate"]
-    r_cont = med["ours-continuous"] / med["hf-continuous"]
     print()
     print(f"ours-continuous / hf-generate(static 16) = {r_gen:.2f}x   (target >= 2x: {'met' if r_gen >= 2 else 'MISSED'})")
-    print(f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: {'met' if r_cont >= 1.5 else 'MISSED'})")
+    if "hf-continuous" in med:
+        r_cont = med["ours-continuous"] / med["hf-continuous"]
+        print(f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: {'met' if r_cont >= 1.5 else 'MISSED'})")
+    if "vllm" in med:
+        r_v = med["ours-continuous"] / med["vllm"]
+        print(f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: {'met' if r_v >= 1.0 else 'MISSED'})")
     print(f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x")
-    same = all(outputs["ours"][i] == outputs["hf-generate"][i] == outputs["hf-continuous"][i] for i in range(len(wl)))
-    print(f"greedy tokens identical across the three engines: {'yes' if same else 'NO'}")
+    hf = [k for k in ("hf-generate", "hf-continuous") if k in outputs]
+    same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(len(wl)))
+    print(f"greedy tokens identical across ours and {', '.join(hf)}: {'yes' if same else 'NO'}")
+    if "vllm" in outputs:
+        agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(len(wl)))
+        print(f"greedy tokens identical to vLLM's: {agree} of {len(wl)} requests (other kernels: near-ties may break otherwise)")
     return 0
+
+
+def _vllm(lm):
+    """vLLM serving ``lm`` (saved to disk) with the continuous run's knobs, or None without vLLM."""
+    from realrun.vllm import has_vllm
+
+    if not has_vllm():
+        print("vllm: not installed here (run this with .venv-vllm/bin/python); left out")
+        return None
+    from realrun.vllm import VLLMServer, knobs_for, save_model
+
+    knobs = knobs_for(Continuous(max_seqs=64, max_batched_tokens=4096, block_size=32), save_model(lm.name), lm.n_positions)
+    server = VLLMServer(knobs, lm.kv_bytes_per_token)
+    print(f"vllm: {server.describe()}")
+    return server
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ batched KV cache (``Engine``). The records are batchsim's, so its metrics apply
 unchanged, and ``profile`` fits batchsim's cost model to measured step times so that
 ``compare`` can hold the simulator's prediction against the measurement.
 
-The offline models (``tiny-gpt2``, ``gpt2-random``) have random weights: the timing is
-real, the text is not.
+The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``) have random weights:
+the timing is real, the text is not. ``realrun.vllm`` serves the same workloads through vLLM,
+the reference engine (``--engine vllm``), and profiles it for the simulator.
 """
 
 from .baselines import ENGINE_NAMES, HFGenerateEngine, run_hf_continuous

@@ -2,6 +2,8 @@
 
 import sys
 
-from .cli import main
+# Guarded: vLLM (``--engine vllm``) starts its processes with spawn, which imports this module again.
+if __name__ == "__main__":
+    from .cli import main
 
-sys.exit(main())
+    sys.exit(main())

@@ -36,7 +36,7 @@ from .runner import context_reason
 
 __all__ = ["HFGenerateEngine", "run_hf_continuous", "has_hf_continuous", "ENGINE_NAMES"]
 
-ENGINE_NAMES = ("ours", "hf-generate", "hf-continuous")
+ENGINE_NAMES = ("ours", "hf-generate", "hf-continuous", "vllm")
 
 
 def has_hf_continuous(lm: LoadedModel) -> bool:

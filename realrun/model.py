@@ -7,6 +7,8 @@ The hub is out of reach in many classrooms, so the defaults need nothing from it
   runs on 2 CPU cores in seconds.
 - ``gpt2-random``: the 124M GPT-2 shape (12 x 768, vocabulary 50257), random weights: the
   timing of the real GPT-2 without its download.
+- ``tiny-gpt2-50k``: tiny-gpt2's 4 x 256 body under GPT-2's 50,257-token vocabulary, where the
+  output layer is most of a step: the shape engines are compared on (``bench/engine_efficiency.py``).
 
 Their weights are random: **the timing is real, the text is not.** Every command that
 uses them says so. Anything else (``gpt2``, ``distilgpt2``, a local folder, a Llama) goes
@@ -29,7 +31,7 @@ __all__ = [
     "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE",
 ]
 
-OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random")
+OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k")
 RANDOM_WEIGHTS_NOTE = "weights are random (seeded): the timing is real, the text is not"
 
 # How long we give huggingface.co to answer before saying it is unreachable: long enough for a
@@ -169,6 +171,8 @@ def _gpt2_config(name: str):
             n_layer=4, n_embd=256, n_head=4, n_positions=1024, vocab_size=259, initializer_range=0.2,
             bos_token_id=256, eos_token_id=257, pad_token_id=258,
         )
+    if name == "tiny-gpt2-50k":
+        return GPT2Config(n_layer=4, n_embd=256, n_head=4, n_positions=1024, pad_token_id=50256)
     # GPT-2 small's shape (124M). Default initialisation: larger weights overflow in fp16 on a GPU.
     return GPT2Config(pad_token_id=50256)
 

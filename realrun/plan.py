@@ -88,7 +88,10 @@ class Plan:
         if args.command == "run" and args.policy is None:
             d["policy"] = "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
         self.engine = _engine_name(args)
-        self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes, args.command)
+        self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes,
+                                      args.command, "policy" in flags)
+        if self.engine == "vllm":
+            d = _vllm_defaults(args, flags, d, self.notes)
         self.notes += ignored_knob_notes(flags, self.names)
         self.workload_config = WorkloadConfig.from_flags(flags, d)
         self.policies = [PolicyConfig.from_flags(n, flags, d) for n in self.names]
@@ -157,7 +160,8 @@ def _engine_name(args) -> str:
     return name
 
 
-def _usable_policies(engine_name: str, names: list[str], notes: list[str], command: str) -> list[str]:
+def _usable_policies(engine_name: str, names: list[str], notes: list[str], command: str,
+                     policy_given: bool = True) -> list[str]:
     if command == "run" and len(names) != 1:
         raise ConfigError(f"run measures one policy; use compare for several, got {','.join(names)}")
     if engine_name == "hf-generate":
@@ -167,6 +171,14 @@ def _usable_policies(engine_name: str, names: list[str], notes: list[str], comma
         if len(kept) < len(names):
             notes.append("engine hf-generate runs padded batches only: continuous is left out")
         return kept
+    if engine_name == "vllm":
+        others = [n for n in names if n != "continuous"]
+        if others and policy_given:
+            raise ConfigError(f"engine vllm is vLLM's own scheduler (continuous batching): policy must be continuous, "
+                              f"got {','.join(names)}")
+        if others:
+            notes.append("engine vllm schedules by itself (vLLM V1, continuous batching): only policy continuous is run")
+        return ["continuous"]
     if engine_name == "hf-continuous":
         if "continuous" not in names:
             raise ConfigError("engine hf-continuous is continuous batching: policy must include continuous")
@@ -174,6 +186,23 @@ def _usable_policies(engine_name: str, names: list[str], notes: list[str], comma
             notes.append("engine hf-continuous schedules by itself: only the continuous policy's limits are passed on")
         return ["continuous"]
     return names
+
+
+def _vllm_defaults(args, flags: dict, d: dict, notes: list[str]) -> dict:
+    """vLLM must be importable, and on the CPU its blocks are a multiple of 32 tokens: checked before anything loads."""
+    from .vllm.knobs import CPU_BLOCK_MULTIPLE
+    from .vllm.server import require_vllm
+
+    require_vllm()
+    on_cpu = not str(args.device).startswith("cuda")
+    if on_cpu and "block_size" not in flags:
+        notes.append(f"engine vllm on the CPU: block size {CPU_BLOCK_MULTIPLE} (its kernels take multiples of "
+                     f"{CPU_BLOCK_MULTIPLE}), on both the measured and the simulated side")
+        return {**d, "block_size": CPU_BLOCK_MULTIPLE}
+    if on_cpu and int(flags["block_size"]) % CPU_BLOCK_MULTIPLE:
+        raise ConfigError(f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for engine vllm on the CPU (its "
+                          f"attention kernels), got {show(flags['block_size'])}")
+    return d
 
 
 def write_outputs(plan: Plan, results: dict, args, figure=None) -> list[Path]:

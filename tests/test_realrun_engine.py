@@ -20,7 +20,7 @@ from batchsim import Poisson, Uniform, make_policy, make_workload, summarize  # 
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.core.workload import Request, Workload  # noqa: E402
 from realrun.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
-from realrun.engine import Engine, prompt_ids  # noqa: E402
+from realrun.engine import Engine, cache_argument, prompt_ids  # noqa: E402
 from realrun.kvcache import KVBatch  # noqa: E402
 from realrun.model import load_model  # noqa: E402
 from realrun.runner import run_real  # noqa: E402
@@ -46,11 +46,11 @@ def alone(lm, req: Request) -> list[int]:
     """Greedy tokens of one request run by itself, without any of our machinery."""
     with torch.inference_mode():
         ids = torch.tensor([prompt_ids(req, lm.vocab_size, lm.tokenizer, 0)])
-        cache = DynamicCache()
-        out = lm.model(input_ids=ids, cache=cache, use_cache=True)
+        kw = {cache_argument(lm.model): DynamicCache()}  # the name this transformers takes
+        out = lm.model(input_ids=ids, **kw, use_cache=True)
         toks = [int(out.logits[0, -1].argmax())]
         while len(toks) < req.output_tokens:
-            out = lm.model(input_ids=torch.tensor([[toks[-1]]]), cache=cache, use_cache=True)
+            out = lm.model(input_ids=torch.tensor([[toks[-1]]]), **kw, use_cache=True)
             toks.append(int(out.logits[0, -1].argmax()))
     return toks
 
@@ -254,3 +254,27 @@ def test_kvbatch_window_slides_back_inside_its_buffers():
     assert b.live_mask().tolist() == [[1, 1, 1, 1]] and int(b.mask[0, 4:].sum()) == 0
     b.reserve(30)  # now it cannot slide: the buffers grow
     assert b.capacity >= 34 and torch.equal(b.K[0][0, 0, b.lo : b.hi], live)
+
+
+def test_packed_products_leave_the_model_alone_and_the_tokens_equal(lm):
+    # The engine runs a copy of the body with oneDNN-packed products (realrun.packed) over the same
+    # parameters; the model the baselines and the reference run is untouched.
+    from realrun.packed import PackedLinear
+
+    eng = Engine(lm)
+    if eng.head is None:
+        pytest.skip("no oneDNN packing on this machine: the engine runs the model's own forward")
+    assert isinstance(eng._body.h[0].attn.c_attn, PackedLinear)
+    assert type(lm.model.transformer.h[0].attn.c_attn).__name__ == "Conv1D"
+    assert eng._body.wte.weight is lm.model.transformer.wte.weight
+
+
+def test_batched_equals_alone_with_gpt2s_vocabulary():
+    # tiny-gpt2-50k: the 50,257-row output layer, where the packed head does most of a step's work.
+    big = load_model("tiny-gpt2-50k", device="cpu", dtype="fp32", threads=1)
+    wl = make_workload(Poisson(300.0), Uniform(3, 30), Uniform(1, 16), n=8, seed=9)
+    eng = Engine(big)
+    res = run_real(wl, make_policy("continuous", max_seqs=8), eng)
+    assert summarize(res)["completed"] == len(wl)
+    for r in wl.requests:
+        assert eng.outputs()[r.id] == alone(big, r), f"request {r.id}"

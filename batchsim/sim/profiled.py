@@ -10,6 +10,9 @@ the engine's passes on a grid of shapes and this model looks the answer up:
 - a **prefill** pass of ``rows`` chunks of ``query`` tokens costs ``prefill(rows, query)``,
   likewise, plus ``past_cost`` seconds for every pair of (new token, cached token) its
   attention computes when the chunks continue an earlier one;
+- a fused pass (plan ``"fused"``, vLLM's ragged batches) prices its prefill and its decode
+  rows on the two grids and pays the fixed cost both include once: ``fused_shared``, the
+  measured difference between a mixed pass and its two halves timed apart;
 - every step also costs ``step_extra`` (the engine's work around its passes: dropping
   and joining rows) plus ``join_cost`` per token joining the batch, and the server spends
   ``step_gap`` between two steps (the driver's own Python: the policy's decision, the
@@ -46,7 +49,7 @@ __all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
 
 #: The calibration format this module reads and writes; a file of another version is refused.
 PROFILE_VERSION = 2
-_NUMBERS = ("past_cost", "step_extra", "join_cost", "step_gap", "repeat_extra", "wake_late")
+_NUMBERS = ("past_cost", "step_extra", "join_cost", "step_gap", "repeat_extra", "wake_late", "fused_shared")
 
 
 def _axis(name: str, values) -> np.ndarray:
@@ -157,6 +160,7 @@ class ProfiledStepTime(StepTimeModel):
     step_gap: float = 0.0  # seconds between two steps (the driver)
     repeat_extra: float = 0.0  # seconds per further repetition of a repeated step, around its pass
     wake_late: float = 0.0  # seconds a sleep overshoots
+    fused_shared: float = 0.0  # seconds a fused pass's prefill and decode share (counted once, not twice)
     wake_idle: tuple = ()  # idle seconds at which the cold start was timed ...
     wake_extra: tuple = ()  # ... and the extra seconds of work it cost
     plan: str = "grouped"
@@ -209,6 +213,8 @@ class ProfiledStepTime(StepTimeModel):
         return dec + pre
 
     def pass_time(self, p: Pass) -> float:
+        if p.ragged:
+            return self._fused_time(p)
         if p.prefill_rows:
             t = float(self.prefill(p.prefill_rows, p.query)[0])
             t += self.past_cost * p.prefill_rows * p.query * p.past
@@ -216,6 +222,21 @@ class ProfiledStepTime(StepTimeModel):
                 t += float(self.decode(p.decode_rows, max(1, (p.attn_read - p.prefill_rows * p.past) / p.decode_rows))[0])
             return t
         return float(self.decode(p.decode_rows, p.past)[0])
+
+    def _fused_time(self, p: Pass) -> float:
+        """One ragged pass (plan "fused", vLLM's): its prefill priced as the same tokens in chunks of
+        their mean length, each chunk's attention to its own cached past, and its decode rows at their
+        mean context; the fixed cost both grids include is paid once (``fused_shared``)."""
+        t = 0.0
+        if p.prefill_rows:
+            t += float(self.prefill(p.prefill_rows, max(1.0, p.prefill_tokens / p.prefill_rows))[0])
+            t += self.past_cost * sum(c.length * c.start for c in p.chunks)
+        if p.decode_rows:
+            past = p.kv_read - sum(c.start for c in p.chunks)
+            t += float(self.decode(p.decode_rows, max(1.0, past / p.decode_rows))[0])
+            if p.prefill_rows:
+                t = max(t - self.fused_shared, 0.5 * t)
+        return t
 
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
         return self.decode(np.full(len(attn_read), float(d.decode_rows)), attn_read / d.decode_rows)

@@ -7,8 +7,10 @@ from .base import Policy
 from .blocks import BlockPool, RunningRows
 from .continuous import Continuous
 from .padded import Dynamic, PaddedBatchPolicy, Static, Taxi
+from .vllm_v1 import SCHEDULERS, VLLMV1
 
-__all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "POLICY_NAMES", "make_policy"]
+__all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "VLLMV1", "SCHEDULERS",
+           "POLICY_NAMES", "make_policy"]
 
 POLICY_NAMES = ("taxi", "static", "dynamic", "continuous")
 
@@ -21,8 +23,12 @@ def make_policy(
     max_batched_tokens: int = 2048,
     block_size: int = 16,
     chunked_prefill: bool = True,
+    scheduler: str = "batchsim",
 ) -> Policy:
-    """Build a policy by name; each takes only the knobs that concern it."""
+    """Build a policy by name; each takes only the knobs that concern it.
+
+    ``scheduler`` (continuous only): ``"batchsim"``, the textbook scheduler, or ``"vllm-v1"``, the
+    order vLLM's V1 scheduler works in (``policies.vllm_v1``)."""
     if name == "taxi":
         return Taxi()
     if name == "static":
@@ -30,5 +36,8 @@ def make_policy(
     if name == "dynamic":
         return Dynamic(max_batch, max_wait)
     if name == "continuous":
-        return Continuous(max_seqs, max_batched_tokens, block_size, chunked_prefill)
+        if scheduler not in SCHEDULERS:
+            raise ConfigError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
+        cls = VLLMV1 if scheduler == "vllm-v1" else Continuous
+        return cls(max_seqs, max_batched_tokens, block_size, chunked_prefill)
     raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")

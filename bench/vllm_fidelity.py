@@ -1,0 +1,89 @@
+"""Fidelity against vLLM: batchsim's prediction of vLLM held against vLLM itself, on several load shapes.
+
+For each load shape, ``python -m realrun compare --engine vllm`` (in-process): vLLM started
+with the continuous policy's knobs, profiled on the workload's shapes (plan "fused"),
+predicted by batchsim's ``Continuous(scheduler="vllm-v1")``, then measured. One table of
+errors, (predicted - measured) / measured, with vLLM's busy share (the goal holds at
+50-85 % busy: p50 E2E within 10 %, p99 E2E within 20 %, p50 TTFT within 15 %). "drift" is how
+much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
+than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
+
+Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
+
+    .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import time
+
+SHAPES = {
+    # name: realrun flags (the load: 50-85 % busy for tiny-gpt2 on one core of this CPU)
+    "short": ["--arrival", "poisson", "--rate", "9", "--requests", "120", "--prompt-len", "uniform:16,128",
+              "--output-len", "uniform:16,96"],
+    "bursty": ["--arrival", "gamma:3", "--rate", "11", "--requests", "100", "--prompt-len", "uniform:16,256",
+               "--output-len", "lognormal:64,48"],
+    "long": ["--arrival", "poisson", "--rate", "5", "--requests", "80", "--prompt-len", "uniform:400,900",
+             "--output-len", "uniform:8,48"],
+    "mixed": ["--arrival", "poisson", "--rate", "6", "--requests", "100", "--prompt-len", "lognormal:200,180",
+              "--output-len", "lognormal:96,64"],
+}
+GOALS = {"p50_e2e": 10, "p99_e2e": 20, "p50_ttft": 15}
+COLUMNS = ("p50_ttft", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "request_throughput")
+
+
+def main(argv=None) -> int:
+    from realrun.cli import main as realrun_main
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="tiny-gpt2")
+    p.add_argument("--shapes", default="short,bursty,long,mixed")
+    p.add_argument("--max-seqs", default="32")
+    p.add_argument("--max-batched-tokens", default="512")
+    args = p.parse_args(argv)
+    rows = []
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name in args.shapes.split(","):
+        t = time.perf_counter()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = realrun_main(["compare", "--engine", "vllm", "--model", args.model, *SHAPES[name], "--max-seqs",
+                                 args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--json", "--no-plots"])
+        if code != 0:
+            print(f"{name}: compare failed (exit {code})")
+            continue
+        obj = json.loads(out.getvalue())
+        (run,) = obj["runs"]
+        busy = run["measured"].get("busy_fraction") or 0.0
+        drift = next((n for n in obj["notes"] if n.startswith("drift")), "")
+        m = re.search(r"take ([+-]\d+) %", drift)
+        rows.append((name, busy, run["error_pct"], run["decomposition"], m.group(1) + "%" if m else "-"))
+        print(f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
+              + "; ".join(n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")))
+    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print()
+    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS) + f" {'drift':>6s}   step-time error (a)")
+    worst = {k: 0.0 for k in GOALS}
+    for name, busy, err, dec, drift in rows:
+        cells = " ".join(f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}" for c in COLUMNS)
+        steps = dec.get("steps", {}) if dec else {}
+        a = f"{steps['total_error_pct']:+.1f}% total, {steps['mean_abs_error_pct']:.1f}% mean|e|" if steps.get("n") else "-"
+        print(f"{name:8s} {busy:5.0%} {cells} {drift:>6s}   {a}")
+        for k in GOALS:
+            if err.get(k) is not None and 0.5 <= busy <= 0.85:
+                worst[k] = max(worst[k], abs(err[k]))
+    print()
+    for k, goal in GOALS.items():
+        print(f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

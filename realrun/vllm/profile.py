@@ -1,0 +1,368 @@
+"""vLLM's step times on a grid of shapes, made into batchsim's profiled step-time model.
+
+vLLM's scheduler decides its own steps, so the profile shapes them from outside: it
+submits controlled batches whose steps vLLM cannot schedule any other way, and reads
+each step's shape and duration from vLLM's step log (``steplog``):
+
+- **decode** (rows x context): ``rows`` requests with prompts of ``width`` tokens, all at
+  once, each asking for ``repeats + 1`` tokens: after their prefill, vLLM runs
+  ``repeats`` steps that decode exactly those rows, one token wider each time;
+- **prefill** (rows x query): ``rows`` prompts of ``query`` tokens, one token each, whose
+  prefill fits one step;
+- **continued chunks**: a prompt longer than the step's token budget, which vLLM splits
+  into chunks that attend to the ones cached before them;
+- **mixed steps**: a prompt arriving while rows decode, so one step runs both: the time
+  it saves against its two halves timed apart is what they share (``fused_shared``);
+- **waking**: a short request after the engine sat idle (1 ms to 100 ms), against the
+  same request at once again: how late its step starts and how much slower it runs;
+- **delivery**: how long after a step's end its output reaches the client.
+
+Every shape runs once, unmeasured, before it is timed: vLLM's CPU kernels are built the
+first time a step of a new size runs, and a served workload meets its sizes again and
+again (without this, the profile read 35-45 % slow against a recheck after the run).
+
+The model's plan is ``"fused"`` (one ragged pass per step), and the time between steps
+is in the step (vLLM's own work, its process hops, its async scheduling all happen
+inside a step's cycle), so no gap is added. A few shapes between the grid points are
+timed too and held out, to report the interpolation's error honestly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from batchsim.core.errors import ConfigError
+from batchsim.sim.profiled import Grid2D, ProfiledStepTime
+
+from ..grid import Grid, doubling
+from ..profile import Profile, ProfilePoint, fit_linear
+
+__all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
+
+#: Decode steps let by before timing: the first steps after a batch's prefill still overlap its
+#: output's processing (async scheduling) and read slow against a served run's steady steps.
+SETTLE = 2
+#: The most tokens one decode point may hold (rows x width): a point prefills them all first.
+PROFILE_TOKENS = 12_288
+
+
+def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Grid:
+    """The shapes this workload will make vLLM run, within the server's rows, budget and cache."""
+    rows_max = min(knobs.max_num_seqs, max(1, len(workload)) if len(workload) else knobs.max_num_seqs)
+    ctx = int(np.max(workload.prompt_tokens + workload.output_tokens)) if len(workload) else 256
+    p_max = int(workload.prompt_tokens.max()) if len(workload) else 128
+    p_min = int(max(1, workload.prompt_tokens.min())) if len(workload) else 8
+    budget = knobs.max_num_batched_tokens
+    longest_chunk = min(p_max, budget)
+    ctx = min(ctx, knobs.max_model_len - 16 - (rows_max * ctx) // budget)
+    width_lo = max(8, min(p_min, 32))
+    widths = doubling(width_lo, max(width_lo, ctx), factor=2.5 if not quick else 4.0)
+    # Continued chunks, as vLLM cuts a prompt longer than the budget: q new tokens after p cached.
+    past = tuple((q, p) for q, p in ((budget // 2, budget), (budget, budget)) if p < p_max and p + q < knobs.max_model_len)
+    mean_prompt = int(max(1, min(np.mean(workload.prompt_tokens) if len(workload) else 64, longest_chunk)))
+    join_rows = sorted({min(rows_max, 4), rows_max})
+    return Grid(
+        decode_rows=doubling(1, rows_max, 2.0 if not quick else 4.0),
+        decode_widths=widths,
+        prefill_rows=doubling(1, rows_max, 2.0 if not quick else 4.0),
+        prefill_lengths=doubling(max(1, min(p_min, 16)), longest_chunk, 2.0 if not quick else 4.0),
+        max_prefill_tokens=budget,
+        past=past,
+        join=tuple((b, max(width_lo, ctx // 2), mean_prompt) for b in join_rows),
+        policies=("continuous",),
+        repeats=6 if not quick else 4,
+        rounds=2 if not quick else 1,
+        validation=8 if not quick else 4,
+    )
+
+
+class _Prober:
+    """Submits controlled batches to the engine and reads back the steps they made."""
+
+    def __init__(self, server, vocab: int) -> None:
+        self.server, self.engine, self.vocab = server, server.engine, vocab
+        self.k = 0
+        self.rng = np.random.default_rng(0)
+        self.delivery: list[float] = []  # seconds from a step's end to its output reaching us
+
+    def _prompt(self, n: int) -> list[int]:
+        return self.rng.integers(0, min(256, self.vocab), n).tolist()
+
+    async def _one(self, tag: str, n_prompt: int, n_out: int) -> None:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        sp = SamplingParams(max_tokens=n_out, min_tokens=n_out, ignore_eos=True, temperature=0.0, detokenize=False,
+                            output_kind=RequestOutputKind.FINAL_ONLY)
+        async for _ in self.engine.generate(TokensPrompt(prompt_token_ids=self._prompt(n_prompt)), sp, request_id=tag):
+            pass
+
+    def _tag(self) -> str:
+        self.k += 1
+        return f"p{self.k}"
+
+    async def batch(self, prompts: list[int], n_out: int) -> list[dict]:
+        """Submit these prompts at once and wait for them: the steps they made."""
+        self.server.clear_steps()
+        # Paused, vLLM queues what arrives; resumed, it sees the whole batch at its next step, so the
+        # batch is not split by the microseconds between our submissions.
+        await self.engine.pause_generation(mode="keep", clear_cache=False)
+        tasks = [asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out)) for i, p in enumerate(prompts)]
+        deadline = time.monotonic() + 10.0
+        while self.engine.get_num_unfinished_requests() < len(prompts):
+            if any(t.done() for t in tasks) or time.monotonic() > deadline:
+                break  # a request vLLM refused (its error is raised below), or one that never arrives
+            await asyncio.sleep(0.0005)
+        await asyncio.sleep(0.002)  # the last request's way to the engine's process
+        await self.engine.resume_generation()
+        await asyncio.gather(*tasks)
+        return self.server.read_steps()
+
+    async def join(self, rows: int, width: int, n_prompt: int, n_out: int) -> list[dict]:
+        """``rows`` requests decoding, then one prompt of ``n_prompt``: the steps, the newcomer's id last."""
+        self.server.clear_steps()
+        tag = self._tag()
+        running = [asyncio.create_task(self._one(f"{tag}q{i}", width, n_out)) for i in range(rows)]
+        while sum(1 for s in self.server.read_steps() if s["end"] is not None) < 3:
+            await asyncio.sleep(0.0005)
+        await self._one(f"{tag}q{rows}", n_prompt, 1)
+        await asyncio.gather(*running)
+        return self.server.read_steps()
+
+    async def after_idle(self, idle: float, n_prompt: int, n_out: int) -> tuple[float, float, float]:
+        """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at once."""
+        self.server.clear_steps()
+        # Late is counted from when the request was due, as a served request's TTFT is: the client's
+        # own sleep overshoots too.
+        due = time.monotonic() + idle
+        await asyncio.get_running_loop().run_in_executor(None, time.sleep, idle)  # as run_vllm submits
+        await self._one(f"{self._tag()}q0", n_prompt, n_out)
+        received = time.monotonic()
+        cold = self.server.read_steps()
+        self.server.clear_steps()
+        await self._one(f"{self._tag()}q0", n_prompt, n_out)
+        warm = self.server.read_steps()
+        late = cold[0]["start"] - due if cold else 0.0
+        ends = [x["end"] for x in cold if x["end"] is not None]
+        self.delivery.append(received - max(ends) if ends else 0.0)
+        return late, _span(cold), _span(warm)
+
+
+def _durations(steps: list[dict]) -> list[tuple[dict, float]]:
+    """Each step with its cycle time: from the later of its scheduling and the previous step's end."""
+    out, prev = [], -np.inf
+    for s in steps:
+        if s["end"] is None:
+            continue
+        out.append((s, s["end"] - max(s["start"], prev)))
+        prev = s["end"]
+    return out
+
+
+def _span(steps: list[dict]) -> float:
+    ends = [s["end"] for s in steps if s["end"] is not None]
+    return (max(ends) - steps[0]["start"]) if ends else 0.0
+
+
+def _is_decode(row) -> bool:
+    _, first, n, prompt = row
+    return n == 1 and first >= prompt
+
+
+async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
+    dec: dict[tuple[int, int], list[float]] = {}
+    pre: dict[tuple[int, int], list[float]] = {}
+    past, joins, wake = [], [], {"idle": list(grid.wake_idle), "extra": [], "late": []}
+    r = grid.repeats
+    decode_pts = [(b, w) for b in grid.decode_rows for w in grid.decode_widths] + val["decode"]
+    prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
+    prefill_pts += val["prefill"]
+    await pr.batch([16], 2)  # the first request after start-up pays one-off costs
+    # vLLM's CPU kernels (oneDNN) are built for each new number of tokens in a step the first time
+    # it runs, which costs milliseconds; a served workload meets its shapes again and again, so each
+    # shape is run once, unmeasured, before it is timed.
+    for b in sorted({b for b, _ in decode_pts}):
+        await pr.batch([grid.decode_widths[0]] * b, 3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens))
+    for b, n in prefill_pts:
+        await pr.batch([n] * b, 1)
+    for _ in range(grid.rounds):
+        for b, w in decode_pts:
+            # Enough tokens that every row is still decoding once the last row's prefill is done: a
+            # prefill over the step's budget takes several steps, and the first rows decode meanwhile.
+            steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // grid.max_prefill_tokens))
+            d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
+            dec.setdefault((b, w), []).extend(d[SETTLE : SETTLE + r])
+            _tick(bar)
+        for b, n in prefill_pts:
+            for _ in range(max(1, r // 2)):
+                steps = await pr.batch([n] * b, 1)
+                d = [t for s, t in _durations(steps) if len(s["rows"]) == b and not any(_is_decode(x) for x in s["rows"])]
+                pre.setdefault((b, n), []).extend(d[:1])
+            _tick(bar)
+        for q, p in grid.past:
+            steps = await pr.batch([p + q], 1)
+            for s, t in _durations(steps):
+                (_, first, n, _) = s["rows"][0]
+                if len(s["rows"]) == 1 and first == p and n == q:
+                    past.append((q, p, t))
+            _tick(bar)
+        for b, w, n in grid.join:
+            for _ in range(max(1, r // 2)):
+                steps = await pr.join(b, w, n, 24)
+                for s, t in _durations(steps):
+                    kinds = [_is_decode(x) for x in s["rows"]]
+                    new = [x for x in s["rows"] if not _is_decode(x)]
+                    if sum(kinds) == b and len(new) == 1 and new[0][1] == 0:
+                        # The newcomer's chunk as vLLM cut it (the budget less the decodes), not its prompt.
+                        ctx = float(np.mean([x[1] for x in s["rows"] if _is_decode(x)]))
+                        joins.append((b, ctx, int(new[0][2]), t))
+            _tick(bar)
+    for idle in grid.wake_idle:
+        lates, extras = [], []
+        for _ in range(max(3, r // 2)):
+            late, cold, warm = await pr.after_idle(idle, 32, 4)
+            lates.append(late)
+            extras.append(cold - warm)
+        wake["late"].append(float(np.mean(lates)))
+        wake["extra"].append(max(0.0, float(np.mean(extras))))
+        _tick(bar)
+    return {"decode": dec, "prefill": pre, "past": past, "joins": joins, "wake": wake}
+
+
+def _validation(grid: Grid, rng: np.random.Generator) -> dict:
+    out: dict = {"decode": [], "prefill": []}
+    for _ in range(grid.validation // 2):
+        b = int(rng.integers(grid.decode_rows[0], grid.decode_rows[-1] + 1))
+        w = int(rng.integers(grid.decode_widths[0], grid.decode_widths[-1] + 1))
+        if not (b in grid.decode_rows and w in grid.decode_widths) and (b, w) not in out["decode"]:
+            out["decode"].append((b, w))
+        n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
+        b = int(rng.integers(1, max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n)) + 1))
+        if not (b in grid.prefill_rows and n in grid.prefill_lengths) and (b, n) not in out["prefill"]:
+            out["prefill"].append((b, n))
+    return out
+
+
+def _build(meas: dict, grid: Grid, source: str, context_len: int) -> tuple[ProfiledStepTime, list[ProfilePoint]]:
+    mid = (grid.repeats - 1) / 2
+    missing = [k for k in itertools.product(grid.decode_rows, grid.decode_widths) if not meas["decode"].get(k)]
+    if missing:
+        raise ConfigError(f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width {missing[0][1]} was "
+                          "seen (vLLM scheduled the batch otherwise); profile again, or raise --max-batched-tokens")
+    dz = np.array([[np.mean(meas["decode"][(b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
+    decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
+    pz = np.full((len(grid.prefill_rows), len(grid.prefill_lengths)), np.nan)
+    for i, b in enumerate(grid.prefill_rows):
+        for j, n in enumerate(grid.prefill_lengths):
+            if meas["prefill"].get((b, n)):
+                pz[i, j] = np.mean(meas["prefill"][(b, n)])
+    for j in range(pz.shape[1]):  # above the step's token budget: the largest measured rows, scaled by rows
+        known = np.flatnonzero(np.isfinite(pz[:, j]))
+        for i in range(known[-1] + 1, pz.shape[0]):
+            pz[i, j] = pz[known[-1], j] * grid.prefill_rows[i] / grid.prefill_rows[known[-1]]
+    prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
+    past = [(t - float(prefill(1, q)[0])) / (q * p) for q, p, t in meas["past"]]
+    shared = [float(decode(b, ctx)[0]) + float(prefill(1, n)[0]) - t for b, ctx, n, t in meas["joins"]]
+    wake = meas["wake"]
+    model = ProfiledStepTime(
+        decode, prefill, past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
+        fused_shared=max(0.0, float(np.median(shared))) if shared else 0.0,
+        wake_late=max(0.0, float(np.mean(wake["late"]))) if wake["late"] else 0.0,
+        wake_idle=tuple(wake["idle"]), wake_extra=tuple(wake["extra"]),
+        plan="fused", source=source, context_len=context_len,
+    )
+    points = []
+    val_d, val_p = set(map(tuple, meas["val"]["decode"])), set(map(tuple, meas["val"]["prefill"]))
+    for (b, w), xs in meas["decode"].items():
+        if xs:
+            t = np.asarray(xs)
+            kind = "validation-decode" if (b, w) in val_d else "decode"
+            points.append(ProfilePoint(kind, 0, b, b * (w + mid), float(t.mean()), float(np.ptp(t) / np.median(t)), b, 1,
+                                       w + mid, len(t)))
+    for (b, n), xs in meas["prefill"].items():
+        if xs:
+            t = np.asarray(xs)
+            kind = "validation-prefill" if (b, n) in val_p else "prefill"
+            points.append(ProfilePoint(kind, b * n, 0, 0.0, float(t.mean()), float(np.ptp(t) / np.median(t)), b, n, 0.0, len(t)))
+    return model, points
+
+
+def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progress: bool = False,
+                 capacity_tokens: int | None = None, grid: Grid | None = None) -> Profile:
+    """Time vLLM's steps on the shapes ``workload`` needs; a ``Profile`` whose model has plan "fused"."""
+    knobs = server.knobs
+    cap = capacity_tokens or knobs.kv_budget_tokens or 1 << 40
+    grid = grid or vllm_grid(workload, knobs, cap, quick)
+    # Keep within the cache: a decode point holds rows x (width + repeats) tokens at its end.
+    # Keep within the cache, and within a profile of a minute or so: every decode point prefills its
+    # rows first, so the widest of the most rows is the dearest point (beyond it, the last cell's slope).
+    cap = min(cap, PROFILE_TOKENS)
+    grid = replace(grid, decode_widths=tuple(w for w in grid.decode_widths if grid.decode_rows[-1] * (w + grid.repeats + 2) <= cap)
+                   or grid.decode_widths[:1])
+    val = _validation(grid, np.random.default_rng(grid.seed))
+    val["decode"] = [(b, w) for b, w in val["decode"] if b * (w + grid.repeats + 2) <= cap]
+    pr = _Prober(server, vocab_size)
+    bar = None
+    n_pts = grid.rounds * (len(grid.decode_rows) * len(grid.decode_widths) + len(val["decode"]) + len(grid.prefill_rows)
+                           * len(grid.prefill_lengths) + len(val["prefill"]) + len(grid.past) + len(grid.join)) + len(grid.wake_idle)
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n_pts, desc="profiling vllm", unit="point", leave=False)
+    t0 = time.perf_counter()
+    try:
+        meas = server.call(_measure, pr, grid, val, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    meas["val"] = val
+    delivery = max(0.0, float(np.median(pr.delivery))) if pr.delivery else 0.0
+    source = f"vLLM {server.version} profile: {knobs.model}, {knobs.dtype}, {knobs.device}"
+    model, points = _build(meas, grid, source, knobs.max_model_len)
+    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="fused")
+    info = {"engine": "vllm", "vllm": server.version, "delivery_s": delivery, "model_name": knobs.model, "device": knobs.device,
+            "engine_args": knobs.engine_args(), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "grid": {"decode_rows": list(grid.decode_rows), "decode_widths": list(grid.decode_widths),
+                     "prefill_rows": list(grid.prefill_rows), "prefill_lengths": list(grid.prefill_lengths)}}
+    return Profile(model, linear, points, seconds, info)
+
+
+def _tick(bar) -> None:
+    if bar is not None:
+        bar.update(1)
+
+
+
+async def _recheck(pr: _Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
+    out = []
+    for b, w in points:
+        steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
+        d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
+        if d[SETTLE:]:
+            out.append((b, w, float(np.mean(d[SETTLE : SETTLE + r]))))
+    return out
+
+
+def recheck(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
+    """Time a few decode shapes again (after the measured run) and say how far the machine moved.
+
+    On a shared CPU another process can take a core between the profile and the run: a step-time
+    error that the recheck also shows is the machine's drift, not the model's."""
+    rows, widths = model.decode.x, model.decode.y
+    points = sorted({(int(rows[0]), int(widths[0])), (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
+                     (int(rows[-1]), int(widths[0]))})
+    got = server.call(_recheck, _Prober(server, vocab_size), points, repeats)
+    if not got:
+        return "drift: the recheck saw no clean decode step"
+    ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
+    mean = (float(np.mean(ratios)) - 1) * 100
+    return (f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
+            f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
+            "a step-time error (a) of the same size is the machine's drift, not the model's")
