@@ -26,14 +26,32 @@ __all__ = ["Drift", "recheck", "speed_check", "load_warning", "stability"]
 
 @dataclass(frozen=True)
 class Drift:
-    """Measured / profiled time of each shape timed again, and their median."""
+    """Measured / profiled time of each shape timed again, and their median.
+
+    ``applied`` is the factor a speed check scales the prediction by: the median, unless it lies
+    within two standard errors of 1 (the shapes' own scatter over the square root of their count).
+    A correction smaller than its own error is noise, and applying it adds that noise to every
+    predicted figure: on a machine whose passes jitter by 30 % or more, five shapes timed eight
+    times each measured 0.90-1.02x while the runs that followed them ran at 0.97-1.13x."""
 
     shapes: tuple[tuple[str, int, int, float], ...]  # (kind, rows, query or width, ratio)
     ratio: float
 
+    @property
+    def error(self) -> float:
+        r = np.array([q for *_, q in self.shapes], dtype=float)
+        return float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else float("inf")
+
+    @property
+    def applied(self) -> float:
+        return self.ratio if abs(self.ratio - 1) > 2 * self.error else 1.0
+
     def before(self) -> str:
-        return (f"speed check: {len(self.shapes)} profiled shapes take {self.ratio:.3f}x their profiled time just before "
-                "the run; the prediction is scaled by that")
+        head = (f"speed check: {len(self.shapes)} profiled shapes take {self.ratio:.3f}x (+-{self.error:.3f}) their "
+                "profiled time just before the run")
+        if self.applied == 1.0 and self.ratio != 1.0:
+            return head + "; within its own error of 1, so the prediction is not scaled"
+        return head + "; the prediction is scaled by that"
 
     def text(self) -> str:
         pct = (self.ratio - 1) * 100
@@ -85,13 +103,14 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
 
 def speed_check(engine, model: ProfiledStepTime) -> tuple[StepTimeModel, Drift]:
     """The profiled model at the machine's speed of now: a few profiled shapes timed again just
-    before a run, and every price scaled by how much slower or faster they ran (their median).
+    before a run, and every price scaled by how much slower or faster they ran (their median),
+    when that is more than the check's own error (``Drift.applied``); else the model as it is.
 
     A profile taken minutes ago is the shape of the cost; the machine's clock, caches and the
     other processes move its level by several per cent a minute on a shared CPU. Nothing of the
     run to be predicted is used: the check runs before it."""
     d = recheck(engine, model)
-    return ScaledStepTime(model, d.ratio), d
+    return (ScaledStepTime(model, d.applied) if d.applied != 1.0 else model), d
 
 
 def load_warning(threads: int) -> str | None:
