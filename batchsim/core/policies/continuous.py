@@ -174,10 +174,17 @@ class Continuous(Policy):
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
         kv = rows.kv[decoding]
-        repeat, interruptible, least_left = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
+        horizon = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
+        return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
+
+    def _emit(self, chunks: list[Chunk], chunk_rows: list[int], decoding, kv: np.ndarray, n_decode: int,
+              preempted: list[int], need: int, horizon: tuple[int, bool, int]) -> Step:
+        """The Step this decision makes, remembered for ``on_step_end`` (every flavour ends here)."""
+        repeat, interruptible, least_left = horizon
         step = Step(
             prefill=tuple(chunks),
-            decode=tuple(rows.ids[decoding].tolist()),
+            decode=tuple(self.rows.ids[decoding].tolist()),
+            # Only chunks that continue a cached context start past 0, and only rows part-way exist then.
             kv_read=(int(np.add.reduce(kv)) if n_decode else 0) + (sum(c.start for c in chunks) if self._partial else 0),
             decode_width=int(kv.max()) if n_decode else 0,
             repeat=repeat,

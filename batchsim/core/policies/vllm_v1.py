@@ -91,20 +91,9 @@ class VLLMV1(Continuous):
         kv = rows.kv[decoding]
         # No repeat when a row sat out, or when a request waits for the next step to see it.
         prefilling = bool(chunks or preempted) or n_decode < rows.n or bool(late)
-        repeat, interruptible, least_left = self._repeat_horizon(decoding, kv, prefilling, n_decode)
+        horizon = self._repeat_horizon(decoding, kv, prefilling, n_decode)
         self._decided = self._started = now
-        step = Step(
-            prefill=tuple(chunks),
-            decode=tuple(rows.ids[decoding].tolist()),
-            kv_read=int(kv.sum()) + sum(c.start for c in chunks),
-            decode_width=int(kv.max()) if n_decode else 0,
-            repeat=repeat,
-            interruptible=interruptible,
-            preempted=tuple(preempted),
-            kv_in_use=self.kv_in_use + self.block_size * need,
-        )
-        self._pending = (step, decoding, n_decode, chunk_rows, least_left)
-        return step
+        return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
 
     def on_step_end(self, step: Step, done: int, now: float):
         # The cut-off for the next step is when the last repetition of this one started.
