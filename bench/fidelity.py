@@ -21,9 +21,10 @@ server is busy ``--load`` of the time (70 % by default) under that policy; the m
 fraction is printed beside it, so a run outside 50-85 % shows. The saturated run offers
 three times the rate that keeps the server fully busy. Every figure is printed, misses
 included, with the machine's load average and the profile's drift, and the worst case is
-decomposed (``realrun.decompose``).
+decomposed (``realrun.decompose``). ``--spread`` measures each busy run a second time and
+prints how far apart the two measurements are: the floor under any error on this machine.
 
-    python bench/fidelity.py [--seconds 10] [--only short,long] [--load 0.7] [--no-saturation]
+    python bench/fidelity.py [--seconds 10] [--only short,long] [--load 0.7] [--no-saturation] [--spread]
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--explain", action="store_true", help="print every run's error decomposition, not only the worst")
+    p.add_argument("--spread", action="store_true", help="measure each busy run twice and print how far the second "
+                   "measurement is from the first: an error inside that spread is the machine's, not the model's")
     p.add_argument("--no-speed-check", action="store_true", help="predict with the profile as measured, not scaled to "
                    "the machine's speed just before each run")
     args = p.parse_args(argv)
@@ -126,6 +129,7 @@ def main(argv=None) -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     t_all = time.perf_counter()
     rows, worst = [], None
+    spreads: list[float] = []  # --spread: the largest run-to-run difference of each busy run
     for name in shapes:
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
@@ -166,6 +170,11 @@ def main(argv=None) -> int:
                 if worst is None or score > worst[0]:
                     worst = (score, row, dec)
                 print(_line(row), flush=True)
+                if args.spread and kind == "busy":
+                    again = summarize(run_real(wl, make_policy(pol, **POLICIES[pol]), engine, limits=limits))
+                    spreads.append(max(abs(error_pct(again[k], m[k])) for k, *_ in TARGETS))
+                    print("  run-to-run, second measurement against the first: " + ", ".join(
+                        f"{lab} {error_pct(again[k], m[k]):+.1f}%" for k, _, lab in TARGETS), flush=True)
                 if args.explain:
                     print("\n".join(format_decomposition(f"{name} {pol} {kind}", dec)))
         print(recheck(engine, model).text())
@@ -179,6 +188,9 @@ def main(argv=None) -> int:
     met = sum(r[-1] for r in rows)
     print(f"\n{met} of {len(rows)} runs within every target; load average at end: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
+    if spreads:
+        print(f"run-to-run spread (--spread), the largest per busy run: median {np.median(spreads):.1f} %, "
+              f"worst {max(spreads):.1f} %: errors of that size cannot be told from the machine's own noise")
     if worst is not None:
         _, row, dec = worst
         print(f"\nworst case: {row[0]} / {row[1]} ({row[2]})")

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least, show
-from batchsim.core.files import Staging, check_out_dir, dumps, read_json
+from batchsim.core.files import Staging, check_out_dir, dumps
 from batchsim.core.metrics import format_table, summarize
 
+from .calibrate import calibration as _calibration
 from .plan import Plan, check_model_flags, nothing_served, rejection_lines, write_outputs
 
 __all__ = ["run", "compare", "profile", "load"]
@@ -167,71 +168,6 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
 
 # -- compare ----------------------------------------------------------------------------------------
 
-def _calibration(args, lm, engine, plan: Plan, pairs):
-    """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
-    fitted to the workload (saved whole under the output folder). Returns (model, calibration info).
-    A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
-    from .profile import GRIDS, load_calibration, profile as run_profile
-
-    notes, workload = plan.notes, plan.workload
-    policies = [p for _, p, _ in pairs]
-    if args.calibration:
-        model = load_calibration(args.calibration)
-        info = read_json(args.calibration, "calibration")
-        for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
-            if key in info and info[key] != have:
-                notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
-        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
-        notes.extend(_coverage_notes(info, workload))
-        return model, cal_info
-    if args.grid == "auto":
-        grid = grid_for_policies(workload, policies)
-    elif args.grid in GRIDS:
-        grid = GRIDS[args.grid]
-    else:
-        raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
-    prof = run_profile(engine, grid, policies={p.name: p for p in policies}, progress=_progress(args))
-    with Staging(plan.out) as staging:
-        prof.write(staging.path("calibration.json"))
-        path = staging.commit()[0]
-    notes.append(f"calibration (profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
-    notes.append(prof.text())
-    cal_info = {k: v for k, v in prof.as_dict().items() if k != "points"}
-    cal_info["file"] = str(path)
-    return prof.model, cal_info
-
-
-def grid_for_policies(workload, policies):
-    """The profile grid this workload needs under these policies: their rows, prefill sizes and chunks."""
-    from .profile import grid_for_workload
-
-    rows = max(p.max_rows for p in policies)
-    cont = [p for p in policies if hasattr(p, "max_batched_tokens")]
-    chunk = min((p.max_batched_tokens for p in cont if p.chunked_prefill), default=None)
-    padded = [p for p in policies if not hasattr(p, "max_batched_tokens")]
-    p_max = int(workload.prompt_tokens.max()) if len(workload) else 1
-    max_prefill = max([p.max_batched_tokens for p in cont] + [p.max_rows * p_max for p in padded] + [p_max])
-    return grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies))
-
-
-def _coverage_notes(info: dict, workload) -> list[str]:
-    """A calibration predicts well only where it was measured: say when the workload goes beyond."""
-    if not len(workload) or not isinstance(info, dict) or info.get("model") != "profiled":
-        return []
-    try:
-        width = max(info["decode"]["columns"])
-        prompt = max(info["prefill"]["columns"])
-    except (KeyError, TypeError, ValueError):
-        return ["warning: the calibration's grids are unreadable: its coverage of this workload is unknown"]
-    need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
-    need_prompt = int(workload.prompt_tokens.max())
-    if need_ctx > 1.25 * width or need_prompt > 1.25 * prompt:
-        return [f"warning: the calibration was measured up to contexts of ~{width:.0f} tokens and prompts of {prompt:.0f}; "
-                f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
-                "(omit --calibration to profile for this workload)"]
-    return []
-
-
 def compare(args: argparse.Namespace, plan: Plan) -> int:
     lm = load(args)
     server = _vllm_server(args, plan, lm)
@@ -257,7 +193,7 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
     else:
         pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
         ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
-        step_times, cal_info = _calibration(args, lm, ours, plan, pairs)
+        step_times, cal_info = _calibration(args, lm, ours, plan, pairs, _progress(args))
     engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed))
     from batchsim.sim.profiled import ProfiledStepTime
 
