@@ -66,6 +66,39 @@ class SLO:
     def any(self) -> bool:
         return any(v is not None for v in (self.ttft, self.tpot, self.e2e))
 
+    def met(self, delivered: np.ndarray, e2e: np.ndarray, decode_time: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Per finished request: whether it met every objective set (``summarize`` and the summary-only
+        records count goodput with this one rule). ``decode_time`` is first token to finish; a
+        one-token request's TPOT is taken over one gap, so it is 0 and always met."""
+        ok = np.ones(len(e2e), dtype=bool)
+        if self.ttft is not None:
+            ok &= delivered <= self.ttft
+        if self.e2e is not None:
+            ok &= e2e <= self.e2e
+        if self.tpot is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ok &= decode_time / np.maximum(tokens - 1, 1) <= self.tpot
+        return ok
+
+
+def step_fields(totals, makespan: float, result) -> dict:
+    """The figures a run's step totals give (``StepTotals``): busy share, steps, batch sizes; and the
+    result's memory, preemptions and servers. Shared by ``summarize`` and the summary-only summary."""
+    reps = totals.reps
+    return {
+        "busy_fraction": totals.busy / (makespan * result.replicas) if makespan > 0 else 0.0,
+        "steps": reps,
+        "mean_step_time": totals.busy / reps if reps else None,
+        "mean_batch_size": float(totals.batch_reps / reps) if reps else 0.0,
+        "max_batch_size": totals.max_batch,
+        "batch_size_hist": dict(sorted(totals.batch_hist.items())),
+        "padded_row_fraction": float(totals.padded_reps / max(1, totals.decode_reps)),
+        "kv_peak_tokens": int(result.kv_peak_tokens),
+        "kv_budget_tokens": result.kv_budget_tokens,
+        "preemptions": int(result.preemptions),
+        "replicas": int(result.replicas),
+    }
+
 
 def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
     """mean, p50, p90 and p99 of the finite values (None when there are none)."""
@@ -120,8 +153,6 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
         tpot = ((r.finish - r.first_token) / (r.tokens - 1))[multi]
     gaps = int((r.tokens[done] - 1).sum())
     gap_time = float((r.last_token - r.first_token)[done].sum())
-    totals = r.step_totals()
-    busy, total_reps = totals.busy, totals.reps
     s: dict = {
         "arrived": arrived,
         "completed": completed,
@@ -141,29 +172,9 @@ def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None 
     s["p99_itl_max"] = float(np.percentile(itl_max, 99)) if len(itl_max) else None
     s.update(latency_stats("e2e", e2e))
     s.update(latency_stats("queue_wait", wait))
-    s.update({
-        "busy_fraction": busy / (makespan * result.replicas) if makespan > 0 else 0.0,
-        "steps": total_reps,
-        "mean_step_time": busy / total_reps if total_reps else None,
-        "mean_batch_size": float(totals.batch_reps / total_reps) if total_reps else 0.0,
-        "max_batch_size": totals.max_batch,
-        "batch_size_hist": dict(sorted(totals.batch_hist.items())),
-        "padded_row_fraction": float(totals.padded_reps / max(1, totals.decode_reps)),
-        "kv_peak_tokens": int(result.kv_peak_tokens),
-        "kv_budget_tokens": result.kv_budget_tokens,
-        "preemptions": int(result.preemptions),
-        "replicas": int(result.replicas),
-    })
+    s.update(step_fields(r.step_totals(), makespan, result))
     if slo is not None and slo.any:
-        ok = np.ones(completed, dtype=bool)
-        if slo.ttft is not None:
-            ok &= ttft_delivered <= slo.ttft
-        if slo.e2e is not None:
-            ok &= e2e <= slo.e2e
-        if slo.tpot is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                t = ((r.finish - r.first_token) / np.maximum(r.tokens - 1, 1))[done]
-            ok &= t <= slo.tpot
+        ok = slo.met(ttft_delivered, e2e, (r.finish - r.first_token)[done], r.tokens[done])
         s["goodput"] = int(ok.sum()) / makespan if makespan > 0 else 0.0
         s["slo_attainment"] = float(ok.mean()) if completed else 0.0
     return s

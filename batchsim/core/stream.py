@@ -255,17 +255,8 @@ class StreamRecorder:
         delivered = ttft if self.streaming else e2e
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(tok > 1, (fin - first) / (tok - 1), np.nan)
-        ok = None
         slo = self.slo
-        if slo is not None and slo.any:
-            ok = np.ones(len(ids), dtype=bool)
-            if slo.ttft is not None:
-                ok &= delivered <= slo.ttft
-            if slo.e2e is not None:
-                ok &= e2e <= slo.e2e
-            if slo.tpot is not None:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    ok &= (fin - first) / np.maximum(tok - 1, 1) <= slo.tpot
+        ok = slo.met(delivered, e2e, fin - first, tok) if slo is not None and slo.any else None
         groups = [(0, slice(None))] if self.replicas == 1 else [
             (r, self.replica[j] == r) for r in np.unique(self.replica[j]).tolist()]
         for r, sel in groups:

@@ -15,7 +15,7 @@ __all__ = ["summarize_stream"]
 def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
     """``summarize`` for a summary-only run: the same keys, percentiles from the sketches."""
     from .errors import ConfigError
-    from .metrics import streams_by_default
+    from .metrics import step_fields, streams_by_default
 
     r: StreamRecords = result.records
     streams = streams_by_default(result.policy) if streaming is None else bool(streaming)
@@ -54,20 +54,8 @@ def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
     out["p99_itl_max"] = st.sketches["itl_max"].quantile(0.99)
     out.update(stats("e2e", "e2e"))
     out.update(stats("queue_wait", "queue_wait"))
-    t = r.step_totals()
-    reps = t.reps
+    out.update(step_fields(r.step_totals(), makespan, result))
     out.update({
-        "busy_fraction": t.busy / (makespan * result.replicas) if makespan > 0 else 0.0,
-        "steps": reps,
-        "mean_step_time": t.busy / reps if reps else None,
-        "mean_batch_size": float(t.batch_reps / reps) if reps else 0.0,
-        "max_batch_size": t.max_batch,
-        "batch_size_hist": dict(sorted(t.batch_hist.items())),
-        "padded_row_fraction": float(t.padded_reps / max(1, t.decode_reps)),
-        "kv_peak_tokens": int(result.kv_peak_tokens),
-        "kv_budget_tokens": result.kv_budget_tokens,
-        "preemptions": int(result.preemptions),
-        "replicas": int(result.replicas),
         "summary_only": True,
         "sketch_relative_error": st.alpha,
     })
