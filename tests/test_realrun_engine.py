@@ -165,17 +165,23 @@ def test_text_prompts_are_used_and_cut_to_length(lm):
     assert a == prompt_ids(Request(2, 0.0, 8, 1), lm.vocab_size) != prompt_ids(Request(3, 0.0, 8, 1), lm.vocab_size)
 
 
+def _one_row(shapes, rid: int, w: int) -> KVBatch:
+    """A one-row batch of width w whose keys count up from 10 x rid (values: their negatives)."""
+    one = KVBatch(shapes, torch.float32, "cpu", rows=1, columns=w)
+    one.K[0][0] = torch.arange(w, dtype=torch.float32)[None, :, None].expand(2, w, 3) + 10 * rid
+    one.V[0][0] = -one.K[0][0]
+    one.mask[0] = 1
+    one.ids, one.n, one.lo, one.hi = [rid], 1, 0, w
+    return one
+
+
 def test_kvbatch_rows_leave_and_join_without_disturbing_others(lm):
     """Swap-remove and right-aligned joins keep every row's tokens and mask intact."""
     shapes = [(2, 3)]
     b = KVBatch(shapes, torch.float32, "cpu")
     rows = []
     for rid, w in enumerate((3, 5, 2, 4)):
-        one = KVBatch(shapes, torch.float32, "cpu", rows=1, columns=w)
-        one.K[0][0] = torch.arange(w, dtype=torch.float32)[None, :, None].expand(2, w, 3) + 10 * rid
-        one.V[0][0] = -one.K[0][0]
-        one.mask[0] = 1
-        one.ids, one.n, one.lo, one.hi = [rid], 1, 0, w
+        one = _one_row(shapes, rid, w)
         rows.append(one)
         b.add(one)
     assert b.width == 5 and b.ids == [0, 1, 2, 3]
@@ -195,11 +201,7 @@ def test_a_wider_newcomer_slides_the_window_instead_of_reallocating(lm):
     b = KVBatch(shapes, torch.float32, "cpu", rows=4, columns=40)
     rows = []
     for rid, w in enumerate((3, 9, 2)):
-        one = KVBatch(shapes, torch.float32, "cpu", rows=1, columns=w)
-        one.K[0][0] = torch.arange(w, dtype=torch.float32)[None, :, None].expand(2, w, 3) + 10 * rid
-        one.V[0][0] = -one.K[0][0]
-        one.mask[0] = 1
-        one.ids, one.n, one.lo, one.hi = [rid], 1, 0, w
+        one = _one_row(shapes, rid, w)
         rows.append(one)
         before = b.K[0].data_ptr()
         b.add(one)
