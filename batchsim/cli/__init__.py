@@ -32,14 +32,14 @@ from .options import (
     add_fleet_args, add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args,
 )
 from ..core import rejections
-from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes
+from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes, ignored_router_notes
 from ..core.errors import ConfigError
 from ..core.files import Staging, check_out_dir, dumps
 from ..machine.server import DEFAULT_SERVER
 from ..teach.scenarios import FLAGSHIP, SCENARIOS, Scenario, get_scenario
 from ..teach.scenarios.base import Interrupted
 
-__all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report", "out_dir"]
+__all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report", "out_dir", "default_server"]
 
 # Commands that live in modules of their own; each module has add_arguments(parser) and run(args) -> int.
 _EXTERNAL = {
@@ -99,11 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def default_server(flags) -> dict:
+    """The server defaults of a run of your own flags: one rule for run, compare and sweep.
+
+    Without a step-time flag, your own run happens on the scenarios' server (a GPU, a model, a
+    price), so its numbers sit beside the named stories'. With --step-time or --calibration it
+    does not: a calibrated CPU must not inherit an A100's price and memory.
+    """
+    if flags.get("step_time") is not None or flags.get("calibration"):
+        return {}
+    return dict(DEFAULT_SERVER)
+
+
 _CUSTOM = Scenario("custom", "your own workload and policies", "Every knob from the command line.")
-# Without a step-time flag, your own run happens on the scenarios' server (a GPU, a model, a price),
-# so its numbers sit beside the named stories'. With --step-time or --calibration it does not: a
-# calibrated CPU must not inherit an A100's price and memory.
-_CUSTOM_GPU = Scenario("custom", _CUSTOM.summary, _CUSTOM.story, defaults=dict(DEFAULT_SERVER))
+_CUSTOM_GPU = Scenario("custom", _CUSTOM.summary, _CUSTOM.story, defaults=default_server({}))
 
 
 def out_dir(args: argparse.Namespace, name: str) -> Path:
@@ -204,6 +213,7 @@ def _run_scenario(args: argparse.Namespace) -> int:
     except Interrupted as e:
         return _interrupted(e, args, scenario.name)
     report.notes.extend(ignored_knob_notes(flags, policies_from_args(args, scenario.defaults)))
+    report.notes.extend(ignored_router_notes(flags, max((s.get("replicas", 1) for s in report.summaries.values()), default=1)))
     emit_report(report, args, scenario.name)
     if rejections.all_rejected(report.results):
         print(f"batchsim: error: every request was rejected in every run, so nothing was served "

@@ -24,10 +24,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import add_run_args
+from . import add_run_args, default_server
 from ..core import sizing
-from ..core.flags import check_conflicts, given
-from ..core.errors import ConfigError
+from ..core.flags import check_conflicts, flag_name, given, ignored_knob_notes, ignored_router_notes, knob_users
+from ..core.errors import ConfigError, show
 from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
@@ -78,7 +78,27 @@ def parse_sweep(spec: str) -> tuple[str, str, list]:
             out.append(typ(v))
         except ValueError:
             raise ConfigError(f"{knob} values must be {typ.__name__}s, got {v[:40]!r}") from None
+        if out[-1] in out[:-1]:  # one row per value: a repeat would be run twice and shown once
+            raise ConfigError(f"{knob} values must differ: {show(out[-1])} is given twice (got {values.strip()[:80]!r})")
     return knob, dest, out
+
+
+def _check_knob_matters(knob: str, dest: str, values: list, args: argparse.Namespace, names: list[str],
+                        defaults: dict) -> None:
+    """A sweep whose every row is the same says nothing: refuse it, naming the knob and why."""
+    users = knob_users(knob)
+    if users is not None and not set(users) & set(names):
+        raise ConfigError(f"sweep of {knob} changes nothing: only {' and '.join(users)} read"
+                          f"{'s' if len(users) == 1 else ''} it, and this sweep runs {', '.join(names)} "
+                          f"(every row would be the same); add --policy {users[0]}")
+    if knob == "router":
+        replicas = getattr(args, "replicas", None) or defaults.get("replicas") or 1
+        if replicas <= 1:
+            raise ConfigError(f"sweep of router changes nothing on one server (replicas {show(replicas)}): "
+                              "give --replicas N, N >= 2, for a fleet behind a router")
+    if getattr(args, dest, None) is not None:
+        raise ConfigError(f"{flag_name(dest)} {show(getattr(args, dest))} and the sweep of {knob} both set {knob}: "
+                          f"drop {flag_name(dest)} (the sweep gives each row its value)")
 
 
 def _one(job: tuple) -> tuple[str, dict, dict]:
@@ -98,7 +118,10 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     Ctrl-C raises ``Interrupted`` with the values that finished.
     """
     knob, dest, values = parse_sweep(args.spec)
-    base = get_scenario(args.scenario) if args.scenario else Scenario("sweep", f"sweep of {knob}", "", {})
+    # Without a scenario, the same server as `run` (one default for every command that simulates);
+    # a sweep of step_time is a step-time flag, so it runs without a GPU, as `run --step-time` does.
+    server = default_server({**given(args), **({dest: values[0]} if knob == "step_time" else {})})
+    base = get_scenario(args.scenario) if args.scenario else Scenario("sweep", f"sweep of {knob}", "", server)
     d = dict(base.defaults)
     if getattr(args, "policy", None) is None and knob in _POLICIES_FOR and "policy" not in d:
         d["policy"] = _POLICIES_FOR[knob]
@@ -106,6 +129,9 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     from .options import policies_from_args
 
     names = policies_from_args(args, d)
+    flags = {k: v for k, v in given(args).items() if k != dest}
+    knob_notes = ignored_knob_notes(flags, names) + ignored_router_notes(
+        flags, max(values) if knob == "replicas" else (getattr(args, "replicas", None) or d.get("replicas") or 1))
     jobs = []
     plain = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the command's module does not pickle
     sizes = []
@@ -121,6 +147,7 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     workers = 1 if scheduler == "none" else worker_count(getattr(args, "jobs", None), len(jobs))
     if not getattr(args, "no_size_check", False):
         sizing.check(sizing.combined(sizes, workers), extent_flag="--duration" if getattr(args, "duration", None) else "--requests")
+    _check_knob_matters(knob, dest, values, args, names, d)
     where: list[str] = []
     if workers == 1 and scheduler is None:
         scheduler = "none"  # --jobs 1: here, one by one
@@ -130,7 +157,7 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     for n in names:  # one block per policy, values in order: each block is one curve of the trade-off
         for _, s, _ in done:
             summaries.update({k: v for k, v in s.items() if k.endswith(" " + n)})
-    notes: list[str] = []
+    notes: list[str] = list(knob_notes)
     for _, s, extra in done:
         for n in extra["notes"]:
             if not n.startswith("workload:") and n not in notes:

@@ -131,10 +131,16 @@ def _connect(scheduler: str, workers: int):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
         return Client(cluster), cluster
+    from .probe import probe_scheduler
+
+    # Client's timeout bounds the connect, not the handshake: the probe bounds both (see probe.py).
+    probe_scheduler(scheduler, CONNECT_TIMEOUT)
     try:
         return Client(scheduler, timeout=CONNECT_TIMEOUT), None
     except (OSError, TimeoutError) as e:
         raise ConfigError(f"scheduler {scheduler}: cannot connect ({str(e).splitlines()[0][:120]})") from None
+    except MemoryError:  # Dask read a stray reply as a frame length: the address, not the run, is wrong
+        raise ConfigError(f"scheduler {scheduler}: does not speak Dask's protocol") from None
 
 
 def _on_dask(fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: bool, desc: str, notes) -> list:

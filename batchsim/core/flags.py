@@ -23,6 +23,7 @@ from .policies import POLICY_NAMES
 
 __all__ = [
     "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "check_conflicts", "ignored_knob_notes",
+    "ignored_router_notes", "knob_users",
     "trace_of", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "FLEET_FLAGS", "RECORDS_FLAGS",
 ]
 
@@ -172,3 +173,16 @@ def ignored_knob_notes(flags: Mapping[str, Any], names: list[str]) -> list[str]:
                          f"read{'s' if len(users) == 1 else ''} it, "
                          f"and this run has {', '.join(names)}")
     return notes
+
+
+def knob_users(knob: str) -> tuple[str, ...] | None:
+    """The policies that read a policy knob (None: not a policy knob, every run reads it)."""
+    return _KNOB_POLICIES.get(knob)
+
+
+def ignored_router_notes(flags: Mapping[str, Any], replicas: int) -> list[str]:
+    """A router chooses among servers: on a fleet of one, ``--router`` does nothing, and says so."""
+    if flags.get("router") is not None and replicas <= 1:
+        return [f"note: --router {show(flags['router'])} is ignored: one server has no choice to make "
+                "(give --replicas N, N >= 2, for a fleet behind a router)"]
+    return []
