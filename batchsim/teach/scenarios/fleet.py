@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from ...core.errors import ConfigError, show
+from ...core.flags import flag_name
 from .base import Run, Scenario, ScenarioReport, register, run_set
 from .library import SERVER
 
@@ -23,7 +25,19 @@ FLEET_RUNS = (
 )
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """The three fleets are the story: a flag that sets what their labels name would relabel nothing."""
+    fixed = {k: [str(knobs[k]) for _, _, knobs in FLEET_RUNS if k in knobs] for k in ("replicas", "max_seqs")}
+    for k, each in fixed.items():
+        v = getattr(args, k, None)
+        if v is not None:
+            raise ConfigError(f"{flag_name(k)} {show(v)} means nothing in scenario fleet, whose three runs set their own "
+                              f"{k} ({', '.join(each[:-1])} and {each[-1]}: their labels name them); drop it, or run your own fleet "
+                              f"with run --policy continuous {flag_name(k)} {show(v)}")
+
+
 def _fleet(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
+    _check_flags(args)
     runs = [Run(label, policy, knobs) for label, policy, knobs in FLEET_RUNS]
     report = run_set(args, scenario, runs, keys=[
         "replicas", "completed", "request_throughput", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "busy_fraction",
@@ -58,8 +72,8 @@ register(Scenario(
         "running batches of up to 8 behind a least-loaded router, and four GPUs each serving one request at a time. "
         "Four GPUs cost four times one for every hour they are rented, busy or not. Compare the bill and the "
         "p99: a GPU reads all its weights for every step whether it carries one row or sixty-four, so a bigger "
-        "bus buys capacity for almost nothing, and more buses buy it at full price. --replicas and --router "
-        "change every run's fleet; --rate moves the traffic."
+        "bus buys capacity for almost nothing, and more buses buy it at full price. --router changes how the "
+        "four GPUs share the traffic; --rate moves it."
     ),
     defaults={**SERVER, "rate": 2.0, "requests": 1200, "router": "least-loaded"},
     runner=_fleet,
