@@ -22,7 +22,7 @@ import sys
 
 from ..core import sizing
 from ..core.config import WorkloadConfig, policy_names
-from ..core.errors import ConfigError, check_int_at_least, check_nonneg, show
+from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg, show
 from ..core.files import dumps
 from ..core.flags import check_conflicts, given
 from ..core.router import ROUTER_NAMES
@@ -41,14 +41,26 @@ DEFAULT_GPUS = "A100-80GB,H100-SXM,L4"
 PLAN_REQUESTS = 2000
 
 
+class _Once(argparse.Action):
+    """One objective, two spellings (--slo-ttft, --slo-p99-ttft): given twice, argparse would keep the last
+    without a word; which one the user meant is theirs to say."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(f"{option_string} {show(values)} sets the objective {'/'.join(self.option_strings)} "
+                         f"already given as {show(before)}: give it once")
+        setattr(namespace, self.dest, values)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     g = p.add_argument_group("objective (p99 over requests, in seconds; every request must be served)")
     g.add_argument("--slo-p99-e2e", dest="slo_p99_e2e", type=float, default=None, metavar="S", help="p99 end-to-end latency")
     g.add_argument("--slo-ttft", "--slo-p99-ttft", dest="slo_p99_ttft", type=float, default=None, metavar="S",
-                   help="p99 time to the first token the user receives")
+                   action=_Once, help="p99 time to the first token the user receives")
     g.add_argument("--slo-tpot", "--slo-p99-tpot", dest="slo_p99_tpot", type=float, default=None, metavar="S",
-                   help="p99 time per output token")
+                   action=_Once, help="p99 time per output token")
     s = p.add_argument_group("search space")
     s.add_argument("--gpus", default=DEFAULT_GPUS, help=f"GPU kinds to consider (default {DEFAULT_GPUS}; the catalog "
                    f"has {', '.join(g for g in DEFAULT_CATALOG.gpus if g != 'cpu')})")
@@ -71,9 +83,11 @@ def _names(text: str, field: str, known) -> list[str]:
     names = [t.strip() for t in str(text).split(",") if t.strip()]
     if not names:
         raise ConfigError(f"{field} must name at least one, got {show(text)}")
-    for n in names:
+    for i, n in enumerate(names):
         if n not in known:
             raise ConfigError(f"{field} must be among {', '.join(known)}, got {n!r}")
+        if n in names[:i]:  # each kind is searched once: a repeat would be searched, and judged, again
+            raise ConfigError(f"{field} names {n} more than once (got {show(text)}): list each once")
     return names
 
 
@@ -117,9 +131,9 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     check_nonneg("max-wait", args.max_wait)
     check_choice("router", args.router, ROUTER_NAMES)
     check_int_at_least("max-replicas", args.max_replicas, 1)
-    from ..core.fleet import check_replicas
+    from ..core.fleet import MAX_REPLICAS
 
-    check_replicas(args.max_replicas)
+    check_at_most("max-replicas", args.max_replicas, MAX_REPLICAS, "servers of one kind")
     scheduler = check_scheduler(args.scheduler)
     flags = _workload_flags(args)
     wcfg = WorkloadConfig.from_flags(given(flags))
@@ -132,6 +146,9 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     notes: list[str] = []
     context = DEFAULT_CATALOG.model(args.sim_model).max_context
     unservable = int((wl.prompt_tokens + wl.output_tokens - 1 > context).sum()) if context else 0
+    if unservable == len(wl):  # nothing to search for: every fleet turns every request away
+        raise ConfigError(f"no request fits {args.sim_model}'s context of {context:,} positions (prompt + output; "
+                          f"{_lengths(flags)}): no fleet serves any; shorten --prompt-len or --output-len")
     if unservable:
         notes.append(f"{unservable} of {len(wl)} requests are longer than {args.sim_model}'s context of {context:,} "
                      "positions: no fleet serves them, so the objective is for the others")
@@ -153,6 +170,16 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     return result, config, notes
 
 
+def _lengths(flags: dict) -> str:
+    """The length flags in force, as the user wrote them (the trace's when there is one)."""
+    from ..core.flags import trace_of
+
+    if trace_of(flags):
+        return f"trace {trace_of(flags)}"
+    return ", ".join(f"--{k.replace('_', '-')} {flags[k]}" for k in ("prompt_len", "output_len") if flags.get(k)) or \
+        "the default lengths"
+
+
 def _row(p) -> dict:
     s = p.summary
     return {"config": p.label(), "gpu": p.candidate.gpu, "policy": p.candidate.policy, "batch": p.candidate.batch,
@@ -172,7 +199,7 @@ def _table(points) -> str:
 
 
 def _f(v) -> str:
-    return "-" if v is None else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.0f} ms"
+    return "-" if v is None else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.3g} ms"  # 0.1 ms is not "0 ms"
 
 
 def run(args: argparse.Namespace) -> int:

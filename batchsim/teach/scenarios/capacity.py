@@ -91,7 +91,7 @@ class Objective:
 def _secs(v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:.2f} s"
+    return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.2f} s"  # 3 figures: an objective of 0.1 ms is not "<= 0 ms"
 
 
 @dataclass(frozen=True)
