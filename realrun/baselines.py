@@ -34,9 +34,12 @@ from .engine import memory_stats, prompt_ids, reset_memory_stats
 from .model import LoadedModel
 from .runner import context_reason
 
-__all__ = ["HFGenerateEngine", "run_hf_continuous", "has_hf_continuous", "ENGINE_NAMES"]
+__all__ = ["HFGenerateEngine", "run_hf_continuous", "has_hf_continuous", "ENGINE_NAMES", "HF_MIN_BLOCK"]
 
 ENGINE_NAMES = ("ours", "hf-generate", "hf-continuous", "vllm")
+#: transformers' smallest continuous-batching page (``BOUNDS["page_size"]`` in its
+#: ``generation/continuous_batching/initialization.py``): a smaller block is its ValueError.
+HF_MIN_BLOCK = 4
 
 
 def has_hf_continuous(lm: LoadedModel) -> bool:
@@ -166,6 +169,9 @@ def run_hf_continuous(
         import transformers
 
         raise ConfigError(f"engine hf-continuous needs transformers' continuous batching, absent from transformers {transformers.__version__}")
+    if block_size < HF_MIN_BLOCK:
+        raise ConfigError(f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' smallest "
+                          f"page), got {block_size}")
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 

@@ -22,10 +22,14 @@ from .plan import Plan, check_model_flags, nothing_served, rejection_lines, writ
 __all__ = ["run", "compare", "profile", "load"]
 
 
-def load(args: argparse.Namespace):
+def load(args: argparse.Namespace, notes: list[str] | None = None):
+    """The model; what loading it had to decide (an EOS past the vocabulary, say) goes to ``notes``."""
     from .model import load_model
 
-    return load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+    lm = load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+    if notes is not None:
+        notes.extend(n for n in lm.extra.get("notes", ()) if n not in notes)
+    return lm
 
 
 def _progress(args) -> bool:
@@ -39,6 +43,8 @@ def _make_engine(name: str, lm, args, seed: int):
 
     if name == "hf-generate":
         return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+    if name != "ours":  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
+        raise ConfigError(f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)")
     return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
 
 
@@ -66,7 +72,10 @@ def _measure_fn(plan: Plan, engine, lm, args, server=None):
 
 
 def _memory_line(meta: dict) -> str:
-    parts = [f"peak RSS {meta.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"]
+    if "peak_rss_bytes" in meta:
+        parts = [f"peak RSS {meta['peak_rss_bytes'] / 2**20:.0f} MiB"]
+    else:  # vLLM's engine core keeps its memory in a process of its own: not measured is not 0 MiB
+        parts = [f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside this process's count)"]
     if "cuda_max_memory_allocated_bytes" in meta:
         parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
     if meta.get("kv_peak_bytes_measured"):
@@ -118,7 +127,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
 
         return run_fleet(args, plan)
     notes = plan.notes
-    lm = load(args)
+    lm = load(args, notes)
     engine = None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed)
     server = _vllm_server(args, plan, lm)
     measure = _measure_fn(plan, engine, lm, args, server)
@@ -169,7 +178,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
 # -- compare ----------------------------------------------------------------------------------------
 
 def compare(args: argparse.Namespace, plan: Plan) -> int:
-    lm = load(args)
+    lm = load(args, plan.notes)
     server = _vllm_server(args, plan, lm)
     try:
         return _compare(args, plan, lm, server)

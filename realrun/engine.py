@@ -64,7 +64,9 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
     """
     n = req.prompt_tokens
     if req.text and tokenizer is not None:
-        ids = list(tokenizer.encode(req.text))
+        # A folder's tokenizer may know more ids than its model has rows (a resized vocabulary):
+        # an id past the last row is an IndexError in the embedding, so it is left out.
+        ids = [i for i in tokenizer.encode(req.text) if 0 <= i < vocab]
         if ids:
             return (ids * (n // len(ids) + 1))[:n]
     rng = np.random.default_rng([seed, req.id])

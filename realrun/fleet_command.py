@@ -9,7 +9,7 @@ from batchsim.core.fleet import fleet_summaries
 from batchsim.core.metrics import format_table
 from batchsim.core.router import make_router
 
-from .fleet import run_real_fleet
+from .fleet import check_fleet_memory, run_real_fleet
 from .plan import Plan, write_outputs
 
 __all__ = ["run_fleet"]
@@ -18,8 +18,10 @@ __all__ = ["run_fleet"]
 def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
     from . import commands
 
-    lm = commands.load(args)
+    lm = commands.load(args, plan.notes)
     n = plan.fleet.replicas
+    if not args.no_size_check:
+        check_fleet_memory(lm, n)
     engines = [commands._make_engine(plan.engine, lm, args, plan.seed) for _ in range(n)]
     policies = [plan.policies[0].build() for _ in range(n)]
     router = make_router(plan.fleet.router, plan.seed)

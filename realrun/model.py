@@ -28,7 +28,7 @@ from batchsim.core.errors import ConfigError, check_int_at_least
 
 __all__ = [
     "OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model", "resolve_device", "resolve_dtype",
-    "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE",
+    "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE", "special_ids",
 ]
 
 OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k")
@@ -71,6 +71,13 @@ class LoadedModel:
     eos_token_id: int | None
     vocab_size: int
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every id the engine feeds the model (padding included) must be a row of its embedding.
+        for k in ("pad_token_id", "eos_token_id"):
+            v = getattr(self, k)
+            if v is not None and not 0 <= v < self.vocab_size:
+                raise ConfigError(f"model {self.name}: {k} must be inside its vocabulary of {self.vocab_size:,} ids, got {v}")
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -265,9 +272,34 @@ def load_model(
     cfg = model.config
     tok = _load_tokenizer(name) or ByteTokenizer(cfg.vocab_size)
     n_pos = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048
-    eos = cfg.eos_token_id if isinstance(cfg.eos_token_id, int) else (cfg.eos_token_id or [None])[0]
-    pad = cfg.pad_token_id if isinstance(cfg.pad_token_id, int) else (eos if eos is not None else 0)
+    vocab = int(model.get_input_embeddings().num_embeddings)  # the rows the model can look up, whatever the config says
+    pad, eos, notes = special_ids(cfg, vocab)
     return LoadedModel(
         model, tok, name, source, device, dtype, threads, int(n_pos), False,
-        pad_token_id=int(pad), eos_token_id=eos, vocab_size=int(cfg.vocab_size),
+        pad_token_id=pad, eos_token_id=eos, vocab_size=vocab, extra={"notes": notes} if notes else {},
     )
+
+
+def special_ids(cfg, vocab: int) -> tuple[int, int | None, list[str]]:
+    """(pad id, EOS id or None, notes): every id the engine feeds the model inside its vocabulary.
+
+    A config saved with ``GPT2Config``'s defaults under a smaller vocabulary keeps GPT-2's
+    ``eos_token_id`` 50256 and no pad id; padding with that id is an ``IndexError`` in the first
+    padded prefill. An EOS past the vocabulary can never be produced, so it is dropped (with a
+    note: ``--stop-on-eos`` then never stops early); the pad id is the config's if it is inside,
+    else the EOS if that is, else 0 (padded positions are masked, so which id pads is moot).
+    """
+    inside = lambda i: isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab  # noqa: E731
+    notes = []
+    eos = cfg.eos_token_id if isinstance(cfg.eos_token_id, int) else (list(cfg.eos_token_id or []) or [None])[0]
+    if eos is not None and not inside(eos):
+        notes.append(f"note: the model's eos_token_id {eos} is outside its vocabulary of {vocab:,} ids: it can never "
+                     "be generated, so no request ends at an EOS (--stop-on-eos has no effect)")
+        eos = None
+    pad = cfg.pad_token_id
+    if not inside(pad):
+        if pad is not None:
+            notes.append(f"note: the model's pad_token_id {pad} is outside its vocabulary of {vocab:,} ids: "
+                         "padding uses id " + (f"{eos} (its EOS)" if eos is not None else "0"))
+        pad = eos if eos is not None else 0
+    return int(pad), eos, notes

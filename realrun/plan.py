@@ -18,12 +18,12 @@ from batchsim.core import rejections, sizing
 from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, WorkloadConfig, policy_names, slo_config
 from batchsim.core.errors import ConfigError, check_int_at_least, show
 from batchsim.core.files import Staging, check_out_dir
-from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, resolve
+from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, ignored_router_notes, resolve
 from batchsim.core.errors import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
 __all__ = ["Plan", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
-           "write_outputs", "rejection_lines", "nothing_served"]
+           "check_fleet_count", "write_outputs", "rejection_lines", "nothing_served"]
 
 #: A load a 2-core laptop serves in seconds per policy: ~60 % of the taxi's capacity on tiny-gpt2.
 REALRUN_DEFAULTS = {
@@ -75,6 +75,16 @@ def check_threads(threads: int | None) -> None:
 
 def check_model_flags(args: argparse.Namespace) -> None:
     check_threads(args.threads)  # device and dtype are checked by load_model, before it loads anything
+    check_model_path(getattr(args, "model", None))
+
+
+def check_model_path(name) -> None:
+    """A name written as a path (/x, ./x, ~/x) that is not there is a typo, not a hub id: say so now,
+    rather than after a probe of the hub that blames the network."""
+    if not isinstance(name, str):
+        return
+    if name.startswith(("/", "./", "../", "~", ".\\")) and not Path(name).expanduser().exists():
+        raise ConfigError(f"model {name!r}: no such folder")
 
 
 class Plan:
@@ -90,16 +100,22 @@ class Plan:
         self.engine = _engine_name(args)
         self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes,
                                       args.command, "policy" in flags)
+        # The fleet and the model folder are checked before vLLM is looked for: each is the user's
+        # to fix whether or not vLLM is installed, and neither needs it to be judged.
+        self.fleet = _fleet(flags, d, self.engine)
         if self.engine == "vllm":
+            _check_vllm_model(args.model)
             d = _vllm_defaults(args, flags, d, self.notes)
         self.notes += ignored_knob_notes(flags, self.names)
+        self.notes += ignored_router_notes(flags, self.fleet.replicas)
         self.workload_config = WorkloadConfig.from_flags(flags, d)
         self.policies = [PolicyConfig.from_flags(n, flags, d) for n in self.names]
+        if self.engine == "hf-continuous":
+            _check_hf_block_size(self.policies[0].block_size)
         self.kv = resolve("kv_budget_tokens", flags, d)
         if self.kv is not None:
             check_kv_tokens("kv-budget-tokens", self.kv)
         self.slo = slo_config(flags, d)
-        self.fleet = _fleet(flags, d, self.engine)
         self.seed = int(resolve("seed", flags, d) or 0)
         self.out = Path(args.out or "out") / self.name
         self.writes = bool(args.out) or args.command == "compare"  # run draws no figure; compare keeps its calibration
@@ -113,6 +129,7 @@ class Plan:
             if args.grid != "auto" and args.grid not in GRIDS:
                 raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
         self.workload = self.workload_config.build()
+        check_fleet_count(self.fleet.replicas, len(self.workload))
         self._check_time(args)
 
     def _check_time(self, args: argparse.Namespace) -> None:
@@ -137,7 +154,38 @@ def _fleet(flags: dict, d: dict, engine: str):
     if fleet.replicas > 1 and engine == "hf-continuous":
         raise ConfigError(f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs transformers' "
                           "own scheduler thread, which does not take turns with another engine")
+    if fleet.replicas > 1 and engine == "vllm":
+        raise ConfigError(f"replicas {fleet.replicas} needs engine ours or hf-generate: engine vllm is one vLLM server "
+                          "with its own scheduler, which does not take turns with another engine (batchsim run "
+                          f"--replicas {fleet.replicas} simulates a fleet)")
     return fleet
+
+
+def check_fleet_count(replicas: int, requests: int) -> None:
+    """Each engine of a real fleet holds its own copy of the packed weights: one that can never be given a
+    request is memory spent for nothing (4,096 engines of tiny-gpt2 fill 200 GB before the first step)."""
+    if replicas > requests:
+        raise ConfigError(f"replicas {replicas} is more engines than the run's {requests} requests: "
+                          f"{replicas - requests} would never serve one, and each holds a copy of the model; "
+                          f"lower --replicas to at most {requests}")
+
+
+def _check_hf_block_size(block_size: int) -> None:
+    from .baselines import HF_MIN_BLOCK
+
+    if block_size < HF_MIN_BLOCK:
+        raise ConfigError(f"block-size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' "
+                          f"smallest page), got {show(block_size)}")
+
+
+def _check_vllm_model(name: str) -> None:
+    """vLLM loads a folder (or an offline model, which realrun saves for it): say so of a path that is not one,
+    before our own loader, which would look for it on the hub, blames the network."""
+    from .model import OFFLINE_MODELS
+    from .vllm.server import model_dir
+
+    if name not in OFFLINE_MODELS:
+        model_dir(name)
 
 
 def _hours(s: float) -> str:
