@@ -18,7 +18,10 @@ take seconds) under a watchdog and returns one of:
     hang       still running after the watchdog's limit
 
 Files a case needs are written under ``tmp`` from ``FILES``; ``{f:NAME}`` in an argument
-is replaced by that file's path, ``{tmp}`` by the folder itself.
+is replaced by that file's path, ``{tmp}`` by the folder itself. A case may also name a
+service to run while it runs (``serve``: ``{port}`` in an argument is its port) and a
+folder to prepare (``prepare``), both from ``badinput_fixtures``; and an accepted case may
+name the words its note must hold (``note``): where accepting is right, the user is told.
 """
 
 from __future__ import annotations
@@ -147,6 +150,9 @@ class Case:
     requests: int | None = None  # accept: the request count every run must conserve
     call: Callable | None = field(default=None, compare=False)  # an API case instead of argv
     main: str = "batchsim"
+    note: tuple[str, ...] = ()  # accept: each must appear in what was printed (the note that says why)
+    serve: str | None = None  # a service from badinput_fixtures to run meanwhile; {port} is its port
+    prepare: str | None = None  # a folder from badinput_fixtures to write under tmp first
 
     def args(self, tmp: Path) -> list[str]:
         out = []
@@ -186,7 +192,17 @@ def _mains():
 
 
 def run_case(case: Case, tmp: Path, timeout: int = 60) -> tuple[object, str, str]:
-    """(exit code or exception, stdout, stderr) of one case, under a watchdog."""
+    """(exit code or exception, stdout, stderr) of one case, under a watchdog (and its service, if any)."""
+    if case.serve is None and case.prepare is None:
+        return _run_case(case, tmp, timeout, ())
+    from badinput_fixtures import prepare, serving
+
+    prepare(case.prepare, tmp)
+    with serving(case.serve) as port:
+        return _run_case(case, tmp, timeout, [a.replace("{port}", str(port)) for a in case.args(tmp)])
+
+
+def _run_case(case: Case, tmp: Path, timeout: int, argv) -> tuple[object, str, str]:
     out, err = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
@@ -197,7 +213,7 @@ def run_case(case: Case, tmp: Path, timeout: int = 60) -> tuple[object, str, str
                     result: object = case.call(tmp)
                     code: object = ("exception", AssertionError("the call returned False"), "") if result is False else 0
                 else:
-                    code = _mains()[case.main](case.args(tmp))
+                    code = _mains()[case.main](list(argv) or case.args(tmp))
             except SystemExit as e:
                 code = ("exit", e.code)
             except _Hang:
@@ -234,6 +250,9 @@ def classify(case: Case, code, out: str, err: str) -> tuple[str, str]:
     if case.accept:
         if code != 0:
             return "refused" if code == 2 else "unclear", f"exit {code}: {err.strip()[:300]}"
+        missing = [w for w in case.note if not _has(out, w)]
+        if missing:  # accepted, but without the note that says what was ignored and why
+            return "silent", f"exit 0 without a note holding {missing}: {out.strip()[-300:]}"
         return _check_accepted(case, out)
     if case.call is not None:  # an API call that should have raised ConfigError returned instead
         return "silent", f"accepted: returned {code!r}"

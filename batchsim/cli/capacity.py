@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from ..core import sizing
-from ..core.config import WorkloadConfig, policy_names
+from ..core.config import POLICY_NAMES, WorkloadConfig
 from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg, show
 from ..core.files import dumps
 from ..core.flags import check_conflicts, given
@@ -123,7 +123,7 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     Objective(args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot)  # an objective is checked before anything else
     gpus = _names(args.gpus, "gpus", [g for g in DEFAULT_CATALOG.gpus])
     DEFAULT_CATALOG.model(args.sim_model)
-    policies = policy_names(args.policies)
+    policies = _names(args.policies, "policies", POLICY_NAMES)
     for p in policies:
         if p not in ("taxi", "static", "dynamic", "continuous"):
             raise ConfigError(f"policies must be among taxi, static, dynamic, continuous, got {p!r}")

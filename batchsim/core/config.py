@@ -181,9 +181,11 @@ def policy_names(spec: Any) -> list[str]:
     names = [n.strip() for n in str(spec).split(",") if n.strip()]
     if not names:
         raise ConfigError(f"policy must name at least one policy, got {show(spec)}")
-    for n in names:
+    for i, n in enumerate(names):
         if n not in POLICY_NAMES:
             raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {n!r}")
+        if n in names[:i]:  # one row per policy: a repeat is run twice and shown once
+            raise ConfigError(f"policy names {n} more than once (got {show(spec)}): list each once")
     return names
 
 
