@@ -12,7 +12,7 @@ import json
 import logging
 
 from badinput import Case
-from badinput_cases import R, _api, _wl, accept, refuse, rr
+from badinput_cases import R, _api, _wl, refuse, rr
 
 # -- fleets -------------------------------------------------------------------------------------
 FLEETS: list[Case] = [

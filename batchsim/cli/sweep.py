@@ -16,6 +16,10 @@ output_len, seed, gpu, model, dtype, gpu_price, mem_util, kv_budget_tokens, step
 replicas, router).
 Without --policy, a knob of one policy sweeps that policy (max_wait: dynamic;
 max_seqs: continuous; max_batch: static and dynamic); others sweep all four.
+Without --scenario the server is run's own (llama-3-8b on an A100-80GB, with its KV
+budget and bill; --step-time or --calibration replace it). A sweep whose rows would all
+be the same (a knob no policy of it reads, a router on one server, a value twice, the
+knob also given as a flag) is refused; a flag that reaches no run gets run's note.
 """
 
 from __future__ import annotations
@@ -83,8 +87,7 @@ def parse_sweep(spec: str) -> tuple[str, str, list]:
     return knob, dest, out
 
 
-def _check_knob_matters(knob: str, dest: str, values: list, args: argparse.Namespace, names: list[str],
-                        defaults: dict) -> None:
+def _check_knob_matters(knob: str, dest: str, args: argparse.Namespace, names: list[str], defaults: dict) -> None:
     """A sweep whose every row is the same says nothing: refuse it, naming the knob and why."""
     users = knob_users(knob)
     if users is not None and not set(users) & set(names):
@@ -147,7 +150,7 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
     workers = 1 if scheduler == "none" else worker_count(getattr(args, "jobs", None), len(jobs))
     if not getattr(args, "no_size_check", False):
         sizing.check(sizing.combined(sizes, workers), extent_flag="--duration" if getattr(args, "duration", None) else "--requests")
-    _check_knob_matters(knob, dest, values, args, names, d)
+    _check_knob_matters(knob, dest, args, names, d)
     where: list[str] = []
     if workers == 1 and scheduler is None:
         scheduler = "none"  # --jobs 1: here, one by one
