@@ -67,7 +67,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     prefill_pts += validation["prefill"]
     bar = _bar(progress, grid.rounds * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join))
                + len(grid.policies))
-    extra, repeat_extra, joins = [], [], []
+    extra, repeat_extra, joins, runs = [], [], [], []
     log = engine.pass_log
     # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
     engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
@@ -86,6 +86,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
             # which a running server's rows, a column wider each pass, are not: they are not kept.
             secs = np.array([x for _, x in log])[WARMUP:]
             s.add(("decode", b, w), secs)
+            runs.append(secs)  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
             steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
             extra.append(steps[0] - secs[0])
             repeat_extra.extend(steps[1:] - secs[1:])
@@ -124,7 +125,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     if bar is not None:
         bar.close()
     return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
-            "joins": joins, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions)}
+            "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions)}
 
 
 def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:

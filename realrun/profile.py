@@ -28,6 +28,7 @@ import numpy as np
 from batchsim.core.errors import ConfigError
 from batchsim.core.plan import Pass
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
+from batchsim.sim.spread import SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
 from .grid import GRIDS, Grid, grid_for_workload
@@ -76,6 +77,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         for i in range(top + 1, pz.shape[0]):
             pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
     prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
+    spread = _spread(grid, s, decode, prefill, meas.get("decode_runs", []))
     past = [(s.mean(("past", q, p)) - float(prefill(1, q)[0])) / (q * p) for q, p in grid.past]
     # Small differences of two clock readings: their median, which a preempted pass cannot move.
     step_extra = max(0.0, float(np.median(meas["step_extra"]))) if meas["step_extra"] else 0.0
@@ -99,7 +101,24 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         plan="grouped",
         source=source,
         context_len=meas.get("n_positions"),
+        spread=spread,
     )
+
+
+def _spread(grid: Grid, s: _Samples, decode: Grid2D, prefill: Grid2D, runs: list) -> StepSpread:
+    """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``); a prefill point
+    above the pass limit, never timed, takes the spread of the largest rows timed at its length."""
+    dq = np.array([[ratio_quantiles(s.by_key[("decode", b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
+    pq = np.full((len(grid.prefill_rows), len(grid.prefill_lengths), dq.shape[2]), np.nan)
+    for i, b in enumerate(grid.prefill_rows):
+        for j, n in enumerate(grid.prefill_lengths):
+            if ("prefill", b, n) in s.by_key:
+                pq[i, j] = ratio_quantiles(s.by_key[("prefill", b, n)])
+    for j in range(pq.shape[1]):
+        known = np.flatnonzero(np.isfinite(pq[:, j, 0]))
+        pq[known[-1] + 1:, j] = pq[known[-1], j]
+    return StepSpread(SpreadGrid(decode.x, decode.y, dq, "spread decode"), SpreadGrid(prefill.x, prefill.y, pq, "spread prefill"),
+                      lag1=lag1_of(runs))
 
 
 def _points(meas: dict) -> list[ProfilePoint]:
@@ -211,9 +230,13 @@ class Profile:
         m, h, lin = self.model, self.heldout, self.linear
         gaps = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in m.policy_gaps.items())
         wake = ", ".join(f"{i * 1e3:g} ms: +{e * 1e3:.2f}" for i, e in zip(m.wake_idle, m.wake_extra))
+        cv = ""
+        if m.spread is not None:
+            cv = (f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, prefill "
+                  f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}")
         lines = [f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
                  f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
-                 f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid",
+                 f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
                  f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
                  f"gap between steps (ms): {gaps}",
                  f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})"]

@@ -137,9 +137,21 @@ def test_calibration_files_round_trip(tmp_path):
 BAD = {
     "version": ({"version": 1}, "version must be 2"),
     "plan": ({"plan": "sideways"}, "plan must be one of"),
-    "gap": ({"step_gap": -1.0}, "step_gap must be a finite number >= 0"),
-    "bool": ({"join_cost": True}, "join_cost must be a finite number >= 0"),
-    "grid": ({"decode": {"rows": [1, 2], "columns": [8], "seconds": [[0.1], [-0.2]]}}, "decode seconds must be"),
+    "gap": ({"step_gap": -1.0}, "step_gap must be a number of seconds in"),
+    "bool": ({"join_cost": True}, "join_cost must be a number of seconds in"),
+    "grid": ({"decode": {"rows": [1, 2], "columns": [8], "seconds": [[0.1], [-0.2]]}}, r"decode seconds\[1\]\[0\] must be"),
+    # Bounded: a pass of 1e300 s is no measurement (it overflowed every sum it entered).
+    "huge": ({"decode": {"rows": [1, 2], "columns": [8], "seconds": [[0.1], [1e300]]}},
+             r"decode seconds\[1\]\[0\] must be a pass time in \(0, 3600\] seconds, got 1e\+300"),
+    "gap_huge": ({"step_gap": 1e300}, "step_gap must be a number of seconds in"),
+    # A string in a cell of a grid that has rows, columns and seconds: the cell is named.
+    "cell": ({"decode": {"rows": [1, 2], "columns": [8], "seconds": [[0.1], ["fast"]]}},
+             r"decode seconds\[1\]\[0\] must be a number, got 'fast'"),
+    # Plain numbers, not np.float64(32.0).
+    "plain": ({"decode": {"rows": [1, 2], "columns": [32, 16], "seconds": [[0.1, 0.1], [0.2, 0.2]]}},
+              r"decode columns must be strictly increasing, got \[32, 16\]"),
+    # The model's own check (wake_extra against wake_idle) names the file too.
+    "wake": ({"wake_idle": [0.001, 0.01], "wake_extra": [0.001]}, "cal.json': wake_idle must be increasing"),
     "axis": ({"prefill": {"rows": [2, 1], "columns": [8], "seconds": [[0.1], [0.2]]}}, "strictly increasing"),
     "gaps": ({"policy_gaps": {"taxi": "fast"}}, "policy_gaps must map"),
     "missing": ({"decode": None}, "needs a decode grid"),
@@ -156,7 +168,8 @@ def test_bad_calibration_files_are_one_line_and_exit_2(tmp_path, capsys, case):
         load_step_time(path)
     code = main(["run", "--calibration", str(path), "--requests", "5", "--policy", "taxi", "--no-plots"])
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and words.split()[0] in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words.split()[0].replace("\\", "") in err
+    assert "np.float64" not in err
     assert good["version"] == PROFILE_VERSION
 
 

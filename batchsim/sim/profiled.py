@@ -41,8 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ConfigError, check_choice, check_nonneg
+from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, is_number, show
 from ..core.plan import PLANS, Pass
+from .grid2d import MAX_PASS_SECONDS, Grid2D, _plain
+from .spread import StepSpread
 from .steptime import StepTimeModel
 
 __all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
@@ -50,102 +52,6 @@ __all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
 #: The calibration format this module reads and writes; a file of another version is refused.
 PROFILE_VERSION = 2
 _NUMBERS = ("past_cost", "step_extra", "join_cost", "step_gap", "repeat_extra", "wake_late", "fused_shared")
-
-
-def _axis(name: str, values) -> np.ndarray:
-    a = np.asarray(values, dtype=np.float64)
-    if a.ndim != 1 or len(a) < 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise ConfigError(f"{name} must be a list of finite numbers >= 0, got {values!r}")
-    if np.any(np.diff(a) <= 0):
-        raise ConfigError(f"{name} must be strictly increasing, got {list(a)}")
-    return a
-
-
-def _isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators).
-
-    Where noise makes one point dearer than the next, both take their mean: one outlier moves
-    its neighbour a little, where a running maximum would raise every point after it to its level."""
-    vals, counts = [], []
-    for v in y.tolist():
-        vals.append(v)
-        counts.append(1)
-        while len(vals) > 1 and vals[-2] > vals[-1]:
-            c = counts[-2] + counts[-1]
-            vals[-2] = (vals[-2] * counts[-2] + vals[-1] * counts[-1]) / c
-            counts[-2] = c
-            vals.pop()
-            counts.pop()
-    return np.repeat(vals, counts)
-
-
-def _monotone(z: np.ndarray, sweeps: int = 4) -> np.ndarray:
-    """Non-decreasing along both axes: isotonic fits of the rows and columns, alternated, then a
-    running maximum to remove what the alternation left (nothing, or next to nothing)."""
-    z = z.copy()
-    for _ in range(sweeps):
-        z = np.apply_along_axis(_isotonic, 1, z)
-        z = np.apply_along_axis(_isotonic, 0, z)
-    return np.maximum.accumulate(np.maximum.accumulate(z, axis=0), axis=1)
-
-
-@dataclass(frozen=True, eq=False)
-class Grid2D:
-    """Seconds measured at (x, y) grid points, interpolated bilinearly, monotone in both axes."""
-
-    x: np.ndarray
-    y: np.ndarray
-    z: np.ndarray  # shape (len(x), len(y))
-    name: str = "grid"
-
-    def __post_init__(self) -> None:
-        x, y = _axis(f"{self.name} rows", self.x), _axis(f"{self.name} columns", self.y)
-        z = np.asarray(self.z, dtype=np.float64)
-        if z.shape != (len(x), len(y)) or not np.all(np.isfinite(z)) or np.any(z <= 0):
-            raise ConfigError(f"{self.name} seconds must be a {len(x)} x {len(y)} table of positive numbers")
-        # Monotone in both axes: a bigger pass never costs less (noise may say otherwise).
-        z = _monotone(z)
-        object.__setattr__(self, "x", x)
-        object.__setattr__(self, "y", y)
-        object.__setattr__(self, "z", z)
-
-    @staticmethod
-    def _cell(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Index of each value's cell (its left grid point) and the fraction across it, extrapolating."""
-        if len(axis) == 1:
-            return np.zeros(len(v), dtype=np.int64), np.zeros(len(v))
-        i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
-        # Below the first grid point a pass costs what the smallest measured one did (never less);
-        # beyond the last, the last cell's slope carries on.
-        return i, np.maximum((v - axis[i]) / (axis[i + 1] - axis[i]), 0.0)
-
-    def __call__(self, xv, yv) -> np.ndarray:
-        xv = np.atleast_1d(np.asarray(xv, dtype=np.float64))
-        yv = np.atleast_1d(np.asarray(yv, dtype=np.float64))
-        xv, yv = np.broadcast_arrays(xv, yv)
-        z = self.z
-        i, fx = self._cell(self.x, xv)
-        j, fy = self._cell(self.y, yv)
-        if len(self.x) == 1 and len(self.y) == 1:
-            return np.full(xv.shape, z[0, 0])
-        if len(self.x) == 1:
-            return z[0, j] + fy * (z[0, j + 1] - z[0, j])
-        if len(self.y) == 1:
-            return z[i, 0] + fx * (z[i + 1, 0] - z[i, 0])
-        z00, z01, z10, z11 = z[i, j], z[i, j + 1], z[i + 1, j], z[i + 1, j + 1]
-        return z00 * (1 - fx) * (1 - fy) + z10 * fx * (1 - fy) + z01 * (1 - fx) * fy + z11 * fx * fy
-
-    def as_dict(self) -> dict:
-        return {"rows": self.x.tolist(), "columns": self.y.tolist(), "seconds": self.z.tolist()}
-
-    @classmethod
-    def from_dict(cls, d: dict, name: str) -> "Grid2D":
-        try:
-            return cls(np.asarray(d["rows"]), np.asarray(d["columns"]), np.asarray(d["seconds"]), name)
-        except ConfigError:
-            raise
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"{name} grid needs rows, columns and seconds ({type(e).__name__})") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,16 +74,25 @@ class ProfiledStepTime(StepTimeModel):
     policy_gaps: dict = field(default_factory=dict)  # step_gap measured per policy name
     context_len: int | None = None  # positions of the model it was measured on (the server's limit)
     extra: dict = field(default_factory=dict)
+    spread: StepSpread | None = None  # each grid point's spread around its mean (None: an older profile)
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:
             check_nonneg(name, getattr(self, name))
+            check_at_most(name, getattr(self, name), MAX_PASS_SECONDS, "seconds")
         check_choice("plan", self.plan, PLANS)
         idle, extra = np.asarray(self.wake_idle, dtype=float), np.asarray(self.wake_extra, dtype=float)
         if idle.shape != extra.shape or idle.ndim != 1 or np.any(idle <= 0) or np.any(np.diff(idle) <= 0) \
-                or not np.all(np.isfinite(extra)) or np.any(extra < 0):
-            raise ConfigError("wake_idle must be increasing seconds > 0 and wake_extra as many seconds >= 0, "
-                              f"got {self.wake_idle!r} and {self.wake_extra!r}")
+                or not np.all(np.isfinite(idle)) or not np.all(np.isfinite(extra)) or np.any(extra < 0) \
+                or np.any(extra > MAX_PASS_SECONDS):
+            raise ConfigError(f"wake_idle must be increasing seconds > 0 and wake_extra as many seconds in [0, "
+                              f"{MAX_PASS_SECONDS:g}], got {show(_plain(idle))} and {show(_plain(extra))}")
+        for part in ("decode", "prefill"):
+            own, spread = getattr(self, part), getattr(self.spread, part, None)
+            if spread is not None and (spread.q.shape[:2] != own.z.shape or not np.array_equal(spread.x, own.x)
+                                       or not np.array_equal(spread.y, own.y)):
+                raise ConfigError(f"spread {part} must have one quantile list per {part} grid point "
+                                  f"({own.z.shape[0]} x {own.z.shape[1]}), got {spread.q.shape[0]} x {spread.q.shape[1]}")
         object.__setattr__(self, "wake_idle", tuple(idle.tolist()))
         object.__setattr__(self, "wake_extra", tuple(extra.tolist()))
 
@@ -255,7 +170,7 @@ class ProfiledStepTime(StepTimeModel):
             "decode": self.decode.as_dict(), "prefill": self.prefill.as_dict(), "past_cost": self.past_cost,
             **{k: getattr(self, k) for k in _NUMBERS if k != "past_cost"}, "policy_gaps": dict(self.policy_gaps),
             "wake_idle": list(self.wake_idle), "wake_extra": list(self.wake_extra), "n_positions": self.context_len,
-            **self.extra,
+            **({"spread": self.spread.as_dict()} if self.spread is not None else {}), **self.extra,
         }
 
     def to_json(self, path: str | Path, **more) -> None:
@@ -272,27 +187,37 @@ class ProfiledStepTime(StepTimeModel):
         nums = {}
         for k in _NUMBERS:
             v = data.get(k, 0.0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
-                raise ConfigError(f"{where}: {k} must be a finite number >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 or v > MAX_PASS_SECONDS:
+                raise ConfigError(f"{where}: {k} must be a number of seconds in [0, {MAX_PASS_SECONDS:g}], got {show(v)}")
             nums[k] = float(v)
         ctx = data.get("n_positions")
         if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1):
             raise ConfigError(f"{where}: n_positions must be a whole number >= 1, got {ctx!r}")
         gaps = data.get("policy_gaps", {})
         if not isinstance(gaps, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0 for v in gaps.values()):
-            raise ConfigError(f"{where}: policy_gaps must map policy names to seconds >= 0, got {gaps!r}")
+                is_number(v) and np.isfinite(v) and 0 <= v <= MAX_PASS_SECONDS for v in gaps.values()):
+            raise ConfigError(f"{where}: policy_gaps must map policy names to seconds in [0, {MAX_PASS_SECONDS:g}], "
+                              f"got {show(gaps)}")
         for part in ("decode", "prefill"):
             if not isinstance(data.get(part), dict):
                 raise ConfigError(f"{where}: needs a {part} grid (rows, columns, seconds)")
-        return cls(Grid2D.from_dict(data["decode"], f"{where}: decode"), Grid2D.from_dict(data["prefill"], f"{where}: prefill"),
-                   plan=plan, source=str(data.get("source", "")), policy_gaps={str(k): float(v) for k, v in gaps.items()},
-                   wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
-                   context_len=ctx, **nums)
+        decode = Grid2D.from_dict(data["decode"], f"{where}: decode")
+        prefill = Grid2D.from_dict(data["prefill"], f"{where}: prefill")
+        spread = None
+        if data.get("spread") is not None:  # older profiles kept only the means
+            spread = StepSpread.from_dict(data["spread"], (decode.x, decode.y), (prefill.x, prefill.y), where)
+        try:
+            return cls(decode, prefill, plan=plan, source=str(data.get("source", "")),
+                       policy_gaps={str(k): float(v) for k, v in gaps.items()},
+                       wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
+                       context_len=ctx, spread=spread, **nums)
+        except ConfigError as e:  # a check of the model itself (wake_extra against wake_idle): name the file
+            msg = str(e)
+            raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
 def _seconds_list(data: dict, key: str, where: str) -> tuple:
     v = data.get(key, [])
-    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-        raise ConfigError(f"{where}: {key} must be a list of seconds, got {v!r}")
+    if not isinstance(v, list) or not all(is_number(x) for x in v):
+        raise ConfigError(f"{where}: {key} must be a list of seconds, got {show(v)}")
     return tuple(float(x) for x in v)
