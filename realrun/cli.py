@@ -85,6 +85,13 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
     if calibration:
         _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
+        g.add_argument("--step-noise", default=None, help="profiled (default: each simulated pass drawn from the spread the "
+                       "profile measured, over --seeds seeds: a median prediction and a 90 %% band) or none (every pass at its mean)")
+        g.add_argument("--seeds", type=int, default=None, help="simulations per policy with --step-noise profiled (default 5)")
+        g.add_argument("--repeats", type=int, default=None, help="measure each policy R times, interleaved in rounds of "
+                       "shuffled order, a canary of fixed passes timed before and after each run (default 1)")
+        g.add_argument("--busy", type=float, default=None, help="set each policy's arrival rate so the simulated server is "
+                       "busy this fraction of the time (0.7: 70 %% load); the workload's own rate is only its shape")
         g.add_argument("--no-speed-check", action="store_true",
                        help="predict with the profile as it was measured; by default a few profiled shapes are timed "
                             "again just before each policy's run and the prediction is scaled to the machine's speed of now")

@@ -48,25 +48,26 @@ def _make_engine(name: str, lm, args, seed: int):
     return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
 
 
-def _measure_fn(plan: Plan, engine, lm, args, server=None):
+def _measure_fn(plan: Plan, engine, lm, args, server=None, workloads: dict | None = None):
     from .baselines import run_hf_continuous
     from .runner import limits_for, run_real
 
     def measure(label, policy):
+        workload = workloads[label] if workloads else plan.workload
         if plan.engine == "vllm":
             from .vllm.serve import run_vllm
 
-            return run_vllm(plan.workload, server, limits_for(lm, plan.kv), lm.vocab_size, lm.tokenizer, plan.seed,
+            return run_vllm(workload, server, limits_for(lm, plan.kv), lm.vocab_size, lm.tokenizer, plan.seed,
                             args.stop_on_eos, _progress(args), f": {lm.name} on {lm.device} ({lm.dtype})")
         if plan.engine == "hf-continuous":
             p = policy
             return run_hf_continuous(
-                plan.workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
+                workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
                 kv_budget_tokens=plan.kv, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed, progress=_progress(args),
             )[0]
         # The trace and the engine's pass log let compare decompose the error (a run keeps them too:
         # a few records per step, small beside the model).
-        return run_real(plan.workload, policy, engine, kv_budget_tokens=plan.kv, progress=_progress(args), trace=True)
+        return run_real(workload, policy, engine, kv_budget_tokens=plan.kv, progress=_progress(args), trace=True)
 
     return measure
 
@@ -177,7 +178,28 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
 
 # -- compare ----------------------------------------------------------------------------------------
 
+def _check_compare_flags(args) -> None:
+    """compare's own flags, refused before the model loads."""
+    from batchsim.core.errors import check_choice
+    from batchsim.sim.busy import check_busy
+    from batchsim.sim.sampled import NOISE_CHOICES
+
+    if args.step_noise is not None:
+        check_choice("step-noise", args.step_noise, NOISE_CHOICES)
+    for name, most in (("seeds", 200), ("repeats", 50)):
+        v = getattr(args, name)
+        if v is not None:
+            check_int_at_least(name, v, 1)
+            check_at_most(name, v, most, "runs")
+    if args.seeds is not None and args.seeds > 1 and args.step_noise == "none":
+        raise ConfigError(f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its mean: "
+                          "give one of them")
+    if args.busy is not None:
+        check_busy(args.busy)
+
+
 def compare(args: argparse.Namespace, plan: Plan) -> int:
+    _check_compare_flags(args)
     lm = load(args, plan.notes)
     server = _vllm_server(args, plan, lm)
     try:
@@ -218,8 +240,25 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
         def check(model):
             scaled, d = speed_check(ours, model)
             return scaled, d.before()
-    report = compare_policies(workload, pairs, _measure_fn(plan, engine, lm, args, server), step_times, slo=plan.slo,
-                              limits=limits_for(lm, plan.kv), replay_policy=replay, speed_check=check)
+    limits = limits_for(lm, plan.kv)
+    seeds = _seeds(args, step_times, server is not None, notes)
+    workloads = _busy_workloads(args, workload, builders, step_times, limits, notes) if args.busy is not None else workload
+    canary = None
+    repeats = args.repeats or 1
+    if repeats > 1 and plan.engine == "ours":
+        from .drift import stability
+
+        def canary():
+            return stability(ours, passes=16)["median_s"]
+    per_label = workloads if isinstance(workloads, dict) else None
+    report = compare_policies(workloads, pairs, _measure_fn(plan, engine, lm, args, server, per_label), step_times, slo=plan.slo,
+                              limits=limits, replay_policy=replay, speed_check=check, seeds=seeds, repeats=repeats,
+                              order_seed=plan.seed, canary=canary)
+    for row in report.rows:
+        if row.canary:
+            drift = [after / before - 1 for before, after in row.canary]
+            report.notes.append(f"{row.label}: canary (16 one-row decode passes) {row.canary[0][0] * 1e3:.2f} ms before the "
+                                f"first run; after each run it moved {', '.join(f'{d:+.0%}' for d in drift)}")
     if server is not None:
         for row in report.rows:
             row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
@@ -258,10 +297,9 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
                 "scenario": plan.name,
                 "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
                            "kv_budget_tokens": plan.kv, "model": lm.describe(),
-                           "step_time": repr(step_times)},
+                           "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy},
                 "calibration": cal_info,
-                "runs": [{"label": r.label, "policy": r.policy, "predicted": r.predicted, "measured": r.measured,
-                          "error_pct": r.errors,
+                "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
                           "decomposition": r.decomposition.as_dict() if r.decomposition else None,
                           "meta": _printable(r.real.meta),
                           "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
@@ -292,6 +330,39 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
         if figs:
             print("figure: " + ", ".join(str(f) for f in figs))
     return _stopped_code(stopped) or _all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+
+
+def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
+    """How many seeded simulations the prediction takes: --seeds with --step-noise profiled (the
+    default), 1 when the calibration kept no spread (an older file: noted) or the noise is off."""
+    from batchsim.sim.sampled import spread_of
+
+    if (args.step_noise or "profiled") == "none":
+        return 1
+    models = model.values() if isinstance(model, dict) else [model]
+    if vllm or any(spread_of(m) is None for m in models):
+        what = "vLLM's profile" if vllm else "the calibration"
+        if args.step_noise == "profiled":
+            raise ConfigError(f"step-noise profiled needs a profile that kept each shape's spread, and {what} has none: "
+                              "re-profile, or use --step-noise none")
+        notes.append(f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
+                     "no band); profile again for a band")
+        return 1
+    return args.seeds or 5
+
+
+def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
+    """One workload per policy, its arrivals scaled so the simulated server is busy --busy of the time."""
+    from batchsim.sim.busy import rate_factor_for_busy, scaled
+
+    out = {}
+    base = len(workload) / max(float(workload.arrivals[-1] - workload.arrivals[0]), 1e-9) if len(workload) > 1 else 0.0
+    for label, cfg in builders.items():
+        st = model[label] if isinstance(model, dict) else model
+        f = rate_factor_for_busy(workload, cfg.build, st, args.busy, limits)
+        out[label] = scaled(workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})")
+        notes.append(f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)")
+    return out
 
 
 def _stage(staging: Staging, outputs: dict, args, figure) -> list[Path]:

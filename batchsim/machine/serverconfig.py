@@ -20,8 +20,9 @@ from typing import Any, Mapping
 
 from ..core.config import MAX_SECONDS
 from ..core.flags import Flag, flag_name, resolve
-from ..core.errors import ConfigError, check_at_most, check_nonneg, check_positive, show
+from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, check_positive, is_integer, show
 from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
+from ..sim.sampled import NOISE_CHOICES, with_noise
 from .catalog import DEFAULT_CATALOG, load_catalog
 from .cost import check_price
 from ..core.errors import check_kv_tokens
@@ -49,12 +50,14 @@ SERVER_FLAGS = (
     Flag("--step-overhead", "step_overhead", float, "fixed seconds per step: launches, sampling (default 0.0005)"),
     Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens (default: unlimited, or from the GPU's memory)"),
     Flag("--kv-budget-bytes", "kv_budget_bytes", str, "KV-cache budget in bytes, e.g. 20e9 or 20GB (needs a --gpu/--model server)"),
+    Flag("--step-noise", "step_noise", str, "none (default: every pass at its mean) or profiled (each pass drawn from the "
+         "spread the --calibration measured, seeded by --seed)"),
 )
 #: Flag dest -> the key a scenario's defaults use for it.
 SERVER_KEYS = {"step_time": "step_time", "calibration": "calibration", "gpu": "gpu", "sim_model": "model",
                "sim_dtype": "dtype", "catalog": "catalog", "gpu_price": "gpu_price", "mem_util": "mem_util",
                "compute_eff": "compute_eff", "memory_eff": "memory_eff", "step_overhead": "overhead",
-               "kv_budget_tokens": "kv_budget_tokens", "kv_budget_bytes": "kv_budget_bytes"}
+               "kv_budget_tokens": "kv_budget_tokens", "kv_budget_bytes": "kv_budget_bytes", "step_noise": "step_noise"}
 # Knobs of a GPU-and-model server: meaningless, so refused as flags, when the run has none.
 _NEEDS_SERVER = ("sim_dtype", "catalog", "mem_util", "compute_eff", "memory_eff", "step_overhead")
 
@@ -101,6 +104,8 @@ class ServerConfig:
     overhead: float | None = None
     kv_budget_tokens: int | None = None
     kv_budget_bytes: float | str | None = None
+    step_noise: str | None = None  # "profiled": passes drawn from the calibration's spread
+    noise_seed: int = 0
     step_time_model: StepTimeModel | None = None  # a scenario's own model (no flag sets it)
     named_by_flags: bool = False  # --gpu/--model given: they beat a scenario's own model
     flags: tuple[str, ...] = ()  # which knobs were given as flags, for the messages
@@ -125,6 +130,8 @@ class ServerConfig:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
         if self.kv_budget_bytes is not None and not isinstance(self.kv_budget_bytes, float):
             object.__setattr__(self, "kv_budget_bytes", parse_bytes(self.kv_budget_bytes, "kv-budget-bytes"))
+        if self.step_noise is not None:
+            check_choice("step-noise", self.step_noise, NOISE_CHOICES)
         for k in ("calibration", "gpu", "model", "dtype", "catalog"):
             v = getattr(self, k)
             if v is not None and (not isinstance(v, str) or not v.strip()):
@@ -140,7 +147,8 @@ class ServerConfig:
         # A budget given as a flag replaces the scenario's, whichever unit each is in.
         if flags.get("kv_budget_bytes") is not None and flags.get("kv_budget_tokens") is None:
             kw["kv_budget_tokens"] = None
-        return cls(**kw, step_time_model=resolve("step_time_model", {}, *layers),
+        seed = flags.get("seed")
+        return cls(**kw, noise_seed=int(seed) if is_integer(seed) else 0, step_time_model=resolve("step_time_model", {}, *layers),
                    named_by_flags=flags.get("gpu") is not None or flags.get("sim_model") is not None,
                    flags=tuple(d for d in SERVER_KEYS if flags.get(d) is not None))
 
@@ -187,6 +195,8 @@ class ServerConfig:
             step_time = server.step_time
         else:
             step_time = DEFAULT_STEP_TIME
+        if self.step_noise == "profiled":
+            step_time = with_noise(step_time, self.noise_seed)
         kv = server.kv.tokens if server is not None else (int(self.kv_budget_tokens) if self.kv_budget_tokens is not None else None)
         price = float(self.gpu_price) if self.gpu_price is not None else (server.price if server is not None else None)
         return ServerSetup(step_time, kv, server, price)

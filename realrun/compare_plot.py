@@ -1,0 +1,111 @@
+"""The figure of ``realrun compare``: predicted against measured, the errors, and where they come from.
+
+Left, every latency metric of every policy, predicted (x) against measured (y) on log axes
+(a 10 ms point and a 3 s point both readable); with step noise on, the predicted 90 % band
+is a horizontal error bar and, with repeats, the repeats' range a vertical one. Middle, the
+error of each metric per policy, with the ±10 % and ±20 % bands. Right, when the runs were
+decomposed, the cost model's error on each kind of pass that ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["plot_compare"]
+
+
+def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Path:
+    """Left: predicted (x) against measured (y) on log axes, every latency metric of every policy.
+    Right: the error of each metric, per policy, with the ±10 % and ±20 % bands."""
+    from matplotlib.figure import Figure
+
+    from .compare import _THROUGHPUT, COMPARE_METRICS
+
+    latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
+    decomposed = [r for r in report.rows if r.decomposition is not None]
+    fig = Figure(figsize=(16 if decomposed else 12, 4.8), layout="constrained")
+    if decomposed:
+        ax, bx, cx = fig.subplots(1, 3, width_ratios=(1, 1.4, 1))
+        _plot_decomposition(cx, decomposed)
+    else:
+        ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
+    markers = "osD^vP*X"
+    colors = [f"C{i}" for i in range(len(latency))]
+    vals = []
+    for j, row in enumerate(report.rows):
+        for c, (key, label, scale, _) in zip(colors, latency):
+            p, m = row.predicted.get(key), row.measured.get(key)
+            if p and m and p > 0 and m > 0:
+                # every latency in ms (seconds in the summaries)
+                ax.scatter([p * 1e3], [m * 1e3], marker=markers[j % len(markers)], color=c, s=40, zorder=3)
+                vals += [p * 1e3, m * 1e3]
+                band = row.band.get(key)
+                reps = [r.get(key) for r in row.repeats if r.get(key)]
+                xerr = [[max(p - band[0], 0) * 1e3], [max(band[1] - p, 0) * 1e3]] if band else None
+                yerr = [[max(m - min(reps), 0) * 1e3], [max(max(reps) - m, 0) * 1e3]] if len(reps) > 1 else None
+                if xerr or yerr:
+                    ax.errorbar([p * 1e3], [m * 1e3], xerr=xerr, yerr=yerr, fmt="none", ecolor=c, elinewidth=1, capsize=2,
+                                zorder=2)
+                    vals += [band[0] * 1e3, band[1] * 1e3] if band else []
+    if vals:
+        lo, hi = min(vals) / 1.5, max(vals) * 1.5
+        x = np.geomspace(lo, hi, 50)
+        ax.plot(x, x, color="0.3", lw=1, zorder=1)
+        ax.fill_between(x, x / 1.1, x * 1.1, color="0.85", zorder=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xlabel("predicted by batchsim (ms)")
+    ax.set_ylabel("measured by realrun (ms)")
+    ax.set_title("every latency metric (grey: within 10 %; bars: predicted 90 % band, repeats' range)", fontsize=10)
+    for j, row in enumerate(report.rows):
+        ax.scatter([], [], marker=markers[j % len(markers)], color="0.4", label=row.label)
+    for c, (_, label, _, _) in zip(colors, latency):
+        ax.scatter([], [], marker="s", color=c, label=label.replace(" ms", "").replace(" s", ""))
+    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
+    keys = [m for m in COMPARE_METRICS]
+    n = max(1, len(report.rows))
+    width = 0.8 / n
+    xs = np.arange(len(keys))
+    for j, row in enumerate(report.rows):
+        errs = row.errors
+        e = [errs[k] if errs[k] is not None else np.nan for k, *_ in keys]
+        bx.bar(xs + (j - (n - 1) / 2) * width, e, width, label=row.label, color=f"C{j}")
+    bx.axhspan(-10, 10, color="0.9", zorder=0)
+    bx.axhspan(-20, -10, color="0.95", zorder=0)
+    bx.axhspan(10, 20, color="0.95", zorder=0)
+    bx.axhline(0, color="k", lw=0.8)
+    bx.set_xticks(xs, [m[1].replace(" ms", "").replace(" s", "") for m in keys], rotation=30, ha="right", fontsize=8)
+    bx.set_ylabel("(predicted - measured) / measured, %")
+    bx.set_title("error per metric (bands: ±10 %, ±20 %)", fontsize=10)
+    bx.legend(fontsize=8, frameon=False)
+    fig.suptitle(title or "predicted vs measured", fontsize=11)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=110)
+    return p
+
+
+def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
+    """Where the error comes from: the cost model's error on the time each kind of pass took, per policy."""
+    parts = (("decode", "decode passes"), ("prefill", "prefill passes"), ("step", "whole steps"), ("gap", "gaps"))
+    n = len(rows)
+    width = 0.8 / n
+    xs = np.arange(len(parts))
+    for j, row in enumerate(rows):
+        d = row.decomposition
+        vals = []
+        for key, _ in parts:
+            s = d.steps if key == "step" else d.gaps if key == "gap" else d.passes.get(key, {})
+            vals.append(s.get("total_error_pct") if s.get("n") else np.nan)
+        ax.bar(xs + (j - (n - 1) / 2) * width, vals, width, label=row.label, color=f"C{j}")
+    ax.axhspan(-10, 10, color="0.9", zorder=0)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(xs, [p[1] for p in parts], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("model - measured, % of the measured time")
+    same = all(r.decomposition.replay_max_diff_s is not None and r.decomposition.replay_max_diff_s < 1e-9 for r in rows)
+    ax.set_title("where it comes from: the cost model on what ran" + ("\n(replay of measured times: identical)" if same else ""),
+                 fontsize=10)

@@ -1,0 +1,133 @@
+"""compare with noise: seeds give a median and a band, repeats a median and a spread, and a verdict.
+
+The measured side here is a stand-in (the simulator itself, on a model whose passes run
+``slow`` times the calibrated mean, or the same model): what is checked is the bookkeeping
+(interleaving, medians, bands, verdicts), not the machine. One CLI test runs tiny-gpt2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from batchsim import Fixed, Poisson, Uniform, make_policy, make_workload, simulate, summarize  # noqa: E402
+from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
+from batchsim.sim.sampled import with_noise  # noqa: E402
+from batchsim.sim.steptime import ScaledStepTime  # noqa: E402
+from realrun.compare import compare_policies, format_compare  # noqa: E402
+from realrun.verdict import band_of, median_summary, noise_pct, verdict  # noqa: E402
+from test_sampled import model  # noqa: E402
+
+WL = make_workload(Poisson(30.0), Uniform(16, 64), Uniform(4, 24), n=60, seed=3)
+
+
+def test_verdicts():
+    assert verdict(8.0, 10, None) == "agrees" and verdict(-10.0, 10, 2.0) == "agrees"
+    assert verdict(14.0, 10, 15.0) == "within noise" and verdict(14.0, 10, 12.0) == "disagrees"
+    assert verdict(14.0, 10, None) == "disagrees" and verdict(None, 10, 1.0) is None
+    reps = [{"x": 1.0, "n": 3, "s": "a"}, {"x": 1.2, "n": 3, "s": "b"}, {"x": 0.9, "n": 3, "s": "c"}]
+    assert median_summary(reps) == {"x": 1.0, "n": 3, "s": "a"}
+    assert noise_pct(reps, ["x"])["x"] == pytest.approx(20.0) and noise_pct(reps[:1], ["x"])["x"] is None
+    lo, hi = band_of([{"x": float(v)} for v in range(101)], ["x"])["x"]
+    assert (lo, hi) == (pytest.approx(5.0), pytest.approx(95.0))
+
+
+def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None):
+    pairs = [(n, make_policy(n, max_seqs=8) if n == "continuous" else make_policy(n), make_policy(n, max_seqs=8)
+              if n == "continuous" else make_policy(n)) for n in ("taxi", "continuous")]
+    count = {"k": 0}
+
+    def measure(label, policy):
+        count["k"] += 1
+        if log is not None:
+            log.append(label)
+        return simulate(WL, policy, with_noise(measured_model, 100 + count["k"]))
+
+    return compare_policies(WL, pairs, measure, model(), seeds=seeds, repeats=repeats, order_seed=order_seed)
+
+
+def test_repeats_are_interleaved_in_seeded_shuffled_rounds():
+    logs = [[], [], []]
+    for log, seed in zip(logs, (1, 1, 2)):
+        _compare(model(), seeds=2, repeats=6, order_seed=seed, log=log)
+    assert logs[0] == logs[1] != logs[2]  # the order is the seed's
+    for log in logs:
+        rounds = [log[i:i + 2] for i in range(0, 12, 2)]
+        assert all(sorted(r) == ["continuous", "taxi"] for r in rounds)  # every round measures each once
+    assert len({tuple(r) for r in (logs[0][i:i + 2] for i in range(0, 12, 2))}) == 2  # and the order varies
+
+
+def test_same_model_measured_agrees_and_falls_in_its_band():
+    report = _compare(model())
+    for row in report.rows:
+        assert len(row.repeats) == 3 and row.seeds == 5 and set(row.band) >= {"p50_e2e", "p99_ttft"}
+        assert row.measured["p50_e2e"] == pytest.approx(np.median([r["p50_e2e"] for r in row.repeats]))
+        lo, hi = row.band["p50_e2e"]
+        assert lo <= row.predicted["p50_e2e"] <= hi
+        assert row.verdicts["p50_e2e"] == "agrees" and row.verdicts["mean_tpot"] == "agrees"
+        d = row.as_dict()
+        assert {"predicted", "predicted_band", "measured", "repeats", "verdict", "in_band"} <= set(d)
+        json.dumps(d)  # plain JSON
+    text = format_compare(report, decomposition=False)
+    assert "90% band" in text and "repeats ±" in text and "verdicts:" in text
+
+
+def test_a_slower_machine_disagrees():
+    report = _compare(ScaledStepTime(model(), 1.5))
+    row = report.rows[0]
+    assert row.errors["mean_tpot"] < -25 and row.verdicts["mean_tpot"] == "disagrees"
+    assert row.in_band["mean_tpot"] is False
+
+
+def test_rate_for_busy_reaches_the_asked_busy_fraction():
+    unit = make_workload(Poisson(1.0), Fixed(32), Fixed(16), n=300, seed=0)
+    m = model()
+    for busy in (0.5, 0.8):
+        f = rate_factor_for_busy(unit, lambda: make_policy("taxi"), m, busy)
+        got = summarize(simulate(scaled(unit, f), make_policy("taxi"), m))["busy_fraction"]
+        assert got == pytest.approx(busy, abs=0.02)
+    # A batching policy needs a higher rate for the same busy fraction (it does the work in less time).
+    f_taxi = rate_factor_for_busy(unit, lambda: make_policy("taxi"), m, 0.7)
+    f_cont = rate_factor_for_busy(unit, lambda: make_policy("continuous", max_seqs=8), m, 0.7)
+    assert f_cont > f_taxi
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--step-noise", "loud"], "step-noise"), (["--seeds", "0"], "seeds"), (["--repeats", "0"], "repeats"),
+    (["--busy", "1.5"], "busy"), (["--busy", "0"], "busy"), (["--seeds", "3", "--step-noise", "none"], "--seeds"),
+])
+def test_bad_compare_flags_are_one_line(flags, words, capsys):
+    pytest.importorskip("torch")
+    from realrun.cli import main
+
+    code = main(["compare", "--requests", "3", "--threads", "1", "--no-plots", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err
+
+
+def test_cli_compare_with_seeds_repeats_and_busy(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from realrun.cli import main
+
+    cal = tmp_path / "cal.json"
+    model().to_json(cal)
+    code = main(["compare", "--requests", "8", "--prompt-len", "uniform:4,24", "--output-len", "uniform:2,8", "--threads",
+                 "1", "--policy", "taxi,continuous", "--calibration", str(cal), "--repeats", "2", "--seeds", "3",
+                 "--busy", "0.5", "--no-plots", "--json", "--no-speed-check"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["config"]["seeds"] == 3 and obj["config"]["repeats"] == 2
+    for r in obj["runs"]:
+        assert len(r["repeats"]) == 2 and set(r["predicted_band"]) and r["verdict"]["p50_e2e"] in (
+            "agrees", "within noise", "disagrees")
+        assert len(r["canary_s"]) == 2
+    assert any("--busy 0.5" in n for n in obj["notes"])
