@@ -1,88 +1,164 @@
-"""The serving loop: one driver for both clocks.
+"""The serving loop, on SimPy: one driver for both clocks.
 
-A server, simulated or real, does the same thing over and over: hand the policy the
-requests that have arrived, ask it what to run, run it, tell it what came of it. This
-module is that loop, written once. What differs between the clocks is the *executor*
-handed to ``drive``: the simulator's prices a step with a cost model and lets time
-jump (``batchsim.sim.simulator``); realrun's runs the step on a real model and reads
-the wall clock (``WallExecutor``, wrapping realrun's engine); a replay executor hands
-back the step times a real run measured. Every executor has the same two duties:
+A run is a few SimPy processes on one environment, exactly as in SimPy's gas-station or
+bank examples:
 
-- ``run(step, now, stop_at) -> (start, ends)``: run or price ``step`` (up to
-  ``step.repeat`` passes) that the policy chose at ``now``, stopping early after the
-  first repetition that ends at or after ``stop_at`` (the next arrival, when the step
-  is interruptible); ``ends`` are the end times of the repetitions that ran;
-- ``wait_until(t)``: nothing to run until ``t`` (the simulator: nothing to do; the
-  wall clock: sleep);
-- ``release(finished)``: those requests are done (a real engine drops their cache rows);
-- optionally ``cut(k)``: keep only the first k repetitions of the step just run (the
-  simulator's: in a fleet, a request routed to this server ended its repeat early).
+- **arrivals**: for each request, at its time, the router picks a server and the request
+  joins that server's queue (its policy); a sleeping server is woken, a server running a
+  repeated step is interrupted there (``batchsim.core.server``);
+- **one process per server**: ask the policy, run or price the step, report what came of
+  it, or sleep until an arrival or the policy's deadline (``Server.serve``);
+- **your own processes**, if you pass any (``processes=[f]``, each ``f(env, servers)`` a
+  generator function): a maintenance outage, an autoscaler, a monitor. They run beside
+  the others; the run ends when every request is accounted for, whatever they still wait on.
 
-Time as the policy sees it is *event time*: arrivals at their own times, the end of
-each step when it ended, the deadline it asked to be woken at. On the wall clock that
-lags the true time by the loop's own work (microseconds), exactly as it would in
-SimPy's real-time environment, which is why the same workload and the same step
-times give the same decisions on both clocks, to the last float.
+A fleet is several server processes behind the router; one server is a fleet of one. What
+differs between the clocks is only the *executor* and the environment it brings
+(``Executor.environment``): the simulator prices a step and SimPy's clock jumps
+(``simpy.Environment``); realrun runs the step on a real model inside the server process,
+then yields its measured end, which SimPy's real-time clock finds already reached
+(``simpy.rt.RealtimeEnvironment``); a replay is the simulated clock fed measured times.
+That is why the same workload and the same step times give the same records on both
+clocks, to the last float.
 
-Why a plain loop and not SimPy's two processes (arrivals and server) on either of its
-clocks: the arrivals are known in advance, so the whole event queue is one index into a
-sorted array and one step end; a real step's end is known only once it has run, and a
-replay must jump to the measured times, neither of which a SimPy timeout expresses
-without contortions; and the loop fits on one screen. It reproduces the SimPy simulator
-it replaced to the last digit (p99 E2E of 10,000 requests identical for all four
-policies) and runs 6-14 % faster (``python bench/sim_speed.py`` measures the rest).
-
-The repeat shortcut, Ctrl-C and the out-of-memory stop live here too, once: a run cut
-short keeps what it measured and rejects every unfinished request with the reason.
+Ctrl-C and the out-of-memory stop live here too, once: a run cut short keeps what it
+measured and rejects every unfinished request with the reason.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
-import numpy as np
+import simpy
 
+from .clock import ARRIVAL
+from .errors import ConfigError
+from .executor import INTERRUPTED, Executor, StopRun
 from .limits import ServerLimits, as_limits
 from .policies.base import Policy
 from .records import Recorder
 from .router import Router
-from .step import Step, Wait
+from .server import Server
+from .step import Step, StepOutcome
 from .workload import Workload
 
-__all__ = ["Executor", "StopRun", "Drive", "drive", "WallExecutor", "INTERRUPTED"]
+__all__ = ["Executor", "StopRun", "Drive", "drive", "Run", "WallExecutor", "INTERRUPTED"]
 
-INTERRUPTED = "interrupted (Ctrl-C) before it finished"
-
-
-class StopRun(Exception):
-    """Raised by an executor that cannot go on (a GPU out of memory): the run stops, keeping what it measured."""
-
-
-class Executor(Protocol):
-    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]: ...
-
-    def wait_until(self, t: float) -> None: ...
-
-    def release(self, finished: tuple[int, ...]) -> None: ...
+#: A user's process: ``f(env, servers)`` returns a SimPy generator.
+UserProcess = Callable[[simpy.Environment, Sequence[Server]], Iterable]
 
 
 @dataclass
 class Drive:
     """What ``drive`` hands back: the recorder, why it stopped early (None: it finished),
     how many requests arrived, and each step as (decided at, step, start, ends) when traced
-    (a fleet's entries add the replica that ran it)."""
+    (a fleet's entries add the server that ran it)."""
 
     recorder: Recorder
     stopped: str | None
     arrived: int
     trace: list[tuple] | None = field(default=None, repr=False)
     replicas: int = 1
+    servers: list[Server] = field(default_factory=list, repr=False)
 
 
-# A server's state between events: deciding what to run next, running a step, waiting, done.
-_DECIDE, _RUNNING, _WAITING, _DONE = 0, 1, 2, 3
+class Run:
+    """What the processes of one run share: the workload, the servers, the router, the records."""
+
+    def __init__(self, env: simpy.Environment, workload: Workload, policies: list[Policy],
+                 executors: list[Executor], router: Router | None, recorder: Recorder, trace: bool, bar) -> None:
+        self.env, self.workload, self.router, self.recorder, self.bar = env, workload, router, recorder, bar
+        self.servers = [Server(env, i, p, ex, self) for i, (p, ex) in enumerate(zip(policies, executors))]
+        self.policies = policies
+        self.arrived = 0
+        self.closed = False  # every request has arrived
+        self.next_arrival = math.inf
+        self.serving = len(self.servers)  # server processes not yet finished
+        self.error: BaseException | None = None
+        self.trace: list | None = [] if trace else None
+
+    def arrivals(self):
+        """The arrivals process: each request at its own time, routed, handed to its server's policy.
+
+        Requests of one instant are all handed over before any server hears of them (a server
+        woken by the first must see the second too), so the process yields only between instants."""
+        env, wl, servers, rec, router = self.env, self.workload, self.servers, self.recorder, self.router
+        request, arrival, n = wl.request, wl.arrivals.item, len(wl)  # a float at a time: no list of a million
+        outstanding = [0] * len(servers)
+        for i in range(n):
+            a = arrival(i)
+            if a > env.now:
+                yield env.at(a, ARRIVAL)
+            r = 0
+            if router is not None:
+                for s in servers:
+                    outstanding[s.index] = s.outstanding
+                r = router.choose(outstanding, self.policies)
+                rec.route(i, r)
+            server = servers[r]
+            reason = server.policy.on_arrival(request(i), a)
+            if reason is not None:
+                rec.reject(i, reason)
+                self._progress(1)
+            else:
+                server.outstanding += 1
+            server.wake(a)
+            self.arrived = i + 1
+            self.next_arrival = arrival(i + 1) if i + 1 < n else math.inf
+        self.close(arrival(n - 1) if n else 0.0)
+
+    def close(self, t: float) -> None:
+        """Nobody else is coming: every policy hears it, and every sleeping server decides again."""
+        self.closed = True
+        for s in self.servers:
+            s.policy.close(t)
+            if s.waiting:  # a server running a repeat goes on: it decides again when the step ends
+                s.wake(t)
+
+    def step_ended(self, server: Server, decided: float, step: Step, start: float, ends, outcome: StepOutcome) -> None:
+        self.recorder.step(step, start, ends, outcome, server.index)
+        if self.trace is not None:
+            self.trace.append((decided, step, start, ends) + ((server.index,) if self.router is not None else ()))
+        if outcome.finished:
+            server.outstanding -= len(outcome.finished)
+            self._progress(len(outcome.finished))
+
+    def _progress(self, k: int) -> None:
+        if self.bar is not None:
+            self.bar.update(k)
+
+    def guard(self, body: Iterable, server: Server | None = None):
+        """Run a process's body; an error ends the run as it happened (SimPy would re-raise a copy
+        of it an event later, after other processes had moved on)."""
+        try:
+            yield from body
+        except GeneratorExit:
+            raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
+            self.error = e
+        if server is not None:
+            self.serving -= 1
+
+
+def check_processes(processes) -> None:
+    """``processes`` must be generator functions ``f(env, servers)``: refuse anything else before the run."""
+    if isinstance(processes, (str, bytes)) or not isinstance(processes, (list, tuple)):
+        raise ConfigError(f"processes must be a list of functions f(env, servers), got {processes!r}")
+    for f in processes:
+        if not callable(f):
+            raise ConfigError(f"processes must be functions f(env, servers) that yield SimPy events, got {f!r}")
+
+
+def _start(run: Run, f: UserProcess):
+    """Start a user's process: ``f(env, servers)`` must give a generator (a function with ``yield``)."""
+    gen = f(run.env, run.servers)
+    if not inspect.isgenerator(gen):
+        raise ConfigError(f"process {getattr(f, '__name__', f)!r} must be a generator function f(env, servers) "
+                          f"that yields SimPy events (env.timeout(30), ...); it returned {gen!r}")
+    run.env.process(run.guard(gen))
 
 
 def drive(
@@ -95,24 +171,14 @@ def drive(
     trace: bool = False,
     router: Router | None = None,
     recorder: Recorder | None = None,
+    processes: Sequence[UserProcess] = (),
 ) -> Drive:
     """Serve ``workload`` with ``policy`` deciding and ``executor`` running (or pricing) each step.
 
     A fleet: a sequence of policies (one per server, each its own instance) and as many
     executors, with a ``router`` that picks a server for each request as it arrives. A
-    single server is a fleet of one, run by the very same loop.
-
-    The loop handles events in time order: an arrival (routed, then handed to its server's
-    policy), a server's step ending, a server's wake-up deadline, a server deciding what to
-    run. At equal times arrivals come first, so a request arriving as a step ends is seen by
-    the next decision, as on a server that polls its queue between steps.
-
-    The repeat shortcut is cut at the first arrival *for that server*. A single server
-    knows it before the step runs (the next arrival; the executor stops there). In a fleet,
-    where the next arrival may go elsewhere, an executor that can cut a priced run after
-    the fact (``cut(k)``, the simulator's) is told when a routed arrival ends it; one that
-    cannot (the wall clock) stops at the next arrival to any server, which changes nothing
-    but where a run of identical steps is split (the shortcut is exact).
+    single server is a fleet of one, run by the very same processes. ``processes``: your own
+    SimPy processes, each ``f(env, servers)``, started after the arrivals and the servers.
     """
     policies = [policy] if isinstance(policy, Policy) else list(policy)
     executors = list(executor) if isinstance(executor, (list, tuple)) else [executor]
@@ -123,151 +189,49 @@ def drive(
         raise ValueError("each server of a fleet needs its own policy instance (they hold a run's state)")
     if n_rep > 1 and router is None:
         raise ValueError("a fleet of several servers needs a router")
+    check_processes(processes)
     limits = as_limits(limits)
     rec = recorder if recorder is not None else Recorder(workload, replicas=n_rep)
     for p in policies:
         p.start(limits)
     if router is not None:
         router.start(n_rep)
-    fleet = n_rep > 1
-    lazy = [fleet and callable(getattr(ex, "cut", None)) for ex in executors]
-    request = workload.request
-    arrival = workload.arrivals.item  # a float at a time: no list of a million floats
-    n = len(workload)
-    last_arrival = arrival(n - 1) if n else 0.0
-    steps: list | None = [] if trace else None
-    bar = _bar(progress, n, f"{desc} {policies[0].name}" + (f" x{n_rep}" if fleet else ""))
-    clock = executors[0]  # on the wall clock every executor shares one clock; this one sleeps for all
-
-    inf = math.inf
-    state = [_DECIDE] * n_rep
-    t_ev = [0.0] * n_rep  # when each server's next event happens
-    outstanding = [0] * n_rep  # requests routed to each server, not yet finished or rejected
-    running: list = [None] * n_rep  # (decided at, step, start, ends, cuttable) of the step each one runs
-    nxt = 0
-    horizon = 0.0  # the latest time any event so far has reached (the wall clock sleeps only past it)
-    stopped: str | None = None
-
-    closed = False
-
-    def close(t: float) -> None:
-        nonlocal closed
-        closed = True
-        for i, p in enumerate(policies):
-            p.close(t)
-            if fleet and state[i] == _WAITING:
-                state[i], t_ev[i] = _DECIDE, t  # its decision may change now that nobody else is coming
-
-    next_a = arrival(0) if n else inf  # the next arrival's time
-    if not n:
-        close(0.0)
-    try:
-        while True:
-            if fleet:
-                te = min(t_ev)
-                i = t_ev.index(te)
-            else:
-                i, te = 0, t_ev[0]
-            if next_a <= te and nxt < n:
-                # -- an arrival: route it and hand it to that server's policy, at its own time
-                a = next_a
-                if a > horizon:
-                    clock.wait_until(a)
-                    horizon = a
-                r = 0
-                if fleet:
-                    r = router.choose(outstanding, policies)
-                    rec.route(nxt, r)
-                reason = policies[r].on_arrival(request(nxt), a)
-                if reason is not None:
-                    rec.reject(nxt, reason)
-                    if bar is not None:
-                        bar.update(1)
-                else:
-                    outstanding[r] += 1
-                s_r = state[r]
-                if s_r == _WAITING:
-                    state[r], t_ev[r] = _DECIDE, a
-                elif s_r == _RUNNING and running[r][4]:
-                    _cut(running, r, a, t_ev, executors[r])
-                nxt += 1
-                if nxt == n:
-                    next_a = inf
-                    close(last_arrival)
-                else:
-                    next_a = arrival(nxt)
-                continue
-            if te == inf:
-                break  # every server is done (a stall raises at the Wait that causes it)
-            if te > horizon:
-                clock.wait_until(te)
-                horizon = te
-            s_i = state[i]
-            if s_i == _RUNNING:
-                # -- a step ends: the policy accounts for it, the recorder logs it
-                decided, step, t_start, ends, _ = running[i]
-                running[i] = None
-                pol = policies[i]
-                outcome = pol.on_step_end(step, len(ends), te)
-                finished = outcome.finished
-                executors[i].release(finished)
-                rec.step(step, t_start, ends, outcome, i)
-                if steps is not None:
-                    steps.append((decided, step, t_start, ends) + ((i,) if fleet else ()))
-                if finished:
-                    outstanding[i] -= len(finished)
-                    if bar is not None:
-                        bar.update(len(finished))
-                state[i] = _DECIDE
-                continue
-            if s_i == _WAITING:
-                state[i] = _DECIDE  # its deadline: decide again
-                continue
-            # -- a server decides what to run now
-            pol = policies[i]
-            action = pol.next_action(te)
-            if isinstance(action, Wait):
-                if closed and pol.idle:
-                    state[i], t_ev[i] = _DONE, inf
-                    continue
-                wake = inf if action.until is None else max(action.until, te)
-                if wake == inf and nxt == n:
-                    raise RuntimeError(f"{pol.name}: waits with no deadline and no arrival to come, but is not idle")
-                state[i], t_ev[i] = _WAITING, wake
-                continue
-            step = action
-            repeats = step.interruptible and step.repeat > 1 and nxt < n
-            cuttable = repeats and lazy[i]
-            stop_at = next_a if repeats and not cuttable else None
-            t_start, ends = executors[i].run(step, te, stop_at)
-            end = float(ends[-1])
-            if end > horizon:
-                horizon = end
-            running[i] = (te, step, t_start, ends, cuttable)
-            state[i], t_ev[i] = _RUNNING, end
-    except KeyboardInterrupt:
-        stopped = INTERRUPTED
-    except StopRun as e:
-        stopped = str(e)
-    finally:
-        if bar is not None:
-            bar.close()
+    env = executors[0].environment()  # on the wall clock every executor shares one clock
+    run = Run(env, workload, policies, executors, router if n_rep > 1 else None, rec, trace, None)
+    env.process(run.guard(run.arrivals()))
+    for s in run.servers:
+        s.process = env.process(run.guard(s.serve(), s))
+    for f in processes:
+        _start(run, f)
+    run.bar = _bar(progress, len(workload), f"{desc} {policies[0].name}" + (f" x{n_rep}" if n_rep > 1 else ""))
+    stopped = _run_until_served(env, run)
     if stopped is not None:
         # Keep what was measured; every request not finished is accounted for, with the reason.
-        rec.reject_unfinished(stopped, arrived=nxt)
-    return Drive(rec, stopped, nxt, steps, n_rep)
+        rec.reject_unfinished(stopped, arrived=run.arrived)
+    return Drive(rec, stopped, run.arrived, run.trace, n_rep, run.servers)
 
 
-def _cut(running: list, r: int, a: float, t_ev: list, executor) -> None:
-    """An arrival at ``a`` routed to server ``r`` ends its repeated step at the first boundary at
-    or after ``a``: exactly where a single server would have stopped it."""
-    decided, step, t_start, ends, _ = running[r]
-    k = int(np.searchsorted(ends, a, side="left")) + 1
-    if k < len(ends):
-        ends = ends[:k]
-        executor.cut(k)
-        t_ev[r] = float(ends[-1])
-    running[r] = (decided, step, t_start, ends, False)
+def _run_until_served(env: simpy.Environment, run: Run) -> str | None:
+    """Step the environment until every server is done; why it stopped early, if it did."""
+    step = env.step
+    try:
+        try:
+            while run.serving and run.error is None:
+                step()
+        except simpy.core.EmptySchedule:
+            down = [s.index for s in run.servers if s.down]
+            raise RuntimeError(f"the run cannot finish: server(s) {down} went down and nothing brings them back"
+                               if down else "the run cannot finish: no event left, yet requests remain") from None
+        if run.error is not None:
+            raise run.error
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except StopRun as e:
+        return str(e)
+    finally:
+        if run.bar is not None:
+            run.bar.close()
+    return None
 
 
 def _bar(progress: bool, n: int, desc: str):

@@ -259,28 +259,5 @@ class Recorder:
         return r
 
 
-@dataclass
-class SimResult:
-    """A finished run, on either clock: the records plus what the summary needs to know about the server."""
-
-    records: Records
-    policy: str
-    step_time: str
-    kv_budget_tokens: int | None
-    kv_peak_tokens: int
-    preemptions: int
-    workload: str = ""
-    meta: dict = field(default_factory=dict)
-    replicas: int = 1  # servers in the fleet that ran it (each with its own policy and KV cache)
-
-    @property
-    def makespan(self) -> float:
-        """From time 0 (the first arrival) until the last request finished or was turned away.
-
-        One server of a fleet is rented for the fleet's whole run: its result says so in
-        ``meta["rented_until"]``."""
-        if self.meta.get("rented_until") is not None:
-            return float(self.meta["rented_until"])
-        r = self.records
-        ends = [t for t in (r.last_finish(), r.last_arrival, r.last_step_end()) if t is not None]
-        return float(max(ends)) if ends else 0.0
+# Re-exported: the result of a run lives in ``result`` (it needs Records, defined above).
+from .result import RunResult, SimResult  # noqa: E402

@@ -11,7 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from .driver import StopRun  # defined before driver imports this module
+from .clock import WallClock
+from .executor import StopRun
 from .step import Step
 
 __all__ = ["WallExecutor"]
@@ -41,6 +42,13 @@ class WallExecutor:
         self.stop_errors, self.explain = stop_errors, explain
         self.t0 = clock() if t0 is None else t0
 
+    #: A real step cannot be cut after it ran: it is told beforehand where to stop.
+    can_cut = False
+
+    def environment(self) -> WallClock:
+        """SimPy's real-time clock on this executor's clock, counting from ``t0``."""
+        return WallClock(self.clock, self.sleep, self.t0)
+
     def now(self) -> float:
         return self.clock() - self.t0
 
@@ -52,10 +60,8 @@ class WallExecutor:
             raise StopRun(self.explain(e, step) if self.explain else f"stopped: {e}") from e
         return t_start - self.t0, np.asarray(ends, dtype=np.float64) - self.t0
 
-    def wait_until(self, t: float) -> None:
-        delay = t - self.now()
-        if delay > 0:
-            self.sleep(delay)
+    def cut(self, k: int) -> None:
+        raise NotImplementedError("a real step cannot be cut after it ran")
 
     def release(self, finished: tuple[int, ...]) -> None:
         self.engine.release(finished)

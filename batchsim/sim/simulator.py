@@ -1,16 +1,9 @@
-"""The simulated server: the shared driver loop on a clock that jumps.
+"""The simulated server: the SimPy driver on a clock that jumps.
 
-``simulate`` is ``batchsim.core.driver.drive`` with the simulator's executor: it prices
-each step with a step-time model instead of running it, and time jumps to the step's
-end instead of passing. A step the policy marks ``repeat=k`` is priced in one
-vectorised call; if it is ``interruptible`` and a request arrives during it, the run
-stops at the first step boundary after the arrival, exactly where a server stepping
-token by token would have noticed it. That is what lets a 10,000-request run finish in
-well under a second.
-
-``ReplayExecutor`` is the same clock fed the step times a real run measured instead of
-a model's: it reproduces that run's records to the last float, which proves that the
-two clocks schedule identically (``realrun compare`` reports it).
+``simulate`` is ``batchsim.core.driver.drive`` with the simulator's executor
+(``batchsim.sim.executors.SimExecutor``): it prices each step with a step-time model
+instead of running it, and SimPy's clock jumps to the step's end instead of passing.
+Pass ``processes=[f]`` to add your own SimPy processes to the run (``f(env, servers)``).
 """
 
 from __future__ import annotations
@@ -18,116 +11,21 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
-import numpy as np
-
-from ..core.driver import drive
+from ..core.driver import UserProcess, check_processes, drive
 from ..core.errors import check_choice
 from ..core.fleet import check_replicas
-from ..core.records import Recorder
-from ..core.router import Router, make_router
 from ..core.limits import ServerLimits
 from ..core.policies import Policy
-from ..core.records import SimResult
-from ..core.step import Step
+from ..core.records import Recorder
+from ..core.result import RunResult, SimResult, result_of
+from ..core.router import Router, make_router
 from ..core.workload import Workload
+from .arguments import check_simulate_args
+from .executors import ReplayDiverged, ReplayExecutor, SimExecutor
 from .steptime import StepTimeModel
 
-__all__ = ["SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of", "RECORDS"]
-
-
-class SimExecutor:
-    """Prices a step with ``step_time`` and jumps to its end."""
-
-    def __init__(self, step_time: StepTimeModel) -> None:
-        self.step_time = step_time
-        self.gap = float(getattr(step_time, "step_gap", 0.0))
-        self.last_end = 0.0
-
-    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
-        t0 = now + self.gap
-        m = step.repeat
-        d = self.step_time.durations(step, m)
-        if now > self.last_end:  # the server sat idle: it wakes late and runs cold
-            late, extra = self.step_time.wake_penalty(now - self.last_end)
-            t0 += late
-            d[0] += extra
-        if m == 1:
-            self.last_end = end = t0 + d.item(0)
-            return t0, (end,)
-        # Sequential sums from the start, as a clock that advances pass by pass would add them:
-        # (t0 + d0) + d1 + ..., the very additions of a cumulative sum that starts at t0.
-        d[0] += t0
-        ends = np.cumsum(d)
-        if stop_at is not None and stop_at < ends.item(m - 1):
-            # Stop at the boundary of the step during which the next request arrives.
-            k = int(np.searchsorted(ends, stop_at, side="left")) + 1
-            if k < m:
-                ends = ends[:k]
-        self.last_end = ends.item(len(ends) - 1)
-        self._ends = ends
-        return t0, ends
-
-    def cut(self, k: int) -> None:
-        """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
-        self.last_end = float(self._ends[k - 1])
-
-    def wait_until(self, t: float) -> None:
-        pass
-
-    def release(self, finished) -> None:
-        pass
-
-
-class ReplayDiverged(AssertionError):
-    """The replayed policy chose a step the measured run did not: the two clocks scheduled differently."""
-
-
-class ReplayExecutor:
-    """Hands back, step by step, the times a measured run took, and checks it asked for the same steps.
-
-    ``trace``: (decided at, step, start, ends) per step, as ``drive(..., trace=True)`` returns.
-    """
-
-    def __init__(self, trace: list[tuple[float, Step, float, Sequence[float]]]) -> None:
-        self.trace = trace
-        self.k = 0
-
-    def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
-        if self.k >= len(self.trace):
-            raise ReplayDiverged(f"the replay asked for step {self.k + 1}, but the measured run ran {len(self.trace)}")
-        decided, measured, t_start, ends = self.trace[self.k]
-        if step != measured:
-            raise ReplayDiverged(f"step {self.k + 1} differs: replay {step!r}, measured {measured!r}")
-        self.k += 1
-        shift = now - decided  # zero, as long as every earlier step matched
-        return t_start + shift, np.asarray(ends, dtype=np.float64) + shift
-
-    def wait_until(self, t: float) -> None:
-        pass
-
-    def release(self, finished) -> None:
-        pass
-
-
-def result_of(run, policy: Policy | Sequence[Policy], step_time: str, limits: ServerLimits, workload: Workload,
-              meta: dict | None = None, router: Router | None = None) -> SimResult:
-    """A ``SimResult`` from a finished ``drive`` (of one server, or a fleet's policies)."""
-    policies = [policy] if isinstance(policy, Policy) else list(policy)
-    extra: dict = {"stopped": run.stopped}
-    if len(policies) > 1:
-        extra.update(router=repr(router), replica_kv_peak=[p.kv_peak for p in policies],
-                     replica_preemptions=[p.preemptions for p in policies])
-    return SimResult(
-        records=run.recorder.records(),
-        policy=policies[0].describe(),
-        step_time=step_time,
-        kv_budget_tokens=limits.kv_budget_tokens,
-        kv_peak_tokens=max(p.kv_peak for p in policies),
-        preemptions=sum(p.preemptions for p in policies),
-        workload=workload.description,
-        meta={**extra, **(meta or {})},
-        replicas=len(policies),
-    )
+# SimExecutor, ReplayExecutor, ReplayDiverged and result_of are re-exported from where they now live.
+__all__ = ["RunResult", "SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of", "RECORDS"]
 
 
 #: How a run keeps its records: every request ("full") or only sums and sketches ("summary").
@@ -147,7 +45,8 @@ def simulate(
     records: str = "full",
     slo=None,
     steps_path=None,
-) -> SimResult:
+    processes: Sequence[UserProcess] = (),
+) -> RunResult:
     """Run ``workload`` through ``policy`` on a server whose steps take ``step_time``.
 
     ``limits`` (KV budget, the model's context, tokens per pass) replaces ``kv_budget_tokens``.
@@ -157,7 +56,12 @@ def simulate(
     ``records="summary"`` keeps sums and quantile sketches instead of every request (see
     ``batchsim.core.stream``); its goodput is counted for ``slo``, given now.
     ``steps_path``: also write the step log, as it goes, to this CSV file.
+    ``processes``: your own SimPy processes, each a generator function ``f(env, servers)``
+    started beside the arrivals and the servers (``servers``: the run's ``Server`` objects,
+    each with its ``policy``); the run ends when every request is accounted for.
     """
+    check_simulate_args(workload, policy, step_time)
+    check_processes(processes)
     if limits is None:
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
     elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
@@ -179,7 +83,7 @@ def simulate(
     else:
         rec = Recorder(workload, replicas=replicas, steps_path=steps_path)
     run = drive(workload, policies, [SimExecutor(step_time) for _ in policies], limits, progress=progress,
-                desc="simulating", router=rt, recorder=rec)
+                desc="simulating", router=rt, recorder=rec, processes=processes)
     if run.stopped is not None:  # Ctrl-C: the simulator has nothing to keep
         raise KeyboardInterrupt
     return result_of(run, policies, repr(step_time), limits, workload, router=rt)

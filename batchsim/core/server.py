@@ -1,0 +1,149 @@
+"""A server, as a SimPy process: the bus and its driver.
+
+A bus driver does the same thing all day: look at who is waiting, decide whether to
+leave now or wait a little, drive the route, let people off, and start again. A server
+of a model does exactly that with its batching policy deciding::
+
+    def serve(self):
+        while True:
+            action = policy.next_action(env.now)           # what runs now?
+            if isinstance(action, Wait):                   # nothing yet:
+                if closed and policy.idle: return          #   nobody else is coming
+                yield env.at(action.until) or an arrival   #   sleep until the deadline or a passenger
+            else:
+                start, ends = executor.run(action, ...)    # run the step (real) or price it (simulated)
+                yield env.at(ends[-1])                     # the step takes its time
+                outcome = policy.on_step_end(action, ...)  # who got a token, who is done
+                record it
+
+Two things make it a little longer than that, and both are SimPy's ``interrupt``:
+
+- a passenger who arrives while the server sleeps wakes it (``wake``);
+- a *repeated* step (the simulator prices a run of identical decode passes in one go) is
+  cut by an arrival the policy could admit: the step ends at the first pass boundary after
+  the arrival, exactly where a server stepping pass by pass would have noticed it (``cut``).
+  A real engine cannot be cut after the fact, so it is told beforehand where to stop
+  (the next arrival), and its repeat is never interrupted.
+
+``go_down()`` / ``come_back()`` are for a user's own process (a maintenance window): a
+server that is down finishes the step it is running, then runs nothing until it is back;
+requests routed to it wait in its queue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from .clock import server_priority
+from .step import Wait
+
+if TYPE_CHECKING:
+    from .driver import Executor, Run
+    from .policies.base import Policy
+
+__all__ = ["Server"]
+
+
+class Server:
+    """One server of a run: ``policy`` decides, ``executor`` runs or prices, ``env`` keeps time.
+
+    ``outstanding``: requests routed here and not yet finished or rejected (what a router sees).
+    ``steps``: steps it has run. ``process``: its SimPy process, once the run has started it.
+    """
+
+    def __init__(self, env: simpy.Environment, index: int, policy: Policy, executor: Executor, run: Run) -> None:
+        self.env, self.index, self.policy, self.executor, self.run = env, index, policy, executor, run
+        self.priority = server_priority(index)
+        self.outstanding = 0
+        self.steps = 0
+        self.process: simpy.Process | None = None
+        self.waiting = False  # asleep: an arrival wakes it
+        self.cut_until = -math.inf  # running a priced repeat: an arrival at or before this boundary cuts it
+        self.down = False
+        self._back: simpy.Event | None = None
+
+    def serve(self):
+        """The server's process: decide, run or wait, report; until nobody is left to serve."""
+        env, policy, run = self.env, self.policy, self.run
+        while True:
+            if self.down:
+                yield self._back
+            action = policy.next_action(env.now)
+            if isinstance(action, Wait):
+                if run.closed and policy.idle:
+                    return
+                yield from self._sleep(action.until)
+            else:
+                yield from self._run(action)
+
+    def _sleep(self, until: float | None):
+        """Wait until ``until`` (None: no deadline) or until an arrival wakes us."""
+        env = self.env
+        if until is None and self.run.closed:
+            raise RuntimeError(f"{self.policy.name}: waits with no deadline and no arrival to come, but is not idle")
+        # A deadline already past is "now": the policy is asked again at once.
+        alarm = env.event() if until is None else env.at(max(until, env.now), self.priority)
+        self.waiting = True
+        try:
+            yield alarm
+        except simpy.Interrupt:
+            pass  # a passenger: decide again, now
+        self.waiting = False
+
+    def _run(self, step):
+        env, ex = self.env, self.executor
+        decided = env.now
+        repeats = step.interruptible and step.repeat > 1 and not self.run.closed
+        # An executor that prices (the simulator's) is cut by an interrupt when an arrival comes;
+        # one that runs for real must be told beforehand where to stop: the next arrival, anywhere.
+        stop_at = self.run.next_arrival if repeats and not ex.can_cut else None
+        start, ends = ex.run(step, decided, stop_at)
+        if repeats and ex.can_cut and len(ends) > 1:
+            self.cut_until = ends[-2]
+        end = env.at(ends[-1], self.priority)
+        while True:
+            try:
+                yield end
+                break
+            except simpy.Interrupt:
+                # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
+                k = int(np.searchsorted(ends, env.now, side="left")) + 1
+                ends = ends[:k]
+                ex.cut(k)
+                end = env.at(ends[-1], self.priority)
+        self.cut_until = -math.inf
+        outcome = self.policy.on_step_end(step, len(ends), env.now)
+        ex.release(outcome.finished)
+        self.steps += 1
+        self.run.step_ended(self, decided, step, start, ends, outcome)
+
+    def wake(self, now: float) -> None:
+        """A passenger for us at ``now``: wake us if asleep, cut our repeat if it runs past ``now``.
+
+        Once per instant: the flags drop at once, so a second passenger of the same instant
+        (processed before the interrupt is) does not interrupt again."""
+        if self.waiting or now <= self.cut_until:
+            self.waiting, self.cut_until = False, -math.inf
+            self.process.interrupt()
+
+    def go_down(self) -> None:
+        """From a user's process: finish the step running, then run nothing until ``come_back()``."""
+        if not self.down:
+            self.down = True
+            self._back = self.env.event()
+            if self.waiting:  # asleep: it goes down now, not at its next decision
+                self.waiting = False
+                self.process.interrupt()
+
+    def come_back(self) -> None:
+        """From a user's process: the server decides again, at once."""
+        if self.down:
+            self.down = False
+            self._back.succeed()
+
+    def __repr__(self) -> str:
+        return f"Server({self.index}, {self.policy.describe()}, outstanding={self.outstanding})"
