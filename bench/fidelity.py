@@ -1,30 +1,35 @@
-"""Fidelity: does the calibrated simulator predict the real server, on every load shape?
+"""Fidelity: does the calibrated simulator predict the real server, and does it know its own noise?
 
 For each load shape: profile the real engine on a grid fitted to the shape (batchsim's
-``ProfiledStepTime``), then for each of the four policies run one workload twice,
-simulated and measured, side by side in this one process, and compare:
+``ProfiledStepTime``, with each grid point's spread), then for each policy set the arrival rate
+at which the simulated server is busy ``--load`` of the time (``batchsim.sim.busy``) and run
+``realrun.compare.compare_policies``: ``--repeats`` measurements per policy, interleaved in
+seeded shuffled rounds with a canary before and after each, against the median of ``--seeds``
+simulations whose passes are drawn from the profiled spread. Printed:
 
-    targets at 50-85 % busy: p50 E2E within 10 %, p99 E2E within 20 %, p50 TTFT within
-    15 %, mean TPOT within 10 %; and throughput within 5 % in a saturated run per policy.
+- per run: the errors of the median prediction against the median measurement (targets at
+  50-85 % busy: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %, TPOT 10 %), the repeats' spread of
+  p50 E2E, how many metrics agree / are within noise / disagree, and how many measured
+  medians fall in the predicted 90 % band;
+- the ablation: mean-only against sampled step times, p99 E2E and p99 TTFT error, per shape
+  and policy;
+- the decision test: for every two policies whose measured gap (p99 E2E, and cost per request:
+  server-seconds per request, 1 / throughput) is larger than their repeats' spread, whether
+  the simulator ranks them the same way.
 
-Shapes (tiny-gpt2 on the CPU, one thread):
+Shapes (on the CPU, one thread):
 
     short      Poisson; prompts uniform 16..128, outputs uniform 16..96
     mixed      Poisson; prompts uniform 32..512, outputs uniform 5..300
     bursty     gamma arrivals, CV 3; prompts uniform 16..256, outputs lognormal mean 64, median 48
     long       Poisson; prompts uniform 400..900, outputs uniform 8..48
     trace      the Azure LLM inference trace 2023 (conversation), its arrivals and lengths
-               scaled by a quarter to fit tiny-gpt2's 1,024 positions (skipped without the file)
+               scaled by a quarter to fit 1,024 positions (skipped without the file)
 
-Each measured run's load is set by the simulator: the arrival rate at which the simulated
-server is busy ``--load`` of the time (70 % by default) under that policy; the measured busy
-fraction is printed beside it, so a run outside 50-85 % shows. The saturated run offers
-three times the rate that keeps the server fully busy. Every figure is printed, misses
-included, with the machine's load average and the profile's drift, and the worst case is
-decomposed (``realrun.decompose``). ``--spread`` measures each busy run a second time and
-prints how far apart the two measurements are: the floor under any error on this machine.
+Models: ``gpt2-6l`` (6 x 512, random weights, offline; a one-row decode pass takes well over
+5 ms here, so the pass, not the clock, is what is timed) and ``tiny-gpt2``.
 
-    python bench/fidelity.py [--seconds 10] [--only short,long] [--load 0.7] [--no-saturation] [--spread]
+    python bench/fidelity.py [--model gpt2-6l] [--seconds 6] [--only short] [--repeats 3] [--seeds 5] [--load 0.7]
 """
 
 from __future__ import annotations
@@ -39,9 +44,9 @@ import numpy as np
 
 from batchsim import Gamma, LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
 from batchsim.core.workload import Workload
-from realrun.compare import error_pct
-from realrun.decompose import decompose, format_decomposition
-from realrun.drift import load_warning, recheck, speed_check
+from batchsim.sim.busy import rate_factor_for_busy, scaled
+from realrun.compare import compare_policies, error_pct
+from realrun.drift import load_warning, recheck, stability
 from realrun.engine import Engine
 from realrun.grid import grid_for_workload
 from realrun.model import load_model
@@ -81,55 +86,29 @@ def unit_workload(name: str, n: int, seed: int) -> Workload | None:
     return Workload.from_arrays(a, prompts, outputs, f"Azure conv trace rows {start}..{start + k}, lengths / 4")
 
 
-def scaled(wl: Workload, rate: float) -> Workload:
-    return Workload.from_arrays(wl.arrivals / rate, wl.prompt_tokens, wl.output_tokens, f"{wl.description} at {rate:.2f}/s")
-
-
-def rate_for_busy(wl: Workload, policy: str, model, limits, busy: float) -> float:
-    """The rate at which the simulated server is busy ``busy`` of the time (bisection on a log scale)."""
-    def frac(rate: float) -> float:
-        return summarize(simulate(scaled(wl, rate), make_policy(policy, **POLICIES[policy]), model, limits=limits))["busy_fraction"]
-
-    lo, hi = 1e-2, 1.0
-    while frac(hi) < busy and hi < 1e4:
-        lo, hi = hi, hi * 2
-    for _ in range(18):
-        mid = (lo * hi) ** 0.5
-        lo, hi = (mid, hi) if frac(mid) < busy else (lo, mid)
-    return (lo * hi) ** 0.5
-
-
-def capacity(wl: Workload, policy: str, model, limits, n: int = 300) -> float:
-    """Requests per second the simulated server completes when everyone is already waiting."""
-    burst = Workload.from_arrays(np.zeros(n), wl.prompt_tokens[:n], wl.output_tokens[:n], "burst")
-    return summarize(simulate(burst, make_policy(policy, **POLICIES[policy]), model, limits=limits))["request_throughput"]
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=10.0, help="seconds of arrivals per measured run (default 10)")
+    p.add_argument("--model", default="gpt2-6l", help="gpt2-6l (default) or tiny-gpt2")
+    p.add_argument("--seconds", type=float, default=6.0, help="seconds of arrivals per measured run (default 6)")
     p.add_argument("--load", type=float, default=0.7, help="simulated busy fraction to run at (default 0.7)")
-    p.add_argument("--only", default=None, help="comma-separated shapes")
+    p.add_argument("--only", default="short", help="comma-separated shapes (default short)")
     p.add_argument("--policies", default=",".join(POLICIES))
-    p.add_argument("--no-saturation", action="store_true")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--min-requests", type=int, default=40, help="fewest requests in a measured run (default 40)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--explain", action="store_true", help="print every run's error decomposition, not only the worst")
-    p.add_argument("--spread", action="store_true", help="measure each busy run twice and print how far the second "
-                   "measurement is from the first: an error inside that spread is the machine's, not the model's")
-    p.add_argument("--no-speed-check", action="store_true", help="predict with the profile as measured, not scaled to "
-                   "the machine's speed just before each run")
     args = p.parse_args(argv)
-    shapes = args.only.split(",") if args.only else list(SHAPES)
+    shapes = args.only.split(",")
     policies = args.policies.split(",")
-    lm = load_model("tiny-gpt2", device="cpu", threads=args.threads)
+    lm = load_model(args.model, device="cpu", threads=args.threads)
     engine = Engine(lm)
     limits = limits_for(lm)
     print(f"model: {lm.describe()}")
+    print(f"one-row decode pass: {stability(engine)['median_s'] * 1e3:.2f} ms median")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     t_all = time.perf_counter()
-    rows, worst = [], None
-    spreads: list[float] = []  # --spread: the largest run-to-run difference of each busy run
+    table, ablation, decisions = [], [], []
     for name in shapes:
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
@@ -146,68 +125,108 @@ def main(argv=None) -> int:
         model = prof.model
         print(f"\n== {name}: {unit.description}")
         print(prof.text())
+        workloads, rates = {}, {}
         for pol in policies:
-            runs = [("busy", args.load)] + ([] if args.no_saturation else [("saturated", None)])
-            for kind, busy in runs:
-                if busy is not None:
-                    rate = rate_for_busy(unit, pol, model, limits, busy)
-                    n = int(np.clip(rate * args.seconds, 60, 600))
-                else:
-                    rate = 3 * capacity(unit, pol, model, limits)
-                    n = int(np.clip(rate * args.seconds / 3, 60, 400))
-                wl = scaled(Workload(unit.requests[:n], unit.description), rate)
-                now = model if args.no_speed_check else speed_check(engine, model)[0]
-                sim = simulate(wl, make_policy(pol, **POLICIES[pol]), now, limits=limits)
-                real = run_real(wl, make_policy(pol, **POLICIES[pol]), engine, limits=limits, trace=True)
-                s, m = summarize(sim), summarize(real)
-                errs = {k: error_pct(s[k], m[k]) for k, *_ in TARGETS} if kind == "busy" else {}
-                tp = error_pct(s["request_throughput"], m["request_throughput"]) if kind == "saturated" else None
-                ok = all(e is not None and abs(e) <= t for (k, t, _), e in zip(TARGETS, errs.values())) if errs else abs(tp) <= 5
-                row = (name, pol, kind, rate, n, s["busy_fraction"], m["busy_fraction"], errs, tp, ok)
-                rows.append(row)
-                score = max([abs(e) / t for (k, t, _), e in zip(TARGETS, errs.values()) if e is not None] or [abs(tp or 0) / 5])
-                dec = decompose(wl, make_policy(pol, **POLICIES[pol]), real, now, limits)
-                if worst is None or score > worst[0]:
-                    worst = (score, row, dec)
-                print(_line(row), flush=True)
-                if args.spread and kind == "busy":
-                    again = summarize(run_real(wl, make_policy(pol, **POLICIES[pol]), engine, limits=limits))
-                    spreads.append(max(abs(error_pct(again[k], m[k])) for k, *_ in TARGETS))
-                    print("  run-to-run, second measurement against the first: " + ", ".join(
-                        f"{lab} {error_pct(again[k], m[k]):+.1f}%" for k, _, lab in TARGETS), flush=True)
-                if args.explain:
-                    print("\n".join(format_decomposition(f"{name} {pol} {kind}", dec)))
+            f = rate_factor_for_busy(unit, lambda pol=pol: make_policy(pol, **POLICIES[pol]), model, args.load, limits)
+            n = int(np.clip(f * args.seconds, args.min_requests, 400))
+            workloads[pol] = scaled(Workload(unit.requests[:n], unit.description), f)
+            rates[pol] = f
+        pairs = [(k, make_policy(k, **POLICIES[k]), make_policy(k, **POLICIES[k])) for k in policies]
+        report = compare_policies(workloads, pairs, lambda label, pol: run_real(workloads[label], pol, engine, limits=limits),
+                                  model, limits=limits, seeds=args.seeds, repeats=args.repeats, order_seed=args.seed,
+                                  canary=lambda: stability(engine, passes=16)["median_s"])
+        for row in report.rows:
+            mean_only = summarize(simulate(workloads[row.label], make_policy(row.label, **POLICIES[row.label]), model,
+                                           limits=limits))
+            errs = row.errors
+            table.append((name, row.label, rates[row.label], len(workloads[row.label]), row.predicted["busy_fraction"],
+                          row.measured["busy_fraction"], errs, row.noise.get("p50_e2e"), row.verdicts, row.in_band))
+            ablation.append((name, row.label, *(error_pct(mean_only[k], row.measured[k]) for k in ("p99_e2e", "p99_ttft")),
+                             *(errs[k] for k in ("p99_e2e", "p99_ttft"))))
+            print(_line(table[-1]), flush=True)
+        decisions += _decisions(name, report.rows)
         print(recheck(engine, model).text())
         if (w := load_warning(lm.threads)):
             print(w)
-    print("\n== all runs: error = (predicted - measured) / measured, % (targets: "
-          + ", ".join(f"{lab} {t} %" for _, t, lab in TARGETS) + ", saturated throughput 5 %)")
-    print(_head())
-    for row in rows:
-        print(_line(row))
-    met = sum(r[-1] for r in rows)
-    print(f"\n{met} of {len(rows)} runs within every target; load average at end: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
-    if spreads:
-        print(f"run-to-run spread (--spread), the largest per busy run: median {np.median(spreads):.1f} %, "
-              f"worst {max(spreads):.1f} %: errors of that size cannot be told from the machine's own noise")
-    if worst is not None:
-        _, row, dec = worst
-        print(f"\nworst case: {row[0]} / {row[1]} ({row[2]})")
-        print("\n".join(format_decomposition(f"{row[0]} {row[1]}", dec)))
+    _print_all(table, ablation, decisions, args)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
     return 0
 
 
+def _decisions(shape: str, rows) -> list[tuple]:
+    """(shape, a, b, figure, measured gap %, noise %, same ranking?) for every pair whose measured gap beats the noise."""
+    out = []
+    figures = {"p99 E2E": lambda s: s["p99_e2e"], "cost/request": lambda s: 1.0 / s["request_throughput"]}
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            for fig, f in figures.items():
+                ma, mb = f(a.measured), f(b.measured)
+                ra = [f(x) for x in a.repeats]
+                rb = [f(x) for x in b.repeats]
+                noise = max(abs(x - ma) for x in ra) + max(abs(x - mb) for x in rb)
+                gap = ma - mb
+                if abs(gap) > noise:
+                    pa, pb = f(a.predicted), f(b.predicted)
+                    out.append((shape, a.label, b.label, fig, gap / min(ma, mb) * 100, noise / min(ma, mb) * 100,
+                                (pa - pb) * gap > 0))
+    return out
+
+
+def _print_all(table, ablation, decisions, args) -> None:
+    print(f"\n== all runs at {args.load:.0%} simulated busy: error = (median prediction over {args.seeds} seeds - median of "
+          f"{args.repeats} measurements) / measured, % (targets: " + ", ".join(f"{lab} {t} %" for _, t, lab in TARGETS) + ")")
+    print(_head())
+    for row in table:
+        print(_line(row))
+    met = sum(all(abs(r[6][k]) <= t for k, t, _ in TARGETS) for r in table)
+    verdicts = [v for r in table for k, v in r[8].items() if v is not None]
+    inband = [x for r in table for x in r[9].values() if x is not None]
+    spreads = [r[7] for r in table if r[7] is not None]
+    print(f"\n{met} of {len(table)} runs within every target; over every metric: "
+          f"{sum(v == 'agrees' for v in verdicts)} agree, {sum(v == 'within noise' for v in verdicts)} within noise, "
+          f"{sum(v == 'disagrees' for v in verdicts)} disagree of {len(verdicts)} "
+          f"(no further than a repeat: {sum(v != 'disagrees' for v in verdicts) / max(1, len(verdicts)):.0%}); "
+          f"measured median in the predicted 90 % band: {sum(inband)} of {len(inband)} ({sum(inband) / max(1, len(inband)):.0%})")
+    if spreads:
+        print(f"repeat spread of p50 E2E (farthest repeat from the median): median {np.median(spreads):.1f} %, "
+              f"worst {max(spreads):.1f} %")
+    print("\n== ablation: error of p99 E2E and p99 TTFT, step times priced at the mean vs sampled from the profiled spread")
+    print(f"{'shape':7s} {'policy':11s} | {'p99 E2E mean':>12s} {'sampled':>8s} | {'p99 TTFT mean':>13s} {'sampled':>8s}")
+    for shape, pol, e_m, t_m, e_s, t_s in ablation:
+        print(f"{shape:7s} {pol:11s} | {_pct(e_m):>12s} {_pct(e_s):>8s} | {_pct(t_m):>13s} {_pct(t_s):>8s}")
+    if ablation:
+        for j, lab in ((2, "p99 E2E"), (3, "p99 TTFT")):
+            m = [abs(r[j]) for r in ablation if r[j] is not None]
+            s = [abs(r[j + 2]) for r in ablation if r[j + 2] is not None]
+            print(f"  mean |error| of {lab}: mean-only {np.mean(m):.1f} %, sampled {np.mean(s):.1f} %")
+    print("\n== decision test: pairs whose measured gap exceeds their repeats' spread (the sum of each one's farthest repeat)")
+    for shape, a, b, fig, gap, noise, same in decisions:
+        print(f"{shape:7s} {a:>10s} vs {b:<10s} {fig:13s} measured gap {gap:+7.1f}% (noise {noise:5.1f}%): "
+              f"{'simulator ranks them the same' if same else 'SIMULATOR RANKS THEM THE OTHER WAY'}")
+    if decisions:
+        print(f"  same ranking in {sum(d[-1] for d in decisions)} of {len(decisions)}")
+    else:
+        print("  none: no measured gap beat the noise")
+
+
+def _pct(e) -> str:
+    return "-" if e is None else f"{e:+.1f}%"
+
+
 def _head() -> str:
-    return (f"{'shape':7s} {'policy':11s} {'run':9s} {'rate/s':>7s} {'n':>4s} {'busy sim':>8s} {'real':>5s} | "
-            + " ".join(f"{lab:>9s}" for _, _, lab in TARGETS) + f" {'req/s':>7s} | verdict")
+    return (f"{'shape':7s} {'policy':11s} {'rate x':>7s} {'n':>4s} {'busy sim':>8s} {'real':>5s} | "
+            + " ".join(f"{lab:>9s}" for _, _, lab in TARGETS) + f" {'rep ±':>6s} | {'agree/noise/dis':>15s} {'in band':>7s}")
 
 
 def _line(row) -> str:
-    name, pol, kind, rate, n, bs, bm, errs, tp, ok = row
+    name, pol, rate, n, bs, bm, errs, spread, verdicts, inband = row
     cells = " ".join(f"{errs[k]:+8.1f}%" if errs.get(k) is not None else f"{'-':>9s}" for k, *_ in TARGETS)
-    t = f"{tp:+6.1f}%" if tp is not None else f"{'-':>7s}"
-    return f"{name:7s} {pol:11s} {kind:9s} {rate:7.2f} {n:4d} {bs:8.0%} {bm:5.0%} | {cells} {t} | {'met' if ok else 'MISSED'}"
+    v = [x for x in verdicts.values() if x]
+    counts = f"{v.count('agrees')}/{v.count('within noise')}/{v.count('disagrees')}"
+    b = [x for x in inband.values() if x is not None]
+    sp = f"{spread:5.1f}%" if spread is not None else f"{'-':>6s}"
+    return (f"{name:7s} {pol:11s} {rate:7.2f} {n:4d} {bs:8.0%} {bm:5.0%} | {cells} {sp} | {counts:>15s} "
+            f"{f'{sum(b)}/{len(b)}':>7s}")
 
 
 if __name__ == "__main__":

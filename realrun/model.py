@@ -9,6 +9,9 @@ The hub is out of reach in many classrooms, so the defaults need nothing from it
   timing of the real GPT-2 without its download.
 - ``tiny-gpt2-50k``: tiny-gpt2's 4 x 256 body under GPT-2's 50,257-token vocabulary, where the
   output layer is most of a step: the shape engines are compared on (``bench/engine_efficiency.py``).
+- ``gpt2-6l``: 6 layers x 512 hidden, 8 heads, tiny-gpt2's byte vocabulary: a pass long enough
+  (several ms on one CPU thread) that the clock and the Python around it are small beside it,
+  the fidelity bench's model (``bench/fidelity.py``).
 
 Their weights are random: **the timing is real, the text is not.** Every command that
 uses them says so. Anything else (``gpt2``, ``distilgpt2``, a local folder, a Llama) goes
@@ -31,7 +34,7 @@ __all__ = [
     "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE", "special_ids",
 ]
 
-OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k")
+OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k", "gpt2-6l")
 RANDOM_WEIGHTS_NOTE = "weights are random (seeded): the timing is real, the text is not"
 
 # How long we give huggingface.co to answer before saying it is unreachable: long enough for a
@@ -176,6 +179,11 @@ def _gpt2_config(name: str):
         # which makes the batched-equals-unbatched tests stronger.
         return GPT2Config(
             n_layer=4, n_embd=256, n_head=4, n_positions=1024, vocab_size=259, initializer_range=0.2,
+            bos_token_id=256, eos_token_id=257, pad_token_id=258,
+        )
+    if name == "gpt2-6l":
+        return GPT2Config(
+            n_layer=6, n_embd=512, n_head=8, n_positions=1024, vocab_size=259, initializer_range=0.2,
             bos_token_id=256, eos_token_id=257, pad_token_id=258,
         )
     if name == "tiny-gpt2-50k":
