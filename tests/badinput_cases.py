@@ -461,3 +461,88 @@ REALRUN: list[Case] = [
     Case("realrun run, JSON", ("run", "--requests", "3", "--threads", "1", "--no-plots", "--json", "--rate", "50",
                                 "--prompt-len", "8", "--output-len", "3"), accept=True, requests=3, main="realrun"),
 ]
+
+
+# -- calibrations' step times and spreads, step noise, compare's repeats and load (issue 18 / 23) -----------
+# Kept apart from the lists above (another engineer adds cases there): these cases' files join FILES
+# here, before any fixture writes them.
+import json as _json  # noqa: E402
+
+from badinput import FILES as _FILES  # noqa: E402
+
+_GRID = {"rows": [1, 2], "columns": [8, 16], "seconds": [[0.001, 0.002], [0.002, 0.003]]}
+
+
+def _prof(**change) -> bytes:
+    """A profiled (version 2) calibration with ``change`` applied; its spread 3 ratios per grid point."""
+    q = [[[0.8, 1.0, 1.2]] * 2] * 2
+    base = {"model": "profiled", "version": 2, "plan": "grouped", "decode": _GRID, "prefill": _GRID,
+            "spread": {"levels": 3, "decode": q, "prefill": q, "lag1": 0.1}}
+    return _json.dumps({**base, **change}).encode()
+
+
+_FILES.update({
+    "cal_prof_spread": _prof(),
+    "cal_prof_huge": _prof(decode={**_GRID, "seconds": [[1e300, 1e300], [1e300, 1e300]]}),
+    "cal_prof_cell_str": _prof(decode={**_GRID, "seconds": [[0.001, "fast"], [0.002, 0.003]]}),
+    "cal_prof_axis": _prof(decode={**_GRID, "columns": [32, 16]}),
+    "cal_prof_wake": _prof(wake_idle=[0.001, 0.01], wake_extra=[0.001]),
+    "cal_prof_gap_huge": _prof(step_gap=1e300),
+    "cal_prof_spread_down": _prof(spread={"decode": [[[1.2, 1.0, 0.8]] * 2] * 2, "prefill": [[[1.0, 1.0]] * 2] * 2}),
+    "cal_prof_spread_shape": _prof(spread={"decode": [[[1.0, 1.0]] * 2], "prefill": [[[1.0, 1.0]] * 2] * 2}),
+})
+
+NOISE_BATCHSIM: list[Case] = [
+    *[refuse(f"calibration {name}", ("--calibration", "{f:" + name + "}"), *words) for name, words in [
+        ("cal_prof_huge", ("seconds[0][0]", "3600", "1e+300")),
+        ("cal_prof_cell_str", ("seconds[0][1]", "'fast'")),
+        ("cal_prof_axis", ("columns", "[32, 16]")),
+        ("cal_prof_wake", ("cal_prof_wake", "wake_extra")),
+        ("cal_prof_gap_huge", ("step_gap", "1e+300")),
+        ("cal_prof_spread_down", ("spread decode", "must not decrease")),
+        ("cal_prof_spread_shape", ("spread decode", "2 x 2")),
+    ]],
+    refuse("--step-noise loud", ("--step-noise", "loud"), "step-noise", "loud"),
+    refuse("--step-noise profiled on a linear calibration", ("--calibration", "{f:cal_good}", "--step-noise", "profiled"),
+           "step-noise", "spread"),
+    refuse("--step-noise profiled on the default server", ("--step-noise", "profiled"), "step-noise", "spread"),
+    accept("calibration with a spread, --step-noise profiled", ("--calibration", "{f:cal_prof_spread}", "--step-noise",
+                                                                  "profiled")),
+    accept("calibration with a spread, --step-noise none", ("--calibration", "{f:cal_prof_spread}", "--step-noise", "none")),
+]
+
+
+def _noise_linear(t):
+    from batchsim.sim.sampled import with_noise
+    from batchsim.sim.steptime import LinearStepTime
+
+    with_noise(LinearStepTime(0.01), seed=1)
+
+
+def _busy(busy):
+    from batchsim import ConstantStepTime, make_policy
+    from batchsim.sim.busy import rate_factor_for_busy
+
+    rate_factor_for_busy(_wl(n=10), lambda: make_policy("taxi"), ConstantStepTime(0.01), busy)
+
+
+NOISE_API: list[Case] = [
+    _api("with_noise(LinearStepTime)", _noise_linear, "step-noise", "spread"),
+    *[_api(f"rate_factor_for_busy(busy={b!r})", lambda t, b=b: _busy(b), "busy", w)
+      for b, w in [(1.0, "1.0"), (0.0, "0.0"), (float("nan"), "nan"), (True, "True"), ("0.7", "'0.7'")]],
+    _api("rate_factor_for_busy(busy=0.5)", lambda t: _busy(0.5), ok=True),
+]
+
+NOISE_REALRUN: list[Case] = [
+    *[rr(f"realrun compare calibration {n}", ("compare", "--calibration", "{f:" + n + "}", "--threads", "1"), *w)
+      for n, w in [("cal_prof_huge", ("seconds[0][0]", "1e+300")), ("cal_prof_cell_str", ("seconds[0][1]", "'fast'")),
+                   ("cal_prof_wake", ("cal_prof_wake", "wake_extra"))]],
+    *[rr(f"realrun compare {' '.join(f)}", ("compare", "--threads", "1", *f), *w) for f, w in [
+        (("--step-noise", "loud"), ("step-noise", "loud")), (("--seeds", "0"), ("seeds", "0")),
+        (("--seeds", "1000"), ("seeds", "1000")), (("--repeats", "0"), ("repeats", "0")),
+        (("--repeats", "-2"), ("repeats", "-2")), (("--busy", "1.5"), ("busy", "1.5")), (("--busy", "0"), ("busy", "0")),
+        (("--busy", "nan"), ("busy", "nan")), (("--busy", "abc"), ("--busy", "abc")),
+        (("--seeds", "3", "--step-noise", "none"), ("--seeds", "--step-noise")),
+        (("--calibration", "{f:cal_good}", "--step-noise", "profiled"), ("step-noise", "spread")),
+    ]],
+]
