@@ -7,6 +7,9 @@ figures people quote (throughput, TTFT, TPOT, E2E, goodput, utilisation, memory)
 ``simulate(..., replicas=N, router=...)`` runs a fleet of such servers behind a router
 (``fleet_summaries`` gives the fleet's figures and each server's), and
 ``records="summary"`` keeps sums and quantile sketches instead of every request.
+
+The run itself is SimPy processes (``batchsim.core.driver``): the arrivals, one
+``ServerProcess`` per server, and any of your own (``simulate(..., processes=[f])``).
 """
 
 from .core.arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
@@ -32,6 +35,15 @@ from .core.sketch import QuantileSketch
 from .machine.roofline import RooflineStepTime
 from .machine.server import Server
 from .sim.simulator import SimResult, simulate
+from .core.clock import SimClock, WallClock
+from .core.driver import Drive, drive
+from .core.executor import Executor, StopRun
+from .core.limits import ServerLimits
+from .core.policies import VLLMV1
+from .core.result import RunResult, result_of
+from .core.server import ServerProcess
+from .core.wallclock import WallExecutor
+from .sim.executors import ReplayDiverged, ReplayExecutor, SimExecutor
 from .core.step import Chunk, Step, StepOutcome, Wait
 from .sim.steptime import (
     ConstantStepTime,
@@ -57,4 +69,7 @@ __all__ = [
     "load_step_time", "make_policy", "make_workload", "parse_arrival", "parse_length", "read_trace",
     "simulate", "summarize", "trace_workload", "fleet_summaries", "replica_result", "ROUTER_NAMES", "Router",
     "make_router", "QuantileSketch",
+    # Driving a run yourself: the SimPy driver, its clocks, the servers' processes, the executors.
+    "drive", "Drive", "ServerProcess", "SimClock", "WallClock", "Executor", "StopRun", "ServerLimits",
+    "SimExecutor", "ReplayExecutor", "ReplayDiverged", "WallExecutor", "RunResult", "result_of", "VLLMV1",
 ]

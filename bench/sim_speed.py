@@ -101,16 +101,17 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     total = cum.get(("simulator.py", "simulate"), 1.0)
     policy = sum(cum.get(("continuous.py", f), 0.0) for f in ("next_action", "on_step_end", "on_arrival"))
     pricing = cum.get(("steptime.py", "durations"), 0.0)
-    executor = cum.get(("simulator.py", "run"), 0.0) - pricing
+    executor = cum.get(("executors.py", "run"), 0.0) - pricing
     fold = cum.get(("fold.py", "fold_events"), 0.0)
     records = cum.get(("records.py", "step"), 0.0) + cum.get(("records.py", "records"), 0.0)
-    driver = cum.get(("driver.py", "drive"), 0.0) - policy - pricing - executor - cum.get(("records.py", "step"), 0.0)
+    # What is left is SimPy's: its event queue, the processes' resumptions, the arrivals and servers' own lines.
+    simpy_share = total - policy - pricing - executor - records
     parts = [("policy decisions (next_action, on_step_end, on_arrival)", policy),
              ("pricing steps (the step-time model's durations)", pricing),
              ("the simulated clock's executor, less pricing", executor),
              ("recording (Recorder.step, records(); of which folding token events)", records),
              ("  folding token events", fold),
-             ("the driver loop itself, arrivals and requests made on demand", driver)]
+             ("SimPy: events, processes (arrivals, servers), interrupts", simpy_share)]
     return [(k, v / total) for k, v in parts]
 
 

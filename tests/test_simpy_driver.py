@@ -23,7 +23,7 @@ from batchsim.core.clock import SimClock, WallClock
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import as_limits
 from batchsim.core.result import result_of
-from batchsim.core.server import Server
+from batchsim.core.server import ServerProcess
 from batchsim.sim.executors import SimExecutor
 
 
@@ -87,7 +87,7 @@ def test_a_user_process_sees_the_environment_and_the_servers():
 
     res = simulate(wl, make_policy("continuous"), DYADIC, replicas=2, router="round-robin", processes=[look])
     assert isinstance(seen["env"], simpy.Environment)
-    assert [type(s) for s in seen["servers"]] == [Server, Server]
+    assert [type(s) for s in seen["servers"]] == [ServerProcess, ServerProcess]
     assert [s.policy.name for s in seen["servers"]] == ["continuous"] * 2
     assert seen["servers"][0].policy is not seen["servers"][1].policy
     assert sum(s.steps for s in seen["servers"]) == len(res.records.steps["start"])

@@ -7,7 +7,7 @@ bank examples:
   joins that server's queue (its policy); a sleeping server is woken, a server running a
   repeated step is interrupted there (``batchsim.core.server``);
 - **one process per server**: ask the policy, run or price the step, report what came of
-  it, or sleep until an arrival or the policy's deadline (``Server.serve``);
+  it, or sleep until an arrival or the policy's deadline (``ServerProcess.serve``);
 - **your own processes**, if you pass any (``processes=[f]``, each ``f(env, servers)`` a
   generator function): a maintenance outage, an autoscaler, a monitor. They run beside
   the others; the run ends when every request is accounted for, whatever they still wait on.
@@ -41,14 +41,14 @@ from .limits import ServerLimits, as_limits
 from .policies.base import Policy
 from .records import Recorder
 from .router import Router
-from .server import Server
+from .server import ServerProcess
 from .step import Step, StepOutcome
 from .workload import Workload
 
 __all__ = ["Executor", "StopRun", "Drive", "drive", "Run", "WallExecutor", "INTERRUPTED"]
 
 #: A user's process: ``f(env, servers)`` returns a SimPy generator.
-UserProcess = Callable[[simpy.Environment, Sequence[Server]], Iterable]
+UserProcess = Callable[[simpy.Environment, Sequence[ServerProcess]], Iterable]
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Drive:
     arrived: int
     trace: list[tuple] | None = field(default=None, repr=False)
     replicas: int = 1
-    servers: list[Server] = field(default_factory=list, repr=False)
+    servers: list[ServerProcess] = field(default_factory=list, repr=False)
 
 
 class Run:
@@ -71,7 +71,7 @@ class Run:
     def __init__(self, env: simpy.Environment, workload: Workload, policies: list[Policy],
                  executors: list[Executor], router: Router | None, recorder: Recorder, trace: bool, bar) -> None:
         self.env, self.workload, self.router, self.recorder, self.bar = env, workload, router, recorder, bar
-        self.servers = [Server(env, i, p, ex, self) for i, (p, ex) in enumerate(zip(policies, executors))]
+        self.servers = [ServerProcess(env, i, p, ex, self) for i, (p, ex) in enumerate(zip(policies, executors))]
         self.policies = policies
         self.arrived = 0
         self.closed = False  # every request has arrived
@@ -118,7 +118,7 @@ class Run:
             if s.waiting:  # a server running a repeat goes on: it decides again when the step ends
                 s.wake(t)
 
-    def step_ended(self, server: Server, decided: float, step: Step, start: float, ends, outcome: StepOutcome) -> None:
+    def step_ended(self, server: ServerProcess, decided: float, step: Step, start: float, ends, outcome: StepOutcome) -> None:
         self.recorder.step(step, start, ends, outcome, server.index)
         if self.trace is not None:
             self.trace.append((decided, step, start, ends) + ((server.index,) if self.router is not None else ()))
@@ -130,7 +130,7 @@ class Run:
         if self.bar is not None:
             self.bar.update(k)
 
-    def guard(self, body: Iterable, server: Server | None = None):
+    def guard(self, body: Iterable, server: ServerProcess | None = None):
         """Run a process's body; an error ends the run as it happened (SimPy would re-raise a copy
         of it an event later, after other processes had moved on)."""
         try:

@@ -45,10 +45,10 @@ if TYPE_CHECKING:
     from .driver import Executor, Run
     from .policies.base import Policy
 
-__all__ = ["Server"]
+__all__ = ["ServerProcess"]
 
 
-class Server:
+class ServerProcess:
     """One server of a run: ``policy`` decides, ``executor`` runs or prices, ``env`` keeps time.
 
     ``outstanding``: requests routed here and not yet finished or rejected (what a router sees).
@@ -65,6 +65,7 @@ class Server:
         self.cut_until = -math.inf  # running a priced repeat: an arrival at or before this boundary cuts it
         self.down = False
         self._back: simpy.Event | None = None
+        self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
 
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
@@ -85,14 +86,18 @@ class Server:
         env = self.env
         if until is None and self.run.closed:
             raise RuntimeError(f"{self.policy.name}: waits with no deadline and no arrival to come, but is not idle")
-        # A deadline already past is "now": the policy is asked again at once.
-        alarm = env.event() if until is None else env.at(max(until, env.now), self.priority)
+        # A deadline already past is "now": the policy is asked again at once. Without a deadline the
+        # server waits on a bell the next passenger rings (cheaper than an interrupt: no exception).
+        if until is None:
+            alarm = self._bell = env.event()
+        else:
+            alarm = env.at(max(until, env.now), self.priority)
         self.waiting = True
         try:
             yield alarm
         except simpy.Interrupt:
             pass  # a passenger: decide again, now
-        self.waiting = False
+        self.waiting, self._bell = False, None
 
     def _run(self, step):
         env, ex = self.env, self.executor
@@ -128,7 +133,14 @@ class Server:
         (processed before the interrupt is) does not interrupt again."""
         if self.waiting or now <= self.cut_until:
             self.waiting, self.cut_until = False, -math.inf
-            self.process.interrupt()
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        bell, self._bell = self._bell, None
+        if bell is not None:
+            bell.succeed()  # asleep with no deadline: ring
+        else:
+            self.process.interrupt()  # a deadline pending, or a repeat to cut
 
     def go_down(self) -> None:
         """From a user's process: finish the step running, then run nothing until ``come_back()``."""
@@ -137,7 +149,7 @@ class Server:
             self._back = self.env.event()
             if self.waiting:  # asleep: it goes down now, not at its next decision
                 self.waiting = False
-                self.process.interrupt()
+                self._interrupt()
 
     def come_back(self) -> None:
         """From a user's process: the server decides again, at once."""
@@ -146,4 +158,4 @@ class Server:
             self._back.succeed()
 
     def __repr__(self) -> str:
-        return f"Server({self.index}, {self.policy.describe()}, outstanding={self.outstanding})"
+        return f"ServerProcess({self.index}, {self.policy.describe()}, outstanding={self.outstanding})"

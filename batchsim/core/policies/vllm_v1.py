@@ -1,4 +1,4 @@
-"""Continuous batching as vLLM's V1 scheduler does it: ``Continuous(scheduler="vllm-v1")``.
+"""Continuous batching as vLLM's V1 scheduler does it: ``make_policy("continuous", scheduler="vllm-v1")`` (``VLLMV1``).
 
 batchsim's ``Continuous`` is the textbook scheduler: every running row decodes every
 step, and the step's token budget (``max_batched_tokens``) is for prompt tokens.
