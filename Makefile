@@ -19,7 +19,8 @@ test:
 # CPU build) and transformers < 5.20, which the main environment need not share. Made once (its install
 # time is printed), reused after; BATCHSIM_REQUIRE_VLLM=1 turns a missing vLLM into a failure, not a skip.
 # vLLM's ZeroMQ sockets are closed by the garbage collector after its processes end, which pytest would
-# report as unraisable exceptions: that warning alone is ignored here.
+# report as unraisable exceptions: that warning alone is ignored here. A reused venv gets the package's
+# own dependencies afresh (simpy joined them after some venvs were made).
 VLLM_VENV ?= .venv-vllm
 test-vllm:
 	@t0=$$(date +%s); \
@@ -30,7 +31,7 @@ test-vllm:
 	  $(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
 	  echo "test-vllm: installed vLLM in $(VLLM_VENV)/ in $$(( $$(date +%s) - t0 )) s"; \
 	else \
-	  $(VLLM_VENV)/bin/pip install -q --no-deps -e . && echo "test-vllm: reusing $(VLLM_VENV)/"; \
+	  $(VLLM_VENV)/bin/pip install -q -e . && echo "test-vllm: reusing $(VLLM_VENV)/"; \
 	fi
 	@t0=$$(date +%s); \
 	BATCHSIM_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:hypothesispytest \

@@ -26,7 +26,7 @@ import torch
 
 from batchsim.core.errors import ConfigError
 from batchsim.core.records import Recorder
-from batchsim.sim.simulator import SimResult
+from batchsim.sim.simulator import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
 
@@ -163,7 +163,7 @@ def run_hf_continuous(
     prompt_seed: int = 0,
     progress: bool = False,
     clock: Callable[[], float] = time.perf_counter,
-) -> tuple[SimResult, dict[int, list[int]]]:
+) -> tuple[RunResult, dict[int, list[int]]]:
     """Replay ``workload`` into transformers' continuous-batching manager; records + generated tokens."""
     if not has_hf_continuous(lm):
         import transformers
@@ -267,7 +267,7 @@ def run_hf_continuous(
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "kv_bytes_per_token": lm.kv_bytes_per_token,
         "stopped": stopped, **memory_stats(lm),
     }
-    result = SimResult(
+    result = RunResult(
         records=rec.records(),
         policy=f"transformers continuous batching (max_requests_per_batch={max_seqs}, max_batch_tokens={max_batched_tokens}, page_size={block_size})",
         step_time=f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine hf-continuous",

@@ -33,7 +33,7 @@ import numpy as np
 from batchsim.core.limits import ServerLimits
 from batchsim.core.metrics import SLO, summarize
 from batchsim.core.policies import Policy
-from batchsim.core.records import SimResult
+from batchsim.core.result import RunResult
 from batchsim.core.workload import Workload
 from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
@@ -78,8 +78,8 @@ class CompareRow:
     policy: str
     predicted: dict
     measured: dict
-    sim: SimResult | None = None
-    real: SimResult | None = None
+    sim: RunResult | None = None
+    real: RunResult | None = None
     decomposition: Decomposition | None = None
     partial: bool = False  # the measured run was cut short: compared over what it finished
     band: dict = field(default_factory=dict)
@@ -130,7 +130,7 @@ class CompareReport:
     config: dict = field(default_factory=dict)
 
 
-def _over(result: SimResult, keep: np.ndarray) -> SimResult:
+def _over(result: RunResult, keep: np.ndarray) -> RunResult:
     """The result with only the ``keep`` requests counted (the others set aside, with a reason)."""
     r = result.records
     recs = replace(r, start=np.where(keep, r.start, np.nan), first_token=np.where(keep, r.first_token, np.nan),
@@ -157,7 +157,7 @@ def compare_policies(
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
-    ``measure(label, policy) -> SimResult`` runs the real side (the runner with an engine, or a
+    ``measure(label, policy) -> RunResult`` runs the real side (the runner with an engine, or a
     baseline); the simulated side is ``simulate`` with ``step_time`` (one model, or one per label)
     under the same ``limits``; ``workload`` is one for every policy, or one per label (``--busy``
     sets each policy's own rate). When the measured result kept its trace, the error is decomposed;
@@ -176,7 +176,7 @@ def compare_policies(
     # Fresh policies for the later repeats and seeds, copied before any run touches the originals.
     spare_real = {label: [copy.deepcopy(p) for _ in range(repeats - 1)] for label, _, p in pairs}
     spare_sim = {label: [copy.deepcopy(p) for _ in range(seeds - 1)] for label, p, _ in pairs}
-    runs: dict[str, list[SimResult]] = {label: [] for label, _, _ in pairs}
+    runs: dict[str, list[RunResult]] = {label: [] for label, _, _ in pairs}
     models: dict[str, StepTimeModel] = {}
     canaries: dict[str, list] = {label: [] for label, _, _ in pairs}
     rng = np.random.default_rng(order_seed)

@@ -17,10 +17,11 @@ from typing import Callable, Sequence
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import Policy
-from batchsim.core.records import Recorder, SimResult
+from batchsim.core.records import Recorder
+from batchsim.core.result import RunResult
 from batchsim.core.router import Router
 from batchsim.core.workload import Workload
-from batchsim.sim.simulator import result_of
+from batchsim.core.result import result_of
 
 from .engine import memory_stats, reset_memory_stats
 from .runner import _cut_at_eos, _explain_oom, _oom_error_types, limits_for
@@ -62,7 +63,7 @@ def run_real_fleet(
     clock: Callable[[], float] = time.perf_counter,
     sleep: Callable[[float], None] = time.sleep,
     limits: ServerLimits | None = None,
-) -> SimResult:
+) -> RunResult:
     """Serve ``workload`` with one policy per engine, ``router`` choosing, on the wall clock."""
     n = len(engines)
     lm = engines[0].lm

@@ -4,7 +4,7 @@
 runs, handed a ``WallExecutor``: the engine runs each step and ``time.perf_counter``
 times it, where the simulator prices it. It replays the workload open-loop (requests
 arrive at their times whether or not the server keeps up, like vLLM's serving
-benchmark), so the result is a ``SimResult`` that ``batchsim.summarize`` reads unchanged.
+benchmark), so the result is a ``RunResult`` that ``batchsim.summarize`` reads unchanged.
 
 - The server's limits are batchsim's ``ServerLimits``: the KV budget and the model's
   context (``n_positions``). The policy enforces them, on both clocks alike: a request
@@ -27,10 +27,10 @@ import numpy as np
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import Policy
-from batchsim.core.records import SimResult
+from batchsim.core.result import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
-from batchsim.sim.simulator import result_of
+from batchsim.core.result import result_of
 
 from .engine import memory_stats, reset_memory_stats
 
@@ -74,7 +74,7 @@ def run_real(
     sleep: Callable[[float], None] = time.sleep,
     limits: ServerLimits | None = None,
     trace: bool = False,
-) -> SimResult:
+) -> RunResult:
     """Serve ``workload`` with ``policy`` deciding and ``engine`` executing, on the wall clock."""
     lm = engine.lm
     if limits is None:

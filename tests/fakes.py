@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import as_limits
-from batchsim.sim.simulator import result_of
+from batchsim.core.result import result_of
 
 
 class FakeClock:

@@ -19,7 +19,7 @@ from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.records import Recorder
 from batchsim.core.router import make_router
-from batchsim.sim.simulator import result_of
+from batchsim.core.result import result_of
 
 STEP = LinearStepTime(c0=2**-7, c1=2**-14, c2=2**-11, c3=2**-18, plan="grouped")
 LIMITS = ServerLimits(kv_budget_tokens=4000)

@@ -105,7 +105,7 @@ def _check_knob_matters(knob: str, dest: str, args: argparse.Namespace, names: l
 
 
 def _one(job: tuple) -> tuple[str, dict, dict]:
-    """Worker: run one value of the knob (all policies) and return summaries (picklable, no SimResult)."""
+    """Worker: run one value of the knob (all policies) and return summaries (picklable, no RunResult)."""
     args, scenario, runs, value_label = job
     try:
         report = run_set(args, scenario, runs)

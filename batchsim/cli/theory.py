@@ -25,7 +25,7 @@ from ..core.errors import check_at_most, check_int_at_least
 from ..core.files import dumps
 from ..core.lengths import Fixed, Uniform
 from ..core.policies import Continuous, Dynamic, Policy, Static, Taxi
-from ..sim.simulator import SimResult, simulate
+from ..sim.simulator import RunResult, simulate
 from ..sim.steptime import ConstantStepTime, ExponentialStepTime, LinearStepTime, StepTimeModel
 from ..sim.theory import MD1, MG1, MM1, BulkService, ContinuousCapacity, GeneralBulkPolicy, bus_fill_wait, relative_error
 from ..core.workload import make_workload
@@ -46,13 +46,13 @@ class Case:
         return relative_error(self.simulated, self.theory)
 
 
-def mean_queue_wait(result: SimResult) -> float:
+def mean_queue_wait(result: RunResult) -> float:
     """Mean of start - arrival over the requests that were served: the textbooks' W_q."""
     r = result.records
     return float(np.mean((r.start - r.arrival)[r.completed_mask]))
 
 
-def saturated_throughput(result: SimResult) -> float:
+def saturated_throughput(result: RunResult) -> float:
     """Completions per second over the middle 60 % of completions, away from the ramp-up
     at the start and the drain at the end, when a backlog keeps the batch full."""
     fin = np.sort(result.records.finish[result.records.completed_mask])

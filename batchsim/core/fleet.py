@@ -3,7 +3,7 @@
 More buses or bigger buses? A fleet of N servers (``simulate(..., replicas=N, router=...)``
 or ``drive`` with N policies) serves one stream of requests; each server has its own
 policy instance, its own KV cache and its own step log, and a router (``core.router``)
-picks the server of each request as it arrives. Its ``SimResult`` holds every request
+picks the server of each request as it arrives. Its ``RunResult`` holds every request
 (with the server it went to) and every step (with the server that ran it):
 
 - ``summarize(result)`` gives the fleet's figures: throughput and latency over all

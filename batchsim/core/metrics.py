@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import check_positive
-from .records import SimResult
+from .result import RunResult
 
 __all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS", "streams_by_default", "table_notes",
            "TTFT_NOTE"]
@@ -113,7 +113,7 @@ def streams_by_default(policy: str) -> bool:
     """Whether a policy's server streams tokens unless told otherwise: padded batches (every subclass
     of ``PaddedBatchPolicy``) return whole answers, as ``generate()`` does.
 
-    ``policy`` is how a ``SimResult`` names it: its ``describe()`` ("Static(max_batch=16)", or an
+    ``policy`` is how a ``RunResult`` names it: its ``describe()`` ("Static(max_batch=16)", or an
     object's default repr), or its short ``name`` ("static")."""
     from .policies import PaddedBatchPolicy
 
@@ -126,7 +126,7 @@ def streams_by_default(policy: str) -> bool:
     return not (m and m.group(1) in padded)
 
 
-def summarize(result: SimResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
+def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
     """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
     r = result.records
     if r.summary_only:

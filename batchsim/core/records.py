@@ -26,7 +26,7 @@ from .step import Step, StepOutcome
 from .steplog import CHUNK, STEP_FIELDS, StepLog, StepTotals
 from .workload import Workload
 
-__all__ = ["Records", "Recorder", "SimResult", "STEP_FIELDS", "REQUEST_FIELDS", "fold_events", "FOLD_ROWS"]
+__all__ = ["Records", "Recorder", "STEP_FIELDS", "REQUEST_FIELDS", "fold_events", "FOLD_ROWS"]
 
 REQUEST_FIELDS = (
     "id", "arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
@@ -257,7 +257,3 @@ class Recorder:
         if not self.log.keep:
             r.totals_by_replica = self.log.totals
         return r
-
-
-# Re-exported: the result of a run lives in ``result`` (it needs Records, defined above).
-from .result import RunResult, SimResult  # noqa: E402

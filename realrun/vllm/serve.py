@@ -32,7 +32,8 @@ import numpy as np
 
 from batchsim.core.driver import INTERRUPTED
 from batchsim.core.limits import ServerLimits
-from batchsim.core.records import Recorder, SimResult
+from batchsim.core.records import Recorder
+from batchsim.core.result import RunResult
 from batchsim.core.step import Chunk, Step, StepOutcome
 from batchsim.core.workload import Workload
 
@@ -119,7 +120,7 @@ def run_vllm(
     stop_on_eos: bool = False,
     progress: bool = False,
     model_note: str = "",
-) -> SimResult:
+) -> RunResult:
     """Serve ``workload`` through ``server`` (a ``VLLMServer``); batchsim records of what vLLM did."""
     rec = Recorder(workload)
     skip: set[int] = set()
@@ -155,7 +156,7 @@ def run_vllm(
         "vllm_steps": len(steps), "step_shapes": shapes, "delivery_s": delivery, "engine_args": knobs.engine_args(),
         "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals)) if len(prompts) else 0.0,
     }
-    return SimResult(
+    return RunResult(
         records=rec.records(),
         policy=(f"vLLM {server.version} V1 scheduler (max_num_seqs={knobs.max_num_seqs}, max_num_batched_tokens="
                 f"{knobs.max_num_batched_tokens}, block_size={knobs.block_size}, chunked_prefill={knobs.enable_chunked_prefill})"),

@@ -29,7 +29,7 @@ def _server(gpu: str, model: str, price_per_hour: float | None = None, **kw) -> 
 
 
 def _run(wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None):
-    """Simulate each policy on the same workload; return ({label: SimResult}, {label: summary with dollars})."""
+    """Simulate each policy on the same workload; return ({label: RunResult}, {label: summary with dollars})."""
     results, rows = {}, {}
     price = server.price if price is None else price
     for label, policy in policies.items():

@@ -25,7 +25,7 @@ from ...core.config import WorkloadConfig
 from ...core.flags import given
 from ...core.errors import ConfigError
 from ...core.metrics import SUMMARY_KEYS, format_table, table_notes
-from ...sim.simulator import SimResult
+from ...sim.simulator import RunResult
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
@@ -40,7 +40,7 @@ class ScenarioReport:
     name: str
     title: str
     summaries: dict[str, dict] = field(default_factory=dict)
-    results: dict[str, SimResult] = field(default_factory=dict)
+    results: dict[str, RunResult] = field(default_factory=dict)
     table: str = ""
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
