@@ -88,8 +88,9 @@ class Run:
         env, wl, servers, rec, router = self.env, self.workload, self.servers, self.recorder, self.router
         request, arrival, n = wl.request, wl.arrivals.item, len(wl)  # a float at a time: no list of a million
         outstanding = [0] * len(servers)
+        self.next_arrival = arrival(0) if n else math.inf
         for i in range(n):
-            a = arrival(i)
+            a = self.next_arrival  # each arrival time read once: it is the next one until it comes
             if a > env.now:
                 yield env.at(a, ARRIVAL)
             r = 0

@@ -61,7 +61,7 @@ def simulate(
     each with its ``policy``); the run ends when every request is accounted for.
     """
     check_simulate_args(workload, policy, step_time)
-    check_processes(processes)
+    check_processes(processes)  # here too (drive checks again): before a step log file is opened
     if limits is None:
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
     elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
