@@ -7,6 +7,8 @@ Commands:
     run [SCENARIO]       measure one policy on one workload (batchsim's flags, unchanged)
     profile              measure step times over a grid, fit the cost model, write a calibration
     doctor               device, dtype, versions, model source, threads, memory: the first check
+    serve                an OpenAI-compatible HTTP server with the chosen policy: the class is the traffic
+    load                 an open-loop load generator against any OpenAI-compatible server (ours, vllm serve)
 
 Bad input prints one line naming the field and the value, and exits with code 2, before
 the model is loaded. Ctrl-C stops a measurement cleanly: what was measured is printed,
@@ -124,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="device, dtype, versions, model source, threads, memory")
     _add_model_args(doc, engine=False)
     doc.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of text")
+    from .load.cli import add_parser as add_load
+    from .serve.cli import add_parser as add_serve
+
+    add_serve(sub)
+    add_load(sub)
     return p
 
 
@@ -156,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
             from .doctor import doctor
 
             return doctor(commands.load(args), args.device, args.dtype, as_json=args.json)
+        if args.command == "serve":
+            from .serve.cli import run as serve
+
+            return serve(args)
+        if args.command == "load":
+            from .load.cli import run as load
+
+            return load(args)
         parser.print_help()
         return 0
     except ConfigError as e:

@@ -154,6 +154,17 @@ class Engine:
         self.kv_peak_bytes = 0
         self.passes = 0
         self.pass_log: list[tuple[Pass, float]] = []  # every pass run: its planned shape and seconds
+        self.on_tokens: Callable[[list[int], list[int]], None] | None = None  # a live server streams from here
+
+    def admit(self, request: Request, prompt: list[int] | None = None) -> None:
+        """A request the run did not know at its start (a live server's), with its prompt ids if given
+        (otherwise seeded from its id, as for a workload's)."""
+        rid = request.id
+        self.requests[rid] = request
+        self.out_len[rid] = request.output_tokens
+        self.generated[rid] = []
+        if prompt is not None:
+            self.prompts[rid] = list(prompt)
 
     def preallocate(self, max_rows: int) -> None:
         """Size the batch's buffers once for the run: ``max_rows`` rows of the workload's longest context.
@@ -342,13 +353,19 @@ class Engine:
 
     def _append(self, ids: list[int], toks: list[int]) -> None:
         gen, out_len, eos = self.generated, self.out_len, self.lm.eos_token_id
+        kept: list[int] | None = [] if self.on_tokens is not None else None
         for rid, t in zip(ids, toks):
             g = gen[rid]
             if len(g) < out_len[rid]:  # a padded batch's finished rows compute on; their tokens are not kept
                 g.append(t)
+                if kept is not None:
+                    kept.append(rid)
                 if self.stop_on_eos and t == eos and rid not in self.eos_at:
                     self.eos_at[rid] = len(g)
                     self._eos_new.append(rid)
+        if kept:
+            # Told as each pass produces them (not at the step's end): a stream's inter-token gaps are real.
+            self.on_tokens(kept, [gen[r][-1] for r in kept])
 
     def _drop(self, ids) -> None:
         gone = set(int(i) for i in ids)

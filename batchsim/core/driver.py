@@ -79,37 +79,45 @@ class Run:
         self.serving = len(self.servers)  # server processes not yet finished
         self.error: BaseException | None = None
         self.trace: list | None = [] if trace else None
+        self._outstanding = [0] * len(self.servers)  # what the router sees, refilled at each arrival
 
     def arrivals(self):
         """The arrivals process: each request at its own time, routed, handed to its server's policy.
 
         Requests of one instant are all handed over before any server hears of them (a server
         woken by the first must see the second too), so the process yields only between instants."""
-        env, wl, servers, rec, router = self.env, self.workload, self.servers, self.recorder, self.router
+        env, wl, hand_over = self.env, self.workload, self.hand_over
         request, arrival, n = wl.request, wl.arrivals.item, len(wl)  # a float at a time: no list of a million
-        outstanding = [0] * len(servers)
         self.next_arrival = arrival(0) if n else math.inf
         for i in range(n):
             a = self.next_arrival  # each arrival time read once: it is the next one until it comes
             if a > env.now:
                 yield env.at(a, ARRIVAL)
-            r = 0
-            if router is not None:
-                for s in servers:
-                    outstanding[s.index] = s.outstanding
-                r = router.choose(outstanding, self.policies)
-                rec.route(i, r)
-            server = servers[r]
-            reason = server.policy.on_arrival(request(i), a)
-            if reason is not None:
-                rec.reject(i, reason)
-                self._progress(1)
-            else:
-                server.outstanding += 1
-            server.wake(a)
-            self.arrived = i + 1
+            hand_over(request(i), a)
             self.next_arrival = arrival(i + 1) if i + 1 < n else math.inf
         self.close(arrival(n - 1) if n else 0.0)
+
+    def hand_over(self, request, now: float) -> str | None:
+        """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy queues
+        it (or says why it never can: the reason is returned, and recorded) and which wakes if asleep."""
+        i, servers, rec, router = request.id, self.servers, self.recorder, self.router
+        r = 0
+        if router is not None:
+            outstanding = self._outstanding
+            for s in servers:
+                outstanding[s.index] = s.outstanding
+            r = router.choose(outstanding, self.policies)
+            rec.route(i, r)
+        server = servers[r]
+        reason = server.policy.on_arrival(request, now)
+        if reason is not None:
+            rec.reject(i, reason)
+            self._progress(1)
+        else:
+            server.outstanding += 1
+        server.wake(now)
+        self.arrived = i + 1
+        return reason
 
     def close(self, t: float) -> None:
         """Nobody else is coming: every policy hears it, and every sleeping server decides again."""
@@ -118,6 +126,11 @@ class Run:
             s.policy.close(t)
             if s.waiting:  # a server running a repeat goes on: it decides again when the step ends
                 s.wake(t)
+
+    def withdrew(self, request_id: int, reason: str) -> None:
+        """A request its client withdrew (a live server): it ends here, rejected with the reason."""
+        self.recorder.reject(request_id, reason)
+        self._progress(1)
 
     def step_ended(self, server: ServerProcess, decided: float, step: Step, start: float, ends, outcome: StepOutcome) -> None:
         self.recorder.step(step, start, ends, outcome, server.index)
@@ -173,6 +186,7 @@ def drive(
     router: Router | None = None,
     recorder: Recorder | None = None,
     processes: Sequence[UserProcess] = (),
+    arrivals: Callable[[Run], Iterable] | None = None,
 ) -> Drive:
     """Serve ``workload`` with ``policy`` deciding and ``executor`` running (or pricing) each step.
 
@@ -180,6 +194,9 @@ def drive(
     executors, with a ``router`` that picks a server for each request as it arrives. A
     single server is a fleet of one, run by the very same processes. ``processes``: your own
     SimPy processes, each ``f(env, servers)``, started after the arrivals and the servers.
+    ``arrivals``: where requests come from, ``f(run)`` a generator that hands each to a server
+    (default: the workload's own times, ``Run.arrivals``; a live server's come from the network,
+    ``batchsim.core.live``).
     """
     policies = [policy] if isinstance(policy, Policy) else list(policy)
     executors = list(executor) if isinstance(executor, (list, tuple)) else [executor]
@@ -199,7 +216,7 @@ def drive(
         router.start(n_rep)
     env = executors[0].environment()  # on the wall clock every executor shares one clock
     run = Run(env, workload, policies, executors, router if n_rep > 1 else None, rec, trace, None)
-    env.process(run.guard(run.arrivals()))
+    env.process(run.guard(run.arrivals() if arrivals is None else arrivals(run)))
     for s in run.servers:
         s.process = env.process(run.guard(s.serve(), s))
     for f in processes:

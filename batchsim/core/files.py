@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from .errors import ConfigError
 
-__all__ = ["read_text", "read_json", "open_text", "check_out_dir", "Staging", "dumps", "finite", "MAX_TEXT_BYTES"]
+__all__ = ["read_text", "read_json", "open_text", "check_out_dir", "check_out_file", "write_atomic", "Staging", "dumps", "finite", "MAX_TEXT_BYTES"]
 
 #: The largest catalog or calibration file read whole: real ones are a few kilobytes, and a
 #: profile with every point stays under a megabyte. A bigger file is almost surely the wrong one.
@@ -174,6 +174,32 @@ def check_out_dir(path: str | Path, flag: str = "out") -> Path:
         os.unlink(probe)
     except OSError as e:
         raise ConfigError(f"{flag} {str(p)!r} cannot be written: {e.strerror or e}") from None
+    return p
+
+
+def check_out_file(path: str | Path, flag: str) -> Path:
+    """Make sure ``path`` can be written as a file, before any work: a folder that is not there
+    is a typo, found before minutes of serving or load rather than after."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a folder: give a file name")
+    if not p.parent.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r}: the folder {str(p.parent)!r} does not exist")
+    check_out_dir(p.parent, flag)
+    return p
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` whole or not at all: beside the target, then moved over it."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return p
 
 

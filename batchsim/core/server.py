@@ -66,6 +66,7 @@ class ServerProcess:
         self.down = False
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
+        self._withdrawn: list[tuple[int, str]] = []  # (request, reason): clients gone, applied between steps
 
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
@@ -73,6 +74,8 @@ class ServerProcess:
         while True:
             if self.down:
                 yield self._back
+            if self._withdrawn:
+                self._withdraw_now()
             action = policy.next_action(env.now)
             if isinstance(action, Wait):
                 if run.closed and policy.idle:
@@ -125,6 +128,22 @@ class ServerProcess:
         ex.release(outcome.finished)
         self.steps += 1
         self.run.step_ended(self, decided, step, start, ends, outcome)
+
+    def withdraw(self, request_id: int, reason: str) -> None:
+        """A request's client has gone (a live server): the policy lets it go before its next decision,
+        never in the middle of a step; a sleeping server wakes to decide again without it."""
+        self._withdrawn.append((request_id, reason))
+        if self.waiting:
+            self.waiting = False
+            self._interrupt()
+
+    def _withdraw_now(self) -> None:
+        gone, self._withdrawn = self._withdrawn, []
+        for rid, reason in gone:
+            if self.policy.cancel(rid):
+                self.executor.release((rid,))
+                self.outstanding -= 1
+                self.run.withdrew(rid, reason)
 
     def wake(self, now: float) -> None:
         """A passenger for us at ``now``: wake us if asleep, cut our repeat if it runs past ``now``.

@@ -5,7 +5,9 @@ Two formats, told apart by the header line:
 - the Azure LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``,
   timestamps such as ``2023-11-16 18:15:46.6805900``), as published in Azure's
   public dataset (Patel et al., "Splitwise", ISCA 2024);
-- a plain CSV ``arrival_s,prompt_tokens,output_tokens`` with arrivals in seconds.
+- a plain CSV ``arrival_s,prompt_tokens,output_tokens`` with arrivals in seconds, and maybe
+  more columns after those three, which are not read (``realrun serve --record`` writes
+  each request's measured times there).
 
 Arrival times are made relative to the first row. A malformed row raises a
 ``ConfigError`` naming the file and the line, because a silently skipped row
@@ -123,7 +125,9 @@ def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float
             header = [h.strip() for h in next(reader, [])]
             if header == AZURE_HEADER:
                 parse_t = _azure_time
-            elif header == PLAIN_HEADER:
+            elif header[:3] == PLAIN_HEADER and "" not in header:
+                # Columns after the three are carried, not read: a record of `realrun serve` keeps each
+                # request's measured times there, and replays as the trace of what the class sent.
                 parse_t = _seconds
             else:
                 shown = ",".join(header)
@@ -139,8 +143,8 @@ def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float
                     truncated = True
                     break
                 try:
-                    if len(row) != 3:
-                        raise ValueError(f"expected 3 fields, got {len(row)}")
+                    if len(row) != len(header):
+                        raise ValueError(f"expected {len(header)} fields, got {len(row)}")
                     t = parse_t(row[0])
                     pr, out = parse_token_count(row[1], header[1]), parse_token_count(row[2], header[2])
                     if ts and t < ts[-1]:

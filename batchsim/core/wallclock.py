@@ -52,8 +52,12 @@ class WallExecutor:
     def now(self) -> float:
         return self.clock() - self.t0
 
+    def should_stop(self, stop_at: float | None) -> Callable[[], bool] | None:
+        """What a repeated step asks after each pass: has the next arrival come (None: never stop)?"""
+        return None if stop_at is None else (lambda: self.now() >= stop_at)
+
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
-        should_stop = None if stop_at is None else (lambda: self.now() >= stop_at)
+        should_stop = self.should_stop(stop_at)
         try:
             t_start, ends = self.engine.execute(step, should_stop)
         except self.stop_errors as e:

@@ -9,6 +9,7 @@ calls, in this order:
     action = policy.next_action(now)        # a Step to run, or Wait(until)
     outcome = policy.on_step_end(step, done, now)   # after running `done` repetitions
     policy.close(now)                       # no more arrivals will come
+    policy.cancel(request_id)               # (a live server) its client has gone, between steps
 
 and repeats the middle three until the policy is ``idle`` after ``close``. There is
 one such driver, ``batchsim.core.driver.drive``, for both clocks. Because it passes
@@ -66,6 +67,18 @@ class Policy(ABC):
     @abstractmethod
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         """Account for ``done`` (1..step.repeat) repetitions of ``step``, finished at ``now``."""
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): requests in the batch now, and queued for it (a live server's metrics)."""
+        raise NotImplementedError(f"{self.name} does not count its queues")
+
+    def cancel(self, request_id: int) -> bool:
+        """Withdraw a request whose client has gone (a live server's disconnect): True if it is gone
+        now, its queue place and its KV memory free; False if it rides on to its end.
+
+        The driver calls it only between steps, never while a step it decided is running. This base
+        policy withdraws nothing: every request runs to its end."""
+        return False
 
     @property
     @abstractmethod

@@ -144,6 +144,28 @@ class Continuous(Policy):
         self.waiting.append(_Waiting(request.id, p, o, p))
         return None
 
+    def counts(self) -> tuple[int, int]:
+        return self.rows.n, len(self.waiting)
+
+    def cancel(self, request_id: int) -> bool:
+        """A waiting request leaves the queue; a running one leaves the batch and frees its blocks
+        at once (vLLM's abort does the same), whatever it had produced or prefilled so far."""
+        if self._pending is not None:
+            raise RuntimeError("cancel must come between steps, not while a step runs")
+        for w in self.waiting:
+            if w.id == request_id:
+                self.waiting.remove(w)
+                return True
+        rows = self.rows
+        hit = np.flatnonzero(rows.ids == request_id)
+        if not len(hit):
+            return False
+        freed = self.pool.blocks_for(rows.kv.item(int(hit[0])))
+        rows.drop(hit)
+        self._take_blocks(-freed)
+        self._partial = int(np.count_nonzero(rows.kv < rows.target))
+        return True
+
     def next_action(self, now: float) -> Step | Wait:
         rows = self.rows
         if not self.waiting and not rows.n:

@@ -82,6 +82,18 @@ class PaddedBatchPolicy(Policy):
     def idle(self) -> bool:
         return not self.queue and not self.batch
 
+    def counts(self) -> tuple[int, int]:
+        return len(self.batch), len(self.queue)
+
+    def cancel(self, request_id: int) -> bool:
+        """A queued request leaves the queue. One in the batch rides on to the batch's end, computing
+        padding, because a padded batch is one tensor that ``generate()`` runs to its longest answer."""
+        for r in self.queue:
+            if r.id == request_id:
+                self.queue.remove(r)
+                return True
+        return False
+
     def _form_batch(self) -> None:
         rows: list[Request] = []
         outs: list[int] = []

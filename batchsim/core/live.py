@@ -1,0 +1,221 @@
+"""Live arrivals: requests that come from outside the run (a network), on the wall clock.
+
+A run over a workload knows every arrival in advance. A server for a class does not: a
+request comes when a student sends it. This module lets the one driver (``drive``) serve
+such traffic, with nothing else changed:
+
+- ``Inbox``: what other threads hand the run (a request, a withdrawal, "no more"), with the
+  moment each came. It is the only thing they touch: SimPy is not thread-safe, so every
+  event is made in the run's own thread;
+- ``LiveClock``: the wall clock (``WallClock``) whose sleep an inbox cuts short: asleep
+  until the next event is due, it wakes the moment something comes in, and the arrivals
+  process takes it at that instant;
+- ``LiveArrivals``: the arrivals process (``drive(..., arrivals=live)``): each request is
+  handed to its server exactly as the workload's arrivals are (``Run.hand_over``), a
+  withdrawal (a client that disconnected) goes to the server holding it, and "no more"
+  closes the run, which ends when what was admitted is served;
+- ``GrowingRecorder``: the logbook of a run whose length nobody knows in advance;
+- ``LiveExecutor``: the wall clock's executor on a ``LiveClock``; a repeated step stops at
+  the first pass after something comes in (the next arrival is unknown, so it cannot be
+  told beforehand).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from .clock import ARRIVAL, WallClock
+from .records import Records, Recorder
+from .wallclock import WallExecutor
+from .workload import Request, Workload
+
+__all__ = ["Inbox", "LiveClock", "LiveArrivals", "GrowingRecorder", "LiveExecutor"]
+
+_ARRIVE, _WITHDRAW, _CLOSE = "arrive", "withdraw", "close"
+
+
+class Inbox:
+    """What other threads hand a live run, in order, each with the moment it came (``clock() - t0``).
+
+    ``submit`` gives the request its id (0, 1, 2, ... in arrival order, as every record expects)
+    under the same lock as its arrival time, so ids and times rise together."""
+
+    def __init__(self, clock: Callable[[], float], t0: float) -> None:
+        self.clock, self.t0 = clock, t0
+        self._items: deque[tuple] = deque()
+        self._cv = threading.Condition()
+        self._next_id = 0
+        self.closed = False
+
+    def now(self) -> float:
+        return self.clock() - self.t0
+
+    def submit(self, prompt_tokens: int, output_tokens: int, payload=None) -> int:
+        """A request arrives now; its id. ``payload`` travels with it to ``LiveArrivals.on_admit``."""
+        with self._cv:
+            if self.closed:
+                raise RuntimeError("the server is shutting down: no new requests")
+            rid, t = self._next_id, self.now()
+            self._next_id += 1
+            self._items.append((_ARRIVE, t, Request(rid, t, int(prompt_tokens), int(output_tokens)), payload))
+            self._cv.notify()
+        return rid
+
+    def withdraw(self, request_id: int, reason: str) -> None:
+        """The request's client has gone: the run lets it go at its next decision."""
+        with self._cv:
+            self._items.append((_WITHDRAW, self.now(), request_id, reason))
+            self._cv.notify()
+
+    def close(self) -> None:
+        """No more requests: the run serves what it has, then ends."""
+        with self._cv:
+            if not self.closed:
+                self.closed = True
+                self._items.append((_CLOSE, self.now(), None, None))
+                self._cv.notify()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._items)  # a deque's length is read atomically: no lock for a glance
+
+    def wait(self, timeout: float | None) -> bool:
+        """Sleep up to ``timeout`` seconds (None: as long as it takes); True if something came in."""
+        with self._cv:
+            if not self._items:
+                self._cv.wait(timeout)
+            return bool(self._items)
+
+    def take(self) -> list[tuple]:
+        with self._cv:
+            items = list(self._items)
+            self._items.clear()
+        return items
+
+
+class LiveClock(WallClock):
+    """The wall clock, woken by an inbox: what comes in is delivered to the arrivals process before
+    the next event, at the moment it is taken (never earlier than the clock's own now)."""
+
+    def __init__(self, clock: Callable[[], float], t0: float, inbox: Inbox) -> None:
+        super().__init__(clock, lambda s: None, t0)
+        self.inbox = inbox
+        self.delivery: simpy.Event | None = None  # what the arrivals process waits on
+
+    def step(self) -> None:
+        inbox = self.inbox
+        while True:
+            if inbox.pending and self.delivery is not None:
+                self._deliver()
+            t = self.peek()
+            wait = None if t == math.inf else (t - self.env_start) - (self.clock() - self.real_start)
+            if wait is not None and wait <= 0:
+                break
+            if not inbox.wait(wait) and wait is not None:
+                break  # the next event is due and nothing came in
+        simpy.Environment.step(self)
+
+    def _deliver(self) -> None:
+        ev, self.delivery = self.delivery, None
+        t = max(self.now, self.clock() - self.real_start)
+        ev._value, ev._ok = self.inbox.take(), True  # Event.succeed, at t and with arrivals' priority
+        self.schedule_at(ev, t)
+
+    def schedule_at(self, ev: simpy.Event, t: float) -> None:
+        from heapq import heappush
+
+        heappush(self._queue, (t, ARRIVAL, next(self._eid), ev))
+
+
+class LiveArrivals:
+    """The arrivals process of a live run (``drive(Workload(()), ..., arrivals=LiveArrivals(inbox, ...))``).
+
+    ``on_admit(request, payload)`` runs, in the run's thread, before the policy sees a request
+    (a real engine learns its prompt there); ``on_decided(request_id, reason)`` after it has
+    (``reason`` None: queued; else why it can never run). A request is handed over at the moment the run takes it, and its arrival is
+    the moment it came, which is what its waiting time counts from."""
+
+    def __init__(self, inbox: Inbox, recorder: "GrowingRecorder", on_admit=None, on_decided=None) -> None:
+        self.inbox, self.recorder = inbox, recorder
+        self.on_admit, self.on_decided = on_admit, on_decided
+
+    def __call__(self, run) -> "simpy.events.ProcessGenerator":
+        env = run.env
+        if not isinstance(env, LiveClock):
+            raise TypeError(f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}")
+        run.next_arrival = math.inf  # unknown: a real step is stopped by the inbox instead
+        while True:
+            env.delivery = env.event()
+            items = yield env.delivery
+            for kind, t, what, extra in items:
+                if kind == _ARRIVE:
+                    self.recorder.add(what)
+                    if self.on_admit is not None:
+                        self.on_admit(what, extra)
+                    reason = run.hand_over(what, env.now)
+                    if self.on_decided is not None:
+                        self.on_decided(what.id, reason)
+                elif kind == _WITHDRAW:
+                    server = run.servers[0] if run.router is None else run.servers[int(self.recorder.replica[what])]
+                    server.withdraw(what, extra)
+                elif not run.closed:
+                    # What was admitted is served; the process stays, for clients that leave meanwhile.
+                    run.close(env.now)
+
+
+class GrowingRecorder(Recorder):
+    """A ``Recorder`` for a run whose requests are not known in advance: ``add`` each as it arrives."""
+
+    _GROWN = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "itl_max",
+              "tokens", "preemptions")
+
+    def __init__(self, capacity: int = 1024, **kw) -> None:
+        super().__init__(Workload(()), **kw)
+        self.n = 0
+        self.arrival = np.empty(0)
+        self._grow(capacity)
+
+    def _grow(self, capacity: int) -> None:
+        for name in self._GROWN:
+            old = getattr(self, name)
+            ints = name in ("tokens", "preemptions", "prompt_tokens", "output_tokens")
+            new = np.zeros(capacity, dtype=np.int64) if ints else np.full(capacity, np.nan)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def add(self, request: Request) -> None:
+        i = request.id
+        if i != self.n:
+            raise ValueError(f"requests must be added in id order: got {i}, expected {self.n}")
+        if i >= len(self.arrival):
+            self._grow(2 * len(self.arrival))
+        self.arrival[i], self.prompt_tokens[i], self.output_tokens[i] = request.arrival, request.prompt_tokens, request.output_tokens
+        self.rejected.append(None)
+        self.n = i + 1
+
+    def records(self) -> Records:
+        for name in self._GROWN:
+            setattr(self, name, getattr(self, name)[: self.n])
+        return super().records()
+
+
+class LiveExecutor(WallExecutor):
+    """The wall clock's executor for live traffic: its environment is a ``LiveClock`` on ``inbox``,
+    and a repeated step stops at the first pass boundary after anything comes in."""
+
+    def __init__(self, engine, inbox: Inbox, clock: Callable[[], float], **kw) -> None:
+        super().__init__(engine, clock, lambda s: None, t0=inbox.t0, **kw)
+        self.inbox = inbox
+
+    def environment(self) -> LiveClock:
+        return LiveClock(self.clock, self.t0, self.inbox)
+
+    def should_stop(self, stop_at: float | None) -> Callable[[], bool] | None:
+        inbox = self.inbox
+        return None if stop_at is None else (lambda: inbox.pending)

@@ -1,0 +1,200 @@
+"""``realrun serve``: OpenAI's protocol, many clients at once, bad requests, a full queue, a clean stop.
+
+Every server here is a real process on 127.0.0.1 with the default offline model (tiny-gpt2,
+random weights), stopped by its test. What is checked is behaviour a class relies on: each
+client gets exactly the tokens it asked for, a client that leaves frees its row and costs
+nobody else a token, a bad request is a 4xx naming its field and the server stays up, and
+SIGTERM drains: what runs finishes, the record is written, the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+from batchsim.core.traces import read_trace  # noqa: E402
+
+from serving import served  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serve")
+    with served("--record", str(tmp / "record.csv"), "--max-seqs", "32", tmp=tmp) as srv:
+        srv.record = tmp / "record.csv"
+        yield srv
+
+
+async def _stream(client: httpx.AsyncClient, url: str, prompt, max_tokens: int, stop_after: int | None = None) -> dict:
+    """One streaming completion: the content chunks, the finish reason and the usage it reported."""
+    body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
+    chunks, finish, usage, done = 0, None, None, False
+    async with client.stream("POST", url + "/v1/completions", json=body) as r:
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[len("data: "):]
+            if data == "[DONE]":
+                done = True
+                break
+            obj = json.loads(data)
+            assert "error" not in obj, obj
+            if obj["choices"]:
+                chunks += 1
+                finish = obj["choices"][0]["finish_reason"] or finish
+                if stop_after is not None and chunks >= stop_after:
+                    return {"chunks": chunks, "cut": True}
+            elif "usage" in obj:
+                usage = obj["usage"]
+    return {"chunks": chunks, "finish": finish, "usage": usage, "done": done}
+
+
+def test_the_openai_client_streams_a_completion(server):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    model = client.models.list().data[0].id
+    stream = client.completions.create(model=model, prompt="The bus leaves when", max_tokens=12, stream=True,
+                                       temperature=0, extra_body={"ignore_eos": True},
+                                       stream_options={"include_usage": True})
+    pieces, finish, usage = 0, None, None
+    for ev in stream:
+        if ev.choices:
+            pieces += 1
+            finish = ev.choices[0].finish_reason or finish
+        if ev.usage is not None:
+            usage = ev.usage
+    assert pieces == 12 and finish == "length"
+    assert usage.completion_tokens == 12 and usage.prompt_tokens > 0
+    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=5,
+                                          temperature=0, extra_body={"ignore_eos": True})
+    assert chat.usage.completion_tokens == 5 and chat.choices[0].finish_reason == "length"
+
+
+def test_64_streams_each_get_exactly_their_tokens_and_a_killed_one_leaves_the_others_whole(server):
+    async def main():
+        async with httpx.AsyncClient(timeout=120) as client:
+            lengths = [8 + (i * 7) % 40 for i in range(64)]
+            tasks = [_stream(client, server.url, [1 + i % 200, 2, 3, 4 + i % 50], n) for i, n in enumerate(lengths)]
+            killed = asyncio.ensure_future(_stream(client, server.url, [9] * 20, 200, stop_after=3))
+            results = await asyncio.gather(*tasks)
+            cut = await killed
+            return lengths, results, cut
+
+    before = server.metric("vllm:generation_tokens_total")
+    lengths, results, cut = asyncio.run(main())
+    assert cut["cut"] and cut["chunks"] == 3
+    for n, r in zip(lengths, results):
+        assert r["done"] and r["chunks"] == n and r["finish"] == "length" and r["usage"]["completion_tokens"] == n
+    # The one that left is withdrawn before the next step: running falls back to 0, and its 200 tokens
+    # were never all made (the others' total is exact, the killed one's is far short of 200).
+    for _ in range(100):
+        if server.metric("vllm:num_requests_running") == 0:
+            break
+        asyncio.run(asyncio.sleep(0.1))
+    assert server.metric("vllm:num_requests_running") == 0
+    assert server.metric("vllm:num_requests_waiting") == 0
+    made = server.metric("vllm:generation_tokens_total") - before
+    assert sum(lengths) + 3 <= made < sum(lengths) + 200
+    assert server.get("/health") == (200, "ok")
+
+
+BAD = [
+    (b"{not json", 400, None),
+    (b"[1, 2]", 400, None),
+    ({"prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
+    ({"prompt": "hi", "max_tokens": -3}, 400, "max_tokens"),
+    ({"prompt": "hi", "max_tokens": "ten"}, 400, "max_tokens"),
+    ({"prompt": "hi", "max_tokens": 5000}, 400, "max_tokens"),
+    ({"prompt": [7] * 1100, "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": [7] * 1000, "max_tokens": 100}, 400, "max_tokens"),
+    ({"prompt": [100000], "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": [], "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": 42, "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": ["a", "b"], "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": "hi", "model": "gpt-9"}, 404, "model"),
+    ({"prompt": "hi", "temperature": 0.7}, 400, "temperature"),
+    ({"prompt": "hi", "stream": "yes"}, 400, "stream"),
+    ({"prompt": "hi", "n": 3}, 400, "n"),
+]
+
+
+@pytest.mark.parametrize("body,status,param", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_a_bad_request_is_a_4xx_naming_its_field_and_the_server_stays_up(server, body, status, param):
+    code, obj, _ = server.post("/v1/completions", body)
+    assert code == status, obj
+    assert obj["error"]["param"] == param and obj["error"]["message"]
+    assert server.get("/health") == (200, "ok")
+
+
+def test_chat_messages_are_checked_and_unknown_routes_are_json_404s(server):
+    code, obj, _ = server.post("/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": 3})
+    assert code == 400 and obj["error"]["param"] == "messages[0]"
+    code, obj, _ = server.post("/v1/chat/completions", {"messages": [], "max_tokens": 3})
+    assert code == 400 and obj["error"]["param"] == "messages"
+    assert server.get("/v1/nothing")[0] == 404
+    models = json.loads(server.get("/v1/models")[1])
+    assert models["data"][0]["id"] == "tiny-gpt2"
+
+
+def test_metrics_speak_prometheus_with_vllm_names(server):
+    code, text = server.get("/metrics")
+    assert code == 200
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket",
+                 "realrun:step_duration_seconds_count", "realrun:kv_blocks_in_use"):
+        assert f"\n{name}{{" in "\n" + text, name
+    state = json.loads(server.get("/v1/state")[1])
+    assert {"running", "waiting", "kv_blocks_used", "tokens_per_s", "steps"} <= set(state)
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
+    # A static bus of 8 seats waits for company: one request waits, the queue (1) is full, the next is
+    # turned away. SIGTERM closes the stop: the bus leaves with the one aboard, which finishes whole.
+    record = tmp_path / "r.csv"
+    with served("--policy", "static", "--max-batch", "8", "--max-queue", "1", "--record", str(record),
+                tmp=tmp_path) as srv:
+        async def main():
+            async with httpx.AsyncClient(timeout=120) as client:
+                first = asyncio.ensure_future(_stream(client, srv.url, [5, 6, 7], 9))
+                for _ in range(100):
+                    if srv.metric("vllm:num_requests_waiting") >= 1:
+                        break
+                    await asyncio.sleep(0.05)
+                r = await client.post(srv.url + "/v1/completions", json={"prompt": [1], "max_tokens": 2})
+                assert r.status_code == 503 and r.headers.get("Retry-After")
+                assert "queue is full" in r.json()["error"]["message"]
+                srv.proc.send_signal(__import__("signal").SIGTERM)
+                return await first
+
+        out = asyncio.run(main())
+        code, log = srv.stop()
+    assert out["done"] and out["chunks"] == 9, out
+    assert code == 0, log
+    rows = list(csv.DictReader(record.read_text().splitlines()))
+    assert len(rows) == 1 and rows[0]["tokens"] == "9" and rows[0]["rejected"] == ""
+    trace = read_trace(record)  # the record is a trace batchsim replays
+    assert len(trace) == 1 and int(trace.output_tokens[0]) == 9
+
+
+def test_the_record_replays_as_the_class_sent_it(server):
+    # Whatever earlier tests sent, the record is written at the server's stop: stop it now.
+    code, log = server.stop()
+    assert code == 0, log
+    rows = list(csv.DictReader(server.record.read_text().splitlines()))
+    assert len(rows) >= 64
+    cut = [r for r in rows if r["rejected"]]
+    assert any("disconnected" in r["rejected"] for r in cut)
+    trace = read_trace(server.record)
+    assert len(trace) == len(rows)
+    served_rows = [r for r in rows if not r["rejected"]]
+    assert all(float(r["first_token_s"]) >= float(r["arrival_s"]) for r in served_rows)
+    assert all(int(r["tokens"]) == int(r["output_tokens"]) for r in served_rows)
