@@ -21,7 +21,7 @@ from pathlib import Path
 
 from batchsim.core.files import write_atomic
 
-__all__ = ["RECORD_FIELDS", "record_rows", "write_record"]
+__all__ = ["RECORD_FIELDS", "record_rows", "write_record", "meta_path"]
 
 RECORD_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "start_s", "first_token_s", "finish_s", "tokens",
                  "rejected")
@@ -44,15 +44,26 @@ def record_rows(records) -> list[list[str]]:
     return rows
 
 
-def write_record(records, path: str | Path) -> Path:
-    """Write the record whole or not at all (a half-written trace would replay as a shorter class)."""
+def meta_path(path: str | Path) -> Path:
+    """The record's sidecar: what served it (model, machine, policy and its knobs, limits)."""
+    p = Path(path)
+    return p.with_name(p.name + ".json")
+
+
+def write_record(records, path: str | Path, meta: dict | None = None) -> Path:
+    """Write the record whole or not at all (a half-written trace would replay as a shorter class),
+    and beside it ``meta`` (``meta_path``), what served it."""
     import io
+    import json
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(RECORD_FIELDS)
     w.writerows(record_rows(records))
-    return write_atomic(Path(path), buf.getvalue())
+    out = write_atomic(Path(path), buf.getvalue())
+    if meta is not None:
+        write_atomic(meta_path(path), json.dumps(meta, indent=1) + "\n")
+    return out
 
 
 

@@ -19,6 +19,17 @@ from .record import write_record
 __all__ = ["serve"]
 
 
+def _meta(engine, policy, limits, model: str) -> dict:
+    """What served the record (its sidecar): a replay needs the policy and the limits, a reader the machine."""
+    lm = engine.lm
+    knobs = {k: v for k, v in vars(policy).items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))
+             and k in ("max_batch", "max_wait", "max_seqs", "max_batched_tokens", "block_size", "chunked_prefill")}
+    return {"model": model, "model_source": lm.source, "random_weights": lm.random_weights, "device": lm.device,
+            "dtype": lm.dtype, "threads": lm.threads, "policy": policy.name, "policy_knobs": knobs,
+            "policy_repr": policy.describe(), "kv_budget_tokens": limits.kv_budget_tokens,
+            "context_len": limits.context_len}
+
+
 def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int = 8000, max_queue: int | None = None,
           record: str | None = None, drain_timeout: float = 30.0, log_level: str = "warning", stop_errors: tuple = (),
           explain=None) -> int:
@@ -63,7 +74,7 @@ def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int
     print(f"realrun serve: stopped: {n} requests admitted, {done} served to their end, "
           f"{live.tokens_total} tokens generated", file=sys.stderr)
     if record is not None and records is not None:
-        path = write_record(records, record)
+        path = write_record(records, record, _meta(engine, policy, limits, model))
         print(f"realrun serve: wrote the record to {path} (replay: python -m batchsim run --trace {path})",
               file=sys.stderr)
     return 0 if live.error is None else 1
