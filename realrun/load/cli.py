@@ -1,0 +1,153 @@
+"""``python -m realrun load``: batchsim's workload flags, sent open-loop to an OpenAI-compatible server.
+
+The workload is built exactly as ``realrun run`` builds it (``WorkloadConfig.from_flags`` over
+realrun's small defaults), so ``--rate``, ``--arrival gamma:2``, ``--trace FILE`` and the
+lengths mean here what they mean to the simulator; only the server is elsewhere: ours
+(``python -m realrun serve``) or ``vllm serve``. Every flag, the output file and the server
+itself are checked before the first request leaves; the table is printed before the file
+is written. This module imports only the standard library and batchsim, so that the whole
+command line's ``--help`` works without httpx installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from batchsim.core.config import WorkloadConfig
+from batchsim.core.errors import ConfigError
+from batchsim.core.files import check_out_dir, dumps
+from batchsim.core.flags import WORKLOAD_FLAGS, add_flags, check_conflicts, given
+
+from .metrics import format_report
+from .runner import DEFAULT_URL, LoadConfig, run_load, span_seconds
+
+__all__ = ["add_parser", "run"]
+
+_PREFIX = "realrun load: "
+
+
+def add_parser(sub) -> None:
+    """Add the ``load`` command to realrun's subcommands."""
+    from ..plan import REALRUN_DEFAULTS
+
+    d = REALRUN_DEFAULTS
+    p = sub.add_parser(
+        "load", help="an open-loop load generator against any OpenAI-compatible server (ours, vllm serve)",
+        description="Send batchsim's workload to an OpenAI-compatible server, each request at its own arrival "
+                    "time (open loop), streamed; measure TTFT, TPOT, ITL and E2E latency as vllm bench serve does.",
+        epilog=f"Defaults here are realrun's small load: --rate {d['rate']:g}, --requests {d['requests']}, "
+               f"--prompt-len {d['prompt_len']}, --output-len {d['output_len']} (the flags' own help gives "
+               "batchsim's). Ctrl-C prints what was measured and exits 130.")
+    s = p.add_argument_group("server")
+    s.add_argument("--url", default=DEFAULT_URL, help=f"the server's base URL (default {DEFAULT_URL})")
+    s.add_argument("--endpoint", default="/v1/completions", metavar="PATH",
+                   help="/v1/completions (default: the prompt as token ids) or /v1/chat/completions (the prompt as text)")
+    s.add_argument("--model", default=None, metavar="NAME", help="model name to ask for (default: the first the server lists at /v1/models)")
+    s.add_argument("--max-concurrency", type=int, default=None, metavar="N",
+                   help="at most this many requests in flight; later arrivals wait on the client (default: no cap)")
+    s.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="seconds one request may take before it counts as failed (default 600)")
+    w = p.add_argument_group("workload (who arrives when, with how many tokens)")
+    add_flags(w, WORKLOAD_FLAGS)
+    w.add_argument("--prompt-text", default=None, metavar="TEXT",
+                   help="send this text as every prompt (default: --prompt-len token ids below 256, seeded by --seed)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", default=None, metavar="FILE", help="write the figures to FILE with vllm bench serve's field names")
+    o.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar on stderr (default: at a terminal)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command: 0 when any request completed, 1 when none did, 2 for bad input, 130 on Ctrl-C."""
+    try:
+        flags = given(args)
+        check_conflicts(flags)
+        wconf = WorkloadConfig.from_flags(flags, _defaults())
+        cfg = LoadConfig(url=args.url, endpoint=args.endpoint, model=args.model, max_concurrency=args.max_concurrency,
+                         timeout=args.timeout, prompt_text=args.prompt_text, seed=wconf.seed)
+        json_path = _check_json(args.json)
+        workload = wconf.build()
+        _notes(flags, span_seconds(workload))
+        report = run_load(cfg, workload, progress=_progress(args))
+    except ConfigError as e:
+        print(f"{_PREFIX}error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"{_PREFIX}error: {e.name or e} is not installed: pip install 'batchsim[serve]'", file=sys.stderr)
+        return 2
+    report = replace(report, **_traffic(wconf))
+    print(format_report(report))
+    if json_path is not None:
+        try:
+            _write(json_path, dumps(report.summary()))
+        except OSError as e:
+            print(f"{_PREFIX}error: json {str(json_path)!r}: writing failed ({e.strerror or e}); "
+                  "the table above is complete, the file is not written", file=sys.stderr)
+            return 2
+    if report.interrupted:
+        print(f"{_PREFIX}interrupted (Ctrl-C): {len(report.results)} of {report.requests} requests finished",
+              file=sys.stderr)
+        return 130
+    return 0 if report.completed else 1
+
+
+def _defaults() -> dict:
+    from ..plan import REALRUN_DEFAULTS
+
+    return dict(REALRUN_DEFAULTS)
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else bool(args.progress)
+
+
+def _check_json(path: str | None) -> Path | None:
+    """The output file, refused now if it cannot be written: a folder that is not there is a typo,
+    found before minutes of load rather than after."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"json {str(path)!r} is a folder: give a file name")
+    folder = p.parent
+    if not folder.is_dir():
+        raise ConfigError(f"json {str(path)!r}: the folder {str(folder)!r} does not exist")
+    check_out_dir(folder, "json")
+    return p
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: written beside the target, then moved over it."""
+    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _traffic(wconf: WorkloadConfig) -> dict:
+    """vLLM's ``request_rate`` and ``burstiness`` (its gamma shape, 1/CV^2; 1 is Poisson) for the JSON."""
+    if wconf.trace is not None:
+        return {"request_rate": "trace", "burstiness": None}
+    process = wconf.arrival_process()
+    cv = getattr(process, "cv", None)
+    burst = 1.0 / float(cv) ** 2 if cv is not None else (1.0 if type(process).__name__ == "Poisson" else None)
+    return {"request_rate": float(process.mean_rate), "burstiness": burst}
+
+
+def _notes(flags: dict, span: float) -> None:
+    from ..plan import LONG_REAL_RUN_S
+
+    if flags.get("prompt_text") is not None and flags.get("prompt_len") is not None:
+        print(f"{_PREFIX}note: --prompt-len {flags['prompt_len']} is ignored: --prompt-text is every prompt",
+              file=sys.stderr)
+    if span > LONG_REAL_RUN_S:
+        print(f"{_PREFIX}note: the arrivals span {span:.0f} s, so this takes at least that long; "
+              "Ctrl-C stops it and prints what was measured", file=sys.stderr)
