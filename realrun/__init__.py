@@ -9,27 +9,37 @@ unchanged, and ``profile`` fits batchsim's cost model to measured step times so 
 The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``) have random weights:
 the timing is real, the text is not. ``realrun.vllm`` serves the same workloads through vLLM,
 the reference engine (``--engine vllm``), and profiles it for the simulator.
+
+Importing ``realrun`` loads nothing heavy: each name below is imported from its module when it
+is first used, so ``python -m realrun load`` (a load generator, no model) starts without torch.
 """
 
-from .baselines import ENGINE_NAMES, HFGenerateEngine, run_hf_continuous
-from .compare import CompareReport, compare_policies, format_compare, plot_compare
-from .engine import Engine, memory_stats, prompt_ids
-from .kvcache import KVBatch
-from .model import OFFLINE_MODELS, ByteTokenizer, LoadedModel, load_model
-from .profile import (
-    GRIDS,
-    Grid,
-    Profile,
-    fit_linear,
-    grid_for_workload,
-    measure,
-    profile,
-)
-from .runner import context_reason, run_real
+from __future__ import annotations
 
-__all__ = [
-    "ENGINE_NAMES", "OFFLINE_MODELS", "ByteTokenizer", "CompareReport", "Engine", "GRIDS", "Grid", "HFGenerateEngine",
-    "KVBatch", "LoadedModel", "Profile", "compare_policies", "context_reason", "fit_linear", "format_compare",
-    "grid_for_workload", "load_model", "measure", "memory_stats", "plot_compare", "profile", "prompt_ids",
-    "run_hf_continuous", "run_real",
-]
+import importlib
+
+_WHERE = {
+    "baselines": ("ENGINE_NAMES", "HFGenerateEngine", "run_hf_continuous"),
+    "compare": ("CompareReport", "compare_policies", "format_compare", "plot_compare"),
+    "engine": ("Engine", "memory_stats", "prompt_ids"),
+    "kvcache": ("KVBatch",),
+    "model": ("OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model"),
+    "profile": ("GRIDS", "Grid", "Profile", "fit_linear", "grid_for_workload", "measure", "profile"),
+    "runner": ("context_reason", "run_real"),
+}
+_MODULE_OF = {name: mod for mod, names in _WHERE.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    mod = _MODULE_OF.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'realrun' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value  # once imported, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

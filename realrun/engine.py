@@ -42,7 +42,7 @@ import torch
 
 from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
-from batchsim.core.workload import Request, Workload
+from batchsim.core.workload import Request, Workload, seeded_prompt
 
 from .packed import packed_model, warm
 from .kvcache import KVBatch
@@ -69,8 +69,7 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
         ids = [i for i in tokenizer.encode(req.text) if 0 <= i < vocab]
         if ids:
             return (ids * (n // len(ids) + 1))[:n]
-    rng = np.random.default_rng([seed, req.id])
-    return rng.integers(0, min(256, vocab), n).tolist()
+    return seeded_prompt(seed, req.id, n, vocab)
 
 
 def cache_argument(model) -> str:

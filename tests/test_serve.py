@@ -185,10 +185,27 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
     assert len(trace) == 1 and int(trace.output_tokens[0]) == 9
 
 
-def test_the_record_replays_as_the_class_sent_it(server):
-    # Whatever earlier tests sent, the record is written at the server's stop: stop it now.
+def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(server):
+    # The last test on this server: eight long streams run, SIGTERM comes; each finishes whole, the
+    # record (everything earlier tests sent, too) is written, and the exit code is 0.
+    import signal
+
+    async def main():
+        async with httpx.AsyncClient(timeout=120) as client:
+            tasks = [asyncio.ensure_future(_stream(client, server.url, [3, 1, 4, 1, 5, 9][: 1 + i % 6], 80))
+                     for i in range(8)]
+            for _ in range(200):
+                if server.metric("vllm:num_requests_running") >= 8:
+                    break
+                await asyncio.sleep(0.02)
+            server.proc.send_signal(signal.SIGTERM)
+            return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert all(r["done"] and r["chunks"] == 80 and r["finish"] == "length" for r in results), results
     code, log = server.stop()
     assert code == 0, log
+    assert "wrote the record" in log
     rows = list(csv.DictReader(server.record.read_text().splitlines()))
     assert len(rows) >= 64
     cut = [r for r in rows if r["rejected"]]
@@ -198,3 +215,31 @@ def test_the_record_replays_as_the_class_sent_it(server):
     served_rows = [r for r in rows if not r["rejected"]]
     assert all(float(r["first_token_s"]) >= float(r["arrival_s"]) for r in served_rows)
     assert all(int(r["tokens"]) == int(r["output_tokens"]) for r in served_rows)
+
+
+SERVE_BAD = [
+    (["--port", "-1"], "port"),
+    (["--port", "70000"], "port"),
+    (["--max-queue", "-1"], "max-queue"),
+    (["--record", "/no/such/folder/r.csv"], "record"),
+    (["--drain-timeout", "0"], "drain-timeout"),
+    (["--policy", "taxi,static"], "policy"),
+    (["--policy", "bus"], "policy"),
+    (["--max-seqs", "0"], "max_seqs"),
+    (["--kv-budget-tokens", "-5"], "kv-budget-tokens"),
+    (["--threads", "100000"], "threads"),
+    (["--log-level", "loud"], "log-level"),
+]
+
+
+@pytest.mark.parametrize("flags,field", SERVE_BAD, ids=[" ".join(f) for f, _ in SERVE_BAD])
+def test_bad_serve_flags_are_one_line_and_exit_2_before_the_model_loads(flags, field, capsys, monkeypatch):
+    from realrun import cli, commands
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the flags were checked")
+
+    monkeypatch.setattr(commands, "load", no_model)
+    assert cli.main(["serve", *flags]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and field.replace("_", "-") in lines[0].replace("_", "-"), lines

@@ -24,7 +24,7 @@ from .errors import ConfigError, check_int_at_least, check_positive
 from .lengths import LengthDist
 from .traces import Trace
 
-__all__ = ["Request", "Workload", "make_workload", "trace_workload"]
+__all__ = ["Request", "Workload", "make_workload", "trace_workload", "seeded_prompt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +136,13 @@ class _Requests(Sequence):
 
     def __iter__(self):
         return (self._wl.request(i) for i in range(len(self._wl)))
+
+
+def seeded_prompt(seed: int, request_id: int, n: int, vocab: int = 256) -> list[int]:
+    """A request's prompt when it has no text: ``n`` ids from (seed, request id), below 256 (and the
+    vocabulary), so every engine, every policy and every load generator send the same prompt for the
+    same request, and any GPT-2-sized or byte-level vocabulary accepts it."""
+    return np.random.default_rng([seed, request_id]).integers(0, min(256, vocab), n).tolist()
 
 
 def make_workload(

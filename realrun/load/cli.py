@@ -12,15 +12,12 @@ command line's ``--help`` works without httpx installed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 from batchsim.core.config import WorkloadConfig
 from batchsim.core.errors import ConfigError
-from batchsim.core.files import check_out_dir, dumps
+from batchsim.core.files import check_out_file, dumps, write_atomic
 from batchsim.core.flags import WORKLOAD_FLAGS, add_flags, check_conflicts, given
 
 from .metrics import format_report
@@ -69,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         wconf = WorkloadConfig.from_flags(flags, _defaults())
         cfg = LoadConfig(url=args.url, endpoint=args.endpoint, model=args.model, max_concurrency=args.max_concurrency,
                          timeout=args.timeout, prompt_text=args.prompt_text, seed=wconf.seed)
-        json_path = _check_json(args.json)
+        json_path = None if args.json is None else check_out_file(args.json, "json")
         workload = wconf.build()
         _notes(flags, span_seconds(workload))
         report = run_load(cfg, workload, progress=_progress(args))
@@ -83,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_report(report))
     if json_path is not None:
         try:
-            _write(json_path, dumps(report.summary()))
+            write_atomic(json_path, dumps(report.summary()) + "\n")
         except OSError as e:
             print(f"{_PREFIX}error: json {str(json_path)!r}: writing failed ({e.strerror or e}); "
                   "the table above is complete, the file is not written", file=sys.stderr)
@@ -103,33 +100,6 @@ def _defaults() -> dict:
 
 def _progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty() if args.progress is None else bool(args.progress)
-
-
-def _check_json(path: str | None) -> Path | None:
-    """The output file, refused now if it cannot be written: a folder that is not there is a typo,
-    found before minutes of load rather than after."""
-    if path is None:
-        return None
-    p = Path(path).expanduser()
-    if p.is_dir():
-        raise ConfigError(f"json {str(path)!r} is a folder: give a file name")
-    folder = p.parent
-    if not folder.is_dir():
-        raise ConfigError(f"json {str(path)!r}: the folder {str(folder)!r} does not exist")
-    check_out_dir(folder, "json")
-    return p
-
-
-def _write(path: Path, text: str) -> None:
-    """Whole or not at all: written beside the target, then moved over it."""
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _traffic(wconf: WorkloadConfig) -> dict:

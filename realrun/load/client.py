@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from batchsim.core.errors import ConfigError, check_int_at_least
-from batchsim.core.workload import Request
+from batchsim.core.workload import Request, seeded_prompt
 
 __all__ = ["RequestResult", "prompt_for", "payload_for", "stream_one", "error_text", "connect_reason", "CHAT", "COMPLETIONS"]
 
@@ -75,14 +75,13 @@ def prompt_for(req: Request, seed: int, chat: bool, text: str | None = None) -> 
     """The prompt a request sends: ``text`` when given, else the request's own text, else
     ``prompt_tokens`` ids seeded from (seed, request id).
 
-    The ids are drawn as ``realrun.engine.prompt_ids`` draws them on a model of 256 ids or more (so a
-    server of ours sees the prompt its own runs use), and ids below 256 are valid in any GPT-2-sized
-    vocabulary. A chat message must be text, so there the ids pick one-token words instead."""
+    The ids are ``batchsim.core.workload.seeded_prompt``'s, as ``realrun.engine.prompt_ids`` draws them
+    (so a server of ours sees the prompt its own runs use). A chat message must be text, so there the ids pick one-token words instead."""
     if text is not None:
         return text
     if req.text:
         return req.text
-    ids = np.random.default_rng([seed, req.id]).integers(0, 256, req.prompt_tokens).tolist()
+    ids = seeded_prompt(seed, req.id, req.prompt_tokens)
     if chat:
         return " ".join(_WORDS[i % len(_WORDS)] for i in ids)
     return ids
