@@ -9,6 +9,7 @@ Commands:
     doctor               device, dtype, versions, model source, threads, memory: the first check
     serve                an OpenAI-compatible HTTP server with the chosen policy: the class is the traffic
     load                 an open-loop load generator against any OpenAI-compatible server (ours, vllm serve)
+    predict RECORD       batchsim's prediction of a `serve --record` CSV, against what the server measured
 
 Bad input prints one line naming the field and the value, and exits with code 2, before
 the model is loaded. Ctrl-C stops a measurement cleanly: what was measured is printed,
@@ -127,10 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(doc, engine=False)
     doc.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of text")
     from .load.cli import add_parser as add_load
+    from .predict_cli import add_parser as add_predict
     from .serve.cli import add_parser as add_serve
 
     add_serve(sub)
     add_load(sub)
+    add_predict(sub)
     return p
 
 
@@ -171,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             from .load.cli import run as load
 
             return load(args)
+        if args.command == "predict":
+            from .predict_cli import run as predict
+
+            return predict(args)
         parser.print_help()
         return 0
     except ConfigError as e:

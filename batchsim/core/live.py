@@ -10,7 +10,7 @@ such traffic, with nothing else changed:
 - ``LiveClock``: the wall clock (``WallClock``) whose sleep an inbox cuts short: asleep
   until the next event is due, it wakes the moment something comes in, and the arrivals
   process takes it at that instant;
-- ``LiveArrivals``: the arrivals process (``drive(..., arrivals=live)``): each request is
+- ``LiveArrivals``: the arrivals process (``drive(..., arrivals=live, recorder=GrowingRecorder())``): each request is
   handed to its server exactly as the workload's arrivals are (``Run.hand_over``), a
   withdrawal (a client that disconnected) goes to the server holding it, and "no more"
   closes the run, which ends when what was admitted is served;
@@ -122,10 +122,14 @@ class LiveClock(WallClock):
         simpy.Environment.step(self)
 
     def _deliver(self) -> None:
+        # At the moment the first of them came (never before now): a request that came during a step
+        # is handed to the policy before that step's end is, exactly as a workload's arrival during a
+        # step is, so the next decision sees it. (Delivered at the moment it is *taken*, it would come
+        # after the step's end, and the next decision, and its repeat, would run without it.)
         ev, self.delivery = self.delivery, None
-        t = max(self.now, self.clock() - self.real_start)
-        ev._value, ev._ok = self.inbox.take(), True  # Event.succeed, at t and with arrivals' priority
-        self.schedule_at(ev, t)
+        items = self.inbox.take()
+        ev._value, ev._ok = items, True  # Event.succeed, at that time and with arrivals' priority
+        self.schedule_at(ev, max(self.now, items[0][1]))
 
     def schedule_at(self, ev: simpy.Event, t: float) -> None:
         from heapq import heappush
@@ -134,35 +138,39 @@ class LiveClock(WallClock):
 
 
 class LiveArrivals:
-    """The arrivals process of a live run (``drive(Workload(()), ..., arrivals=LiveArrivals(inbox, ...))``).
+    """The arrivals process of a live run: ``drive(Workload(()), ..., arrivals=LiveArrivals(inbox),
+    recorder=GrowingRecorder())``.
 
     ``on_admit(request, payload)`` runs, in the run's thread, before the policy sees a request
     (a real engine learns its prompt there); ``on_decided(request_id, reason)`` after it has
     (``reason`` None: queued; else why it can never run). A request is handed over at the moment the run takes it, and its arrival is
     the moment it came, which is what its waiting time counts from."""
 
-    def __init__(self, inbox: Inbox, recorder: "GrowingRecorder", on_admit=None, on_decided=None) -> None:
-        self.inbox, self.recorder = inbox, recorder
+    def __init__(self, inbox: Inbox, on_admit=None, on_decided=None) -> None:
+        self.inbox = inbox
         self.on_admit, self.on_decided = on_admit, on_decided
 
     def __call__(self, run) -> "simpy.events.ProcessGenerator":
         env = run.env
         if not isinstance(env, LiveClock):
             raise TypeError(f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}")
+        rec = run.recorder
+        if not isinstance(rec, GrowingRecorder):
+            raise TypeError("live arrivals need drive(..., recorder=GrowingRecorder()): nobody knows how many will come")
         run.next_arrival = math.inf  # unknown: a real step is stopped by the inbox instead
         while True:
             env.delivery = env.event()
             items = yield env.delivery
             for kind, t, what, extra in items:
                 if kind == _ARRIVE:
-                    self.recorder.add(what)
+                    rec.add(what)
                     if self.on_admit is not None:
                         self.on_admit(what, extra)
                     reason = run.hand_over(what, env.now)
                     if self.on_decided is not None:
                         self.on_decided(what.id, reason)
                 elif kind == _WITHDRAW:
-                    server = run.servers[0] if run.router is None else run.servers[int(self.recorder.replica[what])]
+                    server = run.servers[0] if run.router is None else run.servers[int(rec.replica[what])]
                     server.withdraw(what, extra)
                 elif not run.closed:
                     # What was admitted is served; the process stays, for clients that leave meanwhile.

@@ -116,7 +116,7 @@ class LiveServer:
         self._thread.start()
 
     def _run(self) -> None:
-        arrivals = LiveArrivals(self.inbox, self.recorder, on_admit=self._admit, on_decided=self._decided)
+        arrivals = LiveArrivals(self.inbox, on_admit=self._admit, on_decided=self._decided)
         try:
             self.result = drive(Workload(()), self.policy, self.executor, self.limits, arrivals=arrivals,
                                 recorder=self.recorder)
