@@ -1,7 +1,7 @@
 # Two commands do all the set-up (see README): `make demo` and `make test`.
 PY ?= python3
 
-.PHONY: demo test test-vllm bench course slides
+.PHONY: demo test test-vllm vllm-venv bench course slides
 
 # Install the package and run the flagship scenario (taxi vs bus).
 demo:
@@ -9,10 +9,19 @@ demo:
 
 # Install everything the tests need and run them. torch: keep an installed build (a user's
 # CUDA build is fine); otherwise take 2.13.0, which on the course machines is a local CPU wheel.
+# The tests run on TEST_WORKERS processes (pytest-xdist; each test file stays in one, so a file's server
+# or model is made once; pytest-benchmark, where installed, would refuse to run beside xdist, and no test
+# uses it), and vLLM's virtual environment is built meanwhile (mostly downloading and
+# unpacking): on CI's 2 cores the three overlap instead of adding up. Then the vLLM tests run, alone.
+TEST_WORKERS ?= 2
 test:
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[all]"
-	$(PY) -m pytest -q
+	@$(MAKE) --no-print-directory vllm-venv > $(VLLM_VENV).log 2>&1 & venv=$$!; \
+	t0=$$(date +%s); $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -p no:benchmark; rc=$$?; \
+	echo "test: the main tests took $$(( $$(date +%s) - t0 )) s on $(TEST_WORKERS) workers"; \
+	wait $$venv; vrc=$$?; cat $(VLLM_VENV).log; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; if [ $$vrc -ne 0 ]; then exit $$vrc; fi
 	$(MAKE) --no-print-directory test-vllm
 
 # The vLLM tests, for real, in a virtual environment of their own: vLLM pins torch 2.13.0 (the local
@@ -22,7 +31,7 @@ test:
 # report as unraisable exceptions: that warning alone is ignored here. A reused venv gets the package's
 # own dependencies afresh (simpy joined them after some venvs were made).
 VLLM_VENV ?= .venv-vllm
-test-vllm:
+vllm-venv:
 	@t0=$$(date +%s); \
 	if ! $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
 	  $(PY) -m venv $(VLLM_VENV) && \
@@ -33,6 +42,8 @@ test-vllm:
 	else \
 	  $(VLLM_VENV)/bin/pip install -q -e ".[serve]" && echo "test-vllm: reusing $(VLLM_VENV)/"; \
 	fi
+
+test-vllm: vllm-venv
 	@t0=$$(date +%s); \
 	BATCHSIM_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:hypothesispytest \
 	  -W "ignore::pytest.PytestUnraisableExceptionWarning" \

@@ -107,8 +107,10 @@ def parse_completion(raw: bytes, chat: bool, served: str, tokenizer, vocab: int,
         v = body.get(name)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v != neutral):
             raise RequestError(400, name, f"{name} must be {neutral} (this server decodes greedily), got {_show(v)}")
-    mt = body.get("max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens", 16)
-    field_ = "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens"
+    # Chat clients send OpenAI's newer name (vllm bench does); 16 is OpenAI's default for completions.
+    field_ = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    mt = body.get(field_)
+    mt = 16 if mt is None else mt
     if not isinstance(mt, int) or isinstance(mt, bool):
         raise RequestError(400, field_, f"{field_} must be a whole number, got {_show(mt)}")
     if mt < 1:
