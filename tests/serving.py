@@ -35,10 +35,17 @@ class Served:
     url: str
     log: Path
     code: int | None = field(default=None)
+    signalled: bool = False
+
+    def terminate(self) -> None:
+        """SIGTERM, once: the server's drain (a test may send it while requests run)."""
+        if not self.signalled:
+            self.signalled = True
+            self.proc.send_signal(signal.SIGTERM)
 
     def stop(self, timeout: float = 60.0) -> tuple[int, str]:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -24,7 +24,9 @@ LAB_FILES = sorted(p.name for p in LABS.glob("lab*.py"))
 
 
 def _pytest(env_extra: dict) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "BATCHSIM_LABS"}
+    # Not an xdist worker's variables either: the inner pytest is a run of its own, on one process
+    # (with them, a plugin such as pytest-benchmark takes it for a worker and refuses to start).
+    env = {k: v for k, v in os.environ.items() if k != "BATCHSIM_LABS" and not k.startswith("PYTEST_XDIST")}
     env.update(MPLBACKEND="Agg", **env_extra)
     proc = subprocess.run([sys.executable, "-m", "pytest", str(LABS), "-q", "-p", "no:cacheprovider"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -172,7 +172,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
                 r = await client.post(srv.url + "/v1/completions", json={"prompt": [1], "max_tokens": 2})
                 assert r.status_code == 503 and r.headers.get("Retry-After")
                 assert "queue is full" in r.json()["error"]["message"]
-                srv.proc.send_signal(__import__("signal").SIGTERM)
+                srv.terminate()
                 return await first
 
         out = asyncio.run(main())
@@ -188,7 +188,6 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
 def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(server):
     # The last test on this server: eight long streams run, SIGTERM comes; each finishes whole, the
     # record (everything earlier tests sent, too) is written, and the exit code is 0.
-    import signal
 
     async def main():
         async with httpx.AsyncClient(timeout=120) as client:
@@ -198,7 +197,7 @@ def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(
                 if server.metric("vllm:num_requests_running") >= 8:
                     break
                 await asyncio.sleep(0.02)
-            server.proc.send_signal(signal.SIGTERM)
+            server.terminate()
             return await asyncio.gather(*tasks)
 
     results = asyncio.run(main())

@@ -9,6 +9,7 @@ recorded with the reason.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 
@@ -59,6 +60,9 @@ def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int
           f"listening on http://{host}:{port} (live view: /dashboard, metrics: /metrics); "
           "SIGTERM or Ctrl-C drains and stops", file=sys.stderr, flush=True)
     server.run()  # returns once the drain has let every connection finish, or cut those left at its end
+    # A second SIGTERM (a supervisor that repeats itself) must not kill the record half-way; a second
+    # Ctrl-C still does, as a person pressing it twice means.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     live.closing = True
     for rid in list(live.streams):  # streams uvicorn cut at the drain's end: their rows go now
         live.withdraw(rid, f"cut: still running {drain_timeout:g} s after the server was told to stop")
