@@ -41,12 +41,14 @@ policy ("static" or "continuous") that gave the room the lower *measured* p90 TT
 ``PREDICTED_THE_SAME`` to whether batchsim's predictions rank the two the same way.
 
 Part D. ``GAP``: in your own words, at least three sentences: for the continuous record, how
-far batchsim's p50 TTFT is from the measured one, in which direction, and why; and why the
-static record's is so much closer. The record's own columns tell you where a request's time
-went (``start_s - arrival_s`` is its wait in the queue, ``first_token_s - start_s`` its prefill,
-the rest its decode). What did the server and the room do that the simulated steps leave out?
-(``python -m realrun predict`` prints every metric with a verdict, and ``--out`` draws the TTFT's
-distribution, predicted against measured.)
+far batchsim's p50 TTFT and its mean TPOT are from the measured ones, in which direction, and why;
+and why the static record's TTFT agrees although its steps were slow too. The record's own
+columns tell you where a request's time went (``start_s - arrival_s`` is its wait in the queue,
+``first_token_s - start_s`` its prefill, the rest its decode): split the measured and the simulated
+TTFT the same way (``simulate(...).records`` has ``arrival``, ``start`` and ``first_token``) and say
+which part the simulator gets right and which it misses. What did the machine and the room do
+that the profiled steps leave out? (``python -m realrun predict`` prints every metric with a
+verdict, and ``--out`` draws the TTFT's distribution, predicted against measured.)
 
 Check your work:  pytest course/labs -k lab7
 """
