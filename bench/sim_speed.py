@@ -17,6 +17,13 @@ median 96 (the package defaults), the default linear step time, max_seqs 64.
 5. Where the time goes: a profile of the 10,000-request continuous run, by part.
 
     python bench/sim_speed.py [--repeat 3] [--quick]     # --quick skips 2-4
+    python bench/sim_speed.py --against /tmp/base [--rounds 5]   # this checkout vs another, side by side
+
+``--against PATH`` times the 10,000-request continuous runs (both flavours) in this checkout and in
+the one at PATH (a ``git worktree`` of an older commit), each run in a fresh interpreter that
+imports that checkout's ``batchsim``, the two interleaved round by round (the order alternating),
+and a 10M-iteration pure-Python loop timed in every round as the host's yardstick: on a shared
+machine only figures measured side by side in one run compare.
 """
 
 from __future__ import annotations
@@ -115,12 +122,82 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     return [(k, v / total) for k, v in parts]
 
 
+AGAINST_RUNS = {"continuous": ("continuous", {}), "vllm-v1": ("continuous", {"scheduler": "vllm-v1"})}
+
+
+def timed(run: str) -> None:
+    """In a child: one 10,000-request run of ``AGAINST_RUNS[run]`` at 20/s, its wall time as JSON."""
+    name, extra = AGAINST_RUNS[run]
+    simulate(workload(20.0, 300, seed=1), make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME)  # warm caches
+    wl = workload(20.0, 10_000)
+    t = time.perf_counter()
+    res = simulate(wl, make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME)
+    wall = time.perf_counter() - t
+    print(json.dumps({"wall": wall, "steps": len(res.records.steps["start"]), "batchsim": os.path.dirname(
+        sys.modules["batchsim"].__file__)}))
+
+
+def yardstick() -> float:
+    """Seconds for a 10M-iteration pure-Python loop: how fast this host runs Python right now."""
+    t, x = time.perf_counter(), 10_000_000
+    while x:
+        x -= 1
+    return time.perf_counter() - t
+
+
+def against(other: str, rounds: int) -> int:
+    """This checkout vs the one at ``other``, interleaved; medians, spreads and their ratio."""
+    trees = {"this": os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "other": os.path.abspath(other)}
+    if not os.path.isdir(os.path.join(trees["other"], "batchsim")):
+        print(f"--against: no batchsim package in {trees['other']}", file=sys.stderr)
+        return 2
+    walls = {(run, tree): [] for run in AGAINST_RUNS for tree in trees}
+    sticks = []
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}; "
+          f"this = {trees['this']}, other = {trees['other']}; {rounds} rounds, 10,000 requests at 20/s each run")
+    for r in range(rounds):
+        sticks.append(yardstick())
+        order = list(trees) if r % 2 == 0 else list(trees)[::-1]  # who goes first alternates
+        for run in AGAINST_RUNS:
+            for tree in order:
+                # PYTHONPATH first: the child imports that checkout's batchsim, not the installed one.
+                env = dict(os.environ, PYTHONPATH=trees[tree])
+                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--timed", run], env=env,
+                                     cwd=trees[tree], capture_output=True, text=True, check=True).stdout
+                got = json.loads(out)
+                if os.path.realpath(got["batchsim"]) != os.path.realpath(os.path.join(trees[tree], "batchsim")):
+                    raise RuntimeError(f"the child imported {got['batchsim']}, not {trees[tree]}'s batchsim")
+                walls[run, tree].append(got["wall"])
+    med = lambda v: float(np.median(v))  # noqa: E731
+    print(f"yardstick (10M-iteration Python loop): median {med(sticks):.3f} s, "
+          f"spread {min(sticks):.3f}-{max(sticks):.3f} s\n")
+    head = f"{'run':<12}{'tree':<7}{'median s':>9}{'min-max s':>15}{'ratio to other (median)':>25}"
+    print(head + "\n" + "-" * len(head))
+    for run in AGAINST_RUNS:
+        this, that = walls[run, "this"], walls[run, "other"]
+        per_round = [a / b for a, b in zip(this, that)]
+        for tree, v in (("other", that), ("this", this)):
+            ratio = (f"{med(this) / med(that):.2f} (rounds {min(per_round):.2f}-{max(per_round):.2f})"
+                     if tree == "this" else "")
+            print(f"{run:<12}{tree:<7}{med(v):>9.3f}{f'{min(v):.3f}-{max(v):.3f}':>15}{ratio:>25}")
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="only the 10,000-request runs and the profile")
+    ap.add_argument("--against", metavar="PATH", help="time this checkout against the one at PATH, side by side")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --against (default 5)")
     ap.add_argument("--child", nargs=4, metavar=("POLICY", "RATE", "N", "RECORDS"), help=argparse.SUPPRESS)
+    ap.add_argument("--timed", choices=sorted(AGAINST_RUNS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.timed:
+        timed(args.timed)
+        return 0
+    if args.against:
+        return against(args.against, args.rounds)
     if args.child:
         name, rate, n, records = args.child
         child(name, float(rate), int(n), records)

@@ -40,7 +40,7 @@ from ..errors import ConfigError, check_knob, is_number
 from ..step import Chunk, Step, StepOutcome, Wait
 from ..workload import Request
 from .base import Policy
-from .blocks import BlockPool, RunningRows, ceil_div
+from .blocks import BlockFill, BlockPool, RunningRows, growth_of, most_steps, moved
 
 __all__ = ["Continuous"]
 
@@ -98,6 +98,15 @@ class Continuous(Policy):
         self._pending: tuple | None = None
         self._partial = 0  # rows part-way through a chunked prefill
         self._blocks = 0  # blocks the running rows hold (ceil(kv / block_size) each, between steps)
+        # What a step's shape needs, kept as the rows change instead of scanned for every step (the
+        # scans are numpy calls on a few dozen rows, whose overhead is most of a decode step's cost):
+        # the tokens every row has cached, and, while every row decodes in lockstep, the longest
+        # context, the fewest tokens left and the rows by fill of their last block (None: not
+        # known, scanned when next needed).
+        self._kv_sum = 0
+        self._kv_max: int | None = None
+        self._least: int | None = None
+        self._fill: BlockFill | None = None
         # The step's prompt-token budget: the policy's, and never more than the server's pass holds.
         hard = self.limits.max_step_tokens
         self._budget = self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
@@ -116,7 +125,7 @@ class Continuous(Policy):
 
     @property
     def running_ids(self) -> tuple[int, ...]:
-        return tuple(self.rows.ids.tolist())
+        return tuple(self.rows.id_list)
 
     @property
     def idle(self) -> bool:
@@ -157,12 +166,14 @@ class Continuous(Policy):
                 self.waiting.remove(w)
                 return True
         rows = self.rows
-        hit = np.flatnonzero(rows.ids == request_id)
-        if not len(hit):
+        if request_id not in rows.id_list:
             return False
-        freed = self.pool.blocks_for(rows.kv.item(int(hit[0])))
-        rows.drop(hit)
-        self._take_blocks(-freed)
+        i = rows.index_of(request_id)
+        kv = rows.kv.item(i)
+        rows.drop([i])
+        self._kv_sum -= kv
+        self._kv_max = self._least = self._fill = None
+        self._take_blocks(-self.pool.blocks_for(kv))
         self._partial = int(np.count_nonzero(rows.kv < rows.target))
         return True
 
@@ -203,12 +214,24 @@ class Continuous(Policy):
               preempted: list[int], need: int, horizon: tuple[int, bool, int]) -> Step:
         """The Step this decision makes, remembered for ``on_step_end`` (every flavour ends here)."""
         repeat, interruptible, least_left = horizon
+        lockstep = isinstance(decoding, slice)
+        rows = self.rows
+        if not n_decode:
+            kv_read = width = 0
+        elif lockstep:  # every row present before this step's admissions decodes: the kept figures hold
+            # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
+            kv_read = self._kv_sum
+            if self._kv_max is None:
+                self._kv_max = int(kv.max())
+            width = self._kv_max
+        else:
+            kv_read, width = int(np.add.reduce(kv)), int(kv.max())
         step = Step(
             prefill=tuple(chunks),
-            decode=tuple(self.rows.ids[decoding].tolist()),
+            decode=tuple(rows.id_list[decoding]) if lockstep else tuple(rows.ids[decoding].tolist()),
             # Only chunks that continue a cached context start past 0, and only rows part-way exist then.
-            kv_read=(int(np.add.reduce(kv)) if n_decode else 0) + (sum(c.start for c in chunks) if self._partial else 0),
-            decode_width=int(kv.max()) if n_decode else 0,
+            kv_read=kv_read + (sum(c.start for c in chunks) if self._partial else 0),
+            decode_width=width,
             repeat=repeat,
             interruptible=interruptible,
             preempted=tuple(preempted),
@@ -286,12 +309,20 @@ class Continuous(Policy):
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
         until the first row finishes."""
         rows = self.rows
-        least = int(rows.left[decoding].min()) if n_decode else 0
+        if not n_decode:
+            least = 0
+        elif isinstance(decoding, slice):  # lockstep: the kept figure holds
+            if self._least is None:
+                self._least = int(rows.left[decoding].min())
+            least = self._least
+        else:
+            least = int(rows.left[decoding].min())
         if prefilling:
             return 1, False, least
         repeat = least
         if self.pool.total is not None and repeat > 1:
-            repeat = self._steps_blocks_allow(kv, repeat)
+            # Not prefilling: nobody was admitted, so a lockstep step decodes every row.
+            repeat = self._steps_blocks_allow(kv, repeat, isinstance(decoding, slice))
         return repeat, not self.waiting and rows.n < self.max_seqs, least
 
     # -- helpers ------------------------------------------------------------------------
@@ -300,15 +331,19 @@ class Continuous(Policy):
         i = rows.n - 1
         rid, prompt, out = rows.ids.item(i), rows.prompt.item(i), rows.out.item(i)
         produced = out - rows.left.item(i)
-        freed = self.pool.blocks_for(rows.kv.item(i))
+        kv = rows.kv.item(i)
         rows.pop()
-        self._take_blocks(-freed)
+        self._kv_sum -= kv
+        self._kv_max = self._least = self._fill = None
+        self._take_blocks(-self.pool.blocks_for(kv))
         self.waiting.appendleft(_Waiting(rid, prompt, out, prompt + produced, produced))
         self.preemptions += 1
         return rid
 
     def _decode_block_need(self) -> int:
         """Decoding rows whose last block is full: each needs a new block for its next token."""
+        if self._fill is not None:  # lockstep: no row is part-way
+            return self._fill.full()
         rows = self.rows
         kv = rows.kv
         full = kv % self.block_size == 0  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
@@ -316,24 +351,11 @@ class Continuous(Policy):
             full &= kv >= rows.target
         return int(np.count_nonzero(full))
 
-    def _steps_blocks_allow(self, kv: np.ndarray, upper: int) -> int:
+    def _steps_blocks_allow(self, kv: np.ndarray, upper: int, lockstep: bool) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1)."""
-        bs, free = self.block_size, self.pool.free
-        held = ceil_div(kv, bs)
-
-        def need(j: int) -> int:
-            return int(np.maximum(0, ceil_div(kv + j, bs) - held).sum())
-
-        if need(upper) <= free:
-            return upper
-        lo, hi = 1, upper  # need(1) fits: phase 1 made room
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        # need(1) fits: phase 1 made room. Lockstep, the decoding rows are the rows counted.
+        need = self._fill.growth if lockstep and self._fill is not None else growth_of(kv, self.block_size)
+        return most_steps(need, upper, self.pool.free)
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
         pending = self._pending
@@ -343,32 +365,60 @@ class Continuous(Policy):
         self._pending = None
         rows = self.rows
         kv, left = rows.kv, rows.left  # views: updated in place
+        # Lockstep: every row present before the step decoded, so the kept longest context and fewest
+        # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
+        lockstep = isinstance(decoding, slice)
         prefilled: list[int] = []
         ending = False  # a prefill that produced a request's last token
         under_way = False  # a chunk that did not reach the end of its context
+        joined: list[int] = []  # lockstep: the cache of each row whose prefill completed
+        new_max = new_least = None  # and the longest of them, and the fewest tokens they have left
         for c, i in zip(step.prefill, chunk_rows):
             kv[i] += c.length
+            self._kv_sum += c.length
             if c.completes:
                 left[i] -= 1
                 prefilled.append(c.request_id)
-                ending = ending or left.item(i) <= 0
+                l = left.item(i)
+                ending = ending or l <= 0
+                if lockstep:
+                    k = kv.item(i)
+                    joined.append(k)
+                    if new_max is None:
+                        new_max, new_least = k, l
+                    else:
+                        new_max, new_least = max(new_max, k), min(new_least, l)
             else:
                 under_way = True
         if n_decode:
             kv[decoding] += done
             left[decoding] -= done
-        # Every row now holds the blocks its cache fills: take those the step grew into.
-        bs = self.block_size
-        blocks = int(np.add.reduce((kv + (bs - 1)) // bs))
-        if blocks != self._blocks:
-            self._take_blocks(blocks - self._blocks)
+            self._kv_sum += done * n_decode
+        bs, fill = self.block_size, self._fill
+        if lockstep:
+            self._kv_max = moved(self._kv_max, n_decode, done, new_max, max)
+            self._least = moved(self._least, n_decode, -done, new_least, min)
+        if lockstep and fill is not None:
+            # The decoding rows grew by ``done`` tokens each; the rows that joined took their blocks
+            # when admitted (``_admit``), so only the decoding rows can have grown into new blocks.
+            grown = fill.growth(done) if n_decode else 0
+            fill.advance(done)
+            for k in joined:
+                fill.add(k)
+            if grown:
+                self._take_blocks(grown)
+        else:
+            # Every row now holds the blocks its cache fills: take those the step grew into.
+            blocks = int(np.add.reduce((kv + (bs - 1)) // bs))
+            if blocks != self._blocks:
+                self._take_blocks(blocks - self._blocks)
         if prefilled:
-            token_ids = np.concatenate([np.asarray(prefilled, dtype=np.int64), rows.ids[decoding]])
+            token_ids = np.concatenate((prefilled, rows.ids[decoding]))  # int64, as the ids
             counts = np.empty(len(token_ids), dtype=np.int64)
             counts.fill(done)
             counts[: len(prefilled)] = 1
         else:
-            # A copy: with a slice, rows.ids[decoding] is a view that keep() below would overwrite.
+            # A copy: with a slice, rows.ids[decoding] is a view that drop() below would overwrite.
             token_ids = rows.ids[decoding].copy()
             counts = np.empty(n_decode, dtype=np.int64)
             counts.fill(done)
@@ -376,11 +426,25 @@ class Continuous(Policy):
         # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
         # produced a request's only token.
         if ending or (n_decode and done >= least_left):
-            fin = np.flatnonzero(left <= 0)
-            finished = tuple(rows.ids[fin].tolist())
-            freed = sum(-(-k // bs) for k in kv[fin].tolist())
+            fin = (left <= 0).nonzero()[0].tolist()
+            ids = rows.id_list
+            finished = tuple([ids[i] for i in fin])
+            gone = [kv.item(i) for i in fin]
             rows.drop(fin)
-            self._take_blocks(-freed)
+            if fill is not None:
+                for k in gone:
+                    fill.remove(k)
+            self._kv_sum -= sum(gone)
+            self._take_blocks(-sum(-(-k // bs) for k in gone))
+            self._least = None  # the fewest left was theirs (0): the next is unknown
+            if self._kv_max is not None and max(gone, default=-1) >= self._kv_max:
+                self._kv_max = None
         if under_way or self._partial:
             self._partial = int(np.count_nonzero(rows.kv < rows.target))
+        if self._partial or not lockstep:
+            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
+            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
+            self._kv_max = self._least = self._fill = None
+        elif fill is None:
+            self._fill = BlockFill(rows.kv, bs)  # every row decodes next: count them once
         return StepOutcome(token_ids, counts, finished)

@@ -86,8 +86,11 @@ class VLLMV1(Continuous):
             budget, free = self._admit(budget, free, chunks, chunk_rows)
         self.waiting.extend(late)
         rows = self.rows
-        decoding = np.concatenate([decoding, np.zeros(rows.n - len(decoding), dtype=bool)])
-        n_decode = int(np.count_nonzero(decoding))
+        if isinstance(decoding, slice):  # every running row decodes (the rows admitted now follow them)
+            n_decode = decoding.stop
+        else:
+            decoding = np.concatenate([decoding, np.zeros(rows.n - len(decoding), dtype=bool)])
+            n_decode = int(np.count_nonzero(decoding))
         kv = rows.kv[decoding]
         # No repeat when a row sat out, or when a request waits for the next step to see it.
         prefilling = bool(chunks or preempted) or n_decode < rows.n or bool(late)
@@ -108,21 +111,28 @@ class VLLMV1(Continuous):
         return late
 
     def _schedule_running(self, preempted: list[int], chunks: list[Chunk],
-                          chunk_rows: list[int]) -> tuple[np.ndarray, int, int | None, int]:
+                          chunk_rows: list[int]) -> tuple[slice | np.ndarray, int, int | None, int]:
         """vLLM's first loop: running rows in admission order, within one token budget.
 
-        Returns (which rows decode, budget left, blocks free after this step's decodes (None:
-        unlimited), blocks the decoding rows will take at the step's end)."""
+        Returns (which rows decode: a slice when all do, budget left, blocks free after this step's
+        decodes (None: unlimited), blocks the decoding rows will take at the step's end)."""
         rows, pool = self.rows, self.pool
         budget = self._budget
+        if not self._partial and rows.n <= budget:
+            # The common step: every row decodes one token and the budget holds them all. If their new
+            # blocks fit too, the loop below would preempt nobody and schedule every row: skip it (and
+            # the per-row Python it costs), with the very same outcome.
+            need = self._decode_block_need() if pool.limited else 0
+            if not pool.limited or need <= pool.free:
+                return slice(0, rows.n), budget - rows.n, pool.free - need if pool.limited else None, need
         decoding = np.zeros(rows.n, dtype=bool)
         need = 0  # blocks the decoding rows take when their token lands (``on_step_end`` takes them)
         i = 0
         while i < rows.n and budget > 0:
-            kv, target = int(rows.kv[i]), int(rows.target[i])
-            held = int(pool.blocks_for(kv))  # a row holds the blocks its cache fills
+            kv, target = rows.kv.item(i), rows.target.item(i)
+            held = pool.blocks_for(kv)  # a row holds the blocks its cache fills
             n = 1 if kv >= target else min(target - kv, budget)
-            extra = max(0, int(pool.blocks_for(kv + n)) - held) if pool.limited else 0
+            extra = max(0, pool.blocks_for(kv + n) - held) if pool.limited else 0
             gone = False
             while pool.limited and extra + need > pool.free:
                 victim = rows.n - 1  # the newest: never one already scheduled this step (those are < i)
@@ -138,7 +148,7 @@ class VLLMV1(Continuous):
                 need += extra
             else:
                 self._take_blocks(extra)
-                chunks.append(Chunk(int(rows.ids[i]), kv, n, kv + n == target))
+                chunks.append(Chunk(rows.ids.item(i), kv, n, kv + n == target))
                 chunk_rows.append(i)
             budget -= n
             i += 1
