@@ -21,7 +21,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -31,16 +30,9 @@ from serving import served  # noqa: E402
 from batchsim.core.arrivals import Poisson  # noqa: E402
 from batchsim.core.lengths import Fixed  # noqa: E402
 from batchsim.core.workload import make_workload  # noqa: E402
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 ROWS = [("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2el")]
-
-
-def yardstick() -> float:
-    t = time.perf_counter()
-    x = 0
-    for i in range(10_000_000):
-        x += i
-    return time.perf_counter() - t
 
 
 def _cell(values: list[float], fmt: str = "8.1f") -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -26,14 +25,7 @@ from serving import served  # noqa: E402
 from batchsim.core.arrivals import Constant  # noqa: E402
 from batchsim.core.lengths import Fixed  # noqa: E402
 from batchsim.core.workload import make_workload  # noqa: E402
-
-
-def yardstick() -> float:
-    t = time.perf_counter()
-    x = 0
-    for i in range(10_000_000):
-        x += i
-    return time.perf_counter() - t
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ import numpy as np
 
 from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
 from batchsim.cli.options import DEFAULT_STEP_TIME
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 PROMPT, OUTPUT = Uniform(32, 512), LogNormal(128, 96)
 SETTINGS = dict(max_batch=8, max_wait=0.05, max_seqs=64, max_batched_tokens=2048)
@@ -135,14 +136,6 @@ def timed(run: str) -> None:
     wall = time.perf_counter() - t
     print(json.dumps({"wall": wall, "steps": len(res.records.steps["start"]), "batchsim": os.path.dirname(
         sys.modules["batchsim"].__file__)}))
-
-
-def yardstick() -> float:
-    """Seconds for a 10M-iteration pure-Python loop: how fast this host runs Python right now."""
-    t, x = time.perf_counter(), 10_000_000
-    while x:
-        x -= 1
-    return time.perf_counter() - t
 
 
 def against(other: str, rounds: int) -> int:
