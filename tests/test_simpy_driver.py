@@ -200,3 +200,30 @@ def test_an_empty_workload_still_ends():
     wl = Workload.from_arrays([], [], [])
     res = simulate(wl, make_policy("continuous"), DYADIC, processes=[outage(1.0, 1.0)])
     assert len(res.records.arrival) == 0
+
+
+def test_a_model_that_prices_a_pass_below_zero_cannot_move_the_clock_backwards():
+    """A profile fitted on a noisy machine can come with negative offsets (a repeat cheaper than free):
+    no pass takes negative time, so the run is priced at zero for it, and completes."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
+    from batchsim.sim.steptime import StepTimeModel
+
+    @dataclass(frozen=True)
+    class NegativeRepeats(StepTimeModel):
+        def times(self, p, d, kv):
+            return np.full(np.shape(p), 0.01)
+
+        def durations(self, step, m):
+            x = super().durations(step, m)
+            x[1:] -= 0.02
+            return x
+
+    wl = make_workload(Poisson(5.0), Uniform(8, 32), Uniform(8, 64), n=50, seed=1)
+    res = simulate(wl, make_policy("continuous"), NegativeRepeats())
+    st = res.records.steps
+    assert res.records.completed == 50 and (st["duration"] >= 0).all()
+    assert (np.diff(st["start"]) >= 0).all()

@@ -44,6 +44,12 @@ class SimExecutor:
             late, extra = self.step_time.wake_penalty(now - self.last_end)
             t0 += late
             d[0] += extra
+        if t0 < now or d.min() < 0:
+            # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy
+            # machine) can price a pass below zero; no pass takes negative time, and no step starts
+            # before it was decided. Never the case for a well-fitted model: nothing else changes.
+            t0 = max(t0, now)
+            np.maximum(d, 0.0, out=d)
         if m == 1:
             self.last_end = end = t0 + d.item(0)
             return t0, (end,)
