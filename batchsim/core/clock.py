@@ -28,7 +28,7 @@ import simpy
 import simpy.rt
 from simpy.events import NORMAL, URGENT
 
-__all__ = ["SimClock", "WallClock", "At", "ARRIVAL", "server_priority"]
+__all__ = ["SimClock", "WallClock", "At", "ARRIVAL", "server_priority", "schedule_at"]
 
 #: Arrivals come first among the events of one instant.
 ARRIVAL = URGENT
@@ -51,8 +51,14 @@ class At(simpy.Timeout):
         self._value = value
         self._delay = t - env.now
         self._ok = True
-        # Environment.schedule adds the delay to now; the queue entry is the same tuple with t itself.
-        heappush(env._queue, (t, priority, next(env._eid), self))
+        schedule_at(env, self, t, priority)
+
+
+def schedule_at(env: simpy.Environment, event: simpy.Event, t: float, priority: int = NORMAL) -> None:
+    """Put a triggered ``event`` on ``env``'s queue at the absolute time ``t`` (>= now).
+
+    Environment.schedule adds a delay to now; the queue entry is the same tuple with t itself."""
+    heappush(env._queue, (t, priority, next(env._eid), event))
 
 
 class _At:
@@ -84,7 +90,11 @@ class WallClock(_At, simpy.rt.RealtimeEnvironment):
         t = self.peek()
         if t == simpy.core.Infinity:
             raise simpy.core.EmptySchedule
-        delay = (t - self.env_start) * self.factor - (self.clock() - self.real_start)
+        delay = self.until(t)
         if delay > 0:
             self.sleep(delay)
         simpy.Environment.step(self)
+
+    def until(self, t: float) -> float:
+        """Seconds of wall clock until the time ``t`` of this environment (negative: already past)."""
+        return (t - self.env_start) * self.factor - (self.clock() - self.real_start)

@@ -8,8 +8,8 @@ such traffic, with nothing else changed:
   moment each came. It is the only thing they touch: SimPy is not thread-safe, so every
   event is made in the run's own thread;
 - ``LiveClock``: the wall clock (``WallClock``) whose sleep an inbox cuts short: asleep
-  until the next event is due, it wakes the moment something comes in, and the arrivals
-  process takes it at that instant;
+  until the next event is due, it wakes the moment something comes in, and hands it to the
+  arrivals process at the moment it came (never before the clock's own now);
 - ``LiveArrivals``: the arrivals process (``drive(..., arrivals=live, recorder=GrowingRecorder())``): each request is
   handed to its server exactly as the workload's arrivals are (``Run.hand_over``), a
   withdrawal (a client that disconnected) goes to the server holding it, and "no more"
@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from .clock import ARRIVAL, WallClock
+from .clock import ARRIVAL, WallClock, schedule_at
 from .records import Records, Recorder
 from .wallclock import WallExecutor
 from .workload import Request, Workload
@@ -82,6 +82,15 @@ class Inbox:
                 self._cv.notify()
 
     @property
+    def submitted(self) -> int:
+        """Requests submitted so far (the next one's id)."""
+        return self._next_id
+
+    def arrivals_pending(self) -> int:
+        """Requests in the inbox, not yet handed to the run."""
+        return sum(1 for it in list(self._items) if it[0] == _ARRIVE)
+
+    @property
     def pending(self) -> bool:
         return bool(self._items)  # a deque's length is read atomically: no lock for a glance
 
@@ -100,8 +109,8 @@ class Inbox:
 
 
 class LiveClock(WallClock):
-    """The wall clock, woken by an inbox: what comes in is delivered to the arrivals process before
-    the next event, at the moment it is taken (never earlier than the clock's own now)."""
+    """The wall clock, woken by an inbox: what comes in is delivered to the arrivals process at the
+    moment the first of it came (never earlier than the clock's own now)."""
 
     def __init__(self, clock: Callable[[], float], t0: float, inbox: Inbox) -> None:
         super().__init__(clock, lambda s: None, t0)
@@ -114,7 +123,7 @@ class LiveClock(WallClock):
             if inbox.pending and self.delivery is not None:
                 self._deliver()
             t = self.peek()
-            wait = None if t == math.inf else (t - self.env_start) - (self.clock() - self.real_start)
+            wait = None if t == math.inf else self.until(t)
             if wait is not None and wait <= 0:
                 break
             if not inbox.wait(wait) and wait is not None:
@@ -129,12 +138,7 @@ class LiveClock(WallClock):
         ev, self.delivery = self.delivery, None
         items = self.inbox.take()
         ev._value, ev._ok = items, True  # Event.succeed, at that time and with arrivals' priority
-        self.schedule_at(ev, max(self.now, items[0][1]))
-
-    def schedule_at(self, ev: simpy.Event, t: float) -> None:
-        from heapq import heappush
-
-        heappush(self._queue, (t, ARRIVAL, next(self._eid), ev))
+        schedule_at(self, ev, max(self.now, items[0][1]), ARRIVAL)
 
 
 class LiveArrivals:
@@ -143,8 +147,8 @@ class LiveArrivals:
 
     ``on_admit(request, payload)`` runs, in the run's thread, before the policy sees a request
     (a real engine learns its prompt there); ``on_decided(request_id, reason)`` after it has
-    (``reason`` None: queued; else why it can never run). A request is handed over at the moment the run takes it, and its arrival is
-    the moment it came, which is what its waiting time counts from."""
+    (``reason`` None: queued; else why it can never run). A request is handed over, and its arrival
+    recorded, at the moment it came: that is what its waiting time counts from."""
 
     def __init__(self, inbox: Inbox, on_admit=None, on_decided=None) -> None:
         self.inbox = inbox
@@ -186,7 +190,6 @@ class GrowingRecorder(Recorder):
     def __init__(self, capacity: int = 1024, **kw) -> None:
         super().__init__(Workload(()), **kw)
         self.n = 0
-        self.arrival = np.empty(0)
         self._grow(capacity)
 
     def _grow(self, capacity: int) -> None:

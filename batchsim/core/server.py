@@ -133,9 +133,7 @@ class ServerProcess:
         """A request's client has gone (a live server): the policy lets it go before its next decision,
         never in the middle of a step; a sleeping server wakes to decide again without it."""
         self._withdrawn.append((request_id, reason))
-        if self.waiting:
-            self.waiting = False
-            self._interrupt()
+        self._rouse()
 
     def _withdraw_now(self) -> None:
         gone, self._withdrawn = self._withdrawn, []
@@ -154,6 +152,12 @@ class ServerProcess:
             self.waiting, self.cut_until = False, -math.inf
             self._interrupt()
 
+    def _rouse(self) -> None:
+        """Asleep: wake now, to decide again (a repeat that runs is left to end)."""
+        if self.waiting:
+            self.waiting = False
+            self._interrupt()
+
     def _interrupt(self) -> None:
         bell, self._bell = self._bell, None
         if bell is not None:
@@ -166,9 +170,7 @@ class ServerProcess:
         if not self.down:
             self.down = True
             self._back = self.env.event()
-            if self.waiting:  # asleep: it goes down now, not at its next decision
-                self.waiting = False
-                self._interrupt()
+            self._rouse()  # asleep: it goes down now, not at its next decision
 
     def come_back(self) -> None:
         """From a user's process: the server decides again, at once."""

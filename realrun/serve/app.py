@@ -48,13 +48,20 @@ def _error(e: RequestError, headers: dict | None = None) -> JSONResponse:
     return JSONResponse(error_body(e), status_code=e.status, headers=headers)
 
 
+def _refusal(kind: str, message: str) -> RequestError:
+    """A request the policy can never run is the client's to change (400); an engine that stopped is ours (503)."""
+    if kind == "rejected":
+        return RequestError(400, None, message)
+    return RequestError(503, None, message, "ServiceUnavailable")
+
+
 def _sse(obj) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
 def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
     lm = server.lm
-    tok, vocab, context, eos = lm.tokenizer, lm.vocab_size, lm.n_positions, lm.eos_token_id
+    tok, vocab, context = lm.tokenizer, lm.vocab_size, lm.n_positions
     counter = iter(range(1 << 62))
 
     def text_of(t: int) -> str:
@@ -71,7 +78,7 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
         if cfg.max_queue is not None and server.counts()[1] >= cfg.max_queue:
             return _error(RequestError(503, None, f"the queue is full ({cfg.max_queue} waiting): try again shortly",
                                        "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
-        stream = Stream(asyncio.get_running_loop(), req.ignore_eos, eos, req.max_tokens)
+        stream = Stream(asyncio.get_running_loop(), req.ignore_eos, req.max_tokens)
         try:
             rid = server.submit(list(req.prompt), req.max_tokens, stream)
         except RuntimeError as e:
@@ -84,10 +91,8 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
         except asyncio.CancelledError:
             server.withdraw(rid, "the client disconnected before its request was queued")
             raise
-        if kind == "rejected":
-            return _error(RequestError(400, None, value))
-        if kind == "error":
-            return _error(RequestError(503, None, value, "ServiceUnavailable"))
+        if kind != "queued":
+            return _error(_refusal(kind, value))
         if req.stream:
             return StreamingResponse(_events(req, cid, rid, stream), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
@@ -102,10 +107,8 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
                     toks.append(value)
                 elif kind == "end":
                     return JSONResponse(whole_response(req, cid, tok.decode(toks), value, len(toks)))
-                elif kind == "rejected":
-                    return _error(RequestError(400, None, value))
                 else:
-                    return _error(RequestError(503, None, value, "ServiceUnavailable"))
+                    return _error(_refusal(kind, value))
         except asyncio.CancelledError:
             server.withdraw(rid, f"the client disconnected after {len(toks)} tokens")
             raise
@@ -129,10 +132,8 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
                     yield "data: [DONE]\n\n"
                     done = True
                     return
-                else:  # rejected by the policy (it can never run here), or the engine stopped
-                    code = 400 if kind == "rejected" else 503
-                    yield _sse({"error": {"message": value, "type": "invalid_request_error" if code == 400 else
-                                          "ServiceUnavailable", "param": None, "code": code}})
+                else:  # the engine stopped (after "queued", the policy no longer refuses)
+                    yield _sse(error_body(_refusal(kind, value)))
                     yield "data: [DONE]\n\n"
                     done = True
                     return

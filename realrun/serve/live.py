@@ -17,7 +17,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from batchsim.core.driver import drive
@@ -44,10 +44,9 @@ class Stream:
     ``queued`` (the policy has it), ``rejected`` (the policy's reason: it can never run), ``error`` (the
     engine stopped)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, ignore_eos: bool, eos: int | None, max_tokens: int) -> None:
-        self.loop, self.ignore_eos, self.eos, self.max_tokens = loop, ignore_eos, eos, max_tokens
+    def __init__(self, loop: asyncio.AbstractEventLoop, ignore_eos: bool, max_tokens: int) -> None:
+        self.loop, self.ignore_eos, self.max_tokens = loop, ignore_eos, max_tokens
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.id = -1
         self.ended = False  # set in the engine thread: nothing more is pushed
         self.sent = 0
         self.stopped = False  # the model said EOS: the answer is complete, the row computes on
@@ -80,13 +79,6 @@ class _ServingExecutor(LiveExecutor):
         self.server._released(finished)
 
 
-@dataclass
-class _Recent:
-    """The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens made)."""
-
-    steps: deque = field(default_factory=lambda: deque(maxlen=600))
-
-
 class LiveServer:
     """The engine thread: ``start()``, then ``submit`` from any thread; ``shutdown()`` drains and joins."""
 
@@ -99,7 +91,8 @@ class LiveServer:
         self.recorder = GrowingRecorder()
         self.streams: dict[int, Stream] = {}
         self.metrics = ServerMetrics()
-        self.recent = _Recent()
+        # The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens made).
+        self.recent_steps: deque = deque(maxlen=600)
         self.tokens_total = 0
         self.prompt_tokens_total = 0
         self.finished = 0
@@ -130,7 +123,6 @@ class LiveServer:
 
     def _admit(self, request: Request, admission: Admission) -> None:
         self.engine.admit(request, admission.prompt)
-        admission.stream.id = request.id
         self.streams[request.id] = admission.stream
         self.prompt_tokens_total += request.prompt_tokens
 
@@ -169,7 +161,7 @@ class LiveServer:
         n = len(ends)
         self.metrics.step.observe(float(ends[-1] - start) / n)
         made = (len(step.decode) - step.padded_rows) * n + sum(1 for c in step.prefill if c.completes)
-        self.recent.steps.append((float(start), float(ends[-1] - start), n, step.batch_size, step.prefill_tokens, made))
+        self.recent_steps.append((float(start), float(ends[-1] - start), n, step.batch_size, step.prefill_tokens, made))
 
     def _released(self, finished) -> None:
         t = self.clock()
@@ -192,7 +184,7 @@ class LiveServer:
             running, waiting = self.policy.counts()
         except RuntimeError:  # a deque changed size while read from this thread: read again next time
             return 0, 0
-        return running, waiting + sum(1 for it in list(self.inbox._items) if it[0] == "arrive")
+        return running, waiting + self.inbox.arrivals_pending()
 
     def kv(self) -> tuple[int, int | None]:
         """(KV blocks in use, blocks in the budget or None when unlimited), in blocks of the policy's size
@@ -206,9 +198,8 @@ class LiveServer:
         return used, (None if p.kv_budget is None else p.kv_budget // bs)
 
     def tokens_per_s(self, window: float = 2.0) -> float:
-        now = self.clock() - self.t0
-        steps = list(self.recent.steps)
-        made = sum(s[5] for s in steps if s[0] + s[1] >= now - window)
+        since = self.now() - window
+        made = sum(s[5] for s in list(self.recent_steps) if s[0] + s[1] >= since)
         return made / window
 
     @property
@@ -222,10 +213,10 @@ class LiveServer:
         return {
             "t": self.now(), "model": model, "policy": self.policy.describe(), "running": running, "waiting": waiting,
             "kv_blocks_used": used, "kv_blocks_total": total, "tokens_total": self.tokens_total,
-            "tokens_per_s": self.tokens_per_s(), "finished": self.finished, "admitted": self.inbox._next_id,
+            "tokens_per_s": self.tokens_per_s(), "finished": self.finished, "admitted": self.inbox.submitted,
             "max_rows": self.policy.max_rows,
             # (start s, seconds, passes, rows, prompt tokens, tokens made), the last 200 steps
-            "steps": [list(x) for x in list(self.recent.steps)[-200:]],
+            "steps": [list(x) for x in list(self.recent_steps)[-200:]],
         }
 
     def shutdown(self, timeout: float | None = None) -> bool:

@@ -14,6 +14,8 @@ the traffic that came, not for the traffic that stayed.
 from __future__ import annotations
 
 import csv
+import io
+import json
 import math
 from pathlib import Path
 
@@ -53,9 +55,6 @@ def meta_path(path: str | Path) -> Path:
 def write_record(records, path: str | Path, meta: dict | None = None) -> Path:
     """Write the record whole or not at all (a half-written trace would replay as a shorter class),
     and beside it ``meta`` (``meta_path``), what served it."""
-    import io
-    import json
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(RECORD_FIELDS)
@@ -64,7 +63,3 @@ def write_record(records, path: str | Path, meta: dict | None = None) -> Path:
     if meta is not None:
         write_atomic(meta_path(path), json.dumps(meta, indent=1) + "\n")
     return out
-
-
-
-

@@ -12,6 +12,9 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from dataclasses import fields
+
+from batchsim.core.config import PolicyConfig
 
 from .app import AppConfig, make_app
 from .live import LiveServer
@@ -23,8 +26,8 @@ __all__ = ["serve"]
 def _meta(engine, policy, limits, model: str) -> dict:
     """What served the record (its sidecar): a replay needs the policy and the limits, a reader the machine."""
     lm = engine.lm
-    knobs = {k: v for k, v in vars(policy).items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))
-             and k in ("max_batch", "max_wait", "max_seqs", "max_batched_tokens", "block_size", "chunked_prefill")}
+    # The knobs the policy was built with (PolicyConfig's fields), as predict rebuilds it from them.
+    knobs = {f.name: vars(policy)[f.name] for f in fields(PolicyConfig) if f.name in vars(policy)}
     return {"model": model, "model_source": lm.source, "random_weights": lm.random_weights, "device": lm.device,
             "dtype": lm.dtype, "threads": lm.threads, "policy": policy.name, "policy_knobs": knobs,
             "policy_repr": policy.describe(), "kv_budget_tokens": limits.kv_budget_tokens,
