@@ -11,15 +11,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig
+from batchsim.core.config import PolicyConfig
 from batchsim.core.errors import ConfigError, check_int_at_least, check_kv_tokens, check_positive, show
 from batchsim.core.files import check_out_file
 from batchsim.core.flags import POLICY_FLAGS, add_flags, given, resolve
 
+from ..plan import REALRUN_DEFAULTS
+
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
 
-#: A class on a laptop's CPU: continuous batching, up to 32 rows, 1024 prompt tokens a step.
-SERVE_DEFAULTS = {"policy": "continuous", "max_batch": 8, "max_wait": 0.1, "max_seqs": 32, "max_batched_tokens": 1024}
+#: A class on a laptop's CPU: continuous batching, with realrun's own knobs (32 rows, 1024 prompt tokens a step).
+SERVE_DEFAULTS = {"policy": "continuous", **{k: REALRUN_DEFAULTS[k] for k in ("max_batch", "max_wait", "max_seqs",
+                                                                               "max_batched_tokens")}}
 
 
 def add_parser(sub) -> None:
@@ -48,7 +51,7 @@ def _policy(args):
     name = resolve("policy", flags, SERVE_DEFAULTS)
     if "," in str(name):
         raise ConfigError(f"policy: a server runs one policy, got {show(name)}")
-    return PolicyConfig.from_flags(str(name), flags, SERVE_DEFAULTS, POLICY_DEFAULTS).build()
+    return PolicyConfig.from_flags(str(name), flags, SERVE_DEFAULTS).build()
 
 
 def _check(args) -> None:
