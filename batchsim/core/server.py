@@ -110,19 +110,22 @@ class ServerProcess:
         # one that runs for real must be told beforehand where to stop: the next arrival, anywhere.
         stop_at = self.run.next_arrival if repeats and not ex.can_cut else None
         start, ends = ex.run(step, decided, stop_at)
-        if repeats and ex.can_cut and len(ends) > 1:
+        # The simulated clock jumps to the step's end when nothing else happens before it: no arrival
+        # can cut it, and the event of its end would be the very next one anyway.
+        jumped = env.jump(ends[-1])
+        if repeats and ex.can_cut and len(ends) > 1 and not jumped:
             self.cut_until = ends[-2]
-        end = env.at(ends[-1], self.priority)
-        while True:
+        end = None if jumped else env.at(ends[-1], self.priority)
+        while end is not None:
             try:
                 yield end
-                break
+                end = None
             except simpy.Interrupt:
                 # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
                 k = int(np.searchsorted(ends, env.now, side="left")) + 1
                 ends = ends[:k]
                 ex.cut(k)
-                end = env.at(ends[-1], self.priority)
+                end = None if env.jump(ends[-1]) else env.at(ends[-1], self.priority)
         self.cut_until = -math.inf
         outcome = self.policy.on_step_end(step, len(ends), env.now)
         ex.release(outcome.finished)

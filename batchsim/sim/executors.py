@@ -24,6 +24,10 @@ from .steptime import StepTimeModel
 
 __all__ = ["SimExecutor", "ReplayExecutor", "ReplayDiverged"]
 
+# The ufuncs' own methods: ``d.min()`` and ``np.cumsum(d)`` reach the same loops through Python
+# wrappers that cost more than the work on a step's few passes (cumsum is add.accumulate).
+_least, _running_sum = np.minimum.reduce, np.add.accumulate
+
 
 class SimExecutor:
     """Prices a step with ``step_time`` and jumps to its end."""
@@ -44,22 +48,25 @@ class SimExecutor:
             late, extra = self.step_time.wake_penalty(now - self.last_end)
             t0 += late
             d[0] += extra
-        if t0 < now or d.min() < 0:
-            # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy
-            # machine) can price a pass below zero; no pass takes negative time, and no step starts
-            # before it was decided. Never the case for a well-fitted model: nothing else changes.
+        if m == 1:  # a single pass, in Python floats: the same additions, without numpy's per-call cost
+            d0 = d.item(0)
+            if t0 < now or d0 < 0:
+                # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy
+                # machine) can price a pass below zero; no pass takes negative time, and no step starts
+                # before it was decided. Never the case for a well-fitted model: nothing else changes.
+                t0, d0 = max(t0, now), max(d0, 0.0)
+            self.last_end = end = t0 + d0
+            return t0, (end,)
+        if t0 < now or _least(d) < 0:  # as above
             t0 = max(t0, now)
             np.maximum(d, 0.0, out=d)
-        if m == 1:
-            self.last_end = end = t0 + d.item(0)
-            return t0, (end,)
         # Sequential sums from the start, as a clock that advances pass by pass would add them:
         # (t0 + d0) + d1 + ..., the very additions of a cumulative sum that starts at t0.
         d[0] += t0
-        ends = np.cumsum(d)
+        ends = _running_sum(d)
         if stop_at is not None and stop_at < ends.item(m - 1):
             # Stop at the boundary of the step during which the next request arrives.
-            k = int(np.searchsorted(ends, stop_at, side="left")) + 1
+            k = int(ends.searchsorted(stop_at, side="left")) + 1
             if k < m:
                 ends = ends[:k]
         self.last_end = ends.item(len(ends) - 1)

@@ -148,7 +148,13 @@ class LinearStepTime(StepTimeModel):
         base = self.c0 + self.c1 * 0 + self.c2 * rows
         if m == 1:
             return np.array([base + self.c3 * attn])
-        return base + self.c3 * (attn + np.arange(m, dtype=np.float64) * rows)
+        # base + c3 * (attn + j * rows), in place: the same operations in the same order, one array.
+        d = np.arange(m, dtype=np.float64)
+        d *= rows
+        d += attn
+        d *= self.c3
+        d += base
+        return d
 
     def to_json(self, path: str | Path, **extra) -> None:
         Path(path).write_text(json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n")

@@ -6,9 +6,10 @@ import logging
 
 from ..errors import ConfigError, show
 from .base import Policy
-from .blocks import BlockPool, RunningRows
+from .blocks import BlockPool
 from .continuous import Continuous
 from .padded import Dynamic, PaddedBatchPolicy, Static, Taxi
+from .rows import RunningRows
 from .vllm_v1 import SCHEDULERS, VLLMV1
 
 __all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "VLLMV1", "SCHEDULERS",

@@ -1,4 +1,4 @@
-"""KV memory in blocks, as vLLM's PagedAttention keeps it, and the running batch's rows.
+"""KV memory in blocks, as vLLM's PagedAttention keeps it.
 
 ``BlockPool`` is the block manager: the cache is cut into blocks of ``block_size``
 tokens and a request holds whole blocks, so its waste is at most one partly filled
@@ -10,16 +10,14 @@ kept free when admitting, so a request is not admitted only to be preempted at o
 ``BlockFill`` counts the rows by how full their last block is, while every row decodes in
 lockstep, so the blocks a decode step grows into are a few list lookups, not a scan of the rows.
 
-``RunningRows`` is the running batch as parallel integer arrays, one entry per row in
-admission order (the last row is the newest: the first to be preempted), so a step
-over 200 rows costs a few array operations rather than 200 Python iterations.
+The running batch's rows, ``RunningRows``, are in ``rows``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BlockPool", "BlockFill", "RunningRows", "ceil_div", "growth_of", "most_steps", "moved"]
+__all__ = ["BlockPool", "BlockFill", "RunningRows", "ceil_div", "growth_of", "most_steps"]
 
 
 def ceil_div(a, b):
@@ -49,17 +47,6 @@ def most_steps(need, upper: int, free: int) -> int:
         else:
             hi = mid
     return lo
-
-
-def moved(kept: int | None, n_old: int, shift: int, new: int | None, pick) -> int | None:
-    """A kept max (or min) over the rows after a lockstep step: the old rows' moved by ``shift``
-    (each decoded that many tokens), picked against the figure of the rows that joined (None: none)."""
-    if not n_old:
-        return new
-    if kept is None:
-        return None
-    kept += shift
-    return kept if new is None else pick(kept, new)
 
 
 class BlockPool:
@@ -134,77 +121,5 @@ class BlockFill:
         return q * self.n + sum([counts[(r - shift) % size] for r in range(size - s + 1, size + 1)])
 
 
-class RunningRows:
-    """The running batch: ids, prompt, out (output length), target (context to prefill),
-    kv (tokens cached) and left (output tokens still to produce), per row.
-
-    A row holds exactly the KV blocks its cached tokens fill (``ceil(kv / block_size)``)
-    between steps, so the blocks are not stored: they follow from ``kv``.
-
-    ``id_list`` is ``ids`` as a Python list, kept beside the array: a step's tuple of decoding
-    ids and its finished ids are read from it, which costs less than ``tolist()`` every step.
-    """
-
-    _FIELDS = ("ids", "prompt", "out", "target", "kv", "left")
-
-    def __init__(self, capacity: int) -> None:
-        self._table = np.zeros((len(self._FIELDS), capacity), dtype=np.int64)
-        # One view per field over the whole capacity, made once: slicing six 1-D views is cheaper
-        # than unpacking a 2-D slice, and it happens whenever a row joins or leaves.
-        self._full = tuple(self._table)
-        self.n = 0
-        self.id_list: list[int] = []
-        self._views()
-
-    def _views(self) -> None:
-        # Views of the first n rows, rebuilt whenever n changes; writing into them writes the table.
-        n, (ids, prompt, out, target, kv, left) = self.n, self._full
-        self.ids, self.prompt, self.out, self.target, self.kv, self.left = (
-            ids[:n], prompt[:n], out[:n], target[:n], kv[:n], left[:n])
-
-    @property
-    def produced(self) -> np.ndarray:
-        """Output tokens produced so far, per row (before a preemption included)."""
-        return self.out - self.left
-
-    def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
-        n = self.n
-        for field, value in zip(self._full, (rid, prompt, out, target, 0, left)):
-            field[n] = value  # cheaper than a tuple turned into a column
-        self.n = n + 1
-        self.id_list.append(rid)
-        self._views()
-
-    def keep(self, mask: np.ndarray) -> None:
-        """Keep the rows where mask is true, in order."""
-        kept = np.compress(mask, self._table[:, : self.n], axis=1)
-        k = kept.shape[1]
-        self._table[:, :k] = kept
-        self.n = k
-        self.id_list = kept[0].tolist()
-        self._views()
-
-    def drop(self, rows) -> None:
-        """Drop the rows at these (sorted) positions, keeping the others in order."""
-        if len(rows) <= 4:  # the common case: a request or two finished; shift the newer rows down
-            table, n = self._table, self.n
-            for i in reversed(rows):
-                i = int(i)
-                table[:, i : n - 1] = table[:, i + 1 : n]
-                n -= 1
-                del self.id_list[i]
-            self.n = n
-            self._views()
-            return
-        mask = np.ones(self.n, dtype=bool)
-        mask[rows] = False
-        self.keep(mask)
-
-    def pop(self) -> None:
-        """Drop the newest row."""
-        self.n -= 1
-        self.id_list.pop()
-        self._views()
-
-    def index_of(self, rid: int) -> int:
-        return self.id_list.index(rid)
+# The running batch's rows lived here before ``rows``: still importable from here.
+from .rows import RunningRows  # noqa: E402 - rows imports this module's BlockFill

@@ -37,23 +37,13 @@ from collections import deque
 import numpy as np
 
 from ..errors import ConfigError, check_knob, is_number
-from ..step import Chunk, Step, StepOutcome, Wait
+from ..step import Chunk, Step, StepOutcome, Wait, fast_chunk, fast_step
 from ..workload import Request
 from .base import Policy
-from .blocks import BlockFill, BlockPool, RunningRows, growth_of, most_steps, moved
+from .blocks import BlockPool, growth_of, most_steps
+from .rows import RunningRows, Waiting
 
 __all__ = ["Continuous"]
-
-
-class _Waiting:
-    """A request in the queue: its id and lengths, the context to prefill (the prompt, or prompt +
-    generated after a preemption) and the output tokens produced before a preemption (kept: they
-    were delivered)."""
-
-    __slots__ = ("id", "prompt", "out", "target", "produced")
-
-    def __init__(self, rid: int, prompt: int, out: int, target: int, produced: int = 0) -> None:
-        self.id, self.prompt, self.out, self.target, self.produced = rid, prompt, out, target, produced
 
 
 class Continuous(Policy):
@@ -93,20 +83,10 @@ class Continuous(Policy):
         super().start(limits)
         kv = self.kv_budget
         self.pool = BlockPool(None if kv is None else kv // self.block_size, self.block_size, self.watermark)
-        self.rows = RunningRows(self.max_seqs)
-        self.waiting: deque[_Waiting] = deque()
+        self.rows = RunningRows(self.max_seqs, self.block_size)  # and the figures kept about them
+        self.waiting: deque[Waiting] = deque()
         self._pending: tuple | None = None
-        self._partial = 0  # rows part-way through a chunked prefill
         self._blocks = 0  # blocks the running rows hold (ceil(kv / block_size) each, between steps)
-        # What a step's shape needs, kept as the rows change instead of scanned for every step (the
-        # scans are numpy calls on a few dozen rows, whose overhead is most of a decode step's cost):
-        # the tokens every row has cached, and, while every row decodes in lockstep, the longest
-        # context, the fewest tokens left and the rows by fill of their last block (None: not
-        # known, scanned when next needed).
-        self._kv_sum = 0
-        self._kv_max: int | None = None
-        self._least: int | None = None
-        self._fill: BlockFill | None = None
         # The step's prompt-token budget: the policy's, and never more than the server's pass holds.
         hard = self.limits.max_step_tokens
         self._budget = self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
@@ -150,7 +130,7 @@ class Continuous(Policy):
                 reason = f"needs {need} KV blocks of {self.block_size} tokens, more than the {self.pool.total} in the budget"
         if reason is not None:
             return reason
-        self.waiting.append(_Waiting(request.id, p, o, p))
+        self.waiting.append(Waiting(request.id, p, o, p))
         return None
 
     def counts(self) -> tuple[int, int]:
@@ -168,13 +148,8 @@ class Continuous(Policy):
         rows = self.rows
         if request_id not in rows.id_list:
             return False
-        i = rows.index_of(request_id)
-        kv = rows.kv.item(i)
-        rows.drop([i])
-        self._kv_sum -= kv
-        self._kv_max = self._least = self._fill = None
+        kv = rows.take_out(rows.index_of(request_id))
         self._take_blocks(-self.pool.blocks_for(kv))
-        self._partial = int(np.count_nonzero(rows.kv < rows.target))
         return True
 
     def next_action(self, now: float) -> Step | Wait:
@@ -192,7 +167,7 @@ class Continuous(Policy):
             # Rows decoding this step: all rows present now, unless chunked prefills are under way.
             # A slice when possible: cheaper than a boolean mask for every array it indexes.
             decoding: slice | np.ndarray = slice(0, n0)
-            if self._partial:
+            if rows.partial:
                 decoding = rows.kv >= rows.target
                 budget, free = self._continue_chunks(~decoding, budget, free, chunks, chunk_rows)
             if (not preempted or not rows.n) and self.waiting and rows.n < self.max_seqs:
@@ -216,26 +191,17 @@ class Continuous(Policy):
         repeat, interruptible, least_left = horizon
         lockstep = isinstance(decoding, slice)
         rows = self.rows
-        if not n_decode:
-            kv_read = width = 0
-        elif lockstep:  # every row present before this step's admissions decodes: the kept figures hold
-            # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
-            kv_read = self._kv_sum
-            if self._kv_max is None:
-                self._kv_max = int(kv.max())
-            width = self._kv_max
-        else:
-            kv_read, width = int(np.add.reduce(kv)), int(kv.max())
-        step = Step(
-            prefill=tuple(chunks),
-            decode=tuple(rows.id_list[decoding]) if lockstep else tuple(rows.ids[decoding].tolist()),
+        kv_read, width = rows.decode_shape(decoding, kv, n_decode)
+        step = fast_step(
+            tuple(chunks),
+            tuple(rows.id_list[decoding]) if lockstep else tuple(rows.ids[decoding].tolist()),
             # Only chunks that continue a cached context start past 0, and only rows part-way exist then.
-            kv_read=kv_read + (sum(c.start for c in chunks) if self._partial else 0),
-            decode_width=width,
-            repeat=repeat,
-            interruptible=interruptible,
-            preempted=tuple(preempted),
-            kv_in_use=self.kv_in_use + self.block_size * need,
+            kv_read + (sum(c.start for c in chunks) if rows.partial else 0),
+            width,
+            repeat,
+            interruptible,
+            tuple(preempted),
+            self.kv_in_use + self.block_size * need,
         )
         self._pending = (step, decoding, n_decode, chunk_rows, least_left)
         return step
@@ -245,10 +211,10 @@ class Continuous(Policy):
         """Preempt the newest rows until every decoding row's next token has a block.
 
         Returns (blocks the decoding rows will take, blocks free after that)."""
-        need = self._decode_block_need()
+        need = self.rows.block_need()
         while self.rows.n and need > self.pool.free:
             preempted.append(self._preempt_newest())
-            need = self._decode_block_need()
+            need = self.rows.block_need()
         return need, self.pool.free - need
 
     def _continue_chunks(self, under_way: np.ndarray, budget: int, free: int | None,
@@ -268,7 +234,7 @@ class Continuous(Policy):
             self._take_blocks(extra)
             if free is not None:
                 free -= extra
-            chunks.append(Chunk(rows.ids.item(i), kv, n, kv + n == target))
+            chunks.append(fast_chunk(rows.ids.item(i), kv, n, kv + n == target))
             chunk_rows.append(i)
             budget -= n
         return budget, free
@@ -300,7 +266,7 @@ class Continuous(Policy):
             waiting.popleft()
             rows.append(w.id, w.prompt, w.out, w.target, w.out - w.produced)
             self._take_blocks(nb)
-            chunks.append(Chunk(w.id, 0, n, n == w.target))
+            chunks.append(fast_chunk(w.id, 0, n, n == w.target))
             chunk_rows.append(rows.n - 1)
             budget -= n
         return budget, free
@@ -309,14 +275,7 @@ class Continuous(Policy):
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
         until the first row finishes."""
         rows = self.rows
-        if not n_decode:
-            least = 0
-        elif isinstance(decoding, slice):  # lockstep: the kept figure holds
-            if self._least is None:
-                self._least = int(rows.left[decoding].min())
-            least = self._least
-        else:
-            least = int(rows.left[decoding].min())
+        least = rows.fewest_left(decoding, n_decode)
         if prefilling:
             return 1, False, least
         repeat = least
@@ -327,34 +286,17 @@ class Continuous(Policy):
 
     # -- helpers ------------------------------------------------------------------------
     def _preempt_newest(self) -> int:
-        rows = self.rows
-        i = rows.n - 1
-        rid, prompt, out = rows.ids.item(i), rows.prompt.item(i), rows.out.item(i)
-        produced = out - rows.left.item(i)
-        kv = rows.kv.item(i)
-        rows.pop()
-        self._kv_sum -= kv
-        self._kv_max = self._least = self._fill = None
+        rid, prompt, out, produced, kv = self.rows.pop_newest()
         self._take_blocks(-self.pool.blocks_for(kv))
-        self.waiting.appendleft(_Waiting(rid, prompt, out, prompt + produced, produced))
+        self.waiting.appendleft(Waiting(rid, prompt, out, prompt + produced, produced))
         self.preemptions += 1
         return rid
-
-    def _decode_block_need(self) -> int:
-        """Decoding rows whose last block is full: each needs a new block for its next token."""
-        if self._fill is not None:  # lockstep: no row is part-way
-            return self._fill.full()
-        rows = self.rows
-        kv = rows.kv
-        full = kv % self.block_size == 0  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
-        if self._partial:
-            full &= kv >= rows.target
-        return int(np.count_nonzero(full))
 
     def _steps_blocks_allow(self, kv: np.ndarray, upper: int, lockstep: bool) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1)."""
         # need(1) fits: phase 1 made room. Lockstep, the decoding rows are the rows counted.
-        need = self._fill.growth if lockstep and self._fill is not None else growth_of(kv, self.block_size)
+        fill = self.rows.fill
+        need = fill.growth if lockstep and fill is not None else growth_of(kv, self.block_size)
         return most_steps(need, upper, self.pool.free)
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
@@ -363,88 +305,10 @@ class Continuous(Policy):
             raise RuntimeError("on_step_end must follow the next_action that returned this step")
         _, decoding, n_decode, chunk_rows, least_left = pending
         self._pending = None
-        rows = self.rows
-        kv, left = rows.kv, rows.left  # views: updated in place
-        # Lockstep: every row present before the step decoded, so the kept longest context and fewest
-        # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
-        lockstep = isinstance(decoding, slice)
-        prefilled: list[int] = []
-        ending = False  # a prefill that produced a request's last token
-        under_way = False  # a chunk that did not reach the end of its context
-        joined: list[int] = []  # lockstep: the cache of each row whose prefill completed
-        new_max = new_least = None  # and the longest of them, and the fewest tokens they have left
-        for c, i in zip(step.prefill, chunk_rows):
-            kv[i] += c.length
-            self._kv_sum += c.length
-            if c.completes:
-                left[i] -= 1
-                prefilled.append(c.request_id)
-                l = left.item(i)
-                ending = ending or l <= 0
-                if lockstep:
-                    k = kv.item(i)
-                    joined.append(k)
-                    if new_max is None:
-                        new_max, new_least = k, l
-                    else:
-                        new_max, new_least = max(new_max, k), min(new_least, l)
-            else:
-                under_way = True
-        if n_decode:
-            kv[decoding] += done
-            left[decoding] -= done
-            self._kv_sum += done * n_decode
-        bs, fill = self.block_size, self._fill
-        if lockstep:
-            self._kv_max = moved(self._kv_max, n_decode, done, new_max, max)
-            self._least = moved(self._least, n_decode, -done, new_least, min)
-        if lockstep and fill is not None:
-            # The decoding rows grew by ``done`` tokens each; the rows that joined took their blocks
-            # when admitted (``_admit``), so only the decoding rows can have grown into new blocks.
-            grown = fill.growth(done) if n_decode else 0
-            fill.advance(done)
-            for k in joined:
-                fill.add(k)
-            if grown:
-                self._take_blocks(grown)
-        else:
-            # Every row now holds the blocks its cache fills: take those the step grew into.
-            blocks = int(np.add.reduce((kv + (bs - 1)) // bs))
-            if blocks != self._blocks:
-                self._take_blocks(blocks - self._blocks)
-        if prefilled:
-            token_ids = np.concatenate((prefilled, rows.ids[decoding]))  # int64, as the ids
-            counts = np.empty(len(token_ids), dtype=np.int64)
-            counts.fill(done)
-            counts[: len(prefilled)] = 1
-        else:
-            # A copy: with a slice, rows.ids[decoding] is a view that drop() below would overwrite.
-            token_ids = rows.ids[decoding].copy()
-            counts = np.empty(n_decode, dtype=np.int64)
-            counts.fill(done)
-        finished: tuple[int, ...] = ()
-        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
-        # produced a request's only token.
-        if ending or (n_decode and done >= least_left):
-            fin = (left <= 0).nonzero()[0].tolist()
-            ids = rows.id_list
-            finished = tuple([ids[i] for i in fin])
-            gone = [kv.item(i) for i in fin]
-            rows.drop(fin)
-            if fill is not None:
-                for k in gone:
-                    fill.remove(k)
-            self._kv_sum -= sum(gone)
-            self._take_blocks(-sum(-(-k // bs) for k in gone))
-            self._least = None  # the fewest left was theirs (0): the next is unknown
-            if self._kv_max is not None and max(gone, default=-1) >= self._kv_max:
-                self._kv_max = None
-        if under_way or self._partial:
-            self._partial = int(np.count_nonzero(rows.kv < rows.target))
-        if self._partial or not lockstep:
-            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
-            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
-            self._kv_max = self._least = self._fill = None
-        elif fill is None:
-            self._fill = BlockFill(rows.kv, bs)  # every row decodes next: count them once
+        token_ids, counts, finished, grown, freed = self.rows.account(
+            step.prefill, chunk_rows, decoding, n_decode, done, least_left, self._blocks)
+        if grown:
+            self._take_blocks(grown)
+        if freed is not None:
+            self._take_blocks(-freed)
         return StepOutcome(token_ids, counts, finished)

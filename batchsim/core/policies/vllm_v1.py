@@ -38,7 +38,7 @@ from collections import deque
 
 import numpy as np
 
-from ..step import Chunk, Step, Wait
+from ..step import Chunk, Step, Wait, fast_chunk
 from .continuous import Continuous
 
 __all__ = ["VLLMV1", "SCHEDULERS"]
@@ -118,11 +118,11 @@ class VLLMV1(Continuous):
         decodes (None: unlimited), blocks the decoding rows will take at the step's end)."""
         rows, pool = self.rows, self.pool
         budget = self._budget
-        if not self._partial and rows.n <= budget:
+        if not rows.partial and rows.n <= budget:
             # The common step: every row decodes one token and the budget holds them all. If their new
             # blocks fit too, the loop below would preempt nobody and schedule every row: skip it (and
             # the per-row Python it costs), with the very same outcome.
-            need = self._decode_block_need() if pool.limited else 0
+            need = rows.block_need() if pool.limited else 0
             if not pool.limited or need <= pool.free:
                 return slice(0, rows.n), budget - rows.n, pool.free - need if pool.limited else None, need
         decoding = np.zeros(rows.n, dtype=bool)
@@ -148,7 +148,7 @@ class VLLMV1(Continuous):
                 need += extra
             else:
                 self._take_blocks(extra)
-                chunks.append(Chunk(rows.ids.item(i), kv, n, kv + n == target))
+                chunks.append(fast_chunk(rows.ids.item(i), kv, n, kv + n == target))
                 chunk_rows.append(i)
             budget -= n
             i += 1

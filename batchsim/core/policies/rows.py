@@ -1,0 +1,285 @@
+"""The passengers of a continuous batch: the running rows, the figures kept about them, and the queue.
+
+``RunningRows`` is the running batch as parallel integer arrays, one entry per row in
+admission order (the last row is the newest: the first to be preempted), so a step over
+200 rows costs a few array operations rather than 200 Python iterations.
+
+What a step's shape needs (the tokens every row has cached, the longest context, the fewest
+tokens left, the rows by fill of their last block) is kept as the rows change instead of
+scanned for every step: the scans are numpy calls on a few dozen rows, whose overhead is
+most of a decode step's cost. The last three hold only while every row decodes in lockstep
+(no prefill part-way, every row in every step); None means not known, scanned when next
+needed. ``account`` applies what a step did to the rows and keeps the figures.
+
+``Waiting`` is a request in the queue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .blocks import BlockFill
+
+__all__ = ["RunningRows", "Waiting"]
+
+# ``a.min()`` and ``a.max()`` reach these through Python wrappers that cost more than a batch's scan.
+_min_of, _max_of = np.minimum.reduce, np.maximum.reduce
+
+
+class Waiting:
+    """A request in the queue: its id and lengths, the context to prefill (the prompt, or prompt +
+    generated after a preemption) and the output tokens produced before a preemption (kept: they
+    were delivered)."""
+
+    __slots__ = ("id", "prompt", "out", "target", "produced")
+
+    def __init__(self, rid: int, prompt: int, out: int, target: int, produced: int = 0) -> None:
+        self.id, self.prompt, self.out, self.target, self.produced = rid, prompt, out, target, produced
+
+
+class RunningRows:
+    """The running batch: ids, prompt, out (output length), target (context to prefill),
+    kv (tokens cached) and left (output tokens still to produce), per row.
+
+    A row holds exactly the KV blocks its cached tokens fill (``ceil(kv / block_size)``)
+    between steps, so the blocks are not stored: they follow from ``kv``.
+
+    ``id_list`` is ``ids`` as a Python list, kept beside the array: a step's tuple of decoding
+    ids and its finished ids are read from it, which costs less than ``tolist()`` every step.
+
+    Kept figures: ``kv_sum`` (tokens cached, always), ``partial`` (rows part-way through a
+    chunked prefill, as of the last step: a preemption may leave it high until the next), and,
+    in lockstep, ``kv_max``, ``least`` (fewest tokens left) and ``fill`` (a ``BlockFill``).
+    """
+
+    _FIELDS = ("ids", "prompt", "out", "target", "kv", "left")
+
+    def __init__(self, capacity: int, block_size: int = 16) -> None:
+        self._table = np.zeros((len(self._FIELDS), capacity), dtype=np.int64)
+        # One view per field over the whole capacity, made once: slicing six 1-D views is cheaper
+        # than unpacking a 2-D slice, and it happens whenever a row joins or leaves.
+        self._full = tuple(self._table)
+        self.n = 0
+        self.id_list: list[int] = []
+        self.block_size = block_size
+        self.kv_sum = 0
+        self.partial = 0
+        self.kv_max: int | None = None
+        self.least: int | None = None
+        self.fill: BlockFill | None = None
+        self._views()
+
+    def _views(self) -> None:
+        # Views of the first n rows, rebuilt whenever n changes; writing into them writes the table.
+        n, (ids, prompt, out, target, kv, left) = self.n, self._full
+        self.ids, self.prompt, self.out, self.target, self.kv, self.left = (
+            ids[:n], prompt[:n], out[:n], target[:n], kv[:n], left[:n])
+
+    @property
+    def produced(self) -> np.ndarray:
+        """Output tokens produced so far, per row (before a preemption included)."""
+        return self.out - self.left
+
+    # -- rows joining and leaving ------------------------------------------------------------
+    def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
+        """A row joins, with nothing cached yet (so ``kv_sum`` holds)."""
+        n = self.n
+        for field, value in zip(self._full, (rid, prompt, out, target, 0, left)):
+            field[n] = value  # cheaper than a tuple turned into a column
+        self.n = n + 1
+        self.id_list.append(rid)
+        self._views()
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the rows where mask is true, in order."""
+        kept = np.compress(mask, self._table[:, : self.n], axis=1)
+        k = kept.shape[1]
+        self._table[:, :k] = kept
+        self.n = k
+        self.id_list = kept[0].tolist()
+        self._views()
+
+    def drop(self, rows) -> None:
+        """Drop the rows at these (sorted) positions, keeping the others in order."""
+        if len(rows) <= 4:  # the common case: a request or two finished; shift the newer rows down
+            table, n = self._table, self.n
+            for i in reversed(rows):
+                i = int(i)
+                table[:, i : n - 1] = table[:, i + 1 : n]
+                n -= 1
+                del self.id_list[i]
+            self.n = n
+            self._views()
+            return
+        mask = np.ones(self.n, dtype=bool)
+        mask[rows] = False
+        self.keep(mask)
+
+    def pop(self) -> None:
+        """Drop the newest row."""
+        self.n -= 1
+        self.id_list.pop()
+        self._views()
+
+    def index_of(self, rid: int) -> int:
+        return self.id_list.index(rid)
+
+    def forget(self) -> None:
+        """The lockstep figures no longer hold: scan them afresh when next needed."""
+        self.kv_max = self.least = self.fill = None
+
+    def take_out(self, i: int) -> int:
+        """Row ``i`` leaves (a cancelled request): its cached tokens, whose blocks are now free."""
+        kv = self.kv.item(i)
+        self.drop([i])
+        self.kv_sum -= kv
+        self.forget()
+        self.partial = int(np.count_nonzero(self.kv < self.target))
+        return kv
+
+    def pop_newest(self) -> tuple[int, int, int, int, int]:
+        """The newest row leaves (preempted): (id, prompt, out, produced, tokens it had cached)."""
+        i = self.n - 1
+        rid, prompt, out, kv = self.ids.item(i), self.prompt.item(i), self.out.item(i), self.kv.item(i)
+        produced = out - self.left.item(i)
+        self.pop()
+        self.kv_sum -= kv
+        self.forget()
+        return rid, prompt, out, produced, kv
+
+    # -- what the next step needs --------------------------------------------------------------
+    def block_need(self) -> int:
+        """Decoding rows whose last block is full: each needs a new block for its next token."""
+        if self.fill is not None:  # lockstep: no row is part-way
+            return self.fill.full()
+        kv = self.kv
+        full = kv % self.block_size == 0  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
+        if self.partial:
+            full &= kv >= self.target
+        return int(np.count_nonzero(full))
+
+    def decode_shape(self, decoding, kv: np.ndarray, n_decode: int) -> tuple[int, int]:
+        """(tokens the decoding rows have cached, the longest of their contexts); ``kv``: theirs."""
+        if not n_decode:
+            return 0, 0
+        if isinstance(decoding, slice):  # lockstep: every row present before this step's admissions decodes
+            # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
+            if self.kv_max is None:
+                self.kv_max = int(_max_of(kv))
+            return self.kv_sum, self.kv_max
+        return int(np.add.reduce(kv)), int(_max_of(kv))
+
+    def fewest_left(self, decoding, n_decode: int) -> int:
+        """The fewest output tokens a decoding row has left (0: none decodes)."""
+        if not n_decode:
+            return 0
+        if isinstance(decoding, slice):  # lockstep: the kept figure holds
+            if self.least is None:
+                self.least = int(_min_of(self.left[decoding]))
+            return self.least
+        return int(_min_of(self.left[decoding]))
+
+    # -- what a step did -------------------------------------------------------------------------
+    def account(self, prefill, chunk_rows: list[int], decoding, n_decode: int, done: int, least_left: int,
+                held: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], int, int | None]:
+        """Apply ``done`` repetitions of a step: its chunks (``prefill``, at rows ``chunk_rows``) and
+        the rows ``decoding`` (a slice when every row present before the step decodes: lockstep).
+        The rows that finished leave. ``held``: the blocks the rows held before the step.
+
+        Returns (token ids, their counts, finished ids, blocks the rows grew into, blocks freed by
+        the finished rows: None when no row could have finished)."""
+        kv, left = self.kv, self.left  # views: updated in place
+        # Lockstep: every row present before the step decoded, so the kept longest context and fewest
+        # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
+        lockstep = isinstance(decoding, slice)
+        prefilled: list[int] = []
+        ending = False  # a prefill that produced a request's last token
+        under_way = False  # a chunk that did not reach the end of its context
+        joined: list[int] = []  # lockstep: the cache of each row whose prefill completed
+        new_max = new_least = None  # and the longest of them, and the fewest tokens they have left
+        for c, i in zip(prefill, chunk_rows):
+            kv[i] += c.length
+            self.kv_sum += c.length
+            if c.completes:
+                left[i] -= 1
+                prefilled.append(c.request_id)
+                l = left.item(i)
+                ending = ending or l <= 0
+                if lockstep:
+                    k = kv.item(i)
+                    joined.append(k)
+                    if new_max is None:
+                        new_max, new_least = k, l
+                    else:
+                        new_max, new_least = max(new_max, k), min(new_least, l)
+            else:
+                under_way = True
+        if n_decode:
+            if lockstep:
+                # A slice is a view: add in place (``kv[s] += done`` would also write the view back).
+                grow, shrink = kv[decoding], left[decoding]
+                grow += done
+                shrink -= done
+            else:
+                kv[decoding] += done
+                left[decoding] -= done
+            self.kv_sum += done * n_decode
+        bs, fill = self.block_size, self.fill
+        if lockstep:
+            # The old rows' figures moved by ``done``, against those of the rows that joined (if any).
+            if not n_decode:
+                self.kv_max, self.least = new_max, new_least
+            else:
+                if self.kv_max is not None:
+                    m = self.kv_max + done
+                    self.kv_max = m if new_max is None else max(m, new_max)
+                if self.least is not None:
+                    m = self.least - done
+                    self.least = m if new_least is None else min(m, new_least)
+        if lockstep and fill is not None:
+            # The decoding rows grew by ``done`` tokens each; the rows that joined took their blocks
+            # when admitted, so only the decoding rows can have grown into new blocks.
+            grown = fill.growth(done) if n_decode else 0
+            fill.advance(done)
+            for k in joined:
+                fill.add(k)
+        else:
+            # Every row now holds the blocks its cache fills: those the step grew into.
+            grown = int(np.add.reduce((kv + (bs - 1)) // bs)) - held
+        if prefilled:
+            token_ids = np.concatenate((prefilled, self.ids[decoding]))  # int64, as the ids
+            counts = np.empty(len(token_ids), dtype=np.int64)
+            counts.fill(done)
+            counts[: len(prefilled)] = 1
+        else:
+            # A copy: with a slice, ids[decoding] is a view that drop() below would overwrite.
+            token_ids = self.ids[decoding].copy()
+            counts = np.empty(n_decode, dtype=np.int64)
+            counts.fill(done)
+        finished: tuple[int, ...] = ()
+        freed = None
+        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
+        # produced a request's only token.
+        if ending or (n_decode and done >= least_left):
+            fin = (left <= 0).nonzero()[0].tolist()
+            ids = self.id_list
+            finished = tuple([ids[i] for i in fin])
+            gone = [kv.item(i) for i in fin]
+            self.drop(fin)
+            if fill is not None:
+                for k in gone:
+                    fill.remove(k)
+            self.kv_sum -= sum(gone)
+            freed = sum(-(-k // bs) for k in gone)
+            self.least = None  # the fewest left was theirs (0): the next is unknown
+            if self.kv_max is not None and max(gone, default=-1) >= self.kv_max:
+                self.kv_max = None
+        if under_way or self.partial:
+            self.partial = int(np.count_nonzero(self.kv < self.target))
+        if self.partial or not lockstep:
+            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
+            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
+            self.forget()
+        elif fill is None:
+            self.fill = BlockFill(self.kv, bs)  # every row decodes next: count them once
+        return token_ids, counts, finished, grown, freed
