@@ -25,6 +25,10 @@ Two things make it a little longer than that, and both are SimPy's ``interrupt``
   A real engine cannot be cut after the fact, so it is told beforehand where to stop
   (the next arrival), and its repeat is never interrupted.
 
+On the simulated clock a step whose end comes before any other event needs no event of its own:
+nothing can happen meanwhile, so the clock jumps to its end (``SimClock.jump``) and the server
+goes on, exactly as if it had yielded that event and been resumed by it.
+
 ``go_down()`` / ``come_back()`` are for a user's own process (a maintenance window): a
 server that is down finishes the step it is running, then runs nothing until it is back;
 requests routed to it wait in its queue.
