@@ -4,15 +4,18 @@ For each load shape: profile the real engine on a grid fitted to the shape (batc
 ``ProfiledStepTime``, with each grid point's spread), then for each policy set the arrival rate
 at which the simulated server is busy ``--load`` of the time (``batchsim.sim.busy``) and run
 ``realrun.compare.compare_policies``: ``--repeats`` measurements per policy, interleaved in
-seeded shuffled rounds with a canary before and after each, against the median of ``--seeds``
-simulations whose passes are drawn from the profiled spread. Printed:
+seeded shuffled rounds with a canary (``realrun.canary``) before and after each, against the
+median of ``--seeds`` simulations whose passes are drawn from the profiled spread and the
+machine's slow drift, at the machine's level over the runs (the canaries' median, prefill and
+decode apart). Printed:
 
 - per run: the errors of the median prediction against the median measurement (targets at
   50-85 % busy: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %, TPOT 10 %), the repeats' spread of
   p50 E2E, how many metrics agree / are within noise / disagree, and how many measured
   medians fall in the predicted 90 % band;
-- the ablation: mean-only against sampled step times, p99 E2E and p99 TTFT error, per shape
-  and policy;
+- the ablation, per shape and policy: p99 E2E and p99 TTFT error with every pass at its mean,
+  sampled from the passes' spread alone, and with the slow drift too; how many measured medians
+  fall in the band of each noise; and p50 E2E's error at the profile's level against the canaries';
 - the decision test: for every two policies whose measured gap (p99 E2E, and cost per request:
   server-seconds per request, 1 / throughput) is larger than their repeats' spread, whether
   the simulator ranks them the same way.
@@ -45,7 +48,9 @@ import numpy as np
 from batchsim import Gamma, LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
 from batchsim.core.workload import Workload
 from batchsim.sim.busy import rate_factor_for_busy, scaled
-from realrun.compare import compare_policies, error_pct
+from realrun.canary import Canary
+from realrun.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
+from realrun.verdict import band_of, median_summary
 from realrun.drift import load_warning, recheck, stability
 from realrun.engine import Engine
 from realrun.grid import grid_for_workload
@@ -120,7 +125,7 @@ def main(argv=None) -> int:
         max_prefill = max([getattr(q, "max_batched_tokens", 0) for q in pols.values()] +
                           [q.max_rows * p_max for q in pols.values() if not hasattr(q, "max_batched_tokens")])
         grid = grid_for_workload(unit, max(q.max_rows for q in pols.values()), max_prefill, chunk,
-                                 policies=tuple(pols), rounds=2)
+                                 policies=tuple(pols), rounds=2, probe_s=6.0)
         prof = profile(engine, grid, policies=pols)
         model = prof.model
         print(f"\n== {name}: {unit.description}")
@@ -134,15 +139,28 @@ def main(argv=None) -> int:
         pairs = [(k, make_policy(k, **POLICIES[k]), make_policy(k, **POLICIES[k])) for k in policies]
         report = compare_policies(workloads, pairs, lambda label, pol: run_real(workloads[label], pol, engine, limits=limits),
                                   model, limits=limits, seeds=args.seeds, repeats=args.repeats, order_seed=args.seed,
-                                  canary=lambda: stability(engine, passes=16)["median_s"])
+                                  canary=Canary(engine, model))
+        lv = report.level
+        print(lv.text() if lv is not None else "no canary readings")
         for row in report.rows:
-            mean_only = summarize(simulate(workloads[row.label], make_policy(row.label, **POLICIES[row.label]), model,
-                                           limits=limits))
+            wl = workloads[row.label]
+            fresh = [make_policy(row.label, **POLICIES[row.label]) for _ in range(args.seeds)]
+            mean_only = summarize(simulate(wl, fresh[0], lv.model(model) if lv else model, limits=limits))
+            passes = [summarize(x) for x in predict_runs(wl, fresh, model, limits, args.seeds, "passes", lv, args.seed)]
+            p_pred, p_band = median_summary(passes), band_of(passes, [k for k, *_ in COMPARE_METRICS])
             errs = row.errors
-            table.append((name, row.label, rates[row.label], len(workloads[row.label]), row.predicted["busy_fraction"],
+            table.append((name, row.label, rates[row.label], len(wl), row.predicted["busy_fraction"],
                           row.measured["busy_fraction"], errs, row.noise.get("p50_e2e"), row.verdicts, row.in_band))
-            ablation.append((name, row.label, *(error_pct(mean_only[k], row.measured[k]) for k in ("p99_e2e", "p99_ttft")),
-                             *(errs[k] for k in ("p99_e2e", "p99_ttft"))))
+            m = row.measured
+            in_passes = [p_band[k][0] <= m[k] <= p_band[k][1] for k in p_band if m.get(k) is not None
+                         and row.in_band.get(k) is not None]  # the metrics the main band is held to
+            in_slow = [v for v in row.in_band.values() if v is not None]
+            ablation.append((name, row.label,
+                             *(error_pct(mean_only[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
+                             *(error_pct(p_pred[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
+                             *(errs[k] for k in ("p99_e2e", "p99_ttft")),
+                             (sum(in_passes), len(in_passes)), (sum(in_slow), len(in_slow)),
+                             row.errors_at_profile["p50_e2e"], errs["p50_e2e"]))
             print(_line(table[-1]), flush=True)
         decisions += _decisions(name, report.rows)
         print(recheck(engine, model).text())
@@ -190,15 +208,25 @@ def _print_all(table, ablation, decisions, args) -> None:
     if spreads:
         print(f"repeat spread of p50 E2E (farthest repeat from the median): median {np.median(spreads):.1f} %, "
               f"worst {max(spreads):.1f} %")
-    print("\n== ablation: error of p99 E2E and p99 TTFT, step times priced at the mean vs sampled from the profiled spread")
-    print(f"{'shape':7s} {'policy':11s} | {'p99 E2E mean':>12s} {'sampled':>8s} | {'p99 TTFT mean':>13s} {'sampled':>8s}")
-    for shape, pol, e_m, t_m, e_s, t_s in ablation:
-        print(f"{shape:7s} {pol:11s} | {_pct(e_m):>12s} {_pct(e_s):>8s} | {_pct(t_m):>13s} {_pct(t_s):>8s}")
+    print("\n== ablation: step times at the mean, sampled from the passes' spread, and with the machine's slow drift too "
+          "(errors %, at the canaries' level); measured medians inside each noise's 90 % band; p50 E2E error at the "
+          "profile's level and at the canaries'")
+    print(f"{'shape':7s} {'policy':11s} | {'p99 E2E: mean':>13s} {'passes':>7s} {'+slow':>7s} | {'p99 TTFT: mean':>14s} "
+          f"{'passes':>7s} {'+slow':>7s} | {'in band: passes':>15s} {'+slow':>6s} | {'p50 E2E: profile':>16s} {'canary':>7s}")
+    for shape, pol, e_m, t_m, e_p, t_p, e_s, t_s, b_p, b_s, l_p, l_c in ablation:
+        print(f"{shape:7s} {pol:11s} | {_pct(e_m):>13s} {_pct(e_p):>7s} {_pct(e_s):>7s} | {_pct(t_m):>14s} {_pct(t_p):>7s} "
+              f"{_pct(t_s):>7s} | {f'{b_p[0]}/{b_p[1]}':>15s} {f'{b_s[0]}/{b_s[1]}':>6s} | {_pct(l_p):>16s} {_pct(l_c):>7s}")
     if ablation:
         for j, lab in ((2, "p99 E2E"), (3, "p99 TTFT")):
-            m = [abs(r[j]) for r in ablation if r[j] is not None]
-            s = [abs(r[j + 2]) for r in ablation if r[j + 2] is not None]
-            print(f"  mean |error| of {lab}: mean-only {np.mean(m):.1f} %, sampled {np.mean(s):.1f} %")
+            cols = [[abs(r[j + 2 * c]) for r in ablation if r[j + 2 * c] is not None] for c in range(3)]
+            print(f"  mean |error| of {lab}: mean-only {np.mean(cols[0]):.1f} %, passes' spread {np.mean(cols[1]):.1f} %, "
+                  f"with the slow drift {np.mean(cols[2]):.1f} %")
+        for j, lab in ((8, "passes' spread"), (9, "with the slow drift")):
+            got, of = sum(r[j][0] for r in ablation), sum(r[j][1] for r in ablation)
+            print(f"  measured median in the 90 % band, {lab}: {got} of {of} ({got / max(1, of):.0%})")
+        lp = [abs(r[10]) for r in ablation if r[10] is not None]
+        lc = [abs(r[11]) for r in ablation if r[11] is not None]
+        print(f"  mean |error| of p50 E2E: at the profile's level {np.mean(lp):.1f} %, at the canaries' {np.mean(lc):.1f} %")
     print("\n== decision test: pairs whose measured gap exceeds their repeats' spread (the sum of each one's farthest repeat)")
     for shape, a, b, fig, gap, noise, same in decisions:
         print(f"{shape:7s} {a:>10s} vs {b:<10s} {fig:13s} measured gap {gap:+7.1f}% (noise {noise:5.1f}%): "

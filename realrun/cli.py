@@ -89,15 +89,17 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
         _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
         g.add_argument("--step-noise", default=None, help="profiled (default: each simulated pass drawn from the spread the "
-                       "profile measured, over --seeds seeds: a median prediction and a 90 %% band) or none (every pass at its mean)")
+                       "profile measured, times the machine's slow drift, over --seeds seeds: a median prediction and a 90 %% band), "
+                       "passes (the passes' own spread, no slow drift) or none (every pass at its mean)")
         g.add_argument("--seeds", type=int, default=None, help="simulations per policy with --step-noise profiled (default 5)")
         g.add_argument("--repeats", type=int, default=None, help="measure each policy R times, interleaved in rounds of "
                        "shuffled order, a canary of fixed passes timed before and after each run (default 1)")
         g.add_argument("--busy", type=float, default=None, help="set each policy's arrival rate so the simulated server is "
                        "busy this fraction of the time (0.7: 70 %% load); the workload's own rate is only its shape")
         g.add_argument("--no-speed-check", action="store_true",
-                       help="predict with the profile as it was measured; by default a few profiled shapes are timed "
-                            "again just before each policy's run and the prediction is scaled to the machine's speed of now")
+                       help="predict at the profile's level as it was measured; by default a canary of fixed profiled "
+                            "passes is timed before and after every run and the prediction is moved to the machine's level "
+                            "over the runs (prefill and decode apart: the median of every canary)")
     if not calibration:  # run: a fleet of engines taking turns (compare measures one server)
         add_flags(p.add_argument_group("fleet (several engines in this process, taking turns)"), FLEET_FLAGS)
     add_flags(p.add_argument_group("service-level objectives (for goodput)"), SLO_FLAGS)

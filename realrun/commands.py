@@ -228,37 +228,37 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
     engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed))
     from batchsim.sim.profiled import ProfiledStepTime
 
-    from .drift import load_warning, recheck, speed_check
+    from .drift import load_warning, recheck
     from .runner import limits_for
 
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
     builders = dict(zip(plan.names, plan.policies))
     replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
-    check = None
-    if isinstance(step_times, ProfiledStepTime) and plan.engine == "ours" and not getattr(args, "no_speed_check", False):
-        def check(model):
-            scaled, d = speed_check(ours, model)
-            return scaled, d.before()
     limits = limits_for(lm, plan.kv)
     seeds = _seeds(args, step_times, server is not None, notes)
     workloads = _busy_workloads(args, workload, builders, step_times, limits, notes) if args.busy is not None else workload
     canary = None
     repeats = args.repeats or 1
-    if repeats > 1 and plan.engine == "ours":
-        from .drift import stability
+    if isinstance(step_times, ProfiledStepTime) and plan.engine == "ours":
+        # Fixed passes against the profile's price before and after every run: the machine's level over
+        # the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
+        from .canary import Canary
 
-        def canary():
-            return stability(ours, passes=16)["median_s"]
+        canary = Canary(ours, step_times)
+        if canary.reference is None:
+            notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
+                         "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
     per_label = workloads if isinstance(workloads, dict) else None
     report = compare_policies(workloads, pairs, _measure_fn(plan, engine, lm, args, server, per_label), step_times, slo=plan.slo,
-                              limits=limits, replay_policy=replay, speed_check=check, seeds=seeds, repeats=repeats,
-                              order_seed=plan.seed, canary=canary)
+                              limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
+                              order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
+                              level=not getattr(args, "no_speed_check", False))
     for row in report.rows:
         if row.canary:
-            drift = [after / before - 1 for before, after in row.canary]
-            report.notes.append(f"{row.label}: canary (16 one-row decode passes) {row.canary[0][0] * 1e3:.2f} ms before the "
-                                f"first run; after each run it moved {', '.join(f'{d:+.0%}' for d in drift)}")
+            report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against their "
+                                "profiled price: " + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
+                                                              for b, a in row.canary))
     if server is not None:
         for row in report.rows:
             row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
@@ -297,7 +297,9 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
                 "scenario": plan.name,
                 "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
                            "kv_budget_tokens": plan.kv, "model": lm.describe(),
-                           "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy},
+                           "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
+                           "step_noise": args.step_noise or "profiled",
+                           "level": report.level.as_dict() if report.level is not None else None},
                 "calibration": cal_info,
                 "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
                           "decomposition": r.decomposition.as_dict() if r.decomposition else None,
@@ -342,8 +344,8 @@ def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     models = model.values() if isinstance(model, dict) else [model]
     if vllm or any(spread_of(m) is None for m in models):
         what = "vLLM's profile" if vllm else "the calibration"
-        if args.step_noise == "profiled":
-            raise ConfigError(f"step-noise profiled needs a profile that kept each shape's spread, and {what} has none: "
+        if args.step_noise in ("profiled", "passes"):
+            raise ConfigError(f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
                               "re-profile, or use --step-noise none")
         notes.append(f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
                      "no band); profile again for a band")

@@ -21,12 +21,18 @@ is measured that many times, interleaved (rounds, the policies' order shuffled p
 seeded generator, as Google Benchmark's random interleaving does, so a slow minute of the
 machine spreads over every policy instead of spoiling one), with a short canary of fixed
 passes timed before and after each run. Each metric then gets a verdict (``realrun.verdict``).
+
+When the canary is ``realrun.canary.Canary`` (it reads each kind of pass against the model's own
+price), the prediction is made at the machine's level over the session (``session_level``: the
+median of every reading, prefill and decode apart), each seed at a level drawn from that median's
+standard error, so the band holds the level's uncertainty besides the passes' luck; the prediction
+at the profile's own level is kept beside it (``predicted_at_profile``), for the ablation.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -39,95 +45,14 @@ from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
 
+from .canary import CanaryReading, Level, session_level
 from .compare_plot import plot_compare
-from .decompose import Decomposition, decompose, format_decomposition
-from .verdict import TARGETS, band_of, median_summary, noise_pct, verdict
+from .compare_row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
+from .decompose import decompose, format_decomposition
+from .verdict import TARGETS, band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
-           "plot_compare", "worst_error"]
-
-#: (summary key, label, display scale, format)
-COMPARE_METRICS = (
-    ("request_throughput", "req/s", 1.0, "{:.2f}"),
-    ("output_throughput", "output tok/s", 1.0, "{:.0f}"),
-    ("mean_ttft", "mean TTFT ms", 1e3, "{:.1f}"),
-    ("p50_ttft", "p50 TTFT ms", 1e3, "{:.1f}"),
-    ("p99_ttft", "p99 TTFT ms", 1e3, "{:.1f}"),
-    ("mean_tpot", "mean TPOT ms", 1e3, "{:.2f}"),
-    ("mean_e2e", "mean E2E s", 1.0, "{:.3f}"),
-    ("p50_e2e", "p50 E2E s", 1.0, "{:.3f}"),
-    ("p99_e2e", "p99 E2E s", 1.0, "{:.3f}"),
-)
-_THROUGHPUT = ("request_throughput", "output_throughput")
-_KEYS = tuple(k for k, *_ in COMPARE_METRICS)
-
-
-def error_pct(predicted: float | None, measured: float | None) -> float | None:
-    """(predicted - measured) / measured in percent; None when either is missing or measured is 0."""
-    if predicted is None or measured is None or measured == 0:
-        return None
-    return (predicted - measured) / measured * 100.0
-
-
-@dataclass
-class CompareRow:
-    """One policy: ``predicted`` (median over seeds), ``band`` ({metric: [low, high]}, with seeds),
-    ``measured`` (median over repeats) and ``repeats`` (every repeat's summary)."""
-
-    label: str
-    policy: str
-    predicted: dict
-    measured: dict
-    sim: RunResult | None = None
-    real: RunResult | None = None
-    decomposition: Decomposition | None = None
-    partial: bool = False  # the measured run was cut short: compared over what it finished
-    band: dict = field(default_factory=dict)
-    repeats: list = field(default_factory=list)
-    canary: list = field(default_factory=list)  # (seconds before, seconds after) of each run's canary
-    seeds: int = 1
-
-    @property
-    def errors(self) -> dict[str, float | None]:
-        return {k: (None if self.partial and k in _THROUGHPUT else error_pct(self.predicted.get(k), self.measured.get(k)))
-                for k in _KEYS}
-
-    @property
-    def noise(self) -> dict[str, float | None]:
-        """How far the repeats lie from their median, % per metric (None with one repeat)."""
-        return noise_pct(self.repeats, _KEYS)
-
-    @property
-    def verdicts(self) -> dict[str, str | None]:
-        errs, noise = self.errors, self.noise
-        return {k: verdict(errs[k], TARGETS[k], noise[k]) for k in _KEYS}
-
-    @property
-    def in_band(self) -> dict[str, bool | None]:
-        """Whether the median measurement lies inside the predicted 90 % band (None: no band)."""
-        out = {}
-        for k in _KEYS:
-            b, m = self.band.get(k), self.measured.get(k)
-            out[k] = None if b is None or m is None or (self.partial and k in _THROUGHPUT) else bool(b[0] <= m <= b[1])
-        return out
-
-    @property
-    def busy(self) -> float:
-        return float(self.measured.get("busy_fraction") or 0.0)
-
-    def as_dict(self) -> dict:
-        return {"predicted": self.predicted, "predicted_band": self.band, "measured": self.measured,
-                "repeats": self.repeats, "error_pct": self.errors, "repeat_spread_pct": self.noise,
-                "verdict": self.verdicts, "in_band": self.in_band, "seeds": self.seeds,
-                "canary_s": [list(c) for c in self.canary]}
-
-
-@dataclass
-class CompareReport:
-    rows: list[CompareRow] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    figures: list = field(default_factory=list)
-    config: dict = field(default_factory=dict)
+           "plot_compare", "predict_runs", "worst_error"]
 
 
 def _over(result: RunResult, keep: np.ndarray) -> RunResult:
@@ -149,11 +74,12 @@ def compare_policies(
     slo: SLO | None = None,
     limits: ServerLimits | None = None,
     replay_policy=None,
-    speed_check=None,
     seeds: int = 1,
     repeats: int = 1,
     order_seed: int = 0,
     canary=None,
+    noise: str = "profiled",
+    level: bool = True,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
@@ -161,14 +87,14 @@ def compare_policies(
     baseline); the simulated side is ``simulate`` with ``step_time`` (one model, or one per label)
     under the same ``limits``; ``workload`` is one for every policy, or one per label (``--busy``
     sets each policy's own rate). When the measured result kept its trace, the error is decomposed;
-    ``replay_policy(label)`` makes the fresh policy the replay needs. ``speed_check(model) ->
-    (model, note)``, when given, runs just before each measurement and returns the model at the
-    machine's speed of now (``realrun.drift.speed_check``); the prediction uses the first.
+    ``replay_policy(label)`` makes the fresh policy the replay needs.
 
     ``seeds`` > 1: that many simulations, passes sampled from the model's spread, seeds 0..seeds-1
     (``ConfigError`` if the model has none). ``repeats`` > 1: that many measurements per policy,
     interleaved, the order of each round shuffled by ``numpy.random.default_rng(order_seed)``.
-    ``canary() -> seconds``, when given, is timed before and after every measured run.
+    ``canary()``, when given, runs before and after every measured run: a ``CanaryReading`` (then,
+    with ``level``, the prediction is made at the session's level) or plain seconds (kept, not used).
+    ``noise``: ``with_noise``'s choice for the seeds (``profiled``: the passes' spread and the slow drift).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -186,9 +112,6 @@ def compare_policies(
         for i in order:
             label, _, real_policy = pairs[int(i)]
             st = step_time[label] if isinstance(step_time, dict) else step_time
-            if speed_check is not None:
-                st, note = speed_check(st)
-                report.notes.append(f"{label}{f' (run {r + 1})' if repeats > 1 else ''}: {note}")
             models.setdefault(label, st)
             before = canary() if canary is not None else None
             real = measure(label, real_policy if r == 0 else spare_real[label][r - 1])
@@ -203,16 +126,35 @@ def compare_policies(
                 break
         if stop:
             break
+    readings = [pair for pairs_ in canaries.values() for pair in pairs_
+                if all(isinstance(x, CanaryReading) for x in pair)]
+    report.level = session_level(readings) if level else None
+    if report.level is not None:
+        report.notes.append(report.level.text())
     for label, sim_policy, _ in pairs:
         if runs[label]:
             report.rows.append(_row(label, sim_policy, spare_sim[label], runs[label], models[label], wl_of(label), limits,
-                                    slo, seeds, replay_policy, canaries[label], report.notes))
+                                    slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
+                                    order_seed))
     return report
 
 
-def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes) -> CompareRow:
-    sims = [simulate(workload, p, with_noise(st, k) if seeds > 1 else st, limits=limits)
-            for k, p in enumerate([sim_policy, *spares])]
+def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int) -> list[RunResult]:
+    """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k (``noise``:
+    ``with_noise``'s choice) and, with a level, its level from ``default_rng([order_seed, k, ...])``."""
+    out = []
+    for k, p in enumerate(policies):
+        m = st
+        if lv is not None:
+            m = lv.model(st, np.random.default_rng([order_seed, k, 0x1E7E1]) if seeds > 1 else None)
+        out.append(simulate(workload, p, with_noise(m, k, noise) if seeds > 1 else m, limits=limits))
+    return out
+
+
+def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes,
+         noise="profiled", lv: Level | None = None, order_seed: int = 0) -> CompareRow:
+    fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None  # before any simulation
+    sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed)
     first = reals[0]
     stopped = str(reals[-1].meta.get("stopped") or "")
     if stopped:  # compare over what the cut run finished, on its first prediction only
@@ -225,9 +167,13 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     preds = [summarize(x, slo) for x in sims]
     meas = [summarize(x, slo) for x in reals]
     row = CompareRow(label, repr(sim_policy), median_summary(preds), median_summary(meas), sims[0], first,
-                     band=band_of(preds, _KEYS) if seeds > 1 else {}, repeats=meas, canary=canary, seeds=seeds)
+                     band=band_of(preds, KEYS) if seeds > 1 else {}, repeats=meas, canary=canary, seeds=seeds)
+    if lv is not None:
+        at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed)
+        row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
     if first.meta.get("trace") is not None and replay_policy is not None:
-        row.decomposition = decompose(workload, replay_policy(label), first, st, limits)
+        # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
+        row.decomposition = decompose(workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits)
     return row
 
 
@@ -285,7 +231,7 @@ def format_compare(report: CompareReport, decomposition: bool = True) -> str:
 
     out = [fmt_line(head), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in lines]
     if report.rows:
-        counts = {v: sum(r.verdicts[k] == v for r in report.rows for k in _KEYS) for v in _SHORT}
+        counts = {v: sum(r.verdicts[k] == v for r in report.rows for k in KEYS) for v in _SHORT}
         band = [x for r in report.rows for x in r.in_band.values() if x is not None]
         out.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items())
                    + (f"; measured median inside the predicted 90 % band in {sum(band)} of {len(band)}" if band else "")

@@ -21,7 +21,7 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
     Right: the error of each metric, per policy, with the ±10 % and ±20 % bands."""
     from matplotlib.figure import Figure
 
-    from .compare import _THROUGHPUT, COMPARE_METRICS
+    from .compare_row import COMPARE_METRICS, THROUGHPUT as _THROUGHPUT
 
     latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
     decomposed = [r for r in report.rows if r.decomposition is not None]

@@ -20,7 +20,10 @@ from batchsim.core.workload import Request, Workload
 
 from .model import RANDOM_WEIGHTS_NOTE, LoadedModel, available_cores
 
-__all__ = ["doctor", "diagnose"]
+__all__ = ["doctor", "diagnose", "DRIFT_PROBE_S"]
+
+#: Seconds of the drift probe: a time constant of a second shows in a few.
+DRIFT_PROBE_S = 3.0
 
 
 def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto") -> dict:
@@ -42,8 +45,17 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         times[b] = (ends[-1] - t0) / 5
     from .drift import stability
 
+    from batchsim.sim.slowdrift import fit_slow_drift
+
+    from .measure import PROBE_PASSES, probe_series
+
     sample = lm.tokenizer.decode(eng.outputs()[0][:6])
     steady = stability(eng)  # (it starts the engine afresh: the sample is taken first)
+    # Some seconds of the same pass: how the machine's speed wanders over seconds (what a queue feels).
+    eng.start(Workload((Request(0, 0.0, 64, 1 << 30),), "drift probe"))
+    probe = probe_series(eng, 64, int(min(4000, max(PROBE_PASSES, DRIFT_PROBE_S / max(steady["median_s"], 1e-5)))))
+    eng.start(Workload(()))
+    drift = fit_slow_drift(probe)
     mem = memory_stats(lm)
     try:
         load = list(os.getloadavg())
@@ -60,6 +72,7 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "decode_step_s": {"1": times[1], "16": times[16]}, "sample": sample,
         "peak_rss_bytes": mem["peak_rss_bytes"], "load_average": load, "timing_stability": steady,
+        "slow_drift": drift.as_dict() if drift is not None else None, "drift_probe_s": float(sum(probe)),
     }
     try:
         info["ram_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -107,6 +120,13 @@ def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto
     quiet = "steady enough to measure on" if s["spread"] < 0.15 else "noisy: expect measured times to move by that much"
     print(f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
           f"p90/p10 {1 + s['spread']:.2f} ({quiet})")
+    if d["slow_drift"] is not None:
+        sd, tau = d["slow_drift"]["sd"], d["slow_drift"]["tau_s"]
+        print(f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders by {sd:.0%} (sd) with a "
+              f"time constant of {tau:.2f} s: a queue feels that more than the spread above (the profile measures it, "
+              "and --step-noise profiled samples it)")
+    else:
+        print(f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, no slow drift of its speed showed")
     from .drift import load_warning
 
     if d["load_average"] is not None:

@@ -2,11 +2,11 @@
 
 A prediction is made from a profile taken minutes earlier; a CPU's speed moves in that
 time (its clock, its caches, the other processes on it), and the measurement moves with
-it while the prediction cannot. So before each measured run ``speed_check`` times a few of
-the profile's own shapes again and scales the prediction to the machine's speed of now;
-after the runs ``recheck`` does it once more and reports how far the machine moved; ``load_warning`` says when the
-load average shows other work on the machine; ``stability`` (for ``realrun doctor``)
-times one small pass many times and reports its spread.
+it while the prediction cannot. So ``realrun.canary`` times a few fixed passes around every
+measured run and the prediction is made at the machine's level over the runs; after the runs
+``recheck`` times a few of the profile's own shapes once more and reports how far the machine
+moved; ``load_warning`` says when the load average shows other work on the machine;
+``stability`` (for ``realrun doctor``) times one small pass many times and reports its spread.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ import numpy as np
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 from batchsim.sim.profiled import ProfiledStepTime
-from batchsim.sim.steptime import ScaledStepTime, StepTimeModel
 
-__all__ = ["Drift", "recheck", "speed_check", "load_warning", "stability"]
+__all__ = ["Drift", "recheck", "load_warning", "stability"]
 
 
 @dataclass(frozen=True)
 class Drift:
     """Measured / profiled time of each shape timed again, and their median.
 
-    ``applied`` is the factor a speed check scales the prediction by: the median, unless it lies
+    ``applied`` is the factor the shapes say the machine moved by: the median, unless it lies
     within two standard errors of 1 (the shapes' own scatter over the square root of their count).
     A correction smaller than its own error is noise, and applying it adds that noise to every
     predicted figure: on a machine whose passes jitter by 30 % or more, five shapes timed eight
@@ -45,13 +44,6 @@ class Drift:
     @property
     def applied(self) -> float:
         return self.ratio if abs(self.ratio - 1) > 2 * self.error else 1.0
-
-    def before(self) -> str:
-        head = (f"speed check: {len(self.shapes)} profiled shapes take {self.ratio:.3f}x (+-{self.error:.3f}) their "
-                "profiled time just before the run")
-        if self.applied == 1.0 and self.ratio != 1.0:
-            return head + "; within its own error of 1, so the prediction is not scaled"
-        return head + "; the prediction is scaled by that"
 
     def text(self) -> str:
         pct = (self.ratio - 1) * 100
@@ -99,18 +91,6 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
         out.append((kind, b, n, measured / predicted))
     engine.start(Workload(()))
     return Drift(tuple(out), float(np.median([r for *_, r in out])))
-
-
-def speed_check(engine, model: ProfiledStepTime) -> tuple[StepTimeModel, Drift]:
-    """The profiled model at the machine's speed of now: a few profiled shapes timed again just
-    before a run, and every price scaled by how much slower or faster they ran (their median),
-    when that is more than the check's own error (``Drift.applied``); else the model as it is.
-
-    A profile taken minutes ago is the shape of the cost; the machine's clock, caches and the
-    other processes move its level by several per cent a minute on a shared CPU. Nothing of the
-    run to be predicted is used: the check runs before it."""
-    d = recheck(engine, model)
-    return (ScaledStepTime(model, d.applied) if d.applied != 1.0 else model), d
 
 
 def load_warning(threads: int) -> str | None:

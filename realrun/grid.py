@@ -64,11 +64,16 @@ class Grid:
     validation: int = 10  # off-grid shapes timed and held out
     seed: int = 0
     wake_idle: tuple[float, ...] = (0.001, 0.005, 0.02, 0.1)  # idle seconds after which a cold start is timed
+    # Seconds of the slow probe (one pass over and over: how the machine's speed wanders); 0, a grid made
+    # by hand: the fewest passes that can show a drift (120).
+    probe_s: float = 0.0
 
     def __post_init__(self) -> None:
         check_int_at_least("repeats", self.repeats, 1)
         check_int_at_least("rounds", self.rounds, 1)
         check_int_at_least("max_prefill_tokens", self.max_prefill_tokens, 1)
+        if isinstance(self.probe_s, bool) or not isinstance(self.probe_s, (int, float)) or not 0 <= self.probe_s <= 600:
+            raise ConfigError(f"grid probe_s must be seconds in [0, 600], got {self.probe_s!r}")
         for name in ("decode_rows", "decode_widths", "prefill_rows", "prefill_lengths"):
             axis = getattr(self, name)
             if not axis or any(not isinstance(v, (int, np.integer)) or v < 1 for v in axis) or list(axis) != sorted(set(axis)):
@@ -97,15 +102,16 @@ GRIDS = {
     # About 15 s for tiny-gpt2 on one core: shapes a small classroom workload reaches.
     "quick": Grid(decode_rows=doubling(1, 32), decode_widths=(16, 64, 256), prefill_rows=(1, 2, 4, 8),
                   prefill_lengths=(8, 32, 128, 256), max_prefill_tokens=1024, past=((64, 128),),
-                  join=((4, 64, 32), (16, 128, 64)), repeats=4),
+                  join=((4, 64, 32), (16, 128, 64)), repeats=4, probe_s=3.0),
     "full": Grid(decode_rows=doubling(1, 128), decode_widths=(16, 64, 256, 768), prefill_rows=doubling(1, 32),
                  prefill_lengths=doubling(8, 1024), max_prefill_tokens=4096, past=((128, 256), (256, 512), (512, 256)),
-                 join=((4, 64, 32), (16, 256, 64), (64, 256, 128)), repeats=6, rounds=3),
+                 join=((4, 64, 32), (16, 256, 64), (64, 256, 128)), repeats=6, rounds=3, probe_s=6.0),
 }
 
 
 def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk: int | None = None,
-                      policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 8, rounds: int = 2) -> Grid:
+                      policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 8, rounds: int = 2,
+                      probe_s: float = 4.0) -> Grid:
     """A grid that covers what this workload will run.
 
     max_rows: the most rows a step may hold; max_prefill: the most prompt tokens one pass may
@@ -140,4 +146,5 @@ def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk
         policies=tuple(policies),
         repeats=repeats,
         rounds=rounds,
+        probe_s=probe_s,
     )

@@ -9,8 +9,10 @@ time depends on the shapes it reads, not the numbers.
 
 Whole grids are swept in interleaved rounds, so a burst of load from another process
 spoils one sweep of a point, not all of it. Besides the grid: a few shapes between grid
-points (held out, for an honest error), the cold start after the server sleeps, and each
-policy's gap between steps, timed by a short burst through the real driver.
+points (held out, for an honest error), the cold start after the server sleeps, each
+policy's gap between steps, timed by a short burst through the real driver, and the slow
+probe: some seconds of one decode pass over and over, whose log times show how the machine's
+speed wanders over seconds (``batchsim.sim.slowdrift``).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from batchsim.core.workload import Request, Workload
 
 from .grid import Grid
 
-__all__ = ["measure", "robust_mean", "WARMUP"]
+__all__ = ["measure", "robust_mean", "probe_series", "WARMUP"]
 
 WARMUP = 2
+#: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
+PROBE_PASSES = 120
 
 
 class _Samples:
@@ -120,12 +124,14 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
                 engine.release([new])
             engine.release(rows)
             _tick(bar)
+    probe = _slow_probe(engine, grid, ids, s)
     wake = _wake(engine, grid, ids, bar)
     gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
     if bar is not None:
         bar.close()
     return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
-            "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions)}
+            "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions),
+            "slow_probe": probe}
 
 
 def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
@@ -155,6 +161,33 @@ def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
         extra.append(max(0.0, robust_mean(cold) - robust_mean(warm)))
         _tick(bar)
     return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
+
+
+def _slow_probe(engine, grid: Grid, ids: list[int], s: _Samples) -> list[float]:
+    """About ``grid.probe_s`` seconds (at least ``PROBE_PASSES`` passes) of consecutive one-row decode
+    passes at the grid's middle width, in stretches that fit the context (each refilled, its first
+    passes dropped as the grid's are)."""
+    w = grid.decode_widths[len(grid.decode_widths) // 2]
+    key = ("decode", grid.decode_rows[0], w)
+    one = s.mean(key) if key in s.by_key else 0.01
+    return probe_series(engine, w, int(min(4000, max(PROBE_PASSES, grid.probe_s / max(one, 1e-5)))), ids[0])
+
+
+def probe_series(engine, width: int, passes: int, rid: int = 0) -> list[float]:
+    """Seconds of ``passes`` consecutive one-row decode passes over ``width`` tokens of (random) KV, in
+    stretches that fit the model's context: each stretch refilled and its first passes dropped (fresh
+    rows run slow at first). The engine must hold no rows; it holds none after."""
+    stretch = max(8, min(256, int(engine.lm.n_positions) - 1 - width - WARMUP))
+    out: list[float] = []
+    log = engine.pass_log
+    while len(out) < passes:
+        k = min(stretch, passes - len(out))
+        engine.fill_rows([rid], [width])
+        log.clear()
+        engine.execute(Step(decode=(rid,), kv_read=width, decode_width=width, repeat=k + WARMUP))
+        out.extend(x for _, x in log[WARMUP:])
+        engine.release([rid])
+    return out
 
 
 def _jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:

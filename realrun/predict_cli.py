@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--calibration", default=None, help="step-time model (JSON from `python -m realrun profile` on the "
                    "machine that served; default: profile the sidecar's model now, on this machine)")
     p.add_argument("--step-noise", default=None, help="profiled (default: each simulated pass drawn from the profiled "
-                   "spread, over --seeds seeds: a median and a 90 %% band) or none (every pass at its mean)")
+                   "spread and the machine's slow drift, over --seeds seeds: a median and a 90 %% band), passes (the passes' "
+                   "spread alone) or none (every pass at its mean)")
     p.add_argument("--seeds", type=int, default=None, help="simulations with --step-noise profiled (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
     p.add_argument("--out", default=None, help="folder for the figure (predict-ttft-cdf.png) and a calibration profiled now")
@@ -94,8 +95,8 @@ def _seeds(args, model, notes: list[str]) -> int:
     if (args.step_noise or "profiled") == "none":
         return 1
     if spread_of(model) is None:
-        if args.step_noise == "profiled":
-            raise ConfigError("step-noise profiled needs a calibration that kept each shape's spread (realrun profile "
+        if args.step_noise in ("profiled", "passes"):
+            raise ConfigError(f"step-noise {args.step_noise} needs a calibration that kept each shape's spread (realrun profile "
                               "writes one), and this one has none: re-profile, or use --step-noise none")
         notes.append("note: the calibration kept no spread of its step times, so each pass is priced at its mean "
                      "(one prediction, no band, no noise)")

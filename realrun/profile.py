@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from batchsim.core.errors import ConfigError
 from batchsim.core.plan import Pass
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
+from batchsim.sim.slowdrift import fit_slow_drift
 from batchsim.sim.spread import SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
@@ -77,7 +78,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         for i in range(top + 1, pz.shape[0]):
             pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
     prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
-    spread = _spread(grid, s, decode, prefill, meas.get("decode_runs", []))
+    spread = _spread(grid, s, decode, prefill, meas.get("decode_runs", []), meas.get("slow_probe") or [])
     past = [(s.mean(("past", q, p)) - float(prefill(1, q)[0])) / (q * p) for q, p in grid.past]
     # Small differences of two clock readings: their median, which a preempted pass cannot move.
     step_extra = max(0.0, float(np.median(meas["step_extra"]))) if meas["step_extra"] else 0.0
@@ -105,7 +106,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
     )
 
 
-def _spread(grid: Grid, s: _Samples, decode: Grid2D, prefill: Grid2D, runs: list) -> StepSpread:
+def _spread(grid: Grid, s: _Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
     """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``); a prefill point
     above the pass limit, never timed, takes the spread of the largest rows timed at its length."""
     dq = np.array([[ratio_quantiles(s.by_key[("decode", b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
@@ -118,7 +119,7 @@ def _spread(grid: Grid, s: _Samples, decode: Grid2D, prefill: Grid2D, runs: list
         known = np.flatnonzero(np.isfinite(pq[:, j, 0]))
         pq[known[-1] + 1:, j] = pq[known[-1], j]
     return StepSpread(SpreadGrid(decode.x, decode.y, dq, "spread decode"), SpreadGrid(prefill.x, prefill.y, pq, "spread prefill"),
-                      lag1=lag1_of(runs))
+                      lag1=lag1_of(runs), slow=fit_slow_drift(probe))
 
 
 def _points(meas: dict) -> list[ProfilePoint]:
@@ -233,7 +234,8 @@ class Profile:
         cv = ""
         if m.spread is not None:
             cv = (f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, prefill "
-                  f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}")
+                  f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}; "
+                  + (m.spread.slow.text() if m.spread.slow is not None else "no slow drift seen"))
         lines = [f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
                  f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
                  f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
@@ -264,6 +266,10 @@ def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, pr
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
     points = _points(meas)
     model = build(meas, source)
+    # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
+    from .canary import Canary
+
+    model = replace(model, extra={**model.extra, "canary": Canary(engine, model).take_reference()})
     linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="grouped")
     info = {
         "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights, "n_positions": lm.n_positions,

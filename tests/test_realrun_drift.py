@@ -1,4 +1,4 @@
-"""The speed check: it scales a prediction only by a correction larger than its own error."""
+"""The drift check and the canary: a machine's move is trusted only beyond its own error."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
-from batchsim.sim.steptime import ScaledStepTime  # noqa: E402
-from realrun.drift import Drift, speed_check  # noqa: E402
+from realrun.drift import Drift, recheck  # noqa: E402
 from realrun.engine import Engine  # noqa: E402
 from realrun.grid import Grid  # noqa: E402
 from realrun.model import load_model  # noqa: E402
@@ -26,7 +25,6 @@ def test_a_clear_slowdown_is_applied():
     d = _drift(1.20, 1.22, 1.19, 1.21, 1.18)
     assert d.error == pytest.approx(0.00707, rel=0.01)
     assert d.applied == pytest.approx(1.20)
-    assert "scaled by that" in d.before()
 
 
 def test_a_correction_within_its_own_error_is_not_applied():
@@ -35,24 +33,39 @@ def test_a_correction_within_its_own_error_is_not_applied():
     assert d.ratio == pytest.approx(0.95)
     assert 2 * d.error > abs(d.ratio - 1)
     assert d.applied == 1.0
-    assert "not scaled" in d.before()
 
 
 def test_one_shape_alone_is_never_trusted():
     assert _drift(1.5).applied == 1.0
 
 
-def test_speed_check_on_a_real_engine_returns_a_model_at_the_applied_factor():
+@pytest.fixture(scope="module")
+def profiled():
     lm = load_model("tiny-gpt2", threads=1)
     engine = Engine(lm)
     grid = Grid(decode_rows=(1, 4), decode_widths=(8, 32), prefill_rows=(1, 2), prefill_lengths=(8, 32),
                 max_prefill_tokens=64, past=(), join=(), policies=("taxi",), repeats=2, rounds=1, validation=0,
                 wake_idle=())
-    model = profile(engine, grid).model
+    return engine, profile(engine, grid).model
+
+
+def test_the_canary_reads_grid_points_against_their_profiled_price(profiled):
+    from realrun.canary import Canary
+
+    engine, model = profiled
+    c = Canary(engine, model)
+    # At the grid's middle: priced from the profile's own means, not from an edge's extrapolation.
+    assert c.length in model.prefill.y and model.decode.y[0] <= c.width <= model.decode.y[-1]
+    assert c.reference is not None and model.extra["canary"]["decode"] == c.reference[1]  # the profile kept its own
+    r = c()
+    # Just after the profile, on the same engine: near 1 (a loaded 2-core machine has read 0.7-1.5).
+    assert 0.3 < r.prefill < 3.0 and 0.3 < r.decode < 3.0 and r.seconds > 0
+    assert len(engine.batch) == 0 and not engine.pass_log  # it leaves the engine fresh for the run
+
+
+def test_the_recheck_on_a_real_engine_times_five_profiled_shapes(profiled):
+    engine, model = profiled
     assert isinstance(model, ProfiledStepTime)
-    now, d = speed_check(engine, model)
+    d = recheck(engine, model)
     assert len(d.shapes) == 5 and all(r > 0 for *_, r in d.shapes)
-    if d.applied == 1.0:
-        assert now is model
-    else:
-        assert isinstance(now, ScaledStepTime) and now.factor == pytest.approx(d.applied)
+    assert "drift: 5 profiled shapes" in d.text()

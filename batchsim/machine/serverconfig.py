@@ -50,8 +50,8 @@ SERVER_FLAGS = (
     Flag("--step-overhead", "step_overhead", float, "fixed seconds per step: launches, sampling (default 0.0005)"),
     Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens (default: unlimited, or from the GPU's memory)"),
     Flag("--kv-budget-bytes", "kv_budget_bytes", str, "KV-cache budget in bytes, e.g. 20e9 or 20GB (needs a --gpu/--model server)"),
-    Flag("--step-noise", "step_noise", str, "none (default: every pass at its mean) or profiled (each pass drawn from the "
-         "spread the --calibration measured, seeded by --seed)"),
+    Flag("--step-noise", "step_noise", str, "none (default: every pass at its mean), profiled (each pass drawn from the "
+         "spread the --calibration measured and the machine's slow drift, seeded by --seed) or passes (the passes' spread alone)"),
 )
 #: Flag dest -> the key a scenario's defaults use for it.
 SERVER_KEYS = {"step_time": "step_time", "calibration": "calibration", "gpu": "gpu", "sim_model": "model",
@@ -195,8 +195,8 @@ class ServerConfig:
             step_time = server.step_time
         else:
             step_time = DEFAULT_STEP_TIME
-        if self.step_noise == "profiled":
-            step_time = with_noise(step_time, self.noise_seed)
+        if self.step_noise in ("profiled", "passes"):
+            step_time = with_noise(step_time, self.noise_seed, self.step_noise)
         kv = server.kv.tokens if server is not None else (int(self.kv_budget_tokens) if self.kv_budget_tokens is not None else None)
         price = float(self.gpu_price) if self.gpu_price is not None else (server.price if server is not None else None)
         return ServerSetup(step_time, kv, server, price)

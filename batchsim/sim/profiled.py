@@ -203,6 +203,13 @@ class ProfiledStepTime(StepTimeModel):
                 raise ConfigError(f"{where}: needs a {part} grid (rows, columns, seconds)")
         decode = Grid2D.from_dict(data["decode"], f"{where}: decode")
         prefill = Grid2D.from_dict(data["prefill"], f"{where}: prefill")
+        extra = {}
+        if data.get("canary") is not None:  # realrun's canary at the end of the profile (its reference)
+            c = data["canary"]
+            if not isinstance(c, dict) or not all(is_number(c.get(k)) and np.isfinite(c.get(k)) and 0 < c.get(k) <= 100
+                                                  for k in ("prefill", "decode")):
+                raise ConfigError(f"{where}: canary must hold prefill and decode ratios in (0, 100], got {show(c)}")
+            extra["canary"] = {"prefill": float(c["prefill"]), "decode": float(c["decode"])}
         spread = None
         if data.get("spread") is not None:  # older profiles kept only the means
             spread = StepSpread.from_dict(data["spread"], (decode.x, decode.y), (prefill.x, prefill.y), where)
@@ -210,7 +217,7 @@ class ProfiledStepTime(StepTimeModel):
             return cls(decode, prefill, plan=plan, source=str(data.get("source", "")),
                        policy_gaps={str(k): float(v) for k, v in gaps.items()},
                        wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
-                       context_len=ctx, spread=spread, **nums)
+                       context_len=ctx, spread=spread, extra=extra, **nums)
         except ConfigError as e:  # a check of the model itself (wake_extra against wake_idle): name the file
             msg = str(e)
             raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None

@@ -26,12 +26,14 @@ from ..core.errors import ConfigError
 from ..core.plan import Pass, plan_step
 from ..core.step import Step
 from .spread import StepSpread
+from .level import LevelStepTime
 from .steptime import ScaledStepTime, StepTimeModel
 
 __all__ = ["SampledStepTime", "with_noise", "spread_of", "NOISE_CHOICES"]
 
-#: ``--step-noise``: ``profiled`` samples from the calibration's spread, ``none`` prices the mean.
-NOISE_CHOICES = ("profiled", "none")
+#: ``--step-noise``: ``profiled`` samples from everything the calibration measured (each pass's spread
+#: and the machine's slow drift), ``passes`` from the passes' spread alone, ``none`` prices the mean.
+NOISE_CHOICES = ("profiled", "passes", "none")
 _BLOCK = 64
 
 
@@ -44,9 +46,27 @@ def _phi(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.sign(z) * erf)
 
 
+def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarray:
+    """n unit-normal scores of an AR(1) with correlation ``rho``, continuing from ``state[0]`` (updated)."""
+    s = math.sqrt(max(0.0, 1.0 - rho * rho))
+    e = rng.standard_normal(n)
+    z = np.empty(n)
+    k = np.arange(_BLOCK)
+    # Within a block of L passes z_t = rho^(t+1) z_prev + s * sum_{u<=t} rho^(t-u) e_u: one
+    # lower-triangular product per block instead of a Python loop per pass.
+    power = np.tril(rho ** np.maximum(k[:, None] - k[None, :], 0))
+    for a in range(0, n, _BLOCK):
+        b = min(n, a + _BLOCK)
+        L = b - a
+        z[a:b] = rho ** (k[:L] + 1) * state[0] + s * (power[:L, :L] @ e[a:b])
+        state[0] = float(z[b - 1])
+    return z
+
+
 def spread_of(model: StepTimeModel) -> StepSpread | None:
-    """The spread a model carries, looking through a speed scaling (which scales means and spread alike)."""
-    while isinstance(model, (ScaledStepTime, SampledStepTime)):
+    """The spread a model carries, looking through a speed scaling or level (which move the means; the
+    spread is a ratio to them)."""
+    while isinstance(model, (ScaledStepTime, LevelStepTime, SampledStepTime)):
         model = model.inner
     return getattr(model, "spread", None)
 
@@ -54,7 +74,8 @@ def spread_of(model: StepTimeModel) -> StepSpread | None:
 class SampledStepTime(StepTimeModel):
     """``inner``'s passes, each at its mean times a ratio drawn from ``spread`` (see the module's docstring)."""
 
-    def __init__(self, inner: StepTimeModel, spread: StepSpread, rng: np.random.Generator, seed: int | None = None) -> None:
+    def __init__(self, inner: StepTimeModel, spread: StepSpread, rng: np.random.Generator, seed: int | None = None,
+                 slow: bool = True) -> None:
         if not isinstance(spread, StepSpread):
             raise ConfigError(f"spread must be a StepSpread, got {type(spread).__name__}")
         if not isinstance(rng, np.random.Generator):
@@ -63,10 +84,15 @@ class SampledStepTime(StepTimeModel):
         self.plan = inner.plan
         self.step_gap = inner.step_gap
         self._z = [float(rng.standard_normal())]  # the last pass's luck (a list: for_policy's twin shares it)
+        # The machine's slow drift, unless asked for the passes' own spread alone (``--step-noise passes``);
+        # its state starts where a stationary drift would be, at a random point of its own spread.
+        self.slow = spread.slow if slow else None
+        self._s = [float(rng.standard_normal())] if self.slow is not None else [0.0]
 
     def __repr__(self) -> str:
         seed = "" if self.seed is None else f", seed {self.seed}"
-        return f"{self.inner!r}, sampled from its profiled spread (lag1 {self.spread.lag1:.2f}{seed})"
+        slow = "" if self.slow is None else f", slow drift sd {self.slow.sd:.3f} over {self.slow.tau_s:.2f} s"
+        return f"{self.inner!r}, sampled from its profiled spread (lag1 {self.spread.lag1:.2f}{slow}{seed})"
 
     # -- the draws ---------------------------------------------------------------------------------
     def _levels(self, n: int) -> np.ndarray:
@@ -79,18 +105,32 @@ class SampledStepTime(StepTimeModel):
             z1 = rho * self._z[0] + s * float(self.rng.standard_normal())
             self._z[0] = z1
             return np.array([0.5 * (1.0 + math.erf(z1 / math.sqrt(2.0)))])
-        e = self.rng.standard_normal(n)
-        z = np.empty(n)
-        k = np.arange(_BLOCK)
-        # Within a block of L passes z_t = rho^(t+1) z_prev + s * sum_{u<=t} rho^(t-u) e_u: one
-        # lower-triangular product per block instead of a Python loop per pass.
-        power = np.tril(rho ** np.maximum(k[:, None] - k[None, :], 0))
-        for a in range(0, n, _BLOCK):
-            b = min(n, a + _BLOCK)
-            L = b - a
-            z[a:b] = rho ** (k[:L] + 1) * self._z[0] + s * (power[:L, :L] @ e[a:b])
-            self._z[0] = float(z[b - 1])
-        return _phi(z)
+        return _phi(_ar1(self.rng, n, rho, self._z))
+
+    def _slow_one(self, dt: float) -> float:
+        """The slow drift's speed factor for work of ``dt`` seconds at the mean: the state's of now,
+        which then moves on by the seconds that work takes at that speed (the drift runs on the wall)."""
+        slow = self.slow
+        f = math.exp(slow.sd * self._s[0] + 0.5 * slow.sd * slow.sd)
+        self._move(dt * f)
+        return f
+
+    def _move(self, seconds: float) -> None:
+        a = self.slow.keep(seconds)
+        self._s[0] = a * self._s[0] + math.sqrt(max(0.0, 1.0 - a * a)) * float(self.rng.standard_normal())
+
+    def _slow_path(self, n: int, dt: float) -> np.ndarray:
+        """The factors for n consecutive passes of about ``dt`` seconds each at the mean: the first at the
+        state of now; the path steps by dt at the first pass's speed (a repeated step is short next to
+        the drift's time constant, so its speed hardly moves the pace)."""
+        slow = self.slow
+        f0 = math.exp(slow.sd * self._s[0] + 0.5 * slow.sd * slow.sd)
+        start = self._s[0]
+        z = _ar1(self.rng, n, slow.keep(dt * f0), self._s)  # z[0] is one step on: shift to start at now
+        out = np.empty(n)
+        out[0] = start
+        out[1:] = z[:-1]
+        return slow.factor(out)
 
     def _ratios(self, passes: list[Pass], u: np.ndarray) -> list[float]:
         out = []
@@ -111,10 +151,14 @@ class SampledStepTime(StepTimeModel):
         width = np.where(d > 0, np.asarray(kv_read, dtype=np.float64) / np.maximum(d, 1), 1.0)
         r = np.where(d > 0, self.spread.decode.ratios(np.maximum(d, 1), width, u),
                      self.spread.prefill.ratios(np.ones_like(p), np.maximum(p, 1), u))
+        if self.slow is not None and mean.size:
+            r = r * self._slow_path(mean.size, float(mean.mean())).reshape(mean.shape)
         return mean * r
 
     def pass_time(self, p: Pass) -> float:
-        return self.inner.pass_time(p) * self._ratios([p], self._levels(1))[0]
+        mean = self.inner.pass_time(p)
+        r = self._ratios([p], self._levels(1))[0]
+        return mean * r * (self._slow_one(mean) if self.slow is not None else 1.0)
 
     def durations(self, step: Step, m: int) -> np.ndarray:
         # The inner model's step (its passes and the work around them), plus each pass's drawn deviation
@@ -123,15 +167,25 @@ class SampledStepTime(StepTimeModel):
         passes = plan_step(step, self.plan)
         if m == 1:
             ratios = self._ratios(passes, self._levels(len(passes)))
-            d[0] += sum((r - 1.0) * self.inner.pass_time(p) for p, r in zip(passes, ratios))
+            if self.slow is None:
+                d[0] += sum((r - 1.0) * self.inner.pass_time(p) for p, r in zip(passes, ratios))
+                return d
+            means = [self.inner.pass_time(p) for p in passes]
+            f = self._slow_one(sum(means))  # one state for a step's passes: the drift moves over seconds
+            d[0] += sum((r * f - 1.0) * t for t, r in zip(means, ratios))
             return d
         (p,) = passes  # a repeated step is one decode pass, a column wider each time
         attn = p.attn_read + np.arange(m, dtype=np.float64) * p.decode_rows
         means = np.asarray(self.inner._decode_times(p, attn), dtype=np.float64)
         r = self.spread.decode.ratios(float(p.decode_rows), attn / max(p.decode_rows, 1), self._levels(m))
+        if self.slow is not None:
+            r = r * self._slow_path(m, float(means.mean()))
         return d + (r - 1.0) * means
 
     def wake_penalty(self, idle: float) -> tuple[float, float]:
+        # The one call that says how long the server slept: the machine's drift moves on meanwhile.
+        if self.slow is not None:
+            self._move(idle)
         return self.inner.wake_penalty(idle)
 
     def for_policy(self, name: str) -> "StepTimeModel":
@@ -156,8 +210,9 @@ def with_noise(model: StepTimeModel, seed: int | np.random.Generator | None, noi
     if spread is None:
         raise ConfigError(f"step-noise profiled needs a calibration that kept each shape's spread (realrun profile "
                           f"writes one); {model!r} has none: re-profile, or use --step-noise none")
+    slow = noise == "profiled"
     if isinstance(seed, np.random.Generator):
-        return SampledStepTime(model, spread, seed)
+        return SampledStepTime(model, spread, seed, slow=slow)
     s = 0 if seed is None else int(seed)
     # Its own stream, apart from the workload's (which uses the same user seed directly).
-    return SampledStepTime(model, spread, np.random.default_rng(np.random.SeedSequence([s, 0x5717E])), seed=s)
+    return SampledStepTime(model, spread, np.random.default_rng(np.random.SeedSequence([s, 0x5717E])), seed=s, slow=slow)

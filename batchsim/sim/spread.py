@@ -20,6 +20,9 @@ timed decode point): a machine that is slow now is slow a moment later too, whic
 feels far more than independent noise, since a step of many passes averages the latter out.
 Samples are drawn through a Gaussian copula (an AR(1) in normal scores), so each pass keeps
 its own shape's distribution and consecutive passes share their luck.
+
+``slow`` is the machine's slow drift (``batchsim.sim.slowdrift``): a speed that wanders over
+seconds, on top of each pass's own spread (None: an older profile, or a machine that showed none).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import ConfigError, show
+from .slowdrift import SlowDrift
 
 __all__ = ["SpreadGrid", "StepSpread", "LEVELS", "ratio_quantiles", "lag1_of"]
 
@@ -174,19 +178,24 @@ class SpreadGrid:
 
 @dataclass(frozen=True, eq=False)
 class StepSpread:
-    """The decode and prefill grids' spreads, and how consecutive passes share their luck."""
+    """The decode and prefill grids' spreads, how consecutive passes share their luck, and the
+    machine's slow drift."""
 
     decode: SpreadGrid
     prefill: SpreadGrid
     lag1: float = 0.0
+    slow: SlowDrift | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.lag1, bool) or not isinstance(self.lag1, (int, float)) or not 0 <= self.lag1 < 1:
             raise ConfigError(f"spread lag1 must be a correlation in [0, 1), got {show(self.lag1)}")
+        if self.slow is not None and not isinstance(self.slow, SlowDrift):
+            raise ConfigError(f"spread slow must be a SlowDrift, got {show(self.slow)}")
 
     def as_dict(self) -> dict:
         return {"levels": int(self.decode.q.shape[2]), "decode": np.round(self.decode.q, 5).tolist(),
-                "prefill": np.round(self.prefill.q, 5).tolist(), "lag1": round(float(self.lag1), 4)}
+                "prefill": np.round(self.prefill.q, 5).tolist(), "lag1": round(float(self.lag1), 4),
+                **({"slow": self.slow.as_dict()} if self.slow is not None else {})}
 
     @classmethod
     def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> "StepSpread":
@@ -197,7 +206,8 @@ class StepSpread:
                 raise ConfigError(f"{where}: spread needs {part} quantiles (a list per grid point), got {show(d.get(part))}")
         try:
             return cls(SpreadGrid(*decode_axes, d["decode"], f"{where}: spread decode"),
-                       SpreadGrid(*prefill_axes, d["prefill"], f"{where}: spread prefill"), lag1=d.get("lag1", 0.0))
+                       SpreadGrid(*prefill_axes, d["prefill"], f"{where}: spread prefill"), lag1=d.get("lag1", 0.0),
+                       slow=None if d.get("slow") is None else SlowDrift.from_dict(d["slow"], f"{where}: spread"))
         except ConfigError as e:
             msg = str(e)
             raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
