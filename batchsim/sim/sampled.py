@@ -7,6 +7,11 @@ Everything else (the fixed work around a step, the gap between steps, the cold s
 idling) is the inner model's, unchanged: the profile measured those as medians of clock
 differences and kept no spread for them.
 
+When the spread carries the machine's slow drift (``batchsim.sim.slowdrift``) and ``slow`` is on
+(``--step-noise profiled``), each pass is also multiplied by the drift's factor of the moment: one
+state per step, moved on by the seconds the step takes at that speed, and by the idle seconds
+when the server slept (``wake_penalty`` is the one call told how long that was).
+
 It is an ordinary step-time model: ``simulate`` takes it as it takes any other, so noise needs
 no change in the simulator or the driver. Its randomness is its own ``numpy.random.Generator``,
 passed in; the same seed gives the same step times, run after run. A copy made by
