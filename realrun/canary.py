@@ -54,14 +54,13 @@ from batchsim.core.workload import Request, Workload
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import StepTimeModel
 
+from .measure import probe_log
+
 __all__ = ["ACCURACY", "Canary", "CanaryReading", "Level", "session_level"]
 
 #: How far the canary's median was seen from the level the runs it bracketed ran at (see above):
 #: a level closer to 1 than this is not told apart from 1.
 ACCURACY = 0.20
-
-#: Decode passes that run first on freshly filled rows are slow for reasons no run has (new buffers).
-_WARMUP = 2
 
 
 @dataclass(frozen=True)
@@ -109,17 +108,13 @@ class Canary:
         e, clock = self.engine, self.engine.clock
         t0 = clock()
         e.start(Workload((Request(0, 0.0, self.length, 1 << 30),), "canary"))
-        e.fill_rows([0], [self.width])
+        dec = [s / self.model.pass_time(p) for p, s in probe_log(e, self.width, self.decodes)]
         e.pass_log.clear()
-        e.execute(Step(decode=(0,), kv_read=self.width, decode_width=self.width, repeat=self.decodes + _WARMUP))
-        e.release([0])
         for _ in range(self.prefills):
             e.execute(Step(prefill=(Chunk(0, 0, self.length, True),)))
             e.release([0])
-        log = list(e.pass_log)
+        pre = [s / self.model.pass_time(p) for p, s in e.pass_log]
         e.start(Workload(()))
-        pre = [s / self.model.pass_time(p) for p, s in log if p.prefill_rows]
-        dec = [s / self.model.pass_time(p) for p, s in log if not p.prefill_rows][_WARMUP:]
         return CanaryReading(float(np.median(pre)), float(np.median(dec)), clock() - t0)
 
     def __call__(self) -> CanaryReading:

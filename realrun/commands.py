@@ -256,8 +256,9 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server) -> int:
                               level=not getattr(args, "no_speed_check", False))
     for row in report.rows:
         if row.canary:
-            report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against their "
-                                "profiled price: " + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
+            against = "the profile's own canary" if canary.reference is not None else "their profiled price"
+            report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
+                                + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
                                                               for b, a in row.canary))
     if server is not None:
         for row in report.rows:

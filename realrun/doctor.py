@@ -47,13 +47,13 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
 
     from batchsim.sim.slowdrift import fit_slow_drift
 
-    from .measure import PROBE_PASSES, probe_series
+    from .measure import probe_passes, probe_series
 
     sample = lm.tokenizer.decode(eng.outputs()[0][:6])
     steady = stability(eng)  # (it starts the engine afresh: the sample is taken first)
     # Some seconds of the same pass: how the machine's speed wanders over seconds (what a queue feels).
     eng.start(Workload((Request(0, 0.0, 64, 1 << 30),), "drift probe"))
-    probe = probe_series(eng, 64, int(min(4000, max(PROBE_PASSES, DRIFT_PROBE_S / max(steady["median_s"], 1e-5)))))
+    probe = probe_series(eng, 64, probe_passes(DRIFT_PROBE_S, steady["median_s"]))
     eng.start(Workload(()))
     drift = fit_slow_drift(probe)
     mem = memory_stats(lm)

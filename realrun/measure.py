@@ -27,7 +27,7 @@ from batchsim.core.workload import Request, Workload
 
 from .grid import Grid
 
-__all__ = ["measure", "robust_mean", "probe_series", "WARMUP"]
+__all__ = ["measure", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP"]
 
 WARMUP = 2
 #: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
@@ -170,24 +170,34 @@ def _slow_probe(engine, grid: Grid, ids: list[int], s: _Samples) -> list[float]:
     w = grid.decode_widths[len(grid.decode_widths) // 2]
     key = ("decode", grid.decode_rows[0], w)
     one = s.mean(key) if key in s.by_key else 0.01
-    return probe_series(engine, w, int(min(4000, max(PROBE_PASSES, grid.probe_s / max(one, 1e-5)))), ids[0])
+    return probe_series(engine, w, probe_passes(grid.probe_s, one), ids[0])
 
 
-def probe_series(engine, width: int, passes: int, rid: int = 0) -> list[float]:
-    """Seconds of ``passes`` consecutive one-row decode passes over ``width`` tokens of (random) KV, in
-    stretches that fit the model's context: each stretch refilled and its first passes dropped (fresh
-    rows run slow at first). The engine must hold no rows; it holds none after."""
+def probe_passes(seconds: float, pass_s: float) -> int:
+    """How many passes of ``pass_s`` seconds fill ``seconds`` of a probe: at least ``PROBE_PASSES``, at most 4,000."""
+    return int(min(4000, max(PROBE_PASSES, seconds / max(pass_s, 1e-5))))
+
+
+def probe_log(engine, width: int, passes: int, rid: int = 0) -> list:
+    """(planned pass, seconds) of ``passes`` consecutive one-row decode passes over ``width`` tokens of
+    (random) KV, in stretches that fit the model's context: each stretch refilled and its first passes
+    dropped (fresh rows run slow at first). The engine must hold no rows; it holds none after."""
     stretch = max(8, min(256, int(engine.lm.n_positions) - 1 - width - WARMUP))
-    out: list[float] = []
+    out: list = []
     log = engine.pass_log
     while len(out) < passes:
         k = min(stretch, passes - len(out))
         engine.fill_rows([rid], [width])
         log.clear()
         engine.execute(Step(decode=(rid,), kv_read=width, decode_width=width, repeat=k + WARMUP))
-        out.extend(x for _, x in log[WARMUP:])
+        out.extend(log[WARMUP:])
         engine.release([rid])
     return out
+
+
+def probe_series(engine, width: int, passes: int, rid: int = 0) -> list[float]:
+    """The seconds of ``probe_log``'s passes."""
+    return [s for _, s in probe_log(engine, width, passes, rid)]
 
 
 def _jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:

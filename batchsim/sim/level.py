@@ -20,21 +20,21 @@ import numpy as np
 from ..core.errors import check_at_most, check_positive
 from ..core.plan import Pass, plan_step
 from ..core.step import Step
-from .steptime import StepTimeModel
+from .steptime import ScaledStepTime, StepTimeModel
 
 __all__ = ["LevelStepTime"]
 
 
-class LevelStepTime(StepTimeModel):
-    """``inner``'s prefill passes times ``prefill``, everything else times ``decode``."""
+class LevelStepTime(ScaledStepTime):
+    """``inner``'s prefill passes times ``prefill``, everything else times ``decode``: a scaling by
+    ``decode`` (``factor``) whose prefill passes are moved to their own level."""
 
     def __init__(self, inner: StepTimeModel, prefill: float, decode: float) -> None:
         for name, v in (("prefill", prefill), ("decode", decode)):
             check_positive(f"level {name}", v)
             check_at_most(f"level {name}", v, 100.0)
-        self.inner, self.prefill, self.decode = inner, float(prefill), float(decode)
-        self.plan = inner.plan
-        self.step_gap = inner.step_gap * self.decode
+        super().__init__(inner, decode)
+        self.prefill, self.decode = float(prefill), float(decode)
 
     def __repr__(self) -> str:
         return f"{self.inner!r} at prefill x {self.prefill:.3f}, decode x {self.decode:.3f}"
@@ -56,10 +56,6 @@ class LevelStepTime(StepTimeModel):
 
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
         return np.asarray(self.inner._decode_times(d, attn_read), dtype=np.float64) * self.decode
-
-    def wake_penalty(self, idle: float) -> tuple[float, float]:
-        late, extra = self.inner.wake_penalty(idle)
-        return late * self.decode, extra * self.decode
 
     def for_policy(self, name: str) -> "StepTimeModel":
         inner = self.inner.for_policy(name)

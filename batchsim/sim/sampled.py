@@ -31,7 +31,6 @@ from ..core.errors import ConfigError
 from ..core.plan import Pass, plan_step
 from ..core.step import Step
 from .spread import StepSpread
-from .level import LevelStepTime
 from .steptime import ScaledStepTime, StepTimeModel
 
 __all__ = ["SampledStepTime", "with_noise", "spread_of", "NOISE_CHOICES"]
@@ -71,7 +70,7 @@ def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarra
 def spread_of(model: StepTimeModel) -> StepSpread | None:
     """The spread a model carries, looking through a speed scaling or level (which move the means; the
     spread is a ratio to them)."""
-    while isinstance(model, (ScaledStepTime, LevelStepTime, SampledStepTime)):
+    while isinstance(model, (ScaledStepTime, SampledStepTime)):  # a LevelStepTime is a ScaledStepTime
         model = model.inner
     return getattr(model, "spread", None)
 
@@ -115,10 +114,13 @@ class SampledStepTime(StepTimeModel):
     def _slow_one(self, dt: float) -> float:
         """The slow drift's speed factor for work of ``dt`` seconds at the mean: the state's of now,
         which then moves on by the seconds that work takes at that speed (the drift runs on the wall)."""
-        slow = self.slow
-        f = math.exp(slow.sd * self._s[0] + 0.5 * slow.sd * slow.sd)
+        f = self._factor_now()
         self._move(dt * f)
         return f
+
+    def _factor_now(self) -> float:
+        sd = self.slow.sd
+        return math.exp(sd * self._s[0] + 0.5 * sd * sd)
 
     def _move(self, seconds: float) -> None:
         a = self.slow.keep(seconds)
@@ -129,7 +131,7 @@ class SampledStepTime(StepTimeModel):
         state of now; the path steps by dt at the first pass's speed (a repeated step is short next to
         the drift's time constant, so its speed hardly moves the pace)."""
         slow = self.slow
-        f0 = math.exp(slow.sd * self._s[0] + 0.5 * slow.sd * slow.sd)
+        f0 = self._factor_now()
         start = self._s[0]
         z = _ar1(self.rng, n, slow.keep(dt * f0), self._s)  # z[0] is one step on: shift to start at now
         out = np.empty(n)

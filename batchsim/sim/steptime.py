@@ -198,7 +198,7 @@ _MAX_COEFF = 3600.0
 
 class ScaledStepTime(StepTimeModel):
     """Another model's every time (passes, gaps, wake-ups) times ``factor``: the same machine, running
-    faster or slower than when it was measured (``realrun``'s speed check finds the factor)."""
+    faster or slower than when it was measured (``batchsim.sim.level`` moves prefill apart from it)."""
 
     def __init__(self, inner: StepTimeModel, factor: float) -> None:
         check_positive("factor", factor)
