@@ -37,9 +37,9 @@ requests routed to it wait in its queue.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
-import numpy as np
 import simpy
 
 from .clock import server_priority
@@ -126,7 +126,7 @@ class ServerProcess:
                 end = None
             except simpy.Interrupt:
                 # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
-                k = int(np.searchsorted(ends, env.now, side="left")) + 1
+                k = bisect_left(ends, env.now) + 1  # numpy's searchsorted, side "left"; a list's too
                 ends = ends[:k]
                 ex.cut(k)
                 end = None if env.jump(ends[-1]) else env.at(ends[-1], self.priority)

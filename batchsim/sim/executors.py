@@ -14,6 +14,7 @@ clocks schedule identically (``realrun compare`` reports it).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Sequence
 
 import numpy as np
@@ -43,6 +44,9 @@ class SimExecutor:
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
         t0 = now + self.gap
         m = step.repeat
+        short = self.step_time.short_durations(step, m)
+        if short is not None:
+            return self._run_short(short, now, t0, stop_at)
         d = self.step_time.durations(step, m)
         if now > self.last_end:  # the server sat idle: it wakes late and runs cold
             late, extra = self.step_time.wake_penalty(now - self.last_end)
@@ -70,6 +74,24 @@ class SimExecutor:
             if k < m:
                 ends = ends[:k]
         self.last_end = ends.item(len(ends) - 1)
+        self._ends = ends
+        return t0, ends
+
+    def _run_short(self, d: list[float], now: float, t0: float, stop_at: float | None) -> tuple[float, list[float]]:
+        """``run`` for a short step priced in Python floats: the same sums, in the same order."""
+        if now > self.last_end:
+            late, extra = self.step_time.wake_penalty(now - self.last_end)
+            t0 += late
+            d[0] += extra
+        if t0 < now or min(d) < 0:  # as in run
+            t0, d = max(t0, now), [max(x, 0.0) for x in d]
+        ends, t = [], t0
+        for x in d:
+            t += x
+            ends.append(t)
+        if stop_at is not None and stop_at < t:
+            del ends[bisect_left(ends, stop_at) + 1:]
+        self.last_end = ends[-1]
         self._ends = ends
         return t0, ends
 
