@@ -1,13 +1,15 @@
 """Slides for the projector, made from the lessons themselves, and a one-page handout.
 
-A lesson (``course/lessons/NN-*.md``) is already a talk: a title, sections, a figure
-or two, take-aways. ``build`` cuts each lesson into slides at its ``##`` headings,
-gives every figure a slide of its own (with its section's heading), and splits a
-section whose text would overflow a 16:9 slide. The decks are HTML files with the
-figures linked, not copied, from ``course/figures/``, so a deck never disagrees
-with the lesson or the figure it was made from: rebuild after ``make course`` and
-it is current. Arrow keys or space move between slides; printing gives one slide
-per landscape page. The handout gathers every lesson's take-aways on one A4 page.
+A lesson (``course/lessons/NN-*.md``) is already a talk: a title, sections, figures, tables,
+take-aways. ``build`` makes a deck of it that reads from the back row: each figure, table or
+block of command output is a slide of its own under its section's heading, with at most three
+short lines written for the slide (``slides_content`` says where they come from and why), set as
+large as a 1280x720 page allows and never under about 14 px, wide output cut to the columns the
+slide is about (``slides_fit``). The decks are HTML files with the figures linked, not copied,
+from ``course/figures/``, so a deck never disagrees with the lesson or the figure it was made
+from: rebuild after ``make course`` and it is current. Arrow keys or space move between slides;
+printing gives one slide per landscape page. The handout gathers every lesson's take-aways on one
+A4 page.
 
     python -m batchsim.teach.slides                   # out/slides/NN-*.html and handout.html
     python -m batchsim.teach.slides --out DIR --pdf   # also PDFs, where Chromium is installed
@@ -23,113 +25,14 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Slide", "lesson_slides", "build", "main", "MAX_LINES"]
+from batchsim.teach import slides_fit as fit
+from batchsim.teach.slides_content import LINE_CHARS, MAX_LINES, Slide, Visual, lesson_slides
+from batchsim.teach.slides_fit import SlideError
 
-#: How much text one slide holds, in lines of about ``_LINE_CHARS`` characters at the deck's font
-#: size (28 px on a 1280x720 slide); past it a section continues on the next slide.
-MAX_LINES = 13
-_LINE_CHARS = 70
-_WRAP_FROM = 110  # characters: a code line longer than this wraps on its slide
-_IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)\s*$")
-
-
-@dataclass
-class Slide:
-    title: str
-    blocks: list[str] = field(default_factory=list)  # Markdown blocks
-    image: tuple[str, str] | None = None  # (alt text, path as the lesson links it)
-    kind: str = "text"  # "title" | "text" | "image" | "code"
-
-
-def _blocks(text: str) -> list[str]:
-    """Markdown split at blank lines, keeping fenced code and tables whole."""
-    out, cur, fence = [], [], False
-    for line in text.splitlines():
-        if line.strip().startswith("```"):
-            fence = not fence
-        if not line.strip() and not fence:
-            if cur:
-                out.append("\n".join(cur))
-                cur = []
-            continue
-        cur.append(line)
-    if cur:
-        out.append("\n".join(cur))
-    return out
-
-
-def _lines(block: str) -> int:
-    """Roughly how many slide lines a block fills."""
-    if block.startswith("```"):
-        return len(block.splitlines()) - 1
-    rows = block.splitlines()
-    if rows and rows[0].startswith("|"):
-        return -(-len(rows) * 8 // 5)  # cells wrap: a table row is about 1.6 lines
-    items = re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", block)
-    return sum(max(1, -(-len(" ".join(i.split())) // _LINE_CHARS)) for i in items)
-
-
-def _fit(block: str) -> list[str]:
-    """A list too long for one slide, cut between its items; any other block unchanged."""
-    items = re.split(r"\n(?=(?:[-*]|\d+\.) )", block)
-    if len(items) < 2 or _lines(block) <= MAX_LINES:
-        return [block]
-    parts, cur = [], []
-    for item in items:
-        if cur and _lines("\n".join(cur + [item])) > MAX_LINES:
-            parts.append("\n".join(cur))
-            cur = []
-        cur.append(item)
-    return parts + ["\n".join(cur)]
-
-
-def lesson_slides(text: str) -> list[Slide]:
-    """A lesson's Markdown as slides (title, then each section, figures and long code on their own)."""
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()
-    head, *sections = re.split(r"^## ", text, flags=re.M)
-    title_lines = head.strip().splitlines()
-    title = title_lines[0].lstrip("# ").strip() if title_lines else ""
-    slides = [Slide(title, _blocks("\n".join(title_lines[1:])), kind="title")]
-    for sec in sections:
-        name, _, body = sec.partition("\n")
-        cur = Slide(name.strip())
-        used = 0
-        for b in (part for block in _blocks(body) for part in _fit(block)):
-            m = _IMAGE.match(b)
-            big_code = b.startswith("```") and _lines(b) > MAX_LINES - 2
-            if m or big_code:
-                if cur.blocks:
-                    slides.append(cur)
-                if m:
-                    slides.append(Slide(name.strip(), image=(m.group(1), m.group(2)), kind="image"))
-                else:
-                    slides.append(Slide(name.strip(), [b], kind="code"))
-                cur, used = Slide(name.strip() + " (continued)"), 0
-                continue
-            n = _lines(b)
-            if cur.blocks and used + n > MAX_LINES:
-                slides.append(cur)
-                cur, used = Slide(name.strip() + " (continued)"), 0
-            cur.blocks.append(b)
-            used += n
-        if cur.blocks:
-            slides.append(cur)
-    return slides
-
-
-def _pre_px(s: Slide) -> int:
-    """Font size for a slide's code, so its longest line fits the width and its lines the height."""
-    code = [ln for b in s.blocks if b.startswith("```") for ln in b.splitlines()[1:-1]]
-    if not code:
-        return 17
-    # Size for the widest table-like line; longer lines (a command's notes) wrap instead (pre-wrap).
-    longest = max([len(ln) for ln in code if len(ln) <= _WRAP_FROM] or [_WRAP_FROM])
-    rows = sum(1 + len(ln) // _WRAP_FROM for ln in code)
-    # Monospace glyphs are about 0.6 em wide; 1,140 px of width and 560 px of height are free.
-    return max(7, min(17, int(1140 / (0.61 * max(longest, 1))), int(560 / (1.27 * rows))))
+__all__ = ["Slide", "Visual", "SlideError", "lesson_slides", "render_deck", "handout", "build", "main",
+           "MAX_LINES", "LINE_CHARS"]
 
 
 def _markdown():
@@ -138,32 +41,45 @@ def _markdown():
     return mistune.create_markdown(escape=False, plugins=["table"])
 
 
-_CSS = """
-html, body { margin: 0; background: #222; font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; }
-section { box-sizing: border-box; width: 1280px; height: 720px; margin: 20px auto; padding: 40px 60px;
-          background: white; overflow: hidden; position: relative; font-size: 28px; line-height: 1.35; }
-section h1 { font-size: 52px; margin: 140px 0 30px; color: #1f4e79; }
-section h2 { font-size: 38px; margin: 0 0 18px; color: #1f4e79; border-bottom: 3px solid #e8a317; }
-section.image img { display: block; margin: 0 auto; max-width: 100%; max-height: 540px; }
-section.image .alt { text-align: center; font-size: 20px; color: #555; }
-section pre { font-size: var(--pre, 17px); line-height: 1.25; background: #f4f4f4; padding: 10px; white-space: pre-wrap; overflow-wrap: anywhere; }
-section table { border-collapse: collapse; font-size: 20px; }
-section td, section th { border: 1px solid #bbb; padding: 3px 8px; }
-section code { font-size: 0.9em; }
-section .num { position: absolute; right: 24px; bottom: 14px; font-size: 16px; color: #888; }
-@media screen { section { display: none; } section.current { display: block; }
-                body { display: flex; align-items: center; justify-content: center; height: 100vh; }
-                section { transform-origin: center; } }
-@media print { @page { size: 1280px 720px; margin: 0; } body { background: white; }
-               section { display: block; margin: 0; page-break-after: always; } }
+# The page's numbers live in slides_fit, which sizes tables and output to them.
+_CSS = f"""
+html, body {{ margin: 0; background: #222; font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; }}
+section {{ box-sizing: border-box; width: {fit.PAGE_W}px; height: {fit.PAGE_H}px; margin: 20px auto;
+          padding: {fit.PAD_Y}px {fit.PAD_X}px; background: white; overflow: hidden; position: relative;
+          flex-direction: column; }}
+section h1 {{ font-size: 52px; line-height: 1.2; margin: 150px 0 30px; color: #1f4e79; }}
+section h2 {{ font-size: {fit.TITLE_PX}px; line-height: {fit.TITLE_H - 17}px; margin: 0 0 14px; color: #1f4e79;
+             border-bottom: 3px solid #e8a317; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }}
+section .body {{ flex: 1 1 auto; min-height: 0; display: flex; flex-direction: column; justify-content: center; }}
+section .visual {{ display: flex; justify-content: center; align-items: center; flex: 0 0 auto; }}
+section.figure .visual {{ flex: 1 1 auto; min-height: 0; }}
+section .visual img {{ display: block; max-width: 100%; }}
+section pre {{ margin: 0; line-height: {fit.CODE_LH}; background: #f4f4f4; padding: {fit.CODE_PAD}px; white-space: pre; }}
+section table {{ border-collapse: collapse; line-height: {fit.TABLE_LH}; }}
+section td, section th {{ border: 1px solid #bbb; padding: {fit.CELL_PAD_Y}px {fit.CELL_PAD_X}px; }}
+section th {{ background: #eef3f8; }}
+section code {{ font-size: 0.9em; }}
+section pre code {{ font-size: 1em; }}
+section ul.lines {{ margin: {fit.LINES_GAP}px 0 0; padding-left: 1.1em; font-size: {fit.LINE_PX}px;
+                   line-height: {fit.LINE_H}px; }}
+section.text ul.lines, section.title ul.lines {{ font-size: 30px; line-height: 44px; list-style: none; padding: 0; }}
+section.text ul.lines li {{ margin-bottom: 18px; }}
+section .alt {{ margin: {fit.LINES_GAP}px 0 0; text-align: center; font-size: 20px; line-height: 26px; color: #555; }}
+section .num {{ position: absolute; right: 20px; bottom: 6px; font-size: {fit.NUM_PX}px; color: #888; }}
+@media screen {{ section {{ display: none; }} section.current {{ display: flex; }}
+                body {{ display: flex; align-items: center; justify-content: center; height: 100vh; }}
+                section {{ transform-origin: center; }} }}
+@media print {{ @page {{ size: {fit.PAGE_W}px {fit.PAGE_H}px; margin: 0; }} body {{ background: white; }}
+               section {{ display: flex; margin: 0; page-break-after: always; }} }}
 """
 
-_JS = """
+_JS = f"""
 const s = [...document.querySelectorAll('section')]; let i = 0;
-function show(k) { i = Math.max(0, Math.min(s.length - 1, k)); s.forEach((e, j) => e.classList.toggle('current', j === i));
-  const f = Math.min(innerWidth / 1280, innerHeight / 720) * 0.97; s[i].style.transform = `scale(${f})`; location.hash = i + 1; }
-addEventListener('keydown', e => { if (['ArrowRight', 'PageDown', ' '].includes(e.key)) show(i + 1);
-  if (['ArrowLeft', 'PageUp'].includes(e.key)) show(i - 1); if (e.key === 'Home') show(0); if (e.key === 'End') show(s.length - 1); });
+function show(k) {{ i = Math.max(0, Math.min(s.length - 1, k)); s.forEach((e, j) => e.classList.toggle('current', j === i));
+  const f = Math.min(innerWidth / {fit.PAGE_W}, innerHeight / {fit.PAGE_H}) * {fit.SCREEN_SCALE};
+  s[i].style.transform = `scale(${{f}})`; location.hash = i + 1; }}
+addEventListener('keydown', e => {{ if (['ArrowRight', 'PageDown', ' '].includes(e.key)) show(i + 1);
+  if (['ArrowLeft', 'PageUp'].includes(e.key)) show(i - 1); if (e.key === 'Home') show(0); if (e.key === 'End') show(s.length - 1); }});
 addEventListener('click', e => show(e.clientX > innerWidth / 3 ? i + 1 : i - 1));
 addEventListener('resize', () => show(i)); show((parseInt(location.hash.slice(1)) || 1) - 1);
 """
@@ -175,22 +91,38 @@ def _page(title: str, body: str, css: str = _CSS, js: str = _JS) -> str:
             f"<style>{css}</style></head><body>\n{body}\n{script}</body></html>\n")
 
 
+def _inline(md, line: str) -> str:
+    """One short line's Markdown (bold, code) without the paragraph around it."""
+    return re.sub(r"^<p>|</p>\s*$", "", md(line).strip())
+
+
+def _visual_html(s: Slide, lesson: Path, out_dir: Path, md) -> str:
+    v = s.visual
+    if v.kind == "figure":
+        target = os.path.relpath((lesson.parent / v.text).resolve(), out_dir.resolve())
+        _, h = fit.visual_box(len(s.lines) or 1)  # a figure without lines keeps a line for its caption
+        return (f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
+                f"style='max-height: {h}px'></div>")
+    if v.kind == "table":
+        return f"<div class='visual' style='font-size: {s.px()}px'>{md(v.text)}</div>"
+    return f"<div class='visual'><pre style='font-size: {s.px()}px'><code>{html.escape(v.text)}</code></pre></div>"
+
+
 def render_deck(slides: list[Slide], lesson: Path, out_dir: Path) -> str:
     """The deck as one HTML page; figures linked relative to ``out_dir``."""
     md = _markdown()
     parts = []
     for k, s in enumerate(slides, 1):
-        if s.kind == "title":
-            inner = f"<h1>{html.escape(s.title)}</h1>" + md("\n\n".join(s.blocks))
-        elif s.kind == "image":
-            alt, src = s.image
-            target = os.path.relpath((lesson.parent / src).resolve(), out_dir.resolve())
-            inner = (f"<h2>{html.escape(s.title)}</h2><img src='{html.escape(target)}' alt='{html.escape(alt)}'>"
-                     f"<div class='alt'>{html.escape(alt)}</div>")
+        lines = "".join(f"<li>{_inline(md, ln)}</li>" for ln in s.lines)
+        lines = f"<ul class='lines'>{lines}</ul>" if lines else ""
+        if s.opening:
+            inner = f"<h1>{html.escape(s.title)}</h1>{lines}"
         else:
-            inner = f"<h2>{html.escape(s.title)}</h2>" + md("\n\n".join(s.blocks))
-        parts.append(f"<section class='{s.kind}' id='s{k}' style='--pre: {_pre_px(s)}px'>{inner}"
-                     f"<div class='num'>{k}/{len(slides)}</div></section>")
+            visual = _visual_html(s, lesson, out_dir, md) if s.visual else ""
+            if s.kind == "figure" and not lines and s.visual.alt:
+                lines = f"<p class='alt'>{html.escape(s.visual.alt)}</p>"
+            inner = f"<h2>{html.escape(s.title)}</h2><div class='body'>{visual}{lines}</div>"
+        parts.append(f"<section class='{s.kind}' id='s{k}'>{inner}<div class='num'>{k}/{len(slides)}</div></section>")
     return _page(slides[0].title, "\n".join(parts))
 
 
@@ -213,7 +145,7 @@ def handout(lessons: list[Path]) -> str:
     md = _markdown()
     parts = []
     for p in lessons:
-        text = p.read_text()
+        text = re.sub(r"<!--.*?-->", "", p.read_text(), flags=re.S)  # slide blocks are not the handout's
         title = re.search(r"^# (.+)$", text, flags=re.M).group(1)
         take = text.split("## Take-aways", 1)[1].split("\n## ", 1)[0] if "## Take-aways" in text else ""
         parts.append(f"<div class='lesson'><h2>{html.escape(title)}</h2>{md(take.strip())}</div>")
@@ -239,12 +171,12 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
     """Write a deck per lesson and the handout under ``out_dir``; return the files written."""
     lessons = sorted(lessons_dir.glob("[0-9][0-9]-*.md"))
     if not lessons:
-        raise FileNotFoundError(f"no lessons (NN-*.md) in {lessons_dir}")
+        raise SlideError(f"lessons must hold NN-*.md files, got none in {str(lessons_dir)!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for p in lessons:
         deck = out_dir / f"{p.stem}.html"
-        deck.write_text(render_deck(lesson_slides(p.read_text()), p, out_dir))
+        deck.write_text(render_deck(lesson_slides(p.read_text(), p.name), p, out_dir))
         written.append(deck)
     h = out_dir / "handout.html"
     h.write_text(handout(lessons))
@@ -270,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slides: error: lessons must be a folder, got {args.lessons!r}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    files = build(lessons_dir, Path(args.out), pdf=args.pdf)
+    try:
+        files = build(lessons_dir, Path(args.out), pdf=args.pdf)
+    except SlideError as e:  # a lesson asks for a slide the page cannot hold: say which, no traceback
+        print(f"slides: error: {e}", file=sys.stderr)
+        return 2
     print(f"{len(files)} files in {args.out} ({time.perf_counter() - t0:.1f} s): " + ", ".join(f.name for f in files))
     return 0
 
