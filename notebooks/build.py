@@ -442,15 +442,15 @@ few seconds, so it waits for the button rather than following the sliders)."""),
             "why a configuration that looks fine on average can fail its SLO for minutes at a time.",
         ),
         parameters=("MINUTES = 5.0   # how much of the trace to replay\n"
-                    "TRACE = None    # None: ../shared/traces/azure_llm_2023_conv.csv if present, else a synthetic fit"),
+                    "TRACE = None    # None: the Azure trace that ships with batchsim; 'synthetic': a fit to it"),
         cells=_std(
             "real_day_ui(minutes=MINUTES, trace=TRACE)",
             """
 Microsoft Azure published the arrival times and token counts of an hour of requests to a
 conversational LLM service in November 2023 (Patel et al., "Splitwise", ISCA 2024; CC-BY-4.0).
 About 5 requests arrive per second; prompts average 1,155 tokens, answers 211, with a long tail. The
-course reads the file from `../shared/traces/`; without it, a synthetic workload fitted to the
-same statistics stands in (the notes say which one you got).
+file ships with batchsim (`batchsim/traces/`, its attribution beside it), so every copy of this notebook
+replays the same requests; the notes under the table say which traffic ran.
 
 The SLO of a chat service: the first token within 2 s (the user sees something happen) and then at
 most 100 ms per token (faster than reading speed). Below, five minutes of the trace go through all

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from batchsim.teach import lessons
 from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.core.errors import ConfigError
+from batchsim.traces import AZURE_TRACE, SHIPPED
 
 
 def test_why_batch_taxi_saturates_at_its_ride_time_and_the_bus_keeps_up():
@@ -186,8 +187,8 @@ def test_real_day_synthetic_continuous_meets_a_chat_slo_and_padded_batches_do_no
     assert len(fig.axes) == 4
 
 
-def test_real_day_replays_the_azure_trace(azure_trace):
-    s, _ = lessons.real_day(minutes=1.0, start_minute=10.0, trace=azure_trace)
+def test_real_day_replays_the_azure_trace():
+    s, _ = lessons.real_day(minutes=1.0, start_minute=10.0, trace=SHIPPED / AZURE_TRACE)
     assert "Azure" in s["source"]
     # about 5.5 requests per second in the published trace
     assert 200 < s["requests"] < 500

@@ -14,6 +14,7 @@ from batchsim.core.errors import ConfigError
 from batchsim.machine.roofline import RooflineStepTime
 from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS, get_scenario
 from batchsim.sim.steptime import ConstantStepTime, LinearStepTime
+from batchsim.traces import AZURE_TRACE, SHIPPED
 
 NAMES = ("taxi-vs-bus", "laundromat", "rush-hour", "chat-vs-offline", "memory-wall", "mixed-lengths", "cost-10x",
          "azure-conv", "batch-size-sweep")
@@ -195,12 +196,14 @@ def test_batch_size_sweep_at_one_rate_finds_the_largest_batch_meeting_the_slo():
     assert r2.config["sweep"]["best"] == 128
 
 
-def test_azure_conv_replays_the_trace_when_it_is_present(azure_trace, monkeypatch):
+def test_azure_conv_replays_the_trace_when_it_is_present(tmp_path, monkeypatch):
     from batchsim.core.traces import read_trace
 
-    monkeypatch.setenv("BATCHSIM_TRACES", str(azure_trace.parent))
+    azure_trace = tmp_path / AZURE_TRACE  # a folder of one's own, found before the package's copy
+    azure_trace.write_bytes((SHIPPED / AZURE_TRACE).read_bytes())
+    monkeypatch.setenv("BATCHSIM_TRACES", str(tmp_path))
     rep = run("azure-conv", "--duration", "30")
-    where = str(azure_trace.resolve())  # the scenario names the file it read, links followed
+    where = str(azure_trace.resolve())  # the scenario names the file it read
     assert rep.config["traffic"] == {"source": "trace", "path": where}
     assert where in rep.notes[0] and "synthetic" in rep.notes[0]  # says how to get the other
     tr = read_trace(azure_trace)
@@ -213,16 +216,16 @@ def test_azure_conv_replays_the_trace_when_it_is_present(azure_trace, monkeypatc
 def test_azure_conv_says_when_it_uses_the_synthetic_fit(monkeypatch, tmp_path):
     import sys
 
-    monkeypatch.setattr(sys.modules["batchsim.teach.lessons.real_day"], "find_trace", lambda *a, **k: None)
+    monkeypatch.setattr(sys.modules["batchsim.traces"], "find_trace", lambda *a, **k: None)  # a wheel without its data
     syn = run("azure-conv", "--duration", "30")
     assert syn.config["traffic"]["source"] == "synthetic fit"
-    assert "synthetic" in syn.notes[0] and "not found" in syn.notes[0]
+    assert "synthetic" in syn.notes[0] and "no trace file" in syn.notes[0] and "batchsim.traces fetch" in syn.notes[0]
     chosen = run("azure-conv", "--duration", "30", "--arrival", "gamma:1.1")
     assert chosen.config["traffic"]["source"] == "synthetic fit" and "--arrival given" in chosen.notes[0]
 
 
-def test_azure_conv_replays_a_trace_given_with_the_flag(azure_trace):
-    rep = run("azure-conv", "--trace", str(azure_trace), "--requests", "100")
+def test_azure_conv_replays_a_trace_given_with_the_flag():
+    rep = run("azure-conv", "--trace", str(SHIPPED / AZURE_TRACE), "--requests", "100")
     assert rep.summaries["continuous"]["completed"] == 100 and rep.config["traffic"]["source"] == "trace"
 
 
@@ -233,3 +236,4 @@ def test_same_seed_same_table_and_json_shape(capsys):
     b = json.loads(capsys.readouterr().out)
     assert a["runs"] == b["runs"] and len(a["runs"]) == 6
     assert a["config"]["server"]["gpu"] == "A100-80GB"
+

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from batchsim import ConfigError, Continuous, LinearStepTime, read_trace, simulate, summarize, trace_workload
+from batchsim.traces import AZURE_TRACE, SHIPPED
 
 STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)
 
@@ -33,7 +34,8 @@ def parse_independently(path):
     return arrivals, np.array([int(r[1]) for r in rows]), np.array([int(r[2]) for r in rows])
 
 
-def test_azure_trace_matches_the_file(azure_trace):
+def test_azure_trace_matches_the_file():
+    azure_trace = SHIPPED / AZURE_TRACE
     arrivals, prompts, outputs = parse_independently(azure_trace)
     tr = read_trace(azure_trace)
     assert len(tr) == len(arrivals) > 10_000
@@ -48,7 +50,8 @@ def test_azure_trace_matches_the_file(azure_trace):
     np.testing.assert_array_equal(wl.output_tokens, outputs)
 
 
-def test_azure_trace_cut_and_speedup(azure_trace):
+def test_azure_trace_cut_and_speedup():
+    azure_trace = SHIPPED / AZURE_TRACE
     arrivals, prompts, outputs = parse_independently(azure_trace)
     tr = read_trace(azure_trace)
     first = trace_workload(tr, n=100)
@@ -63,7 +66,8 @@ def test_azure_trace_cut_and_speedup(azure_trace):
         trace_workload(tr, speedup=0.0)
 
 
-def test_azure_trace_replayed_through_the_simulator(azure_trace):
+def test_azure_trace_replayed_through_the_simulator():
+    azure_trace = SHIPPED / AZURE_TRACE
     arrivals, prompts, outputs = parse_independently(azure_trace)
     wl = trace_workload(read_trace(azure_trace), n=1500)
     res = simulate(wl, Continuous(max_seqs=32, max_batched_tokens=8192), STEP, kv_budget_tokens=200_000)
@@ -174,3 +178,118 @@ def test_bom_crlf_and_whole_number_floats_are_read(tmp_path):
     p.write_bytes((PLAIN + "0,12,5\n").encode("utf-16"))
     with pytest.raises(ConfigError, match="UTF-16"):
         read_trace(p)
+
+
+# --- the trace that ships, and the fetch command (offline: file:// mirrors and a closed port) ---------
+
+def _isolated(monkeypatch, tmp_path):
+    """No $BATCHSIM_TRACES, an empty cache, a working folder with nothing beside it: a fresh clone."""
+    monkeypatch.delenv("BATCHSIM_TRACES", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+
+
+def test_the_shipped_trace_is_the_published_file_with_its_attribution():
+    import hashlib
+
+    from batchsim.traces import PUBLIC_TRACES
+
+    entry = next(t for t in PUBLIC_TRACES if t.file == AZURE_TRACE)
+    data = (SHIPPED / AZURE_TRACE).read_bytes()
+    assert len(data) == entry.size == 719_188
+    assert hashlib.sha256(data).hexdigest() == entry.sha256
+    assert len(read_trace(SHIPPED / AZURE_TRACE)) == entry.rows == 19_366
+    readme = (SHIPPED / "README.md").read_text()
+    assert "CC-BY-4.0" in readme and "Splitwise" in readme and "ISCA 2024" in readme and entry.sha256 in readme
+
+
+def test_a_fresh_clone_replays_the_shipped_trace_and_gets_lesson_8s_numbers(monkeypatch, tmp_path):
+    from batchsim.teach import lessons
+    from batchsim.traces import find_trace
+
+    _isolated(monkeypatch, tmp_path)
+    assert find_trace() == SHIPPED / AZURE_TRACE
+    s, _ = lessons.real_day(policy="continuous", max_batch=64)
+    assert s["source"].startswith("Azure LLM trace 2023 (conversation)") and s["requests"] == 1445
+    assert f"{s['slo_attainment']['continuous']:.1%}" == "99.9%"  # what lesson 8 and notebook 8's answers quote
+
+
+def test_a_missing_trace_says_where_traces_come_from(monkeypatch, tmp_path, capsys):
+    from batchsim.cli import main
+
+    _isolated(monkeypatch, tmp_path)
+    assert main(["run", "--arrival", "trace:../shared/traces/azure_llm_2023_conv.csv", "--no-plots"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--trace {SHIPPED / AZURE_TRACE}" in err
+    assert main(["run", "--trace", "data/AzureLLMInferenceTrace_code.csv", "--no-plots"]) == 2
+    assert "python -m batchsim.traces fetch azure-2023-code" in capsys.readouterr().err
+    assert main(["run", "--trace", "mine.csv", "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and "batchsim.traces fetch" in err and "arrival_s,prompt_tokens,output_tokens" in err
+
+
+def _tiny_trace(tmp_path, rows: int = 3):
+    """A published trace of our own: a small Azure-format file and its catalog entry."""
+    import hashlib
+
+    from batchsim.traces import PublicTrace
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:4{i}.0000000,{100 + i},{10 + i}\n" for i in range(rows))
+    (mirror / "Tiny.csv").write_text(text)
+    entry = PublicTrace("tiny", "tiny.csv", "https://example.org/data/Tiny.csv",
+                        hashlib.sha256(text.encode()).hexdigest(), len(text.encode()), rows, "a test trace")
+    return entry, mirror
+
+
+def test_fetch_keeps_a_file_only_when_its_checksum_is_the_published_one(tmp_path):
+    from batchsim.traces.fetch import fetch_one
+
+    entry, mirror = _tiny_trace(tmp_path)
+    cache = tmp_path / "cache"
+    path, what = fetch_one(entry, cache, mirror.as_uri())  # a file:// mirror: nothing leaves the machine
+    assert path == cache / "tiny.csv" and "sha256 checked" in what and len(read_trace(path)) == 3
+    assert fetch_one(entry, cache, "http://127.0.0.1:9/nowhere")[1] == "already here"  # no second download
+    (mirror / "Tiny.csv").write_text((mirror / "Tiny.csv").read_text().replace(",100,", ",999,"))
+    with pytest.raises(ConfigError, match="not the published file"):
+        fetch_one(entry, tmp_path / "other", str(mirror))  # a plain folder works as a mirror too
+    assert list((tmp_path / "other").iterdir()) == []  # neither the file nor its part is left behind
+
+
+def test_fetch_offline_is_one_line_and_exit_code_2(monkeypatch, tmp_path, capsys):
+    import socket
+
+    from batchsim.traces.fetch import main
+
+    _isolated(monkeypatch, tmp_path)
+    with socket.socket() as s:  # a port nobody listens on: refused at once, no network involved
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["fetch", "azure-2023-code", "--from", f"http://127.0.0.1:{port}/"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("batchsim.traces: error: cannot fetch azure-2023-code")
+    assert not (tmp_path / "cache" / "batchsim" / "traces" / "azure_llm_2023_code.csv").exists()
+    assert main(["fetch", "azure-2023-code", "--from", str(tmp_path / "empty")]) == 2  # a mirror without the file
+    assert "cannot fetch" in capsys.readouterr().err
+    assert main(["fetch", "nope"]) == 2
+    assert "trace must be one of azure-2023-conv, azure-2023-code, got 'nope'" in capsys.readouterr().err
+    assert main(["fetch", "--bogus"]) == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    # The conversation trace ships: fetching it needs no network, and list says where each one is.
+    assert main(["fetch", "azure-2023-conv", "--from", f"http://127.0.0.1:{port}/"]) == 0
+    assert "already here" in capsys.readouterr().out
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "azure-2023-conv" in out and "shipped with batchsim" in out and "fetch azure-2023-code" in out
+
+
+def test_the_catalog_refuses_an_entry_it_could_not_check():
+    from batchsim.traces import PublicTrace
+
+    good = dict(name="x", file="x.csv", url="https://example.org/x.csv", sha256="0" * 64, size=1, rows=1, about="")
+    PublicTrace(**good)
+    for field, bad in (("sha256", "abc"), ("url", "http://example.org/x.csv"), ("file", "../x.csv"), ("size", 0)):
+        with pytest.raises(ConfigError, match=f"^{field} must"):
+            PublicTrace(**{**good, field: bad})

@@ -1,8 +1,7 @@
-"""Notebook 8: a real day of traffic (the Azure conversation trace, or its fit)."""
+"""Notebook 8: a real day of traffic (the Azure conversation trace, which ships with batchsim)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,35 +15,20 @@ from ...core.metrics import SLO, format_table, streams_by_default, table_notes
 from ...core.policies import POLICY_NAMES, make_policy
 from ...core.traces import Trace, read_trace
 from ...core.workload import Workload, make_workload, trace_workload
+from ...traces import AZURE_TRACE, find_trace
 from ._common import LESSON_GPU, LESSON_MODEL, _server, _run
 
 
-AZURE_TRACE = "azure_llm_2023_conv.csv"
-
-#: A synthetic stand-in for the Azure 2023 conversation trace when the file is absent, fitted to
-#: the statistics stated in ../shared/traces/README.md: about 5.5 requests/s with inter-arrival
-#: CV about 1.1; prompt tokens mean 1,155 (median 1,020); output tokens mean 211 (median 129).
+#: A synthetic stand-in for the Azure 2023 conversation trace, for ``trace="synthetic"`` (or a
+#: package built without its data), fitted to the statistics in batchsim/traces/README.md: about
+#: 5.5 requests/s with inter-arrival CV about 1.1; prompt tokens mean 1,155 (median 1,020);
+#: output tokens mean 211 (median 129).
 AZURE_FIT = {"rate": 5.5, "cv": 1.1, "prompt_mean": 1155, "prompt_median": 1020, "output_mean": 211,
              "output_median": 129}
 
 
-def find_trace(name: str = AZURE_TRACE) -> Path | None:
-    """The trace file: $BATCHSIM_TRACES/NAME, else ../shared/traces/NAME from the working folder
-    or any folder above it (a notebook runs in notebooks/), else from the package's checkout."""
-    places = []
-    if os.environ.get("BATCHSIM_TRACES"):
-        places.append(Path(os.environ["BATCHSIM_TRACES"]) / name)
-    for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[1]]:
-        places.append(base / ".." / "shared" / "traces" / name)
-        places.append(base / "shared" / "traces" / name)
-    for p in places:
-        if p.is_file():
-            return p.resolve()
-    return None
-
-
 def _day_workload(minutes: float, start_minute: float, trace: str | Path | None, seed: int) -> tuple[Workload, str]:
-    """The trace window, or the synthetic fit when ``trace`` is "synthetic" or None and no file is found."""
+    """The trace window; the synthetic fit when ``trace`` is "synthetic" (or None and the package has no trace)."""
     if trace is None:
         path = find_trace()
     elif str(trace) == "synthetic":
@@ -52,7 +36,8 @@ def _day_workload(minutes: float, start_minute: float, trace: str | Path | None,
     else:
         path = Path(trace)
         if not path.is_file():
-            raise ConfigError(f"trace must be a trace file, 'synthetic' or None, got {str(trace)!r} (no such file)")
+            raise ConfigError(f"trace must be a trace file, 'synthetic' or None, got {str(trace)!r} (no such file; "
+                              f"None replays {AZURE_TRACE}, which ships with batchsim)")
     if path is not None:
         tr = read_trace(path)
         t0 = start_minute * 60.0
@@ -60,11 +45,15 @@ def _day_workload(minutes: float, start_minute: float, trace: str | Path | None,
         if not keep.any():
             raise ConfigError(f"start_minute must fall inside the trace ({tr.duration / 60:.0f} minutes), got {start_minute!r}")
         window = Trace(tr.path, tr.arrival_s[keep] - t0, tr.prompt_tokens[keep], tr.output_tokens[keep])
-        return trace_workload(window), f"Azure LLM trace 2023 (conversation), minutes {start_minute:g}-{start_minute + minutes:g}"
+        name = "Azure LLM trace 2023 (conversation)" if path.name == AZURE_TRACE else f"the trace {path.name}"
+        return trace_workload(window), f"{name}, minutes {start_minute:g}-{start_minute + minutes:g}"
     f = AZURE_FIT
     wl = make_workload(Gamma(f["rate"], f["cv"]), LogNormal(f["prompt_mean"], f["prompt_median"]),
                        LogNormal(f["output_mean"], f["output_median"]), duration=minutes * 60.0, seed=seed)
-    return wl, f"synthetic fit of the Azure conversation trace, {minutes:g} minutes"
+    # Said on the figure and in the notes: a fit's numbers are not the lesson's, and nothing else would tell.
+    why = "" if trace is not None else (f" ({AZURE_TRACE} is missing from this installation: "
+                                        "python -m batchsim.traces fetch azure-2023-conv)")
+    return wl, f"synthetic fit of the Azure conversation trace, {minutes:g} minutes{why}"
 
 
 def _delivered_ttft(res) -> np.ndarray:
@@ -79,7 +68,7 @@ def real_day(policy: str = "continuous", max_batch: int = 64, slo_ttft: float = 
     """A real day of traffic: replay the Azure conversation trace and ask which policy meets the SLO.
 
     ``trace``: a trace file, "synthetic" (a workload fitted to the Azure trace's published
-    statistics), or None (the Azure trace from ``find_trace``, else the synthetic fit).
+    statistics), or None (the Azure trace that ships with batchsim; see ``batchsim.traces``).
     ``minutes`` of the trace from ``start_minute`` go through all four policies (static
     and dynamic batches of ``max_batch``, continuous with ``max_batch`` rows). A request
     meets the SLO when its first token comes within ``slo_ttft`` seconds and its tokens

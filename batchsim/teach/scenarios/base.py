@@ -26,6 +26,7 @@ from ...core.flags import given
 from ...core.errors import ConfigError
 from ...core.metrics import SUMMARY_KEYS, format_table, table_notes
 from ...sim.simulator import RunResult
+from ...traces import check_trace_file
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
@@ -138,6 +139,7 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     if not getattr(args, "no_size_check", False):
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     for wcfg in wconfigs:
+        check_trace_file(wcfg.trace)  # a missing trace says where traces come from, not only "not found"
         wconfigs[wcfg] = wcfg.build()
     if not getattr(args, "no_size_check", False):  # traces: sized again now that their rows are known
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))

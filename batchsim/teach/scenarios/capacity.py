@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from ...core.errors import ConfigError, check_positive
 from ...machine.server import Server
+from ...traces import check_trace_file
 from .base import Run, Scenario
 from .execute import plan_runs, simulate_plan
 
@@ -160,6 +161,7 @@ def candidates(gpus: list[str], policies: list[str], batches: list[int]) -> list
 
 @lru_cache(maxsize=4)
 def _workload(wcfg):
+    check_trace_file(wcfg.trace)
     return wcfg.build()
 
 

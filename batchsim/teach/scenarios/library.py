@@ -347,7 +347,7 @@ register(Scenario(
 # --- azure-conv: real traffic ----------------------------------------------------------------
 
 #: Published statistics of the Azure LLM inference trace 2023, conversation part
-#: (../shared/traces/README.md; Patel et al., "Splitwise", ISCA 2024): 19,366 requests over
+#: (batchsim/traces/README.md; Patel et al., "Splitwise", ISCA 2024): 19,366 requests over
 #: ~58 minutes, ~5.5 req/s, inter-arrival CV ~1.1; prompts mean ~1,155 (median 1,020) tokens;
 #: outputs mean ~211 (median 129).
 AZURE_CONV = {"arrival": "gamma:1.1", "rate": 5.5, "prompt_len": "lognormal:1155,1020", "output_len": "lognormal:211,129"}
@@ -358,8 +358,8 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     chose_synthetic = not given and getattr(args, "arrival", None) is not None
     found = None
     if not given and not chose_synthetic:
-        # "Real chat traffic" means the real file whenever it is there; the fit only stands in for it.
-        from ..lessons.real_day import find_trace
+        # "Real chat traffic" means the real file, which ships with batchsim; the fit only stands in for it.
+        from ...traces import find_trace
 
         found = find_trace()
         if found is not None:
@@ -375,11 +375,12 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
                                                      if found is not None else ""))
         report.config["traffic"] = {"source": "trace", "path": str(path)}
     else:
-        why = "--arrival given" if chose_synthetic else "the trace file was not found (../shared/traces/ or $BATCHSIM_TRACES)"
+        why = ("--arrival given" if chose_synthetic else
+               "this installation has no trace file: python -m batchsim.traces fetch azure-2023-conv")
         report.notes.insert(0, (
             f"traffic: a synthetic workload fitted to the trace's published statistics ({why}): gamma arrivals "
             "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129. "
-            "Replay the real file with --trace ../shared/traces/azure_llm_2023_conv.csv"))
+            "Without --arrival the scenario replays the real file, which ships with batchsim"))
         report.config["traffic"] = {"source": "synthetic fit", "path": None}
     report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
     return report
@@ -392,8 +393,8 @@ register(Scenario(
         "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published an hour of "
         "arrivals and token counts from a production chat service (Patel et al., Splitwise, ISCA 2024): "
         "about 5.5 requests per second in bursts, prompts of a thousand tokens, answers from a handful to a "
-        "thousand. The scenario replays that file when it is found (../shared/traces/ or $BATCHSIM_TRACES, "
-        "or --trace PATH); only without it, or with an --arrival of your own, does a synthetic workload "
+        "thousand. The file ships with batchsim and the scenario replays it (or --trace PATH, or one in "
+        "$BATCHSIM_TRACES); only with an --arrival of your own does a synthetic workload "
         "matching its published statistics stand in. The first line of notes says which one ran. One H100, three policies: does it keep up, and at what latency? "
         "(On an A100-80GB, --gpu A100-80GB, even continuous batching only just keeps up.)"
     ),

@@ -1,0 +1,5 @@
+import sys
+
+from .fetch import main
+
+sys.exit(main())
