@@ -43,6 +43,7 @@ from .records import Recorder
 from .router import Router
 from .server import ServerProcess
 from .step import Step, StepOutcome
+from .wallclock import WallExecutor  # re-exported: realrun builds its runs from this module's two names
 from .workload import Workload
 
 __all__ = ["Executor", "StopRun", "Drive", "drive", "Run", "WallExecutor", "INTERRUPTED"]
@@ -259,5 +260,3 @@ def _bar(progress: bool, n: int, desc: str):
 
     return tqdm(total=n, desc=desc, unit="req", leave=False)
 
-
-from .wallclock import WallExecutor  # noqa: E402 - re-exported: the wall clock's executor

@@ -13,8 +13,8 @@ Names follow vLLM's serving benchmark so figures can be compared with it:
   arrival to the first token reaching the user. A streaming server delivers each
   token as it is produced, so it equals TTFT; a server that returns whole answers
   (padded batches, like ``generate()``) delivers at the request's finish. By default
-  padded policies do not stream and continuous batching does (as vLLM's server
-  does); ``summarize(..., streaming=True/False)`` says otherwise. The SLO's TTFT is
+  the policy's ``streams`` decides: padded policies do not stream and continuous
+  batching does (as vLLM's server does); ``summarize(..., streaming=True/False)`` says otherwise. The SLO's TTFT is
   checked on the delivered one: it is what the user waits for. Tables say which
   one they show (``table_notes``).
 - mean_step_time: busy time over steps, the length of one forward pass. A padded
@@ -31,107 +31,27 @@ Names follow vLLM's serving benchmark so figures can be compared with it:
 - goodput: completed requests per second that met every SLO given.
 
 ``summarize`` returns a flat dict of plain floats and ints (JSON-ready), with the
-conservation check ``arrived == completed + rejected`` asserted.
+conservation check ``arrived == completed + rejected`` asserted. A summary-only run is
+summarised from its sums and sketches (``batchsim.core.stream_summary``); what the two
+share, keys and order included, is ``batchsim.core.summary_fields``.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import numpy as np
 
-from .errors import check_positive
 from .result import RunResult
+from .stream_summary import summarize_stream
+from .summary_fields import SLO, latency_stats, step_fields, streams_by_default, summary_of  # noqa: F401 - re-exported
 
 __all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS", "streams_by_default", "table_notes",
            "TTFT_NOTE"]
-
-
-@dataclass(frozen=True)
-class SLO:
-    """Service-level objectives in seconds; None means no objective on that metric."""
-
-    ttft: float | None = None
-    tpot: float | None = None
-    e2e: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("ttft", "tpot", "e2e"):
-            v = getattr(self, name)
-            if v is not None:
-                check_positive(f"slo_{name}", v)
-
-    @property
-    def any(self) -> bool:
-        return any(v is not None for v in (self.ttft, self.tpot, self.e2e))
-
-    def met(self, delivered: np.ndarray, e2e: np.ndarray, decode_time: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """Per finished request: whether it met every objective set (``summarize`` and the summary-only
-        records count goodput with this one rule). ``decode_time`` is first token to finish; a
-        one-token request's TPOT is taken over one gap, so it is 0 and always met."""
-        ok = np.ones(len(e2e), dtype=bool)
-        if self.ttft is not None:
-            ok &= delivered <= self.ttft
-        if self.e2e is not None:
-            ok &= e2e <= self.e2e
-        if self.tpot is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ok &= decode_time / np.maximum(tokens - 1, 1) <= self.tpot
-        return ok
-
-
-def step_fields(totals, makespan: float, result) -> dict:
-    """The figures a run's step totals give (``StepTotals``): busy share, steps, batch sizes; and the
-    result's memory, preemptions and servers. Shared by ``summarize`` and the summary-only summary."""
-    reps = totals.reps
-    return {
-        "busy_fraction": totals.busy / (makespan * result.replicas) if makespan > 0 else 0.0,
-        "steps": reps,
-        "mean_step_time": totals.busy / reps if reps else None,
-        "mean_batch_size": float(totals.batch_reps / reps) if reps else 0.0,
-        "max_batch_size": totals.max_batch,
-        "batch_size_hist": dict(sorted(totals.batch_hist.items())),
-        "padded_row_fraction": float(totals.padded_reps / max(1, totals.decode_reps)),
-        "kv_peak_tokens": int(result.kv_peak_tokens),
-        "kv_budget_tokens": result.kv_budget_tokens,
-        "preemptions": int(result.preemptions),
-        "replicas": int(result.replicas),
-    }
-
-
-def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
-    """mean, p50, p90 and p99 of the finite values (None when there are none)."""
-    v = values[np.isfinite(values)]
-    if not len(v):
-        return {f"mean_{name}": None, f"p50_{name}": None, f"p90_{name}": None, f"p99_{name}": None}
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return {f"mean_{name}": float(v.mean()), f"p50_{name}": float(p50), f"p90_{name}": float(p90), f"p99_{name}": float(p99)}
-
-
-def streams_by_default(policy: str) -> bool:
-    """Whether a policy's server streams tokens unless told otherwise: padded batches (every subclass
-    of ``PaddedBatchPolicy``) return whole answers, as ``generate()`` does.
-
-    ``policy`` is how a ``RunResult`` names it: its ``describe()`` ("Static(max_batch=16)", or an
-    object's default repr), or its short ``name`` ("static")."""
-    from .policies import PaddedBatchPolicy
-
-    padded, todo = set(), [PaddedBatchPolicy]
-    while todo:
-        cls = todo.pop()
-        padded.update((cls.__name__, cls.name))
-        todo.extend(cls.__subclasses__())
-    m = re.search(r"(\w+) object at ", policy) or re.match(r"\s*(\w+)", policy)
-    return not (m and m.group(1) in padded)
 
 
 def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
     """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
     r = result.records
     if r.summary_only:
-        from .stream_summary import summarize_stream
-
         return summarize_stream(result, slo, streaming)
     done = r.completed_mask
     rejected = r.rejected_mask
@@ -141,7 +61,6 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
     in_flight = arrived - completed - n_rejected
     if in_flight != 0:
         raise AssertionError(f"conservation broken: {arrived} arrived, {completed} completed, {n_rejected} rejected")
-    makespan = result.makespan
     out_tokens = int(r.tokens[done].sum())
     ttft = (r.first_token - r.arrival)[done]
     streams = streams_by_default(result.policy) if streaming is None else bool(streaming)
@@ -153,31 +72,17 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
         tpot = ((r.finish - r.first_token) / (r.tokens - 1))[multi]
     gaps = int((r.tokens[done] - 1).sum())
     gap_time = float((r.last_token - r.first_token)[done].sum())
-    s: dict = {
-        "arrived": arrived,
-        "completed": completed,
-        "rejected": n_rejected,
-        "duration": makespan,
-        "request_throughput": completed / makespan if makespan > 0 else 0.0,
-        "output_throughput": out_tokens / makespan if makespan > 0 else 0.0,
-        "total_output_tokens": out_tokens,
-    }
-    s.update(latency_stats("ttft", ttft))
-    s.update(latency_stats("ttft_delivered", ttft_delivered))
-    s["streaming"] = streams
-    s.update(latency_stats("tpot", tpot))
-    s["mean_itl"] = gap_time / gaps if gaps else None
     itl_max = r.itl_max[done]
     itl_max = itl_max[np.isfinite(itl_max)]
-    s["p99_itl_max"] = float(np.percentile(itl_max, 99)) if len(itl_max) else None
-    s.update(latency_stats("e2e", e2e))
-    s.update(latency_stats("queue_wait", wait))
-    s.update(step_fields(r.step_totals(), makespan, result))
+    latency = {name: latency_stats(name, v) for name, v in
+               (("ttft", ttft), ("ttft_delivered", ttft_delivered), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait))}
+    itl = (gap_time / gaps if gaps else None, float(np.percentile(itl_max, 99)) if len(itl_max) else None)
+    goodput = None
     if slo is not None and slo.any:
         ok = slo.met(ttft_delivered, e2e, (r.finish - r.first_token)[done], r.tokens[done])
-        s["goodput"] = int(ok.sum()) / makespan if makespan > 0 else 0.0
-        s["slo_attainment"] = float(ok.mean()) if completed else 0.0
-    return s
+        goodput = (int(ok.sum()), float(ok.mean()) if completed else 0.0)
+    return summary_of(result, (arrived, completed, n_rejected), out_tokens, latency, streams, itl, r.step_totals(),
+                      goodput)
 
 
 SUMMARY_KEYS = (

@@ -154,7 +154,8 @@ class StepOutcome:
 
     token_ids[i] produced token_counts[i] tokens, one at the end of each of the run's
     first token_counts[i] repetitions. ``finished`` requests are complete, delivered at
-    the end of the run. ``started`` requests had their first step in this run.
+    the end of the run. When a request started (its first step) is not told here: the
+    records take it from the first step that prefills it (``Recorder.step``).
     """
 
     token_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

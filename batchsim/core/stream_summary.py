@@ -2,21 +2,22 @@
 
 Counts, totals and means are exact; percentiles come from the quantile sketches, each
 within their stated relative error (``sketch_relative_error``, 0.5 % by default) of the
-exact percentile; goodput is exact for the SLO the run was started with.
+exact percentile; goodput is exact for the SLO the run was started with. What this
+summary shares with the one of every request's records (the keys, their order, who
+streams) is ``batchsim.core.summary_fields``.
 """
 
 from __future__ import annotations
 
+from .errors import ConfigError
 from .stream import StreamRecords
+from .summary_fields import streams_by_default, summary_of
 
 __all__ = ["summarize_stream"]
 
 
 def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
     """``summarize`` for a summary-only run: the same keys, percentiles from the sketches."""
-    from .errors import ConfigError
-    from .metrics import step_fields, streams_by_default
-
     r: StreamRecords = result.records
     streams = streams_by_default(result.policy) if streaming is None else bool(streaming)
     if streams != r.streaming:
@@ -30,13 +31,6 @@ def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
     rejected = sum(r.rejected.values())
     if st.completed + rejected != r.arrived:
         raise AssertionError(f"conservation broken: {r.arrived} arrived, {st.completed} completed, {rejected} rejected")
-    makespan = result.makespan
-    out: dict = {
-        "arrived": r.arrived, "completed": st.completed, "rejected": rejected, "duration": makespan,
-        "request_throughput": st.completed / makespan if makespan > 0 else 0.0,
-        "output_throughput": st.output_tokens / makespan if makespan > 0 else 0.0,
-        "total_output_tokens": st.output_tokens,
-    }
 
     def stats(name: str, key: str) -> dict:
         total, count = st.sums[key]
@@ -46,20 +40,9 @@ def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
         return {f"mean_{name}": total / count, f"p50_{name}": sk.quantile(0.5), f"p90_{name}": sk.quantile(0.9),
                 f"p99_{name}": sk.quantile(0.99)}
 
-    out.update(stats("ttft", "ttft"))
-    out.update(stats("ttft_delivered", "ttft" if streams else "e2e"))
-    out["streaming"] = streams
-    out.update(stats("tpot", "tpot"))
-    out["mean_itl"] = st.gap_time / st.gaps if st.gaps else None
-    out["p99_itl_max"] = st.sketches["itl_max"].quantile(0.99)
-    out.update(stats("e2e", "e2e"))
-    out.update(stats("queue_wait", "queue_wait"))
-    out.update(step_fields(r.step_totals(), makespan, result))
-    out.update({
-        "summary_only": True,
-        "sketch_relative_error": st.alpha,
-    })
-    if given:
-        out["goodput"] = st.slo_met / makespan if makespan > 0 else 0.0
-        out["slo_attainment"] = st.slo_met / st.completed if st.completed else 0.0
-    return out
+    latency = {"ttft": stats("ttft", "ttft"), "ttft_delivered": stats("ttft_delivered", "ttft" if streams else "e2e"),
+               "tpot": stats("tpot", "tpot"), "e2e": stats("e2e", "e2e"), "queue_wait": stats("queue_wait", "queue_wait")}
+    itl = (st.gap_time / st.gaps if st.gaps else None, st.sketches["itl_max"].quantile(0.99))
+    goodput = (st.slo_met, st.slo_met / st.completed if st.completed else 0.0) if given else None
+    return summary_of(result, (r.arrived, st.completed, rejected), st.output_tokens, latency, streams, itl,
+                      r.step_totals(), goodput, {"summary_only": True, "sketch_relative_error": st.alpha})

@@ -45,7 +45,7 @@ from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg
 from ..core.plan import PLANS, Pass
 from .grid2d import MAX_PASS_SECONDS, Grid2D, _plain
 from .spread import StepSpread
-from .steptime import StepTimeModel
+from .stepmodel import StepTimeModel
 
 __all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
 

@@ -38,6 +38,9 @@ class Policy(ABC):
     name: str = "policy"
     #: The most rows a step of this policy may hold (checked by the tests' invariants).
     max_rows: int = 1
+    #: Whether its server delivers each token as it is produced (as vLLM's does), unless a summary is
+    #: told otherwise; a padded batch returns whole answers when it ends (``PaddedBatchPolicy``).
+    streams: bool = True
 
     def start(self, limits: ServerLimits | int | None = None) -> None:
         """Reset all state for a new run under the server's limits (an int: a KV budget in tokens)."""

@@ -46,6 +46,8 @@ class PaddedBatchPolicy(Policy):
     """Common machinery; subclasses decide when a batch departs (``_ready``) and how big it is."""
 
     max_batch: int = 1
+    #: Every request of a batch is delivered when the batch ends, as ``generate()`` returns.
+    streams = False
 
     def start(self, limits=None) -> None:
         super().start(limits)

@@ -58,6 +58,9 @@ class VLLMV1(Continuous):
         self.async_scheduling = bool(async_scheduling)
 
     def __repr__(self) -> str:
+        # What a run's result names it by (``describe()``): ``Continuous(..., scheduler="vllm-v1", ...)``
+        # reads as the continuous policy with the knob that chose this flavour, not as a call that
+        # builds it (``Continuous`` takes no scheduler: ``make_policy`` or ``VLLMV1(...)`` does).
         return super().__repr__()[:-1] + f', scheduler="vllm-v1", async_scheduling={self.async_scheduling})'
 
     def start(self, limits=None) -> None:
