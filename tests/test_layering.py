@@ -42,22 +42,12 @@ OWNED_ELSEWHERE = "owned elsewhere; issue 22"
 
 #: Arrows (importer, imported) allowed to close a circle or to run back up, with the reason.
 ALLOWED_ARROWS: dict[tuple[str, str], str] = {
-    # server.py names the driver's Executor and Run for its type hints only (if TYPE_CHECKING), the one
-    # arrow back from a server to the loop that drives it: Executor is in core.executor already, Run
-    # could be a Protocol in server.py.
-    ("batchsim.core.server", "batchsim.core.driver"): OWNED_ELSEWHERE,
-    # blocks.py re-exports RunningRows from rows.py (nothing imports it from there any more), and
-    # rows.py imports blocks.py's BlockFill: deleting blocks.py's last line ends the circle.
-    ("batchsim.core.policies.blocks", "batchsim.core.policies.rows"): OWNED_ELSEWHERE,
     # The capacity scenario's search runs its rounds with the CLI's task runner (inside a function).
     ("batchsim.teach.scenarios.capacity", "batchsim.cli.tasks"): OWNED_ELSEWHERE,
 }
 
 #: Private names taken from another module: (importer, module, name), with the reason.
 ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
-    # grid2d's message helper for numbers (32 and 0.5, not np.float64(32.0)): public under its own name
-    # it would serve profiled.py too.
-    ("batchsim.sim.profiled", "batchsim.sim.grid2d", "_plain"): OWNED_ELSEWHERE,
     # Flag-over-default resolution, taken by the CLI and two scenario modules from knobs.py.
     ("batchsim.cli.options", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
     ("batchsim.teach.scenarios.execute", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,

@@ -38,18 +38,31 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import simpy
 
 from .clock import server_priority
+from .executor import Executor
 from .step import Wait
 
 if TYPE_CHECKING:
-    from .driver import Executor, Run
     from .policies.base import Policy
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "RunShared"]
+
+
+class RunShared(Protocol):
+    """What a server reads of the run it serves in (``driver.Run``), named here so that the server
+    need not import the driver that starts it: whether every request has arrived, when the next one
+    comes, and where a step's outcome and a withdrawn request are reported."""
+
+    closed: bool
+    next_arrival: float
+
+    def step_ended(self, server: "ServerProcess", decided: float, step, start: float, ends, outcome) -> None: ...
+
+    def withdrew(self, request_id: int, reason: str) -> None: ...
 
 
 class ServerProcess:
@@ -59,7 +72,7 @@ class ServerProcess:
     ``steps``: steps it has run. ``process``: its SimPy process, once the run has started it.
     """
 
-    def __init__(self, env: simpy.Environment, index: int, policy: Policy, executor: Executor, run: Run) -> None:
+    def __init__(self, env: simpy.Environment, index: int, policy: Policy, executor: Executor, run: RunShared) -> None:
         self.env, self.index, self.policy, self.executor, self.run = env, index, policy, executor, run
         self.priority = server_priority(index)
         self.outstanding = 0

@@ -17,14 +17,14 @@ import numpy as np
 
 from ..core.errors import ConfigError, is_number, show
 
-__all__ = ["Grid2D", "MAX_PASS_SECONDS"]
+__all__ = ["Grid2D", "MAX_PASS_SECONDS", "plain_numbers"]
 
 #: The longest a pass, or any other time a calibration holds, may take (an hour, as a linear
 #: calibration's coefficients): no hardware is that slow, and 1e300 s overflows the first sum it enters.
 MAX_PASS_SECONDS = 3600.0
 
 
-def _plain(a: np.ndarray) -> list:
+def plain_numbers(a: np.ndarray) -> list:
     """Numbers as a message prints them: 32 and 0.5, not np.float64(32.0)."""
     return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(a).ravel().tolist()]
 
@@ -32,9 +32,9 @@ def _plain(a: np.ndarray) -> list:
 def _axis(name: str, values) -> np.ndarray:
     a = np.asarray(values, dtype=np.float64)
     if a.ndim != 1 or len(a) < 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise ConfigError(f"{name} must be a list of finite numbers >= 0, got {show(_plain(a) if a.ndim == 1 else values)}")
+        raise ConfigError(f"{name} must be a list of finite numbers >= 0, got {show(plain_numbers(a) if a.ndim == 1 else values)}")
     if np.any(np.diff(a) <= 0):
-        raise ConfigError(f"{name} must be strictly increasing, got {show(_plain(a))}")
+        raise ConfigError(f"{name} must be strictly increasing, got {show(plain_numbers(a))}")
     return a
 
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, is_number, show
 from ..core.plan import PLANS, Pass
-from .grid2d import MAX_PASS_SECONDS, Grid2D, _plain
+from .grid2d import MAX_PASS_SECONDS, Grid2D, plain_numbers
 from .spread import StepSpread
 from .stepmodel import StepTimeModel
 
@@ -86,7 +86,7 @@ class ProfiledStepTime(StepTimeModel):
                 or not np.all(np.isfinite(idle)) or not np.all(np.isfinite(extra)) or np.any(extra < 0) \
                 or np.any(extra > MAX_PASS_SECONDS):
             raise ConfigError(f"wake_idle must be increasing seconds > 0 and wake_extra as many seconds in [0, "
-                              f"{MAX_PASS_SECONDS:g}], got {show(_plain(idle))} and {show(_plain(extra))}")
+                              f"{MAX_PASS_SECONDS:g}], got {show(plain_numbers(idle))} and {show(plain_numbers(extra))}")
         for part in ("decode", "prefill"):
             own, spread = getattr(self, part), getattr(self.spread, part, None)
             if spread is not None and (spread.q.shape[:2] != own.z.shape or not np.array_equal(spread.x, own.x)

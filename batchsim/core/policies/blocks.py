@@ -119,7 +119,3 @@ class BlockFill:
         if s <= 1:  # the common step: one token, a new block for each full row
             return q * self.n + (counts[-shift % size] if s else 0)
         return q * self.n + sum([counts[(r - shift) % size] for r in range(size - s + 1, size + 1)])
-
-
-# The running batch's rows lived here before ``rows``: still importable from here.
-from .rows import RunningRows  # noqa: E402 - rows imports this module's BlockFill
