@@ -120,7 +120,8 @@ leaves when full or when its first passenger has waited 0.2 s.""",
 **Your turn.** Move the sliders (the figure updates when you let go). Start with a low arrival rate
 (1 request/s) and raise it: find where the taxi stops keeping up (its throughput flattens while
 arrivals keep rising, and its latency explodes). Then change the seats on the bus and the timetable,
-and the price of the GPU.""",
+and the price of the GPU. Read the notes under the table: a short run's start can lower a number, and
+they say when it does.""",
         ),
         questions=(
             "At what arrival rate does the taxi stop keeping up? Why there (hint: the notes say how long one "
@@ -277,8 +278,9 @@ split the requests over the fleet."""),
             ("code", "fleet_panel = widgets.fleet_ui(requests=FLEET_REQUESTS)\nfleet_panel"),
             ("md", """
 **Your turn.** Move the number of GPUs and the batch per GPU, and compare the bill and the p99 of the
-fleet with the one big bus. Raise the arrival rate until the one GPU cannot keep up. Switch the
-router to random, then round-robin, and watch the split and the p99."""),
+fleet with the one big bus. Raise the arrival rate, one request/s at a time, until the one GPU's p99
+is clearly worse than the fleet's. Switch the router to random, then round-robin, and watch the split
+and the p99."""),
         ),
         questions=(
             "What price per GPU-hour do the claim's figures imply for the batched case (100 RPS at $0.01)? "

@@ -106,6 +106,17 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
             v[f"l1.r{rate}_b{seats}_thr"] = _f(st["request_throughput"], 1)
             v[f"l1.r{rate}_b{seats}_p99"] = _f(st["p99_e2e"], 1)
             v[f"l1.r{rate}_b{seats}_per_1000"] = _f(st["cost_per_request"] * 1000, 3)
+            v[f"l1.r{rate}_b{seats}_busy"] = f"{st['busy_fraction']:.0%}"
+            if (rate, seats) == (30, 64):  # the run's start is a visible part of a short run: the panel's note
+                e = r["edges"]["static"]
+                v["l1.r30_b64_first_s"] = _f(e["first_departure_s"], 1)
+                v["l1.r30_b64_first_share"] = f"{e['share_of_run']:.0%}"
+                v["l1.r30_b64_busy_after"] = f"{e['busy_after']:.0%}"
+                v["l1.r30_b64_thr_after"] = _f(e["throughput_after"], 1)
+    long, _ = lessons.why_batch(rate=30, max_batch=64, max_wait=0.2, requests=4000)
+    v["l1.r30_b64_long_thr"] = _f(long["policies"]["static"]["request_throughput"], 2)
+    v["l1.r30_b64_long_busy"] = f"{long['policies']['static']['busy_fraction']:.0%}"
+    v["l1.r30_b64_long_p99"] = _f(long["policies"]["static"]["p99_e2e"], 1)
     v["cli.taxi-vs-bus"] = _cli(["run", "taxi-vs-bus"])
     v["cli.laundromat"] = _cli(["run", "laundromat"])
 
@@ -311,16 +322,17 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
             row = next(iter(r["rows"].values()))
             v[f"l6.fleet_{int(rate)}_{router}_e2e"] = _f(row["p99_e2e"], 2)
             v[f"l6.fleet_{int(rate)}_{router}_ttft"] = _f(row["p99_ttft"], 2)
-    flip = None
-    for rate in (4.0, 8.0, 16.0, 32.0):
-        r, _ = lessons.fleet(rate=rate)
-        m, b1 = (r["rows"][k] for k in list(r["rows"])[:2])
-        if b1["p99_e2e"] > 1.5 * m["p99_e2e"]:
-            flip = rate
-            v["l6.fleet_flip_big_p99"] = _f(b1["p99_e2e"], 1)
-            v["l6.fleet_flip_many_p99"] = _f(m["p99_e2e"], 1)
-            break
-    v["l6.fleet_flip_rate"] = _f(flip, 0) if flip else "none of 4 to 32"
+    # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4, answer 6).
+    flip = lessons.fleet_flip()
+    if flip["rate"] is None or flip["below"] is None:
+        raise SystemExit(f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}")
+    v["l6.fleet_flip_rate"] = str(flip["rate"])
+    v["l6.fleet_flip_below"] = str(flip["below"])
+    v["l6.fleet_flip_big_p99"] = _f(flip["big_p99"], 2)
+    v["l6.fleet_flip_many_p99"] = _f(flip["many_p99"], 2)
+    v["l6.fleet_flip_below_big_p99"] = _f(flip["below_big_p99"], 2)
+    v["l6.fleet_flip_below_many_p99"] = _f(flip["below_many_p99"], 2)
+    v["l6.fleet_flip_max"] = str(lessons.FLIP_MAX_RATE)
     v["cli.fleet"] = _cli(["run", "fleet"])
 
     # lesson 8: a real day (notebook 8): the Azure trace when it is beside the repository

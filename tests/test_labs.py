@@ -37,6 +37,15 @@ def _counts(out: str) -> dict[str, int]:
     return {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", out.splitlines()[-1])}
 
 
+def _load(name: str, path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_every_lab_has_a_solution_a_check_and_gaps():
     assert len(LAB_FILES) >= 3
     for name in LAB_FILES:
@@ -71,18 +80,12 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
     # The lab's fit is the one realrun profile uses; checked here, on the teacher's side, so the
     # student's check does not name the package's implementation as its oracle.
     pytest.importorskip("torch")
-    import importlib.util
-
     import numpy as np
 
     from realrun.profile import ProfilePoint, fit_linear
 
-    spec = importlib.util.spec_from_file_location("_lab4_solution", SOLUTIONS / "lab4_calibrate.py")
-    sol = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sol)
-    spec = importlib.util.spec_from_file_location("_lab4_checks", LABS / "test_lab4.py")
-    checks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checks)
+    sol = _load("_lab4_solution", SOLUTIONS / "lab4_calibrate.py")
+    checks = _load("_lab4_checks", LABS / "test_lab4.py")
     p, d, k, t = checks._profile(np.random.default_rng(2))
     ref = fit_linear([ProfilePoint("x", int(a), int(b), float(c), float(s), 0.0) for a, b, c, s in zip(p, d, k, t)])
     mine = sol.fit(p, d, k, t)
@@ -95,3 +98,21 @@ def test_student_labs_name_no_reference_implementation():
         text = path.read_text()
         for name in ("Dynamic", "padded.py", "fit_linear", "realrun.profile", "solutions"):
             assert name not in text, f"{path.name} names {name}"
+
+
+def test_lab1_part_b_is_judged_on_its_own(tmp_path):
+    # A right formula with a wrong bus (it leaves twice as late as the timetable says): Part A's
+    # check must fail and Part B's must pass, since Part B's waits do not come from the student's bus.
+    text = (SOLUTIONS / "lab1_timetable.py").read_text()
+    wrong = text.replace("return self.queue[0].arrival + self.max_wait", "return self.queue[0].arrival + 2 * self.max_wait")
+    assert wrong != text
+    (tmp_path / "lab1_timetable.py").write_text(wrong)
+    lab = _load("_lab1_wrong_part_a", tmp_path / "lab1_timetable.py")
+    checks = _load("_lab1_checks", LABS / "test_lab1.py")
+    with pytest.raises(AssertionError, match="the timetable says"):
+        checks.test_lab1_each_bus_leaves_when_full_or_on_its_timetable(lab, 2.0, 8, 0.1)
+    for rate, wait in [(2.0, 0.5), (0.5, 0.2), (10.0, 0.3)]:
+        checks.test_lab1_part_b_prediction_matches_simulation(lab, rate, wait)
+    lab.predict_mean_wait = lambda rate, max_wait: max_wait  # and a wrong formula still fails
+    with pytest.raises(AssertionError):
+        checks.test_lab1_part_b_prediction_matches_simulation(lab, 2.0, 0.5)

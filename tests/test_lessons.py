@@ -43,6 +43,26 @@ def test_why_batch_at_low_load_the_timetable_beats_waiting_for_a_full_bus():
     assert all(r["completed"] == 120 and r["rejected"] == 0 for r in p.values())
 
 
+def test_why_batch_says_when_a_short_runs_first_bus_hides_what_the_bus_carries():
+    # 64 seats at 30 requests/s: the GPU idles until 64 passengers came (about 64 / 30 s), a visible
+    # share of a 400-request run, so the run's req/s and busy read low; the note gives the figures
+    # from the first departure on, which a longer run approaches (notebook 1, question 3).
+    s, _ = lessons.why_batch(rate=30.0, max_batch=64, requests=400)
+    e, st = s["edges"]["static"], s["policies"]["static"]
+    from batchsim import Poisson, Uniform, make_workload
+
+    arrivals = make_workload(Poisson(30.0), Uniform(32, 256), Uniform(16, 64), n=400, seed=0).arrivals
+    assert e["first_departure_s"] == pytest.approx(float(arrivals[63]))  # the 64th passenger's arrival
+    assert e["share_of_run"] > 0.1 and st["busy_fraction"] < 0.9 < e["busy_after"]
+    assert e["throughput_after"] > st["request_throughput"] + 3
+    note = next(n for n in s["notes"] if n.startswith("bus: wait for 64"))
+    assert f"{e['first_departure_s']:.1f} s" in note and "More REQUESTS" in note
+    # Where the start changes nothing that matters, no note: the defaults, and a bus that is always behind.
+    for kw in ({}, {"rate": 30.0, "max_batch": 4}, {"rate": 1.0}):
+        r, _ = lessons.why_batch(requests=200, **kw)
+        assert not any(n.startswith("bus") for n in r["notes"]), kw
+
+
 def test_why_batch_dollars_scale_with_the_price_and_runs_repeat_with_the_seed():
     a, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=2.0, seed=3)
     b, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=4.0, seed=3)

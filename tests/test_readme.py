@@ -9,6 +9,7 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
 
 from batchsim.cli import main
 
@@ -36,3 +37,28 @@ def test_the_trace_line_replays_the_shipped_trace_from_the_repository_root(monke
     (run,) = out["runs"]
     assert run["summary"]["completed"] == 2000 and "azure_llm_2023_conv.csv" in out["config"]["workload"]
 
+
+def test_the_sweep_line_runs_on_the_server_every_run_uses(capsys):
+    # "A run without a scenario happens on the scenarios' server, Llama-3-8B in fp16 on one A100-80GB
+    # timed by a roofline model and priced per hour": the sweep line too, dollars included.
+    argv = _line("sweep ")
+    assert argv[:2] == ["sweep", "replicas=1,2,4,8"]
+    i = argv.index("--scheduler")
+    argv[i + 1] = "none"  # where the runs happen, not what they are: no Dask cluster in a unit test
+    out = _run([*argv, "--requests", "60"], capsys)
+    notes = "\n".join(out["notes"])
+    assert "llama-3-8b (fp16) on A100-80GB" in notes and "Roofline(" in notes and "KV budget" in notes
+    assert len(out["runs"]) == 4
+    assert all(r["summary"]["cost_per_1m_tokens"] > 0 for r in out["runs"])
+    bills = [r["summary"]["cost_per_1m_tokens"] for r in out["runs"]]
+    assert bills == sorted(bills)  # more servers, the same traffic: a bigger bill per token
+
+
+@pytest.mark.parametrize("start", ["run taxi-vs-bus", "run --policy dynamic"])
+def test_a_table_explains_only_the_ttft_columns_it_has(start, capsys):
+    argv = _line(start)
+    assert main([*argv, "--no-plots", "--requests", "60"]) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[2]
+    assert "TTFT" in head and "TTFT dlv" not in head
+    assert "TTFT = first token produced" in out and "TTFT dlv =" not in out

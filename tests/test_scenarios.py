@@ -237,3 +237,13 @@ def test_same_seed_same_table_and_json_shape(capsys):
     assert a["runs"] == b["runs"] and len(a["runs"]) == 6
     assert a["config"]["server"]["gpu"] == "A100-80GB"
 
+
+def test_column_notes_explain_only_the_kinds_of_ttft_a_table_shows():
+    from batchsim.core.metrics import TTFT_NOTE
+    from batchsim.teach.scenarios.base import column_notes
+
+    produced, delivered = column_notes(["mean_ttft", "p99_ttft"]), column_notes(["p99_ttft_delivered"])
+    assert produced[0].startswith("TTFT = first token produced") and "TTFT dlv" not in produced[0]
+    assert delivered[0].startswith("TTFT dlv = first token delivered") and "TTFT =" not in delivered[0]
+    assert column_notes(["mean_ttft", "mean_ttft_delivered"]) == [TTFT_NOTE]
+    assert column_notes(["p99_e2e"]) == []

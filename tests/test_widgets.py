@@ -127,6 +127,21 @@ def test_fleet_panel_more_gpus_cost_more_and_the_router_changes_the_split():
     _same_as_direct_call(panel)
 
 
+def test_fleet_panel_reaches_the_rate_where_the_one_gpu_falls_behind_and_shows_its_numbers():
+    # The flip is found at whole rates the slider stops at; setting the slider there (and one below)
+    # shows the very p99s the package reports. A lower ratio keeps the runs small and fast.
+    flip = lessons.fleet_flip(requests=200, ratio=1.2)
+    assert flip["rate"] == flip["below"] + 1
+    panel = widgets.fleet_ui(**SMALL["fleet"])
+    slider = panel.controls["rate"]
+    assert slider.min <= flip["below"] and slider.max >= lessons.FLIP_MAX_RATE >= flip["rate"] and slider.step == 1
+    p99 = lambda s: [r["p99_e2e"] for r in list(s["rows"].values())[:2]]  # noqa: E731 - the fleet, the one GPU
+    _, at = _changed(panel, rate=flip["rate"])
+    assert p99(at) == [flip["many_p99"], flip["big_p99"]] and p99(at)[1] > 1.2 * p99(at)[0]
+    _, below = _changed(panel, rate=flip["below"])
+    assert p99(below) == [flip["below_many_p99"], flip["below_big_p99"]] and p99(below)[1] <= 1.2 * p99(below)[0]
+
+
 def test_roofline_panel_bigger_batch_more_tokens():
     panel = widgets.roofline_ui(**SMALL["roofline"])
     before, after = _changed(panel, batch=128)

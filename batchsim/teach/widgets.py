@@ -250,7 +250,9 @@ def fleet_ui(**values: Any) -> LessonPanel:
         "replicas": int_slider("GPUs in the fleet (replicas)", 4, 1, 8),
         "router": dropdown("router", "least-loaded", list(ROUTER_NAMES)),
         "max_batch": int_slider("batch per GPU (max_seqs)", 8, 1, 64),
-        "rate": log_slider("arrival rate (requests/s)", 2.0, 0.25, 20.0),
+        # Whole requests/s up to past where the one big bus falls behind (lessons.fleet_flip tries
+        # exactly these rates), so the answer's rate can be set and its p99s read off.
+        "rate": int_slider("arrival rate (requests/s)", 2, 1, lessons.FLIP_MAX_RATE),
     }
     return panel(lessons.fleet, controls, {}, values, "More buses or bigger buses: a fleet behind a router")
 

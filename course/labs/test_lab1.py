@@ -79,7 +79,10 @@ def test_lab1_strands_nobody_at_the_end(lab):
 
 @pytest.mark.parametrize("rate,wait", [(2.0, 0.5), (0.5, 0.2), (10.0, 0.3)])
 def test_lab1_part_b_prediction_matches_simulation(lab, rate, wait):
+    # Part B is judged on its own: the waits come from the rule applied to simulated arrivals (a bus
+    # that never fills, on a server that is always free), not from your TimetableBus, so a right
+    # formula passes even while Part A is still wrong.
     predicted = lab.predict_mean_wait(rate, wait)
-    wl = make_workload(Poisson(rate), Fixed(1), Fixed(1), n=20_000, seed=11)
-    _, s = _records(lab.TimetableBus(10_000, wait), wl, ConstantStepTime(0.0001))
-    assert predicted == pytest.approx(s["mean_queue_wait"], rel=0.03)
+    arrival = make_workload(Poisson(rate), Fixed(1), Fixed(1), n=20_000, seed=11).arrivals
+    boards = _timetable_starts(arrival, np.zeros_like(arrival), seats=len(arrival), max_wait=wait)
+    assert predicted == pytest.approx(float(np.mean(boards - arrival)), rel=0.03)

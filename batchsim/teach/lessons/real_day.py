@@ -11,11 +11,12 @@ from ...core.arrivals import Gamma
 from ...core.errors import ConfigError, check_choice, check_int_at_least, check_nonneg, check_positive
 from ...core.lengths import LogNormal
 from ..figures import POLICY_COLORS, draw_cdf
-from ...core.metrics import SLO, format_table, streams_by_default, table_notes
+from ...core.metrics import SLO, format_table, streams_by_default
 from ...core.policies import POLICY_NAMES, make_policy
 from ...core.traces import Trace, read_trace
 from ...core.workload import Workload, make_workload, trace_workload
 from ...traces import AZURE_TRACE, find_trace
+from ..scenarios.base import column_notes
 from ._common import LESSON_GPU, LESSON_MODEL, _server, _run
 
 
@@ -95,7 +96,7 @@ def real_day(policy: str = "continuous", max_batch: int = 64, slo_ttft: float = 
         "slo_attainment": {k: v["slo_attainment"] for k, v in rows.items()}, "best": best,
         "notes": [f"traffic: {source}, {len(wl)} requests; server: {server.describe()}",
                   f"SLO: first token within {slo_ttft:g} s and {slo_tpot_ms:g} ms per token after it; "
-                  f"best here: {best} ({rows[best]['slo_attainment']:.1%} of requests within it)", *table_notes(keys)],
+                  f"best here: {best} ({rows[best]['slo_attainment']:.1%} of requests within it)", *column_notes(keys)],
     }
 
     fig = Figure(figsize=(11, 7.0), layout="constrained")

@@ -24,7 +24,7 @@ from ...core import rejections, sizing
 from ...core.config import WorkloadConfig
 from ...core.flags import given
 from ...core.errors import ConfigError
-from ...core.metrics import SUMMARY_KEYS, format_table, table_notes
+from ...core.metrics import SUMMARY_KEYS, TTFT_NOTE, format_table, table_notes
 from ...sim.simulator import RunResult
 from ...traces import check_trace_file
 
@@ -181,6 +181,18 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     return report
 
 
+def column_notes(keys) -> list[str]:
+    """What a table's TTFT columns mean, for the kinds of TTFT it shows (``table_notes`` names both kinds
+    under any table with either, so a table without a "TTFT dlv" column explained one)."""
+    produced, _, delivered = TTFT_NOTE.partition("; ")
+    kinds = {"delivered" in k for k in keys if "ttft" in k}
+    if not delivered or len(kinds) != 1:
+        return table_notes(keys)
+    if kinds == {True}:
+        return [delivered]
+    return [produced + " (a padded batch, like generate(), hands it to the user only when the whole batch ends)"]
+
+
 def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: list[str]) -> None:
     """The table and config of the runs done so far."""
     if keys is None:
@@ -193,7 +205,7 @@ def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: l
     if report.replica_summaries:
         rows = {f"{label} / server {i}": s for label, parts in report.replica_summaries.items() for i, s in enumerate(parts)}
         report.replica_table = format_table(rows, [k for k in keys if k != "replicas"])
-    report.notes.extend(table_notes(keys))  # which TTFT the table shows: produced, or delivered
+    report.notes.extend(column_notes(keys))  # which TTFT the table shows: produced, or delivered
     first = next(iter(report.results.values()), None)
     report.config = {
         "workload": first.workload if first else "",
