@@ -64,6 +64,19 @@ def _cli(argv: list[str]) -> str:
     return "```\n$ python -m batchsim " + " ".join(argv) + "\n" + out.getvalue().rstrip() + "\n```"
 
 
+def _lab_checks(n: int) -> int:
+    """How many checks ``pytest course/labs -k labN`` runs: its test functions, a parametrized one once per case."""
+    import ast
+
+    count = 0
+    for node in ast.parse((COURSE / "labs" / f"test_lab{n}.py").read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            cases = [len(d.args[1].elts) for d in node.decorator_list if isinstance(d, ast.Call)
+                     and getattr(d.func, "attr", "") == "parametrize" and isinstance(d.args[1], (ast.List, ast.Tuple))]
+            count += cases[0] if cases else 1
+    return count
+
+
 def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     """Run the lessons; save their figures under ``figures``; return the placeholders' values."""
     from batchsim.teach import lessons
@@ -73,7 +86,7 @@ def collect(figures: Path, dpi: int = 100) -> dict[str, str]:
     from batchsim.sim.theory import MD1
 
     figures.mkdir(parents=True, exist_ok=True)
-    v: dict[str, str] = {}
+    v: dict[str, str] = {f"lab{n}.checks": str(_lab_checks(n)) for n in range(1, 8)}
 
     def save(fig, name: str) -> None:
         fig.savefig(figures / name, dpi=dpi)
