@@ -93,3 +93,12 @@ def test_bad_plans_are_one_line_and_exit_2(extra, words, capsys):
     code = main(["plan", "--rate", "5", "--requests", "50", *extra])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and words in err[0], err
+
+
+def test_a_trace_that_is_not_there_says_where_traces_come_from(tmp_path, capsys):
+    """The whole trace is counted before the plan starts: a missing file is one line that names it and
+    the trace batchsim ships, not a bare "not found"."""
+    code = main(["plan", "--trace", str(tmp_path / "nowhere.csv"), "--slo-p99-e2e", "20"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "nowhere.csv" in err[0] and "not found" in err[0] and "batchsim/traces/" in err[0]

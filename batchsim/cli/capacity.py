@@ -1,7 +1,7 @@
 """python -m batchsim plan: how many GPUs, of which kind, for this traffic and this promise?
 
     python -m batchsim plan --rate 20 --slo-p99-e2e 10
-    python -m batchsim plan --trace ../shared/traces/azure_llm_2023_conv.csv --speedup 10 --slo-p99-e2e 20 \\
+    python -m batchsim plan --trace batchsim/traces/azure_llm_2023_conv.csv --speedup 10 --slo-p99-e2e 20 \\
         --gpus A100-80GB,H100-SXM,L4 --model llama-3-8b
 
 It searches GPU kind x servers x policy x batch limit (batchsim.teach.scenarios.capacity)
@@ -111,7 +111,9 @@ def _workload_flags(args: argparse.Namespace) -> dict:
         if flags["trace"] or str(flags["arrival"] or "").startswith("trace:"):
             from ..core.flags import trace_of
             from ..core.traces import read_trace
+            from ..traces import check_trace_file
 
+            check_trace_file(trace_of(flags))  # not there: where traces come from, not a bare "not found"
             flags["requests"] = len(read_trace(trace_of(flags)).arrival_s)  # the whole trace
         else:
             flags["requests"] = PLAN_REQUESTS

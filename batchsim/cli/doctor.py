@@ -131,8 +131,12 @@ def _check_trace(path: str | None) -> tuple[bool | None, str]:
 
     p = Path(path) if path else find_trace()
     if p is None or not p.is_file():
-        where = path or f"../shared/traces/{AZURE_TRACE} (or $BATCHSIM_TRACES)"
-        return None, f"not found at {where}: lesson 8 and azure-conv use a synthetic fit instead"
+        if path:
+            from ..traces import missing_trace_hint
+
+            return None, missing_trace_hint(path)
+        return None, (f"{AZURE_TRACE} is in neither $BATCHSIM_TRACES, the cache nor the package (a wheel built "
+                      "without its data?): lesson 8 and azure-conv use a synthetic fit instead")
     tr = read_trace(p)
     return True, f"{p}: {len(tr.arrival_s):,} requests over {tr.duration / 60:.0f} minutes"
 
