@@ -39,6 +39,7 @@ from .errors import ConfigError
 from .executor import INTERRUPTED, Executor, StopRun
 from .limits import ServerLimits, as_limits
 from .policies.base import Policy
+from .progress_lines import LineProgress
 from .records import Recorder
 from .router import Router
 from .server import ServerProcess
@@ -181,7 +182,7 @@ def drive(
     policy: Policy | Sequence[Policy],
     executor: Executor | Sequence[Executor],
     limits: ServerLimits | int | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     desc: str = "serving",
     trace: bool = False,
     router: Router | None = None,
@@ -253,9 +254,12 @@ def _run_until_served(env: simpy.Environment, run: Run) -> str | None:
     return None
 
 
-def _bar(progress: bool, n: int, desc: str):
+def _bar(progress: bool | str, n: int, desc: str):
+    """True: a tqdm bar; "lines": a plain line now and then (a long run whose stderr is no terminal)."""
     if not progress or not n:
         return None
+    if progress == "lines":
+        return LineProgress(n, desc)
     from tqdm import tqdm
 
     return tqdm(total=n, desc=desc, unit="req", leave=False)

@@ -44,8 +44,9 @@ import numpy as np
 
 from .catalog import GPU, Model, dtype_bytes
 from ..core.errors import ConfigError, check_at_most, check_nonneg, is_number, show
-from ..core.plan import Pass
-from ..sim.steptime import StepTimeModel
+from ..core.plan import Pass, plan_step
+from ..core.step import Step
+from ..sim.steptime import SHORT_REPEAT, StepTimeModel
 
 __all__ = ["RooflineStepTime", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "DEFAULT_OVERHEAD", "decode_table", "knee_batch"]
 
@@ -129,6 +130,31 @@ class RooflineStepTime(StepTimeModel):
         # three numbers of ``times`` cannot.
         c, mem = self.components([float(p.prefill_tokens)], [float(p.decode_rows)], [float(p.attn_read)], [p.attn_pairs])
         return float(max(c[0], mem[0]) + self.overhead)
+
+    def short_durations(self, step: Step, m: int) -> list[float] | None:
+        # The simulator's hot path on the default server: a step of a pass or a few priced in Python
+        # floats, each operation the one ``components`` makes on its arrays, in the same order (an int
+        # meets a float as numpy converts it), so each float is the very one ``durations`` gives.
+        if m > SHORT_REPEAT or type(self).durations is not StepTimeModel.durations or \
+                type(self).times is not RooflineStepTime.times or type(self).pass_time is not RooflineStepTime.pass_time:
+            return None
+        passes = plan_step(step, self.plan)
+        if m == 1:
+            t = 0.0
+            for p in passes:
+                t += self._seconds(float(p.prefill_tokens), float(p.decode_rows), float(p.attn_read), float(p.attn_pairs))
+            return [t]
+        (d,) = passes  # a repeat is one decode pass, every row a token longer each time
+        rows = float(d.decode_rows)
+        return [self._seconds(0.0, rows, float(d.attn_read + j * d.decode_rows)) for j in range(m)]
+
+    def _seconds(self, prefill: float, rows: float, kv: float, pairs: float | None = None) -> float:
+        """``components`` and ``times`` of one pass, in Python floats (``pairs`` None: as ``times``)."""
+        m = self.model
+        tokens = prefill + rows
+        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * (kv + rows if pairs is None else pairs)
+        moved = self.weight_bytes + self.kv_bytes_per_token * (kv + tokens)
+        return max(flops / self.flops_per_s, moved / self.bytes_per_s) + self.overhead
 
     # -- what the course prints ----------------------------------------------------------
     def decode(self, batch, context: float = 0.0) -> dict[str, np.ndarray]:

@@ -37,7 +37,7 @@ def simulate(
     policy: Policy,
     step_time: StepTimeModel,
     kv_budget_tokens: int | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     limits: ServerLimits | None = None,
     replicas: int = 1,
     router: Router | str = "round-robin",
@@ -56,6 +56,7 @@ def simulate(
     ``records="summary"`` keeps sums and quantile sketches instead of every request (see
     ``batchsim.core.stream``); its goodput is counted for ``slo``, given now.
     ``steps_path``: also write the step log, as it goes, to this CSV file.
+    ``progress``: True, a bar on stderr; "lines", a line every 30 s (for a log, not a terminal).
     ``processes``: your own SimPy processes, each a generator function ``f(env, servers)``
     started beside the arrivals and the servers (``servers``: the run's ``Server`` objects,
     each with its ``policy``); the run ends when every request is accounted for.

@@ -152,8 +152,12 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     for plan in plans:
         run, slo, setup = plan.run, plan.slo, plan.setup
         workload = wconfigs[plan.workload]
-        # A bar only where a person watches a run long enough to wait for (about a second or more).
-        show = show_bar if show_bar is not None else (progress or (len(workload) >= LONG_RUN and sys.stderr.isatty()))
+        # Progress only where a run is long enough to wait for (about a second or more): a bar at a
+        # terminal, a line every 30 s elsewhere (a log, a CI job: a silent ten-minute run looks hung).
+        if show_bar is not None or progress:
+            show: bool | str = show_bar if show_bar is not None else progress
+        else:
+            show = (True if sys.stderr.isatty() else "lines") if len(workload) >= LONG_RUN else False
         try:
             res, summary, parts = simulate_plan(plan, workload, progress=show)
         except KeyboardInterrupt:

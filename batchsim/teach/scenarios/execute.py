@@ -91,7 +91,7 @@ def server_limits(kv, server, step_time) -> ServerLimits:
     return ServerLimits(kv_budget_tokens=kv, context_len=context)
 
 
-def simulate_plan(plan: RunPlan, workload, progress: bool = False):
+def simulate_plan(plan: RunPlan, workload, progress: bool | str = False):
     """(result, the fleet's summary, each server's summary) of one plan on its workload."""
     setup, fleet = plan.setup, plan.fleet
     policy = plan.policy.build()
