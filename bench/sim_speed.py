@@ -110,7 +110,8 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     # track of a generator that returns without yielding, as a server's step does when the clock jumps.)
     total = sum(tt for (_, _, tt, _, _) in st.values()) or 1.0
     policy = sum(cum.get(("continuous.py", f), 0.0) for f in ("next_action", "on_step_end", "on_arrival"))
-    pricing = cum.get(("steptime.py", "durations"), 0.0)
+    # A short step is priced by short_durations (in Python floats), a longer one by durations.
+    pricing = cum.get(("steptime.py", "durations"), 0.0) + cum.get(("steptime.py", "short_durations"), 0.0)
     executor = cum.get(("executors.py", "run"), 0.0) - pricing
     fold = cum.get(("fold.py", "fold_events"), 0.0)
     records = cum.get(("records.py", "step"), 0.0) + cum.get(("records.py", "records"), 0.0)
