@@ -1,7 +1,9 @@
 """``python -m realrun``: the policies of batchsim on a real model, measured and compared.
 
 Commands:
-    (none)               compare on tiny-gpt2, CPU, a small load (about a minute on 2 cores)
+    (none)               lesson 7's compare (``realrun.bare``): the four policies on tiny-gpt2, one CPU thread,
+                         realrun's small load, predicted from the course's reference calibration, each
+                         measured twice; ends with one verdict line (its time: ``--help``)
     compare [SCENARIO]   each policy simulated (calibrated) and measured on one workload:
                          predicted vs measured, with errors, and a figure
     run [SCENARIO]       measure one policy on one workload (batchsim's flags, unchanged)
@@ -26,18 +28,23 @@ command line of batchsim itself is not imported.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import textwrap
+from dataclasses import replace
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
 from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
 
+from .bare import BARE_ARGV, BARE_COMMAND, bare_line, time_text, workload_text
 from .plan import REALRUN_DEFAULTS, Plan, check_model_flags
 
 __all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "Plan"]
 
 _KV_FLAG = Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens, enforced by the policy (default: unlimited)")
-_CAL_FLAG = Flag("--calibration", "calibration", str, "step-time model for the prediction (JSON from `python -m realrun profile`; default: profile now)")
+_CAL_FLAG = Flag("--calibration", "calibration", str, "step-time model for the prediction: JSON from `python -m realrun profile`, "
+                 "or reference (the course's, of tiny-gpt2 on one CPU thread: what the bare run uses); default: profile now")
 
 
 class _FlagError(Exception):
@@ -71,16 +78,37 @@ def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:
     o.add_argument("--out", default=None, help=out_help)
     o.add_argument("--no-plots", action="store_true", help="skip the figure")
     o.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar on stderr (default: at a terminal)")
+                   help="on stderr, a line as each part of a run begins (default: when the run takes more than a few "
+                        "seconds) and progress bars (default: at a terminal); --no-progress: neither")
     o.add_argument(sizing.OVERRIDE_FLAG, dest="no_size_check", action="store_true",
                    help="run even when the run would take more than a day or more memory than this machine has")
+
+
+_DEFAULTS_NOTE = "the defaults are realrun's small load; a SCENARIO sets its own workload shape and policies"
+_DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
+
+
+def _add_realrun_flags(group, flags) -> None:
+    """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the simulator's:
+    ``--help`` must name the load a bare run serves."""
+    add_flags(group, tuple(_realrun_default(f) for f in flags))
+
+
+def _realrun_default(flag: Flag) -> Flag:
+    if flag.dest not in REALRUN_DEFAULTS:
+        return flag
+    v = REALRUN_DEFAULTS[flag.dest]
+    shown = f"(default {v:g})" if isinstance(v, float) else f"(default {v})"
+    text = _DEFAULT_IN_HELP.sub(shown, flag.help) if _DEFAULT_IN_HELP.search(flag.help) else f"{flag.help} {shown}"
+    return replace(flag, help=text)
 
 
 def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> None:
     p.add_argument("scenario", nargs="?", default=None, help="a batchsim scenario to take the workload and policies from (default: a small load)")
     _add_model_args(p)
-    add_flags(p.add_argument_group("workload (who arrives when, with how many tokens)"), WORKLOAD_FLAGS)
-    add_flags(p.add_argument_group("batching policy"), POLICY_FLAGS)
+    _add_realrun_flags(p.add_argument_group("workload (who arrives when, with how many tokens)",
+                                            _DEFAULTS_NOTE), WORKLOAD_FLAGS)
+    _add_realrun_flags(p.add_argument_group("batching policy", _DEFAULTS_NOTE), POLICY_FLAGS)
     # batchsim's server flags describe a simulated GPU; here the server is the real model, so only
     # the KV budget (a policy matter) and, for compare, the calibration carry over.
     g = p.add_argument_group("server")
@@ -107,14 +135,27 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
                         "(default out/realrun-COMMAND/, figure and calibration only)")
 
 
+def _wrap(text: str) -> str:
+    """An epilog wrapped by hand: argparse breaks lines at hyphens, and a flag cut in two (--no-\nspeed-check)
+    cannot be copied into a shell."""
+    return textwrap.fill(text, 79, break_on_hyphens=False, break_long_words=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m realrun",
         description="The same batching policies on a real model: measured, and compared with the simulator.",
-        epilog="With no command: compare on tiny-gpt2, on the CPU, at a small load.",
+        epilog=_wrap(f"With no command: {BARE_COMMAND} ({workload_text()}; ends with one verdict line): {time_text()}."),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    cmp_ = sub.add_parser("compare", help="predicted (batchsim, calibrated) vs measured (real model) for each policy")
+    cmp_ = sub.add_parser("compare", help="predicted (batchsim, calibrated) vs measured (real model) for each policy",
+                          description="Each policy simulated (calibrated) and measured on one workload: predicted vs "
+                                      "measured, with errors, verdicts, a figure and, last, one verdict line.",
+                          epilog=_wrap(f"With no flags: {workload_text()}, the four policies, profiled first, one "
+                                       f"run each: {time_text('compare_wall_s')}. The bare `python -m realrun` is "
+                                       f"{BARE_COMMAND}: {time_text()}."),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_workload_run_args(cmp_, calibration=True)
     run = sub.add_parser("run", help="measure one policy on one workload")
     _add_workload_run_args(run, calibration=False)
@@ -143,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        argv = ["compare"]
+    bare = not argv
+    if bare:
+        argv = list(BARE_ARGV)
     parser = build_parser()
     _Parser.argv = argv
     try:
@@ -158,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "compare":
+            from .reference import calibration_path
+
+            args.bare = bare_line() if bare else None
+            args.calibration = calibration_path(args.calibration)
             return commands.compare(args, Plan(args))
         if args.command == "run":
             return commands.run(args, Plan(args))

@@ -5,6 +5,11 @@ Left, every latency metric of every policy, predicted (x) against measured (y) o
 is a horizontal error bar and, with repeats, the repeats' range a vertical one. Middle, the
 error of each metric per policy, with the ±10 % and ±20 % bands. Right, when the runs were
 decomposed, the cost model's error on each kind of pass that ran.
+
+A policy is one colour in every panel, the course's own (``POLICY_COLORS``: the taxi is
+yellow), and a metric is a marker shape on the left and a place on the axis in the middle:
+one encoding never stands for two things, so a reader who has learnt the colours in one panel
+reads the next without a legend.
 """
 
 from __future__ import annotations
@@ -13,12 +18,40 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_compare"]
+__all__ = ["plot_compare", "draw_compare", "policy_colors", "METRIC_MARKERS"]
+
+#: One marker shape per latency metric (mean, p50, p99 TTFT; TPOT; mean, p50, p99 E2E), none a policy's.
+METRIC_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
+#: For a policy the course has no colour for (a label of its own): greys, never a policy's colour.
+_OTHER = ("0.25", "0.5", "0.7")
+
+
+def policy_colors(rows) -> list[str]:
+    """Each row's colour: its policy's in ``POLICY_COLORS`` (the label's first word: "taxi (hf-generate)"
+    is the taxi), the same in every panel; a grey for one the course has none for."""
+    from batchsim.teach.figures import POLICY_COLORS
+
+    out, k = [], 0
+    for row in rows:
+        c = POLICY_COLORS.get(row.label.split()[0] if row.label else "")
+        if c is None:
+            c, k = _OTHER[k % len(_OTHER)], k + 1
+        out.append(c)
+    return out
 
 
 def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Path:
+    """``draw_compare``'s figure, saved at ``path`` (its folder made if need be)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    draw_compare(report, title).savefig(p, dpi=110)
+    return p
+
+
+def draw_compare(report: CompareReport, title: str = ""):
     """Left: predicted (x) against measured (y) on log axes, every latency metric of every policy.
-    Right: the error of each metric, per policy, with the ±10 % and ±20 % bands."""
+    Middle: the error of each metric, per policy, with the ±10 % and ±20 % bands. Right (when
+    decomposed): the cost model's error per kind of pass."""
     from matplotlib.figure import Figure
 
     from .compare_row import COMPARE_METRICS, THROUGHPUT as _THROUGHPUT
@@ -31,15 +64,14 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
         _plot_decomposition(cx, decomposed)
     else:
         ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
-    markers = "osD^vP*X"
-    colors = [f"C{i}" for i in range(len(latency))]
+    colors = policy_colors(report.rows)
     vals = []
-    for j, row in enumerate(report.rows):
-        for c, (key, label, scale, _) in zip(colors, latency):
+    for row, c in zip(report.rows, colors):
+        for marker, (key, label, scale, _) in zip(METRIC_MARKERS, latency):
             p, m = row.predicted.get(key), row.measured.get(key)
             if p and m and p > 0 and m > 0:
                 # every latency in ms (seconds in the summaries)
-                ax.scatter([p * 1e3], [m * 1e3], marker=markers[j % len(markers)], color=c, s=40, zorder=3)
+                ax.scatter([p * 1e3], [m * 1e3], marker=marker, color=c, s=40, zorder=3)
                 vals += [p * 1e3, m * 1e3]
                 band = row.band.get(key)
                 reps = [r.get(key) for r in row.repeats if r.get(key)]
@@ -60,20 +92,23 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
         ax.set_ylim(lo, hi)
     ax.set_xlabel("predicted by batchsim (ms)")
     ax.set_ylabel("measured by realrun (ms)")
-    ax.set_title("every latency metric (grey: within 10 %; bars: predicted 90 % band, repeats' range)", fontsize=10)
-    for j, row in enumerate(report.rows):
-        ax.scatter([], [], marker=markers[j % len(markers)], color="0.4", label=row.label)
-    for c, (_, label, _, _) in zip(colors, latency):
-        ax.scatter([], [], marker="s", color=c, label=label.replace(" ms", "").replace(" s", ""))
-    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
+    ax.set_title("every latency metric\n(grey: within 10 %; bars: 90 % band, repeats' range)", fontsize=10)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    # Policies as colour patches, metrics as grey markers: no legend entry borrows the other's encoding.
+    handles = [Patch(color=c, label=row.label) for row, c in zip(report.rows, colors)]
+    handles += [Line2D([], [], marker=marker, color="0.35", ls="none", label=label.replace(" ms", "").replace(" s", ""))
+                for marker, (_, label, _, _) in zip(METRIC_MARKERS, latency)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=2, frameon=False)
     keys = [m for m in COMPARE_METRICS]
     n = max(1, len(report.rows))
     width = 0.8 / n
     xs = np.arange(len(keys))
-    for j, row in enumerate(report.rows):
+    for j, (row, c) in enumerate(zip(report.rows, colors)):
         errs = row.errors
         e = [errs[k] if errs[k] is not None else np.nan for k, *_ in keys]
-        bx.bar(xs + (j - (n - 1) / 2) * width, e, width, label=row.label, color=f"C{j}")
+        bx.bar(xs + (j - (n - 1) / 2) * width, e, width, label=row.label, color=c)
     bx.axhspan(-10, 10, color="0.9", zorder=0)
     bx.axhspan(-20, -10, color="0.95", zorder=0)
     bx.axhspan(10, 20, color="0.95", zorder=0)
@@ -83,10 +118,7 @@ def plot_compare(report: CompareReport, path: str | Path, title: str = "") -> Pa
     bx.set_title("error per metric (bands: ±10 %, ±20 %)", fontsize=10)
     bx.legend(fontsize=8, frameon=False)
     fig.suptitle(title or "predicted vs measured", fontsize=11)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    return p
+    return fig
 
 
 def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
@@ -95,13 +127,13 @@ def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
     n = len(rows)
     width = 0.8 / n
     xs = np.arange(len(parts))
-    for j, row in enumerate(rows):
+    for j, (row, c) in enumerate(zip(rows, policy_colors(rows))):
         d = row.decomposition
         vals = []
         for key, _ in parts:
             s = d.steps if key == "step" else d.gaps if key == "gap" else d.passes.get(key, {})
             vals.append(s.get("total_error_pct") if s.get("n") else np.nan)
-        ax.bar(xs + (j - (n - 1) / 2) * width, vals, width, label=row.label, color=f"C{j}")
+        ax.bar(xs + (j - (n - 1) / 2) * width, vals, width, label=row.label, color=c)
     ax.axhspan(-10, 10, color="0.9", zorder=0)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(xs, [p[1] for p in parts], rotation=30, ha="right", fontsize=8)

@@ -11,6 +11,7 @@ from batchsim.core.router import make_router
 
 from .fleet import check_fleet_memory, run_real_fleet
 from .plan import Plan, write_outputs
+from .progress import Progress, progress_lines
 
 __all__ = ["run_fleet"]
 
@@ -25,6 +26,8 @@ def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
     engines = [commands._make_engine(plan.engine, lm, args, plan.seed) for _ in range(n)]
     policies = [plan.policies[0].build() for _ in range(n)]
     router = make_router(plan.fleet.router, plan.seed)
+    span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
+    Progress(progress_lines(args, span)).line(f"measuring {plan.names[0]} on {n} engines taking turns")
     result = run_real_fleet(plan.workload, policies, engines, router, kv_budget_tokens=plan.kv,
                             progress=commands._progress(args))
     whole, parts = fleet_summaries(result, plan.slo)

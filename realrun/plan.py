@@ -23,7 +23,7 @@ from batchsim.core.errors import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
 __all__ = ["Plan", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
-           "check_fleet_count", "write_outputs", "rejection_lines", "nothing_served"]
+           "check_fleet_count", "write_outputs", "stage_outputs", "rejection_lines", "nothing_served"]
 
 #: A load a 2-core laptop serves in seconds per policy: ~60 % of the taxi's capacity on tiny-gpt2.
 REALRUN_DEFAULTS = {
@@ -258,13 +258,20 @@ def write_outputs(plan: Plan, results: dict, args, figure=None) -> list[Path]:
     if not (args.out or (figure is not None and not args.no_plots)):
         return []
     with Staging(plan.out) as staging:
-        paths = []
-        if args.out:
-            for prefix, res in results.items():
-                paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
-        if figure is not None and not args.no_plots:
-            paths.append(staging.final(figure(staging.dir)))
+        paths = stage_outputs(staging, results, args, figure)
         staging.commit()
+    return paths
+
+
+def stage_outputs(staging: Staging, results: dict, args, figure=None) -> list[Path]:
+    """Write into ``staging`` the records (with --out) and the figure (unless --no-plots); the paths they
+    will have once it is committed."""
+    paths = []
+    if args.out:
+        for prefix, res in results.items():
+            paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=prefix)]
+    if figure is not None and not args.no_plots:
+        paths.append(staging.final(figure(staging.dir)))
     return paths
 
 

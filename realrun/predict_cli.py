@@ -84,6 +84,9 @@ def _calibrated(args, rec: ServedRecord, notes: list[str]):
                           "(python -m realrun profile) and pass --calibration") from None
     policy = rec.policy.build()
     progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
+    from .progress import Progress, progress_lines
+
+    Progress(progress_lines(args, float("inf"))).line(f"profiling {lm.name} on {lm.device} for the record's workload")
     prof = profile(Engine(lm), grid_for_policies(rec.workload, [policy]), policies={policy.name: policy}, progress=progress)
     notes.append(f"calibration profiled now on this machine ({lm.describe()}, {len(prof.points)} shapes, "
                  f"{prof.seconds:.1f} s): the prediction is for this machine; if the record was served elsewhere, "

@@ -1,0 +1,175 @@
+"""The work behind ``python -m realrun compare`` (and the bare ``python -m realrun``), once ``cli`` has checked the flags.
+
+The model loads only after every flag and file was checked (``Plan``); then the step-time
+model (a calibration file, the course's reference, or a profile taken now), the measured runs
+with a canary around each (``realrun.compare.compare_policies``), and the report, printed
+before any file is written (``realrun.compare_output``). A run that takes more than a few
+seconds says what it is doing on stderr (``realrun.progress``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
+from batchsim.core.metrics import summarize
+
+from .calibrate import calibration as _calibration
+from .commands import _make_engine, _measure_fn, _progress, _vllm_server, load
+from .plan import Plan
+from .progress import Progress, progress_lines
+
+__all__ = ["compare", "PROFILE_S"]
+
+#: About how long a profile fitted to a small workload takes on a 2-core laptop (for the progress lines).
+PROFILE_S = 40.0
+
+
+def _check_compare_flags(args) -> None:
+    """compare's own flags, refused before the model loads."""
+    from batchsim.core.errors import check_choice
+    from batchsim.sim.busy import check_busy
+    from batchsim.sim.sampled import NOISE_CHOICES
+
+    if args.step_noise is not None:
+        check_choice("step-noise", args.step_noise, NOISE_CHOICES)
+    for name, most in (("seeds", 200), ("repeats", 50)):
+        v = getattr(args, name)
+        if v is not None:
+            check_int_at_least(name, v, 1)
+            check_at_most(name, v, most, "runs")
+    if args.seeds is not None and args.seeds > 1 and args.step_noise == "none":
+        raise ConfigError(f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its mean: "
+                          "give one of them")
+    if args.busy is not None:
+        check_busy(args.busy)
+
+
+def _expected_s(args, plan: Plan) -> float:
+    """A floor on the run's length: every measured run lasts its arrivals' span; a profile, ``PROFILE_S``."""
+    span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
+    return span * len(plan.names) * (args.repeats or 1) + (0.0 if args.calibration else PROFILE_S)
+
+
+def compare(args: argparse.Namespace, plan: Plan) -> int:
+    _check_compare_flags(args)
+    say = Progress(progress_lines(args, _expected_s(args, plan)))
+    if getattr(args, "bare", None):
+        say.line(args.bare)
+    # No line before the model loads: a refusal (a file's model without a spread, say) stays one line.
+    lm = load(args, plan.notes)
+    server = _vllm_server(args, plan, lm)
+    try:
+        return _compare(args, plan, lm, server, say)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) -> int:
+    from batchsim.sim.profiled import ProfiledStepTime
+
+    from .compare import compare_policies
+    from .compare_output import report_compare
+    from .drift import load_warning, recheck
+    from .engine import Engine
+    from .runner import limits_for
+
+    notes, workload = plan.notes, plan.workload
+    if not args.calibration:
+        say.line(f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
+                 "on a 2-core laptop)")
+    if server is not None:
+        from .vllm import commands as vllm_commands
+
+        # The simulated side schedules as vLLM V1 does, with the very knobs vLLM was given.
+        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
+        ours = None
+        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, _progress(args))
+    else:
+        pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
+        ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
+        step_times, cal_info = _calibration(args, lm, ours, plan, pairs, _progress(args))
+    engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed))
+    warn = load_warning(lm.threads)
+    # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
+    builders = dict(zip(plan.names, plan.policies))
+    replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
+    limits = limits_for(lm, plan.kv)
+    seeds = _seeds(args, step_times, server is not None, notes)
+    workloads = _busy_workloads(args, workload, builders, step_times, limits, notes) if args.busy is not None else workload
+    canary = None
+    repeats = args.repeats or 1
+    if isinstance(step_times, ProfiledStepTime) and plan.engine == "ours":
+        # Fixed passes against the profile's price before and after every run: the machine's level over
+        # the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
+        from .canary import Canary
+
+        canary = Canary(ours, step_times)
+        if canary.reference is None:
+            notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
+                         "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
+    per_label = workloads if isinstance(workloads, dict) else None
+    measure = say.runs(len(pairs) * repeats, _measure_fn(plan, engine, lm, args, server, per_label))
+    report = compare_policies(workloads, pairs, measure, step_times, slo=plan.slo,
+                              limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
+                              order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
+                              level=not getattr(args, "no_speed_check", False))
+    for row in report.rows:
+        if row.canary:
+            against = "the profile's own canary" if canary.reference is not None else "their profiled price"
+            report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
+                                + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
+                                            for b, a in row.canary))
+    if server is not None:
+        for row in report.rows:
+            row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
+            row.predicted = summarize(row.sim, plan.slo)
+            row.decomposition = vllm_commands.decompose_vllm(row, step_times)
+            report.notes.append(vllm_commands.schedule_note(row))
+        if report.rows and hasattr(step_times, "decode"):
+            from .vllm.profile import recheck as vllm_recheck
+
+            report.notes.append(vllm_recheck(server, step_times, lm.vocab_size))
+    if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
+        say.line("timing the calibration's shapes once more (drift)")
+        report.notes.append(recheck(ours, step_times).text())
+    if warn or (warn := load_warning(lm.threads)):
+        report.notes.append(warn)
+    for row in report.rows:
+        if plan.engine != "ours":
+            row.label = f"{row.label} ({plan.engine})"
+    return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
+
+
+def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
+    """How many seeded simulations the prediction takes: --seeds with --step-noise profiled (the
+    default), 1 when the calibration kept no spread (an older file: noted) or the noise is off."""
+    from batchsim.sim.sampled import spread_of
+
+    if (args.step_noise or "profiled") == "none":
+        return 1
+    models = model.values() if isinstance(model, dict) else [model]
+    if vllm or any(spread_of(m) is None for m in models):
+        what = "vLLM's profile" if vllm else "the calibration"
+        if args.step_noise in ("profiled", "passes"):
+            raise ConfigError(f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
+                              "re-profile, or use --step-noise none")
+        notes.append(f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
+                     "no band); profile again for a band")
+        return 1
+    return args.seeds or 5
+
+
+def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
+    """One workload per policy, its arrivals scaled so the simulated server is busy --busy of the time."""
+    from batchsim.sim.busy import rate_factor_for_busy, scaled
+
+    out = {}
+    base = len(workload) / max(float(workload.arrivals[-1] - workload.arrivals[0]), 1e-9) if len(workload) > 1 else 0.0
+    for label, cfg in builders.items():
+        st = model[label] if isinstance(model, dict) else model
+        f = rate_factor_for_busy(workload, cfg.build, st, args.busy, limits)
+        out[label] = scaled(workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})")
+        notes.append(f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)")
+    return out

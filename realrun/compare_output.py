@@ -1,0 +1,98 @@
+"""What ``realrun compare`` prints and writes: the table, the notes, the files, and the verdict last.
+
+Text: the table and every note first (a failed write loses nothing measured), then the files
+(``--out``: records; the figure unless ``--no-plots``), then the one line a reader wants
+(``realrun.closing``). ``--json``: one object naming the files it is about to move into place,
+each complete before it prints, with the verdict as ``verdict``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batchsim.core.files import Staging, dumps
+
+from .closing import verdict_dict, verdict_line
+from .commands import _all_rejected, _load_line, _memory_line, _printable, _stopped_code
+from .compare_row import CompareReport
+from .plan import Plan, rejection_lines, stage_outputs, write_outputs
+
+__all__ = ["report_compare"]
+
+
+def _wall_line(seconds: float, bare: bool) -> str:
+    line = f"wall time: {seconds:.0f} s"
+    if bare:
+        from .reference import MEASURED, measured
+
+        if MEASURED.is_file():
+            ref = measured().get("wall_s") or []
+            if ref:
+                line += f" (the course machine took {', '.join(f'{s:.0f}' for s in ref)} s for this same run)"
+    return line
+
+
+def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
+                   wall_s: float) -> int:
+    """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served, else 0."""
+    from batchsim.core import rejections
+
+    from .compare import format_compare, plot_compare
+
+    notes, workload = plan.notes, plan.workload
+    title = f"{plan.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
+    stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
+    results, outputs = {}, {}
+    for r in report.rows:
+        results[f"{r.label} (predicted)"] = r.sim
+        results[f"{r.label} (measured)"] = r.real
+        outputs[f"{r.label.split()[0]}-measured-"] = r.real
+        outputs[f"{r.label.split()[0]}-predicted-"] = r.sim
+    figure = (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title)) if report.rows else None
+    if args.json:
+        with Staging(plan.out) as staging:
+            paths = stage_outputs(staging, outputs, args, figure)
+            print(dumps({
+                "scenario": plan.name,
+                "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
+                           "kv_budget_tokens": plan.kv, "model": lm.describe(),
+                           "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
+                           "step_noise": args.step_noise or "profiled",
+                           "level": report.level.as_dict() if report.level is not None else None},
+                "calibration": cal_info,
+                "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
+                          "decomposition": r.decomposition.as_dict() if r.decomposition else None,
+                          "meta": _printable(r.real.meta),
+                          "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
+                                         "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
+                "figures": [str(p) for p in paths if p.suffix == ".png"],
+                "verdict": verdict_dict(report) if report.rows else None,
+                "wall_s": round(wall_s, 1),
+                "notes": notes + report.notes,
+            }))
+            staging.commit()
+    else:
+        print(title)
+        print(f"model: {lm.describe()}")
+        print()
+        print(format_compare(report))
+        for line in rejection_lines(results):
+            print(line)
+        print()
+        print("error = (predicted - measured) / measured")
+        for n in notes + report.notes:
+            print(n)
+        print(f"workload: {len(workload)} requests, {workload.description}")
+        if report.rows:
+            print(_memory_line(report.rows[-1].real.meta))
+        print(_load_line())
+        for s in stopped:
+            print(f"note: {s}")
+        print(_wall_line(wall_s, bool(getattr(args, "bare", None))))
+        paths = write_outputs(plan, outputs, args, figure)
+        figs = [p for p in paths if p.suffix == ".png"]
+        if figs:
+            print("figure: " + ", ".join(str(f) for f in figs))
+        if report.rows:
+            print(verdict_line(report))
+    return _stopped_code(stopped) or _all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
