@@ -45,7 +45,7 @@ def test_fleets(case, files, monkeypatch):
 @pytest.mark.parametrize("case", SCHEDULERS, ids=[c.id for c in SCHEDULERS])
 def test_schedulers(case, files, monkeypatch):
     pytest.importorskip("dask.distributed")
-    from batchsim.cli import tasks
+    from batchsim.sim import tasks
 
     monkeypatch.setattr(tasks, "CONNECT_TIMEOUT", 1.0)
     monkeypatch.chdir(files)

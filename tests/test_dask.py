@@ -13,7 +13,7 @@ distributed = pytest.importorskip("dask.distributed", reason="Dask is the [dask]
 import cloudpickle  # noqa: E402  (Dask's own dependency)
 
 from batchsim.cli import build_parser, main  # noqa: E402
-from batchsim.cli import tasks  # noqa: E402
+from batchsim.sim import tasks  # noqa: E402
 from batchsim.cli.sweep import sweep  # noqa: E402
 from batchsim.core.errors import ConfigError  # noqa: E402
 

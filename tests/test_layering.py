@@ -41,10 +41,7 @@ FORBIDDEN_ROOTS = {"realrun", "torch", "transformers", "vllm"}
 OWNED_ELSEWHERE = "owned elsewhere; issue 22"
 
 #: Arrows (importer, imported) allowed to close a circle or to run back up, with the reason.
-ALLOWED_ARROWS: dict[tuple[str, str], str] = {
-    # The capacity scenario's search runs its rounds with the CLI's task runner (inside a function).
-    ("batchsim.teach.scenarios.capacity", "batchsim.cli.tasks"): OWNED_ELSEWHERE,
-}
+ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 
 #: Private names taken from another module: (importer, module, name), with the reason.
 ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
@@ -52,13 +49,6 @@ ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
     ("batchsim.cli.options", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
     ("batchsim.teach.scenarios.execute", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
     ("batchsim.teach.scenarios.library", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
-    ("batchsim.teach.scenarios.library", "batchsim.teach.scenarios.base", "_policy_label"): OWNED_ELSEWHERE,
-    # The lessons' shared helpers live in a private module under private names.
-    **{("batchsim.teach.lessons." + lesson, "batchsim.teach.lessons._common", name): OWNED_ELSEWHERE
-       for lesson, names in {"batching": ("_server", "_run", "_bar_labels"), "cost": ("_server", "_run"),
-                             "fleet": ("_server",), "memory": ("_server", "_run"), "prefill": ("_server", "_run"),
-                             "real_day": ("_server", "_run")}.items()
-       for name in names},
 }
 
 

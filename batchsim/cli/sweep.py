@@ -36,7 +36,7 @@ from ..core.files import Staging, check_out_dir, dumps
 from ..core.metrics import format_table
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
 from ..teach.scenarios.base import Interrupted, plan_runs, size_of
-from .tasks import worker_count, add_scheduler_args, check_scheduler, run_tasks
+from ..sim.tasks import worker_count, add_scheduler_args, check_scheduler, run_tasks
 
 __all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
 

@@ -11,7 +11,7 @@ from ...machine.server import Server
 from ...sim.simulator import simulate
 from ...core.workload import Workload
 
-__all__ = ["LESSON_GPU", "LESSON_MODEL", "CLAIM", "POLICY_COLORS"]
+__all__ = ["LESSON_GPU", "LESSON_MODEL", "CLAIM", "POLICY_COLORS", "lesson_server", "run_each", "tick_labels"]
 
 
 #: The lessons' server, the same as the named scenarios': Llama-3-8B in fp16 on one A100-80GB.
@@ -24,11 +24,12 @@ LESSON_MODEL = "llama-3-8b"
 CLAIM = {"taxi_rps": 10.0, "taxi_per_request": 0.10, "batch": 32, "batch_rps": 100.0, "batch_per_request": 0.01}
 
 
-def _server(gpu: str, model: str, price_per_hour: float | None = None, **kw) -> Server:
+def lesson_server(gpu: str, model: str, price_per_hour: float | None = None, **kw) -> Server:
+    """The lessons' server: a named GPU and model, at a price if given."""
     return Server.named(gpu, model, price_per_hour=price_per_hour, **kw)
 
 
-def _run(wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None):
+def run_each(wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None):
     """Simulate each policy on the same workload; return ({label: RunResult}, {label: summary with dollars})."""
     results, rows = {}, {}
     price = server.price if price is None else price
@@ -40,7 +41,8 @@ def _run(wl: Workload, policies: dict, server: Server, slo: SLO | None = None, p
     return results, rows
 
 
-def _bar_labels(ax) -> None:
+def tick_labels(ax) -> None:
+    """Bar labels small enough that a lesson's policy names fit under their bars."""
     ax.tick_params(axis="x", labelsize=8)
 
 

@@ -15,7 +15,7 @@ from ...core.policies import POLICY_NAMES, make_policy
 from ...machine.server import Server
 from ...core.workload import make_workload
 from ..scenarios.base import column_notes
-from ._common import LESSON_GPU, LESSON_MODEL, _server, _run, _bar_labels
+from ._common import LESSON_GPU, LESSON_MODEL, lesson_server, run_each, tick_labels
 
 
 def why_batch(rate: float = 8.0, max_batch: int = 16, max_wait: float = 0.2, price_per_hour: float | None = None,
@@ -33,11 +33,11 @@ def why_batch(rate: float = 8.0, max_batch: int = 16, max_wait: float = 0.2, pri
     check_int_at_least("max_batch", max_batch, 1)
     check_nonneg("max_wait", max_wait)
     check_int_at_least("requests", requests, 1)
-    server = _server(gpu, model, price_per_hour)
+    server = lesson_server(gpu, model, price_per_hour)
     wl = make_workload(Poisson(rate), Uniform(32, 256), Uniform(16, 64), n=requests, seed=seed)
     policies = {"taxi": make_policy("taxi"), "static": make_policy("static", max_batch=max_batch),
                 "dynamic": make_policy("dynamic", max_batch=max_batch, max_wait=max_wait)}
-    results, rows = _run(wl, policies, server)
+    results, rows = run_each(wl, policies, server)
     keys = ["request_throughput", "output_throughput", "mean_e2e", "p99_e2e", "mean_batch_size", "busy_fraction",
             "cost_per_request"]
     taxi_capacity = 1.0 / _ride_seconds(server, 144, 40)
@@ -90,7 +90,7 @@ def why_batch(rate: float = 8.0, max_batch: int = 16, max_wait: float = 0.2, pri
     ax.set_ylabel("requests per forward pass")
     ax.set_title("how full the bus really was")
     for ax in axes.flat:
-        _bar_labels(ax)
+        tick_labels(ax)
     fig.suptitle(f"{requests} requests at {rate:.3g}/s on {server.model.name}, {server.gpu.name}: the taxi and the bus")
     return summary, fig
 
@@ -147,10 +147,10 @@ def batching_policies(policy: str = "dynamic", rate: float = 4.0, max_batch: int
     check_positive("rate", rate)
     check_int_at_least("requests", requests, 1)
     check_int_at_least("show", show, 1)
-    server = _server(gpu, model)
+    server = lesson_server(gpu, model)
     wl = make_workload(Poisson(rate), Uniform(32, 512), Uniform(8, 256), n=requests, seed=seed)
     policies = {n: make_policy(n, max_batch=max_batch, max_wait=max_wait, max_seqs=max_seqs) for n in POLICY_NAMES}
-    results, rows = _run(wl, policies, server)
+    results, rows = run_each(wl, policies, server)
     keys = ["request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered", "mean_tpot",
             "mean_step_time", "mean_e2e", "p99_e2e", "mean_queue_wait", "mean_batch_size", "padded_row_fraction"]
     summary = {"policies": rows, "table": format_table(rows, keys), "policy": policy,

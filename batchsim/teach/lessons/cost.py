@@ -13,7 +13,7 @@ from ...core.lengths import Fixed
 from ...core.metrics import format_table
 from ...core.policies import Static
 from ...core.workload import make_workload
-from ._common import LESSON_GPU, LESSON_MODEL, CLAIM, _server, _run
+from ._common import LESSON_GPU, LESSON_MODEL, CLAIM, lesson_server, run_each
 
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -30,11 +30,11 @@ def cost(gpu: str = LESSON_GPU, price_per_hour: float | None = None, max_batch: 
     """
     check_int_at_least("max_batch", max_batch, 1)
     check_int_at_least("requests", requests, 1)
-    server = _server(gpu, model, price_per_hour)
+    server = lesson_server(gpu, model, price_per_hour)
     price = server.price
     wl = make_workload(Constant(1000.0), Fixed(prompt_tokens), Fixed(output_tokens), n=requests, seed=0)
     batches = sorted(set(b for b in BATCHES if b <= max(max_batch, 1)) | {1, max_batch})
-    _, rows = _run(wl, {f"batch {b}": Static(b) for b in batches}, server, price=price)
+    _, rows = run_each(wl, {f"batch {b}": Static(b) for b in batches}, server, price=price)
     taxi, chosen = rows["batch 1"], rows[f"batch {max_batch}"]
     claim_price = implied_price_per_hour(CLAIM["taxi_rps"], CLAIM["taxi_per_request"])
     claim_price_batch = implied_price_per_hour(CLAIM["batch_rps"], CLAIM["batch_per_request"])

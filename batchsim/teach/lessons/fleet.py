@@ -15,7 +15,7 @@ from ...core.policies import Continuous, Taxi
 from ...core.workload import make_workload
 from ...machine.cost import cost_summary
 from ...sim.simulator import simulate
-from ._common import LESSON_GPU, LESSON_MODEL, _server
+from ._common import LESSON_GPU, LESSON_MODEL, lesson_server
 
 __all__ = ["fleet", "fleet_flip", "FLIP_RATIO", "FLIP_MAX_RATE"]
 
@@ -59,7 +59,7 @@ def fleet(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, r
     FleetConfig(replicas, router)  # checks both, naming the field
     check_int_at_least("max_batch", max_batch, 1)
     check_positive("rate", rate)
-    server = _server(gpu, model)
+    server = lesson_server(gpu, model)
     rows, servers = _fleets(server, replicas, router, max_batch, rate, requests, seed)
     mine = next(iter(rows))
     keys = ["replicas", "request_throughput", "p99_ttft", "p99_e2e", "busy_fraction", "mean_batch_size", "cost_total",
@@ -118,7 +118,7 @@ def fleet_flip(replicas: int = 4, router: str = "least-loaded", max_batch: int =
     check_int_at_least("max_batch", max_batch, 1)
     check_positive("ratio", ratio)
     check_int_at_least("max_rate", max_rate, 1)
-    server = _server(gpu, model)
+    server = lesson_server(gpu, model)
     p99s: dict[int, tuple[float, float]] = {}  # rate -> (one GPU's p99, the fleet's)
 
     def behind(rate: int) -> bool:

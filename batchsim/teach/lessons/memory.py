@@ -13,7 +13,7 @@ from ..figures import POLICY_COLORS, draw_step_series
 from ...core.metrics import format_table
 from ...core.policies import Continuous, Static
 from ...core.workload import make_workload
-from ._common import LESSON_GPU, _server, _run
+from ._common import LESSON_GPU, lesson_server, run_each
 
 
 def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tokens: int = 512, max_batch: int = 32,
@@ -33,7 +33,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     check_int_at_least("output_tokens", output_tokens, 1)
     check_int_at_least("max_batch", max_batch, 1)
     check_int_at_least("requests", requests, 1)
-    server = _server(gpu, model, kv_bytes=kv_budget_gb * 1e9)
+    server = lesson_server(gpu, model, kv_bytes=kv_budget_gb * 1e9)
     gb = f"{kv_budget_gb:.3g}"  # a log slider gives 31.6227766; a title says 31.6
     budget = server.kv.tokens
     context = prompt_tokens + output_tokens
@@ -44,7 +44,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     policies = {"static": Static(max_batch),
                 "continuous": Continuous(max_seqs=max_batch, max_batched_tokens=max(2048, prompt_tokens),
                                          block_size=block_size)}
-    results, rows = _run(wl, policies, server)
+    results, rows = run_each(wl, policies, server)
     fits = budget // context
     keys = ["completed", "output_throughput", "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size",
             "kv_peak_tokens", "preemptions"]

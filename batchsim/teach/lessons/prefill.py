@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ...core.errors import check_int_at_least, check_positive
 from ...core.policies import Continuous
 from ...core.workload import Workload
-from ._common import LESSON_GPU, LESSON_MODEL, _run, _server
+from ._common import LESSON_GPU, LESSON_MODEL, run_each, lesson_server
 
 __all__ = ["prefill_stall", "prefill_knee"]
 
@@ -57,7 +57,7 @@ def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: in
     check_int_at_least("chunk_tokens", chunk_tokens, 1)
     check_positive("arrive", arrive)
     check_int_at_least("output_tokens", output_tokens, 2)
-    server = _server(gpu, model)
+    server = lesson_server(gpu, model)
     n = running + 1
     arrivals = np.zeros(n)
     arrivals[-1] = arrive
@@ -71,7 +71,7 @@ def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: in
         "whole prompt": Continuous(max_seqs=n, max_batched_tokens=budget, chunked_prefill=False),
         f"chunks of {chunk_tokens}": Continuous(max_seqs=n, max_batched_tokens=chunk_tokens, chunked_prefill=True),
     }
-    results, rows = _run(wl, policies, server)
+    results, rows = run_each(wl, policies, server)
     decode_ms = float(server.step_time.decode(np.array([running]), 128 + output_tokens / 2)["step_s"][0] * 1e3)
     whole_ms = server.step_time.prefill(prompt_tokens)["step_s"] * 1e3
     knee = prefill_knee(server.step_time)

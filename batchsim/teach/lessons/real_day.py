@@ -17,7 +17,7 @@ from ...core.traces import Trace, read_trace
 from ...core.workload import Workload, make_workload, trace_workload
 from ...traces import AZURE_TRACE, find_trace
 from ..scenarios.base import column_notes
-from ._common import LESSON_GPU, LESSON_MODEL, _server, _run
+from ._common import LESSON_GPU, LESSON_MODEL, lesson_server, run_each
 
 
 #: A synthetic stand-in for the Azure 2023 conversation trace, for ``trace="synthetic"`` (or a
@@ -83,11 +83,11 @@ def real_day(policy: str = "continuous", max_batch: int = 64, slo_ttft: float = 
     wl, source = _day_workload(minutes, start_minute, trace, seed)
     if not len(wl):
         raise ConfigError(f"minutes must cover at least one request, got {minutes!r}")
-    server = _server(gpu, model)
+    server = lesson_server(gpu, model)
     slo = SLO(ttft=slo_ttft, tpot=slo_tpot_ms / 1000.0)
     policies = {n: make_policy(n, max_batch=max_batch, max_wait=0.5, max_seqs=max_batch,
                                max_batched_tokens=8192, chunked_prefill=True) for n in POLICY_NAMES}
-    results, rows = _run(wl, policies, server, slo=slo)
+    results, rows = run_each(wl, policies, server, slo=slo)
     keys = ["completed", "request_throughput", "p99_ttft_delivered", "mean_tpot", "p99_e2e", "mean_batch_size",
             "goodput", "cost_per_request"]
     best = max(rows, key=lambda k: (rows[k]["slo_attainment"], -rows[k]["cost_per_request"]))

@@ -30,7 +30,7 @@ from ...traces import check_trace_file
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
-    "Interrupted", "plan_runs", "size_of", "RunPlan", "server_limits", "simulate_plan",
+    "Interrupted", "plan_runs", "size_of", "RunPlan", "server_limits", "simulate_plan", "policy_label",
 ]
 
 
@@ -252,7 +252,8 @@ def _table_keys(slo):
     return keys
 
 
-def _policy_label(name: str, d: dict) -> str:
+def policy_label(name: str, d: dict) -> str:
+    """A run's label: the policy and the knob that sizes its batch (static-8, continuous-64)."""
     if name in ("static", "dynamic"):
         return f"{name}-{d.get('max_batch')}"
     if name == "continuous":

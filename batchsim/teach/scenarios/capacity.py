@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from ...core.errors import ConfigError, check_positive
 from ...machine.server import Server
+from ...sim.tasks import run_tasks
 from ...traces import check_trace_file
 from .base import Run, Scenario
 from .execute import plan_runs, simulate_plan
@@ -223,8 +224,6 @@ def search(flags: dict, cands: list[Candidate], objective: Objective, model: str
     """Search every candidate (see the module's docstring). ``run(fn, tasks) -> results`` runs a
     round of at most ``per_round`` simulations (default: one by one), the most promising first
     (the cheapest fleets that could still meet the objective); ``flags`` describe the workload."""
-    from ...cli.tasks import run_tasks
-
     run = run or (lambda fn, tasks: run_tasks(fn, tasks, scheduler="none", progress=False))
     t0 = time.perf_counter()
     states, verdicts, points = [], [], []

@@ -18,7 +18,7 @@ from ...machine.server import DEFAULT_SERVER
 from ...core.lengths import parse_length
 from ...core.step import Chunk, Step
 
-from .base import Run, Scenario, ScenarioReport, _policy_label, register, run_policies, run_set
+from .base import Run, Scenario, ScenarioReport, policy_label, register, run_policies, run_set
 
 FLAGSHIP = "taxi-vs-bus"
 
@@ -135,7 +135,7 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
     for part, base in (("chat", chat), ("offline", offline)):
         for policy, knobs in d["variants"]:
             kd = {**base, **knobs}
-            runs.append(Run(f"{part}: {_policy_label(policy, {**d, **kd})}", policy, kd, part))
+            runs.append(Run(f"{part}: {policy_label(policy, {**d, **kd})}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
         "completed", "request_throughput", "output_throughput", "p99_ttft", "p99_ttft_delivered", "mean_tpot",
         "p99_tpot", "p99_e2e", "mean_batch_size", "goodput", "slo_attainment"])
@@ -197,7 +197,7 @@ def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport
     for part, lens in (("short", d["short"]), ("long", d["long"])):
         for policy in ("dynamic", "continuous"):
             kd = {"prompt_len": lens[0], "output_len": lens[1]}
-            runs.append(Run(f"{part}: {_policy_label(policy, d)}", policy, kd, part))
+            runs.append(Run(f"{part}: {policy_label(policy, d)}", policy, kd, part))
     report = run_set(args, scenario, runs, keys=[
         "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
         "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
