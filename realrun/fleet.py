@@ -24,7 +24,7 @@ from batchsim.core.workload import Workload
 from batchsim.core.result import result_of
 
 from .engine import memory_stats, reset_memory_stats
-from .runner import _cut_at_eos, _explain_oom, _oom_error_types, limits_for
+from .runner import cut_at_eos, explain_oom, oom_error_types, limits_for
 
 __all__ = ["run_real_fleet", "check_fleet_memory", "TAKING_TURNS", "ENGINE_BYTES_PER_WEIGHT_BYTE"]
 
@@ -73,7 +73,7 @@ def run_real_fleet(
         e.start(workload)
     reset_memory_stats(lm)
     t0 = clock()
-    executors = [WallExecutor(e, clock, sleep, stop_errors=_oom_error_types(), explain=_explain_oom, t0=t0)
+    executors = [WallExecutor(e, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom, t0=t0)
                  for e in engines]
     run = drive(workload, list(policies), executors, limits, progress=progress, desc="measuring", router=router,
                 recorder=Recorder(workload, replicas=n))
@@ -86,5 +86,5 @@ def run_real_fleet(
     )
     for e in engines:
         if getattr(e, "stop_on_eos", False):
-            _cut_at_eos(result.records, e, t0)
+            cut_at_eos(result.records, e, t0)
     return result

@@ -9,6 +9,7 @@ from batchsim.core.fleet import fleet_summaries
 from batchsim.core.metrics import format_table
 from batchsim.core.router import make_router
 
+from . import command_parts
 from .fleet import check_fleet_memory, run_real_fleet
 from .plan import Plan, write_outputs
 from .progress import Progress, progress_lines
@@ -17,19 +18,18 @@ __all__ = ["run_fleet"]
 
 
 def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
-    from . import commands
-
-    lm = commands.load(args, plan.notes)
+    """``python -m realrun run --replicas N``: N engines behind the router, one measured run."""
+    lm = command_parts.load(args, plan.notes)
     n = plan.fleet.replicas
     if not args.no_size_check:
         check_fleet_memory(lm, n)
-    engines = [commands._make_engine(plan.engine, lm, args, plan.seed) for _ in range(n)]
+    engines = [command_parts.make_engine(plan.engine, lm, args, plan.seed) for _ in range(n)]
     policies = [plan.policies[0].build() for _ in range(n)]
     router = make_router(plan.fleet.router, plan.seed)
     span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
     Progress(progress_lines(args, span)).line(f"measuring {plan.names[0]} on {n} engines taking turns")
     result = run_real_fleet(plan.workload, policies, engines, router, kv_budget_tokens=plan.kv,
-                            progress=commands._progress(args))
+                            progress=command_parts.wants_progress(args))
     whole, parts = fleet_summaries(result, plan.slo)
     label = f"{plan.names[0]} x{n}"
     notes = [*plan.notes, f"note: {result.meta['taking_turns']}", f"router: {plan.fleet.router}"]
@@ -50,9 +50,9 @@ def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
                                   "mean_batch_size"]))
         print()
         print("\n".join(notes))
-        print(commands._memory_line(result.meta))
+        print(command_parts.memory_line(result.meta))
     paths = write_outputs(plan, {f"{plan.names[0]}-x{n}-measured-": result}, args)
     if paths and not args.json:
         print(f"records: {', '.join(str(p) for p in paths)}")
-    code = commands._stopped_code([result.meta.get("stopped") or ""])
-    return code or commands._all_rejected({label: result})
+    code = command_parts.stopped_code([result.meta.get("stopped") or ""])
+    return code or command_parts.all_rejected({label: result})

@@ -27,14 +27,16 @@ from batchsim.core.workload import Request, Workload
 
 from .grid import Grid
 
-__all__ = ["measure", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP"]
+__all__ = ["measure", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP", "Samples"]
 
 WARMUP = 2
 #: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
 PROBE_PASSES = 120
 
 
-class _Samples:
+class Samples:
+    """Timed passes by shape key: each key's seconds, and their robust mean."""
+
     def __init__(self) -> None:
         self.by_key: dict[tuple, list[float]] = {}
 
@@ -64,7 +66,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     pool = max(max(grid.decode_rows), max(grid.prefill_rows)) + grid.repeats + 4
     engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "profile pool"))
     ids = list(range(pool))
-    s = _Samples()
+    s = Samples()
     validation = _validation_shapes(grid, rng)
     decode_pts = list(itertools.product(grid.decode_rows, grid.decode_widths)) + validation["decode"]
     prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
@@ -163,7 +165,7 @@ def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
     return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
 
 
-def _slow_probe(engine, grid: Grid, ids: list[int], s: _Samples) -> list[float]:
+def _slow_probe(engine, grid: Grid, ids: list[int], s: Samples) -> list[float]:
     """About ``grid.probe_s`` seconds (at least ``PROBE_PASSES`` passes) of consecutive one-row decode
     passes at the grid's middle width, in stretches that fit the context (each refilled, its first
     passes dropped as the grid's are)."""

@@ -31,8 +31,7 @@ from batchsim.core.errors import ConfigError, check_int_at_least
 
 __all__ = [
     "OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model", "resolve_device", "resolve_dtype",
-    "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE", "special_ids",
-]
+    "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE", "special_ids", "build_offline"]
 
 OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k", "gpt2-6l")
 RANDOM_WEIGHTS_NOTE = "weights are random (seeded): the timing is real, the text is not"
@@ -198,7 +197,8 @@ def _torch_dtype(dtype: str):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
-def _build_offline(name: str, seed: int, device: str, dtype: str):
+def build_offline(name: str, seed: int, device: str, dtype: str):
+    """One of OFFLINE_MODELS: a GPT-2-shaped model with seeded random weights, built here (no download)."""
     import torch
     from transformers import GPT2LMHeadModel
 
@@ -269,7 +269,7 @@ def load_model(
     dtype = resolve_dtype(dtype, device)
     threads = set_threads(threads)
     if name in OFFLINE_MODELS:
-        model, cfg = _build_offline(name, seed, device, dtype)
+        model, cfg = build_offline(name, seed, device, dtype)
         tok = ByteTokenizer(cfg.vocab_size)
         return LoadedModel(
             model, tok, name, "offline, built from a config", device, dtype, threads, cfg.n_positions, True,

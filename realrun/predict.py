@@ -48,7 +48,7 @@ from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
 
-from .compare import _over, error_pct
+from .compare import counted_only, error_pct
 from .serve.record import RECORD_FIELDS, meta_path
 from .verdict import TARGETS, band_of, median_summary, noise_pct, verdict
 
@@ -211,7 +211,7 @@ def busy_share(result: RunResult) -> float:
 
 def _summary(result: RunResult, keep: np.ndarray) -> dict:
     seen = _as_recorded(result)
-    s = summarize(_over(seen, keep))
+    s = summarize(counted_only(seen, keep))
     s["busy_share"] = busy_share(seen)
     return s
 

@@ -17,6 +17,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_choice, check
 from batchsim.core.files import Staging, check_out_dir, dumps, read_json
 from batchsim.sim.sampled import NOISE_CHOICES, spread_of
 
+from .parser import FlagError, Parser
 from .predict import Prediction, ServedRecord, format_prediction, predict_record, read_record
 
 __all__ = ["add_parser", "run", "main", "plot_ttft_cdf"]
@@ -112,7 +113,7 @@ def plot_ttft_cdf(p: Prediction, path: str | Path, title: str = "") -> Path:
     import numpy as np
     from matplotlib.figure import Figure
 
-    from .compare import _over
+    from .compare import counted_only
 
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
@@ -121,7 +122,7 @@ def plot_ttft_cdf(p: Prediction, path: str | Path, title: str = "") -> Path:
         keep &= s.records.completed_mask
 
     def cdf(result, **kw):
-        r = _over(result, keep).records
+        r = counted_only(result, keep).records
         t = np.sort((r.first_token - r.arrival)[keep]) * 1e3
         ax.step(t, np.arange(1, len(t) + 1) / len(t), where="post", **kw)
 
@@ -181,16 +182,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The command on its own (``realrun.cli`` registers it as ``predict``): tests call this in-process."""
-    from .cli import _FlagError, _Parser
-
-    parser = _Parser(prog="python -m realrun")
-    add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
+    parser = Parser(prog="python -m realrun")
+    add_parser(parser.add_subparsers(dest="command", parser_class=Parser))
     words = ["predict", *(sys.argv[1:] if argv is None else argv)]
-    _Parser.argv = words
+    Parser.argv = words
     try:
         args = parser.parse_args(words)
         return run(args)
-    except _FlagError as e:
+    except FlagError as e:
         print(str(e), file=sys.stderr)
         return 2
     except SystemExit as e:  # --help

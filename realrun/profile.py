@@ -33,7 +33,7 @@ from batchsim.sim.spread import SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
 from .grid import GRIDS, Grid, grid_for_workload
-from .measure import _Samples, measure
+from .measure import Samples, measure
 
 __all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload",
            "load_calibration", "pass_errors", "point_pass"]
@@ -63,7 +63,7 @@ class ProfilePoint:
 def build(meas: dict, source: str) -> ProfiledStepTime:
     """The profiled model from ``measure``'s timings."""
     grid: Grid = meas["grid"]
-    s: _Samples = meas["samples"]
+    s: Samples = meas["samples"]
     mid = (grid.repeats - 1) / 2  # a decode point's passes read widths w .. w + repeats - 1
     dz = np.array([[s.mean(("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows])
     decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
@@ -106,7 +106,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
     )
 
 
-def _spread(grid: Grid, s: _Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
+def _spread(grid: Grid, s: Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
     """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``); a prefill point
     above the pass limit, never timed, takes the spread of the largest rows timed at its length."""
     dq = np.array([[ratio_quantiles(s.by_key[("decode", b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])

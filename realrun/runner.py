@@ -34,7 +34,7 @@ from batchsim.core.result import result_of
 
 from .engine import memory_stats, reset_memory_stats
 
-__all__ = ["run_real", "limits_for", "context_reason"]
+__all__ = ["run_real", "limits_for", "context_reason", "cut_at_eos", "explain_oom", "oom_error_types"]
 
 
 def limits_for(lm, kv_budget_tokens: int | None = None) -> ServerLimits:
@@ -47,14 +47,16 @@ def context_reason(prompt: int, output: int, n_positions: int) -> str | None:
     return ServerLimits(context_len=n_positions).context_reason(prompt, output)
 
 
-def _oom_error_types() -> tuple[type, ...]:
+def oom_error_types() -> tuple[type, ...]:
+    """The out-of-memory errors this torch build raises (CPU and CUDA), to catch as one."""
     import torch
 
     types = [t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t]
     return tuple(types)
 
 
-def _explain_oom(error: BaseException, step: Step) -> str:
+def explain_oom(error: BaseException, step: Step) -> str:
+    """One line on what ran out of memory in ``step``, and what to try."""
     import torch
 
     if torch.cuda.is_available():
@@ -83,7 +85,7 @@ def run_real(
     if hasattr(engine, "preallocate"):
         engine.preallocate(policy.max_rows)
     reset_memory_stats(lm)
-    executor = WallExecutor(engine, clock, sleep, stop_errors=_oom_error_types(), explain=_explain_oom)
+    executor = WallExecutor(engine, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom)
     run = drive(workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace)
     result = result_of(
         run, policy,
@@ -107,11 +109,11 @@ def run_real(
         if hasattr(engine, "pass_log"):
             result.meta["passes"] = list(engine.pass_log)  # every pass it ran: planned shape, seconds
     if getattr(engine, "stop_on_eos", False):
-        _cut_at_eos(result.records, engine, executor.t0)
+        cut_at_eos(result.records, engine, executor.t0)
     return result
 
 
-def _cut_at_eos(records, engine, t0: float) -> None:
+def cut_at_eos(records, engine, t0: float) -> None:
     """--stop-on-eos: a request whose model produced EOS ends there: its tokens count up to and
     including EOS, and it finishes when that token was produced.
 

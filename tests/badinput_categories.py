@@ -190,7 +190,7 @@ _RR = ("--rate", "50", "--prompt-len", "8", "--output-len", "3")
 
 
 def _memory_line_names_no_zero(t) -> bool:
-    from realrun.commands import _memory_line
+    from realrun.command_parts import memory_line as _memory_line
 
     line = _memory_line({"engine": "vllm"})
     assert "0 MiB" not in line and "not measured" in line and "vllm" in line, line

@@ -16,6 +16,7 @@ from batchsim.core.errors import ConfigError, check_int_at_least, check_kv_token
 from batchsim.core.files import check_out_file
 from batchsim.core.flags import POLICY_FLAGS, add_flags, given, resolve
 
+from ..parser import add_model_args
 from ..plan import REALRUN_DEFAULTS
 
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
@@ -26,14 +27,12 @@ SERVE_DEFAULTS = {"policy": "continuous", **{k: REALRUN_DEFAULTS[k] for k in ("m
 
 
 def add_parser(sub) -> None:
-    from ..cli import _add_model_args
-
     p = sub.add_parser("serve", help="an OpenAI-compatible HTTP server with the chosen batching policy",
                        description="Serve the real model behind OpenAI's API, with one batching policy deciding. "
                                    "The class is the traffic: every request anyone sends joins the same batch.",
                        epilog="Then: python -m realrun load --url http://HOST:PORT --rate 4 ; the live view is at "
                               "http://HOST:PORT/dashboard ; metrics at /metrics.")
-    _add_model_args(p, engine=False)
+    add_model_args(p, engine=False)
     add_flags(p.add_argument_group("batching policy (default continuous)"), POLICY_FLAGS)
     g = p.add_argument_group("server")
     g.add_argument("--kv-budget-tokens", type=int, default=None, help="KV-cache budget in tokens, enforced by the policy (default: unlimited)")
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     policy = _policy(args)
     from ..commands import load
     from ..engine import Engine
-    from ..runner import _explain_oom, _oom_error_types, limits_for
+    from ..runner import explain_oom, oom_error_types, limits_for
     from .server import serve
 
     notes: list[str] = []
@@ -94,4 +93,4 @@ def run(args: argparse.Namespace) -> int:
     name = args.served_model_name or args.model
     return serve(engine, policy, limits_for(lm, args.kv_budget_tokens), name, host=args.host, port=args.port,
                  max_queue=args.max_queue, record=args.record, drain_timeout=args.drain_timeout,
-                 log_level=args.log_level, stop_errors=_oom_error_types(), explain=_explain_oom)
+                 log_level=args.log_level, stop_errors=oom_error_types(), explain=explain_oom)

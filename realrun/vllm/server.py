@@ -68,7 +68,7 @@ def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Pa
     that already holds the model is left as it is; the write goes to a temporary folder first, so a
     half-written model is never loaded.
     """
-    from ..model import OFFLINE_MODELS, _build_offline
+    from ..model import OFFLINE_MODELS, build_offline
 
     if name not in OFFLINE_MODELS:
         raise ConfigError(f"model to save must be one of {', '.join(OFFLINE_MODELS)}, got {name!r}")
@@ -76,7 +76,7 @@ def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Pa
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    model, _ = _build_offline(name, seed, "cpu", "fp32")
+    model, _ = build_offline(name, seed, "cpu", "fp32")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
         model.save_pretrained(tmp)
         try:
