@@ -116,3 +116,21 @@ def test_lab1_part_b_is_judged_on_its_own(tmp_path):
     lab.predict_mean_wait = lambda rate, max_wait: max_wait  # and a wrong formula still fails
     with pytest.raises(AssertionError):
         checks.test_lab1_part_b_prediction_matches_simulation(lab, 2.0, 0.5)
+
+
+def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
+    # A server that comes back 10 s late: Part A's check must fail, Parts B and C (on the solution's
+    # prediction and router) must pass, since they do not run the student's outage.
+    text = (SOLUTIONS / "lab6_outage.py").read_text()
+    wrong = text.replace("yield env.timeout(duration)", "yield env.timeout(duration + 10.0)")
+    assert wrong != text
+    (tmp_path / "lab6_outage.py").write_text(wrong)
+    lab = _load("_lab6_wrong_part_a", tmp_path / "lab6_outage.py")
+    checks = _load("_lab6_checks", LABS / "test_lab6.py")
+    with pytest.raises(AssertionError, match="steps started during the outage|the moment the server comes back"):
+        checks.test_a_nothing_starts_on_the_server_while_it_is_down(lab)
+    checks.test_b_predicted_wait_in_the_outage(lab)
+    checks.test_c_router(lab)
+    lab.predict_wait_in_outage = lambda duration: duration  # and a wrong prediction still fails
+    with pytest.raises(AssertionError, match="your prediction"):
+        checks.test_b_predicted_wait_in_the_outage(lab)
