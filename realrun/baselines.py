@@ -172,32 +172,16 @@ def run_hf_continuous(
     if block_size < HF_MIN_BLOCK:
         raise ConfigError(f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' smallest "
                           f"page), got {block_size}")
-    from transformers import GenerationConfig
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-
     reqs = workload.requests
     n = len(reqs)
     rec = Recorder(workload)
     outputs: dict[int, list[int]] = {r.id: [] for r in reqs}
-    if kv_budget_tokens is not None:
-        num_blocks = max(1, kv_budget_tokens // block_size)
-    else:  # room for every request at once: the manager never has to turn one away
-        num_blocks = int(sum(-(-(r.prompt_tokens + r.output_tokens) // block_size) for r in reqs)) + 8
-    longest = max((r.output_tokens for r in reqs), default=1)
-    gen_cfg = GenerationConfig(
-        max_new_tokens=longest, do_sample=False, pad_token_id=lm.pad_token_id,
-        eos_token_id=lm.eos_token_id if stop_on_eos else None,
-    )
-    cb_cfg = ContinuousBatchingConfig(
-        page_size=block_size, num_blocks=num_blocks, max_batch_tokens=max_batched_tokens,
-        max_requests_per_batch=max_seqs,
-    )
     # Its logger reports, at ERROR level, that it cannot size memory without psutil: we size it.
     log = logging.getLogger("ContinuousBatchingLogger")
     old_level = log.level
     log.setLevel(logging.CRITICAL)
     reset_memory_stats(lm)
-    mgr = lm.model.init_continuous_batching(generation_config=gen_cfg, continuous_batching_config=cb_cfg)
+    mgr = _hf_manager(lm, reqs, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stop_on_eos)
     bar = None
     if progress and n:
         from tqdm import tqdm
@@ -212,19 +196,8 @@ def run_hf_continuous(
         t0 = clock()
         nxt = 0
         while done < n:
-            t = clock() - t0
-            while nxt < n and reqs[nxt].arrival <= t:
-                r = reqs[nxt]
-                reason = context_reason(r.prompt_tokens, r.output_tokens, lm.n_positions)
-                if reason is not None:
-                    rec.reject(r.id, reason)
-                    done += 1
-                else:
-                    mgr.add_request(
-                        prompt_ids(r, lm.vocab_size, lm.tokenizer, prompt_seed), request_id=str(r.id),
-                        max_new_tokens=r.output_tokens, record_timestamps=True,
-                    )
-                nxt += 1
+            nxt, rejected = _hand_over(mgr, rec, reqs, nxt, clock() - t0, lm, prompt_seed)
+            done += rejected
             wait = (reqs[nxt].arrival - (clock() - t0)) if nxt < n else 1.0
             res = mgr.get_result(timeout=max(0.0005, min(wait, 1.0)))
             if res is None:
@@ -241,18 +214,7 @@ def run_hf_continuous(
             if res.error is not None:
                 rec.reject(rid, f"hf-continuous: {res.error}")
                 continue
-            toks = list(res.generated_tokens)
-            stamps = np.asarray(res.timestamps or [res.lifespan[1]], dtype=np.float64) - t0
-            if stop_on_eos and lm.eos_token_id in toks:
-                toks = toks[: toks.index(lm.eos_token_id) + 1]
-                stamps = stamps[: len(toks)]
-            outputs[rid] = toks
-            rec.start[rid] = res.lifespan[0] - t0
-            rec.first_token[rid] = stamps[0]
-            rec.last_token[rid] = stamps[-1]
-            rec.finish[rid] = max(res.lifespan[1] - t0, stamps[-1]) if not stop_on_eos else stamps[-1]
-            rec.tokens[rid] = len(toks)
-            rec.itl_max[rid] = float(np.diff(stamps).max()) if len(stamps) > 1 else np.nan
+            _record_finished(rec, outputs, res, t0, lm.eos_token_id, stop_on_eos)
     except KeyboardInterrupt:
         stopped = "interrupted (Ctrl-C) before it finished"
     finally:
@@ -262,12 +224,76 @@ def run_hf_continuous(
             bar.close()
     if stopped is not None:
         rec.reject_unfinished(stopped)
+    return _hf_result(rec, workload, lm, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stopped), outputs
+
+
+def _hand_over(mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, prompt_seed: int) -> tuple[int, int]:
+    """Hand the manager every request due by ``t`` from ``reqs[nxt]`` on; one too long for the model's
+    context is rejected with its reason instead. Returns (the next request not yet due, how many rejected)."""
+    rejected = 0
+    while nxt < len(reqs) and reqs[nxt].arrival <= t:
+        r = reqs[nxt]
+        reason = context_reason(r.prompt_tokens, r.output_tokens, lm.n_positions)
+        if reason is not None:
+            rec.reject(r.id, reason)
+            rejected += 1
+        else:
+            mgr.add_request(prompt_ids(r, lm.vocab_size, lm.tokenizer, prompt_seed), request_id=str(r.id),
+                            max_new_tokens=r.output_tokens, record_timestamps=True)
+        nxt += 1
+    return nxt, rejected
+
+
+def _hf_manager(lm: LoadedModel, reqs, max_seqs: int, max_batched_tokens: int, block_size: int,
+                kv_budget_tokens: int | None, stop_on_eos: bool):
+    """transformers' continuous-batching manager, sized for the workload (blocks for every request at
+    once when no KV budget is given: the manager never has to turn one away)."""
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    if kv_budget_tokens is not None:
+        num_blocks = max(1, kv_budget_tokens // block_size)
+    else:
+        num_blocks = int(sum(-(-(r.prompt_tokens + r.output_tokens) // block_size) for r in reqs)) + 8
+    longest = max((r.output_tokens for r in reqs), default=1)
+    gen_cfg = GenerationConfig(
+        max_new_tokens=longest, do_sample=False, pad_token_id=lm.pad_token_id,
+        eos_token_id=lm.eos_token_id if stop_on_eos else None,
+    )
+    cb_cfg = ContinuousBatchingConfig(
+        page_size=block_size, num_blocks=num_blocks, max_batch_tokens=max_batched_tokens,
+        max_requests_per_batch=max_seqs,
+    )
+    return lm.model.init_continuous_batching(generation_config=gen_cfg, continuous_batching_config=cb_cfg)
+
+
+def _record_finished(rec: Recorder, outputs: dict[int, list[int]], res, t0: float, eos: int | None,
+                     stop_on_eos: bool) -> None:
+    """A finished request's tokens and times, from the manager's own timestamps (--stop-on-eos: cut at EOS)."""
+    rid = int(res.request_id)
+    toks = list(res.generated_tokens)
+    stamps = np.asarray(res.timestamps or [res.lifespan[1]], dtype=np.float64) - t0
+    if stop_on_eos and eos in toks:
+        toks = toks[: toks.index(eos) + 1]
+        stamps = stamps[: len(toks)]
+    outputs[rid] = toks
+    rec.start[rid] = res.lifespan[0] - t0
+    rec.first_token[rid] = stamps[0]
+    rec.last_token[rid] = stamps[-1]
+    rec.finish[rid] = max(res.lifespan[1] - t0, stamps[-1]) if not stop_on_eos else stamps[-1]
+    rec.tokens[rid] = len(toks)
+    rec.itl_max[rid] = float(np.diff(stamps).max()) if len(stamps) > 1 else np.nan
+
+
+def _hf_result(rec: Recorder, workload: Workload, lm: LoadedModel, max_seqs: int, max_batched_tokens: int,
+               block_size: int, kv_budget_tokens: int | None, stopped: str | None) -> RunResult:
+    """The measured run: the records, and what served them."""
     meta = {
         "engine": "hf-continuous", "model": lm.name, "model_source": lm.source, "random_weights": lm.random_weights,
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "kv_bytes_per_token": lm.kv_bytes_per_token,
         "stopped": stopped, **memory_stats(lm),
     }
-    result = RunResult(
+    return RunResult(
         records=rec.records(),
         policy=f"transformers continuous batching (max_requests_per_batch={max_seqs}, max_batch_tokens={max_batched_tokens}, page_size={block_size})",
         step_time=f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine hf-continuous",
@@ -277,4 +303,3 @@ def run_hf_continuous(
         workload=workload.description,
         meta=meta,
     )
-    return result, outputs
