@@ -74,7 +74,6 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     bar = _bar(progress, grid.rounds * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join))
                + len(grid.policies))
     extra, repeat_extra, joins, runs = [], [], [], []
-    log = engine.pass_log
     # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
     engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
     engine.execute(Step(decode=tuple(ids[:2]), kv_read=2 * grid.decode_widths[0], decode_width=grid.decode_widths[0],
@@ -82,50 +81,10 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     engine.release(ids[:2])
     reps = max(2, grid.repeats // 2)
     for rnd in range(grid.rounds):
-        for b, w in decode_pts:
-            rows = ids[:b]
-            engine.fill_rows(rows, [w - WARMUP] * b)
-            log.clear()
-            t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * (w - WARMUP), decode_width=w - WARMUP,
-                                           repeat=grid.repeats + WARMUP))
-            # The first passes over freshly made rows run slow (new buffers, kernels for a new shape),
-            # which a running server's rows, a column wider each pass, are not: they are not kept.
-            secs = np.array([x for _, x in log])[WARMUP:]
-            s.add(("decode", b, w), secs)
-            runs.append(secs)  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
-            steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
-            extra.append(steps[0] - secs[0])
-            repeat_extra.extend(steps[1:] - secs[1:])
-            engine.release(rows)
-            _tick(bar)
-        for b, n in prefill_pts:
-            for n2 in _jittered(n, reps, rnd, longest):
-                rows = ids[:b]
-                log.clear()
-                engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
-                s.add(("prefill", b, n), log[0][1])
-                engine.release(rows)
-            _tick(bar)
-        for q, p in grid.past:
-            for _ in range(reps):
-                engine.execute(Step(prefill=(Chunk(0, 0, p, False),)))
-                log.clear()
-                engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
-                s.add(("past", q, p), log[0][1])
-                engine.release([0])
-            _tick(bar)
-        for b, w, n in grid.join:
-            rows = ids[:b]
-            engine.fill_rows(rows, [w] * b)
-            for r in range(grid.repeats):
-                new = ids[b + r]
-                log.clear()
-                t0, ends = engine.execute(Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows),
-                                               kv_read=b * (w + r), decode_width=w + r))
-                joins.append(((ends[-1] - t0) - sum(x for _, x in log), n))
-                engine.release([new])
-            engine.release(rows)
-            _tick(bar)
+        _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
+        _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
+        _time_past(engine, grid, reps, s, bar)
+        _time_join(engine, grid, ids, joins, bar)
     probe = _slow_probe(engine, grid, ids, s)
     wake = _wake(engine, grid, ids, bar)
     gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
@@ -134,6 +93,71 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
             "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions),
             "slow_probe": probe}
+
+
+# -- one round of the grid, a kind of pass at a time (rounds interleave the kinds) ----------------
+
+def _time_decode(engine, grid: Grid, ids: list[int], points, s: Samples, runs: list, extra: list,
+                 repeat_extra: list, bar) -> None:
+    log = engine.pass_log
+    for b, w in points:
+        rows = ids[:b]
+        engine.fill_rows(rows, [w - WARMUP] * b)
+        log.clear()
+        t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * (w - WARMUP), decode_width=w - WARMUP,
+                                       repeat=grid.repeats + WARMUP))
+        # The first passes over freshly made rows run slow (new buffers, kernels for a new shape),
+        # which a running server's rows, a column wider each pass, are not: they are not kept.
+        secs = np.array([x for _, x in log])[WARMUP:]
+        s.add(("decode", b, w), secs)
+        runs.append(secs)  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
+        steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
+        extra.append(steps[0] - secs[0])
+        repeat_extra.extend(steps[1:] - secs[1:])
+        engine.release(rows)
+        _tick(bar)
+
+
+def _time_prefill(engine, ids: list[int], points, reps: int, rnd: int, longest: int, s: Samples, bar) -> None:
+    log = engine.pass_log
+    for b, n in points:
+        for n2 in _jittered(n, reps, rnd, longest):
+            rows = ids[:b]
+            log.clear()
+            engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
+            s.add(("prefill", b, n), log[0][1])
+            engine.release(rows)
+        _tick(bar)
+
+
+def _time_past(engine, grid: Grid, reps: int, s: Samples, bar) -> None:
+    """A prefill over a cached past: the past prefilled first, untimed."""
+    log = engine.pass_log
+    for q, p in grid.past:
+        for _ in range(reps):
+            engine.execute(Step(prefill=(Chunk(0, 0, p, False),)))
+            log.clear()
+            engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
+            s.add(("past", q, p), log[0][1])
+            engine.release([0])
+        _tick(bar)
+
+
+def _time_join(engine, grid: Grid, ids: list[int], joins: list, bar) -> None:
+    """A prompt joining decoding rows: what the step costs beyond its passes."""
+    log = engine.pass_log
+    for b, w, n in grid.join:
+        rows = ids[:b]
+        engine.fill_rows(rows, [w] * b)
+        for r in range(grid.repeats):
+            new = ids[b + r]
+            log.clear()
+            t0, ends = engine.execute(Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows),
+                                           kv_read=b * (w + r), decode_width=w + r))
+            joins.append(((ends[-1] - t0) - sum(x for _, x in log), n))
+            engine.release([new])
+        engine.release(rows)
+        _tick(bar)
 
 
 def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
