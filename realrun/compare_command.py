@@ -67,29 +67,16 @@ def compare(args: argparse.Namespace, plan: Plan) -> int:
 
 
 def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) -> int:
-    from batchsim.sim.profiled import ProfiledStepTime
-
     from .compare import compare_policies
     from .compare_output import report_compare
-    from .drift import load_warning, recheck
-    from .engine import Engine
+    from .drift import load_warning
     from .runner import limits_for
 
     notes, workload = plan.notes, plan.workload
     if not args.calibration:
         say.line(f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
                  "on a 2-core laptop)")
-    if server is not None:
-        from .vllm import commands as vllm_commands
-
-        # The simulated side schedules as vLLM V1 does, with the very knobs vLLM was given.
-        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
-        ours = None
-        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, wants_progress(args))
-    else:
-        pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
-        ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
-        step_times, cal_info = _calibration(args, lm, ours, plan, pairs, wants_progress(args))
+    pairs, ours, step_times, cal_info = _sides(args, plan, lm, server)
     engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else make_engine(plan.engine, lm, args, plan.seed))
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
@@ -98,23 +85,60 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
     limits = limits_for(lm, plan.kv)
     seeds = _seeds(args, step_times, server is not None, notes)
     workloads = _busy_workloads(args, workload, builders, step_times, limits, notes) if args.busy is not None else workload
-    canary = None
     repeats = args.repeats or 1
-    if isinstance(step_times, ProfiledStepTime) and plan.engine == "ours":
-        # Fixed passes against the profile's price before and after every run: the machine's level over
-        # the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
-        from .canary import Canary
-
-        canary = Canary(ours, step_times)
-        if canary.reference is None:
-            notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
-                         "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
+    canary = _canary(ours, step_times, plan, notes)
     per_label = workloads if isinstance(workloads, dict) else None
     measure = say.runs(len(pairs) * repeats, measure_fn(plan, engine, lm, args, server, per_label))
     report = compare_policies(workloads, pairs, measure, step_times, slo=plan.slo,
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
                               order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
                               level=not getattr(args, "no_speed_check", False))
+    _report_notes(report, plan, lm, server, ours, canary, step_times, cal_info, say, warn)
+    return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
+
+
+def _sides(args: argparse.Namespace, plan: Plan, lm, server):
+    """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model and
+    what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
+    from .engine import Engine
+
+    if server is not None:
+        from .vllm import commands as vllm_commands
+
+        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
+        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, wants_progress(args))
+        return pairs, None, step_times, cal_info
+    pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
+    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
+    step_times, cal_info = _calibration(args, lm, ours, plan, pairs, wants_progress(args))
+    return pairs, ours, step_times, cal_info
+
+
+def _canary(ours, step_times, plan: Plan, notes: list[str]):
+    """Fixed passes against the profile's price before and after every run: the machine's level over
+    the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
+    None where there is no profile of our engine to hold them to."""
+    from batchsim.sim.profiled import ProfiledStepTime
+
+    if not (isinstance(step_times, ProfiledStepTime) and plan.engine == "ours"):
+        return None
+    from .canary import Canary
+
+    canary = Canary(ours, step_times)
+    if canary.reference is None:
+        notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
+                     "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
+    return canary
+
+
+def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_info: dict, say: Progress,
+                  warn: str | None) -> None:
+    """What the report says beside its table: the canaries, vLLM's delivery and schedule, the drift
+    since the profile, the machine's load; and the engine in each row's label when it is not ours."""
+    from batchsim.sim.profiled import ProfiledStepTime
+
+    from .drift import load_warning, recheck
+
     for row in report.rows:
         if row.canary:
             against = "the profile's own canary" if canary.reference is not None else "their profiled price"
@@ -122,6 +146,8 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
                                 + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
                                             for b, a in row.canary))
     if server is not None:
+        from .vllm import commands as vllm_commands
+
         for row in report.rows:
             row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
             row.predicted = summarize(row.sim, plan.slo)
@@ -139,8 +165,6 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
     for row in report.rows:
         if plan.engine != "ours":
             row.label = f"{row.label} ({plan.engine})"
-    return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
-
 
 def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     """How many seeded simulations the prediction takes: --seeds with --step-noise profiled (the
