@@ -71,49 +71,10 @@ def run(args: argparse.Namespace) -> int:
     mem_batch = server.kv.max_batch(per_row)
     knees = {c: knee_batch(st, c) for c in _knee_contexts(args.context, model.max_context)}
     pre = st.prefill(args.prompt)
-    price = server.price
     if args.json:
-        # {config, runs, notes} as every command prints; the roofline's own keys stay beside them.
-        print(dumps({
-            "config": {"server": server.config(), "context": args.context, "prompt": args.prompt},
-            "runs": [{"label": f"batch {r['batch']}", **r} for r in rows],
-            "notes": [f"knee (decode turns compute-bound) at context {c}: "
-                      + (f"batch {k}" if k is not None else "never") for c, k in knees.items()],
-            "server": server.config(), "context": args.context, "rows": rows,
-            "knee": {str(c): k for c, k in knees.items()}, "max_batch_memory": mem_batch,
-            "prefill": {"tokens": args.prompt, **pre},
-        }))
+        _print_json(args, server, rows, knees, mem_batch, pre)
     else:
-        print(f"roofline: {model.name} ({server.dtype}) on {gpu.name}")
-        print(f"  peak {gpu.peak_flops(server.dtype) / 1e12:g} TFLOP/s x {st.compute_eff:g}, bandwidth "
-              f"{gpu.bandwidth_gbs:,.0f} GB/s x {st.memory_eff:g}, overhead {st.overhead * 1e3:g} ms per step")
-        print(f"  weights {bytes_label(st.weight_bytes)}; KV cache {st.kv_bytes_per_token / 1024:,.0f} KiB per token; "
-              f"KV budget {server.kv.describe()}")
-        print(f"  decode with {args.context} cached tokens per row; memory holds a batch of {mem_batch:,} at that context\n")
-        head = ["batch", "step ms", "compute ms", "memory ms", "bound", "tokens/s", "$/1M tok"]
-        body = []
-        for r in rows:
-            usd = price / 3600 / r["tokens_per_s"] * 1e6
-            mark = "" if r["batch"] <= mem_batch else " (KV does not fit)"
-            body.append([str(r["batch"]), f"{r['step_ms']:.2f}", f"{r['compute_ms']:.2f}", f"{r['memory_ms']:.2f}",
-                         r["bound"], f"{r['tokens_per_s']:,.0f}", (f"{usd:.2f}" if usd >= 0.1 else f"{usd:.4f}") + mark])
-        widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-        print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-        print("  ".join("-" * w for w in widths))
-        for line in body:
-            print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
-        print()
-        for c, k in knees.items():
-            verdict = (f"batch {k}" if k is not None else
-                       "never (each row's KV reads grow as fast as its FLOPs: memory-bound at any batch)")
-            if k is not None and k > server.kv.max_batch(max(c, 1)):
-                verdict += f", beyond the {server.kv.max_batch(max(c, 1)):,} rows memory holds at that context"
-            print(f"knee (decode turns compute-bound) at context {c:>6}: {verdict}")
-        print(f"prefill of one {args.prompt}-token prompt: {pre['step_s'] * 1e3:.1f} ms, "
-              f"{'compute' if pre['compute_bound'] else 'memory'}-bound "
-              f"(a prompt is a batch of tokens: it needs no company to fill the GPU)")
-        print(f"dollars at ${price:.2f}/hour{'' if args.gpu_price is not None else ' (assumed, 2026)'}: "
-              "$/1M tok above assumes every step is full and the GPU never idles")
+        _print_text(args, server, rows, knees, mem_batch, pre)
     if not args.no_plots:
         from ..teach.plots import roofline_figure, save
 
@@ -125,3 +86,51 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\nfigure: {path}")
     return 0
+
+
+def _print_json(args: argparse.Namespace, server: Server, rows: list[dict], knees: dict, mem_batch: int, pre: dict) -> None:
+    # {config, runs, notes} as every command prints; the roofline's own keys stay beside them.
+    print(dumps({
+        "config": {"server": server.config(), "context": args.context, "prompt": args.prompt},
+        "runs": [{"label": f"batch {r['batch']}", **r} for r in rows],
+        "notes": [f"knee (decode turns compute-bound) at context {c}: "
+                  + (f"batch {k}" if k is not None else "never") for c, k in knees.items()],
+        "server": server.config(), "context": args.context, "rows": rows,
+        "knee": {str(c): k for c, k in knees.items()}, "max_batch_memory": mem_batch,
+        "prefill": {"tokens": args.prompt, **pre},
+    }))
+
+
+def _print_text(args: argparse.Namespace, server: Server, rows: list[dict], knees: dict, mem_batch: int, pre: dict) -> None:
+    """The roofline as a student reads it: the GPU, the decode table by batch, the knees, a prefill."""
+    model, gpu, st, price = server.model, server.gpu, server.step_time, server.price
+    print(f"roofline: {model.name} ({server.dtype}) on {gpu.name}")
+    print(f"  peak {gpu.peak_flops(server.dtype) / 1e12:g} TFLOP/s x {st.compute_eff:g}, bandwidth "
+          f"{gpu.bandwidth_gbs:,.0f} GB/s x {st.memory_eff:g}, overhead {st.overhead * 1e3:g} ms per step")
+    print(f"  weights {bytes_label(st.weight_bytes)}; KV cache {st.kv_bytes_per_token / 1024:,.0f} KiB per token; "
+          f"KV budget {server.kv.describe()}")
+    print(f"  decode with {args.context} cached tokens per row; memory holds a batch of {mem_batch:,} at that context\n")
+    head = ["batch", "step ms", "compute ms", "memory ms", "bound", "tokens/s", "$/1M tok"]
+    body = []
+    for r in rows:
+        usd = price / 3600 / r["tokens_per_s"] * 1e6
+        mark = "" if r["batch"] <= mem_batch else " (KV does not fit)"
+        body.append([str(r["batch"]), f"{r['step_ms']:.2f}", f"{r['compute_ms']:.2f}", f"{r['memory_ms']:.2f}",
+                     r["bound"], f"{r['tokens_per_s']:,.0f}", (f"{usd:.2f}" if usd >= 0.1 else f"{usd:.4f}") + mark])
+    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    print("  ".join("-" * w for w in widths))
+    for line in body:
+        print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    print()
+    for c, k in knees.items():
+        verdict = (f"batch {k}" if k is not None else
+                   "never (each row's KV reads grow as fast as its FLOPs: memory-bound at any batch)")
+        if k is not None and k > server.kv.max_batch(max(c, 1)):
+            verdict += f", beyond the {server.kv.max_batch(max(c, 1)):,} rows memory holds at that context"
+        print(f"knee (decode turns compute-bound) at context {c:>6}: {verdict}")
+    print(f"prefill of one {args.prompt}-token prompt: {pre['step_s'] * 1e3:.1f} ms, "
+          f"{'compute' if pre['compute_bound'] else 'memory'}-bound "
+          f"(a prompt is a batch of tokens: it needs no company to fill the GPU)")
+    print(f"dollars at ${price:.2f}/hour{'' if args.gpu_price is not None else ' (assumed, 2026)'}: "
+          "$/1M tok above assumes every step is full and the GPU never idles")
