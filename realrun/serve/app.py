@@ -60,16 +60,35 @@ def _sse(obj) -> str:
 
 
 def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
-    lm = server.lm
-    tok, vocab, context = lm.tokenizer, lm.vocab_size, lm.n_positions
-    counter = iter(range(1 << 62))
+    """The HTTP app: OpenAI's completion routes, models, health, metrics, the live state and its dashboard."""
+    h = _Handlers(server, cfg)
+    routes = [
+        Route("/v1/completions", h.completions, methods=["POST"]),
+        Route("/v1/chat/completions", h.chat_completions, methods=["POST"]),
+        Route("/v1/models", h.models, methods=["GET"]),
+        Route("/health", h.health, methods=["GET"]),
+        Route("/metrics", h.metrics, methods=["GET"]),
+        Route("/v1/state", h.state, methods=["GET"]),
+        Route("/dashboard", h.dashboard, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _wrong_method})
 
-    def text_of(t: int) -> str:
-        return tok.decode([t])
 
-    async def complete(request: Request, chat: bool) -> Response:
+class _Handlers:
+    """The routes' handlers, over one live server and its settings."""
+
+    def __init__(self, server: LiveServer, cfg: AppConfig) -> None:
+        self.server, self.cfg = server, cfg
+        self.tok, self.vocab, self.context = server.lm.tokenizer, server.lm.vocab_size, server.lm.n_positions
+        self.counter = iter(range(1 << 62))
+
+    def text_of(self, t: int) -> str:
+        return self.tok.decode([t])
+
+    async def complete(self, request: Request, chat: bool) -> Response:
+        server, cfg = self.server, self.cfg
         try:
-            req = parse_completion(await request.body(), chat, cfg.model, tok, vocab, context)
+            req = parse_completion(await request.body(), chat, cfg.model, self.tok, self.vocab, self.context)
         except RequestError as e:
             return _error(e)
         if server.closing or not server.alive:
@@ -83,7 +102,7 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
             rid = server.submit(list(req.prompt), req.max_tokens, stream)
         except RuntimeError as e:
             return _error(RequestError(503, None, str(e), "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
-        cid = f"{'chatcmpl' if chat else 'cmpl'}-{next(counter)}"
+        cid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.counter)}"
         # The policy's word first (it decides at its next step boundary): a request it can never run is
         # a 400 with its reason, not a stream that opens and fails.
         try:
@@ -94,11 +113,11 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
         if kind != "queued":
             return _error(_refusal(kind, value))
         if req.stream:
-            return StreamingResponse(_events(req, cid, rid, stream), media_type="text/event-stream",
+            return StreamingResponse(self._events(req, cid, rid, stream), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        return await _whole(req, cid, rid, stream)
+        return await self._whole(req, cid, rid, stream)
 
-    async def _whole(req, cid: str, rid: int, stream: Stream) -> Response:
+    async def _whole(self, req, cid: str, rid: int, stream: Stream) -> Response:
         toks: list[int] = []
         try:
             while True:
@@ -106,14 +125,14 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
                 if kind == "token":
                     toks.append(value)
                 elif kind == "end":
-                    return JSONResponse(whole_response(req, cid, tok.decode(toks), value, len(toks)))
+                    return JSONResponse(whole_response(req, cid, self.tok.decode(toks), value, len(toks)))
                 else:
                     return _error(_refusal(kind, value))
         except asyncio.CancelledError:
-            server.withdraw(rid, f"the client disconnected after {len(toks)} tokens")
+            self.server.withdraw(rid, f"the client disconnected after {len(toks)} tokens")
             raise
 
-    async def _events(req, cid: str, rid: int, stream: Stream):
+    async def _events(self, req, cid: str, rid: int, stream: Stream):
         sent, done, held = 0, False, None  # held: the last token, sent with its finish reason
         try:
             while True:
@@ -122,10 +141,10 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
                     if last:
                         held = value
                         continue
-                    yield _sse(chunk(req, cid, text_of(value), None, sent == 0))
+                    yield _sse(chunk(req, cid, self.text_of(value), None, sent == 0))
                     sent += 1
                 elif kind == "end":
-                    yield _sse(chunk(req, cid, "" if held is None else text_of(held), value, sent == 0))
+                    yield _sse(chunk(req, cid, "" if held is None else self.text_of(held), value, sent == 0))
                     sent += held is not None
                     if req.include_usage:
                         yield _sse(usage_chunk(req, cid, sent))
@@ -139,46 +158,37 @@ def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
                     return
         finally:
             if not done:  # the client went away (Starlette cancels this generator): free its row now
-                server.withdraw(rid, f"the client disconnected after {sent} tokens")
+                self.server.withdraw(rid, f"the client disconnected after {sent} tokens")
 
-    async def completions(request: Request) -> Response:
-        return await complete(request, chat=False)
+    async def completions(self, request: Request) -> Response:
+        return await self.complete(request, chat=False)
 
-    async def chat_completions(request: Request) -> Response:
-        return await complete(request, chat=True)
+    async def chat_completions(self, request: Request) -> Response:
+        return await self.complete(request, chat=True)
 
-    async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": cfg.model, "object": "model", "owned_by": "realrun",
-                                                          "max_model_len": context}]})
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": self.cfg.model, "object": "model", "owned_by": "realrun",
+                                                          "max_model_len": self.context}]})
 
-    async def health(request: Request) -> Response:
-        if not server.alive:
+    async def health(self, request: Request) -> Response:
+        if not self.server.alive:
             return PlainTextResponse("the engine has stopped", status_code=503)
         return PlainTextResponse("ok")
 
-    async def metrics(request: Request) -> Response:
-        return PlainTextResponse(prometheus_text(server, cfg.model), media_type="text/plain; version=0.0.4")
+    async def metrics(self, request: Request) -> Response:
+        return PlainTextResponse(prometheus_text(self.server, self.cfg.model), media_type="text/plain; version=0.0.4")
 
-    async def state(request: Request) -> Response:
-        return JSONResponse(server.state(cfg.model))
+    async def state(self, request: Request) -> Response:
+        return JSONResponse(self.server.state(self.cfg.model))
 
-    async def dashboard(request: Request) -> Response:
+    async def dashboard(self, request: Request) -> Response:
         page = resources.files("realrun.serve").joinpath("dashboard.html").read_text(encoding="utf-8")
         return HTMLResponse(page)
 
-    async def not_found(request: Request, exc) -> Response:
-        return _error(RequestError(404, None, f"no route {request.method} {request.url.path}", "NotFoundError"))
 
-    async def wrong_method(request: Request, exc) -> Response:
-        return _error(RequestError(405, None, f"{request.method} is not allowed on {request.url.path}"))
+async def _not_found(request: Request, exc) -> Response:
+    return _error(RequestError(404, None, f"no route {request.method} {request.url.path}", "NotFoundError"))
 
-    routes = [
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/v1/state", state, methods=["GET"]),
-        Route("/dashboard", dashboard, methods=["GET"]),
-    ]
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: wrong_method})
+
+async def _wrong_method(request: Request, exc) -> Response:
+    return _error(RequestError(405, None, f"{request.method} is not allowed on {request.url.path}"))
