@@ -102,30 +102,9 @@ def compare_policies(
     # Fresh policies for the later repeats and seeds, copied before any run touches the originals.
     spare_real = {label: [copy.deepcopy(p) for _ in range(repeats - 1)] for label, _, p in pairs}
     spare_sim = {label: [copy.deepcopy(p) for _ in range(seeds - 1)] for label, p, _ in pairs}
-    runs: dict[str, list[RunResult]] = {label: [] for label, _, _ in pairs}
-    models: dict[str, StepTimeModel] = {}
-    canaries: dict[str, list] = {label: [] for label, _, _ in pairs}
-    rng = np.random.default_rng(order_seed)
-    stop = False
-    for r in range(repeats):
-        order = rng.permutation(len(pairs)) if repeats > 1 else range(len(pairs))
-        for i in order:
-            label, _, real_policy = pairs[int(i)]
-            st = step_time[label] if isinstance(step_time, dict) else step_time
-            models.setdefault(label, st)
-            before = canary() if canary is not None else None
-            real = measure(label, real_policy if r == 0 else spare_real[label][r - 1])
-            if canary is not None:
-                canaries[label].append((before, canary()))
-            runs[label].append(real)
-            stopped = str(real.meta.get("stopped") or "")
-            if stopped:
-                stop = True
-                if stopped.startswith("interrupted"):
-                    report.notes.append(f"interrupted during {label}: the runs after it were not measured")
-                break
-        if stop:
-            break
+    models = {label: step_time[label] if isinstance(step_time, dict) else step_time for label, _, _ in pairs}
+    runs, canaries = _measure_interleaved(pairs, measure, spare_real, repeats, np.random.default_rng(order_seed),
+                                          canary, report.notes)
     readings = [pair for pairs_ in canaries.values() for pair in pairs_
                 if all(isinstance(x, CanaryReading) for x in pair)]
     report.level = session_level(readings) if level else None
@@ -137,6 +116,30 @@ def compare_policies(
                                     slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
                                     order_seed))
     return report
+
+
+def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np.random.Generator, canary,
+                         notes: list[str]) -> tuple[dict[str, list[RunResult]], dict[str, list]]:
+    """Each policy measured ``repeats`` times, a round's order shuffled by ``rng`` (the first run of each
+    uses its given policy, later ones a spare copy), a canary before and after each run; a run that
+    stopped (Ctrl-C, an engine that ended) stops the rest. Returns (runs, canary readings) by label."""
+    runs: dict[str, list[RunResult]] = {label: [] for label, _, _ in pairs}
+    canaries: dict[str, list] = {label: [] for label, _, _ in pairs}
+    for r in range(repeats):
+        order = rng.permutation(len(pairs)) if repeats > 1 else range(len(pairs))
+        for i in order:
+            label, _, real_policy = pairs[int(i)]
+            before = canary() if canary is not None else None
+            real = measure(label, real_policy if r == 0 else spare_real[label][r - 1])
+            if canary is not None:
+                canaries[label].append((before, canary()))
+            runs[label].append(real)
+            stopped = str(real.meta.get("stopped") or "")
+            if stopped:
+                if stopped.startswith("interrupted"):
+                    notes.append(f"interrupted during {label}: the runs after it were not measured")
+                return runs, canaries
+    return runs, canaries
 
 
 def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int) -> list[RunResult]:
