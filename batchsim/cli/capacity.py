@@ -24,7 +24,7 @@ from ..core import sizing
 from ..core.config import POLICY_NAMES, WorkloadConfig
 from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg, show
 from ..core.files import dumps
-from ..core.flags import check_conflicts, given
+from ..core.flags import check_conflicts, comma_list, given
 from ..core.router import ROUTER_NAMES
 from ..core.errors import check_choice
 from ..machine.catalog import DEFAULT_CATALOG
@@ -79,18 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run even when one simulation is estimated far beyond this machine")
 
 
-def _names(text: str, field: str, known) -> list[str]:
-    names = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not names:
-        raise ConfigError(f"{field} must name at least one, got {show(text)}")
-    for i, n in enumerate(names):
-        if n not in known:
-            raise ConfigError(f"{field} must be among {', '.join(known)}, got {n!r}")
-        if n in names[:i]:  # each kind is searched once: a repeat would be searched, and judged, again
-            raise ConfigError(f"{field} names {n} more than once (got {show(text)}): list each once")
-    return names
-
-
 def _batches(text: str) -> list[int]:
     out = []
     for t in str(text).split(","):
@@ -123,12 +111,9 @@ def _workload_flags(args: argparse.Namespace) -> dict:
 def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     """Check every flag, size the work, search; returns (result, config, notes)."""
     Objective(args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot)  # an objective is checked before anything else
-    gpus = _names(args.gpus, "gpus", [g for g in DEFAULT_CATALOG.gpus])
+    gpus = comma_list(args.gpus, "gpus", [g for g in DEFAULT_CATALOG.gpus], among="among")
     DEFAULT_CATALOG.model(args.sim_model)
-    policies = _names(args.policies, "policies", POLICY_NAMES)
-    for p in policies:
-        if p not in ("taxi", "static", "dynamic", "continuous"):
-            raise ConfigError(f"policies must be among taxi, static, dynamic, continuous, got {p!r}")
+    policies = comma_list(args.policies, "policies", POLICY_NAMES, among="among")
     batches = _batches(args.batch_sizes)
     check_nonneg("max-wait", args.max_wait)
     check_choice("router", args.router, ROUTER_NAMES)

@@ -17,15 +17,15 @@ the machine model, in ``batchsim.machine.serverconfig``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Mapping
 
 from .arrivals import MAX_REQUESTS, ArrivalProcess, check_rate, parse_arrival
-from .errors import KNOB_MAX, MAX_SECONDS, ConfigError, check_at_most, check_bool, check_choice, check_int_at_least, check_knob, check_nonneg, check_positive, show
-from .flags import resolve, trace_of
+from .errors import MAX_SECONDS, ConfigError, check_at_most, check_bool, check_choice, check_int_at_least, check_positive, show
+from .flags import comma_list, resolve, trace_of
+from .knobs import DEFAULTS, FLAG_KNOBS, POLICY_NAMES, READS, check_knob_value
 from .lengths import LengthDist, parse_length
 from .metrics import SLO
-from .policies import POLICY_NAMES
 from .workload import Workload
 
 __all__ = [
@@ -40,10 +40,8 @@ WORKLOAD_DEFAULTS = {
     "arrival": "poisson", "trace": None, "rate": 5.0, "requests": 500, "duration": None,
     "prompt_len": "uniform:32,512", "output_len": "lognormal:128,96", "speedup": 1.0, "seed": 0,
 }
-POLICY_DEFAULTS = {
-    "policy": ",".join(POLICY_NAMES), "max_batch": 8, "max_wait": 0.05, "max_seqs": 64,
-    "max_batched_tokens": 2048, "block_size": 16, "chunked_prefill": None,
-}
+#: Every policy, and each knob the command line sets, at its default (``batchsim.core.knobs``).
+POLICY_DEFAULTS = {"policy": ",".join(POLICY_NAMES), **{k: DEFAULTS[k] for k in FLAG_KNOBS}}
 
 
 # --- the workload -------------------------------------------------------------------------
@@ -139,35 +137,26 @@ class WorkloadConfig:
 
 # --- the policy ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PolicyConfig:
-    """One policy and its knobs; each policy reads only the knobs that concern it."""
-
-    name: str
-    max_batch: int = 8
-    max_wait: float = 0.05
-    max_seqs: int = 64
-    max_batched_tokens: int = 2048
-    block_size: int = 16
-    chunked_prefill: bool | None = None  # None: the policy's own default
+class _PolicyRules:
+    """PolicyConfig's methods; its fields are ``name`` and each knob the command line sets."""
 
     def __post_init__(self) -> None:
         if self.name not in POLICY_NAMES:
             raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {show(self.name)}")
-        for k in (*KNOB_MAX, "max_wait"):
-            check_knob(k, getattr(self, k))
-        if self.chunked_prefill is not None:
-            check_knob("chunked_prefill", self.chunked_prefill)
+        for k in FLAG_KNOBS:  # every knob, whichever policy reads it: one set serves every policy
+            if getattr(self, k) is not None:  # None: the knob's default, as make_policy reads it
+                check_knob_value(k, getattr(self, k))
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs this policy reads, as make_policy takes them (numpy scalars made Python numbers)."""
+        return {k: type(DEFAULTS[k])(getattr(self, k)) for k in READS[self.name]
+                if k in FLAG_KNOBS and getattr(self, k) is not None}
 
     def build(self):
         """A fresh policy object (policies hold a run's state: one per run)."""
         from .policies import make_policy
 
-        kw = {k: getattr(self, k) for k in ("max_batch", "max_wait", "max_seqs", "max_batched_tokens", "block_size")}
-        kw = {k: (float(v) if k == "max_wait" else int(v)) for k, v in kw.items()}
-        if self.chunked_prefill is not None:
-            kw["chunked_prefill"] = bool(self.chunked_prefill)
-        return make_policy(self.name, **kw)
+        return make_policy(self.name, **self.knobs())
 
     @classmethod
     def from_flags(cls, name: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "PolicyConfig":
@@ -176,17 +165,21 @@ class PolicyConfig:
         return cls(name, **kw)
 
 
+#: One policy and its knobs; each policy reads only the knobs that concern it. Its fields are made
+#: from ``batchsim.core.knobs`` (``name``, ``max_batch``, ``max_wait``, ``max_seqs``,
+#: ``max_batched_tokens``, ``block_size``, ``chunked_prefill``), so a knob added there is a field here.
+PolicyConfig = make_dataclass(
+    "PolicyConfig",
+    [("name", str), *((k, f"{type(DEFAULTS[k]).__name__} | None", field(default=DEFAULTS[k])) for k in FLAG_KNOBS)],
+    bases=(_PolicyRules,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": "One policy and its knobs; each policy reads only the knobs "
+               "that concern it (defaults and checks: ``batchsim.core.knobs``; None: the knob's default)."},
+)
+
+
 def policy_names(spec: Any) -> list[str]:
     """``taxi,continuous`` -> ["taxi", "continuous"]; every name checked."""
-    names = [n.strip() for n in str(spec).split(",") if n.strip()]
-    if not names:
-        raise ConfigError(f"policy must name at least one policy, got {show(spec)}")
-    for i, n in enumerate(names):
-        if n not in POLICY_NAMES:
-            raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {n!r}")
-        if n in names[:i]:  # one row per policy: a repeat is run twice and shown once
-            raise ConfigError(f"policy names {n} more than once (got {show(spec)}): list each once")
-    return names
+    return comma_list(spec, "policy", POLICY_NAMES)
 
 
 # --- the fleet ------------------------------------------------------------------------------

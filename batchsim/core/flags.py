@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import ConfigError, show
-from .policies import POLICY_NAMES
+from .knobs import FLAG_KNOBS, KNOBS, flag_knobs, knob_defaults, knob_help
+from .knobs import knob_users as _users
 
 __all__ = [
-    "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "check_conflicts", "ignored_knob_notes",
+    "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "resolve_arg", "comma_list", "check_conflicts", "ignored_knob_notes",
     "ignored_router_notes", "knob_users",
-    "trace_of", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "FLEET_FLAGS", "RECORDS_FLAGS",
+    "trace_of", "policy_flags", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "FLEET_FLAGS", "RECORDS_FLAGS",
 ]
 
 
@@ -70,16 +71,21 @@ WORKLOAD_FLAGS = (
     Flag("--speedup", "speedup", float, "with a trace: replay this many times faster (default 1)"),
     Flag("--seed", "seed", int, "one seed for the whole workload (default 0)"),
 )
-POLICY_FLAGS = (
-    Flag("--policy", "policy", str, f"one of {', '.join(POLICY_NAMES)}, or several separated by commas"),
-    Flag("--max-batch", "max_batch", int, "static: seats on the bus (wait for this many); dynamic: the most per batch (default 8)"),
-    Flag("--max-wait", "max_wait", float, "dynamic: seconds the oldest request may wait before the batch leaves (default 0.05)"),
-    Flag("--max-seqs", "max_seqs", int, "continuous: the most requests running at once (default 64)"),
-    Flag("--max-batched-tokens", "max_batched_tokens", int, "continuous: prompt tokens per step (default 2048)"),
-    Flag("--block-size", "block_size", int, "continuous: KV block size in tokens (default 16)"),
-    Flag("--chunked-prefill", "chunked_prefill", action=argparse.BooleanOptionalAction,
-         help="continuous: split long prompts across steps (--no-chunked-prefill: admit a prompt whole or not at all)"),
-)
+def policy_flags(knobs: dict | None = None) -> tuple[Flag, ...]:
+    """``--policy`` and one flag per knob of ``batchsim.core.knobs`` (its type, and help from the field)."""
+    knobs = knobs or KNOBS
+    out = [Flag("--policy", "policy", str, f"one of {', '.join(knobs)}, or several separated by commas")]
+    for name in flag_knobs(knobs):
+        kind = type(knob_defaults(knobs)[name])
+        spelling, text = "--" + name.replace("_", "-"), knob_help(name, knobs)
+        if kind is bool:
+            out.append(Flag(spelling, name, action=argparse.BooleanOptionalAction, help=text))
+        else:
+            out.append(Flag(spelling, name, kind, text))
+    return tuple(out)
+
+
+POLICY_FLAGS = policy_flags()
 FLEET_FLAGS = (
     Flag("--replicas", "replicas", int, "servers in the fleet, each with its own policy and KV cache (default 1); "
          "the bill is replicas x $/hour"),
@@ -124,6 +130,24 @@ def resolve(key: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> A
     return None
 
 
+def resolve_arg(args: Any, key: str, *layers: Mapping[str, Any]) -> Any:
+    """``resolve`` for a flag read from a namespace (argparse's, or any object with the attribute)."""
+    return resolve(key, {key: getattr(args, key, None)}, *layers)
+
+
+def comma_list(spec: Any, field: str, known, among: str = "one of") -> list[str]:
+    """``taxi,continuous`` -> ["taxi", "continuous"]: at least one name, each known, none twice."""
+    names = [n.strip() for n in str(spec).split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"{field} must name at least one, got {show(spec)}")
+    for i, n in enumerate(names):
+        if n not in known:
+            raise ConfigError(f"{field} must be {among} {', '.join(known)}, got {n!r}")
+        if n in names[:i]:  # one row per name: a repeat would be run twice and shown once
+            raise ConfigError(f"{field} names {n} more than once (got {show(spec)}): list each once")
+    return names
+
+
 def trace_of(flags: Mapping[str, Any]) -> str | None:
     arrival = str(flags.get("arrival") or "")
     return flags.get("trace") or (arrival[len("trace:"):] if arrival.startswith("trace:") else None)
@@ -158,9 +182,8 @@ def flag_name(dest: str) -> str:
     return "--" + {"sim_model": "model", "sim_dtype": "dtype"}.get(dest, dest).replace("_", "-")
 
 
-_KNOB_POLICIES = {"max_batch": ("static", "dynamic"), "max_wait": ("dynamic",), "max_seqs": ("continuous",),
-                  "max_batched_tokens": ("continuous",), "block_size": ("continuous",),
-                  "chunked_prefill": ("continuous",)}
+#: The policies that read each knob the command line has a flag for.
+_KNOB_POLICIES = {k: _users(k) for k in FLAG_KNOBS}
 
 
 def ignored_knob_notes(flags: Mapping[str, Any], names: list[str]) -> list[str]:

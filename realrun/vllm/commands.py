@@ -14,7 +14,8 @@ import sys
 
 from batchsim.core.files import Staging, read_json
 from batchsim.core.plan import plan_step
-from batchsim.core.policies import VLLMV1
+from batchsim.core.errors import ConfigError
+from batchsim.core.policies import VLLMV1, make_policy
 
 from .knobs import knobs_for
 from .server import VLLMServer, model_dir, save_model
@@ -44,8 +45,9 @@ def start_server(args, plan, lm, progress: bool = False) -> VLLMServer:
 
 def sim_policy(config) -> VLLMV1:
     """The simulated side of a vLLM comparison: the continuous policy, scheduled as vLLM V1 schedules."""
-    p = config.build()
-    return VLLMV1(p.max_seqs, p.max_batched_tokens, p.block_size, p.chunked_prefill)
+    if config.name != "continuous":  # vLLM has one scheduler: its flavour is the continuous policy's
+        raise ConfigError(f"policy must be continuous, got {config.name}")
+    return make_policy(config.name, **config.knobs(), scheduler="vllm-v1")
 
 
 def calibration(args, server, lm, plan, progress: bool = False):

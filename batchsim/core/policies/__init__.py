@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
+from typing import Any
 
 from ..errors import ConfigError, show
+from ..knobs import DEFAULTS, KNOBS, POLICY_NAMES, READS
 from .base import Policy
 from .blocks import BlockPool
 from .continuous import Continuous
@@ -15,29 +18,15 @@ from .vllm_v1 import SCHEDULERS, VLLMV1
 __all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "VLLMV1", "SCHEDULERS",
            "POLICY_NAMES", "READS", "make_policy"]
 
-POLICY_NAMES = ("taxi", "static", "dynamic", "continuous")
-
-
-#: The knobs each policy reads (make_policy takes them all, so that one set can build every policy).
-READS = {"taxi": (), "static": ("max_batch",), "dynamic": ("max_batch", "max_wait"),
-         "continuous": ("max_seqs", "max_batched_tokens", "block_size", "chunked_prefill", "scheduler")}
-_DEFAULTS = {"max_batch": 8, "max_wait": 0.05, "max_seqs": 64, "max_batched_tokens": 2048, "block_size": 16,
-             "chunked_prefill": True, "scheduler": "batchsim"}
+_CLASSES = {"taxi": Taxi, "static": Static, "dynamic": Dynamic, "continuous": Continuous}
+_FLAVOURS = {"vllm-v1": VLLMV1}  # the continuous policy's other schedulers (ContinuousKnobs.scheduler)
 _log = logging.getLogger("batchsim")
 
 
-def make_policy(
-    name: str,
-    max_batch: int | None = None,
-    max_wait: float | None = None,
-    max_seqs: int | None = None,
-    max_batched_tokens: int | None = None,
-    block_size: int | None = None,
-    chunked_prefill: bool | None = None,
-    scheduler: str | None = None,
-) -> Policy:
-    """Build a policy by name; each takes only the knobs that concern it (defaults: max_batch 8,
-    max_wait 0.05, max_seqs 64, max_batched_tokens 2048, block_size 16, chunked_prefill True).
+def make_policy(name: str, **knobs: Any) -> Policy:
+    """Build a policy by name; each takes only the knobs that concern it (``READS``), each knob not
+    given (or given as None) at its default; the knobs, their defaults and their checks are the
+    dataclasses of ``batchsim.core.knobs`` (``StaticKnobs``, ..., ``ContinuousKnobs``).
 
     ``scheduler`` (continuous only): ``"batchsim"``, the textbook scheduler, or ``"vllm-v1"``, the
     order vLLM's V1 scheduler works in (``policies.vllm_v1``).
@@ -49,22 +38,17 @@ def make_policy(
     note, not a warning: warnings are errors in this package's tests and in strict notebooks,
     and an ignored knob is not an error. The taxi reads no knob, so it takes any set quietly.
     """
-    given = {k: v for k, v in (("max_batch", max_batch), ("max_wait", max_wait), ("max_seqs", max_seqs),
-                               ("max_batched_tokens", max_batched_tokens), ("block_size", block_size),
-                               ("chunked_prefill", chunked_prefill), ("scheduler", scheduler)) if v is not None}
-    if name in READS and READS[name] and given and not set(given) & set(READS[name]):
-        knobs = ", ".join(f"{k}={show(v)}" for k, v in given.items())
-        _log.warning(f"note: make_policy({name!r}) ignores {knobs}: {name} reads only {', '.join(READS[name])}")
-    k = {**_DEFAULTS, **given}
-    if name == "taxi":
-        return Taxi()
-    if name == "static":
-        return Static(k["max_batch"])
-    if name == "dynamic":
-        return Dynamic(k["max_batch"], k["max_wait"])
-    if name == "continuous":
-        if k["scheduler"] not in SCHEDULERS:
-            raise ConfigError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {k['scheduler']!r}")
-        cls = VLLMV1 if k["scheduler"] == "vllm-v1" else Continuous
-        return cls(k["max_seqs"], k["max_batched_tokens"], k["block_size"], k["chunked_prefill"])
-    raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")
+    for k in knobs:
+        if k not in DEFAULTS:  # as Python says it of a misspelt keyword
+            raise TypeError(f"make_policy() got an unexpected keyword argument {k!r}")
+    given = {k: v for k, v in knobs.items() if v is not None}
+    if name not in KNOBS:
+        raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")
+    reads = READS[name]
+    if reads and given and not set(given) & set(reads):
+        shown = ", ".join(f"{k}={show(v)}" for k, v in given.items())
+        _log.warning(f"note: make_policy({name!r}) ignores {shown}: {name} reads only {', '.join(reads)}")
+    chosen = KNOBS[name](**{k: v for k, v in given.items() if k in reads})  # checks each knob
+    kw = {f.name: getattr(chosen, f.name) for f in fields(chosen)}
+    cls = _FLAVOURS.get(kw.pop("scheduler", None), _CLASSES[name])
+    return cls(**kw)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ...core.config import POLICY_DEFAULTS, WORKLOAD_DEFAULTS, PolicyConfig, WorkloadConfig, policy_names, slo_config
-from ...core.flags import given
+from ...core.flags import given, resolve_arg
 from ...core.metrics import SLO
 from ...core.policies import Policy
 from ...core.workload import Workload
@@ -27,13 +27,8 @@ __all__ = [
 
 
 def _get(args: argparse.Namespace, key: str, defaults: dict, overrides: dict | None):
-    """Flag given on the command line > scenario default > package default."""
-    v = getattr(args, key, None)
-    if v is not None:
-        return v
-    if overrides and overrides.get(key) is not None:
-        return overrides[key]
-    return defaults[key]
+    """Flag given on the command line > scenario default > package default (``flags.resolve_arg``)."""
+    return resolve_arg(args, key, overrides or {}, defaults)
 
 
 def workload_config_from_args(args: argparse.Namespace, overrides: dict | None = None) -> WorkloadConfig:
@@ -45,7 +40,7 @@ def workload_from_args(args: argparse.Namespace, overrides: dict | None = None) 
 
 
 def policies_from_args(args: argparse.Namespace, overrides: dict | None = None) -> list[str]:
-    return policy_names(_get(args, "policy", POLICY_DEFAULTS, overrides))
+    return policy_names(resolve_arg(args, "policy", overrides or {}, POLICY_DEFAULTS))
 
 
 def policy_from_args(args: argparse.Namespace, name: str, overrides: dict | None = None) -> Policy:
