@@ -52,10 +52,6 @@ REALRUN_ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
 
 #: Private names taken from another module: (importer, module, name), with the reason.
 ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
-    # Flag-over-default resolution, taken by the CLI and two scenario modules from knobs.py.
-    ("batchsim.cli.options", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
-    ("batchsim.teach.scenarios.execute", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
-    ("batchsim.teach.scenarios.library", "batchsim.teach.scenarios.knobs", "_get"): OWNED_ELSEWHERE,
 }
 
 

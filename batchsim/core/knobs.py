@@ -21,7 +21,7 @@ from typing import Any, Callable, ClassVar
 
 from .errors import ConfigError, check_choice, check_knob, show
 
-__all__ = [
+__all__ = ["SCHEDULERS", 
     "knob", "PolicyKnobs", "TaxiKnobs", "StaticKnobs", "DynamicKnobs", "ContinuousKnobs", "KNOBS", "POLICY_NAMES",
     "READS", "DEFAULTS", "FLAG_KNOBS", "flag_knobs", "knob_defaults", "knob_users", "knob_help", "check_knob_value",
 ]
@@ -34,9 +34,11 @@ def knob(default: Any, help: str, check: Callable[[str, Any], None] = check_knob
     return field(default=default, metadata={"help": help, "check": check, "flag": flag})
 
 
-def _check_scheduler(name: str, value: Any) -> None:
-    from .policies.vllm_v1 import SCHEDULERS  # the flavours are the policies' own list
+#: The flavours of continuous batching: batchsim's own, and vLLM V1's (``policies.vllm_v1``).
+SCHEDULERS = ("batchsim", "vllm-v1")
 
+
+def _check_scheduler(name: str, value: Any) -> None:
     check_choice(name, value, SCHEDULERS)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BlockPool", "BlockFill", "RunningRows", "ceil_div", "growth_of", "most_steps"]
+__all__ = ["BlockPool", "BlockFill", "ceil_div", "growth_of", "most_steps"]
 
 
 def ceil_div(a, b):

@@ -37,6 +37,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import ConfigError, check_knob, is_number
+from ..knobs import ContinuousKnobs
 from ..step import Chunk, Step, StepOutcome, Wait, fast_chunk, fast_step
 from ..workload import Request
 from .base import Policy
@@ -51,10 +52,11 @@ class Continuous(Policy):
 
     def __init__(
         self,
-        max_seqs: int = 64,
-        max_batched_tokens: int = 2048,
-        block_size: int = 16,
-        chunked_prefill: bool = True,
+        # The knobs' defaults are ContinuousKnobs' (batchsim.core.knobs): one source for every default.
+        max_seqs: int = ContinuousKnobs.max_seqs,
+        max_batched_tokens: int = ContinuousKnobs.max_batched_tokens,
+        block_size: int = ContinuousKnobs.block_size,
+        chunked_prefill: bool = ContinuousKnobs.chunked_prefill,
         watermark: float = 0.01,
     ) -> None:
         for name, value in (("max_seqs", max_seqs), ("max_batched_tokens", max_batched_tokens), ("block_size", block_size),

@@ -32,6 +32,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import check_knob
+from ..knobs import DynamicKnobs, StaticKnobs
 from ..step import Chunk, Step, StepOutcome, Wait
 from ..workload import Request
 from .base import Policy
@@ -184,7 +185,7 @@ class Static(PaddedBatchPolicy):
 
     name = "static"
 
-    def __init__(self, max_batch: int = 8) -> None:
+    def __init__(self, max_batch: int = StaticKnobs.max_batch) -> None:  # the default: batchsim.core.knobs
         check_knob("max_batch", max_batch)
         self.max_batch = int(max_batch)
 
@@ -200,7 +201,7 @@ class Dynamic(PaddedBatchPolicy):
 
     name = "dynamic"
 
-    def __init__(self, max_batch: int = 8, max_wait: float = 0.05) -> None:
+    def __init__(self, max_batch: int = DynamicKnobs.max_batch, max_wait: float = DynamicKnobs.max_wait) -> None:
         check_knob("max_batch", max_batch)
         check_knob("max_wait", max_wait)
         self.max_batch = int(max_batch)

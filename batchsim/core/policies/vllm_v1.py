@@ -38,13 +38,11 @@ from collections import deque
 
 import numpy as np
 
+from ..knobs import SCHEDULERS, ContinuousKnobs
 from ..step import Chunk, Step, Wait, fast_chunk
 from .continuous import Continuous
 
 __all__ = ["VLLMV1", "SCHEDULERS"]
-
-#: The flavours of continuous batching: batchsim's own, and vLLM V1's.
-SCHEDULERS = ("batchsim", "vllm-v1")
 
 
 class VLLMV1(Continuous):
@@ -52,8 +50,11 @@ class VLLMV1(Continuous):
 
     scheduler = "vllm-v1"
 
-    def __init__(self, max_seqs: int = 64, max_batched_tokens: int = 2048, block_size: int = 16,
-                 chunked_prefill: bool = True, watermark: float = 0.0, async_scheduling: bool = True) -> None:
+    # The knobs' defaults are ContinuousKnobs' (batchsim.core.knobs): one source for every default.
+    def __init__(self, max_seqs: int = ContinuousKnobs.max_seqs,
+                 max_batched_tokens: int = ContinuousKnobs.max_batched_tokens,
+                 block_size: int = ContinuousKnobs.block_size, chunked_prefill: bool = ContinuousKnobs.chunked_prefill,
+                 watermark: float = 0.0, async_scheduling: bool = True) -> None:
         super().__init__(max_seqs, max_batched_tokens, block_size, chunked_prefill, watermark)
         self.async_scheduling = bool(async_scheduling)
 

@@ -17,13 +17,13 @@ from ...core import sizing
 from ...core.config import FleetConfig, PolicyConfig, WorkloadConfig, slo_config
 from ...core.errors import check_positive
 from ...core.fleet import fleet_summaries
-from ...core.flags import given
+from ...core.flags import given, resolve_arg
 from ...core.limits import ServerLimits
 from ...core.metrics import SLO
 from ...machine.cost import cost_summary
 from ...machine.serverconfig import ServerConfig, ServerSetup
 from ...sim.simulator import simulate
-from .knobs import WORKLOAD_DEFAULTS, _get
+from .knobs import WORKLOAD_DEFAULTS
 
 __all__ = ["RunPlan", "plan_runs", "size_of", "extent_flag", "simulate_plan", "server_limits", "args_for"]
 
@@ -46,7 +46,7 @@ def args_for(args: argparse.Namespace, d: dict) -> argparse.Namespace:
         return args
     check_positive("rate_scale", scale)
     a = argparse.Namespace(**vars(args))
-    a.rate = _get(args, "rate", WORKLOAD_DEFAULTS, d) * scale
+    a.rate = resolve_arg(args, "rate", d or {}, WORKLOAD_DEFAULTS) * scale
     return a
 
 

@@ -26,11 +26,6 @@ __all__ = [
 ]
 
 
-def _get(args: argparse.Namespace, key: str, defaults: dict, overrides: dict | None):
-    """Flag given on the command line > scenario default > package default (``flags.resolve_arg``)."""
-    return resolve_arg(args, key, overrides or {}, defaults)
-
-
 def workload_config_from_args(args: argparse.Namespace, overrides: dict | None = None) -> WorkloadConfig:
     return WorkloadConfig.from_flags(given(args), overrides or {})
 

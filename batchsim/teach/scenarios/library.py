@@ -11,10 +11,11 @@ import argparse
 import numpy as np
 
 from .knobs import (
-    WORKLOAD_DEFAULTS, _get, policies_from_args, slo_from_args, step_time_from_args,
+    WORKLOAD_DEFAULTS, policies_from_args, slo_from_args, step_time_from_args,
 )
 from ...machine.cost import implied_price_per_hour, required_throughput
 from ...machine.server import DEFAULT_SERVER
+from ...core.flags import resolve_arg
 from ...core.lengths import parse_length
 from ...core.step import Chunk, Step
 
@@ -59,7 +60,7 @@ def _laundromat(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     report = run_set(args, scenario, runs, keys=[
         "completed", "request_throughput", "mean_queue_wait", "mean_e2e", "p99_e2e", "busy_fraction",
         "mean_batch_size"])
-    rate = _get(args, "rate", WORKLOAD_DEFAULTS, d)
+    rate = resolve_arg(args, "rate", d or {}, WORKLOAD_DEFAULTS)
     report.notes.insert(0, f"loads: low = {rate * d['low_scale']:g} req/s, high = {rate:g} req/s (--rate sets the high one)")
     s = report.summaries
     low_t, low_s = s["low: taxi"]["mean_e2e"], s[f"low: static-{n}"]["mean_e2e"]
@@ -426,10 +427,10 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
     names = policies_from_args(args, d)
     policy = names[0]
     batches = list(d["batches"])
-    rate = _get(args, "rate", WORKLOAD_DEFAULTS, d)
+    rate = resolve_arg(args, "rate", d or {}, WORKLOAD_DEFAULTS)
     step_time = step_time_from_args(args, d)
-    prompt = parse_length(_get(args, "prompt_len", WORKLOAD_DEFAULTS, d), "prompt-len").mean
-    output = parse_length(_get(args, "output_len", WORKLOAD_DEFAULTS, d), "output-len").mean
+    prompt = parse_length(resolve_arg(args, "prompt_len", d or {}, WORKLOAD_DEFAULTS), "prompt-len").mean
+    output = parse_length(resolve_arg(args, "output_len", d or {}, WORKLOAD_DEFAULTS), "output-len").mean
     # One workload for every batch size (same arrivals, same lengths, same count): only the bus
     # changes, so the table reads as the trade-off at this traffic and nothing else moves.
     runs = [Run(f"{policy} B={b}", policy, {"max_batch": b, "max_seqs": b}, f"B={b}") for b in batches]
