@@ -15,6 +15,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 from batchsim.core.metrics import summarize
 
 from .calibrate import calibration as _calibration
+from .reference import REFERENCE
 from .command_parts import load, make_engine, measure_fn, vllm_server, wants_progress
 from .plan import Plan
 from .progress import Progress, progress_lines
@@ -93,7 +94,8 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
                               order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
                               level=not getattr(args, "no_speed_check", False))
-    _report_notes(report, plan, lm, server, ours, canary, step_times, cal_info, say, warn)
+    _report_notes(report, plan, lm, server, ours, canary, step_times, cal_info, say, warn,
+                  reference=args.calibration == REFERENCE)
     return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
 
 
@@ -132,7 +134,7 @@ def _canary(ours, step_times, plan: Plan, notes: list[str]):
 
 
 def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_info: dict, say: Progress,
-                  warn: str | None) -> None:
+                  warn: str | None, reference: bool = False) -> None:
     """What the report says beside its table: the canaries, vLLM's delivery and schedule, the drift
     since the profile, the machine's load; and the engine in each row's label when it is not ours."""
     from batchsim.sim.profiled import ProfiledStepTime
@@ -159,7 +161,7 @@ def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_
             report.notes.append(vllm_recheck(server, step_times, lm.vocab_size))
     if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
         say.line("timing the calibration's shapes once more (drift)")
-        report.notes.append(recheck(ours, step_times).text())
+        report.notes.append(recheck(ours, step_times).text(reference=reference))
     if warn or (warn := load_warning(lm.threads)):
         report.notes.append(warn)
     for row in report.rows:

@@ -69,3 +69,13 @@ def test_the_recheck_on_a_real_engine_times_five_profiled_shapes(profiled):
     d = recheck(engine, model)
     assert len(d.shapes) == 5 and all(r > 0 for *_, r in d.shapes)
     assert "drift: 5 profiled shapes" in d.text()
+
+
+def test_against_the_shipped_reference_a_machine_far_from_it_is_told_how_to_get_its_own_prediction():
+    far = _drift(0.50, 0.53, 0.55, 0.52, 0.54)  # this machine runs the reference's passes in half the time
+    line = far.text(reference=True)
+    assert "47 % faster at the end than the course machine's reference" in line
+    assert "the prediction is the course machine's" in line and "python -m realrun compare profiles" in line
+    assert "while profiling" in far.text() and "course machine" not in far.text()  # a profile of its own
+    near = _drift(0.90, 0.92, 0.88, 0.91, 0.89)  # within REFERENCE_APART_PCT: the usual line only
+    assert "the prediction is the course machine's" not in near.text(reference=True)
