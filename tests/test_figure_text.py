@@ -9,8 +9,6 @@ times the screen's. The committed PNG must have the size measured, or the slide 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,21 +16,14 @@ import pytest
 from batchsim.teach import lessons, plots
 from batchsim.teach.slides_content import lesson_slides
 from batchsim.teach.slides_fit import FLOOR_PX
+from course_script import make_course_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "course" / "lessons"
 FIGURES = ROOT / "course" / "figures"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("make_course_figures", ROOT / "scripts" / "make_course_figures.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_course_figures"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mcf = _script()
+mcf = make_course_figures()
 
 
 def _figure_slides() -> list[tuple[str, str, int]]:

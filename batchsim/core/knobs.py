@@ -21,8 +21,8 @@ from typing import Any, Callable, ClassVar
 
 from .errors import ConfigError, check_choice, check_knob, show
 
-__all__ = ["SCHEDULERS", 
-    "knob", "PolicyKnobs", "TaxiKnobs", "StaticKnobs", "DynamicKnobs", "ContinuousKnobs", "KNOBS", "POLICY_NAMES",
+__all__ = [
+    "SCHEDULERS", "knob", "PolicyKnobs", "TaxiKnobs", "StaticKnobs", "DynamicKnobs", "ContinuousKnobs", "KNOBS", "POLICY_NAMES",
     "READS", "DEFAULTS", "FLAG_KNOBS", "flag_knobs", "knob_defaults", "knob_users", "knob_help", "check_knob_value",
 ]
 
