@@ -51,7 +51,8 @@ from batchsim.sim.busy import rate_factor_for_busy, scaled
 from realrun.canary import Canary
 from realrun.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
 from realrun.verdict import band_of, median_summary
-from realrun.drift import load_warning, recheck, stability
+from realrun.drift import load_warning, recheck
+from realrun.jitter import pass_jitter
 from realrun.engine import Engine
 from realrun.grid import grid_for_workload
 from realrun.model import load_model
@@ -110,7 +111,10 @@ def main(argv=None) -> int:
     engine = Engine(lm)
     limits = limits_for(lm)
     print(f"model: {lm.describe()}")
-    print(f"one-row decode pass: {stability(engine)['median_s'] * 1e3:.2f} ms median")
+    j = pass_jitter(engine)
+    print(f"one-row decode pass: {j['pass']['median_s'] * 1e3:.2f} ms median, p90/p10 {1 + j['pass']['spread']:.2f}; "
+          f"loops of its length timed in turn: torch {1 + j['torch loop']['spread']:.2f}, "
+          f"Python {1 + j['python loop']['spread']:.2f} (the machine's own jitter)")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     t_all = time.perf_counter()
     table, ablation, decisions = [], [], []

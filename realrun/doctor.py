@@ -43,14 +43,14 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         eng.execute(Step(prefill=tuple(Chunk(i, 0, 32, True) for i in range(b))))
         t0, ends = eng.execute(Step(decode=tuple(range(b)), repeat=5))
         times[b] = (ends[-1] - t0) / 5
-    from .drift import stability
-
     from batchsim.sim.slowdrift import fit_slow_drift
 
+    from .jitter import pass_jitter
     from .measure import probe_passes, probe_series
 
     sample = lm.tokenizer.decode(eng.outputs()[0][:6])
-    steady = stability(eng)  # (it starts the engine afresh: the sample is taken first)
+    jitter = pass_jitter(eng)  # (it starts the engine afresh: the sample is taken first)
+    steady = {"passes": jitter["passes"], **jitter["pass"]}
     # Some seconds of the same pass: how the machine's speed wanders over seconds (what a queue feels).
     eng.start(Workload((Request(0, 0.0, 64, 1 << 30),), "drift probe"))
     probe = probe_series(eng, 64, probe_passes(DRIFT_PROBE_S, steady["median_s"]))
@@ -72,6 +72,7 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "decode_step_s": {"1": times[1], "16": times[16]}, "sample": sample,
         "peak_rss_bytes": mem["peak_rss_bytes"], "load_average": load, "timing_stability": steady,
+        "machine_jitter": {k: jitter[k] for k in ("torch loop", "python loop", "excess")},
         "slow_drift": drift.as_dict() if drift is not None else None, "drift_probe_s": float(sum(probe)),
     }
     try:
@@ -82,6 +83,20 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         free, tot = torch.cuda.mem_get_info()
         info.update(gpu_memory_bytes=tot, gpu_free_bytes=free, cuda_max_memory_allocated_bytes=mem.get("cuda_max_memory_allocated_bytes", 0))
     return info
+
+
+def _quiet(spread: float) -> str:
+    return "steady enough to measure on" if spread < 0.15 else "noisy: expect measured times to move by that much"
+
+
+def _whose(excess: float) -> str:
+    """Whose the pass's jitter is: the machine's when fixed loops of its length spread as much.
+    Up to 0.10 above the noisier loop still counts as the machine's: the same loop's spread moved by
+    0.01 to 0.49 from one round of 300 to the next here (``realrun.jitter``)."""
+    if excess <= 0.10:
+        return "the pass spreads no more than they do, so its jitter is this machine's, not the engine's"
+    return (f"the pass spreads {excess:.2f} more than the noisier of them: that much is the engine's own, "
+            "not the machine's")
 
 
 def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto", as_json: bool = False) -> int:
@@ -116,10 +131,12 @@ def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto
         line += (f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
                  f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
     print(line)
-    s = d["timing_stability"]
-    quiet = "steady enough to measure on" if s["spread"] < 0.15 else "noisy: expect measured times to move by that much"
+    s, m = d["timing_stability"], d["machine_jitter"]
     print(f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
-          f"p90/p10 {1 + s['spread']:.2f} ({quiet})")
+          f"p90/p10 {1 + s['spread']:.2f} ({_quiet(s['spread'])})")
+    print(f"  jitter        timed in turn with those passes, loops of the same length: bare torch products "
+          f"p90/p10 {1 + m['torch loop']['spread']:.2f}, pure Python {1 + m['python loop']['spread']:.2f}: "
+          + _whose(m["excess"]))
     if d["slow_drift"] is not None:
         sd, tau = d["slow_drift"]["sd"], d["slow_drift"]["tau_s"]
         print(f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders by {sd:.0%} (sd) with a "

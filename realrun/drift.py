@@ -5,8 +5,8 @@ time (its clock, its caches, the other processes on it), and the measurement mov
 it while the prediction cannot. So ``realrun.canary`` times a few fixed passes around every
 measured run and the prediction is made at the machine's level over the runs; after the runs
 ``recheck`` times a few of the profile's own shapes once more and reports how far the machine
-moved; ``load_warning`` says when the load average shows other work on the machine;
-``stability`` (for ``realrun doctor``) times one small pass many times and reports its spread.
+moved; ``load_warning`` says when the load average shows other work on the machine.
+(``realrun.jitter`` times one small pass beside loops of its length, for ``realrun doctor``.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 from batchsim.sim.profiled import ProfiledStepTime
 
-__all__ = ["Drift", "recheck", "load_warning", "stability", "REFERENCE_APART_PCT"]
+__all__ = ["Drift", "recheck", "load_warning", "REFERENCE_APART_PCT"]
 
 #: How far (%) this machine's passes may be from the shipped reference's before the drift line says
 #: the prediction is another machine's: about the run-to-run spread of a pass on a quiet 2-core laptop.
@@ -119,15 +119,3 @@ def load_warning(threads: int) -> str | None:
         return (f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on this machine, and it "
                 "stretches measured times (not predicted ones); for fidelity figures, measure on a quiet machine")
     return None
-
-
-def stability(engine, passes: int = 40) -> dict:
-    """One 1-row decode pass timed ``passes`` times: median and spread (p90 / p10 - 1)."""
-    engine.start(Workload((Request(0, 0.0, 64, 1 << 30),), "stability"))
-    engine.fill_rows([0], [64])
-    engine.pass_log.clear()
-    engine.execute(Step(decode=(0,), kv_read=64, decode_width=64, repeat=passes))
-    t = np.array([s for _, s in engine.pass_log])
-    engine.start(Workload(()))
-    p10, p50, p90 = np.percentile(t, [10, 50, 90])
-    return {"passes": passes, "median_s": float(p50), "spread": float(p90 / p10 - 1)}
