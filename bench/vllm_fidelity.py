@@ -1,16 +1,21 @@
 """Fidelity against vLLM: batchsim's prediction of vLLM held against vLLM itself, on several load shapes.
 
 For each load shape, ``python -m realrun compare --engine vllm`` (in-process): vLLM started
-with the continuous policy's knobs, profiled on the workload's shapes (plan "fused"),
-predicted by batchsim's ``Continuous(scheduler="vllm-v1")``, then measured. One table of
-errors, (predicted - measured) / measured, with vLLM's busy share (the goal holds at
-50-85 % busy: p50 E2E within 10 %, p99 E2E within 20 %, p50 TTFT within 15 %). "drift" is how
+with the continuous policy's knobs, profiled on the workload's shapes (plan "fused", each
+shape's spread and the machine's slow drift kept, as for our engine), predicted by batchsim's
+``make_policy("continuous", scheduler="vllm-v1")`` as the median of ``--seeds`` simulations
+with sampled step times, then measured ``--repeats`` times. One table of errors of the median
+prediction against the median measurement, (predicted - measured) / measured, with vLLM's busy
+share and the repeats' spread of p50 E2E; each shape's rate is set for ``--load`` busy (0.7), the
+saturated shape's is past capacity (the goal holds at 50-85 % busy: p50 E2E within 10 %,
+p99 E2E within 20 %, p50 TTFT within 15 %); then, per shape, how many metrics agree / are within
+the repeats' noise / disagree and how many measured medians fall in the predicted 90 % band. "drift" is how
 much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
 than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
 
 Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
 
-    .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long]
+    .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long] [--repeats 3] [--seeds 5] [--load 0.7]
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import sys
 import time
 
 SHAPES = {
-    # name: realrun flags (the load: 50-85 % busy for tiny-gpt2 on one core of this CPU)
+    # name: realrun flags. The rate is only the shape's unit: --load sets each shape's rate so that the
+    # simulated server is busy that share of the time (realrun compare --busy), as this host's speed
+    # moves (at these fixed rates, short and mixed ran 95 % busy on a slower day).
     "short": ["--arrival", "poisson", "--rate", "9", "--requests", "120", "--prompt-len", "uniform:16,128",
               "--output-len", "uniform:16,96"],
     "bursty": ["--arrival", "gamma:3", "--rate", "11", "--requests", "100", "--prompt-len", "uniform:16,256",
@@ -51,6 +58,10 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--max-seqs", default="32")
     p.add_argument("--max-batched-tokens", default="512")
+    p.add_argument("--repeats", type=int, default=3, help="measurements per shape, each against the same prediction")
+    p.add_argument("--seeds", type=int, default=5, help="simulations with sampled step times per prediction")
+    p.add_argument("--load", type=float, default=0.7,
+                   help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated shape)")
     args = p.parse_args(argv)
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
@@ -62,7 +73,9 @@ def main(argv=None) -> int:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = realrun_main(["compare", "--engine", "vllm", "--model", args.model, *SHAPES[name], "--max-seqs",
-                                 args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--json", "--no-plots"])
+                                 args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--repeats", str(args.repeats),
+                                 "--seeds", str(args.seeds), *(["--busy", str(args.load)] if name != "saturated" else []),
+                                 "--json", "--no-plots"])
         if code != 0:
             print(f"{name}: compare failed (exit {code})")
             continue
@@ -71,25 +84,49 @@ def main(argv=None) -> int:
         busy = run["measured"].get("busy_fraction") or 0.0
         drift = next((n for n in obj["notes"] if n.startswith("drift")), "")
         m = re.search(r"take ([+-]\d+) %", drift)
-        rows.append((name, busy, run["error_pct"], run["decomposition"], m.group(1) + "%" if m else "-"))
+        rows.append((name, busy, run["error_pct"], run["decomposition"], m.group(1) + "%" if m else "-", run))
         print(f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
               + "; ".join(n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")))
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
-    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS) + f" {'drift':>6s}   step-time error (a)")
+    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS)
+          + f" {'p50E2E ±':>9s} {'drift':>6s}   step-time error (a)")
     worst = {k: 0.0 for k in GOALS}
-    for name, busy, err, dec, drift in rows:
+    for name, busy, err, dec, drift, run in rows:
         cells = " ".join(f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}" for c in COLUMNS)
+        sp = (run.get("repeat_spread_pct") or {}).get("p50_e2e")
         steps = dec.get("steps", {}) if dec else {}
         a = f"{steps['total_error_pct']:+.1f}% total, {steps['mean_abs_error_pct']:.1f}% mean|e|" if steps.get("n") else "-"
-        print(f"{name:8s} {busy:5.0%} {cells} {drift:>6s}   {a}")
+        print(f"{name:8s} {busy:5.0%} {cells} {'-' if sp is None else f'{sp:.1f}%':>9s} {drift:>6s}   {a}")
         for k in GOALS:
             if err.get(k) is not None and 0.5 <= busy <= 0.85:
                 worst[k] = max(worst[k], abs(err[k]))
     print()
+    print(_verdicts(rows))
+    print()
     for k, goal in GOALS.items():
         print(f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})")
     return 0
+
+
+def _verdicts(rows) -> str:
+    """Per shape: the verdicts of the goal's metrics and of the rest, and the measured medians in the band;
+    then the share at 50-85 % busy against the issue's targets (80 % no further than a repeat, 85 % in band)."""
+    lines, near, inside = [], [], []
+    for name, busy, _, _, _, run in rows:
+        v = {k: x for k, x in (run.get("verdict") or {}).items() if x is not None}
+        b = {k: x for k, x in (run.get("in_band") or {}).items() if x is not None}
+        counts = ", ".join(f"{sum(x == kind for x in v.values())} {kind}" for kind in ("agrees", "within noise", "disagrees"))
+        lines.append(f"{name:8s} {busy:5.0%}  {counts}; measured median in the 90 % band: {sum(b.values())} of {len(b)}"
+                     + (f"; outside: {', '.join(k for k, x in b.items() if not x)}" if b and not all(b.values()) else ""))
+        if 0.5 <= busy <= 0.85:
+            near += [x != "disagrees" for x in v.values()]
+            inside += list(b.values())
+    if near:
+        lines.append(f"at 50-85 % busy: no further than a repeat in {sum(near)} of {len(near)} ({sum(near) / len(near):.0%}, "
+                     f"target 80 %); inside the band in {sum(inside)} of {len(inside)}"
+                     + (f" ({sum(inside) / len(inside):.0%}, target 85 %)" if inside else ""))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

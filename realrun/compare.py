@@ -80,6 +80,7 @@ def compare_policies(
     canary=None,
     noise: str = "profiled",
     level: bool = True,
+    adjust=None,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
@@ -95,6 +96,9 @@ def compare_policies(
     ``canary()``, when given, runs before and after every measured run: a ``CanaryReading`` (then,
     with ``level``, the prediction is made at the session's level) or plain seconds (kept, not used).
     ``noise``: ``with_noise``'s choice for the seeds (``profiled``: the passes' spread and the slow drift).
+    ``adjust(result) -> result``, when given, is applied to every simulated result before it is read
+    (vLLM's side: each token reaches the client a profiled delivery lag after its step), so the
+    median and the band are of what the client would see.
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -114,7 +118,7 @@ def compare_policies(
         if runs[label]:
             report.rows.append(_row(label, sim_policy, spare_sim[label], runs[label], models[label], wl_of(label), limits,
                                     slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
-                                    order_seed))
+                                    order_seed, adjust))
     return report
 
 
@@ -142,22 +146,25 @@ def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np
     return runs, canaries
 
 
-def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int) -> list[RunResult]:
+def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int,
+                 adjust=None) -> list[RunResult]:
     """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k (``noise``:
-    ``with_noise``'s choice) and, with a level, its level from ``default_rng([order_seed, k, ...])``."""
+    ``with_noise``'s choice) and, with a level, its level from ``default_rng([order_seed, k, ...])``;
+    each result passed through ``adjust`` when given."""
     out = []
     for k, p in enumerate(policies):
         m = st
         if lv is not None:
             m = lv.model(st, np.random.default_rng([order_seed, k, 0x1E7E1]) if seeds > 1 else None)
-        out.append(simulate(workload, p, with_noise(m, k, noise) if seeds > 1 else m, limits=limits))
+        sim = simulate(workload, p, with_noise(m, k, noise) if seeds > 1 else m, limits=limits)
+        out.append(adjust(sim) if adjust is not None else sim)
     return out
 
 
 def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes,
-         noise="profiled", lv: Level | None = None, order_seed: int = 0) -> CompareRow:
+         noise="profiled", lv: Level | None = None, order_seed: int = 0, adjust=None) -> CompareRow:
     fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None  # before any simulation
-    sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed)
+    sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust)
     first = reals[0]
     stopped = str(reals[-1].meta.get("stopped") or "")
     if stopped:  # compare over what the cut run finished, on its first prediction only
@@ -172,7 +179,7 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     row = CompareRow(label, repr(sim_policy), median_summary(preds), median_summary(meas), sims[0], first,
                      band=band_of(preds, KEYS) if seeds > 1 else {}, repeats=meas, canary=canary, seeds=seeds)
     if lv is not None:
-        at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed)
+        at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed, adjust)
         row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
     if first.meta.get("trace") is not None and replay_policy is not None:
         # Against the model at the level predicted with: what is left is the cost model's shape, not the level.

@@ -10,9 +10,9 @@ seconds says what it is doing on stderr (``realrun.progress``).
 from __future__ import annotations
 
 import argparse
+import copy
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
-from batchsim.core.metrics import summarize
 
 from .calibrate import calibration as _calibration
 from .reference import REFERENCE
@@ -85,15 +85,24 @@ def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) ->
     replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
     limits = limits_for(lm, plan.kv)
     seeds = _seeds(args, step_times, server is not None, notes)
-    workloads = _busy_workloads(args, workload, builders, step_times, limits, notes) if args.busy is not None else workload
+    # --busy is set on the simulated side the prediction uses: vLLM's flavour where vLLM serves.
+    sim_builders = {n: (lambda sim=sim: copy.deepcopy(sim)) for n, sim, _ in pairs} if server is not None else \
+        {n: c.build for n, c in builders.items()}
+    workloads = _busy_workloads(args, workload, sim_builders, step_times, limits, notes) if args.busy is not None else workload
     repeats = args.repeats or 1
-    canary = _canary(ours, step_times, plan, notes)
+    canary = _canary(ours, step_times, plan, notes, server, lm)
     per_label = workloads if isinstance(workloads, dict) else None
     measure = say.runs(len(pairs) * repeats, measure_fn(plan, engine, lm, args, server, per_label))
+    adjust = None
+    if server is not None:  # vLLM's tokens reach the client a profiled lag after their step
+        from .vllm.commands import delivered
+
+        lag = float(cal_info.get("delivery_s") or 0.0)
+        adjust = lambda result: delivered(result, lag)  # noqa: E731
     report = compare_policies(workloads, pairs, measure, step_times, slo=plan.slo,
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
                               order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
-                              level=not getattr(args, "no_speed_check", False))
+                              level=not getattr(args, "no_speed_check", False), adjust=adjust)
     _report_notes(report, plan, lm, server, ours, canary, step_times, cal_info, say, warn,
                   reference=args.calibration == REFERENCE)
     return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
@@ -116,17 +125,25 @@ def _sides(args: argparse.Namespace, plan: Plan, lm, server):
     return pairs, ours, step_times, cal_info
 
 
-def _canary(ours, step_times, plan: Plan, notes: list[str]):
+def _canary(ours, step_times, plan: Plan, notes: list[str], server=None, lm=None):
     """Fixed passes against the profile's price before and after every run: the machine's level over
     the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
-    None where there is no profile of our engine to hold them to."""
+    vLLM's steps have a canary of their own (``realrun.vllm.canary``). None where there is no profile
+    of the measured engine to hold them to."""
     from batchsim.sim.profiled import ProfiledStepTime
 
-    if not (isinstance(step_times, ProfiledStepTime) and plan.engine == "ours"):
+    if not isinstance(step_times, ProfiledStepTime) or plan.engine not in ("ours", "vllm"):
         return None
-    from .canary import Canary
+    if plan.engine == "vllm":
+        if server is None or step_times.plan != "fused":
+            return None  # (a calibration of another engine: its price is not vLLM's steps')
+        from .vllm.canary import VLLMCanary
 
-    canary = Canary(ours, step_times)
+        canary = VLLMCanary(server, step_times, lm.vocab_size)
+    else:
+        from .canary import Canary
+
+        canary = Canary(ours, step_times)
     if canary.reference is None:
         notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
                      "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
@@ -150,9 +167,7 @@ def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_
     if server is not None:
         from .vllm import commands as vllm_commands
 
-        for row in report.rows:
-            row.sim = vllm_commands.delivered(row.sim, float(cal_info.get("delivery_s") or 0.0))
-            row.predicted = summarize(row.sim, plan.slo)
+        for row in report.rows:  # (each prediction already carries vLLM's delivery lag: compare_policies' adjust)
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
         if report.rows and hasattr(step_times, "decode"):
@@ -176,7 +191,7 @@ def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     if (args.step_noise or "profiled") == "none":
         return 1
     models = model.values() if isinstance(model, dict) else [model]
-    if vllm or any(spread_of(m) is None for m in models):
+    if any(spread_of(m) is None for m in models):
         what = "vLLM's profile" if vllm else "the calibration"
         if args.step_noise in ("profiled", "passes"):
             raise ConfigError(f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
@@ -193,9 +208,9 @@ def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
 
     out = {}
     base = len(workload) / max(float(workload.arrivals[-1] - workload.arrivals[0]), 1e-9) if len(workload) > 1 else 0.0
-    for label, cfg in builders.items():
+    for label, build in builders.items():
         st = model[label] if isinstance(model, dict) else model
-        f = rate_factor_for_busy(workload, cfg.build, st, args.busy, limits)
+        f = rate_factor_for_busy(workload, build, st, args.busy, limits)
         out[label] = scaled(workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})")
         notes.append(f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)")
     return out

@@ -35,7 +35,7 @@ from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 from .grid import GRIDS, Grid, grid_for_workload
 from .measure import Samples, measure
 
-__all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload",
+__all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload", "spread_from",
            "load_calibration", "pass_errors", "point_pass"]
 
 
@@ -107,14 +107,21 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
 
 
 def _spread(grid: Grid, s: Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
-    """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``); a prefill point
-    above the pass limit, never timed, takes the spread of the largest rows timed at its length."""
-    dq = np.array([[ratio_quantiles(s.by_key[("decode", b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
+    return spread_from(grid, decode, prefill, lambda kind, b, n: s.by_key.get((kind, b, n)), runs, probe)
+
+
+def spread_from(grid: Grid, decode: Grid2D, prefill: Grid2D, samples_of, runs: list, probe: list) -> StepSpread:
+    """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``), from
+    ``samples_of(kind, rows, n)`` (its seconds, or None where untimed); a prefill point above the pass
+    limit, never timed, takes the spread of the largest rows timed at its length. ``runs``: stretches
+    of consecutive passes (for ``lag1``); ``probe``: seconds of the same pass over a few seconds (the
+    slow drift). Our engine's profile and vLLM's both make their spread here."""
+    dq = np.array([[ratio_quantiles(samples_of("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows])
     pq = np.full((len(grid.prefill_rows), len(grid.prefill_lengths), dq.shape[2]), np.nan)
     for i, b in enumerate(grid.prefill_rows):
         for j, n in enumerate(grid.prefill_lengths):
-            if ("prefill", b, n) in s.by_key:
-                pq[i, j] = ratio_quantiles(s.by_key[("prefill", b, n)])
+            if samples_of("prefill", b, n):
+                pq[i, j] = ratio_quantiles(samples_of("prefill", b, n))
     for j in range(pq.shape[1]):
         known = np.flatnonzero(np.isfinite(pq[:, j, 0]))
         pq[known[-1] + 1:, j] = pq[known[-1], j]

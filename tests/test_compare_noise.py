@@ -38,7 +38,7 @@ def test_verdicts():
     assert (lo, hi) == (pytest.approx(5.0), pytest.approx(95.0))
 
 
-def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None):
+def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None, adjust=None):
     pairs = [(n, make_policy(n, max_seqs=8) if n == "continuous" else make_policy(n), make_policy(n, max_seqs=8)
               if n == "continuous" else make_policy(n)) for n in ("taxi", "continuous")]
     count = {"k": 0}
@@ -49,7 +49,8 @@ def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None):
             log.append(label)
         return simulate(WL, policy, with_noise(measured_model, 100 + count["k"]))
 
-    return compare_policies(WL, pairs, measure, model(), seeds=seeds, repeats=repeats, order_seed=order_seed)
+    return compare_policies(WL, pairs, measure, model(), seeds=seeds, repeats=repeats, order_seed=order_seed,
+                            adjust=adjust)
 
 
 def test_repeats_are_interleaved_in_seeded_shuffled_rounds():
@@ -76,6 +77,22 @@ def test_same_model_measured_agrees_and_falls_in_its_band():
         json.dumps(d)  # plain JSON
     text = format_compare(report, decomposition=False)
     assert "90% band" in text and "repeats ±" in text and "verdicts:" in text
+
+
+def test_an_adjustment_reaches_every_seeds_prediction():
+    # vLLM's side: each token reaches the client a fixed lag after its step. Applied to every seed's
+    # simulation, it moves the median and both ends of the band by the lag, and the TPOT not at all.
+    from realrun.vllm.commands import delivered
+
+    lag = 0.25
+    plain, late = _compare(model(), repeats=1), _compare(model(), repeats=1, adjust=lambda r: delivered(r, lag))
+    for a, b in zip(plain.rows, late.rows):
+        for k in ("p50_e2e", "p99_e2e", "p50_ttft", "p99_ttft"):
+            assert b.predicted[k] == pytest.approx(a.predicted[k] + lag, abs=1e-9)
+            assert b.band[k] == pytest.approx([a.band[k][0] + lag, a.band[k][1] + lag], abs=1e-9)
+        assert b.predicted["mean_tpot"] == pytest.approx(a.predicted["mean_tpot"], abs=1e-12)
+        assert b.measured == a.measured  # the measured side is not touched
+        assert b.sim.meta["delivery_s"] == lag
 
 
 def test_a_slower_machine_disagrees():

@@ -138,20 +138,44 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     assert (m.decode.z > 0).all() and (np.diff(m.decode.z, axis=0) >= 0).all()
     assert float(m.prefill(1, 60)[0]) > float(m.prefill(1, 8)[0])  # a longer prompt costs more
     assert 0.0005 < float(m.decode(1, 32)[0]) < 0.05  # a 1-row step of tiny-gpt2: milliseconds
+    # Each shape's spread is kept, as our engine's profile keeps it: quantiles of time / mean, each
+    # point's non-decreasing with mean 1, so sampling keeps the profiled mean and adds the spread.
+    q = m.spread.decode.q
+    assert q.shape[:2] == m.decode.z.shape and (np.diff(q, axis=2) >= -1e-12).all()
+    assert (q[..., 0] <= 1.0).all() and (q[..., -1] >= 1.0).all() and (q[..., -1] > q[..., 0]).any()
+    assert np.isfinite(m.spread.prefill.q).all() and 0.0 <= m.spread.lag1 < 1.0
+    # The canary's reference, read at the profile's end: vLLM's own steps against their profiled price.
+    ref = m.extra["canary"]
+    assert set(ref) == {"prefill", "decode"} and all(0.2 < ref[k] < 5.0 for k in ref)
     path = prof.write(tmp_path / "cal.json")
     back = load_step_time(path)
     assert back.plan == "fused" and np.allclose(back.decode.z, m.decode.z)
+    assert np.allclose(back.spread.decode.q, q, atol=1e-4) and back.spread.lag1 == pytest.approx(m.spread.lag1, abs=1e-4)
     assert json.loads(path.read_text())["engine"] == "vllm"
 
 
 def test_compare_engine_vllm_predicts_and_decomposes(models, tmp_path, capsys):
     code = main(["compare", "--engine", "vllm", "--requests", "12", "--rate", "20", "--prompt-len", "uniform:8,48",
-                 "--output-len", "uniform:4,24", "--grid", "quick", "--json", "--no-plots", "--out", str(tmp_path)])
+                 "--output-len", "uniform:4,24", "--grid", "quick", "--seeds", "3", "--repeats", "2", "--busy", "0.6",
+                 "--json", "--no-plots",
+                 "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     obj = json.loads(out)
     (run,) = obj["runs"]
     assert run["label"] == "continuous (vllm)"
+    # vLLM's profile kept its spread: three sampled predictions make a band, two runs a repeat spread,
+    # and every metric gets a verdict, as for our engine.
+    assert run["seeds"] == 3 and len(run["repeats"]) == 2
+    for k in ("p50_e2e", "p99_e2e", "p50_ttft"):
+        lo, hi = run["predicted_band"][k]
+        assert lo <= run["predicted"][k] <= hi and lo < hi
+        assert run["verdict"][k] in ("agrees", "within noise", "disagrees") and run["in_band"][k] in (True, False)
+        assert run["repeat_spread_pct"][k] is not None
+    # A canary of vLLM's own steps before and after each run, and the session's level from them.
+    assert len(run["canary"]) == 2 and all(x is not None and x["decode"] > 0 for pair in run["canary"] for x in pair)
+    notes = "\n".join(obj["notes"])
+    assert "machine level over the runs (4 canaries)" in notes and "--busy 0.6: continuous at" in notes
     for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot"):
         assert run["error_pct"][k] is not None and np.isfinite(run["error_pct"][k])
         assert run["predicted"][k] > 0 and run["measured"][k] > 0

@@ -15,7 +15,15 @@ each step's shape and duration from vLLM's step log (``steplog``):
   it saves against its two halves timed apart is what they share (``fused_shared``);
 - **waking**: a short request after the engine sat idle (1 ms to 100 ms), against the
   same request at once again: how late its step starts and how much slower it runs;
-- **delivery**: how long after a step's end its output reaches the client.
+- **delivery**: how long after a step's end its output reaches the client;
+- **the spread**: each point's timings kept as quantiles of time / mean, consecutive decode
+  steps' correlation, and a few seconds of one-row decode steps for the machine's slow drift
+  (``realrun.profile.spread_from``, as for our engine), so ``--step-noise profiled`` samples
+  vLLM's steps as it samples ours;
+- **the canary's reference**: ``realrun.vllm.canary`` read at the profile's end, which the
+  canaries around each measured run are held up to.
+
+The batches are submitted and read back by ``realrun.vllm.probe``.
 
 Every shape runs once, unmeasured, before it is timed: vLLM's CPU kernels are built the
 first time a step of a new size runs, and a served workload meets its sizes again and
@@ -29,7 +37,6 @@ timed too and held out, to report the interpolation's error honestly.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from dataclasses import replace
@@ -40,13 +47,12 @@ from batchsim.core.errors import ConfigError
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 
 from ..grid import Grid, doubling
-from ..profile import Profile, ProfilePoint, fit_linear
+from ..measure import probe_passes
+from ..profile import Profile, ProfilePoint, fit_linear, spread_from
+from .probe import SETTLE, Prober, durations as _durations, is_decode as _is_decode
 
 __all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
 
-#: Decode steps let by before timing: the first steps after a batch's prefill still overlap its
-#: output's processing (async scheduling) and read slow against a served run's steady steps.
-SETTLE = 2
 #: The most tokens one decode point may hold (rows x width): a point prefills them all first.
 PROFILE_TOKENS = 12_288
 
@@ -78,107 +84,15 @@ def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Gri
         repeats=6 if not quick else 4,
         rounds=2 if not quick else 1,
         validation=8 if not quick else 4,
+        probe_s=3.0 if not quick else 1.5,
     )
 
 
-class _Prober:
-    """Submits controlled batches to the engine and reads back the steps they made."""
-
-    def __init__(self, server, vocab: int) -> None:
-        self.server, self.engine, self.vocab = server, server.engine, vocab
-        self.k = 0
-        self.rng = np.random.default_rng(0)
-        self.delivery: list[float] = []  # seconds from a step's end to its output reaching us
-
-    def _prompt(self, n: int) -> list[int]:
-        return self.rng.integers(0, min(256, self.vocab), n).tolist()
-
-    async def _one(self, tag: str, n_prompt: int, n_out: int) -> None:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
-
-        sp = SamplingParams(max_tokens=n_out, min_tokens=n_out, ignore_eos=True, temperature=0.0, detokenize=False,
-                            output_kind=RequestOutputKind.FINAL_ONLY)
-        async for _ in self.engine.generate(TokensPrompt(prompt_token_ids=self._prompt(n_prompt)), sp, request_id=tag):
-            pass
-
-    def _tag(self) -> str:
-        self.k += 1
-        return f"p{self.k}"
-
-    async def batch(self, prompts: list[int], n_out: int) -> list[dict]:
-        """Submit these prompts at once and wait for them: the steps they made."""
-        self.server.clear_steps()
-        # Paused, vLLM queues what arrives; resumed, it sees the whole batch at its next step, so the
-        # batch is not split by the microseconds between our submissions.
-        await self.engine.pause_generation(mode="keep", clear_cache=False)
-        tasks = [asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out)) for i, p in enumerate(prompts)]
-        deadline = time.monotonic() + 10.0
-        while self.engine.get_num_unfinished_requests() < len(prompts):
-            if any(t.done() for t in tasks) or time.monotonic() > deadline:
-                break  # a request vLLM refused (its error is raised below), or one that never arrives
-            await asyncio.sleep(0.0005)
-        await asyncio.sleep(0.002)  # the last request's way to the engine's process
-        await self.engine.resume_generation()
-        await asyncio.gather(*tasks)
-        return self.server.read_steps()
-
-    async def join(self, rows: int, width: int, n_prompt: int, n_out: int) -> list[dict]:
-        """``rows`` requests decoding, then one prompt of ``n_prompt``: the steps, the newcomer's id last."""
-        self.server.clear_steps()
-        tag = self._tag()
-        running = [asyncio.create_task(self._one(f"{tag}q{i}", width, n_out)) for i in range(rows)]
-        while sum(1 for s in self.server.read_steps() if s["end"] is not None) < 3:
-            await asyncio.sleep(0.0005)
-        await self._one(f"{tag}q{rows}", n_prompt, 1)
-        await asyncio.gather(*running)
-        return self.server.read_steps()
-
-    async def after_idle(self, idle: float, n_prompt: int, n_out: int) -> tuple[float, float, float]:
-        """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at once."""
-        self.server.clear_steps()
-        # Late is counted from when the request was due, as a served request's TTFT is: the client's
-        # own sleep overshoots too.
-        due = time.monotonic() + idle
-        await asyncio.get_running_loop().run_in_executor(None, time.sleep, idle)  # as run_vllm submits
-        await self._one(f"{self._tag()}q0", n_prompt, n_out)
-        received = time.monotonic()
-        cold = self.server.read_steps()
-        self.server.clear_steps()
-        await self._one(f"{self._tag()}q0", n_prompt, n_out)
-        warm = self.server.read_steps()
-        late = cold[0]["start"] - due if cold else 0.0
-        ends = [x["end"] for x in cold if x["end"] is not None]
-        self.delivery.append(received - max(ends) if ends else 0.0)
-        return late, _span(cold), _span(warm)
-
-
-def _durations(steps: list[dict]) -> list[tuple[dict, float]]:
-    """Each step with its cycle time: from the later of its scheduling and the previous step's end."""
-    out, prev = [], -np.inf
-    for s in steps:
-        if s["end"] is None:
-            continue
-        out.append((s, s["end"] - max(s["start"], prev)))
-        prev = s["end"]
-    return out
-
-
-def _span(steps: list[dict]) -> float:
-    ends = [s["end"] for s in steps if s["end"] is not None]
-    return (max(ends) - steps[0]["start"]) if ends else 0.0
-
-
-def _is_decode(row) -> bool:
-    _, first, n, prompt = row
-    return n == 1 and first >= prompt
-
-
-async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
+async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
     dec: dict[tuple[int, int], list[float]] = {}
     pre: dict[tuple[int, int], list[float]] = {}
     past, joins, wake = [], [], {"idle": list(grid.wake_idle), "extra": [], "late": []}
+    runs: list[list[float]] = []  # each decode point's consecutive steps, a stretch per round (the spread's lag1)
     r = grid.repeats
     decode_pts = [(b, w) for b in grid.decode_rows for w in grid.decode_widths] + val["decode"]
     prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
@@ -198,6 +112,7 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
             steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // grid.max_prefill_tokens))
             d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
             dec.setdefault((b, w), []).extend(d[SETTLE : SETTLE + r])
+            runs.append(d[SETTLE : SETTLE + r])
             _tick(bar)
         for b, n in prefill_pts:
             for _ in range(max(1, r // 2)):
@@ -223,6 +138,8 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
                         ctx = float(np.mean([x[1] for x in s["rows"] if _is_decode(x)]))
                         joins.append((b, ctx, int(new[0][2]), t))
             _tick(bar)
+    probe = await _slow_probe(pr, grid, dec)
+    _tick(bar)
     for idle in grid.wake_idle:
         lates, extras = [], []
         for _ in range(max(3, r // 2)):
@@ -232,7 +149,26 @@ async def _measure(pr: _Prober, grid: Grid, val: dict, bar) -> dict:
         wake["late"].append(float(np.mean(lates)))
         wake["extra"].append(max(0.0, float(np.mean(extras))))
         _tick(bar)
-    return {"decode": dec, "prefill": pre, "past": past, "joins": joins, "wake": wake}
+    return {"decode": dec, "prefill": pre, "past": past, "joins": joins, "wake": wake, "decode_runs": runs,
+            "slow_probe": probe}
+
+
+async def _slow_probe(pr: Prober, grid: Grid, dec: dict) -> list[float]:
+    """About ``grid.probe_s`` seconds of consecutive one-row decode steps at the grid's middle width (the
+    machine's slow drift, as our engine's profile probes it), in requests that fit the model's context,
+    each one's first steps let by."""
+    w = grid.decode_widths[len(grid.decode_widths) // 2]
+    one = float(np.mean(dec[(grid.decode_rows[0], w)])) if dec.get((grid.decode_rows[0], w)) else 0.01
+    want = probe_passes(grid.probe_s, one)
+    stretch = max(16, min(2048, pr.server.knobs.max_model_len - w - 8))
+    out: list[float] = []
+    while len(out) < want:
+        steps = await pr.batch([w], min(stretch, want - len(out) + SETTLE + 1))
+        got = [t for s, t in _durations(steps) if len(s["rows"]) == 1 and _is_decode(s["rows"][0])][SETTLE:]
+        if not got:
+            break  # vLLM ran this request otherwise: no probe rather than no end
+        out.extend(got)
+    return out
 
 
 def _validation(grid: Grid, rng: np.random.Generator) -> dict:
@@ -276,6 +212,8 @@ def _build(meas: dict, grid: Grid, source: str, context_len: int) -> tuple[Profi
         wake_late=max(0.0, float(np.mean(wake["late"]))) if wake["late"] else 0.0,
         wake_idle=tuple(wake["idle"]), wake_extra=tuple(wake["extra"]),
         plan="fused", source=source, context_len=context_len,
+        spread=spread_from(grid, decode, prefill, lambda kind, b, n: meas[kind].get((b, n)), meas.get("decode_runs", []),
+                           meas.get("slow_probe") or []),
     )
     points = []
     val_d, val_p = set(map(tuple, meas["val"]["decode"])), set(map(tuple, meas["val"]["prefill"]))
@@ -307,10 +245,10 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
                    or grid.decode_widths[:1])
     val = _validation(grid, np.random.default_rng(grid.seed))
     val["decode"] = [(b, w) for b, w in val["decode"] if b * (w + grid.repeats + 2) <= cap]
-    pr = _Prober(server, vocab_size)
+    pr = Prober(server, vocab_size)
     bar = None
     n_pts = grid.rounds * (len(grid.decode_rows) * len(grid.decode_widths) + len(val["decode"]) + len(grid.prefill_rows)
-                           * len(grid.prefill_lengths) + len(val["prefill"]) + len(grid.past) + len(grid.join)) + len(grid.wake_idle)
+                           * len(grid.prefill_lengths) + len(val["prefill"]) + len(grid.past) + len(grid.join)) + len(grid.wake_idle) + 1
     if progress:
         from tqdm import tqdm
 
@@ -326,6 +264,9 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
     delivery = max(0.0, float(np.median(pr.delivery))) if pr.delivery else 0.0
     source = f"vLLM {server.version} profile: {knobs.model}, {knobs.dtype}, {knobs.device}"
     model, points = _build(meas, grid, source, knobs.max_model_len)
+    from .canary import VLLMCanary
+
+    model = replace(model, extra={**model.extra, "canary": VLLMCanary(server, model, vocab_size).take_reference()})
     linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="fused")
     info = {"engine": "vllm", "vllm": server.version, "delivery_s": delivery, "model_name": knobs.model, "device": knobs.device,
             "engine_args": knobs.engine_args(), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -340,7 +281,7 @@ def _tick(bar) -> None:
 
 
 
-async def _recheck(pr: _Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
+async def _recheck(pr: Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
     out = []
     for b, w in points:
         steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
@@ -358,7 +299,7 @@ def recheck(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) 
     rows, widths = model.decode.x, model.decode.y
     points = sorted({(int(rows[0]), int(widths[0])), (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
                      (int(rows[-1]), int(widths[0]))})
-    got = server.call(_recheck, _Prober(server, vocab_size), points, repeats)
+    got = server.call(_recheck, Prober(server, vocab_size), points, repeats)
     if not got:
         return "drift: the recheck saw no clean decode step"
     ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
