@@ -13,7 +13,7 @@ The README, ``--help`` and ``course/gpu-lab.md`` quote ``workload_text`` and ``t
 
 from __future__ import annotations
 
-from .plan import REALRUN_DEFAULTS
+from .run_setup import REALRUN_DEFAULTS
 
 __all__ = ["BARE_ARGV", "BARE_COMMAND", "workload_text", "time_text", "bare_line"]
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 from batchsim.core.errors import ConfigError, show
 from batchsim.core.files import Staging, read_json
 
-from .plan import Plan
+from .run_setup import RunSetup
 
 __all__ = ["calibration", "grid_for_policies"]
 
 
-def calibration(args, lm, engine, plan: Plan, pairs, progress: bool = False):
+def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False):
     """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
     fitted to the workload (saved whole under the output folder). Returns (model, calibration info).
     A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
     from .profile import GRIDS, load_calibration, profile as run_profile
 
-    notes, workload = plan.notes, plan.workload
+    notes, workload = setup.notes, setup.workload
     policies = [p for _, p, _ in pairs]
     if args.calibration:
         model = load_calibration(args.calibration)
@@ -39,7 +39,7 @@ def calibration(args, lm, engine, plan: Plan, pairs, progress: bool = False):
     else:
         raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
     prof = run_profile(engine, grid, policies={p.name: p for p in policies}, progress=progress)
-    with Staging(plan.out) as staging:
+    with Staging(setup.out) as staging:
         prof.write(staging.path("calibration.json"))
         path = staging.commit()[0]
     notes.append(f"calibration (profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")

@@ -39,9 +39,9 @@ from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_F
 
 from .bare import BARE_ARGV, BARE_COMMAND, bare_line, time_text, workload_text
 from .parser import FlagError, Parser, add_model_args
-from .plan import REALRUN_DEFAULTS, Plan, check_model_flags
+from .run_setup import REALRUN_DEFAULTS, RunSetup, check_model_flags
 
-__all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "Plan"]
+__all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "RunSetup"]
 
 _KV_FLAG = Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens, enforced by the policy (default: unlimited)")
 _CAL_FLAG = Flag("--calibration", "calibration", str, "step-time model for the prediction: JSON from `python -m realrun profile`, "
@@ -182,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
 
             args.bare = bare_line() if bare else None
             args.calibration = calibration_path(args.calibration)
-            return commands.compare(args, Plan(args))
+            return commands.compare(args, RunSetup(args))
         if args.command == "run":
-            return commands.run(args, Plan(args))
+            return commands.run(args, RunSetup(args))
         if args.command == "profile":
             return commands.profile(args)
         if args.command == "doctor":

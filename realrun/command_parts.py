@@ -13,7 +13,7 @@ import sys
 
 from batchsim.core.errors import ConfigError
 
-from .plan import Plan, nothing_served, rejection_lines
+from .run_setup import RunSetup, nothing_served, rejection_lines
 
 __all__ = ["load", "wants_progress", "make_engine", "measure_fn", "memory_line", "load_line", "stopped_code",
            "all_rejected", "printable", "vllm_server"]
@@ -47,27 +47,27 @@ def make_engine(name: str, lm, args, seed: int):
     return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
 
 
-def measure_fn(plan: Plan, engine, lm, args, server=None, workloads: dict | None = None):
+def measure_fn(setup: RunSetup, engine, lm, args, server=None, workloads: dict | None = None):
     """``measure(label, policy)``: one measured run of a policy on the plan's engine."""
     from .baselines import run_hf_continuous
     from .runner import limits_for, run_real
 
     def measure(label, policy):
-        workload = workloads[label] if workloads else plan.workload
-        if plan.engine == "vllm":
+        workload = workloads[label] if workloads else setup.workload
+        if setup.engine == "vllm":
             from .vllm.serve import run_vllm
 
-            return run_vllm(workload, server, limits_for(lm, plan.kv), lm.vocab_size, lm.tokenizer, plan.seed,
+            return run_vllm(workload, server, limits_for(lm, setup.kv), lm.vocab_size, lm.tokenizer, setup.seed,
                             args.stop_on_eos, wants_progress(args), f": {lm.name} on {lm.device} ({lm.dtype})")
-        if plan.engine == "hf-continuous":
+        if setup.engine == "hf-continuous":
             p = policy
             return run_hf_continuous(
                 workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
-                kv_budget_tokens=plan.kv, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed, progress=wants_progress(args),
+                kv_budget_tokens=setup.kv, stop_on_eos=args.stop_on_eos, prompt_seed=setup.seed, progress=wants_progress(args),
             )[0]
         # The trace and the engine's pass log let compare decompose the error (a run keeps them too:
         # a few records per step, small beside the model).
-        return run_real(workload, policy, engine, kv_budget_tokens=plan.kv, progress=wants_progress(args), trace=True)
+        return run_real(workload, policy, engine, kv_budget_tokens=setup.kv, progress=wants_progress(args), trace=True)
 
     return measure
 
@@ -116,10 +116,10 @@ def printable(meta: dict) -> dict:
     return {k: v for k, v in meta.items() if k not in ("trace", "passes", "outputs", "step_shapes")}
 
 
-def vllm_server(args, plan: Plan, lm):
-    """vLLM's server for a plan whose engine is vllm (None otherwise)."""
-    if plan.engine != "vllm":
+def vllm_server(args, setup: RunSetup, lm):
+    """vLLM's server for a setup whose engine is vllm (None otherwise)."""
+    if setup.engine != "vllm":
         return None
     from .vllm.commands import start_server
 
-    return start_server(args, plan, lm, wants_progress(args))
+    return start_server(args, setup, lm, wants_progress(args))

@@ -1,6 +1,6 @@
 """The work behind ``python -m realrun run`` and ``profile`` (``compare``'s is ``realrun.compare_command``), once ``cli`` has checked the flags.
 
-Each command loads the model only after every flag and file was checked (``cli.Plan``),
+Each command loads the model only after every flag and file was checked (``cli.RunSetup``),
 prints its results, and only then writes files, whole (``batchsim.core.files.Staging``),
 so neither a bad path nor Ctrl-C loses a measurement.
 """
@@ -14,7 +14,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least,
 from batchsim.core.files import Staging, check_out_dir, dumps
 from batchsim.core.metrics import format_table, summarize
 
-from .plan import Plan, check_model_flags, rejection_lines, write_outputs
+from .run_setup import RunSetup, check_model_flags, rejection_lines, write_outputs
 from .command_parts import (all_rejected, load, make_engine, measure_fn, memory_line, printable, stopped_code,
                             vllm_server, wants_progress)
 from .progress import Progress, progress_lines
@@ -24,37 +24,37 @@ __all__ = ["run", "compare", "profile", "load"]
 
 # -- run ------------------------------------------------------------------------------------------
 
-def run(args: argparse.Namespace, plan: Plan) -> int:
-    if plan.fleet.replicas > 1:
+def run(args: argparse.Namespace, setup: RunSetup) -> int:
+    if setup.fleet.replicas > 1:
         from .fleet_command import run_fleet
 
-        return run_fleet(args, plan)
-    notes = plan.notes
+        return run_fleet(args, setup)
+    notes = setup.notes
     lm = load(args, notes)
-    engine = None if plan.engine in ("hf-continuous", "vllm") else make_engine(plan.engine, lm, args, plan.seed)
-    server = vllm_server(args, plan, lm)
-    measure = measure_fn(plan, engine, lm, args, server)
-    name = plan.names[0]
-    label = name if plan.engine == "ours" else f"{name} ({plan.engine})"
-    if plan.engine == "hf-continuous":
+    engine = None if setup.engine in ("hf-continuous", "vllm") else make_engine(setup.engine, lm, args, setup.seed)
+    server = vllm_server(args, setup, lm)
+    measure = measure_fn(setup, engine, lm, args, server)
+    name = setup.names[0]
+    label = name if setup.engine == "ours" else f"{name} ({setup.engine})"
+    if setup.engine == "hf-continuous":
         notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
-    span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
+    span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
     measure = Progress(progress_lines(args, span)).runs(1, measure)
     try:
-        result = measure(label, plan.policies[0].build())
+        result = measure(label, setup.policies[0].build())
     finally:
         if server is not None:
             server.close()
-    summary = summarize(result, plan.slo)
+    summary = summarize(result, setup.slo)
     meta = result.meta
-    workload = plan.workload
+    workload = setup.workload
     from batchsim.core import rejections
 
     if args.json:
         print(dumps({
-            "scenario": plan.name,
+            "scenario": setup.name,
             "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
-                       "engine": plan.engine, "kv_budget_tokens": plan.kv, "model": lm.describe()},
+                       "engine": setup.engine, "kv_budget_tokens": setup.kv, "model": lm.describe()},
             "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": printable(meta),
                       "rejections": rejections.counts(result.records.rejected)}],
             "summary": summary,
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
         print(memory_line(meta))
         if meta.get("stopped"):
             print(f"note: {meta['stopped']}")
-    paths = write_outputs(plan, {f"{name}-measured-": result}, args)
+    paths = write_outputs(setup, {f"{name}-measured-": result}, args)
     if paths and not args.json:
         print(f"records: {', '.join(str(p) for p in paths)}")
     code = stopped_code([meta.get("stopped") or ""])
@@ -82,11 +82,11 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
 
 # -- compare ----------------------------------------------------------------------------------------
 
-def compare(args: argparse.Namespace, plan: Plan) -> int:
+def compare(args: argparse.Namespace, setup: RunSetup) -> int:
     """``python -m realrun compare`` (and the bare ``python -m realrun``): see ``realrun.compare_command``."""
     from .compare_command import compare as run_compare
 
-    return run_compare(args, plan)
+    return run_compare(args, setup)
 
 
 # -- profile ----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The work behind ``python -m realrun compare`` (and the bare ``python -m realrun``), once ``cli`` has checked the flags.
 
-The model loads only after every flag and file was checked (``Plan``); then the step-time
+The model loads only after every flag and file was checked (``RunSetup``); then the step-time
 model (a calibration file, the course's reference, or a profile taken now), the measured runs
 with a canary around each (``realrun.compare.compare_policies``), and the report, printed
 before any file is written (``realrun.compare_output``). A run that takes more than a few
@@ -17,7 +17,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 from .calibrate import calibration as _calibration
 from .reference import REFERENCE
 from .command_parts import load, make_engine, measure_fn, vllm_server, wants_progress
-from .plan import Plan
+from .run_setup import RunSetup
 from .progress import Progress, progress_lines
 
 __all__ = ["compare", "PROFILE_S"]
@@ -46,69 +46,69 @@ def _check_compare_flags(args) -> None:
         check_busy(args.busy)
 
 
-def _expected_s(args, plan: Plan) -> float:
+def _expected_s(args, setup: RunSetup) -> float:
     """A floor on the run's length: every measured run lasts its arrivals' span; a profile, ``PROFILE_S``."""
-    span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
-    return span * len(plan.names) * (args.repeats or 1) + (0.0 if args.calibration else PROFILE_S)
+    span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
+    return span * len(setup.names) * (args.repeats or 1) + (0.0 if args.calibration else PROFILE_S)
 
 
-def compare(args: argparse.Namespace, plan: Plan) -> int:
+def compare(args: argparse.Namespace, setup: RunSetup) -> int:
     _check_compare_flags(args)
-    say = Progress(progress_lines(args, _expected_s(args, plan)))
+    say = Progress(progress_lines(args, _expected_s(args, setup)))
     if getattr(args, "bare", None):
         say.line(args.bare)
     # No line before the model loads: a refusal (a file's model without a spread, say) stays one line.
-    lm = load(args, plan.notes)
-    server = vllm_server(args, plan, lm)
+    lm = load(args, setup.notes)
+    server = vllm_server(args, setup, lm)
     try:
-        return _compare(args, plan, lm, server, say)
+        return _compare(args, setup, lm, server, say)
     finally:
         if server is not None:
             server.close()
 
 
-def _compare(args: argparse.Namespace, plan: Plan, lm, server, say: Progress) -> int:
+def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress) -> int:
     from .compare import compare_policies
     from .compare_output import report_compare
     from .drift import load_warning
     from .runner import limits_for
 
-    notes, workload = plan.notes, plan.workload
+    notes, workload = setup.notes, setup.workload
     if not args.calibration:
         say.line(f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
                  "on a 2-core laptop)")
-    pairs, ours, step_times, cal_info = _sides(args, plan, lm, server)
-    engine = ours if plan.engine == "ours" else (None if plan.engine in ("hf-continuous", "vllm") else make_engine(plan.engine, lm, args, plan.seed))
+    pairs, ours, step_times, cal_info = _sides(args, setup, lm, server)
+    engine = ours if setup.engine == "ours" else (None if setup.engine in ("hf-continuous", "vllm") else make_engine(setup.engine, lm, args, setup.seed))
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
-    builders = dict(zip(plan.names, plan.policies))
-    replay = (lambda label: builders[label].build()) if plan.engine == "ours" else None
-    limits = limits_for(lm, plan.kv)
+    builders = dict(zip(setup.names, setup.policies))
+    replay = (lambda label: builders[label].build()) if setup.engine == "ours" else None
+    limits = limits_for(lm, setup.kv)
     seeds = _seeds(args, step_times, server is not None, notes)
     # --busy is set on the simulated side the prediction uses: vLLM's flavour where vLLM serves.
     sim_builders = {n: (lambda sim=sim: copy.deepcopy(sim)) for n, sim, _ in pairs} if server is not None else \
         {n: c.build for n, c in builders.items()}
     workloads = _busy_workloads(args, workload, sim_builders, step_times, limits, notes) if args.busy is not None else workload
     repeats = args.repeats or 1
-    canary = _canary(ours, step_times, plan, notes, server, lm)
+    canary = _canary(ours, step_times, setup, notes, server, lm)
     per_label = workloads if isinstance(workloads, dict) else None
-    measure = say.runs(len(pairs) * repeats, measure_fn(plan, engine, lm, args, server, per_label))
+    measure = say.runs(len(pairs) * repeats, measure_fn(setup, engine, lm, args, server, per_label))
     adjust = None
     if server is not None:  # vLLM's tokens reach the client a profiled lag after their step
         from .vllm.commands import delivered
 
         lag = float(cal_info.get("delivery_s") or 0.0)
         adjust = lambda result: delivered(result, lag)  # noqa: E731
-    report = compare_policies(workloads, pairs, measure, step_times, slo=plan.slo,
+    report = compare_policies(workloads, pairs, measure, step_times, slo=setup.slo,
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
-                              order_seed=plan.seed, canary=canary, noise=args.step_noise or "profiled",
+                              order_seed=setup.seed, canary=canary, noise=args.step_noise or "profiled",
                               level=not getattr(args, "no_speed_check", False), adjust=adjust)
-    _report_notes(report, plan, lm, server, ours, canary, step_times, cal_info, say, warn,
+    _report_notes(report, setup, lm, server, ours, canary, step_times, cal_info, say, warn,
                   reference=args.calibration == REFERENCE)
-    return report_compare(args, plan, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
+    return report_compare(args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
 
 
-def _sides(args: argparse.Namespace, plan: Plan, lm, server):
+def _sides(args: argparse.Namespace, setup: RunSetup, lm, server):
     """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model and
     what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
     from .engine import Engine
@@ -116,25 +116,25 @@ def _sides(args: argparse.Namespace, plan: Plan, lm, server):
     if server is not None:
         from .vllm import commands as vllm_commands
 
-        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(plan.names, plan.policies)]
-        step_times, cal_info = vllm_commands.calibration(args, server, lm, plan, wants_progress(args))
+        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(setup.names, setup.policies)]
+        step_times, cal_info = vllm_commands.calibration(args, server, lm, setup, wants_progress(args))
         return pairs, None, step_times, cal_info
-    pairs = [(n, c.build(), c.build()) for n, c in zip(plan.names, plan.policies)]
-    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=plan.seed)
-    step_times, cal_info = _calibration(args, lm, ours, plan, pairs, wants_progress(args))
+    pairs = [(n, c.build(), c.build()) for n, c in zip(setup.names, setup.policies)]
+    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=setup.seed)
+    step_times, cal_info = _calibration(args, lm, ours, setup, pairs, wants_progress(args))
     return pairs, ours, step_times, cal_info
 
 
-def _canary(ours, step_times, plan: Plan, notes: list[str], server=None, lm=None):
+def _canary(ours, step_times, setup: RunSetup, notes: list[str], server=None, lm=None):
     """Fixed passes against the profile's price before and after every run: the machine's level over
     the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
     vLLM's steps have a canary of their own (``realrun.vllm.canary``). None where there is no profile
     of the measured engine to hold them to."""
     from batchsim.sim.profiled import ProfiledStepTime
 
-    if not isinstance(step_times, ProfiledStepTime) or plan.engine not in ("ours", "vllm"):
+    if not isinstance(step_times, ProfiledStepTime) or setup.engine not in ("ours", "vllm"):
         return None
-    if plan.engine == "vllm":
+    if setup.engine == "vllm":
         if server is None or step_times.plan != "fused":
             return None  # (a calibration of another engine: its price is not vLLM's steps')
         from .vllm.canary import VLLMCanary
@@ -150,7 +150,7 @@ def _canary(ours, step_times, plan: Plan, notes: list[str], server=None, lm=None
     return canary
 
 
-def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_info: dict, say: Progress,
+def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times, cal_info: dict, say: Progress,
                   warn: str | None, reference: bool = False) -> None:
     """What the report says beside its table: the canaries, vLLM's delivery and schedule, the drift
     since the profile, the machine's load; and the engine in each row's label when it is not ours."""
@@ -171,17 +171,17 @@ def _report_notes(report, plan: Plan, lm, server, ours, canary, step_times, cal_
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
         if report.rows and hasattr(step_times, "decode"):
-            from .vllm.profile import recheck as vllm_recheck
+            from .vllm.profile import recheck_note
 
-            report.notes.append(vllm_recheck(server, step_times, lm.vocab_size))
-    if isinstance(step_times, ProfiledStepTime) and report.rows and plan.engine == "ours":
+            report.notes.append(recheck_note(server, step_times, lm.vocab_size))
+    if isinstance(step_times, ProfiledStepTime) and report.rows and setup.engine == "ours":
         say.line("timing the calibration's shapes once more (drift)")
         report.notes.append(recheck(ours, step_times).text(reference=reference))
     if warn or (warn := load_warning(lm.threads)):
         report.notes.append(warn)
     for row in report.rows:
-        if plan.engine != "ours":
-            row.label = f"{row.label} ({plan.engine})"
+        if setup.engine != "ours":
+            row.label = f"{row.label} ({setup.engine})"
 
 def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     """How many seeded simulations the prediction takes: --seeds with --step-noise profiled (the

@@ -15,7 +15,7 @@ from batchsim.core.files import Staging, dumps
 from .closing import verdict_dict, verdict_line
 from .command_parts import all_rejected, load_line, memory_line, printable, stopped_code
 from .compare_row import CompareReport
-from .plan import Plan, rejection_lines, stage_outputs, write_outputs
+from .run_setup import RunSetup, rejection_lines, stage_outputs, write_outputs
 
 __all__ = ["report_compare"]
 
@@ -32,15 +32,15 @@ def _wall_line(seconds: float, bare: bool) -> str:
     return line
 
 
-def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
+def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
                    wall_s: float) -> int:
     """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served, else 0."""
     from batchsim.core import rejections
 
     from .compare import format_compare, plot_compare
 
-    notes, workload = plan.notes, plan.workload
-    title = f"{plan.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
+    notes, workload = setup.notes, setup.workload
+    title = f"{setup.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
     stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
     results, outputs = {}, {}
     for r in report.rows:
@@ -50,12 +50,12 @@ def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_
         outputs[f"{r.label.split()[0]}-predicted-"] = r.sim
     figure = (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title)) if report.rows else None
     if args.json:
-        with Staging(plan.out) as staging:
+        with Staging(setup.out) as staging:
             paths = stage_outputs(staging, outputs, args, figure)
             print(dumps({
-                "scenario": plan.name,
-                "config": {"workload": workload.description, "requests": len(workload), "engine": plan.engine,
-                           "kv_budget_tokens": plan.kv, "model": lm.describe(),
+                "scenario": setup.name,
+                "config": {"workload": workload.description, "requests": len(workload), "engine": setup.engine,
+                           "kv_budget_tokens": setup.kv, "model": lm.describe(),
                            "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
                            "step_noise": args.step_noise or "profiled",
                            "level": report.level.as_dict() if report.level is not None else None},
@@ -89,7 +89,7 @@ def report_compare(args, plan: Plan, lm, report: CompareReport, step_times, cal_
         for s in stopped:
             print(f"note: {s}")
         print(_wall_line(wall_s, bool(getattr(args, "bare", None))))
-        paths = write_outputs(plan, outputs, args, figure)
+        paths = write_outputs(setup, outputs, args, figure)
         figs = [p for p in paths if p.suffix == ".png"]
         if figs:
             print("figure: " + ", ".join(str(f) for f in figs))

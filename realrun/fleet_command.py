@@ -11,34 +11,34 @@ from batchsim.core.router import make_router
 
 from . import command_parts
 from .fleet import check_fleet_memory, run_real_fleet
-from .plan import Plan, write_outputs
+from .run_setup import RunSetup, write_outputs
 from .progress import Progress, progress_lines
 
 __all__ = ["run_fleet"]
 
 
-def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
+def run_fleet(args: argparse.Namespace, setup: RunSetup) -> int:
     """``python -m realrun run --replicas N``: N engines behind the router, one measured run."""
-    lm = command_parts.load(args, plan.notes)
-    n = plan.fleet.replicas
+    lm = command_parts.load(args, setup.notes)
+    n = setup.fleet.replicas
     if not args.no_size_check:
         check_fleet_memory(lm, n)
-    engines = [command_parts.make_engine(plan.engine, lm, args, plan.seed) for _ in range(n)]
-    policies = [plan.policies[0].build() for _ in range(n)]
-    router = make_router(plan.fleet.router, plan.seed)
-    span = float(plan.workload.arrivals[-1]) if len(plan.workload) else 0.0
-    Progress(progress_lines(args, span)).line(f"measuring {plan.names[0]} on {n} engines taking turns")
-    result = run_real_fleet(plan.workload, policies, engines, router, kv_budget_tokens=plan.kv,
+    engines = [command_parts.make_engine(setup.engine, lm, args, setup.seed) for _ in range(n)]
+    policies = [setup.policies[0].build() for _ in range(n)]
+    router = make_router(setup.fleet.router, setup.seed)
+    span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
+    Progress(progress_lines(args, span)).line(f"measuring {setup.names[0]} on {n} engines taking turns")
+    result = run_real_fleet(setup.workload, policies, engines, router, kv_budget_tokens=setup.kv,
                             progress=command_parts.wants_progress(args))
-    whole, parts = fleet_summaries(result, plan.slo)
-    label = f"{plan.names[0]} x{n}"
-    notes = [*plan.notes, f"note: {result.meta['taking_turns']}", f"router: {plan.fleet.router}"]
+    whole, parts = fleet_summaries(result, setup.slo)
+    label = f"{setup.names[0]} x{n}"
+    notes = [*setup.notes, f"note: {result.meta['taking_turns']}", f"router: {setup.fleet.router}"]
     rows = {f"{label} / server {i}": s for i, s in enumerate(parts)}
     if args.json:
-        print(dumps({"scenario": plan.name,
-                     "config": {"workload": plan.workload.description, "requests": len(plan.workload),
-                                "policy": result.policy, "engine": plan.engine, "replicas": n,
-                                "router": plan.fleet.router, "model": lm.describe()},
+        print(dumps({"scenario": setup.name,
+                     "config": {"workload": setup.workload.description, "requests": len(setup.workload),
+                                "policy": result.policy, "engine": setup.engine, "replicas": n,
+                                "router": setup.fleet.router, "model": lm.describe()},
                      "runs": [{"label": label, "policy": result.policy, "summary": whole, "servers": parts}],
                      "summary": whole, "notes": notes}))
     else:
@@ -51,7 +51,7 @@ def run_fleet(args: argparse.Namespace, plan: Plan) -> int:
         print()
         print("\n".join(notes))
         print(command_parts.memory_line(result.meta))
-    paths = write_outputs(plan, {f"{plan.names[0]}-x{n}-measured-": result}, args)
+    paths = write_outputs(setup, {f"{setup.names[0]}-x{n}-measured-": result}, args)
     if paths and not args.json:
         print(f"records: {', '.join(str(p) for p in paths)}")
     code = command_parts.stopped_code([result.meta.get("stopped") or ""])

@@ -43,14 +43,14 @@ def _profile(path: Path) -> None:
     from .cli import build_parser
     from .engine import Engine
     from .model import load_model
-    from .plan import Plan
+    from .run_setup import RunSetup
     from .profile import profile
 
     args = build_parser().parse_args(["compare", "--device", "cpu", "--threads", "1"])
-    plan = Plan(args)
-    policies = [c.build() for c in plan.policies]
+    setup = RunSetup(args)
+    policies = [c.build() for c in setup.policies]
     lm = load_model(args.model, device="cpu", threads=1)
-    prof = profile(Engine(lm), grid_for_policies(plan.workload, policies), policies={p.name: p for p in policies})
+    prof = profile(Engine(lm), grid_for_policies(setup.workload, policies), policies={p.name: p for p in policies})
     prof.write(path)
     print(prof.text(), flush=True)
 

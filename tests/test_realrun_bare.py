@@ -53,12 +53,12 @@ def test_the_bare_run_is_the_reference_compare(monkeypatch):
     from realrun import cli, commands
 
     seen = {}
-    monkeypatch.setattr(commands, "compare", lambda args, plan: seen.update(args=args, plan=plan) or 0)
+    monkeypatch.setattr(commands, "compare", lambda args, setup: seen.update(args=args, plan=setup) or 0)
     assert cli.main([]) == 0
-    args, plan = seen["args"], seen["plan"]
+    args, setup = seen["args"], seen["plan"]
     assert args.calibration == str(reference.CALIBRATION) and args.repeats == 2
     assert (args.device, args.threads) == ("cpu", 1) and args.bare.startswith(f"python -m realrun is: {BARE_COMMAND}")
-    assert len(plan.workload) == 32 and plan.names == ["taxi", "static", "dynamic", "continuous"]
+    assert len(setup.workload) == 32 and setup.names == ["taxi", "static", "dynamic", "continuous"]
     assert list(BARE_ARGV[:3]) == ["compare", "--calibration", "reference"]
 
 
@@ -87,18 +87,18 @@ def test_the_simulator_still_predicts_what_the_reference_recorded(tmp_path, monk
     calibration, the workload and the policies alone, so it must come out as recorded, to the last digit."""
     from realrun.cli import build_parser
     from realrun.compare import predict_runs
-    from realrun.plan import Plan
+    from realrun.run_setup import RunSetup
     from realrun.profile import load_calibration
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(list(BARE_ARGV))
     args.calibration = str(reference.CALIBRATION)
-    plan = Plan(args)
+    setup = RunSetup(args)
     model = load_calibration(reference.CALIBRATION)
     limits = ServerLimits(context_len=REF["context"])
-    for cfg, recorded in zip(plan.policies, REF["runs"]):
+    for cfg, recorded in zip(setup.policies, REF["runs"]):
         first = cfg.build()
-        sims = predict_runs(plan.workload, [first, *(copy.deepcopy(first) for _ in range(4))], model, limits, 5,
+        sims = predict_runs(setup.workload, [first, *(copy.deepcopy(first) for _ in range(4))], model, limits, 5,
                             "profiled", None, 0)
         got = median_summary([summarize(s) for s in sims])
         for k in KEYS:

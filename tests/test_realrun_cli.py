@@ -204,9 +204,9 @@ def test_run_json_has_config_runs_notes_and_rejections(capsys):
 
 
 def test_a_long_real_run_says_how_long_before_it_starts(capsys):
-    from realrun.cli import Plan, build_parser  # Plan lives in realrun.plan
+    from realrun.cli import RunSetup, build_parser  # RunSetup lives in realrun.run_setup
 
-    Plan(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
+    RunSetup(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
     err = capsys.readouterr().err
     assert "realrun: note: this will take at least" in err and "min" in err
 

@@ -30,7 +30,7 @@ _PREFIX = "realrun load: "
 
 def add_parser(sub) -> None:
     """Add the ``load`` command to realrun's subcommands."""
-    from ..plan import REALRUN_DEFAULTS
+    from ..run_setup import REALRUN_DEFAULTS
 
     d = REALRUN_DEFAULTS
     p = sub.add_parser(
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _defaults() -> dict:
-    from ..plan import REALRUN_DEFAULTS
+    from ..run_setup import REALRUN_DEFAULTS
 
     return dict(REALRUN_DEFAULTS)
 
@@ -113,7 +113,7 @@ def _traffic(wconf: WorkloadConfig) -> dict:
 
 
 def _notes(flags: dict, span: float) -> None:
-    from ..plan import LONG_REAL_RUN_S
+    from ..run_setup import LONG_REAL_RUN_S
 
     if flags.get("prompt_text") is not None and flags.get("prompt_len") is not None:
         print(f"{_PREFIX}note: --prompt-len {flags['prompt_len']} is ignored: --prompt-text is every prompt",

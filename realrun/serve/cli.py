@@ -17,7 +17,7 @@ from batchsim.core.files import check_out_file
 from batchsim.core.flags import POLICY_FLAGS, add_flags, given, resolve
 
 from ..parser import add_model_args
-from ..plan import REALRUN_DEFAULTS
+from ..run_setup import REALRUN_DEFAULTS
 
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
 
@@ -54,7 +54,7 @@ def _policy(args):
 
 
 def _check(args) -> None:
-    from ..plan import check_model_flags
+    from ..run_setup import check_model_flags
 
     check_model_flags(args)
     check_int_at_least("port", args.port, 0)

@@ -28,18 +28,18 @@ REPLAY_NOTE = ("does not apply to vLLM: its scheduler is vLLM's code, not a batc
                "batchsim predicts (the vllm-v1 flavour) is compared by step count and batch size above")
 
 
-def start_server(args, plan, lm, progress: bool = False) -> VLLMServer:
-    """vLLM with the plan's continuous knobs, on the saved copy of ``lm`` (saved now if missing)."""
+def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
+    """vLLM with the run setup's continuous knobs, on the saved copy of ``lm`` (saved now if missing)."""
     from ..model import OFFLINE_MODELS
 
     path = save_model(lm.name) if lm.name in OFFLINE_MODELS else model_dir(lm.name)
-    policy = plan.policies[0].build()
-    knobs = knobs_for(policy, path, lm.n_positions, plan.kv, device=lm.device, dtype=lm.dtype, seed=0)
-    plan.notes.extend(knobs.mapping())
+    policy = setup.policies[0].build()
+    knobs = knobs_for(policy, path, lm.n_positions, setup.kv, device=lm.device, dtype=lm.dtype, seed=0)
+    setup.notes.extend(knobs.mapping())
     if progress:
         print("realrun: starting vLLM (about 15 s on 2 cores) ...", file=sys.stderr)
     server = VLLMServer(knobs, lm.kv_bytes_per_token)
-    plan.notes.append(f"{server.describe()}; model folder {path}")
+    setup.notes.append(f"{server.describe()}; model folder {path}")
     return server
 
 
@@ -50,7 +50,7 @@ def sim_policy(config) -> VLLMV1:
     return make_policy(config.name, **config.knobs(), scheduler="vllm-v1")
 
 
-def calibration(args, server, lm, plan, progress: bool = False):
+def calibration(args, server, lm, setup, progress: bool = False):
     """(step-time model, info): ``--calibration FILE``, or vLLM profiled now on this workload's shapes."""
     from ..profile import load_calibration
     from .profile import profile_vllm
@@ -59,7 +59,7 @@ def calibration(args, server, lm, plan, progress: bool = False):
         model = load_calibration(args.calibration)
         info = read_json(args.calibration, "calibration")
         if info.get("engine") != "vllm":
-            plan.notes.append(f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
+            setup.notes.append(f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
                               f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another engine's times")
         return model, {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout",
                                                                                "delivery_s")}}
@@ -68,14 +68,14 @@ def calibration(args, server, lm, plan, progress: bool = False):
         from .knobs import DEFAULT_CPU_KV_GIB
 
         cap = int(0.9 * DEFAULT_CPU_KV_GIB * 2**30 // lm.kv_bytes_per_token)
-    prof = profile_vllm(server, plan.workload, lm.vocab_size, quick=args.grid == "quick", progress=progress,
+    prof = profile_vllm(server, setup.workload, lm.vocab_size, quick=args.grid == "quick", progress=progress,
                         capacity_tokens=cap)
-    with Staging(plan.out) as staging:
+    with Staging(setup.out) as staging:
         prof.write(staging.path("calibration-vllm.json"))
         path = staging.commit()[0]
-    plan.notes.append(f"calibration (vLLM profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
-    plan.notes.append(prof.text())
-    plan.notes.append(f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
+    setup.notes.append(f"calibration (vLLM profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
+    setup.notes.append(prof.text())
+    setup.notes.append(f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
                       "(added to every predicted token)")
     info = {k: v for k, v in prof.as_dict().items() if k != "points"}
     info["file"] = str(path)

@@ -51,7 +51,7 @@ from ..measure import probe_passes
 from ..profile import Profile, ProfilePoint, fit_linear, spread_from
 from .probe import SETTLE, Prober, durations as _durations, is_decode as _is_decode
 
-__all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
+__all__ = ["profile_vllm", "vllm_grid", "recheck_note", "PROFILE_TOKENS"]
 
 #: The most tokens one decode point may hold (rows x width): a point prefills them all first.
 PROFILE_TOKENS = 12_288
@@ -291,8 +291,9 @@ async def _recheck(pr: Prober, points: list[tuple[int, int]], r: int) -> list[tu
     return out
 
 
-def recheck(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
-    """Time a few decode shapes again (after the measured run) and say how far the machine moved.
+def recheck_note(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
+    """Time a few decode shapes again (after the measured run) and say how far the machine moved: a
+    line for the report (our engine's ``realrun.drift.recheck`` returns a ``Drift``; this one, words).
 
     On a shared CPU another process can take a core between the profile and the run: a step-time
     error that the recheck also shows is the machine's drift, not the model's."""

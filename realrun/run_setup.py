@@ -1,6 +1,6 @@
 """A real run, resolved and checked before the model loads: the workload, the policies, the limits, the folder.
 
-``Plan(args)`` turns realrun's flags into batchsim's frozen configurations (the same
+``RunSetup(args)`` turns realrun's flags into batchsim's frozen configurations (the same
 ``WorkloadConfig`` and ``PolicyConfig`` batchsim's own command line builds), checks every
 file and folder it will read or write, builds the workload, and says how long the run
 will take when that is long: a real run lasts at least as long as its arrivals span.
@@ -22,7 +22,7 @@ from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, igno
 from batchsim.core.errors import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
-__all__ = ["Plan", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
+__all__ = ["RunSetup", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
            "check_fleet_count", "write_outputs", "stage_outputs", "rejection_lines", "nothing_served"]
 
 #: A load a 2-core laptop serves in seconds per policy, and busy enough that predicted against measured
@@ -89,7 +89,7 @@ def check_model_path(name) -> None:
         raise ConfigError(f"model {name!r}: no such folder")
 
 
-class Plan:
+class RunSetup:
     """Everything a run or compare needs, resolved and checked before the model is loaded."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -255,11 +255,11 @@ def _vllm_defaults(args, flags: dict, d: dict, notes: list[str]) -> dict:
     return d
 
 
-def write_outputs(plan: Plan, results: dict, args, figure=None) -> list[Path]:
+def write_outputs(setup: RunSetup, results: dict, args, figure=None) -> list[Path]:
     """Records (with --out) and the figure, staged and moved in whole; returns the final paths."""
     if not (args.out or (figure is not None and not args.no_plots)):
         return []
-    with Staging(plan.out) as staging:
+    with Staging(setup.out) as staging:
         paths = stage_outputs(staging, results, args, figure)
         staging.commit()
     return paths
