@@ -35,11 +35,8 @@ def _wall_line(seconds: float, bare: bool) -> str:
 def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
                    wall_s: float) -> int:
     """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served, else 0."""
-    from batchsim.core import rejections
+    from .compare import plot_compare
 
-    from .compare import format_compare, plot_compare
-
-    notes, workload = setup.notes, setup.workload
     title = f"{setup.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
     stopped = [r.real.meta.get("stopped") for r in report.rows if r.real.meta.get("stopped")]
     results, outputs = {}, {}
@@ -52,43 +49,10 @@ def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times,
     if args.json:
         with Staging(setup.out) as staging:
             paths = stage_outputs(staging, outputs, args, figure)
-            print(dumps({
-                "scenario": setup.name,
-                "config": {"workload": workload.description, "requests": len(workload), "engine": setup.engine,
-                           "kv_budget_tokens": setup.kv, "model": lm.describe(),
-                           "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
-                           "step_noise": args.step_noise or "profiled",
-                           "level": report.level.as_dict() if report.level is not None else None},
-                "calibration": cal_info,
-                "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
-                          "decomposition": r.decomposition.as_dict() if r.decomposition else None,
-                          "meta": printable(r.real.meta),
-                          "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
-                                         "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
-                "figures": [str(p) for p in paths if p.suffix == ".png"],
-                "verdict": verdict_dict(report) if report.rows else None,
-                "wall_s": round(wall_s, 1),
-                "notes": notes + report.notes,
-            }))
+            print(dumps(_as_json(args, setup, lm, report, step_times, cal_info, seeds, repeats, wall_s, paths)))
             staging.commit()
     else:
-        print(title)
-        print(f"model: {lm.describe()}")
-        print()
-        print(format_compare(report))
-        for line in rejection_lines(results):
-            print(line)
-        print()
-        print("error = (predicted - measured) / measured")
-        for n in notes + report.notes:
-            print(n)
-        print(f"workload: {len(workload)} requests, {workload.description}")
-        if report.rows:
-            print(memory_line(report.rows[-1].real.meta))
-        print(load_line())
-        for s in stopped:
-            print(f"note: {s}")
-        print(_wall_line(wall_s, bool(getattr(args, "bare", None))))
+        _print_report(args, setup, lm, report, results, title, stopped, wall_s)
         paths = write_outputs(setup, outputs, args, figure)
         figs = [p for p in paths if p.suffix == ".png"]
         if figs:
@@ -96,3 +60,53 @@ def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times,
         if report.rows:
             print(verdict_line(report))
     return stopped_code(stopped) or all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+
+
+def _as_json(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
+             wall_s: float, paths) -> dict:
+    """The report as ``--json`` prints it: the configuration, each policy's row, the figures, the verdict."""
+    from batchsim.core import rejections
+
+    workload = setup.workload
+    return {
+        "scenario": setup.name,
+        "config": {"workload": workload.description, "requests": len(workload), "engine": setup.engine,
+                   "kv_budget_tokens": setup.kv, "model": lm.describe(),
+                   "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
+                   "step_noise": args.step_noise or "profiled",
+                   "level": report.level.as_dict() if report.level is not None else None},
+        "calibration": cal_info,
+        "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
+                  "decomposition": r.decomposition.as_dict() if r.decomposition else None,
+                  "meta": printable(r.real.meta),
+                  "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
+                                 "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
+        "figures": [str(p) for p in paths if p.suffix == ".png"],
+        "verdict": verdict_dict(report) if report.rows else None,
+        "wall_s": round(wall_s, 1),
+        "notes": setup.notes + report.notes,
+    }
+
+
+def _print_report(args, setup: RunSetup, lm, report: CompareReport, results: dict, title: str, stopped: list,
+                  wall_s: float) -> None:
+    """The report as a table and its notes, printed before any file is written."""
+    from .compare import format_compare
+
+    print(title)
+    print(f"model: {lm.describe()}")
+    print()
+    print(format_compare(report))
+    for line in rejection_lines(results):
+        print(line)
+    print()
+    print("error = (predicted - measured) / measured")
+    for n in setup.notes + report.notes:
+        print(n)
+    print(f"workload: {len(setup.workload)} requests, {setup.workload.description}")
+    if report.rows:
+        print(memory_line(report.rows[-1].real.meta))
+    print(load_line())
+    for s in stopped:
+        print(f"note: {s}")
+    print(_wall_line(wall_s, bool(getattr(args, "bare", None))))

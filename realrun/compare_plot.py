@@ -15,8 +15,12 @@ reads the next without a legend.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # (for the annotations only: compare_row needs nothing from here)
+    from .compare_row import CompareReport, CompareRow
 
 __all__ = ["plot_compare", "draw_compare", "policy_colors", "METRIC_MARKERS"]
 
@@ -54,9 +58,6 @@ def draw_compare(report: CompareReport, title: str = ""):
     decomposed): the cost model's error per kind of pass."""
     from matplotlib.figure import Figure
 
-    from .compare_row import COMPARE_METRICS, THROUGHPUT as _THROUGHPUT
-
-    latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
     decomposed = [r for r in report.rows if r.decomposition is not None]
     fig = Figure(figsize=(16 if decomposed else 12, 4.8), layout="constrained")
     if decomposed:
@@ -65,8 +66,23 @@ def draw_compare(report: CompareReport, title: str = ""):
     else:
         ax, bx = fig.subplots(1, 2, width_ratios=(1, 1.4))
     colors = policy_colors(report.rows)
+    _plot_scatter(ax, report.rows, colors)
+    _plot_errors(bx, report.rows, colors)
+    fig.suptitle(title or "predicted vs measured", fontsize=11)
+    return fig
+
+
+def _plot_scatter(ax, rows: list[CompareRow], colors) -> None:
+    """Predicted against measured, every latency metric of every policy, in ms on log axes, with the
+    predicted band (x) and the repeats' range (y) as bars."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from .compare_row import COMPARE_METRICS, THROUGHPUT as _THROUGHPUT
+
+    latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
     vals = []
-    for row, c in zip(report.rows, colors):
+    for row, c in zip(rows, colors):
         for marker, (key, label, scale, _) in zip(METRIC_MARKERS, latency):
             p, m = row.predicted.get(key), row.measured.get(key)
             if p and m and p > 0 and m > 0:
@@ -93,19 +109,22 @@ def draw_compare(report: CompareReport, title: str = ""):
     ax.set_xlabel("predicted by batchsim (ms)")
     ax.set_ylabel("measured by realrun (ms)")
     ax.set_title("every latency metric\n(grey: within 10 %; bars: 90 % band, repeats' range)", fontsize=10)
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
     # Policies as colour patches, metrics as grey markers: no legend entry borrows the other's encoding.
-    handles = [Patch(color=c, label=row.label) for row, c in zip(report.rows, colors)]
+    handles = [Patch(color=c, label=row.label) for row, c in zip(rows, colors)]
     handles += [Line2D([], [], marker=marker, color="0.35", ls="none", label=label.replace(" ms", "").replace(" s", ""))
                 for marker, (_, label, _, _) in zip(METRIC_MARKERS, latency)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=2, frameon=False)
-    keys = [m for m in COMPARE_METRICS]
-    n = max(1, len(report.rows))
+
+
+def _plot_errors(bx, rows: list[CompareRow], colors) -> None:
+    """The error of each metric, a bar per policy, over the ±10 % and ±20 % bands."""
+    from .compare_row import COMPARE_METRICS
+
+    keys = list(COMPARE_METRICS)
+    n = max(1, len(rows))
     width = 0.8 / n
     xs = np.arange(len(keys))
-    for j, (row, c) in enumerate(zip(report.rows, colors)):
+    for j, (row, c) in enumerate(zip(rows, colors)):
         errs = row.errors
         e = [errs[k] if errs[k] is not None else np.nan for k, *_ in keys]
         bx.bar(xs + (j - (n - 1) / 2) * width, e, width, label=row.label, color=c)
@@ -117,8 +136,6 @@ def draw_compare(report: CompareReport, title: str = ""):
     bx.set_ylabel("(predicted - measured) / measured, %")
     bx.set_title("error per metric (bands: ±10 %, ±20 %)", fontsize=10)
     bx.legend(fontsize=8, frameon=False)
-    fig.suptitle(title or "predicted vs measured", fontsize=11)
-    return fig
 
 
 def _plot_decomposition(ax, rows: list[CompareRow]) -> None:

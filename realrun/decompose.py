@@ -28,7 +28,7 @@ from batchsim.core.records import Records
 from batchsim.sim.simulator import ReplayDiverged, ReplayExecutor
 from batchsim.sim.steptime import StepTimeModel
 
-__all__ = ["Decomposition", "decompose", "format_decomposition"]
+__all__ = ["Decomposition", "decompose", "format_decomposition", "error_summary"]
 
 _TIMES = ("start", "first_token", "finish", "last_token")
 
@@ -49,7 +49,9 @@ class Decomposition:
                 "replay_max_diff_s": self.replay_max_diff_s, "replay_note": self.replay_note}
 
 
-def _summary(pred: np.ndarray, meas: np.ndarray) -> dict:
+def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict:
+    """Predicted against measured seconds of some passes or steps: their count, totals, the total's
+    error and the mean absolute error per item, in percent (what decomposition (a) reports per kind)."""
     if not len(meas):
         return {"n": 0}
     tot_m, tot_p = float(meas.sum()), float(pred.sum())
@@ -73,14 +75,14 @@ def decompose(workload, policy, real, step_time: StepTimeModel, limits: ServerLi
         kinds.setdefault(p.kind, []).append((model.pass_time(p), secs))
     for kind, pairs in sorted(kinds.items()):
         a = np.array(pairs)
-        out.passes[kind] = _summary(a[:, 0], a[:, 1])
+        out.passes[kind] = error_summary(a[:, 0], a[:, 1])
     trace = real.meta.get("trace") or []
     if trace:
         pred = np.array([float(model.durations(step, len(ends)).sum()) for _, step, _, ends in trace])
         meas = np.array([float(ends[-1] - t_start) for _, _, t_start, ends in trace])
-        out.steps = _summary(pred, meas)
+        out.steps = error_summary(pred, meas)
         gaps = np.array([t_start - decided for decided, _, t_start, _ in trace])
-        out.gaps = _summary(np.full(len(gaps), model.step_gap), gaps)
+        out.gaps = error_summary(np.full(len(gaps), model.step_gap), gaps)
         try:
             run = drive(workload, policy, ReplayExecutor(trace), limits)
             out.replay_max_diff_s = _max_diff(run.recorder.records(), real.records)

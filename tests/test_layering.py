@@ -38,17 +38,13 @@ UNRANKED = {"", "__main__", "traces"}
 #: transformers bring torch with them).
 FORBIDDEN_ROOTS = {"realrun", "torch", "transformers", "vllm"}
 
-OWNED_ELSEWHERE = "owned elsewhere; issue 22"
 
 #: Arrows (importer, imported) allowed to close a circle or to run back up, with the reason.
 ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 
 #: realrun's own arrows and private names allowed, as above: realrun sits on batchsim and has no layers
 #: of its own, but no circle and no private name taken either.
-REALRUN_ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
-    # vLLM's post-processing reads the decomposition's summary helper.
-    ("realrun.vllm.commands", "realrun.decompose", "_summary"): OWNED_ELSEWHERE,
-}
+REALRUN_ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 #: Private names taken from another module: (importer, module, name), with the reason.
 ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {

@@ -84,7 +84,7 @@ def calibration(args, server, lm, setup, progress: bool = False):
 
 def decompose_vllm(row, step_time):
     """Decomposition (a) on vLLM's own steps (one fused pass each, from its scheduler's log); (b) explained."""
-    from ..decompose import Decomposition, _summary
+    from ..decompose import Decomposition, error_summary
 
     import numpy as np
 
@@ -100,10 +100,10 @@ def decompose_vllm(row, step_time):
         kinds.setdefault(p.kind, []).append((model.pass_time(p), secs))
     for kind, pairs in sorted(kinds.items()):
         a = np.array(pairs)
-        d.passes[kind] = _summary(a[:, 0], a[:, 1])
+        d.passes[kind] = error_summary(a[:, 0], a[:, 1])
     if shapes:
         a = np.array([pair for pairs in kinds.values() for pair in pairs])
-        d.steps = _summary(a[:, 0], a[:, 1])
+        d.steps = error_summary(a[:, 0], a[:, 1])
     return d
 
 
