@@ -171,7 +171,7 @@ def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times,
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
         if report.rows and hasattr(step_times, "decode"):
-            from .vllm.profile import recheck_note
+            from .vllm.drift import recheck_note
 
             report.notes.append(recheck_note(server, step_times, lm.vocab_size))
     if isinstance(step_times, ProfiledStepTime) and report.rows and setup.engine == "ours":

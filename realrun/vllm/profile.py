@@ -51,7 +51,7 @@ from ..measure import probe_passes
 from ..profile import Profile, ProfilePoint, fit_linear, spread_from
 from .probe import SETTLE, Prober, durations as _durations, is_decode as _is_decode
 
-__all__ = ["profile_vllm", "vllm_grid", "recheck_note", "PROFILE_TOKENS"]
+__all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
 
 #: The most tokens one decode point may hold (rows x width): a point prefills them all first.
 PROFILE_TOKENS = 12_288
@@ -97,14 +97,7 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
     decode_pts = [(b, w) for b in grid.decode_rows for w in grid.decode_widths] + val["decode"]
     prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
     prefill_pts += val["prefill"]
-    await pr.batch([16], 2)  # the first request after start-up pays one-off costs
-    # vLLM's CPU kernels (oneDNN) are built for each new number of tokens in a step the first time
-    # it runs, which costs milliseconds; a served workload meets its shapes again and again, so each
-    # shape is run once, unmeasured, before it is timed.
-    for b in sorted({b for b, _ in decode_pts}):
-        await pr.batch([grid.decode_widths[0]] * b, 3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens))
-    for b, n in prefill_pts:
-        await pr.batch([n] * b, 1)
+    await _warm(pr, grid, decode_pts, prefill_pts)
     for _ in range(grid.rounds):
         for b, w in decode_pts:
             # Enough tokens that every row is still decoding once the last row's prefill is done: a
@@ -151,6 +144,17 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
         _tick(bar)
     return {"decode": dec, "prefill": pre, "past": past, "joins": joins, "wake": wake, "decode_runs": runs,
             "slow_probe": probe}
+
+
+async def _warm(pr: Prober, grid: Grid, decode_pts: list, prefill_pts: list) -> None:
+    """Each shape once, unmeasured: vLLM's CPU kernels (oneDNN) are built for each new number of tokens
+    in a step the first time it runs, which costs milliseconds, and a served workload meets its shapes
+    again and again. The first request after start-up pays one-off costs of its own."""
+    await pr.batch([16], 2)
+    for b in sorted({b for b, _ in decode_pts}):
+        await pr.batch([grid.decode_widths[0]] * b, 3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens))
+    for b, n in prefill_pts:
+        await pr.batch([n] * b, 1)
 
 
 async def _slow_probe(pr: Prober, grid: Grid, dec: dict) -> list[float]:
@@ -278,33 +282,3 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
 def _tick(bar) -> None:
     if bar is not None:
         bar.update(1)
-
-
-
-async def _recheck(pr: Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
-    out = []
-    for b, w in points:
-        steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
-        d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
-        if d[SETTLE:]:
-            out.append((b, w, float(np.mean(d[SETTLE : SETTLE + r]))))
-    return out
-
-
-def recheck_note(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
-    """Time a few decode shapes again (after the measured run) and say how far the machine moved: a
-    line for the report (our engine's ``realrun.drift.recheck`` returns a ``Drift``; this one, words).
-
-    On a shared CPU another process can take a core between the profile and the run: a step-time
-    error that the recheck also shows is the machine's drift, not the model's."""
-    rows, widths = model.decode.x, model.decode.y
-    points = sorted({(int(rows[0]), int(widths[0])), (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
-                     (int(rows[-1]), int(widths[0]))})
-    got = server.call(_recheck, Prober(server, vocab_size), points, repeats)
-    if not got:
-        return "drift: the recheck saw no clean decode step"
-    ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
-    mean = (float(np.mean(ratios)) - 1) * 100
-    return (f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
-            f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
-            "a step-time error (a) of the same size is the machine's drift, not the model's")
