@@ -117,17 +117,20 @@ class Canary:
         e.start(Workload(()))
         return CanaryReading(float(np.median(pre)), float(np.median(dec)), clock() - t0)
 
-    def __call__(self) -> CanaryReading:
-        """One reading against the reference (the canary at the profile), or the price without one."""
+    def __call__(self) -> CanaryReading | None:
+        """One reading against the reference (the canary at the profile), or the price without one
+        (None where the engine's canary could read nothing: ``VLLMCanary``)."""
         r = self.raw()
-        if self.reference is None:
+        if r is None or self.reference is None:
             return r
         return CanaryReading(r.prefill / self.reference[0], r.decode / self.reference[1], r.seconds)
 
-    def take_reference(self, readings: int = 3) -> dict:
+    def take_reference(self, readings: int = 3) -> dict | None:
         """The canary's median over ``readings`` now (at the end of a profile): what later readings are
         held up to, kept in the calibration."""
-        rs = [self.raw() for _ in range(readings)]
+        rs = [r for r in (self.raw() for _ in range(readings)) if r is not None]
+        if not rs:  # (only vLLM's canary can come back empty) held up to the price alone, as an older profile
+            return None
         ref = {"prefill": float(np.median([r.prefill for r in rs])), "decode": float(np.median([r.decode for r in rs]))}
         self.reference = (ref["prefill"], ref["decode"])
         return ref

@@ -162,8 +162,7 @@ def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times,
         if row.canary:
             against = "the profile's own canary" if canary.reference is not None else "their profiled price"
             report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
-                                + "; ".join(f"{b.prefill:.2f}x {b.decode:.2f}x / {a.prefill:.2f}x {a.decode:.2f}x"
-                                            for b, a in row.canary))
+                                + "; ".join(f"{_reading(b)} / {_reading(a)}" for b, a in row.canary))
     if server is not None:
         from .vllm import commands as vllm_commands
 
@@ -182,6 +181,10 @@ def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times,
     for row in report.rows:
         if setup.engine != "ours":
             row.label = f"{row.label} ({setup.engine})"
+
+def _reading(r) -> str:
+    return f"{r.prefill:.2f}x {r.decode:.2f}x" if r is not None else "no reading"
+
 
 def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     """How many seeded simulations the prediction takes: --seeds with --step-noise profiled (the

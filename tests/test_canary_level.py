@@ -145,3 +145,25 @@ def test_without_the_level_the_canary_is_only_kept():
     assert report.level is None
     for row in report.rows:
         assert row.predicted_at_profile is None and row.errors["p50_ttft"] < -15
+
+
+def test_a_canary_that_reads_nothing_leaves_the_run_without_one():
+    # vLLM's canary returns None when vLLM scheduled its shapes otherwise: that run has no reading,
+    # the others still set the level, and the reference falls back to the price alone.
+    from realrun.canary import Canary
+
+    class Empty(Canary):
+        def __init__(self) -> None:
+            self.reference = (1.0, 1.0)
+
+        def raw(self):
+            return None
+
+    empty = Empty()
+    assert empty() is None and empty.take_reference() is None
+    readings = iter([None, None] + _readings(1.3, 1.0, 0.03, n=6, seed=2))
+    report = _compare(lambda: next(readings))
+    assert report.level is not None and report.level.readings == 6
+    assert any("machine level over the runs (6 canaries)" in n for n in report.notes)
+    row = next(r for r in report.rows if r.as_dict()["canary"][0] == [None, None])
+    assert row.as_dict()["canary_s"][0] == [None, None]
