@@ -56,7 +56,7 @@ from batchsim.sim.steptime import StepTimeModel
 
 from .measure import probe_log
 
-__all__ = ["ACCURACY", "Canary", "CanaryReading", "Level", "session_level"]
+__all__ = ["ACCURACY", "Canary", "CanaryReading", "Level", "session_level", "grid_middle"]
 
 #: How far the canary's median was seen from the level the runs it bracketed ran at (see above):
 #: a level closer to 1 than this is not told apart from 1.
@@ -81,7 +81,8 @@ class CanaryReading:
         return {"prefill": round(self.prefill, 4), "decode": round(self.decode, 4), "seconds": round(self.seconds, 4)}
 
 
-def _middle(axis) -> int:
+def grid_middle(axis) -> int:
+    """The middle point of a grid's axis, rounded: where a profile's price is its own mean, not an edge's."""
     a = list(axis)
     return int(round(float(a[len(a) // 2])))
 
@@ -100,8 +101,8 @@ class Canary:
         ctx = int(getattr(engine.lm, "n_positions", 1024))
         # The middle of a profiled model's grid (its price there is the profile's own means, not an edge's
         # extrapolation); 64 otherwise.
-        self.length = min(ctx // 2, _middle(pre.y) if pre is not None else 64)
-        self.width = min(ctx // 2, _middle(dec.y) if dec is not None else 64)
+        self.length = min(ctx // 2, grid_middle(pre.y) if pre is not None else 64)
+        self.width = min(ctx // 2, grid_middle(dec.y) if dec is not None else 64)
 
     def raw(self) -> CanaryReading:
         """One reading against the model's price alone."""

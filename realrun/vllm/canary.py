@@ -19,15 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..canary import Canary, CanaryReading
-from .probe import SETTLE, Prober, durations, is_decode
+from ..canary import Canary, CanaryReading, grid_middle
+from .probe import SETTLE, Prober, decode_times, prefill_times
 
 __all__ = ["VLLMCanary"]
-
-
-def _middle(axis) -> int:
-    a = list(axis)
-    return int(round(float(a[len(a) // 2])))
 
 
 class VLLMCanary(Canary):
@@ -43,19 +38,18 @@ class VLLMCanary(Canary):
         self.reference: tuple[float, float] | None = (float(ref["prefill"]), float(ref["decode"])) if ref else None
         self.prefills, self.decodes = int(prefills), int(decodes)
         room = max(16, server.knobs.max_model_len // 2)
-        self.length = max(1, min(room, _middle(model.prefill.y), server.knobs.max_num_batched_tokens))
-        self.width = max(1, min(room, _middle(model.decode.y)))
+        self.length = max(1, min(room, grid_middle(model.prefill.y), server.knobs.max_num_batched_tokens))
+        self.width = max(1, min(room, grid_middle(model.decode.y)))
 
     async def _read(self, pr: Prober) -> tuple[list[float], list[float]]:
         steps = await pr.batch([self.width], self.decodes + SETTLE + 2)
-        dec = [t for s, t in durations(steps) if len(s["rows"]) == 1 and is_decode(s["rows"][0])][SETTLE:]
+        dec = decode_times(steps, 1)[SETTLE:]
         # Each decode step attends to the prompt and the tokens made so far: priced at its own width.
         dec = [t / float(self.model.decode(1, self.width + SETTLE + 1 + k)[0]) for k, t in enumerate(dec)]
         pre = []
         for _ in range(self.prefills):
             steps = await pr.batch([self.length], 1)
-            pre += [t / float(self.model.prefill(1, self.length)[0]) for s, t in durations(steps)
-                    if len(s["rows"]) == 1 and not is_decode(s["rows"][0])]
+            pre += [t / float(self.model.prefill(1, self.length)[0]) for t in prefill_times(steps, 1)]
         return pre, dec
 
     def raw(self) -> CanaryReading | None:

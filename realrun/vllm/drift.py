@@ -12,7 +12,7 @@ import numpy as np
 
 from batchsim.sim.profiled import ProfiledStepTime
 
-from .probe import SETTLE, Prober, durations as _durations, is_decode as _is_decode
+from .probe import SETTLE, Prober, decode_times
 
 __all__ = ["recheck_note"]
 
@@ -21,7 +21,7 @@ async def _recheck(pr: Prober, points: list[tuple[int, int]], r: int) -> list[tu
     out = []
     for b, w in points:
         steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
-        d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
+        d = decode_times(steps, b)
         if d[SETTLE:]:
             out.append((b, w, float(np.mean(d[SETTLE : SETTLE + r]))))
     return out

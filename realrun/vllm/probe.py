@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-__all__ = ["Prober", "durations", "span", "is_decode", "SETTLE"]
+__all__ = ["Prober", "durations", "span", "is_decode", "decode_times", "prefill_times", "SETTLE"]
 
 #: Decode steps let by before timing: the first steps after a batch's prefill still overlap its
 #: output's processing (async scheduling) and read slow against a served run's steady steps.
@@ -113,3 +113,13 @@ def span(steps: list[dict]) -> float:
 def is_decode(row) -> bool:
     _, first, n, prompt = row
     return n == 1 and first >= prompt
+
+
+def decode_times(steps: list[dict], rows: int) -> list[float]:
+    """The cycle times of the steps that decode exactly ``rows`` rows and nothing else, in order."""
+    return [t for s, t in durations(steps) if len(s["rows"]) == rows and all(is_decode(x) for x in s["rows"])]
+
+
+def prefill_times(steps: list[dict], rows: int) -> list[float]:
+    """The cycle times of the steps that prefill exactly ``rows`` rows, none of them decoding, in order."""
+    return [t for s, t in durations(steps) if len(s["rows"]) == rows and not any(is_decode(x) for x in s["rows"])]

@@ -49,7 +49,7 @@ from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 from ..grid import Grid, doubling
 from ..measure import probe_passes
 from ..profile import Profile, ProfilePoint, fit_linear, spread_from
-from .probe import SETTLE, Prober, durations as _durations, is_decode as _is_decode
+from .probe import SETTLE, Prober, decode_times, durations as _durations, is_decode as _is_decode, prefill_times
 
 __all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
 
@@ -103,14 +103,14 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
             # Enough tokens that every row is still decoding once the last row's prefill is done: a
             # prefill over the step's budget takes several steps, and the first rows decode meanwhile.
             steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // grid.max_prefill_tokens))
-            d = [t for s, t in _durations(steps) if len(s["rows"]) == b and all(_is_decode(x) for x in s["rows"])]
+            d = decode_times(steps, b)
             dec.setdefault((b, w), []).extend(d[SETTLE : SETTLE + r])
             runs.append(d[SETTLE : SETTLE + r])
             _tick(bar)
         for b, n in prefill_pts:
             for _ in range(max(1, r // 2)):
                 steps = await pr.batch([n] * b, 1)
-                d = [t for s, t in _durations(steps) if len(s["rows"]) == b and not any(_is_decode(x) for x in s["rows"])]
+                d = prefill_times(steps, b)
                 pre.setdefault((b, n), []).extend(d[:1])
             _tick(bar)
         for q, p in grid.past:
@@ -168,7 +168,7 @@ async def _slow_probe(pr: Prober, grid: Grid, dec: dict) -> list[float]:
     out: list[float] = []
     while len(out) < want:
         steps = await pr.batch([w], min(stretch, want - len(out) + SETTLE + 1))
-        got = [t for s, t in _durations(steps) if len(s["rows"]) == 1 and _is_decode(s["rows"][0])][SETTLE:]
+        got = decode_times(steps, 1)[SETTLE:]
         if not got:
             break  # vLLM ran this request otherwise: no probe rather than no end
         out.extend(got)
