@@ -227,3 +227,29 @@ def test_a_model_that_prices_a_pass_below_zero_cannot_move_the_clock_backwards()
     st = res.records.steps
     assert res.records.completed == 50 and (st["duration"] >= 0).all()
     assert (np.diff(st["start"]) >= 0).all()
+
+
+@pytest.mark.parametrize("policy", [make_policy("continuous", max_seqs=16),
+                                    make_policy("continuous", scheduler="vllm-v1", max_seqs=16)])
+def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(policy, monkeypatch):
+    """A lone server knows its next passenger's arrival and prices a repeat only up to it; the same run
+    with that knowledge taken away (as in a fleet, where the arrival interrupts the repeat) gives the
+    very same records, and only it interrupts."""
+    from batchsim.core import driver
+
+    wl = make_workload(Poisson(30.0), Uniform(8, 64), LogNormal(40, 30), n=300, seed=4)
+    kicks = {"n": 0}
+    real = ServerProcess._interrupt
+
+    def counted(self):
+        kicks["n"] += self.process is not None and self._bell is None  # a process interrupt, not a bell
+        real(self)
+
+    monkeypatch.setattr(ServerProcess, "_interrupt", counted)
+    told = simulate(wl, policy, DYADIC)
+    told_kicks = kicks["n"]
+    monkeypatch.setattr(driver.Run, "next_arrival_for", lambda self, server: None)
+    cut = simulate(wl, policy, DYADIC)
+    assert told_kicks == 0 < kicks["n"]  # the same repeats, cut by interrupts this time
+    assert (told.records.steps["repeat"] > 1).any()
+    assert_identical(told, cut)

@@ -99,6 +99,12 @@ class Run:
             self.next_arrival = arrival(i + 1) if i + 1 < n else math.inf
         self.close(arrival(n - 1) if n else 0.0)
 
+    def next_arrival_for(self, server: ServerProcess) -> float | None:
+        """When the next request surely routed to ``server`` arrives (inf: none is left to come), or None
+        when a router will choose its server only then. A lone server's is the next arrival: knowing it,
+        the server prices a repeat only up to it, with no interrupt, and stops just where one would."""
+        return self.next_arrival if self.router is None else None
+
     def hand_over(self, request, now: float) -> str | None:
         """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy queues
         it (or says why it never can: the reason is returned, and recorded) and which wakes if asleep."""

@@ -2,9 +2,9 @@
 
 ``SimExecutor`` prices a step with a step-time model instead of running it; SimPy's clock
 then jumps to its end. A step the policy marks ``repeat=k`` is priced in one vectorised
-call; if it is ``interruptible`` and a request arrives during it, the server process is
-interrupted and ``cut`` keeps the passes up to the first boundary after the arrival,
-exactly where a server stepping token by token would have noticed it. That is what lets a
+call; if it is ``interruptible``, it ends at the first boundary after the next arrival, exactly
+where a server stepping token by token would have noticed it: priced only up to ``stop_at`` when
+the server knows that arrival is its own, or ``cut`` there when the arrival interrupts it (a fleet's). That is what lets a
 10,000-request run finish in well under a second.
 
 ``ReplayExecutor`` is the same clock fed the step times a real run measured instead of a
@@ -33,7 +33,7 @@ _least, _running_sum = np.minimum.reduce, np.add.accumulate
 class SimExecutor:
     """Prices a step with ``step_time`` and jumps to its end."""
 
-    #: A priced step can be shortened after the fact: an arrival interrupts it (``cut``).
+    #: A priced step can be shortened after the fact: an arrival routed here interrupts it (``cut``).
     can_cut = True
 
     def __init__(self, step_time: StepTimeModel) -> None:
