@@ -17,18 +17,17 @@ A newcomer's map: one simulated step of the continuous policy, in the order it r
     core/server.py               ServerProcess.serve: ask the policy, run the step, report
     core/policies/continuous.py  next_action: make room, continue chunks, admit, repeat horizon
     core/policies/rows.py        the running rows as arrays, and what a step's shape needs
-    core/policies/blocks.py      KV blocks: the pool, and rows by the fill of their last block
-    core/policies/base.py        what every policy shares (KV in use, limits)
+    core/policies/blocks.py      KV blocks: the pool (the KV in use), and rows by the fill of their last block
     core/step.py                 the Step it returns (chunks, decoding rows, repeat)
     sim/executors.py             SimExecutor.run: price the step's passes
     sim/steptime.py              the step-time model's durations
     core/clock.py                the step's end on SimPy's clock (or a jump to it)
     core/policies/continuous.py  on_step_end -> rows.account: tokens, finished rows, blocks
     core/driver.py               Run.step_ended: hand the outcome to the recorder
-    core/records.py              Recorder.step: the step's row, first starts, finishes
-    core/fold.py                 token events folded into per-request times, 65,536 rows at a time
+    core/recorder.py             Recorder.step: the step's row, first starts, finishes, and its
+                                 token events, folded into per-request times 65,536 rows at a time
 
-Twelve files; ``tests/test_layering.py`` holds the layers they sit in (core < sim < machine
+Ten files; ``tests/test_layering.py`` holds the layers they sit in (core < sim < machine
 < teach < cli).
 """
 
@@ -49,7 +48,8 @@ from .core.policies import (
     make_policy,
 )
 from .core.fleet import fleet_summaries, replica_result
-from .core.records import Recorder, Records
+from .core.recorder import Recorder
+from .core.records import Records
 from .core.router import ROUTER_NAMES, Router, make_router
 from .core.sketch import QuantileSketch
 from .machine.roofline import RooflineStepTime

@@ -20,7 +20,7 @@ from fakes import FakeClock, PricedEngine, wall_run
 from batchsim import LinearStepTime, Poisson, Uniform, LogNormal, Gamma, Workload, make_policy, make_workload, simulate, summarize
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.core.router import make_router
 from batchsim.sim.simulator import ReplayExecutor, result_of
 from batchsim.cli.options import DEFAULT_STEP_TIME

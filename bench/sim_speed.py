@@ -113,8 +113,8 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     # A short step is priced by short_durations (in Python floats), a longer one by durations.
     pricing = cum.get(("steptime.py", "durations"), 0.0) + cum.get(("steptime.py", "short_durations"), 0.0)
     executor = cum.get(("executors.py", "run"), 0.0) - pricing
-    fold = cum.get(("fold.py", "fold_events"), 0.0)
-    records = cum.get(("records.py", "step"), 0.0) + cum.get(("records.py", "records"), 0.0)
+    fold = cum.get(("recorder.py", "fold_events"), 0.0)
+    records = cum.get(("recorder.py", "step"), 0.0) + cum.get(("recorder.py", "records"), 0.0)
     # What is left is SimPy's: its event queue, the processes' resumptions, the arrivals and servers' own lines.
     simpy_share = total - policy - pricing - executor - records
     parts = [("policy decisions (next_action, on_step_end, on_arrival)", policy),

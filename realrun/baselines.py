@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from batchsim.core.errors import ConfigError
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.sim.simulator import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload

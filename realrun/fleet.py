@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import Policy
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.core.result import RunResult
 from batchsim.core.router import Router
 from batchsim.core.workload import Workload

@@ -17,7 +17,7 @@ from fakes import FakeClock, PricedEngine, wall_run
 from batchsim import LinearStepTime, Poisson, Uniform, make_policy, make_workload
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.core.router import make_router
 from batchsim.core.result import result_of
 

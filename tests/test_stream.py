@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from batchsim import LinearStepTime, LogNormal, Poisson, SLO, Uniform, make_policy, make_workload, simulate, summarize
 from batchsim.core.driver import drive
 from batchsim.core.errors import ConfigError
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.core.sketch import QuantileSketch
 from batchsim.core.stream import StreamRecorder
 from batchsim.sim.simulator import SimExecutor

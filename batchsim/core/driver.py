@@ -40,7 +40,7 @@ from .executor import INTERRUPTED, Executor, StopRun
 from .limits import ServerLimits, as_limits
 from .policies.base import Policy
 from .progress_lines import LineProgress
-from .records import Recorder
+from .recorder import Recorder
 from .router import Router
 from .server import ServerProcess
 from .step import Step, StepOutcome

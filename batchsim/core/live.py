@@ -31,7 +31,8 @@ import numpy as np
 import simpy
 
 from .clock import ARRIVAL, WallClock, schedule_at
-from .records import Records, Recorder
+from .recorder import Recorder
+from .records import Records
 from .wallclock import WallExecutor
 from .workload import Request, Workload
 

@@ -1,7 +1,7 @@
 """What happened to every request and every step: the logbook both clocks write.
 
-The simulator and realrun's wall-clock runner feed the same ``Recorder`` with the
-same calls, so their ``Records`` have one schema and ``batchsim.core.metrics`` reads
+The simulator and realrun's wall-clock runner feed the same ``Recorder``
+(``batchsim.core.recorder``) with the same calls, so their ``Records`` have one schema and ``batchsim.core.metrics`` reads
 either. Per request: arrival, start of its first step, first token, finish,
 tokens produced, preemptions, rejection reason, and its inter-token gaps
 summarised as a mean and a max, so ITL and TPOT are exact without storing a
@@ -21,12 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .fold import fold_events
-from .step import Step, StepOutcome
-from .steplog import CHUNK, STEP_FIELDS, StepLog, StepTotals
-from .workload import Workload
+from .steplog import STEP_FIELDS, StepTotals
 
-__all__ = ["Records", "Recorder", "STEP_FIELDS", "REQUEST_FIELDS", "fold_events", "FOLD_ROWS"]
+__all__ = ["Records", "STEP_FIELDS", "REQUEST_FIELDS"]
 
 REQUEST_FIELDS = (
     "id", "arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
@@ -166,96 +163,3 @@ _PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_tok
 
 def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
-
-
-#: Token rows buffered before they are folded into the per-request arrays.
-FOLD_ROWS = 1 << 16
-
-
-class Recorder:
-    """Fed by a driver as a run goes; ``records()`` hands out the finished logbook.
-
-    Token events are folded into the per-request arrays every ``fold_rows`` rows, so the
-    buffer stays bounded however long the run; ``steps``: "keep" the step log, or keep only
-    its "summary" (totals); ``steps_path`` also streams it to a CSV file. ``replicas`` > 1:
-    a fleet, whose steps and requests carry the replica that served them.
-    """
-
-    def __init__(self, workload: Workload, fold_rows: int = FOLD_ROWS, steps: str = "keep",
-                 steps_path: str | Path | None = None, replicas: int = 1, step_chunk: int = CHUNK) -> None:
-        n = len(workload)
-        self.arrival = workload.arrivals
-        self.prompt_tokens = workload.prompt_tokens
-        self.output_tokens = workload.output_tokens
-        nan = np.full(n, np.nan)
-        self.start, self.first_token, self.finish, self.last_token = nan.copy(), nan.copy(), nan.copy(), nan.copy()
-        self.itl_max = nan
-        self.tokens = np.zeros(n, dtype=np.int64)
-        self.preemptions = np.zeros(n, dtype=np.int64)
-        self.rejected: list[str | None] = [None] * n
-        self.replica = np.zeros(n, dtype=np.int16) if replicas > 1 else None
-        self.fold_rows = fold_rows
-        self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk)
-        self._rows = self.log.rows  # the log's list of rows not yet packed, appended to directly
-        self._events: list[tuple] = []
-        self._buffered = 0
-
-    def reject(self, request_id: int, reason: str) -> None:
-        self.rejected[request_id] = reason
-
-    def route(self, request_id: int, replica: int) -> None:
-        self.replica[request_id] = replica
-
-    def reject_unfinished(self, reason: str, arrived: int | None = None) -> None:
-        """After a run stopped early: reject, with the reason, every request neither finished nor
-        rejected, so the conservation check still holds (requests ``>= arrived`` never arrived)."""
-        for i in np.flatnonzero(np.isnan(self.finish)).tolist():
-            if self.rejected[i] is None:
-                self.rejected[i] = reason if arrived is None or i < arrived else f"{reason} (never arrived)"
-
-    def step(self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0) -> None:
-        """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``."""
-        prefill = step.prefill
-        prompt = step.prefill_padding
-        if prefill:
-            start = self.start
-            for c in prefill:
-                rid = c.request_id
-                if start[rid] != start[rid]:  # NaN: first time this request is served
-                    start[rid] = t_start
-                prompt += c.length
-        if step.preempted:
-            np.add.at(self.preemptions, np.asarray(step.preempted, dtype=np.int64), 1)
-        ids = outcome.token_ids
-        if len(ids):
-            # Token bookkeeping is deferred: a list append here, one vectorised pass per chunk.
-            self._events.append((ids, outcome.token_counts, ends, t_start))
-            self._buffered += len(ids) + len(ends)  # rows and step ends: both are kept until the fold
-            if self._buffered >= self.fold_rows:
-                self._fold()
-        t_end = float(ends[-1])
-        if outcome.finished:
-            finish = self.finish
-            for rid in outcome.finished:  # a request or two, mostly: cheaper than a fancy index
-                finish[rid] = t_end
-        row = (t_start, t_end - t_start, len(ends), len(prefill) + len(step.decode), prompt,
-               len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted))
-        rows = self._rows
-        rows.append(row if self.replica is None else row + (replica,))
-        if len(rows) >= self.log.chunk:
-            self.log.pack()
-
-    def _fold(self) -> None:
-        ev, self._events, self._buffered = self._events, [], 0
-        fold_events(ev, self.first_token, self.last_token, self.itl_max, self.tokens)
-
-    def records(self) -> Records:
-        self._fold()
-        self.log.close()
-        r = Records(
-            self.arrival, self.prompt_tokens, self.output_tokens, self.start, self.first_token, self.finish,
-            self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, self.log.arrays(), self.replica,
-        )
-        if not self.log.keep:
-            r.totals_by_replica = self.log.totals
-        return r

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fold import fold_events
-from .records import FOLD_ROWS
+from .recorder import FOLD_ROWS, fold_events
 from .sketch import DEFAULT_RELATIVE_ERROR, QuantileSketch
 from .step import Step, StepOutcome
 from .steplog import StepLog, StepTotals

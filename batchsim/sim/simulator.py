@@ -16,7 +16,7 @@ from ..core.errors import check_choice
 from ..core.fleet import check_replicas
 from ..core.limits import ServerLimits
 from ..core.policies import Policy
-from ..core.records import Recorder
+from ..core.recorder import Recorder
 from ..core.result import RunResult, SimResult, result_of
 from ..core.router import Router, make_router
 from ..core.workload import Workload

@@ -32,7 +32,7 @@ import numpy as np
 
 from batchsim.core.driver import INTERRUPTED
 from batchsim.core.limits import ServerLimits
-from batchsim.core.records import Recorder
+from batchsim.core.recorder import Recorder
 from batchsim.core.result import RunResult
 from batchsim.core.step import Chunk, Step, StepOutcome
 from batchsim.core.workload import Workload

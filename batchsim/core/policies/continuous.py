@@ -114,10 +114,14 @@ class Continuous(Policy):
         return not self.waiting and not self.rows.n
 
     def _take_blocks(self, blocks: int) -> None:
+        # KV is counted in blocks, here and in the pool: the pool's check (never more blocks out than
+        # the budget's kv_budget // block_size) is the base policy's check of the budget in tokens.
         self._blocks += blocks
         if self.pool.total is not None:
             self.pool.take(blocks)
-        self._use_kv(blocks * self.block_size)
+        kv = self.kv_in_use = self._blocks * self.block_size
+        if kv > self.kv_peak:
+            self.kv_peak = kv
 
     # -- the protocol -----------------------------------------------------------------
     def on_arrival(self, request: Request, now: float) -> str | None:
@@ -150,7 +154,7 @@ class Continuous(Policy):
         rows = self.rows
         if request_id not in rows.id_list:
             return False
-        kv = rows.take_out(rows.index_of(request_id))
+        kv = rows.take_out(request_id)
         self._take_blocks(-self.pool.blocks_for(kv))
         return True
 

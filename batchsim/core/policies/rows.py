@@ -75,11 +75,6 @@ class RunningRows:
         self.ids, self.prompt, self.out, self.target, self.kv, self.left = (
             ids[:n], prompt[:n], out[:n], target[:n], kv[:n], left[:n])
 
-    @property
-    def produced(self) -> np.ndarray:
-        """Output tokens produced so far, per row (before a preemption included)."""
-        return self.out - self.left
-
     # -- rows joining and leaving ------------------------------------------------------------
     def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
         """A row joins, with nothing cached yet (so ``kv_sum`` holds)."""
@@ -121,15 +116,13 @@ class RunningRows:
         self.id_list.pop()
         self._views()
 
-    def index_of(self, rid: int) -> int:
-        return self.id_list.index(rid)
-
     def forget(self) -> None:
         """The lockstep figures no longer hold: scan them afresh when next needed."""
         self.kv_max = self.least = self.fill = None
 
-    def take_out(self, i: int) -> int:
-        """Row ``i`` leaves (a cancelled request): its cached tokens, whose blocks are now free."""
+    def take_out(self, rid: int) -> int:
+        """Request ``rid``'s row leaves (a cancelled request): its cached tokens, whose blocks are now free."""
+        i = self.id_list.index(rid)
         kv = self.kv.item(i)
         self.drop([i])
         self.kv_sum -= kv
@@ -188,15 +181,40 @@ class RunningRows:
 
         Returns (token ids, their counts, finished ids, blocks the rows grew into, blocks freed by
         the finished rows: None when no row could have finished)."""
-        kv, left = self.kv, self.left  # views: updated in place
         # Lockstep: every row present before the step decoded, so the kept longest context and fewest
         # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
         lockstep = isinstance(decoding, slice)
+        prefilled, joined_kv, joined_left, ending, under_way = self._prefilled(prefill, chunk_rows)
+        if n_decode:
+            self._decoded(decoding, n_decode, done, lockstep)
+        if lockstep:
+            self._move_kept(joined_kv, joined_left, n_decode, done)
+        grown = self._grown(joined_kv, n_decode, done, held, lockstep)
+        token_ids, counts = self._tokens(prefilled, decoding, n_decode, done)
+        finished: tuple[int, ...] = ()
+        freed = None
+        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
+        # produced a request's only token.
+        if ending or (n_decode and done >= least_left):
+            finished, freed = self._finish()
+        if under_way or self.partial:
+            self.partial = int(np.count_nonzero(self.kv < self.target))
+        if self.partial or not lockstep:
+            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
+            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
+            self.forget()
+        elif self.fill is None:
+            self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
+        return token_ids, counts, finished, grown, freed
+
+    def _prefilled(self, prefill, chunk_rows: list[int]) -> tuple[list[int], list[int], list[int], bool, bool]:
+        """Apply the step's chunks: (ids whose prefill completed, and the cache and tokens left of each,
+        whether one of them produced its request's last token, whether a chunk stopped part-way)."""
+        kv, left = self.kv, self.left  # views: updated in place
         prefilled: list[int] = []
-        ending = False  # a prefill that produced a request's last token
-        under_way = False  # a chunk that did not reach the end of its context
-        joined: list[int] = []  # lockstep: the cache of each row whose prefill completed
-        new_max = new_least = None  # and the longest of them, and the fewest tokens they have left
+        joined_kv: list[int] = []
+        joined_left: list[int] = []
+        ending = under_way = False
         for c, i in zip(prefill, chunk_rows):
             kv[i] += c.length
             self.kv_sum += c.length
@@ -205,81 +223,78 @@ class RunningRows:
                 prefilled.append(c.request_id)
                 l = left.item(i)
                 ending = ending or l <= 0
-                if lockstep:
-                    k = kv.item(i)
-                    joined.append(k)
-                    if new_max is None:
-                        new_max, new_least = k, l
-                    else:
-                        new_max, new_least = max(new_max, k), min(new_least, l)
+                joined_kv.append(kv.item(i))
+                joined_left.append(l)
             else:
                 under_way = True
-        if n_decode:
-            if lockstep:
-                # A slice is a view: add in place (``kv[s] += done`` would also write the view back).
-                grow, shrink = kv[decoding], left[decoding]
-                grow += done
-                shrink -= done
-            else:
-                kv[decoding] += done
-                left[decoding] -= done
-            self.kv_sum += done * n_decode
-        bs, fill = self.block_size, self.fill
+        return prefilled, joined_kv, joined_left, ending, under_way
+
+    def _decoded(self, decoding, n_decode: int, done: int, lockstep: bool) -> None:
+        """The decoding rows each cached ``done`` more tokens and have ``done`` fewer to produce."""
         if lockstep:
-            # The old rows' figures moved by ``done``, against those of the rows that joined (if any).
-            if not n_decode:
-                self.kv_max, self.least = new_max, new_least
-            else:
-                if self.kv_max is not None:
-                    m = self.kv_max + done
-                    self.kv_max = m if new_max is None else max(m, new_max)
-                if self.least is not None:
-                    m = self.least - done
-                    self.least = m if new_least is None else min(m, new_least)
+            # A slice is a view: add in place (``kv[s] += done`` would also write the view back).
+            grow, shrink = self.kv[decoding], self.left[decoding]
+            grow += done
+            shrink -= done
+        else:
+            self.kv[decoding] += done
+            self.left[decoding] -= done
+        self.kv_sum += done * n_decode
+
+    def _move_kept(self, joined_kv: list[int], joined_left: list[int], n_decode: int, done: int) -> None:
+        """Lockstep: the old rows' kept figures moved by ``done``, against those of the rows that joined."""
+        new_max, new_least = max(joined_kv, default=None), min(joined_left, default=None)
+        if not n_decode:
+            self.kv_max, self.least = new_max, new_least
+            return
+        if self.kv_max is not None:
+            m = self.kv_max + done
+            self.kv_max = m if new_max is None else max(m, new_max)
+        if self.least is not None:
+            m = self.least - done
+            self.least = m if new_least is None else min(m, new_least)
+
+    def _grown(self, joined_kv: list[int], n_decode: int, done: int, held: int, lockstep: bool) -> int:
+        """Blocks the rows grew into this step."""
+        fill, bs = self.fill, self.block_size
         if lockstep and fill is not None:
             # The decoding rows grew by ``done`` tokens each; the rows that joined took their blocks
             # when admitted, so only the decoding rows can have grown into new blocks.
             grown = fill.growth(done) if n_decode else 0
             fill.advance(done)
-            for k in joined:
+            for k in joined_kv:
                 fill.add(k)
-        else:
-            # Every row now holds the blocks its cache fills: those the step grew into.
-            grown = int(np.add.reduce((kv + (bs - 1)) // bs)) - held
+            return grown
+        # Every row now holds the blocks its cache fills: those the step grew into.
+        return int(np.add.reduce((self.kv + (bs - 1)) // bs)) - held
+
+    def _tokens(self, prefilled: list[int], decoding, n_decode: int, done: int) -> tuple[np.ndarray, np.ndarray]:
+        """The step's token events: each row's id and the tokens it produced (1 for a prefill)."""
         if prefilled:
             token_ids = np.concatenate((prefilled, self.ids[decoding]))  # int64, as the ids
             counts = np.empty(len(token_ids), dtype=np.int64)
             counts.fill(done)
             counts[: len(prefilled)] = 1
-        else:
-            # A copy: with a slice, ids[decoding] is a view that drop() below would overwrite.
-            token_ids = self.ids[decoding].copy()
-            counts = np.empty(n_decode, dtype=np.int64)
-            counts.fill(done)
-        finished: tuple[int, ...] = ()
-        freed = None
-        # Nobody finishes unless a decoding row had no more than ``done`` tokens left, or a prefill
-        # produced a request's only token.
-        if ending or (n_decode and done >= least_left):
-            fin = (left <= 0).nonzero()[0].tolist()
-            ids = self.id_list
-            finished = tuple([ids[i] for i in fin])
-            gone = [kv.item(i) for i in fin]
-            self.drop(fin)
-            if fill is not None:
-                for k in gone:
-                    fill.remove(k)
-            self.kv_sum -= sum(gone)
-            freed = sum(-(-k // bs) for k in gone)
-            self.least = None  # the fewest left was theirs (0): the next is unknown
-            if self.kv_max is not None and max(gone, default=-1) >= self.kv_max:
-                self.kv_max = None
-        if under_way or self.partial:
-            self.partial = int(np.count_nonzero(self.kv < self.target))
-        if self.partial or not lockstep:
-            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
-            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
-            self.forget()
-        elif fill is None:
-            self.fill = BlockFill(self.kv, bs)  # every row decodes next: count them once
-        return token_ids, counts, finished, grown, freed
+            return token_ids, counts
+        # A copy: with a slice, ids[decoding] is a view that drop() would overwrite.
+        counts = np.empty(n_decode, dtype=np.int64)
+        counts.fill(done)
+        return self.ids[decoding].copy(), counts
+
+    def _finish(self) -> tuple[tuple[int, ...], int]:
+        """The rows with nothing left to produce leave: (their ids, the blocks they held)."""
+        fin = (self.left <= 0).nonzero()[0].tolist()
+        ids = self.id_list
+        finished = tuple([ids[i] for i in fin])
+        kv = self.kv
+        gone = [kv.item(i) for i in fin]
+        self.drop(fin)
+        if self.fill is not None:
+            for k in gone:
+                self.fill.remove(k)
+        self.kv_sum -= sum(gone)
+        bs = self.block_size
+        self.least = None  # the fewest left was theirs (0): the next is unknown
+        if self.kv_max is not None and max(gone, default=-1) >= self.kv_max:
+            self.kv_max = None
+        return finished, sum(-(-k // bs) for k in gone)
