@@ -19,8 +19,6 @@ makes ``--check`` fail until the course is regenerated.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import re
 import sys
 import tempfile
@@ -29,6 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The course is made from this checkout's package, not from whichever batchsim happens to be installed.
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # course_values, beside this script
+import course_values  # noqa: E402 - after the path it is found on
+import course_values_late  # noqa: E402
+from course_format import lab_checks  # noqa: E402
 COURSE = ROOT / "course"
 SRC = COURSE / "src"
 FIGURES = COURSE / "figures"
@@ -124,56 +126,10 @@ def course_figure(name: str):
     return summary, raise_text(fig, slide_floor_pt(fig))
 
 
-def _f(x: float, digits: int = 2) -> str:
-    """A number as prose writes it: thousands separated, ``digits`` after the point."""
-    return f"{x:,.{digits}f}"
-
-
-def _g(x: float) -> str:
-    """Two significant figures, in plain notation (0.0013, 1.5, 120, 3,600)."""
-    if x == 0:
-        return "0"
-    from math import floor, log10
-
-    d = max(0, 1 - int(floor(log10(abs(x)))))
-    return f"{round(x, d):,.{d}f}"
-
-
-def _cli(argv: list[str]) -> str:
-    """What ``python -m batchsim ARGV`` prints (figures off), as the lesson quotes it."""
-    from batchsim.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = main(argv + ["--no-plots"])
-    if rc != 0:
-        raise SystemExit(f"python -m batchsim {' '.join(argv)} exited {rc}")
-    return "```\n$ python -m batchsim " + " ".join(argv) + "\n" + out.getvalue().rstrip() + "\n```"
-
-
-def _lab_checks(n: int) -> int:
-    """How many checks ``pytest course/labs -k labN`` runs: its test functions, a parametrized one once per case."""
-    import ast
-
-    count = 0
-    for node in ast.parse((COURSE / "labs" / f"test_lab{n}.py").read_text()).body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-            cases = [len(d.args[1].elts) for d in node.decorator_list if isinstance(d, ast.Call)
-                     and getattr(d.func, "attr", "") == "parametrize" and isinstance(d.args[1], (ast.List, ast.Tuple))]
-            count += cases[0] if cases else 1
-    return count
-
-
 def collect(figures: Path, dpi: int = DPI) -> dict[str, str]:
     """Run the lessons; save their figures under ``figures``; return the placeholders' values."""
-    from batchsim.teach import lessons
-    from batchsim.machine.catalog import DEFAULT_CATALOG
-    from batchsim.core.errors import ConfigError
-    from batchsim.machine.memory import kv_budget
-    from batchsim.sim.theory import MD1
-
     figures.mkdir(parents=True, exist_ok=True)
-    v: dict[str, str] = {f"lab{n}.checks": str(_lab_checks(n)) for n in range(1, 8)}
+    v: dict[str, str] = {f"lab{n}.checks": str(lab_checks(n)) for n in range(1, 8)}
 
     def figure(name: str) -> dict:
         """Draw the course figure ``name``, save it, return the lesson's summary."""
@@ -181,277 +137,11 @@ def collect(figures: Path, dpi: int = DPI) -> dict[str, str]:
         fig.savefig(figures / name, dpi=dpi)
         return summary
 
-    # lesson 1: the taxi and the bus (notebook 1)
-    s = figure("01-why-batch.png")
-    p = s["policies"]
-    v["l1.taxi_capacity"] = _f(s["taxi_capacity"], 1)
-    v["l1.ride_s"] = _f(1 / s["taxi_capacity"], 2)
-    for k in ("taxi", "static", "dynamic"):
-        v[f"l1.{k}_thr"] = _f(p[k]["request_throughput"], 1)
-        v[f"l1.{k}_mean"] = _f(p[k]["mean_e2e"], 1)
-        v[f"l1.{k}_p99"] = _f(p[k]["p99_e2e"], 1)
-        v[f"l1.{k}_per_1000"] = _f(p[k]["cost_per_request"] * 1000, 3)
-        v[f"l1.{k}_batch"] = _f(p[k]["mean_batch_size"], 1)
-    v["l1.cost_ratio"] = _f(p["taxi"]["cost_per_request"] / p["static"]["cost_per_request"], 1)
-    v["l1.table"] = "```\n" + s["table"] + "\n```"
-    low = figure("01-why-batch-low-load.png")
-    for k in ("taxi", "static", "dynamic"):
-        v[f"l1.low_{k}_mean"] = _f(low["policies"][k]["mean_e2e"], 2)
-        v[f"l1.low_{k}_per_1000"] = _f(low["policies"][k]["cost_per_request"] * 1000, 3)
-        v[f"l1.low_{k}_busy_per_1000"] = _f(low["policies"][k]["cost_per_request_busy"] * 1000, 3)
-        v[f"l1.low_{k}_busy"] = f"{low['policies'][k]['busy_fraction']:.0%}"
-    for rate in (30, 2):
-        for seats in (4, 16, 64):
-            r, _ = lessons.why_batch(rate=rate, max_batch=seats, max_wait=0.2)
-            st = r["policies"]["static"]
-            v[f"l1.r{rate}_b{seats}_thr"] = _f(st["request_throughput"], 1)
-            v[f"l1.r{rate}_b{seats}_p99"] = _f(st["p99_e2e"], 1)
-            v[f"l1.r{rate}_b{seats}_per_1000"] = _f(st["cost_per_request"] * 1000, 3)
-            v[f"l1.r{rate}_b{seats}_busy"] = f"{st['busy_fraction']:.0%}"
-            if (rate, seats) == (30, 64):  # the run's start is a visible part of a short run: the panel's note
-                e = r["edges"]["static"]
-                v["l1.r30_b64_first_s"] = _f(e["first_departure_s"], 1)
-                v["l1.r30_b64_first_share"] = f"{e['share_of_run']:.0%}"
-                v["l1.r30_b64_busy_after"] = f"{e['busy_after']:.0%}"
-                v["l1.r30_b64_thr_after"] = _f(e["throughput_after"], 1)
-    long, _ = lessons.why_batch(rate=30, max_batch=64, max_wait=0.2, requests=4000)
-    v["l1.r30_b64_long_thr"] = _f(long["policies"]["static"]["request_throughput"], 2)
-    v["l1.r30_b64_long_busy"] = f"{long['policies']['static']['busy_fraction']:.0%}"
-    v["l1.r30_b64_long_p99"] = _f(long["policies"]["static"]["p99_e2e"], 1)
-    v["cli.taxi-vs-bus"] = _cli(["run", "taxi-vs-bus"])
-    v["cli.laundromat"] = _cli(["run", "laundromat"])
-
-    # lesson 2: the roofline (notebook 5)
-    gpu = DEFAULT_CATALOG.gpu("A100-80GB")
-    model = DEFAULT_CATALOG.model("llama-3-8b")
-    r1, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0)
-    r64, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=64, context=0)
-    r32 = figure("02-roofline.png")
-    v["l2.weight_gb"] = _f(model.weight_bytes("fp16") / 1e9, 1)
-    v["l2.bandwidth_tbs"] = _f(gpu.bandwidth_gbs / 1000, 2)
-    v["l2.tflops"] = _f(gpu.tflops, 0)
-    v["l2.hand_ms"] = _f(model.weight_bytes("fp16") / gpu.bandwidth * 1e3, 1)
-    v["l2.flop_ms"] = _f(2 * model.params / (gpu.tflops * 1e12) * 1e3, 3)
-    v["l2.step1_ms"] = _f(r1["step_ms"], 1)
-    v["l2.tps1"] = _f(r1["tokens_per_s"], 0)
-    v["l2.tps64"] = _f(r64["tokens_per_s"], 0)
-    v["l2.speedup64"] = _f(r64["speedup_vs_batch1"], 0)
-    v["l2.step64_ms"] = _f(r64["step_ms"], 1)
-    v["l2.knee0"] = str(r1["knee"])
-    v["l2.knee512"] = str(r32["knee"])
-    v["l2.ridge"] = _f(gpu.ridge("fp16"), 0)
-    rows = ["| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | knee (512 cached) |",
-            "|---|---|---|---|---|---|---|"]
-    knees, knee_kv = {}, {}
-    from batchsim.machine.server import Server
-
-    for g in ("T4", "A100-80GB", "H100-SXM"):
-        for m in ("gpt2", "llama-3-8b"):
-            try:
-                a, _ = lessons.roofline(gpu=g, model=m, batch=1, context=0)
-                b, _ = lessons.roofline(gpu=g, model=m, batch=64, context=0)
-                c, _ = lessons.roofline(gpu=g, model=m, batch=1, context=512)
-            except ConfigError:
-                rows.append(f"| {g} | {m} | does not fit (weights > 90 % of memory) | | | | |")
-                continue
-            knees[(g, m)] = a["knee"]
-            k512 = c["knee"]
-            if k512:
-                # A knee is only reachable if its rows' KV cache fits beside the weights.
-                srv = Server.named(g, m)
-                need = k512 * 512 * srv.kv.bytes_per_token / 1e9
-                fits = srv.kv.max_batch(512)
-                k512_txt = (f"{k512}" if k512 <= fits else
-                            f"{k512}: needs {_f(need, 0)} GB of KV, room for {fits} rows")
-                knee_kv[(g, m)] = (k512, need, fits, srv.kv.bytes_per_token * srv.kv.tokens / 1e9)
-            else:
-                k512_txt = "none"
-            rows.append(f"| {g} | {m} | {_f(a['step_ms'], 2)} ms | {_f(a['tokens_per_s'], 0)} | "
-                        f"{_f(b['tokens_per_s'], 0)} | {a['knee']} | {k512_txt} |")
-    v["l2.knee_table"] = "\n".join(rows)
-    k, need, fits, room = knee_kv[("H100-SXM", "llama-3-8b")]
-    v["l2.h100_knee512"] = str(k)
-    v["l2.h100_knee512_gb"] = _f(need, 0)
-    v["l2.h100_kv_gb"] = _f(room, 0)
-    v["l2.h100_rows512"] = str(fits)
-    # the other phase: prefill (the roofline figure's third panel)
-    v["l2.prefill512_ms"] = _f(r32["prefill_ms"], 1)
-    v["l2.prefill512_tps"] = _f(r32["prefill_tokens_per_s"], 0)
-    v["l2.prefill_knee"] = str(r32["prefill_knee"])
-    p8k, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=8192)
-    v["l2.prefill8k_ms"] = _f(p8k["prefill_ms"], 0)
-    v["l2.decode32_tps"] = _f(r32["tokens_per_s"], 0)
-    v["l2.knee_gpt2_a100"] = str(knees[("A100-80GB", "gpt2")])
-    v["l2.knee_h100"] = str(knees[("H100-SXM", "llama-3-8b")])
-
-    # lesson 3: static, dynamic, continuous (notebook 2)
-    s = figure("03-policies.png")
-    p = s["policies"]
-    for k in ("taxi", "static", "dynamic", "continuous"):
-        v[f"l3.{k}_thr"] = _f(p[k]["request_throughput"], 2)
-        v[f"l3.{k}_mean"] = _f(p[k]["mean_e2e"], 1)
-        v[f"l3.{k}_p99"] = _f(p[k]["p99_e2e"], 1)
-        v[f"l3.{k}_ttft_ms"] = _f(p[k]["mean_ttft"] * 1e3, 0)
-        v[f"l3.{k}_ttft_dlv_s"] = _f(p[k]["mean_ttft_delivered"], 1)
-        v[f"l3.{k}_ttft_dlv_ms"] = _f(p[k]["mean_ttft_delivered"] * 1e3, 0)
-        v[f"l3.{k}_tpot_ms"] = _f(p[k]["mean_tpot"] * 1e3, 1)
-        v[f"l3.{k}_step_ms"] = _f(p[k]["mean_step_time"] * 1e3, 1)
-        v[f"l3.{k}_padded"] = f"{p[k]['padded_row_fraction']:.0%}"
-        v[f"l3.{k}_batch"] = _f(p[k]["mean_batch_size"], 1)
-    v["l3.table"] = "```\n" + s["table"] + "\n```"
-    sat, _ = lessons.batching_policies(policy="dynamic", rate=30)
-    for k in ("taxi", "static", "dynamic", "continuous"):
-        v[f"l3.sat_{k}"] = _f(sat["policies"][k]["request_throughput"], 1)
-    figure("03-policies-continuous.png")
-    v["cli.mixed-lengths"] = _cli(["run", "mixed-lengths"])
-    st = figure("03-prefill-stall.png")
-    whole, chunk = st["modes"]["whole prompt"], st["modes"]["chunks of 512"]
-    v["l3.stall_decode_ms"] = _f(st["decode_ms"], 1)
-    v["l3.stall_prefill_ms"] = _f(st["whole_prefill_ms"], 0)
-    v["l3.stall_whole_gap_ms"] = _f(whole["worst_gap_ms"], 0)
-    v["l3.stall_chunk_gap_ms"] = _f(chunk["worst_gap_ms"], 0)
-    v["l3.stall_whole_ttft_ms"] = _f(whole["long_ttft_ms"], 0)
-    v["l3.stall_chunk_ttft_ms"] = _f(chunk["long_ttft_ms"], 0)
-    v["l3.stall_chunk_steps"] = str(chunk["stall_steps"])
-    v["l3.stall_table"] = "```\n" + st["table"] + "\n```"
-    gaps = {512: chunk["worst_gap_ms"]}
-    for c in (128, 256, 1024, 2048):
-        sc, _ = lessons.prefill_stall(prompt_tokens=8192, running=32, chunk_tokens=c)
-        gaps[c] = sc["modes"][f"chunks of {c}"]["worst_gap_ms"]
-        v[f"l3.stall_gap_c{c}"] = _f(gaps[c], 0)
-    ok = [c for c in sorted(gaps) if gaps[c] < 100]
-    v["l3.stall_best_chunk"] = _f(max(ok), 0) if ok else "none of these"
-    v["l3.stall_best_gap"] = _f(gaps[max(ok)], 0) if ok else "-"
-    bigger = [c for c in sorted(gaps) if c > (max(ok) if ok else 0)]
-    v["l3.stall_next_chunk"] = _f(bigger[0], 0) if bigger else "-"
-    v["l3.stall_next_gap"] = _f(gaps[bigger[0]], 0) if bigger else "-"
-
-    # lesson 4: throughput, latency, theory and the SLO (notebook 6)
-    s = figure("04-theory.png")
-    v["l4.table"] = "```\n" + s["table"] + "\n```"
-    for load in (0.5, 0.7, 0.8, 0.9, 0.95):
-        v[f"l4.md1_{int(load * 100)}"] = _f(MD1(load / 0.02, 0.02).mean_wait * 1e3, 1)
-    v["l4.md1_growth"] = _f(MD1(0.9 / 0.02, 0.02).mean_wait / MD1(0.8 / 0.02, 0.02).mean_wait, 2)
-    v["cli.batch-size-sweep"] = _cli(["run", "batch-size-sweep"])
-
-    # lesson 5: the KV cache (notebook 3)
-    s = figure("05-memory.png")
-    p = s["policies"]
-    v["l5.bytes_per_token_kib"] = _f(s["kv_bytes_per_token"] / 1024, 0)
-    v["l5.budget_tokens"] = _f(s["kv_budget_tokens"], 0)
-    v["l5.rows"] = str(s["rows_that_fit"])
-    v["l5.request_gb"] = _f(1536 * s["kv_bytes_per_token"] / 1e9, 2)
-    v["l5.static_batch"] = _f(p["static"]["mean_batch_size"], 1)
-    v["l5.cont_max_batch"] = str(p["continuous"]["max_batch_size"])
-    v["l5.cont_preemptions"] = str(p["continuous"]["preemptions"])
-    v["l5.static_tps"] = _f(p["static"]["output_throughput"], 0)
-    v["l5.cont_tps"] = _f(p["continuous"]["output_throughput"], 0)
-    v["l5.table"] = "```\n" + s["table"] + "\n```"
-    ct, st_ = p["continuous"]["output_throughput"], p["static"]["output_throughput"]
-    # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
-    v["l5.verdict"] = (
-        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
-        if ct >= st_ else
-        f"{_f(ct, 0)} tokens/s against {_f(st_, 0)}: here optimistic admission *loses*. Every one of the "
-        f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
-        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
-        "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
-        "fewer running rows (a lower `max_seqs`) stop the thrashing.")
-    g3, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b")
-    v["l5.gqa_rows"] = str(g3["rows_that_fit"])
-    rows = ["| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
-            "|---|---|---|---|---|"]
-    for m in ("gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b"):
-        mm = DEFAULT_CATALOG.model(m)
-        b = kv_budget(gpu, mm, "fp16", 0.9)
-        rows.append(f"| {m} | {_f(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | {_f(mm.weight_bytes('fp16') / 1e9, 1)} GB "
-                    f"| {_f(b.tokens, 0)} tokens | {b.max_batch(4096)} |")
-        if m == "llama-2-7b":
-            v["l5.a100_l2_rows_4096"] = str(b.max_batch(4096))
-    v["l5.a100_table"] = "\n".join(rows)
-
-    # lesson 6: cost (notebook 4)
-    s = figure("06-cost.png")
-    b = s["batches"]
-    v["l6.price"] = _f(s["price_per_hour"], 2)
-    v["l6.saving"] = _f(s["saving"], 0)
-    v["l6.per_1000_b1"] = _f(b["batch 1"]["cost_per_request"] * 1000, 2)
-    v["l6.per_1000_b32"] = _f(b["batch 32"]["cost_per_request"] * 1000, 3)
-    v["l6.per_m_b1"] = _f(b["batch 1"]["cost_per_1m_tokens"], 2)
-    v["l6.per_m_b32"] = _f(b["batch 32"]["cost_per_1m_tokens"], 2)
-    v["l6.rps_b1"] = _f(b["batch 1"]["request_throughput"], 2)
-    v["l6.rps_b32"] = _f(b["batch 32"]["request_throughput"], 1)
-    v["l6.claim_price"] = _f(s["claim_implied_price"], 0)
-    v["l6.claim_factor"] = _f(s["claim_implied_price"] / s["price_per_hour"], 0)
-    v["l6.table"] = "```\n" + s["table"] + "\n```"
-    rows = ["| GPU | assumed $/hour | $/1M tokens, batch 1 | $/1M tokens, batch 32 | saving |", "|---|---|---|---|---|"]
-    for g in ("T4", "L4", "A10G", "A100-80GB", "H100-SXM", "H200"):
-        try:
-            c, _ = lessons.cost(gpu=g, max_batch=32)
-        except ConfigError:
-            rows.append(f"| {g} | {_f(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not fit | | |")
-            continue
-        rows.append(f"| {g} | {_f(c['price_per_hour'], 2)} | {_f(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
-                    f"{_f(c['cost_per_1m_tokens'], 2)} | {_f(c['saving'], 0)}x |")
-    v["l6.gpu_table"] = "\n".join(rows)
-    c128, _ = lessons.cost(gpu="A100-80GB", max_batch=128)
-    v["l6.per_m_b128"] = _f(c128["cost_per_1m_tokens"], 2)
-    v["cli.cost-10x"] = _cli(["run", "cost-10x"])
-
-    # lesson 6, a fleet (notebook 4's second panel): more buses or bigger buses
-    f = figure("06-fleet.png")
-    many, big, taxis = (f["rows"][k] for k in f["rows"])
-    v["l6.fleet_table"] = "```\n" + f["table"] + "\n```"
-    v["l6.fleet_many_per_m"] = _f(many["cost_per_1m_tokens"], 2)
-    v["l6.fleet_big_per_m"] = _f(big["cost_per_1m_tokens"], 2)
-    v["l6.fleet_taxi_per_m"] = _f(taxis["cost_per_1m_tokens"], 2)
-    v["l6.fleet_many_p99"] = _f(many["p99_e2e"], 2)
-    v["l6.fleet_big_p99"] = _f(big["p99_e2e"], 2)
-    v["l6.fleet_taxi_p99_ttft"] = _f(taxis["p99_ttft"], 1)
-    v["l6.fleet_ratio"] = _f(many["cost_per_1m_tokens"] / big["cost_per_1m_tokens"], 1)
-    for rate in (2.0, 16.0):
-        for router in ("least-loaded", "least-kv", "round-robin", "random"):
-            r, _ = lessons.fleet(router=router, rate=rate)
-            row = next(iter(r["rows"].values()))
-            v[f"l6.fleet_{int(rate)}_{router}_e2e"] = _f(row["p99_e2e"], 2)
-            v[f"l6.fleet_{int(rate)}_{router}_ttft"] = _f(row["p99_ttft"], 2)
-    # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4, answer 6).
-    flip = lessons.fleet_flip()
-    if flip["rate"] is None or flip["below"] is None:
-        raise SystemExit(f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}")
-    v["l6.fleet_flip_rate"] = str(flip["rate"])
-    v["l6.fleet_flip_below"] = str(flip["below"])
-    v["l6.fleet_flip_big_p99"] = _f(flip["big_p99"], 2)
-    v["l6.fleet_flip_many_p99"] = _f(flip["many_p99"], 2)
-    v["l6.fleet_flip_below_big_p99"] = _f(flip["below_big_p99"], 2)
-    v["l6.fleet_flip_below_many_p99"] = _f(flip["below_many_p99"], 2)
-    v["l6.fleet_flip_max"] = str(lessons.FLIP_MAX_RATE)
-    v["cli.fleet"] = _cli(["run", "fleet"])
-
-    # lesson 8: a real day (notebook 8): the Azure trace when it is beside the repository
-    s = figure("08-real-day.png")
-    v["l8.source"] = s["source"]
-    v["l8.requests"] = str(s["requests"])
-    v["l8.table"] = "```\n" + s["table"] + "\n```"
-    for k, a in s["slo_attainment"].items():
-        v[f"l8.att64_{k}"] = f"{a:.1%}"
-    s32 = figure("08-real-day-batch32.png")
-    v["l8.att32_continuous"] = f"{s32['slo_attainment']['continuous']:.1%}"
-    v["l8.cost64"] = _f(s["policies"]["continuous"]["cost_per_request"] * 1000, 3)
-
-    # the GPU lab: what the roofline expects for GPT-2 (fp16) on classroom GPUs
-    rows = ["| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
-            "|---|---|---|---|---|---|---|"]
-
-    for g in ("T4", "A100-80GB", "H100-SXM"):
-        st = Server.named(g, "gpt2", dtype="fp16").step_time
-        t = st.decode([1, 8, 32], 128)
-        pre = st.prefill(512)
-        rows.append(f"| {g} | {_f(t['step_s'][0] * 1e3, 2)} ms | {_f(t['step_s'][1] * 1e3, 2)} ms | "
-                    f"{_f(t['step_s'][2] * 1e3, 2)} ms | {_f(t['tokens_per_s'][2], 0)} | "
-                    f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | {_f(pre['step_s'] * 1e3, 2)} ms |")
-    v["gpu.gpt2_table"] = "\n".join(rows)
-    v["gpu.overhead_ms"] = _f(Server.named("A100-80GB", "gpt2").step_time.overhead * 1e3, 1)
+    for lesson in course_values.LESSONS + course_values_late.LESSONS:
+        if lesson.__code__.co_argcount == 2:
+            lesson(v, figure)
+        else:
+            lesson(v)
     return v
 
 

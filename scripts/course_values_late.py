@@ -1,0 +1,178 @@
+"""The course's numbers for lessons 4-8 and the GPU lab (the roofline, memory, cost, fleets, the engine).
+
+The same contract as ``course_values.py``: each function fills its lesson's placeholders in the dict
+``v``, drawing its figures with ``figure(name)`` where it takes one.
+"""
+
+from __future__ import annotations
+
+from course_format import Figure, fixed, cli_block
+
+__all__ = ["LESSONS"]
+
+
+def lesson4(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 4, throughput, latency, theory and the SLO (notebook 6)."""
+    from batchsim.sim.theory import MD1
+
+    s = figure("04-theory.png")
+    v["l4.table"] = "```\n" + s["table"] + "\n```"
+    for load in (0.5, 0.7, 0.8, 0.9, 0.95):
+        v[f"l4.md1_{int(load * 100)}"] = fixed(MD1(load / 0.02, 0.02).mean_wait * 1e3, 1)
+    v["l4.md1_growth"] = fixed(MD1(0.9 / 0.02, 0.02).mean_wait / MD1(0.8 / 0.02, 0.02).mean_wait, 2)
+    v["cli.batch-size-sweep"] = cli_block(["run", "batch-size-sweep"])
+
+
+
+def lesson5(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 5, the KV cache (notebook 3)."""
+    from batchsim.machine.catalog import DEFAULT_CATALOG
+    from batchsim.machine.memory import kv_budget
+    from batchsim.teach import lessons
+    
+    gpu = DEFAULT_CATALOG.gpu("A100-80GB")
+
+    s = figure("05-memory.png")
+    p = s["policies"]
+    v["l5.bytes_per_token_kib"] = fixed(s["kv_bytes_per_token"] / 1024, 0)
+    v["l5.budget_tokens"] = fixed(s["kv_budget_tokens"], 0)
+    v["l5.rows"] = str(s["rows_that_fit"])
+    v["l5.request_gb"] = fixed(1536 * s["kv_bytes_per_token"] / 1e9, 2)
+    v["l5.static_batch"] = fixed(p["static"]["mean_batch_size"], 1)
+    v["l5.cont_max_batch"] = str(p["continuous"]["max_batch_size"])
+    v["l5.cont_preemptions"] = str(p["continuous"]["preemptions"])
+    v["l5.static_tps"] = fixed(p["static"]["output_throughput"], 0)
+    v["l5.cont_tps"] = fixed(p["continuous"]["output_throughput"], 0)
+    v["l5.table"] = "```\n" + s["table"] + "\n```"
+    ct, st_ = p["continuous"]["output_throughput"], p["static"]["output_throughput"]
+    # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
+    v["l5.verdict"] = (
+        f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
+        if ct >= st_ else
+        f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}: here optimistic admission *loses*. Every one of the "
+        f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
+        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
+        "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
+        "fewer running rows (a lower `max_seqs`) stop the thrashing.")
+    g3, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b")
+    v["l5.gqa_rows"] = str(g3["rows_that_fit"])
+    rows = ["| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
+            "|---|---|---|---|---|"]
+    for m in ("gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b"):
+        mm = DEFAULT_CATALOG.model(m)
+        b = kv_budget(gpu, mm, "fp16", 0.9)
+        rows.append(f"| {m} | {fixed(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | {fixed(mm.weight_bytes('fp16') / 1e9, 1)} GB "
+                    f"| {fixed(b.tokens, 0)} tokens | {b.max_batch(4096)} |")
+        if m == "llama-2-7b":
+            v["l5.a100_l2_rows_4096"] = str(b.max_batch(4096))
+    v["l5.a100_table"] = "\n".join(rows)
+
+
+
+def lesson6_cost(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 6, cost (notebook 4)."""
+    from batchsim.core.errors import ConfigError
+    from batchsim.machine.catalog import DEFAULT_CATALOG
+    from batchsim.teach import lessons
+
+    s = figure("06-cost.png")
+    b = s["batches"]
+    v["l6.price"] = fixed(s["price_per_hour"], 2)
+    v["l6.saving"] = fixed(s["saving"], 0)
+    v["l6.per_1000_b1"] = fixed(b["batch 1"]["cost_per_request"] * 1000, 2)
+    v["l6.per_1000_b32"] = fixed(b["batch 32"]["cost_per_request"] * 1000, 3)
+    v["l6.per_m_b1"] = fixed(b["batch 1"]["cost_per_1m_tokens"], 2)
+    v["l6.per_m_b32"] = fixed(b["batch 32"]["cost_per_1m_tokens"], 2)
+    v["l6.rps_b1"] = fixed(b["batch 1"]["request_throughput"], 2)
+    v["l6.rps_b32"] = fixed(b["batch 32"]["request_throughput"], 1)
+    v["l6.claim_price"] = fixed(s["claim_implied_price"], 0)
+    v["l6.claim_factor"] = fixed(s["claim_implied_price"] / s["price_per_hour"], 0)
+    v["l6.table"] = "```\n" + s["table"] + "\n```"
+    rows = ["| GPU | assumed $/hour | $/1M tokens, batch 1 | $/1M tokens, batch 32 | saving |", "|---|---|---|---|---|"]
+    for g in ("T4", "L4", "A10G", "A100-80GB", "H100-SXM", "H200"):
+        try:
+            c, _ = lessons.cost(gpu=g, max_batch=32)
+        except ConfigError:
+            rows.append(f"| {g} | {fixed(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not fit | | |")
+            continue
+        rows.append(f"| {g} | {fixed(c['price_per_hour'], 2)} | {fixed(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
+                    f"{fixed(c['cost_per_1m_tokens'], 2)} | {fixed(c['saving'], 0)}x |")
+    v["l6.gpu_table"] = "\n".join(rows)
+    c128, _ = lessons.cost(gpu="A100-80GB", max_batch=128)
+    v["l6.per_m_b128"] = fixed(c128["cost_per_1m_tokens"], 2)
+    v["cli.cost-10x"] = cli_block(["run", "cost-10x"])
+
+
+
+def lesson6_fleet(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 6, a fleet (notebook 4's second panel): more buses or bigger buses."""
+    from batchsim.teach import lessons
+
+    f = figure("06-fleet.png")
+    many, big, taxis = (f["rows"][k] for k in f["rows"])
+    v["l6.fleet_table"] = "```\n" + f["table"] + "\n```"
+    v["l6.fleet_many_per_m"] = fixed(many["cost_per_1m_tokens"], 2)
+    v["l6.fleet_big_per_m"] = fixed(big["cost_per_1m_tokens"], 2)
+    v["l6.fleet_taxi_per_m"] = fixed(taxis["cost_per_1m_tokens"], 2)
+    v["l6.fleet_many_p99"] = fixed(many["p99_e2e"], 2)
+    v["l6.fleet_big_p99"] = fixed(big["p99_e2e"], 2)
+    v["l6.fleet_taxi_p99_ttft"] = fixed(taxis["p99_ttft"], 1)
+    v["l6.fleet_ratio"] = fixed(many["cost_per_1m_tokens"] / big["cost_per_1m_tokens"], 1)
+    for rate in (2.0, 16.0):
+        for router in ("least-loaded", "least-kv", "round-robin", "random"):
+            r, _ = lessons.fleet(router=router, rate=rate)
+            row = next(iter(r["rows"].values()))
+            v[f"l6.fleet_{int(rate)}_{router}_e2e"] = fixed(row["p99_e2e"], 2)
+            v[f"l6.fleet_{int(rate)}_{router}_ttft"] = fixed(row["p99_ttft"], 2)
+    # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4, answer 6).
+    flip = lessons.fleet_flip()
+    if flip["rate"] is None or flip["below"] is None:
+        raise SystemExit(f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}")
+    v["l6.fleet_flip_rate"] = str(flip["rate"])
+    v["l6.fleet_flip_below"] = str(flip["below"])
+    v["l6.fleet_flip_big_p99"] = fixed(flip["big_p99"], 2)
+    v["l6.fleet_flip_many_p99"] = fixed(flip["many_p99"], 2)
+    v["l6.fleet_flip_below_big_p99"] = fixed(flip["below_big_p99"], 2)
+    v["l6.fleet_flip_below_many_p99"] = fixed(flip["below_many_p99"], 2)
+    v["l6.fleet_flip_max"] = str(lessons.FLIP_MAX_RATE)
+    v["cli.fleet"] = cli_block(["run", "fleet"])
+
+
+
+def lesson8(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 8, a real day (notebook 8): the Azure trace when it is beside the repository."""
+    s = figure("08-real-day.png")
+    v["l8.source"] = s["source"]
+    v["l8.requests"] = str(s["requests"])
+    v["l8.table"] = "```\n" + s["table"] + "\n```"
+    for k, a in s["slo_attainment"].items():
+        v[f"l8.att64_{k}"] = f"{a:.1%}"
+    s32 = figure("08-real-day-batch32.png")
+    v["l8.att32_continuous"] = f"{s32['slo_attainment']['continuous']:.1%}"
+    v["l8.cost64"] = fixed(s["policies"]["continuous"]["cost_per_request"] * 1000, 3)
+
+
+
+def gpu_lab(v: dict[str, str]) -> None:
+    """The GPU lab: what the roofline expects for GPT-2 (fp16) on classroom GPUs."""
+    from batchsim.machine.server import Server
+    from batchsim.teach import lessons
+
+    rows = ["| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
+            "|---|---|---|---|---|---|---|"]
+
+    for g in ("T4", "A100-80GB", "H100-SXM"):
+        st = Server.named(g, "gpt2", dtype="fp16").step_time
+        t = st.decode([1, 8, 32], 128)
+        pre = st.prefill(512)
+        rows.append(f"| {g} | {fixed(t['step_s'][0] * 1e3, 2)} ms | {fixed(t['step_s'][1] * 1e3, 2)} ms | "
+                    f"{fixed(t['step_s'][2] * 1e3, 2)} ms | {fixed(t['tokens_per_s'][2], 0)} | "
+                    f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | {fixed(pre['step_s'] * 1e3, 2)} ms |")
+    v["gpu.gpt2_table"] = "\n".join(rows)
+    v["gpu.overhead_ms"] = fixed(Server.named("A100-80GB", "gpt2").step_time.overhead * 1e3, 1)
+
+
+#: In the order the course runs; each fills its lesson's values.
+
+
+LESSONS = (lesson4, lesson5, lesson6_cost, lesson6_fleet, lesson8, gpu_lab)
