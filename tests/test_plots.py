@@ -78,7 +78,7 @@ def test_timeline_draws_at_most_the_requests_asked_for(results):
 
 
 def test_batch_series_drops_to_zero_while_idle(results):
-    t, y = plots._step_series(results["taxi"], "batch_size")
+    t, y = plots.runs.step_series(results["taxi"], "batch_size")
     assert np.all(np.diff(t) >= -1e-12)
     assert y.max() == 1 and y.min() == 0  # arrivals every 0.17 s, service shorter: the taxi idles
 
@@ -178,7 +178,7 @@ def test_cost_figure_splits_busy_from_idle():
 
 
 def test_log_axes_never_label_a_tick_0():
-    assert plots._plain(0.0001) == "0.0001" and plots._plain(0.5) == "0.5" and plots._plain(2000) == "2,000"
+    assert plots.canvas.plain(0.0001) == "0.0001" and plots.canvas.plain(0.5) == "0.5" and plots.canvas.plain(2000) == "2,000"
     rep = get_scenario("azure-conv").run(build_parser().parse_args(["run", "azure-conv", "--duration", "20"]))
     fig = plots.latency_cdf_figure(rep.results)
     fig.canvas.draw()
