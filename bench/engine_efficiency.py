@@ -5,7 +5,8 @@ The workload (from the issue): 64 requests, prompts uniform 8..64 tokens, output
 request asked for (a padded batch's extra rows do not count); tokens/s is over the time
 from the first arrival to the last answer.
 
-    ours-continuous   our engine driven by batchsim's Continuous policy (max_seqs 64)
+    ours-continuous   our engine driven by batchsim's Continuous policy (max_seqs 64), KV in blocks of one pool
+    ours-padded       the same with the KV in left-padded rows (the layout before the pool), for the padding lesson
     ours-static16     our engine driven by Static(16): padded batches, for reference
     hf-generate       model.generate() on the same Static(16) batches
     hf-continuous     transformers' continuous batching, each request with its own max_new_tokens
@@ -63,9 +64,11 @@ def main(argv=None) -> int:
     print(f"model: {lm.describe()}")
     print(f"workload: {wl.description}; {useful} useful output tokens")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    ours, hfgen = Engine(lm), HFGenerateEngine(lm)
+    ours, padded, hfgen = Engine(lm), Engine(lm, kv="padded"), HFGenerateEngine(lm)
+    print(f"ours: KV {ours.kv_note}")
     runs = {
         "ours-continuous": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours),
+        "ours-padded": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), padded),
         "ours-static16": lambda: run_real(wl, Static(16), ours),
         "hf-generate": lambda: run_real(wl, Static(16), hfgen),
     }
@@ -91,6 +94,8 @@ def main(argv=None) -> int:
             last[name] = res
         print(f"round {r + 1}: " + " | ".join(line))
     outputs["ours"] = {k: list(v) for k, v in ours.outputs().items()}
+    outputs["ours-padded"] = {k: list(v) for k, v in padded.outputs().items()}
+    _kv_bytes(last["ours-continuous"].meta, last["ours-padded"].meta)
     outputs["hf-generate"] = {k: list(v) for k, v in hfgen.outputs().items()}
     if "hf-continuous" in runs:
         _, outputs["hf-continuous"] = run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)
@@ -113,13 +118,27 @@ def main(argv=None) -> int:
         r_v = med["ours-continuous"] / med["vllm"]
         print(f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: {'met' if r_v >= 1.0 else 'MISSED'})")
     print(f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x")
-    hf = [k for k in ("hf-generate", "hf-continuous") if k in outputs]
+    print(f"ours paged / ours padded (the KV layout alone)            = {med['ours-continuous'] / med['ours-padded']:.2f}x")
+    hf = [k for k in ("ours-padded", "hf-generate", "hf-continuous") if k in outputs]
     same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(len(wl)))
     print(f"greedy tokens identical across ours and {', '.join(hf)}: {'yes' if same else 'NO'}")
     if "vllm" in outputs:
         agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(len(wl)))
         print(f"greedy tokens identical to vLLM's: {agree} of {len(wl)} requests (other kernels: near-ties may break otherwise)")
     return 0
+
+
+def _kv_bytes(paged: dict, padded: dict) -> None:
+    """The padding lesson: the same run's KV memory as blocks from one pool, against left-padded rows."""
+    mib = 2**20
+    if paged.get("kv_layout") != "paged":
+        print("KV bytes: ours did not run paged here; no comparison")
+        return
+    print(f"KV bytes, paged: pool of {paged['kv_pool_blocks']} blocks x {paged['kv_block_size']} tokens = "
+          f"{paged['kv_pool_bytes'] / mib:.1f} MiB reserved once; at most {paged['kv_peak_blocks']} blocks held = "
+          f"{paged['kv_peak_bytes_used'] / mib:.1f} MiB; grown mid-run {paged['kv_pool_regrown']} times")
+    print(f"KV bytes, padded rectangle: buffers peak {padded['kv_peak_bytes_measured'] / mib:.1f} MiB "
+          f"({padded['kv_peak_bytes_measured'] / max(1, paged['kv_peak_bytes_used']):.2f}x the blocks held)")
 
 
 def _vllm(lm):

@@ -1,8 +1,8 @@
 """realrun: batchsim's batching policies driving a real PyTorch + transformers model.
 
 The policies are batchsim's own objects; realrun only supplies a wall clock
-(``run_real``) and an engine that executes their steps on a real model with a
-batched KV cache (``Engine``). The records are batchsim's, so its metrics apply
+(``run_real``) and an engine that executes their steps on a real model with its KV
+cache in fixed-size blocks of one pool (``Engine``, ``KVPool``), as the policies count them. The records are batchsim's, so its metrics apply
 unchanged, and ``profile`` fits batchsim's cost model to measured step times so that
 ``compare`` can hold the simulator's prediction against the measurement.
 
@@ -23,6 +23,8 @@ _WHERE = {
     "compare": ("CompareReport", "compare_policies", "format_compare", "plot_compare"),
     "engine": ("Engine", "memory_stats", "prompt_ids"),
     "kvcache": ("KVBatch",),
+    "paged.pool": ("KVPool",),
+    "paged.attention": ("paged_attention",),
     "model": ("OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model"),
     "profile": ("GRIDS", "Grid", "Profile", "fit_linear", "grid_for_workload", "measure", "profile"),
     "runner": ("context_reason", "run_real"),

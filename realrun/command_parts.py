@@ -15,7 +15,7 @@ from batchsim.core.errors import ConfigError
 
 from .run_setup import RunSetup, nothing_served, rejection_lines
 
-__all__ = ["load", "wants_progress", "make_engine", "measure_fn", "memory_line", "load_line", "stopped_code",
+__all__ = ["load", "wants_progress", "make_engine", "measure_fn", "memory_line", "kv_line", "load_line", "stopped_code",
            "all_rejected", "printable", "vllm_server"]
 
 
@@ -44,7 +44,10 @@ def make_engine(name: str, lm, args, seed: int):
         return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
     if name != "ours":  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
         raise ConfigError(f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)")
-    return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
+    try:
+        return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed, kv=getattr(args, "kv", "auto"))
+    except ValueError as e:  # --kv paged where the model cannot run paged
+        raise ConfigError(f"--kv: {e}") from None
 
 
 def measure_fn(setup: RunSetup, engine, lm, args, server=None, workloads: dict | None = None):
@@ -83,6 +86,19 @@ def memory_line(meta: dict) -> str:
     if meta.get("kv_peak_bytes_measured"):
         parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
     return "memory: " + ", ".join(parts)
+
+
+def kv_line(meta: dict, policy_peak_tokens: int) -> str | None:
+    """The engine's KV blocks beside the policy's count of them, as one line (None: not paged)."""
+    if meta.get("kv_layout") != "paged":
+        return None
+    bs, held = meta["kv_block_size"], meta["kv_peak_blocks"]
+    agree = "agree" if held * bs == policy_peak_tokens else (
+        f"differ: the policy counts {'padded rectangles' if held * bs < policy_peak_tokens else 'fewer'}")
+    grown = f"; grown {meta['kv_pool_regrown']} times mid-run" if meta.get("kv_pool_regrown") else ""
+    return (f"KV: a pool of {meta['kv_pool_blocks']} blocks x {bs} tokens ({meta['kv_pool_bytes'] / 2**20:.1f} MiB, "
+            f"reserved at the start{grown}); at most {held} blocks held = {held * bs} tokens "
+            f"({meta['kv_peak_bytes_used'] / 2**20:.1f} MiB); the policy counted {policy_peak_tokens} tokens: {agree}")
 
 
 def load_line() -> str:

@@ -15,7 +15,7 @@ from batchsim.core.files import Staging, check_out_dir, dumps
 from batchsim.core.metrics import format_table, summarize
 
 from .run_setup import RunSetup, check_model_flags, rejection_lines, write_outputs
-from .command_parts import (all_rejected, load, make_engine, measure_fn, memory_line, printable, stopped_code,
+from .command_parts import (all_rejected, kv_line, load, make_engine, measure_fn, memory_line, printable, stopped_code,
                             vllm_server, wants_progress)
 from .progress import Progress, progress_lines
 
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
             print(n)
         print(f"workload: {len(workload)} requests, {workload.description}")
         print(memory_line(meta))
+        kv = kv_line(meta, result.kv_peak_tokens)
+        if kv:
+            print(kv)
         if meta.get("stopped"):
             print(f"note: {meta['stopped']}")
     paths = write_outputs(setup, {f"{name}-measured-": result}, args)

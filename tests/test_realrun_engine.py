@@ -37,6 +37,12 @@ def engine(lm):
 
 
 @pytest.fixture(scope="module")
+def padded(lm):
+    """The engine with the KV in left-padded rows (the layout the pool replaced; lesson 5's rectangle)."""
+    return Engine(lm, kv="padded")
+
+
+@pytest.fixture(scope="module")
 def workload():
     # Fast arrivals, so batches form; prompts and outputs of many lengths, so padding is exercised.
     return make_workload(Poisson(300.0), Uniform(3, 40), Uniform(1, 24), n=12, seed=3)
@@ -91,6 +97,27 @@ def test_batched_equals_alone(engine, workload, reference, name, kw, kv):
         assert 0 < res.kv_peak_tokens <= kv
     if kv == 72:
         assert res.preemptions > 0  # the case is there to exercise preemption; make sure it does
+
+
+@pytest.mark.parametrize("name, kw, kv", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_paged_and_padded_give_the_same_tokens_and_the_pool_never_grows(engine, padded, workload, name, kw, kv):
+    paged = engine
+    a = run_real(workload, make_policy(name, **kw), paged, kv_budget_tokens=kv)
+    b = run_real(workload, make_policy(name, **kw), padded, kv_budget_tokens=kv)
+    assert paged.outputs() == padded.outputs()
+    assert (a.records.tokens == workload.output_tokens).all()
+    m = a.meta
+    assert m["kv_layout"] == "paged" and b.meta["kv_layout"] == "padded"
+    # One pool, sized at the start: never grown, its bytes blocks x block bytes, never more held than it has.
+    assert m["kv_pool_regrown"] == 0
+    assert m["kv_pool_bytes"] == m["kv_pool_blocks"] * paged.paged.pool.block_bytes
+    assert 0 < m["kv_peak_blocks"] <= m["kv_pool_blocks"]
+    if name == "continuous":
+        # The same blocks as the policy counts: same block size, same peak.
+        assert m["kv_block_size"] == kw.get("block_size", 16)
+        assert m["kv_peak_blocks"] * m["kv_block_size"] == a.kv_peak_tokens
+    if kv is not None:
+        assert m["kv_pool_blocks"] * m["kv_block_size"] <= kv + m["kv_block_size"] * 8
 
 
 def test_tiny_kv_budget_loses_and_duplicates_nothing(engine, lm):

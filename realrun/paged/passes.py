@@ -1,0 +1,139 @@
+"""The engine's passes on the paged pool: a prefill of chunks and a decode of rows, each one
+forward pass over exactly the tokens it brings, the rows laid end to end (no padding).
+
+The engine (``realrun.engine``) runs a Step's passes as batchsim's ``"grouped"`` plan
+prices them; here each pass packs its rows' new tokens into one sequence, gives the model
+their positions, and takes each row's greedy token at its last new token. The KV stays in
+the pool's blocks (``pool.KVPool``); a row's blocks are taken as it grows and given back
+when it leaves. ``running`` are the rows that decode (their prefill complete), in the order
+they joined, with the token each feeds next.
+
+The pool is sized once for a run (``size_for``); a pass that finds it full grows it (a copy of
+every block), which a well-sized run never does and which ``regrown`` counts.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from batchsim.core.step import Chunk
+
+from .pool import KVPool, PoolFull, use_paged_attention
+
+__all__ = ["PagedPasses"]
+
+
+class PagedPasses:
+    """Prefill and decode passes of ``body`` (a model body that attends over the pool) and ``head``."""
+
+    def __init__(self, body: torch.nn.Module, head: torch.nn.Module, shapes: list[tuple[int, int]], dtype, device,
+                 context: Callable[[int, int], list[int]], cache_kw: str, block_size: int = 16) -> None:
+        if not use_paged_attention(body):
+            raise RuntimeError("this model body has no attention implementation to set: it cannot attend over blocks")
+        self.body, self.head, self.shapes, self.dtype, self.device = body, head, shapes, dtype, device
+        self.context, self.cache_kw = context, cache_kw
+        self.pool = KVPool(shapes, 64, block_size, dtype, device)
+        self.running: list[int] = []
+        self.last: dict[int, int] = {}
+        self.regrown = 0
+
+    # -- the pool ----------------------------------------------------------------------
+    def size_for(self, blocks: int, block_size: int) -> None:
+        """A fresh pool of ``blocks`` blocks for the run about to start (the old one must be empty)."""
+        if self.pool.table:
+            raise RuntimeError("the KV pool is resized only between runs, when no request holds a block")
+        self.pool = KVPool(self.shapes, max(1, int(blocks)), int(block_size), self.dtype, self.device)
+
+    def _room(self, rows: list[int], new: list[int]) -> None:
+        """Grow the pool if ``rows`` bringing ``new`` tokens each would not fit (the profiler's rows, or a
+        run the pool was not sized for; a sized run never grows it, and ``regrown`` says so)."""
+        pool = self.pool
+        bs, table, length = pool.block_size, pool.table, pool.length
+        want = sum(-(-(length.get(r, 0) + n) // bs) - len(table.get(r, ())) for r, n in zip(rows, new))
+        free = pool.blocks - pool.used_blocks
+        if want <= free:
+            return
+        bigger = KVPool(self.shapes, pool.blocks + max(want - free, pool.blocks // 2), pool.block_size, self.dtype, self.device)
+        for new, old in zip(bigger.K + bigger.V, pool.K + pool.V):
+            new[: pool.blocks] = old
+        bigger._free = [b for b in range(bigger.blocks - 1, pool.blocks - 1, -1)] + pool._free
+        bigger.table, bigger.length, bigger.peak_blocks = pool.table, pool.length, pool.peak_blocks
+        self.pool = bigger
+        self.regrown += 1
+
+    # -- passes ----------------------------------------------------------------------------
+    def _forward(self, rows: list[int], tokens: list[int], positions: list[int], new: list[int]) -> list[int]:
+        self._room(rows, new)
+        try:
+            p = self.pool.plan(rows, new)
+        except PoolFull:
+            raise RuntimeError("the KV pool ran out of blocks mid-pass, after it was sized for the run") from None
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        pos = torch.tensor([positions], dtype=torch.long, device=self.device)
+        hidden = self.body(input_ids=ids, position_ids=pos, **{self.cache_kw: p}, use_cache=True, paged=p).last_hidden_state[0]
+        return self.head(hidden[p.last]).argmax(-1).tolist()
+
+    def decode(self) -> tuple[list[int], list[int]]:
+        """One token for every running row: (the rows, their tokens)."""
+        rows, pool, last = self.running, self.pool, self.last
+        positions = [pool.length[r] for r in rows]
+        toks = self._forward(rows, [last[r] for r in rows], positions, [1] * len(rows))
+        for r, t in zip(rows, toks):
+            last[r] = t
+        return list(rows), toks
+
+    def prefill(self, chunks: list[Chunk]) -> tuple[list[int], list[int]]:
+        """The chunks' tokens in one pass: (rows whose prefill completed, their first tokens). They join
+        ``running`` when the engine says (``join``), after the step's other passes."""
+        pool = self.pool
+        rows, tokens, positions, new = [], [], [], []
+        for c in chunks:
+            rid = c.request_id
+            if c.start == 0:
+                pool.free(rid)  # a fresh start (or a recompute after preemption) forgets any old blocks
+            elif pool.length.get(rid, 0) != c.start:
+                raise RuntimeError(f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} tokens are cached")
+            ctx = self.context(rid, c.start + c.length)
+            rows.append(rid)
+            tokens.extend(ctx[c.start : c.start + c.length])
+            positions.extend(range(c.start, c.start + c.length))
+            new.append(c.length)
+        toks = self._forward(rows, tokens, positions, new)
+        done = [(c.request_id, t) for c, t in zip(chunks, toks) if c.completes]
+        for rid, t in done:
+            self.last[rid] = t
+        return [r for r, _ in done], [t for _, t in done]
+
+    def join(self, rids: list[int]) -> None:
+        self.running.extend(rids)
+
+    def drop(self, ids) -> None:
+        gone = set(int(i) for i in ids)
+        for rid in gone:
+            self.pool.free(rid)
+            self.last.pop(rid, None)
+        self.running = [r for r in self.running if r not in gone]
+
+    def fill(self, ids: list[int], contexts: list[int], seed: int = 0) -> None:
+        """Rows as if prefilled (random keys and values: the profiler times shapes, not values)."""
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        for rid in ids:
+            self.pool.free(rid)
+        self._room(list(ids), list(contexts))
+        for rid, c in zip(ids, contexts):
+            self.pool.fill_random(rid, c, gen)
+            self.last[rid] = 0
+        self.running.extend(ids)
+
+    # -- figures ---------------------------------------------------------------------------
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the pool: reserved once (blocks x block bytes)."""
+        return self.pool.nbytes
+
+    @property
+    def peak_bytes_used(self) -> int:
+        """Bytes of the most blocks held at once."""
+        return self.pool.peak_blocks * self.pool.block_bytes
