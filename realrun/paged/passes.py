@@ -20,7 +20,7 @@ import torch
 
 from batchsim.core.step import Chunk
 
-from .pool import KVPool, PoolFull, use_paged_attention
+from .pool import KVPool, use_paged_attention
 
 __all__ = ["PagedPasses"]
 
@@ -50,26 +50,15 @@ class PagedPasses:
         """Grow the pool if ``rows`` bringing ``new`` tokens each would not fit (the profiler's rows, or a
         run the pool was not sized for; a sized run never grows it, and ``regrown`` says so)."""
         pool = self.pool
-        bs, table, length = pool.block_size, pool.table, pool.length
-        want = sum(-(-(length.get(r, 0) + n) // bs) - len(table.get(r, ())) for r, n in zip(rows, new))
-        free = pool.blocks - pool.used_blocks
-        if want <= free:
-            return
-        bigger = KVPool(self.shapes, pool.blocks + max(want - free, pool.blocks // 2), pool.block_size, self.dtype, self.device)
-        for new, old in zip(bigger.K + bigger.V, pool.K + pool.V):
-            new[: pool.blocks] = old
-        bigger._free = [b for b in range(bigger.blocks - 1, pool.blocks - 1, -1)] + pool._free
-        bigger.table, bigger.length, bigger.peak_blocks = pool.table, pool.length, pool.peak_blocks
-        self.pool = bigger
-        self.regrown += 1
+        short = pool.blocks_wanted(rows, new) - (pool.blocks - pool.used_blocks)
+        if short > 0:
+            pool.enlarge(max(short, pool.blocks // 2))
+            self.regrown += 1
 
     # -- passes ----------------------------------------------------------------------------
     def _forward(self, rows: list[int], tokens: list[int], positions: list[int], new: list[int]) -> list[int]:
         self._room(rows, new)
-        try:
-            p = self.pool.plan(rows, new)
-        except PoolFull:
-            raise RuntimeError("the KV pool ran out of blocks mid-pass, after it was sized for the run") from None
+        p = self.pool.plan(rows, new)  # fits: _room made sure
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor([positions], dtype=torch.long, device=self.device)
         hidden = self.body(input_ids=ids, position_ids=pos, **{self.cache_kw: p}, use_cache=True, paged=p).last_hidden_state[0]

@@ -96,6 +96,21 @@ class KVPool:
             K[blk, :, off] = torch.randn(n, K.shape[1], K.shape[3], generator=gen, dtype=self.dtype, device=self.device)
             V[blk, :, off] = torch.randn(n, V.shape[1], V.shape[3], generator=gen, dtype=self.dtype, device=self.device)
 
+    def blocks_wanted(self, rows: list[int], new: list[int]) -> int:
+        """Blocks more that ``rows``, bringing ``new`` tokens each, would take."""
+        bs, table, length = self.block_size, self.table, self.length
+        return sum(-(-(length.get(r, 0) + n) // bs) - len(table.get(r, ())) for r, n in zip(rows, new))
+
+    def enlarge(self, extra: int) -> None:
+        """``extra`` blocks more, every block kept where it is (a copy of the whole pool: never in a sized run)."""
+        K, V, old = self.K, self.V, self.blocks
+        self.blocks = old + int(extra)
+        self.K = [torch.zeros(self.blocks, *k.shape[1:], dtype=self.dtype, device=self.device) for k in K]
+        self.V = [torch.zeros(self.blocks, *v.shape[1:], dtype=self.dtype, device=self.device) for v in V]
+        for new, was in zip(self.K + self.V, K + V):
+            new[:old] = was
+        self._free = list(range(self.blocks - 1, old - 1, -1)) + self._free
+
     # -- a pass ----------------------------------------------------------------------------
     def plan(self, rows: list[int], new: list[int]) -> "PagedPass":
         """A pass over ``rows``, row i bringing ``new[i]`` tokens (taken room for here)."""
