@@ -32,7 +32,7 @@ Shapes (on the CPU, one thread):
 Models: ``gpt2-6l`` (6 x 512, random weights, offline; a one-row decode pass takes well over
 5 ms here, so the pass, not the clock, is what is timed) and ``tiny-gpt2``.
 
-    python bench/fidelity.py [--model gpt2-6l] [--seconds 6] [--only short] [--repeats 3] [--seeds 5] [--load 0.7]
+    python bench/fidelity.py [--model gpt2-6l] [--seconds 6] [--only short] [--repeats 3] [--seeds 5] [--load 0.7] [--kv padded]
 """
 
 from __future__ import annotations
@@ -103,12 +103,15 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--min-requests", type=int, default=40, help="fewest requests in a measured run (default 40)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--kv", default="auto", choices=("auto", "paged", "padded"),
+                   help="the engine's KV layout: the block pool (auto, where it can) or the padded rectangle")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     shapes = args.only.split(",")
     policies = args.policies.split(",")
     lm = load_model(args.model, device="cpu", threads=args.threads)
-    engine = Engine(lm)
+    engine = Engine(lm, kv=args.kv)
+    print(f"engine KV: {engine.kv_note} (pass plan {engine.plan!r})")
     limits = limits_for(lm)
     print(f"model: {lm.describe()}")
     j = pass_jitter(engine)

@@ -6,7 +6,7 @@ cache in fixed-size blocks of one pool (``Engine``, ``KVPool``), as the policies
 unchanged, and ``profile`` fits batchsim's cost model to measured step times so that
 ``compare`` can hold the simulator's prediction against the measurement.
 
-The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``) have random weights:
+The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``, ``gpt2-6l``, ``gpt2-8l-32k``) have random weights:
 the timing is real, the text is not. ``realrun.vllm`` serves the same workloads through vLLM,
 the reference engine (``--engine vllm``), and profiles it for the simulator.
 
@@ -21,7 +21,9 @@ import importlib
 _WHERE = {
     "baselines": ("ENGINE_NAMES", "HFGenerateEngine", "run_hf_continuous"),
     "compare": ("CompareReport", "compare_policies", "format_compare", "plot_compare"),
-    "engine": ("Engine", "memory_stats", "prompt_ids"),
+    "engine": ("Engine",),
+    "inputs": ("prompt_ids",),
+    "memory": ("memory_stats",),
     "kvcache": ("KVBatch",),
     "paged.pool": ("KVPool",),
     "paged.attention": ("paged_attention",),

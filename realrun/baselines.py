@@ -30,7 +30,8 @@ from batchsim.sim.simulator import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
 
-from .engine import memory_stats, prompt_ids, reset_memory_stats
+from .inputs import prompt_ids
+from .memory import memory_stats, reset_memory_stats
 from .model import LoadedModel
 from .runner import context_reason
 
@@ -188,33 +189,11 @@ def run_hf_continuous(
 
         bar = tqdm(total=n, desc="measuring hf-continuous", unit="req", leave=False)
     stopped = None
-    done = 0
     try:
         if not getattr(mgr, "warmed_up", True):
             mgr.warmup()  # as generate_batch does: on a GPU, capture graphs before the clock starts
         mgr.start()
-        t0 = clock()
-        nxt = 0
-        while done < n:
-            nxt, rejected = _hand_over(mgr, rec, reqs, nxt, clock() - t0, lm, prompt_seed)
-            done += rejected
-            wait = (reqs[nxt].arrival - (clock() - t0)) if nxt < n else 1.0
-            res = mgr.get_result(timeout=max(0.0005, min(wait, 1.0)))
-            if res is None:
-                if not mgr.is_running():
-                    stopped = "stopped: transformers' continuous-batching thread ended unexpectedly"
-                    break
-                continue
-            if not res.is_finished():
-                continue
-            rid = int(res.request_id)
-            done += 1
-            if bar is not None:
-                bar.update(1)
-            if res.error is not None:
-                rec.reject(rid, f"hf-continuous: {res.error}")
-                continue
-            _record_finished(rec, outputs, res, t0, lm.eos_token_id, stop_on_eos)
+        stopped = _replay(mgr, rec, outputs, reqs, lm, prompt_seed, stop_on_eos, clock, bar)
     except KeyboardInterrupt:
         stopped = "interrupted (Ctrl-C) before it finished"
     finally:
@@ -225,6 +204,34 @@ def run_hf_continuous(
     if stopped is not None:
         rec.reject_unfinished(stopped)
     return _hf_result(rec, workload, lm, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stopped), outputs
+
+
+def _replay(mgr, rec: Recorder, outputs: dict, reqs, lm: LoadedModel, prompt_seed: int, stop_on_eos: bool,
+            clock: Callable[[], float], bar) -> str | None:
+    """Hand each request over at its arrival and record each as it finishes, until all are accounted
+    for; returns why the run stopped early (None: it did not)."""
+    n, done, nxt = len(reqs), 0, 0
+    t0 = clock()
+    while done < n:
+        nxt, rejected = _hand_over(mgr, rec, reqs, nxt, clock() - t0, lm, prompt_seed)
+        done += rejected
+        wait = (reqs[nxt].arrival - (clock() - t0)) if nxt < n else 1.0
+        res = mgr.get_result(timeout=max(0.0005, min(wait, 1.0)))
+        if res is None:
+            if not mgr.is_running():
+                return "stopped: transformers' continuous-batching thread ended unexpectedly"
+            continue
+        if not res.is_finished():
+            continue
+        rid = int(res.request_id)
+        done += 1
+        if bar is not None:
+            bar.update(1)
+        if res.error is not None:
+            rec.reject(rid, f"hf-continuous: {res.error}")
+            continue
+        _record_finished(rec, outputs, res, t0, lm.eos_token_id, stop_on_eos)
+    return None
 
 
 def _hand_over(mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, prompt_seed: int) -> tuple[int, int]:

@@ -29,6 +29,11 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
         for key, have in (("model_name", lm.name), ("device", lm.device), ("dtype", lm.dtype), ("threads", lm.threads)):
             if key in info and info[key] != have:
                 notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}")
+        runs = getattr(engine, "plan", None)
+        if runs is not None and getattr(model, "plan", runs) != runs:
+            notes.append(f"warning: calibration {args.calibration} prices steps as the {model.plan!r} pass plan, but this "
+                         f"engine runs them as {runs!r} (its KV {engine.kv_layout}): profile again (omit --calibration), "
+                         f"or run with --kv {'padded' if model.plan == 'grouped' else 'auto'}")
         cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
         notes.extend(_coverage_notes(info, workload))
         return model, cal_info

@@ -32,7 +32,8 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
     import transformers
 
     from .baselines import has_hf_continuous
-    from .engine import Engine, memory_stats
+    from .engine import Engine
+    from .memory import memory_stats
 
     cuda = torch.cuda.is_available()
     eng = Engine(lm)

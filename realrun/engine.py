@@ -9,14 +9,18 @@ to end and attends over each row's own blocks). Where the model's body cannot at
 blocks (not a CPU in fp32, or no attention implementation to swap), or with ``kv="padded"``,
 the cache is a ``KVBatch`` of left-padded rows (``kvcache``): the rectangle lesson 5 compares.
 
-One step, as executed, is batchsim's ``"grouped"`` pass plan (``batchsim.core.plan``),
-the very passes the calibrated simulator prices:
+One step, as executed, is batchsim's pass plan (``batchsim.core.plan``) for the engine's
+layout, ``"paged"`` on the pool and ``"grouped"`` on the rectangle (``Engine.plan``): the very
+passes the calibrated simulator prices. The passes themselves live with their layout
+(``paged.passes.PagedPasses``, ``padded_passes.PaddedPasses``, one interface); here:
 
 1. rows of preempted requests are dropped (their tokens so far are kept: when the
    policy lets them back in, their prefill recomputes prompt + generated tokens);
-2. prefill chunks run in passes of similar lengths over just those requests (each chunk
-   is a stretch of the request's context; a chunk that continues an earlier one attends
-   to the cache kept from it); a chunk that completes produces the request's next token;
+2. prefill chunks run over just those requests: on the pool as one pass, packed end to end; on
+   the rectangle in passes of similar lengths (each chunk is a stretch of the request's
+   context; a chunk that continues an earlier one attends to the cache kept from it); a chunk
+   that completes produces the request's next token. A padded batch (taxi/static/dynamic)
+   computes its prompts' padding, as ``generate()`` does, in either layout;
 3. decoding rows run as one forward pass of one token each. In a padded batch
    (taxi/static/dynamic) finished rows keep computing, as ``generate()`` does; their
    extra tokens are thrown away;
@@ -38,6 +42,7 @@ tokens equal those of running it alone, token for token.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -45,16 +50,16 @@ import torch
 
 from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
-from batchsim.core.workload import Request, Workload, seeded_prompt
+from batchsim.core.workload import Request, Workload
 
-from .packed import packed_model, warm
-from .kvcache import KVBatch
+from .inputs import cache_argument, prompt_ids
 from .model import LoadedModel
+from .packed import packed_model, warm
+from .padded_passes import PaddedPasses
 from .paged.attention import kernel_available, kernel_problem
 from .paged.passes import PagedPasses
 
-__all__ = ["Engine", "prompt_ids", "memory_stats", "reset_memory_stats", "cache_argument", "PREALLOCATE_BYTES",
-           "KV_LAYOUTS"]
+__all__ = ["Engine", "PREALLOCATE_BYTES", "KV_LAYOUTS", "DEFAULT_BLOCK_SIZE"]
 
 #: The pool's block size for a policy that counts no blocks (taxi, static, dynamic): vLLM's default.
 DEFAULT_BLOCK_SIZE = 16
@@ -66,51 +71,8 @@ KV_LAYOUTS = ("auto", "paged", "padded")
 PREALLOCATE_BYTES = 1 << 30
 
 
-def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[int]:
-    """The request's prompt as exactly ``prompt_tokens`` ids.
-
-    From ``req.text`` when given (encoded, then cut or cycled to the workload's length, because
-    the policy schedules by that length and a trace's token counts come from another
-    tokenizer); otherwise seeded from (seed, request id), so every engine and every policy
-    sees the same prompt for the same request.
-    """
-    n = req.prompt_tokens
-    if req.text and tokenizer is not None:
-        # A folder's tokenizer may know more ids than its model has rows (a resized vocabulary):
-        # an id past the last row is an IndexError in the embedding, so it is left out.
-        ids = [i for i in tokenizer.encode(req.text) if 0 <= i < vocab]
-        if ids:
-            return (ids * (n // len(ids) + 1))[:n]
-    return seeded_prompt(seed, req.id, n, vocab)
-
-
-def cache_argument(model) -> str:
-    """The forward argument that takes the KV cache: ``cache`` in recent transformers, ``past_key_values``
-    before. A model that silently swallowed the wrong name would decode with no context at all (the
-    transformers 5.19 that vLLM pins knows only ``past_key_values``)."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def reset_memory_stats(lm: LoadedModel) -> None:
-    if lm.device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-
-
-def memory_stats(lm: LoadedModel) -> dict:
-    """Actual memory: CUDA's peak allocation on a GPU; the process's peak RSS always."""
-    import resource
-
-    out = {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}  # Linux reports KiB
-    if lm.device.startswith("cuda"):
-        out["cuda_max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
-    return out
-
-
 class Engine:
-    """Runs Steps on ``lm`` with a batched, buffer-backed KV cache. One engine serves many runs."""
+    """Runs Steps on ``lm`` with a batched KV cache (a block pool, or padded rows). One engine serves many runs."""
 
     name = "ours"
 
@@ -146,6 +108,9 @@ class Engine:
                 self.kv_note = f"padded: {e}"
         if kv == "paged" and self.paged is None:
             raise ValueError(f"kv='paged' is not possible with this model here ({self.kv_note})")
+        #: The passes on the engine's KV layout (one interface: prefill, decode, join, drop, fill, held).
+        self.kv: PagedPasses | PaddedPasses = self.paged if self.paged is not None else PaddedPasses(
+            self._next_tokens, self._shapes, self.dtype, self.device, self._context, self._cache_kw, lm.pad_token_id)
         self.start(Workload(()))
         if self.paged is not None:
             self._warm_paged()
@@ -153,6 +118,11 @@ class Engine:
     @property
     def kv_layout(self) -> str:
         return "paged" if self.paged is not None else "padded"
+
+    @property
+    def plan(self) -> str:
+        """The pass plan this engine runs a step as (``batchsim.core.plan``), which its profile prices."""
+        return "paged" if self.paged is not None else "grouped"
 
     # -- set-up -------------------------------------------------------------------------
     @torch.inference_mode()
@@ -182,12 +152,7 @@ class Engine:
         self.eos_at: dict[int, int] = {}  # --stop-on-eos: tokens up to and including the first EOS
         self.eos_time: dict[int, float] = {}  # ... and the clock when that pass ended
         self._eos_new: list[int] = []
-        self.batch = KVBatch(self._shapes, self.dtype, self.device)
-        if self.paged is not None:
-            self.paged.drop(list(self.paged.pool.table))
-            self.paged.regrown = self.paged.pool.peak_blocks = 0  # this run's figures, from here
-        self.partial: dict[int, KVBatch] = {}  # requests part-way through a chunked prefill
-        self.kv_peak_bytes = 0
+        self.kv.reset()
         self.passes = 0
         self.pass_log: list[tuple[Pass, float]] = []  # every pass run: its planned shape and seconds
         self.on_tokens: Callable[[list[int], list[int]], None] | None = None  # a live server streams from here
@@ -213,32 +178,41 @@ class Engine:
         self.start(Workload(()))
 
     def preallocate(self, max_rows: int, block_size: int | None = None, kv_budget_tokens: int | None = None) -> None:
-        """Size the batch's buffers once for the run: ``max_rows`` rows of the workload's longest context.
+        """Size the KV once for the run: ``max_rows`` rows of the workload's longest context.
 
-        A batch that outgrows its buffers copies all of itself into bigger ones, and on a CPU that
+        A cache that outgrows its memory mid-run copies all of itself into more, and on a CPU that
         costs a third of a second for half a gigabyte of a long-prompt batch: a handful of those
         make a short run's steps a third slower than their passes, at moments no cost model can
-        foresee. Allocated up front, the buffers only ever slide their window back (a copy, no
-        allocation). Skipped when that would take more than ``PREALLOCATE_BYTES``."""
+        foresee. The pool is sized as the policy counts blocks; the rectangle's buffers, allocated up
+        front, only ever slide their window back (a copy, no allocation). Neither takes more than
+        ``PREALLOCATE_BYTES``: beyond it the cache grows if it must."""
         if not self.requests:
             return
         ctx = min(self.lm.n_positions, max(r.prompt_tokens + r.output_tokens for r in self.requests.values()))
         rows = min(int(max_rows), len(self.requests))
         if self.paged is not None:
-            # The most the run can hold: every row at the longest context (a padded batch's finished rows
-            # compute on, but never past its longest), or the policy's KV budget if that is less.
+            # The most the run can hold: every row at the longest context, or the policy's KV budget if
+            # that is less. A policy that counts blocks (``block_size``) holds exactly its count. One that
+            # counts rectangles (taxi, static, dynamic: rows x longest) holds a little more in blocks: each
+            # row's context rounds up to a block, and a prefill holds each short prompt's padding in
+            # blocks of its own for the pass; two blocks per row cover both.
+            counted = block_size is not None
             bs = int(block_size or DEFAULT_BLOCK_SIZE)
-            blocks = rows * -(-ctx // bs)
+            slack = 0 if counted else 2 * rows
+            blocks = rows * -(-ctx // bs) + slack
             if kv_budget_tokens is not None:
-                # A padded policy counts its budget in rectangles (rows x longest): their rows' own blocks
-                # round up by less than a block each, hence the one block per row beyond the budget.
-                blocks = min(blocks, -(-int(kv_budget_tokens) // bs) + rows)
-            cap = max(1, PREALLOCATE_BYTES // (bs * self.lm.kv_bytes_per_token))  # beyond it the pool grows if it must
+                blocks = min(blocks, -(-int(kv_budget_tokens) // bs) + slack)
+            cap = max(1, PREALLOCATE_BYTES // (bs * self.lm.kv_bytes_per_token))
             self.paged.size_for(min(blocks, cap), bs)
             return
         columns = 2 * ctx + 32  # room for the window to slide back into without overlapping itself
         if rows * columns * self.lm.kv_bytes_per_token <= PREALLOCATE_BYTES:
-            self.batch = KVBatch(self._shapes, self.dtype, self.device, rows=rows, columns=columns, home=ctx)
+            self.kv.reset(rows=rows, columns=columns, home=ctx)
+
+    @property
+    def kv_peak_bytes(self) -> int:
+        """The most KV bytes the run held: the pool (reserved whole at its start), or the rectangle's peak."""
+        return self.kv.peak_bytes
 
     def kv_figures(self) -> dict:
         """The KV cache's layout and bytes for a run's record: the pool reserved (blocks x block bytes),
@@ -266,37 +240,39 @@ class Engine:
         """Run ``step``: up to ``step.repeat`` passes, fewer if it is interruptible and ``should_stop()``
         turns true after a pass. Returns (start, end of each pass) on ``clock``."""
         t_start = self.clock()
+        kv = self.kv
         if step.preempted:
-            self._drop(step.preempted)
+            kv.drop(step.preempted)
         ends: list[float] = []
         if step.decode:
             self._check_decode_rows(step.decode)
-        passes = plan_step(step, "grouped")
+        passes = plan_step(step, self.plan)
         log, clock, sync = self.pass_log, self.clock, self.lm.synchronize
         for j in range(step.repeat):
-            joining: list[tuple[KVBatch, list[int] | None]] = []
+            joining: list = []
             t = clock() if j == 0 else ends[-1]
             for p in passes:
                 if p.prefill_rows:
                     if j:
                         continue
-                    joining.extend(self._prefill_pass(list(p.chunks)) if self.paged is None
-                                   else [self._prefill_paged(list(p.chunks))])
+                    # A padded batch's pass computes rows x its longest prompt (the plan counts the padding).
+                    pad_to = p.query if p.prefill_tokens > sum(c.length for c in p.chunks) else 0
+                    done, toks, pending = kv.prefill(list(p.chunks), pad_to)
+                    joining.append(pending)
                     timed = p
                 else:
-                    self._decode()
-                    timed = p if not j else Pass(decode_rows=p.decode_rows, kv_read=p.kv_read + j * p.decode_rows,
-                                                 attn_read=p.attn_read + j * p.decode_rows)
+                    done, toks = kv.decode()
+                    timed = p if not j else replace(p, kv_read=p.kv_read + j * p.decode_rows,
+                                                    attn_read=p.attn_read + j * p.decode_rows)
+                self.passes += 1
+                self._append(done, toks)
                 sync()  # no-op on a CPU; on a GPU the pass's time is its own
                 t1 = clock()
                 log.append((timed, t1 - t))
                 t = t1
-            for block, rows in joining:
-                if self.paged is not None:
-                    self.paged.join(block)
-                else:
-                    self.batch.add(block, rows)
-            self._note_memory()
+            for pending in joining:
+                kv.join(pending)
+            kv.note_memory()
             sync()
             ends.append(clock())
             if self._eos_new:
@@ -314,54 +290,22 @@ class Engine:
         so filling the cache with random numbers skips prefills that would cost more than the
         steps being measured. (The tokens such rows then produce mean nothing.)
         """
-        if self.paged is not None:
-            self.paged.fill(list(ids), list(contexts), seed)
-            return
-        w = max(contexts)
-        block = KVBatch(self._shapes, self.dtype, self.device, rows=len(ids), columns=w)
-        gen = torch.Generator(device=self.device).manual_seed(seed)
-        for buf in block.K + block.V:
-            buf.normal_(generator=gen)  # finite everywhere; the mask hides the padding
-        for i, c in enumerate(contexts):
-            block.mask[i, w - c :] = 1
-        block.pos[: len(ids)] = torch.tensor(contexts, dtype=torch.long, device=self.device)
-        block.ids, block.n, block.lo, block.hi = list(ids), len(ids), 0, w
-        self.batch.add(block)
+        self.kv.fill(list(ids), list(contexts), seed)
 
     @torch.inference_mode()
     def release(self, ids) -> None:
         """Finished requests leave: their rows are dropped (their tokens stay in ``outputs()``)."""
         if len(ids):
-            self._drop(ids)
+            self.kv.drop(ids)
 
-    # -- the passes -------------------------------------------------------------------------
+    # -- helpers --------------------------------------------------------------------------------
     def _check_decode_rows(self, decode: tuple[int, ...]) -> None:
-        held = self.paged.running if self.paged is not None else self.batch.ids
+        held = self.kv.held
         if len(decode) != len(held) or set(decode) != set(held):
             raise RuntimeError(
                 f"step decodes {len(decode)} rows {sorted(decode)[:8]} but the cache holds "
                 f"{len(held)} rows {sorted(held)[:8]}: policy and engine disagree"
             )
-
-    def _decode(self) -> None:
-        if self.paged is not None:
-            rows, toks = self.paged.decode()
-            self.passes += 1
-            self._append(rows, toks)
-            return
-        b = self.batch
-        n = b.n
-        b.reserve(1)
-        b.mask[:n, b.hi] = 1
-        nxt = self._next_tokens(
-            input_ids=b.live_last()[:, None], **{self._cache_kw: b.cache()}, attention_mask=b.live_mask(1),
-            position_ids=b.live_pos()[:, None], use_cache=True,
-        )
-        b.hi += 1
-        b.pos[:n] += 1
-        b.last[:n] = nxt
-        self.passes += 1
-        self._append(b.ids, nxt.tolist())
 
     def _next_tokens(self, **inputs) -> torch.Tensor:
         """The greedy next token of every row: logits of each row's last position only."""
@@ -379,65 +323,6 @@ class Engine:
             raise RuntimeError(f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist")
         return ctx
 
-    def _prefill_paged(self, chunks: list[Chunk]) -> tuple[list[int], None]:
-        done, toks = self.paged.prefill(chunks)
-        self.passes += 1
-        self._append(done, toks)
-        return done, None
-
-    def _prefill_pass(self, chunks: list[Chunk]) -> list[tuple[KVBatch, list[int]]]:
-        n = len(chunks)
-        L = max(c.length for c in chunks)
-        pasts: list[KVBatch | None] = []
-        for c in chunks:
-            past = self.partial.pop(c.request_id, None)
-            if c.start == 0:
-                past = None  # a fresh start (or a recompute after preemption) forgets any old rows
-            elif past is None or past.width != c.start:
-                raise RuntimeError(f"request {c.request_id}: chunk starts at {c.start} but {past.width if past else 0} tokens are cached")
-            pasts.append(past)
-        tp = max((p.width for p in pasts if p is not None), default=0)
-        block = KVBatch(self._shapes, self.dtype, self.device, rows=n, columns=tp + L)
-        block.lo = block.hi = tp
-        for c, past in zip(chunks, pasts):
-            if past is not None:
-                block.add(past)
-            else:
-                block.add_blank(c.request_id)
-        tokens = np.full((n, L), self.lm.pad_token_id, dtype=np.int64)
-        positions = np.zeros((n, L), dtype=np.int64)
-        new_mask = np.zeros((n, L), dtype=np.int64)
-        for i, c in enumerate(chunks):
-            ctx = self._context(c.request_id, c.start + c.length)
-            tokens[i, L - c.length :] = ctx[c.start : c.start + c.length]
-            positions[i, L - c.length :] = np.arange(c.start, c.start + c.length)
-            new_mask[i, L - c.length :] = 1
-        block.mask[:n, block.hi : block.hi + L] = torch.from_numpy(new_mask).to(self.device)
-        nxt = self._next_tokens(
-            input_ids=torch.from_numpy(tokens).to(self.device), **{self._cache_kw: block.cache()},
-            attention_mask=block.live_mask(L), position_ids=torch.from_numpy(positions).to(self.device),
-            use_cache=True,
-        )
-        block.hi += L
-        block.pos[:n] = torch.tensor([c.start + c.length for c in chunks], dtype=torch.long, device=self.device)
-        block.last[:n] = nxt
-        self.passes += 1
-        self.kv_peak_bytes = max(self.kv_peak_bytes, self._kv_bytes() + block.nbytes)
-        done = [i for i, c in enumerate(chunks) if c.completes]
-        for i, c in enumerate(chunks):
-            if not c.completes:
-                self.partial[c.request_id] = block.row(i)
-        if not done:
-            return []
-        last = nxt.tolist()
-        self._append([chunks[i].request_id for i in done], [last[i] for i in done])
-        # A row that continued a chunk may have a gap between its old cache and its new tokens
-        # (new tokens are right-aligned to the longest chunk): such rows join squeezed, one by one.
-        holes = block.has_holes()
-        if bool(holes[done].any()):
-            return [(block.row(i), None) for i in done]
-        return [(block, done)]
-
     def _append(self, ids: list[int], toks: list[int]) -> None:
         gen, out_len, eos = self.generated, self.out_len, self.lm.eos_token_id
         kept: list[int] | None = [] if self.on_tokens is not None else None
@@ -453,20 +338,3 @@ class Engine:
         if kept:
             # Told as each pass produces them (not at the step's end): a stream's inter-token gaps are real.
             self.on_tokens(kept, [gen[r][-1] for r in kept])
-
-    def _drop(self, ids) -> None:
-        gone = set(int(i) for i in ids)
-        if self.paged is not None:
-            self.paged.drop(gone)
-            return
-        for rid in gone:
-            self.partial.pop(rid, None)
-        self.batch.remove(gone)
-
-    def _kv_bytes(self) -> int:
-        if self.paged is not None:
-            return self.paged.nbytes  # the pool, reserved whole at the run's start
-        return self.batch.nbytes + sum(p.nbytes for p in self.partial.values())
-
-    def _note_memory(self) -> None:
-        self.kv_peak_bytes = max(self.kv_peak_bytes, self._kv_bytes())

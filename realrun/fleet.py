@@ -23,7 +23,7 @@ from batchsim.core.router import Router
 from batchsim.core.workload import Workload
 from batchsim.core.result import result_of
 
-from .engine import memory_stats, reset_memory_stats
+from .memory import memory_stats, reset_memory_stats
 from .runner import cut_at_eos, explain_oom, oom_error_types, limits_for
 
 __all__ = ["run_real_fleet", "check_fleet_memory", "TAKING_TURNS", "ENGINE_BYTES_PER_WEIGHT_BYTE"]

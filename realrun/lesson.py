@@ -84,7 +84,11 @@ def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, request
         "notes": [engine.lm.describe(), prof.text().replace("\n", "; "),
                   f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / measured"],
     }
+    return summary, _figure(policy, engine.lm, errors, prof, row)
 
+
+def _figure(policy: str, lm, errors: dict, prof, row) -> Figure:
+    """The lesson's three panels: each metric's error, the calibration's fit, and the latency CDFs."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(1, 3)
     keys = [m for m in COMPARE_METRICS]
@@ -111,5 +115,5 @@ def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, request
     ax3.set_ylabel("share of requests")
     ax3.set_title("latency: simulated and real")
     ax3.legend(fontsize=8)
-    fig.suptitle(f"{policy} on {engine.lm.name} ({engine.lm.device}): the simulator against the wall clock")
-    return summary, fig
+    fig.suptitle(f"{policy} on {lm.name} ({lm.device}): the simulator against the wall clock")
+    return fig

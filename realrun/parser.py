@@ -29,7 +29,7 @@ class Parser(argparse.ArgumentParser):
 def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     """The real model's flags (and, with ``engine``, which engine serves it)."""
     g = p.add_argument_group("real model (the server that is measured)")
-    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), or a Hugging Face id / local path (cached or reachable)")
+    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), gpt2-8l-32k (8 x 768, 32,000 tokens, offline), or a Hugging Face id / local path (cached or reachable)")
     g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
     g.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")
     g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")

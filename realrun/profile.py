@@ -60,8 +60,8 @@ class ProfilePoint:
 
 # -- the model -------------------------------------------------------------------------------
 
-def build(meas: dict, source: str) -> ProfiledStepTime:
-    """The profiled model from ``measure``'s timings."""
+def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
+    """The profiled model from ``measure``'s timings, pricing steps as the engine runs them (``plan``)."""
     grid: Grid = meas["grid"]
     s: Samples = meas["samples"]
     mid = (grid.repeats - 1) / 2  # a decode point's passes read widths w .. w + repeats - 1
@@ -99,7 +99,7 @@ def build(meas: dict, source: str) -> ProfiledStepTime:
         wake_late=max(0.0, wake["late"]),
         wake_idle=tuple(wake["idle"]),
         wake_extra=tuple(wake["extra"]),
-        plan="grouped",
+        plan=plan,
         source=source,
         context_len=meas.get("n_positions"),
         spread=spread,
@@ -272,12 +272,13 @@ def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, pr
     seconds = time.perf_counter() - t0
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
     points = _points(meas)
-    model = build(meas, source)
+    plan = getattr(engine, "plan", "grouped")  # the pool's engine packs its passes ("paged"); the rectangle's groups them
+    model = build(meas, source, plan)
     # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
     from .canary import Canary
 
     model = replace(model, extra={**model.extra, "canary": Canary(engine, model).take_reference()})
-    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="grouped")
+    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan=plan)
     info = {
         "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights, "n_positions": lm.n_positions,
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "engine": getattr(engine, "name", "ours"),

@@ -32,7 +32,7 @@ from batchsim.core.step import Step
 from batchsim.core.workload import Workload
 from batchsim.core.result import result_of
 
-from .engine import memory_stats, reset_memory_stats
+from .memory import memory_stats, reset_memory_stats
 
 __all__ = ["run_real", "limits_for", "context_reason", "cut_at_eos", "explain_oom", "oom_error_types"]
 

@@ -178,7 +178,7 @@ def test_timings_match_the_servers_delays(fake):
 
 
 def test_prompts_are_seeded_by_request_and_match_the_real_engines():
-    from realrun.engine import prompt_ids
+    from realrun.inputs import prompt_ids
 
     wl = workload(n=3, prompt=24)
     for req in wl.requests:

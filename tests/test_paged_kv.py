@@ -102,6 +102,20 @@ def test_a_padded_batch_holds_fewer_bytes_in_blocks_than_in_its_rectangle(paged,
     assert a.meta["kv_peak_bytes_used"] < b.meta["kv_peak_bytes_measured"]
 
 
+def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(paged, workload, monkeypatch):
+    # generate()'s semantics, which the plan prices: a static batch's prefill computes rows x its longest
+    # prompt. Every pass that runs is counted here, in tokens, against the plan's prefill_tokens.
+    fed: list[int] = []
+    inner = paged.paged._forward
+    monkeypatch.setattr(paged.paged, "_forward", lambda rows, tokens, *a: fed.append(len(tokens)) or inner(rows, tokens, *a))
+    res = run_real(workload, make_policy("static", max_batch=4), paged)
+    prefills = [p for p, _ in paged.pass_log if p.prefill_rows]
+    assert prefills and any(p.prefill_tokens > sum(c.length for c in p.chunks) for p in prefills)  # some padding
+    assert sum(fed) == sum(p.prefill_tokens + p.decode_rows for p, _ in paged.pass_log)
+    assert paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0  # the padding's blocks came back
+    # (That the padding changes nobody's tokens: test_realrun_engine.py's one-at-a-time equality, static included.)
+
+
 def test_the_reference_attention_serves_when_the_kernel_cannot(lm, paged, workload, monkeypatch):
     want = run_real(workload, make_policy("continuous", max_seqs=4, block_size=4), paged) and dict(paged.outputs())
     monkeypatch.setattr(pool_module, "paged_attention", attention_reference)

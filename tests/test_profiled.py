@@ -98,6 +98,28 @@ def test_a_step_costs_the_sum_of_its_passes():
     assert lin.durations(step, 1)[0] - fused.durations(step, 1)[0] == pytest.approx(2e-3 + 1e-7 * (3 * 70 - 150))  # two more fixed costs, and the padding read
 
 
+def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
+    # realrun's engine on its block pool (plan "paged"): nothing padded, so nothing to group.
+    step = Step(prefill=(Chunk(5, 0, 100), Chunk(6, 20, 30)), decode=(0, 1, 2), kv_read=3 * 50 + 20, decode_width=70)
+    pre, dec = plan_step(step, "paged")
+    assert (pre.prefill_tokens, pre.prefill_rows, pre.query, pre.kv_read, pre.ragged) == (130, 2, 100, 20, True)
+    assert (dec.decode_rows, dec.kv_read, dec.attn_read, dec.ragged) == (3, 150, 150, True)  # no rectangle
+    for st in (model(past_cost=1e-9, plan="paged"), LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")):
+        assert st.durations(step, 1)[0] == pytest.approx(st.pass_time(pre) + st.pass_time(dec), rel=1e-12)
+    m = model(past_cost=1e-9, plan="paged")
+    assert m.pass_time(pre) == pytest.approx(float(m.prefill(2, 65)[0]) + 1e-9 * 30 * 20)  # the chunks at their mean
+    lin = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")
+    assert lin.pass_time(dec) == pytest.approx(1e-3 + 3e-4 + 150e-7)
+    # A padded batch computes its padding on the pool too: rows x the longest prompt, as its policy counts.
+    padded = Step(prefill=(Chunk(1, 0, 40), Chunk(2, 0, 10)), prefill_padding=30)
+    (p,) = plan_step(padded, "paged")
+    assert p.prefill_tokens == 80 and p.query == 40
+    # ... and a repeated decode reads each row's real context, a token longer each time.
+    rep = Step(decode=(0, 1, 2, 3), kv_read=4 * 90, decode_width=100, repeat=5)
+    np.testing.assert_allclose(m.durations(rep, 5), m.decode(4, 90 + np.arange(5)), rtol=1e-12)
+    np.testing.assert_allclose(lin.durations(rep, 5), 1e-3 + 4e-4 + 1e-7 * (360 + 4 * np.arange(5)), rtol=1e-12)
+
+
 def test_a_repeated_decode_prices_each_repetition_a_column_wider():
     m = model()
     step = Step(decode=(0, 1, 2, 3), kv_read=4 * 90, decode_width=100, repeat=20)
@@ -182,3 +204,24 @@ def test_a_calibration_runs_batchsim_from_the_command_line(tmp_path, capsys):
     assert code == 0
     obj = json.loads(out)
     assert obj["runs"][0]["summary"]["completed"] == 40 and "ProfiledStepTime" in obj["config"]["step_time"]
+
+
+def test_a_calibration_of_the_other_kv_layout_is_named_before_it_misprices(tmp_path):
+    # A rectangle's profile ("grouped") prices padding and groups that the block pool's engine never runs.
+    from types import SimpleNamespace
+
+    from realrun.calibrate import calibration
+
+    path = tmp_path / "cal.json"
+    model().to_json(path)  # plan "grouped": made with --kv padded
+    lm = SimpleNamespace(name="tiny-gpt2", device="cpu", dtype="fp32", threads=1)
+    for engine, warned in ((SimpleNamespace(plan="paged", kv_layout="paged"), True),
+                           (SimpleNamespace(plan="grouped", kv_layout="padded"), False)):
+        setup = SimpleNamespace(notes=[], workload=Workload(()))
+        got, _ = calibration(SimpleNamespace(calibration=str(path)), lm, engine, setup, [])
+        assert got.plan == "grouped"
+        lines = [n for n in setup.notes if "pass plan" in n]
+        assert bool(lines) == warned
+        if warned:
+            assert "prices steps as the 'grouped' pass plan, but this engine runs them as 'paged'" in lines[0]
+            assert "--kv padded" in lines[0]

@@ -20,7 +20,8 @@ from batchsim import Poisson, Uniform, make_policy, make_workload, summarize  # 
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.core.workload import Request, Workload  # noqa: E402
 from realrun.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
-from realrun.engine import Engine, cache_argument, prompt_ids  # noqa: E402
+from realrun.engine import Engine  # noqa: E402
+from realrun.inputs import cache_argument, prompt_ids  # noqa: E402
 from realrun.kvcache import KVBatch  # noqa: E402
 from realrun.model import load_model  # noqa: E402
 from realrun.runner import run_real  # noqa: E402

@@ -82,7 +82,7 @@ def test_profile_times_every_shape_and_holds_some_out(calibration):
     assert any(k.startswith("validation-") for k in kinds)
     assert all(q.seconds > 0 and q.samples >= 1 for q in prof.points)
     m = prof.model
-    assert isinstance(m, ProfiledStepTime) and m.plan == "grouped"
+    assert isinstance(m, ProfiledStepTime) and m.plan == "paged"  # the engine runs on its block pool here (a CPU)
     assert set(m.policy_gaps) == {"taxi", "continuous"} and all(g > 0 for g in m.policy_gaps.values())
     assert m.wake_idle == (0.001, 0.01) and m.wake_late >= 0
     # The model prices the grid's own shapes close to their (monotone-made) measurements.

@@ -5,7 +5,7 @@ server decides *how*: in one forward pass or several. The plan is that "how", an
 lives here, in the shared core, so that the engine that runs a step and every cost
 model that prices it see the very same passes.
 
-Two ways of running a step, named by ``PLANS``:
+Three ways of running a step, named by ``PLANS``:
 
 - ``"fused"``: one pass for the whole step, every row's tokens flattened together and
   attention reading each row's real context (vLLM's kernels, ragged). The roofline GPU
@@ -15,10 +15,15 @@ Two ways of running a step, named by ``PLANS``:
   long ones (chunks within a quarter of the group's longest share a pass); then the
   decoding rows run one pass of one token each. A rectangle reads ``rows x width``
   cached columns, where width is the longest row's context: padding is read too.
+  realrun's engine runs this way where its KV is the rectangle (``--kv padded``, a GPU).
+- ``"paged"``: realrun's engine on its block pool (the default on a CPU). The prefill chunks
+  run as one pass, every row's tokens laid end to end (nothing padded, so nothing to
+  group); then the decoding rows run one pass of one token each. Attention reads each
+  row's own blocks (ragged) in both: ``attn_read`` is ``kv_read``.
 
-A padded batch (taxi, static, dynamic, ``generate()``) is rectangular by nature under
-either plan: its prefill is one pass of ``rows x longest prompt`` and its policy
-already counts the padding it reads.
+A padded batch (taxi, static, dynamic, ``generate()``) computes its padding under every
+plan: its prefill is one pass of ``rows x longest prompt`` tokens, as its policy counts
+them (the paged engine computes each short prompt's padding as a throwaway row beside it).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from .step import Chunk, Step
 
 __all__ = ["Pass", "PLANS", "plan_step", "prefill_groups"]
 
-PLANS = ("fused", "grouped")
+PLANS = ("fused", "grouped", "paged")
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,21 @@ def _rect_prefill(group: tuple[Chunk, ...]) -> Pass:
                 kv_read=sum(c.start for c in group), attn_read=n * past, chunks=group)
 
 
+def _paged(step: Step, rows: int) -> list[Pass]:
+    """The block pool's two passes: every chunk packed into one prefill (a padded batch's padding
+    computed with it: ``prefill_tokens`` counts it), then the decode; both ragged."""
+    passes = []
+    if step.prefill:
+        past = sum(c.start for c in step.prefill)
+        passes.append(Pass(prefill_tokens=step.prefill_tokens, prefill_rows=len(step.prefill),
+                           query=max(c.length for c in step.prefill), kv_read=past, attn_read=past,
+                           chunks=step.prefill, ragged=True))
+    if rows:
+        kv = step.kv_read - sum(c.start for c in step.prefill)
+        passes.append(Pass(decode_rows=rows, kv_read=kv, attn_read=kv, ragged=True))
+    return passes
+
+
 def plan_step(step: Step, plan: str = "fused") -> list[Pass]:
     """The passes that run the first repetition of ``step``.
 
@@ -124,6 +144,8 @@ def plan_step(step: Step, plan: str = "fused") -> list[Pass]:
                      attn_read=step.kv_read, chunks=step.prefill, ragged=True)]
     if plan not in PLANS:
         check_choice("plan", plan, PLANS)
+    if plan == "paged":
+        return _paged(step, rows)
     passes = []
     if step.prefill:
         if padded:

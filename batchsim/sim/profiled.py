@@ -139,7 +139,7 @@ class ProfiledStepTime(StepTimeModel):
         return float(self.decode(p.decode_rows, p.past)[0])
 
     def _fused_time(self, p: Pass) -> float:
-        """One ragged pass (plan "fused", vLLM's): its prefill priced as the same tokens in chunks of
+        """One ragged pass (plan "fused", vLLM's; or one of plan "paged"'s): its prefill priced as the same tokens in chunks of
         their mean length, each chunk's attention to its own cached past, and its decode rows at their
         mean context; the fixed cost both grids include is paid once (``fused_shared``)."""
         t = 0.0

@@ -15,8 +15,9 @@ simulator prices a run of ``repeat`` decode steps in one vectorised call.
   kernels): paid once however many rows share it, which is why batching pays.
 
 ``plan`` says how the modelled server runs a step: ``"fused"`` (one pass, as vLLM and
-the GPU servers of the catalog) or ``"grouped"`` (realrun's engine: prefill passes, then
-a decode pass over a rectangular cache). ``step_gap`` is the server's own time between
+the GPU servers of the catalog), ``"grouped"`` (realrun's engine on a rectangular cache:
+prefill passes, then a decode pass) or ``"paged"`` (realrun's engine on its block pool: one
+packed prefill pass, then a decode pass, both reading each row's own blocks). ``step_gap`` is the server's own time between
 two steps (deciding, recording: the driver's Python), added before each step.
 
 The interface every model offers is ``StepTimeModel`` (``batchsim.sim.stepmodel``, re-exported
@@ -106,7 +107,7 @@ class LinearStepTime(StepTimeModel):
         if step.prefill:
             return super().durations(step, m)
         rows = len(step.decode)
-        attn = step.kv_read if self.plan == "fused" else rows * step.decode_width
+        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read  # a rectangle or ragged
         # base + c3 * (attn + j * rows), in place: the same operations in the same order, one array.
         d = np.arange(m, dtype=np.float64)
         d *= rows
@@ -130,7 +131,7 @@ class LinearStepTime(StepTimeModel):
             if self.plan != "fused" or m != 1:
                 return None
             return [self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read]
-        attn = step.kv_read if self.plan == "fused" else rows * step.decode_width
+        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read  # a rectangle or ragged
         base, c3 = self.c0 + self.c1 * 0 + self.c2 * rows, self.c3
         return [base + c3 * (j * rows + attn) for j in range(m)]
 

@@ -75,7 +75,7 @@ def prompt_for(req: Request, seed: int, chat: bool, text: str | None = None) -> 
     """The prompt a request sends: ``text`` when given, else the request's own text, else
     ``prompt_tokens`` ids seeded from (seed, request id).
 
-    The ids are ``batchsim.core.workload.seeded_prompt``'s, as ``realrun.engine.prompt_ids`` draws them
+    The ids are ``batchsim.core.workload.seeded_prompt``'s, as ``realrun.inputs.prompt_ids`` draws them
     (so a server of ours sees the prompt its own runs use). A chat message must be text, so there the ids pick one-token words instead."""
     if text is not None:
         return text

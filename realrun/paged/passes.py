@@ -1,8 +1,8 @@
 """The engine's passes on the paged pool: a prefill of chunks and a decode of rows, each one
 forward pass over exactly the tokens it brings, the rows laid end to end (no padding).
 
-The engine (``realrun.engine``) runs a Step's passes as batchsim's ``"grouped"`` plan
-prices them; here each pass packs its rows' new tokens into one sequence, gives the model
+The engine (``realrun.engine``) runs a Step's passes as batchsim's ``"paged"`` plan
+prices them (every prefill chunk in one pass, then the decode); here each pass packs its rows' new tokens into one sequence, gives the model
 their positions, and takes each row's greedy token at its last new token. The KV stays in
 the pool's blocks (``pool.KVPool``); a row's blocks are taken as it grows and given back
 when it leaves. ``running`` are the rows that decode (their prefill complete), in the order
@@ -10,6 +10,13 @@ they joined, with the token each feeds next.
 
 The pool is sized once for a run (``size_for``); a pass that finds it full grows it (a copy of
 every block), which a well-sized run never does and which ``regrown`` counts.
+
+A padded batch (taxi, static, dynamic) computes its padding as ``generate()`` does: a prefill
+given ``pad_to`` brings, beside each prompt shorter than that, a throwaway row of the missing
+tokens, so the pass computes rows x ``pad_to`` tokens as the policy counts them; those rows'
+blocks go back to the pool when the pass ends, and their tokens are never read.
+
+The interface is the rectangle's (``realrun.padded_passes.PaddedPasses``): the engine runs either.
 """
 
 from __future__ import annotations
@@ -38,6 +45,16 @@ class PagedPasses:
         self.running: list[int] = []
         self.last: dict[int, int] = {}
         self.regrown = 0
+
+    def reset(self) -> None:
+        """Every row gone, this run's figures from zero (the pool itself is kept: ``size_for`` resizes it)."""
+        self.drop(list(self.pool.table))
+        self.regrown = self.pool.peak_blocks = 0
+
+    @property
+    def held(self) -> list[int]:
+        """The rows that decode, in the order they joined."""
+        return self.running
 
     # -- the pool ----------------------------------------------------------------------
     def size_for(self, blocks: int, block_size: int) -> None:
@@ -73,9 +90,10 @@ class PagedPasses:
             last[r] = t
         return list(rows), toks
 
-    def prefill(self, chunks: list[Chunk]) -> tuple[list[int], list[int]]:
-        """The chunks' tokens in one pass: (rows whose prefill completed, their first tokens). They join
-        ``running`` when the engine says (``join``), after the step's other passes."""
+    def prefill(self, chunks: list[Chunk], pad_to: int = 0) -> tuple[list[int], list[int], list[int]]:
+        """The chunks' tokens in one pass, each padded to ``pad_to`` tokens when given (see the module's
+        docstring): (rows whose prefill completed, their first tokens, the rows for ``join``). They join
+        ``running`` when the engine says, after the step's other passes."""
         pool = self.pool
         rows, tokens, positions, new = [], [], [], []
         for c in chunks:
@@ -89,11 +107,22 @@ class PagedPasses:
             tokens.extend(ctx[c.start : c.start + c.length])
             positions.extend(range(c.start, c.start + c.length))
             new.append(c.length)
-        toks = self._forward(rows, tokens, positions, new)
+        pads = [(-1 - i, pad_to - c.length) for i, c in enumerate(chunks) if c.length < pad_to]
+        for pid, n in pads:  # ids below zero: no request's; any token will do (its output is never read)
+            rows.append(pid)
+            tokens.extend([0] * n)
+            positions.extend(range(n))
+            new.append(n)
+        try:
+            toks = self._forward(rows, tokens, positions, new)
+        finally:
+            for pid, _ in pads:
+                pool.free(pid)
         done = [(c.request_id, t) for c, t in zip(chunks, toks) if c.completes]
         for rid, t in done:
             self.last[rid] = t
-        return [r for r, _ in done], [t for _, t in done]
+        ids = [r for r, _ in done]
+        return ids, [t for _, t in done], ids
 
     def join(self, rids: list[int]) -> None:
         self.running.extend(rids)
@@ -121,6 +150,14 @@ class PagedPasses:
     def nbytes(self) -> int:
         """Bytes of the pool: reserved once (blocks x block bytes)."""
         return self.pool.nbytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """The KV bytes the run holds at most: the pool, reserved whole."""
+        return self.pool.nbytes
+
+    def note_memory(self) -> None:
+        pass  # the pool's bytes are fixed at its start (``regrown`` says if not)
 
     @property
     def peak_bytes_used(self) -> int:

@@ -2,7 +2,7 @@
 
 Each request is handed to vLLM's ``AsyncLLM.generate`` at its arrival time (an asyncio
 task per request, as vLLM's serving benchmark does), with its prompt as token ids
-(``realrun.engine.prompt_ids``: the very prompt our engine feeds) and exactly its
+(``realrun.inputs.prompt_ids``: the very prompt our engine feeds) and exactly its
 output length (``min_tokens = max_tokens``, EOS ignored, greedy). What vLLM reports
 becomes batchsim's ``Records``, so every metric, plot and cost applies unchanged:
 
@@ -37,7 +37,7 @@ from batchsim.core.result import RunResult
 from batchsim.core.step import Chunk, Step, StepOutcome
 from batchsim.core.workload import Workload
 
-from ..engine import prompt_ids
+from ..inputs import prompt_ids
 
 __all__ = ["run_vllm", "steps_into", "VLLMRun"]
 

@@ -62,7 +62,7 @@ def model_dir(name: str, seed: int = 0) -> Path:
 
 
 def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Path:
-    """Write offline model ``name`` (tiny-gpt2, gpt2-random, tiny-gpt2-50k) with ``save_pretrained``; returns the folder.
+    """Write offline model ``name`` (one of ``OFFLINE_MODELS``) with ``save_pretrained``; returns the folder.
 
     The weights are those ``realrun.model.load_model(name, seed=seed)`` builds, in fp32. A folder
     that already holds the model is left as it is; the write goes to a temporary folder first, so a
