@@ -19,22 +19,28 @@ Targets: ours-continuous >= 2x hf-generate and >= 1.5x hf-continuous, and >= 1.0
 the medians are compared. The machine's load average is printed: on a shared machine
 the absolute figures move, the ratios less so.
 
-    python bench/engine_efficiency.py [--rounds 3] [--threads N] [--model tiny-gpt2|tiny-gpt2-50k|gpt2-random]
+    python bench/engine_efficiency.py [--rounds 3] [--threads N] [--model tiny-gpt2|tiny-gpt2-50k|gpt2-random] [--json PATH]
     .venv-vllm/bin/python bench/engine_efficiency.py      # the same, with vLLM alongside
 
 vLLM binds one core to its model and keeps torch at one thread, so ours runs with one thread too
-(--threads 1, the default here) for a like-for-like ratio.
+(--threads 1, the default here) for a like-for-like ratio. ``--json PATH`` writes the figures
+(every round, the medians, the KV bytes of both layouts, the host's yardstick) for lesson 5,
+which quotes them from ``course/data/engine-kv.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 from batchsim import Continuous, Static, summarize
 from batchsim.core.workload import Workload
@@ -57,13 +63,20 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="tiny-gpt2")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the figures to PATH (lesson 5's data)")
     args = p.parse_args(argv)
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        print(f"engine_efficiency: error: --json: no folder {os.path.dirname(os.path.abspath(args.json))!r}", file=sys.stderr)
+        return 2
+    host_s = yardstick()
     lm = load_model(args.model, device="cpu", threads=args.threads)
     wl = workload()
     useful = int(wl.output_tokens.sum())
     print(f"model: {lm.describe()}")
     print(f"workload: {wl.description}; {useful} useful output tokens")
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    load_before = os.getloadavg()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; host yardstick "
+          f"(10M-iteration Python loop) {host_s:.2f} s")
     ours, padded, hfgen = Engine(lm), Engine(lm, kv="padded"), HFGenerateEngine(lm)
     print(f"ours: KV {ours.kv_note}")
     runs = {
@@ -104,6 +117,14 @@ def main(argv=None) -> int:
         server.close()
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     med = {k: statistics.median(v) for k, v in tps.items()}
+    same = _report(med, tps, outputs, len(wl))
+    if args.json:
+        _write_figures(args, argv, lm, wl, useful, tps, med, same, last, (host_s, load_before))
+    return 0
+
+
+def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
+    """The table, the ratios against their targets, and whether the greedy tokens agree (returned)."""
     print()
     print(f"{'engine':18s} {'median tok/s':>12s}   rounds")
     for k, v in med.items():
@@ -120,12 +141,33 @@ def main(argv=None) -> int:
     print(f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x")
     print(f"ours paged / ours padded (the KV layout alone)            = {med['ours-continuous'] / med['ours-padded']:.2f}x")
     hf = [k for k in ("ours-padded", "hf-generate", "hf-continuous") if k in outputs]
-    same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(len(wl)))
+    same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(n))
     print(f"greedy tokens identical across ours and {', '.join(hf)}: {'yes' if same else 'NO'}")
     if "vllm" in outputs:
-        agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(len(wl)))
-        print(f"greedy tokens identical to vLLM's: {agree} of {len(wl)} requests (other kernels: near-ties may break otherwise)")
-    return 0
+        agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(n))
+        print(f"greedy tokens identical to vLLM's: {agree} of {n} requests (other kernels: near-ties may break otherwise)")
+    return same
+
+
+def _write_figures(args, argv, lm, wl, useful: int, tps: dict, med: dict, same: bool, last: dict, host: tuple) -> None:
+    """The run's figures as JSON at ``args.json``: what lesson 5 quotes (``course/data/engine-kv.json``)."""
+    kv_keys = ("kv_layout", "kv_block_size", "kv_pool_blocks", "kv_pool_bytes", "kv_peak_blocks", "kv_peak_bytes_used",
+               "kv_pool_regrown")
+    host_s, load_before = host
+    figures = {
+        "command": "python bench/engine_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "model": lm.describe(), "workload": wl.description, "useful_tokens": useful, "rounds": args.rounds,
+        "tokens_per_s": tps, "median_tokens_per_s": med, "greedy_identical": same,
+        "paged": {k: last["ours-continuous"].meta.get(k) for k in kv_keys},
+        "padded_peak_bytes": last["ours-padded"].meta.get("kv_peak_bytes_measured"),
+        "host": {"cores": os.cpu_count(), "yardstick_s": round(host_s, 3), "load_average_before": load_before,
+                 "load_average_after": os.getloadavg()},
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    with open(args.json, "w") as f:
+        json.dump(figures, f, indent=2)
+        f.write("\n")
+    print(f"wrote {args.json}")
 
 
 def _kv_bytes(paged: dict, padded: dict) -> None:

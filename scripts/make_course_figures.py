@@ -48,6 +48,7 @@ COURSE_FIGURES: dict[str, tuple[str, dict]] = {
     "03-prefill-stall.png": ("prefill_stall", dict(prompt_tokens=8192, running=32, chunk_tokens=512)),
     "04-theory.png": ("theory_vs_simulation", dict(load=0.7, replications=10, seats=8)),
     "05-memory.png": ("memory_wall", dict(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32)),
+    "05-kv-layouts.png": ("kv_layouts", dict(block_size=16)),
     "06-cost.png": ("cost", dict(gpu="A100-80GB", max_batch=32)),
     "06-fleet.png": ("fleet", {}),
     "08-real-day.png": ("real_day", dict(policy="continuous", max_batch=64)),

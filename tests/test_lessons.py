@@ -111,6 +111,21 @@ def test_memory_wall_matches_the_hand_computation():
     assert p["continuous"]["preemptions"] > 0
 
 
+def test_the_two_kv_layouts_count_what_a_hand_count_gives():
+    # Rows of 10, 40 and 25 tokens in blocks of 16: a rectangle 3 x 40 = 120 slots; blocks 1 + 3 + 2 = 6 = 96.
+    s, fig = lessons.kv_layouts(requests=((4, 6), (30, 10), (20, 5)), block_size=16, blocks_per_line=4)
+    assert (s["tokens"], s["rectangle_tokens"], s["blocks"], s["block_tokens"]) == (75, 120, 6, 96)
+    assert s["rectangle_padding_pct"] == pytest.approx(100 * 45 / 120) and s["block_waste_pct"] == pytest.approx(100 * 21 / 96)
+    assert "3 x 40 = 120" in s["table"] and len(fig.axes) == 2
+    # Equal lengths pad nothing; a spread of lengths pads the rectangle, never the blocks past one per row.
+    even, _ = lessons.kv_layouts(requests=((16, 16),) * 4)
+    assert even["rectangle_padding_pct"] == 0 and even["block_waste_pct"] == 0
+    wide, _ = lessons.kv_layouts(requests=((1, 0), (500, 0)), block_size=16)
+    assert wide["rectangle_padding_pct"] > 49 and wide["block_tokens"] - wide["tokens"] < 2 * 16
+    with pytest.raises(ConfigError, match="requests must be"):
+        lessons.kv_layouts(requests=((0, 3),))
+
+
 def test_memory_wall_moves_with_budget_and_with_grouped_query_attention():
     roomy, _ = lessons.memory_wall(kv_budget_gb=40, max_batch=16, requests=32)
     assert not roomy["memory_bound"]

@@ -19,6 +19,7 @@ from ._common import CLAIM, LESSON_GPU, LESSON_MODEL, POLICY_COLORS
 from .batching import batching_policies, why_batch
 from .cost import cost
 from .fleet import FLIP_MAX_RATE, fleet, fleet_flip
+from .layouts import kv_layouts
 from .memory import memory_wall
 from .prefill import prefill_knee, prefill_stall
 from .real_day import AZURE_TRACE, find_trace, real_day
@@ -26,6 +27,6 @@ from .roofline import roofline
 from .theory import theory_vs_simulation
 
 __all__ = [
-    "why_batch", "batching_policies", "memory_wall", "cost", "fleet", "fleet_flip", "FLIP_MAX_RATE", "roofline", "theory_vs_simulation",
+    "why_batch", "batching_policies", "memory_wall", "kv_layouts", "cost", "fleet", "fleet_flip", "FLIP_MAX_RATE", "roofline", "theory_vs_simulation",
     "real_day", "prefill_stall", "prefill_knee", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
 ]
