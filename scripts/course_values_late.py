@@ -80,7 +80,7 @@ ENGINE_KV = Path(__file__).resolve().parent.parent / "course" / "data" / "engine
 def _lesson5_engine(v: dict[str, str], figure: Figure) -> None:
     """Lesson 5's real engine: the two layouts drawn for the same requests, and measured."""
     s = figure("05-kv-layouts.png")
-    v["l5.layout_block"] = "16"
+    v["l5.layout_block"] = str(s["block_size"])
     v["l5.layout_rect"] = fixed(s["rectangle_tokens"], 0)
     v["l5.layout_held"] = fixed(s["block_tokens"], 0)
     v["l5.layout_pad_pct"] = fixed(s["rectangle_padding_pct"], 0)

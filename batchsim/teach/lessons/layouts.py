@@ -25,10 +25,10 @@ __all__ = ["kv_layouts", "DEFAULT_REQUESTS"]
 DEFAULT_REQUESTS = ((56, 113), (44, 24), (37, 78), (23, 95), (25, 110), (10, 71), (12, 53), (8, 45))
 
 
-def _pool(requests, block_size: int) -> tuple[list[int], list[list[int]]]:
-    """(owner of each block, -1 free; tokens in each block) after every request reached its last token."""
+def _pool(requests, block_size: int) -> tuple[list[int], list[int]]:
+    """(owner of each block; tokens in each block) after every request reached its last token."""
     owner: list[int] = []
-    fill: list[list[int]] = []
+    fill: list[int] = []
     tables: list[list[int]] = [[] for _ in requests]
     length = [0] * len(requests)
 
@@ -37,8 +37,8 @@ def _pool(requests, block_size: int) -> tuple[list[int], list[list[int]]]:
             if length[r] % block_size == 0:
                 tables[r].append(len(owner))
                 owner.append(r)
-                fill.append([])
-            fill[tables[r][-1]].append(length[r])
+                fill.append(0)
+            fill[tables[r][-1]] += 1
             length[r] += 1
 
     for r, (prompt, _) in enumerate(requests):  # the prefill: each prompt's blocks at once
@@ -66,7 +66,7 @@ def kv_layouts(requests=DEFAULT_REQUESTS, block_size: int = 16, blocks_per_line:
     owner, fill = _pool(reqs, block_size)
     tokens, rect, held = int(ctx.sum()), len(reqs) * width, len(owner) * block_size
     summary = {
-        "requests": len(reqs), "tokens": tokens, "rectangle_tokens": rect, "blocks": len(owner),
+        "requests": len(reqs), "block_size": block_size, "tokens": tokens, "rectangle_tokens": rect, "blocks": len(owner),
         "block_tokens": held, "rectangle_padding_pct": 100.0 * (rect - tokens) / rect,
         "block_waste_pct": 100.0 * (held - tokens) / held, "rectangle_over_blocks": rect / held,
         "table": (f"{len(reqs)} requests, {tokens} tokens of context: a rectangle of {len(reqs)} x {width} = {rect} "
@@ -83,10 +83,10 @@ def kv_layouts(requests=DEFAULT_REQUESTS, block_size: int = 16, blocks_per_line:
         grid[r, width - c:] = r + 1  # left padding: every row ends at the same column
     lines = -(-len(owner) // blocks_per_line)
     pool = np.full((lines, blocks_per_line * block_size), n + 1, dtype=int)
-    for b, (r, slots) in enumerate(zip(owner, fill)):
+    for b, (r, used) in enumerate(zip(owner, fill)):
         row, col = divmod(b, blocks_per_line)
         pool[row, col * block_size:(col + 1) * block_size] = 0
-        pool[row, col * block_size:col * block_size + len(slots)] = r + 1
+        pool[row, col * block_size:col * block_size + used] = r + 1
 
     fig = Figure(figsize=(11, 4.6), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(width, blocks_per_line * block_size))
