@@ -308,3 +308,16 @@ def test_batched_equals_alone_with_gpt2s_vocabulary():
     assert summarize(res)["completed"] == len(wl)
     for r in wl.requests:
         assert eng.outputs()[r.id] == alone(big, r), f"request {r.id}"
+
+
+def test_every_offline_model_s_special_ids_lie_inside_its_vocabulary():
+    # A special id past the last row is an IndexError at the first padded batch (GPT-2's default 50256
+    # under gpt2-8l-32k's 32,000 rows would be one). Configs only: no weights are built.
+    from realrun.model import OFFLINE_MODELS, _gpt2_config
+
+    for name in OFFLINE_MODELS:
+        cfg = _gpt2_config(name)
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            assert 0 <= getattr(cfg, key) < cfg.vocab_size, (name, key)
+    cfg = _gpt2_config("gpt2-8l-32k")
+    assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size) == (8, 768, 12, 32000)
