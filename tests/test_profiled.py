@@ -120,6 +120,35 @@ def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
     np.testing.assert_allclose(lin.durations(rep, 5), 1e-3 + 4e-4 + 1e-7 * (360 + 4 * np.arange(5)), rtol=1e-12)
 
 
+def test_a_padded_batch_decodes_on_the_pool_reading_no_padding():
+    # Static's rows are left-padded to the longest prompt in a rectangle; on the pool the padding was
+    # a throwaway row, dropped after the prefill, so the decode reads each row's own prompt and tokens.
+    from batchsim import Request, Static
+
+    pol = Static(max_batch=3)
+    pol.start()
+    for i, p in enumerate((40, 10, 25)):
+        pol.on_arrival(Request(i, 0.0, p, 6), 0.0)
+    pre = pol.next_action(0.0)
+    assert pre.prefill_tokens == 3 * 40 and pre.prefill_padding == 45
+    pol.on_step_end(pre, 1, 0.1)
+    dec = pol.next_action(0.1)
+    assert (dec.kv_read, dec.kv_padding, dec.decode_width) == (3 * 40, 45, 40)
+    (grouped,) = plan_step(dec, "grouped")
+    (paged,) = plan_step(dec, "paged")
+    (fused,) = plan_step(dec, "fused")
+    assert grouped.attn_read == 3 * 40 and fused.attn_read == 3 * 40  # a rectangle, padding read
+    assert paged.kv_read == paged.attn_read == 40 + 10 + 25  # the pool: real tokens only
+    lin = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")
+    m = model(past_cost=1e-9, plan="paged")
+    # The linear model's shortcut and the plan's pricing agree, repetition by repetition.
+    np.testing.assert_allclose(lin.durations(dec, dec.repeat), 1e-3 + 3e-4 + 1e-7 * (75 + 3 * np.arange(dec.repeat)), rtol=1e-12)
+    assert lin.short_durations(dec, 2) == pytest.approx([lin.pass_time(paged), lin.pass_time(paged) + 3e-7], rel=1e-12)
+    np.testing.assert_allclose(m.durations(dec, 3), m.decode(3, 25 + np.arange(3)), rtol=1e-12)
+    with pytest.raises(ValueError, match="kv_padding"):
+        Step(decode=(0,), kv_read=5, kv_padding=6)
+
+
 def test_a_repeated_decode_prices_each_repetition_a_column_wider():
     m = model()
     step = Step(decode=(0, 1, 2, 3), kv_read=4 * 90, decode_width=100, repeat=20)

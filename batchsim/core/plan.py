@@ -19,7 +19,8 @@ Three ways of running a step, named by ``PLANS``:
 - ``"paged"``: realrun's engine on its block pool (the default on a CPU). The prefill chunks
   run as one pass, every row's tokens laid end to end (nothing padded, so nothing to
   group); then the decoding rows run one pass of one token each. Attention reads each
-  row's own blocks (ragged) in both: ``attn_read`` is ``kv_read``.
+  row's own blocks (ragged) in both: ``attn_read`` is ``kv_read``, and a padded batch's rows
+  read no padding (``Step.kv_padding`` is left out).
 
 A padded batch (taxi, static, dynamic, ``generate()``) computes its padding under every
 plan: its prefill is one pass of ``rows x longest prompt`` tokens, as its policy counts
@@ -125,7 +126,8 @@ def _paged(step: Step, rows: int) -> list[Pass]:
                            query=max(c.length for c in step.prefill), kv_read=past, attn_read=past,
                            chunks=step.prefill, ragged=True))
     if rows:
-        kv = step.kv_read - sum(c.start for c in step.prefill)
+        # A padded batch's rows hold no padding in the pool: their own prompts and tokens only.
+        kv = step.kv_read - step.kv_padding - sum(c.start for c in step.prefill)
         passes.append(Pass(decode_rows=rows, kv_read=kv, attn_read=kv, ragged=True))
     return passes
 

@@ -56,7 +56,12 @@ class Step:
         to its longest prompt; padding costs compute like any token).
     kv_read: KV-cache tokens read by the first repetition (sum of the context already
         cached for each row, and of each chunk's ``start``); every further repetition reads
-        ``len(decode)`` more.
+        ``len(decode)`` more. A padded batch's rows count their prompt's left padding too, as
+        a rectangle holds it (``kv_padding`` says how much of ``kv_read`` that is).
+    kv_padding: of ``kv_read``, the prompt padding a padded batch's decode rows carry
+        (``rows x longest prompt - sum of prompts``). A left-padded rectangle reads it; a block
+        pool holds none (the padding's throwaway rows are dropped after the prefill), so a
+        paged plan reads ``kv_read - kv_padding``.
     decode_width: the longest context among the decoding rows at the first repetition. A
         left-padded rectangular cache (``generate()``, realrun's engine) reads this many
         columns for *every* row, padding included; ``kv_read`` counts only real tokens.
@@ -74,6 +79,7 @@ class Step:
     padded_rows: int = 0
     prefill_padding: int = 0
     kv_read: int = 0
+    kv_padding: int = 0
     decode_width: int = 0
     repeat: int = 1
     interruptible: bool = False
@@ -83,6 +89,8 @@ class Step:
     def __post_init__(self) -> None:
         if self.repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {self.repeat}")
+        if not 0 <= self.kv_padding <= self.kv_read:
+            raise ValueError(f"kv_padding must be in [0, kv_read={self.kv_read}], got {self.kv_padding}")
         if self.repeat > 1 and self.prefill:
             raise ValueError("only decode-only steps repeat")
         if not self.prefill and not self.decode:
@@ -133,7 +141,7 @@ def fast_step(prefill: tuple[Chunk, ...], decode: tuple[int, ...], kv_read: int,
                     interruptible=interruptible, preempted=preempted, kv_in_use=kv_in_use)
     s = _new(Step)
     s.__dict__.update(prefill=prefill, decode=decode, padded_rows=0, prefill_padding=0, kv_read=kv_read,
-                      decode_width=decode_width, repeat=repeat, interruptible=interruptible, preempted=preempted,
+                      kv_padding=0, decode_width=decode_width, repeat=repeat, interruptible=interruptible, preempted=preempted,
                       kv_in_use=kv_in_use)
     return s
 

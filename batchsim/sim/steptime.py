@@ -107,7 +107,9 @@ class LinearStepTime(StepTimeModel):
         if step.prefill:
             return super().durations(step, m)
         rows = len(step.decode)
-        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read  # a rectangle or ragged
+        # What the first pass reads: the rectangle (grouped), each row's own blocks and no padding
+        # (paged), or kv_read (fused): as plan_step counts it, inline on the hot path.
+        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read - (step.kv_padding if self.plan == "paged" else 0)
         # base + c3 * (attn + j * rows), in place: the same operations in the same order, one array.
         d = np.arange(m, dtype=np.float64)
         d *= rows
@@ -131,7 +133,9 @@ class LinearStepTime(StepTimeModel):
             if self.plan != "fused" or m != 1:
                 return None
             return [self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read]
-        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read  # a rectangle or ragged
+        # What the first pass reads: the rectangle (grouped), each row's own blocks and no padding
+        # (paged), or kv_read (fused): as plan_step counts it, inline on the hot path.
+        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read - (step.kv_padding if self.plan == "paged" else 0)
         base, c3 = self.c0 + self.c1 * 0 + self.c2 * rows, self.c3
         return [base + c3 * (j * rows + attn) for j in range(m)]
 

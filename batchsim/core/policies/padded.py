@@ -121,6 +121,7 @@ class PaddedBatchPolicy(Policy):
         # The distinct output lengths, shortest first: a row turns to padding at each of them.
         self._ends = sorted(set(outs)) if len(outs) > 1 else outs
         self._reserved = len(rows) * (p + L)
+        self._padding = len(rows) * p - sum(r.prompt_tokens for r in rows)  # left-padding columns of the rectangle
         self._use_kv(self._reserved)
 
     def next_action(self, now: float) -> Step | Wait:
@@ -132,8 +133,7 @@ class PaddedBatchPolicy(Policy):
         s = self.steps_done
         if s == 0:
             chunks = tuple(Chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch)
-            padding = B * P - sum(r.prompt_tokens for r in self.batch)
-            return Step(prefill=chunks, prefill_padding=padding, kv_in_use=self.kv_in_use)
+            return Step(prefill=chunks, prefill_padding=self._padding, kv_in_use=self.kv_in_use)
         padded = bisect_right(self._ends, s)  # rows whose answer is done: they ride along as padding
         # Repeat only while the shape holds: when the next row finishes, one more row turns to
         # padding, and the step log (padded_rows per repetition) must say so.
@@ -141,6 +141,7 @@ class PaddedBatchPolicy(Policy):
             decode=self._ids,
             padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0,
             kv_read=B * (P + s - 1),
+            kv_padding=self._padding,
             decode_width=P + s - 1,
             repeat=self._ends[padded] - s,
             kv_in_use=self.kv_in_use,
