@@ -14,20 +14,20 @@ The run itself is SimPy processes (``batchsim.core.driver``): the arrivals, one
 A newcomer's map: one simulated step of the continuous policy, in the order it runs
 (``sim/simulator.py`` and ``core/driver.py`` set the run up and start the processes)::
 
-    core/server.py               ServerProcess.serve: ask the policy, run the step, report
+    core/server.py               ServerProcess.serve: ask the policy, run the step, yield its end
+                                 (env.at, or none where the clock jumps), report it
     core/policies/continuous.py  next_action: make room, continue chunks, admit, repeat horizon
     core/policies/rows.py        the running rows as arrays, and what a step's shape needs
     core/policies/blocks.py      KV blocks: the pool (the KV in use), and rows by the fill of their last block
     core/step.py                 the Step it returns (chunks, decoding rows, repeat)
-    sim/executors.py             SimExecutor.run: price the step's passes
+    sim/executors.py             SimExecutor.run: price the step's passes; SimClock.jump to its end
     sim/steptime.py              the step-time model's durations
-    core/clock.py                the step's end on SimPy's clock (or a jump to it)
     core/policies/continuous.py  on_step_end -> rows.account: tokens, finished rows, blocks
-    core/driver.py               Run.step_ended: hand the outcome to the recorder
     core/recorder.py             Recorder.step: the step's row, first starts, finishes, and its
                                  token events, folded into per-request times 65,536 rows at a time
 
-Ten files; ``tests/test_layering.py`` holds the layers they sit in (core < sim < machine
+Eight files (the driver starts the processes and hands each arrival over; it takes no part in a
+step); ``tests/test_layering.py`` holds the layers they sit in (core < sim < machine
 < teach < cli).
 """
 
@@ -55,15 +55,14 @@ from .core.sketch import QuantileSketch
 from .machine.roofline import RooflineStepTime
 from .machine.server import Server
 from .sim.simulator import SimResult, simulate
-from .core.clock import SimClock, WallClock
 from .core.driver import Drive, drive
 from .core.executor import Executor, StopRun
 from .core.limits import ServerLimits
 from .core.policies import VLLMV1
 from .core.result import RunResult, result_of
 from .core.server import ServerProcess
-from .core.wallclock import WallExecutor
-from .sim.executors import ReplayDiverged, ReplayExecutor, SimExecutor
+from .core.wallclock import WallClock, WallExecutor
+from .sim.executors import ReplayDiverged, ReplayExecutor, SimClock, SimExecutor
 from .core.step import Chunk, Step, StepOutcome, Wait
 from .sim.steptime import (
     ConstantStepTime,

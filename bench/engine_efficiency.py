@@ -58,6 +58,43 @@ def workload(seed: int = 0) -> Workload:
                                 "64 at once, prompts uniform 8..64, outputs uniform 8..128")
 
 
+def _engines(wl, lm, ours, padded, hfgen) -> tuple[dict, object]:
+    """The runs to interleave, by name, and vLLM's server (None where it cannot start)."""
+    runs = {
+        "ours-continuous": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours),
+        "ours-padded": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), padded),
+        "ours-static16": lambda: run_real(wl, Static(16), ours),
+        "hf-generate": lambda: run_real(wl, Static(16), hfgen),
+    }
+    if has_hf_continuous(lm):
+        runs["hf-continuous"] = lambda: run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)[0]
+    else:
+        print("hf-continuous: not in this transformers; left out")
+    server = _vllm(lm)
+    if server is not None:
+        runs["vllm"] = lambda: run_vllm(wl, server, limits_for(lm), lm.vocab_size, lm.tokenizer)
+    return runs, server
+
+
+def _rounds(runs: dict, wl, useful: int, rounds: int) -> tuple[dict[str, list[float]], dict]:
+    """Every run once a round, in turn (the host's drift reaches them alike): tokens/s per round, and
+    each run's last result."""
+    tps: dict[str, list[float]] = {k: [] for k in runs}
+    last: dict = {}
+    for r in range(rounds):
+        line = []
+        for name, go in runs.items():
+            t = time.perf_counter()
+            res = go()
+            s = summarize(res)
+            assert s["completed"] == len(wl) and s["total_output_tokens"] == useful, (name, s["completed"])
+            tps[name].append(s["output_throughput"])
+            line.append(f"{name} {s['output_throughput']:7.0f} tok/s ({time.perf_counter() - t:5.2f} s)")
+            last[name] = res
+        print(f"round {r + 1}: " + " | ".join(line))
+    return tps, last
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
@@ -79,33 +116,9 @@ def main(argv=None) -> int:
           f"(10M-iteration Python loop) {host_s:.2f} s")
     ours, padded, hfgen = Engine(lm), Engine(lm, kv="padded"), HFGenerateEngine(lm)
     print(f"ours: KV {ours.kv_note}")
-    runs = {
-        "ours-continuous": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours),
-        "ours-padded": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), padded),
-        "ours-static16": lambda: run_real(wl, Static(16), ours),
-        "hf-generate": lambda: run_real(wl, Static(16), hfgen),
-    }
-    if has_hf_continuous(lm):
-        runs["hf-continuous"] = lambda: run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)[0]
-    else:
-        print("hf-continuous: not in this transformers; left out")
-    server = _vllm(lm)
-    if server is not None:
-        runs["vllm"] = lambda: run_vllm(wl, server, limits_for(lm), lm.vocab_size, lm.tokenizer)
-    tps: dict[str, list[float]] = {k: [] for k in runs}
+    runs, server = _engines(wl, lm, ours, padded, hfgen)
+    tps, last = _rounds(runs, wl, useful, args.rounds)
     outputs: dict[str, dict] = {}
-    last: dict = {}
-    for r in range(args.rounds):
-        line = []
-        for name, go in runs.items():
-            t = time.perf_counter()
-            res = go()
-            s = summarize(res)
-            assert s["completed"] == len(wl) and s["total_output_tokens"] == useful, (name, s["completed"])
-            tps[name].append(s["output_throughput"])
-            line.append(f"{name} {s['output_throughput']:7.0f} tok/s ({time.perf_counter() - t:5.2f} s)")
-            last[name] = res
-        print(f"round {r + 1}: " + " | ".join(line))
     outputs["ours"] = {k: list(v) for k, v in ours.outputs().items()}
     outputs["ours-padded"] = {k: list(v) for k, v in padded.outputs().items()}
     _kv_bytes(last["ours-continuous"].meta, last["ours-padded"].meta)

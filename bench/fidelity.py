@@ -92,7 +92,7 @@ def unit_workload(name: str, n: int, seed: int) -> Workload | None:
     return Workload.from_arrays(a, prompts, outputs, f"Azure conv trace rows {start}..{start + k}, lengths / 4")
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="gpt2-6l", help="gpt2-6l (default) or tiny-gpt2")
     p.add_argument("--seconds", type=float, default=6.0, help="seconds of arrivals per measured run (default 6)")
@@ -106,9 +106,11 @@ def main(argv=None) -> int:
     p.add_argument("--kv", default="auto", choices=("auto", "paged", "padded"),
                    help="the engine's KV layout: the block pool (auto, where it can) or the padded rectangle")
     p.add_argument("--seed", type=int, default=1)
-    args = p.parse_args(argv)
-    shapes = args.only.split(",")
-    policies = args.policies.split(",")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     lm = load_model(args.model, device="cpu", threads=args.threads)
     engine = Engine(lm, kv=args.kv)
     print(f"engine KV: {engine.kv_note} (pass plan {engine.plan!r})")
@@ -121,61 +123,75 @@ def main(argv=None) -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     t_all = time.perf_counter()
     table, ablation, decisions = [], [], []
-    for name in shapes:
+    for name in args.only.split(","):
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
             print(f"\n== {name}: skipped ({TRACE} not found)")
             continue
-        pols = {k: make_policy(k, **POLICIES[k]) for k in policies}
-        chunk = min((q.max_batched_tokens for q in pols.values() if getattr(q, "chunked_prefill", False)), default=None)
-        p_max = int(unit.prompt_tokens.max())
-        max_prefill = max([getattr(q, "max_batched_tokens", 0) for q in pols.values()] +
-                          [q.max_rows * p_max for q in pols.values() if not hasattr(q, "max_batched_tokens")])
-        grid = grid_for_workload(unit, max(q.max_rows for q in pols.values()), max_prefill, chunk,
-                                 policies=tuple(pols), rounds=2, probe_s=6.0)
-        prof = profile(engine, grid, policies=pols)
-        model = prof.model
-        print(f"\n== {name}: {unit.description}")
-        print(prof.text())
-        workloads, rates = {}, {}
-        for pol in policies:
-            f = rate_factor_for_busy(unit, lambda pol=pol: make_policy(pol, **POLICIES[pol]), model, args.load, limits)
-            n = int(np.clip(f * args.seconds, args.min_requests, 400))
-            workloads[pol] = scaled(Workload(unit.requests[:n], unit.description), f)
-            rates[pol] = f
-        pairs = [(k, make_policy(k, **POLICIES[k]), make_policy(k, **POLICIES[k])) for k in policies]
-        report = compare_policies(workloads, pairs, lambda label, pol: run_real(workloads[label], pol, engine, limits=limits),
-                                  model, limits=limits, seeds=args.seeds, repeats=args.repeats, order_seed=args.seed,
-                                  canary=Canary(engine, model))
-        lv = report.level
-        print(lv.text() if lv is not None else "no canary readings")
-        for row in report.rows:
-            wl = workloads[row.label]
-            fresh = [make_policy(row.label, **POLICIES[row.label]) for _ in range(args.seeds)]
-            mean_only = summarize(simulate(wl, fresh[0], lv.model(model) if lv else model, limits=limits))
-            passes = [summarize(x) for x in predict_runs(wl, fresh, model, limits, args.seeds, "passes", lv, args.seed)]
-            p_pred, p_band = median_summary(passes), band_of(passes, [k for k, *_ in COMPARE_METRICS])
-            errs = row.errors
-            table.append((name, row.label, rates[row.label], len(wl), row.predicted["busy_fraction"],
-                          row.measured["busy_fraction"], errs, row.noise.get("p50_e2e"), row.verdicts, row.in_band))
-            m = row.measured
-            in_passes = [p_band[k][0] <= m[k] <= p_band[k][1] for k in p_band if m.get(k) is not None
-                         and row.in_band.get(k) is not None]  # the metrics the main band is held to
-            in_slow = [v for v in row.in_band.values() if v is not None]
-            ablation.append((name, row.label,
-                             *(error_pct(mean_only[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
-                             *(error_pct(p_pred[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
-                             *(errs[k] for k in ("p99_e2e", "p99_ttft")),
-                             (sum(in_passes), len(in_passes)), (sum(in_slow), len(in_slow)),
-                             row.errors_at_profile["p50_e2e"], errs["p50_e2e"]))
-            print(_line(table[-1]), flush=True)
-        decisions += _decisions(name, report.rows)
-        print(recheck(engine, model).text())
+        _shape(name, unit, args, engine, limits, table, ablation, decisions)
         if (w := load_warning(lm.threads)):
             print(w)
     _print_all(table, ablation, decisions, args)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
     return 0
+
+
+def _profile_for(unit, pols: dict, engine):
+    """The engine profiled on a grid that covers what these policies will run on this workload."""
+    chunk = min((q.max_batched_tokens for q in pols.values() if getattr(q, "chunked_prefill", False)), default=None)
+    p_max = int(unit.prompt_tokens.max())
+    max_prefill = max([getattr(q, "max_batched_tokens", 0) for q in pols.values()] +
+                      [q.max_rows * p_max for q in pols.values() if not hasattr(q, "max_batched_tokens")])
+    grid = grid_for_workload(unit, max(q.max_rows for q in pols.values()), max_prefill, chunk,
+                             policies=tuple(pols), rounds=2, probe_s=6.0)
+    return profile(engine, grid, policies=pols)
+
+
+def _shape(name: str, unit, args, engine, limits, table: list, ablation: list, decisions: list) -> None:
+    """Profile, measure and predict every policy on one workload shape; its rows join the tables."""
+    policies = args.policies.split(",")
+    prof = _profile_for(unit, {k: make_policy(k, **POLICIES[k]) for k in policies}, engine)
+    model = prof.model
+    print(f"\n== {name}: {unit.description}")
+    print(prof.text())
+    workloads, rates = {}, {}
+    for pol in policies:
+        f = rate_factor_for_busy(unit, lambda pol=pol: make_policy(pol, **POLICIES[pol]), model, args.load, limits)
+        n = int(np.clip(f * args.seconds, args.min_requests, 400))
+        workloads[pol] = scaled(Workload(unit.requests[:n], unit.description), f)
+        rates[pol] = f
+    pairs = [(k, make_policy(k, **POLICIES[k]), make_policy(k, **POLICIES[k])) for k in policies]
+    report = compare_policies(workloads, pairs, lambda label, pol: run_real(workloads[label], pol, engine, limits=limits),
+                              model, limits=limits, seeds=args.seeds, repeats=args.repeats, order_seed=args.seed,
+                              canary=Canary(engine, model))
+    lv = report.level
+    print(lv.text() if lv is not None else "no canary readings")
+    for row in report.rows:
+        wl = workloads[row.label]
+        table.append((name, row.label, rates[row.label], len(wl), row.predicted["busy_fraction"],
+                      row.measured["busy_fraction"], row.errors, row.noise.get("p50_e2e"), row.verdicts, row.in_band))
+        ablation.append((name, row.label, *_ablation(row, wl, model, lv, limits, args)))
+        print(_line(table[-1]), flush=True)
+    decisions += _decisions(name, report.rows)
+    print(recheck(engine, model).text())
+
+
+def _ablation(row, wl, model, lv, limits, args) -> tuple:
+    """One row's errors with step times at the mean, sampled from the passes' spread, and with the slow
+    drift too; how many measured medians each noise's band holds; p50 E2E at the profile's level."""
+    fresh = [make_policy(row.label, **POLICIES[row.label]) for _ in range(args.seeds)]
+    mean_only = summarize(simulate(wl, fresh[0], lv.model(model) if lv else model, limits=limits))
+    passes = [summarize(x) for x in predict_runs(wl, fresh, model, limits, args.seeds, "passes", lv, args.seed)]
+    p_pred, p_band = median_summary(passes), band_of(passes, [k for k, *_ in COMPARE_METRICS])
+    m, errs = row.measured, row.errors
+    in_passes = [p_band[k][0] <= m[k] <= p_band[k][1] for k in p_band if m.get(k) is not None
+                 and row.in_band.get(k) is not None]  # the metrics the main band is held to
+    in_slow = [v for v in row.in_band.values() if v is not None]
+    return (*(error_pct(mean_only[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
+            *(error_pct(p_pred[k], m[k]) for k in ("p99_e2e", "p99_ttft")),
+            *(errs[k] for k in ("p99_e2e", "p99_ttft")),
+            (sum(in_passes), len(in_passes)), (sum(in_slow), len(in_slow)),
+            row.errors_at_profile["p50_e2e"], errs["p50_e2e"])
 
 
 def _decisions(shape: str, rows) -> list[tuple]:

@@ -190,6 +190,50 @@ def against(other: str, rounds: int) -> int:
     return 0
 
 
+def small_runs(repeat: int) -> None:
+    """Goal 1: 10,000 requests of each policy, at the issue's load and at a common one."""
+    print(f"1. 10,000 requests, each policy (goal <= {GOAL_10K_S} s)")
+    head = f"{'policy':<11}{'rate/s':>7}{'busy':>6}{'batch':>7}{'events':>8}{'wall s':>8}{'sim req/s':>11}  goal"
+    print(head + "\n" + "-" * len(head))
+    for label, loads in (("issue's load", ISSUE_LOADS), ("common 0.5/s", {p: 0.5 for p in ISSUE_LOADS})):
+        for name, rate in loads.items():
+            wall, s, events = best_of(name, rate, 10_000, repeat)
+            ok = "met" if wall <= GOAL_10K_S else "MISSED"
+            print(f"{name:<11}{rate:>7.2f}{s['busy_fraction']:>6.0%}{s['mean_batch_size']:>7.1f}{events:>8}{wall:>8.3f}"
+                  f"{10_000 / wall:>11,.0f}  {ok}  ({label})")
+
+
+def large_runs() -> None:
+    """Goals 2-4: 100k to 10M continuous requests, each in a child process (its peak RSS is the run's)."""
+    print("\n2-4. large runs, each in a child process of its own (peak RSS is that process's)")
+    head = f"{'run':<38}{'wall s':>8}{'sim req/s':>11}{'peak RSS MB':>13}{'p99 E2E s':>11}"
+    print(head + "\n" + "-" * len(head))
+    rows = {}
+    for key, (name, rate, n, records) in {
+        "100k continuous, full records": ("continuous", 20.0, 100_000, "full"),
+        "1M continuous, full records": ("continuous", 20.0, 1_000_000, "full"),
+        "1M continuous, summary only": ("continuous", 20.0, 1_000_000, "summary"),
+        "10M continuous, summary only": ("continuous", 20.0, 10_000_000, "summary"),
+    }.items():
+        r = rows[key] = in_child(name, rate, n, records)
+        print(f"{key:<38}{r['wall']:>8.1f}{n / r['wall']:>11,.0f}{r['rss_mb']:>13,.0f}{r['p99_e2e']:>11.3f}")
+    big, small = rows["1M continuous, full records"], rows["100k continuous, full records"]
+    slope = (big["rss_mb"] - small["rss_mb"]) * 2**20 / 900_000
+    print(f"\n1M requests, continuous: {big['wall']:.1f} s (goal <= 30 s: {'met' if big['wall'] <= 30 else 'MISSED'}), "
+          f"peak RSS {big['rss_mb']:,.0f} MB (goal <= 1 GB: {'met' if big['rss_mb'] <= 1024 else 'MISSED'}); "
+          f"workload generation {big['workload_s']:.2f} s")
+    print(f"memory per request: the records' arrays {big['request_bytes']:.0f} B + the step log "
+          f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1_000_000:.2f} steps per request x 72 B; --summary-only keeps "
+          f"only its totals, or streams it to CSV); peak RSS grows {slope:.0f} B per request from 100k to 1M "
+          f"(goal: constant, <= 300 B plus the step log: {'met' if big['request_bytes'] <= 300 else 'MISSED'})")
+    summ = rows["1M continuous, summary only"]
+    err = abs(summ["p99_e2e"] - big["p99_e2e"]) / big["p99_e2e"]
+    print(f"streaming sketch: p99 E2E of 1M requests {summ['p99_e2e']:.4f} s vs exact {big['p99_e2e']:.4f} s, "
+          f"error {err:.3%} (stated bound 0.5 %); 10M requests summary-only in "
+          f"{rows['10M continuous, summary only']['wall']:.0f} s, "
+          f"peak RSS {rows['10M continuous, summary only']['rss_mb']:,.0f} MB")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -213,44 +257,9 @@ def main(argv: list[str] | None = None) -> int:
           f"one run, side by side; wall = best of {args.repeat} where repeated.")
     print(f"workload: Poisson, prompts {PROMPT!r}, outputs {OUTPUT!r}; {DEFAULT_STEP_TIME!r}; {SETTINGS}\n")
 
-    print(f"1. 10,000 requests, each policy (goal <= {GOAL_10K_S} s)")
-    head = f"{'policy':<11}{'rate/s':>7}{'busy':>6}{'batch':>7}{'events':>8}{'wall s':>8}{'sim req/s':>11}  goal"
-    print(head + "\n" + "-" * len(head))
-    for label, loads in (("issue's load", ISSUE_LOADS), ("common 0.5/s", {p: 0.5 for p in ISSUE_LOADS})):
-        for name, rate in loads.items():
-            wall, s, events = best_of(name, rate, 10_000, args.repeat)
-            ok = "met" if wall <= GOAL_10K_S else "MISSED"
-            print(f"{name:<11}{rate:>7.2f}{s['busy_fraction']:>6.0%}{s['mean_batch_size']:>7.1f}{events:>8}{wall:>8.3f}"
-                  f"{10_000 / wall:>11,.0f}  {ok}  ({label})")
-
+    small_runs(args.repeat)
     if not args.quick:
-        print("\n2-4. large runs, each in a child process of its own (peak RSS is that process's)")
-        head = f"{'run':<38}{'wall s':>8}{'sim req/s':>11}{'peak RSS MB':>13}{'p99 E2E s':>11}"
-        print(head + "\n" + "-" * len(head))
-        rows = {}
-        for key, (name, rate, n, records) in {
-            "100k continuous, full records": ("continuous", 20.0, 100_000, "full"),
-            "1M continuous, full records": ("continuous", 20.0, 1_000_000, "full"),
-            "1M continuous, summary only": ("continuous", 20.0, 1_000_000, "summary"),
-            "10M continuous, summary only": ("continuous", 20.0, 10_000_000, "summary"),
-        }.items():
-            r = rows[key] = in_child(name, rate, n, records)
-            print(f"{key:<38}{r['wall']:>8.1f}{n / r['wall']:>11,.0f}{r['rss_mb']:>13,.0f}{r['p99_e2e']:>11.3f}")
-        big, small = rows["1M continuous, full records"], rows["100k continuous, full records"]
-        slope = (big["rss_mb"] - small["rss_mb"]) * 2**20 / 900_000
-        print(f"\n1M requests, continuous: {big['wall']:.1f} s (goal <= 30 s: {'met' if big['wall'] <= 30 else 'MISSED'}), "
-              f"peak RSS {big['rss_mb']:,.0f} MB (goal <= 1 GB: {'met' if big['rss_mb'] <= 1024 else 'MISSED'}); "
-              f"workload generation {big['workload_s']:.2f} s")
-        print(f"memory per request: the records' arrays {big['request_bytes']:.0f} B + the step log "
-              f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1_000_000:.2f} steps per request x 72 B; --summary-only keeps "
-              f"only its totals, or streams it to CSV); peak RSS grows {slope:.0f} B per request from 100k to 1M "
-              f"(goal: constant, <= 300 B plus the step log: {'met' if big['request_bytes'] <= 300 else 'MISSED'})")
-        summ = rows["1M continuous, summary only"]
-        err = abs(summ["p99_e2e"] - big["p99_e2e"]) / big["p99_e2e"]
-        print(f"streaming sketch: p99 E2E of 1M requests {summ['p99_e2e']:.4f} s vs exact {big['p99_e2e']:.4f} s, "
-              f"error {err:.3%} (stated bound 0.5 %); 10M requests summary-only in "
-              f"{rows['10M continuous, summary only']['wall']:.0f} s, "
-              f"peak RSS {rows['10M continuous, summary only']['rss_mb']:,.0f} MB")
+        large_runs()
 
     print("\n5. where the time goes (profiled 10,000-request continuous run at 20/s, share of simulate):")
     for k, share in where_the_time_goes(10_000):

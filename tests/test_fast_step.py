@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from batchsim.core.clock import SimClock
+from batchsim.sim.executors import SimClock
 from batchsim.core.step import Chunk, Step, fast_chunk, fast_step
 
 

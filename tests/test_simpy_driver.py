@@ -19,7 +19,8 @@ from batchsim import (
     ConfigError, ConstantStepTime, LogNormal, Poisson, Uniform, Workload, make_policy, make_workload, simulate,
     summarize,
 )
-from batchsim.core.clock import SimClock, WallClock
+from batchsim.core.wallclock import WallClock
+from batchsim.sim.executors import SimClock
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import as_limits
 from batchsim.core.result import result_of
@@ -248,7 +249,13 @@ def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(pol
     monkeypatch.setattr(ServerProcess, "_interrupt", counted)
     told = simulate(wl, policy, DYADIC)
     told_kicks = kicks["n"]
-    monkeypatch.setattr(driver.Run, "next_arrival_for", lambda self, server: None)
+    born = driver.Run.__init__
+
+    def as_in_a_fleet(self, *a, **k):
+        born(self, *a, **k)
+        self.fleet = True  # the server no longer knows that the next passenger is surely its own
+
+    monkeypatch.setattr(driver.Run, "__init__", as_in_a_fleet)
     cut = simulate(wl, policy, DYADIC)
     assert told_kicks == 0 < kicks["n"]  # the same repeats, cut by interrupts this time
     assert (told.records.steps["repeat"] > 1).any()

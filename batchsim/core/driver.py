@@ -34,7 +34,6 @@ from typing import Callable, Iterable, Sequence
 
 import simpy
 
-from .clock import ARRIVAL
 from .errors import ConfigError
 from .executor import INTERRUPTED, Executor, StopRun
 from .limits import ServerLimits, as_limits
@@ -42,8 +41,7 @@ from .policies.base import Policy
 from .progress_lines import LineProgress
 from .recorder import Recorder
 from .router import Router
-from .server import ServerProcess
-from .step import Step, StepOutcome
+from .server import ARRIVAL, ServerProcess
 from .wallclock import WallExecutor  # re-exported: realrun builds its runs from this module's two names
 from .workload import Workload
 
@@ -82,6 +80,7 @@ class Run:
         self.error: BaseException | None = None
         self.trace: list | None = [] if trace else None
         self._outstanding = [0] * len(self.servers)  # what the router sees, refilled at each arrival
+        self.fleet = router is not None  # a router picks each request's server only as it arrives
 
     def arrivals(self):
         """The arrivals process: each request at its own time, routed, handed to its server's policy.
@@ -99,12 +98,6 @@ class Run:
             self.next_arrival = arrival(i + 1) if i + 1 < n else math.inf
         self.close(arrival(n - 1) if n else 0.0)
 
-    def next_arrival_for(self, server: ServerProcess) -> float | None:
-        """When the next request surely routed to ``server`` arrives (inf: none is left to come), or None
-        when a router will choose its server only then. A lone server's is the next arrival: knowing it,
-        the server prices a repeat only up to it, with no interrupt, and stops just where one would."""
-        return self.next_arrival if self.router is None else None
-
     def hand_over(self, request, now: float) -> str | None:
         """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy queues
         it (or says why it never can: the reason is returned, and recorded) and which wakes if asleep."""
@@ -120,7 +113,7 @@ class Run:
         reason = server.policy.on_arrival(request, now)
         if reason is not None:
             rec.reject(i, reason)
-            self._progress(1)
+            self.progress(1)
         else:
             server.outstanding += 1
         server.wake(now)
@@ -138,31 +131,28 @@ class Run:
     def withdrew(self, request_id: int, reason: str) -> None:
         """A request its client withdrew (a live server): it ends here, rejected with the reason."""
         self.recorder.reject(request_id, reason)
-        self._progress(1)
+        self.progress(1)
 
-    def step_ended(self, server: ServerProcess, decided: float, step: Step, start: float, ends, outcome: StepOutcome) -> None:
-        self.recorder.step(step, start, ends, outcome, server.index)
-        if self.trace is not None:
-            self.trace.append((decided, step, start, ends) + ((server.index,) if self.router is not None else ()))
-        if outcome.finished:
-            server.outstanding -= len(outcome.finished)
-            self._progress(len(outcome.finished))
-
-    def _progress(self, k: int) -> None:
+    def progress(self, k: int) -> None:
         if self.bar is not None:
             self.bar.update(k)
 
-    def guard(self, body: Iterable, server: ServerProcess | None = None):
-        """Run a process's body; an error ends the run as it happened (SimPy would re-raise a copy
-        of it an event later, after other processes had moved on)."""
+    def ended(self, error: BaseException | None) -> None:
+        """A server's process has ended: with ``error``, the run ends with it."""
+        if error is not None:
+            self.error = error
+        self.serving -= 1
+
+    def guard(self, body: Iterable):
+        """Run a process's body (the arrivals, a user's); an error ends the run as it happened (SimPy
+        would re-raise a copy of it an event later, after other processes had moved on). A server's
+        process guards itself the same way (``ServerProcess.process_body``)."""
         try:
             yield from body
         except GeneratorExit:
             raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
             self.error = e
-        if server is not None:
-            self.serving -= 1
 
 
 def check_processes(processes) -> None:
@@ -226,7 +216,7 @@ def drive(
     run = Run(env, workload, policies, executors, router if n_rep > 1 else None, rec, trace, None)
     env.process(run.guard(run.arrivals() if arrivals is None else arrivals(run)))
     for s in run.servers:
-        s.process = env.process(run.guard(s.serve(), s))
+        s.process = env.process(s.process_body())
     for f in processes:
         _start(run, f)
     run.bar = _bar(progress, len(workload), f"{desc} {policies[0].name}" + (f" x{n_rep}" if n_rep > 1 else ""))

@@ -30,10 +30,10 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from .clock import ARRIVAL, WallClock, schedule_at
 from .recorder import Recorder
 from .records import Records
-from .wallclock import WallExecutor
+from .server import ARRIVAL, schedule_at
+from .wallclock import WallClock, WallExecutor
 from .workload import Request, Workload
 
 __all__ = ["Inbox", "LiveClock", "LiveArrivals", "GrowingRecorder", "LiveExecutor"]

@@ -33,6 +33,15 @@ On the simulated clock a step whose end comes before any other event needs no ev
 nothing can happen meanwhile, so the clock jumps to its end (``SimClock.jump``) and the server
 goes on, exactly as if it had yielded that event and been resumed by it.
 
+The server yields a step's end *at* its time (``env.at(t, priority)``, an ``At``), not after a
+delay: SimPy keeps time as ``now + delay``, and in floating point ``now + (t - now)`` is not always
+``t``; a request that arrives at 0.3 s must arrive at 0.3 s, not at 0.30000000000000004, or the two
+clocks (and a replay) would disagree in the last digit. ``priority`` orders the events of one
+instant: ``ARRIVAL`` first (a request that arrives as a step ends is seen by the next decision, as
+on a server that polls its queue between steps), then each server in turn (``server_priority``).
+Both clocks are ``AtMixin`` environments: the simulated one (``batchsim.sim.executors.SimClock``)
+and the wall clock (``batchsim.core.wallclock.WallClock``).
+
 ``go_down()`` / ``come_back()`` are for a user's own process (a maintenance window): a
 server that is down finishes the step it is running, then runs nothing until it is back;
 requests routed to it wait in its queue.
@@ -42,34 +51,81 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from heapq import heappush
 from typing import TYPE_CHECKING, Protocol
 
 import simpy
+from simpy.events import NORMAL, URGENT
 
-from .clock import server_priority
 from .executor import Executor
 from .step import Wait
 
 if TYPE_CHECKING:
     from .policies.base import Policy
+    from .recorder import Recorder
 
-__all__ = ["ServerProcess", "RunShared"]
+__all__ = ["ServerProcess", "RunShared", "At", "AtMixin", "ARRIVAL", "server_priority", "schedule_at"]
+
+#: Arrivals come first among the events of one instant.
+ARRIVAL = URGENT
+
+
+def server_priority(index: int) -> int:
+    """Server ``index``'s events of one instant come after the arrivals and the servers before it."""
+    return NORMAL + index
+
+
+class At(simpy.Timeout):
+    """A timeout that fires at the absolute time ``t`` (not ``now + delay``), with ``priority``."""
+
+    def __init__(self, env: simpy.Environment, t: float, priority: int = NORMAL, value=None) -> None:
+        if t < env.now:
+            raise ValueError(f"cannot schedule an event in the past: {t} < now {env.now}")
+        # Event.__init__'s fields, set here as simpy.Timeout does (it has no hook for an absolute time).
+        self.env = env
+        self.callbacks = []
+        self._value = value
+        self._delay = t - env.now
+        self._ok = True
+        schedule_at(env, self, t, priority)
+
+
+def schedule_at(env: simpy.Environment, event: simpy.Event, t: float, priority: int = NORMAL) -> None:
+    """Put a triggered ``event`` on ``env``'s queue at the absolute time ``t`` (>= now).
+
+    Environment.schedule adds a delay to now; the queue entry is the same tuple with t itself."""
+    heappush(env._queue, (t, priority, next(env._eid), event))
+
+
+class AtMixin:
+    """Adds ``at`` (and ``jump``) to an environment: both clocks are one of these."""
+
+    def at(self, t: float, priority: int = NORMAL, value=None) -> At:
+        return At(self, t, priority, value)  # type: ignore[arg-type]
+
+    def jump(self, t: float) -> bool:
+        """Move the clock to ``t`` at once, if that is the same as yielding an event at ``t``; whether it did."""
+        return False  # a wall clock must wait for ``t`` to come
 
 
 class RunShared(Protocol):
     """What a server reads of the run it serves in (``driver.Run``), named here so that the server
     need not import the driver that starts it: whether every request has arrived, when the next one
-    comes (and when the next that is surely this server's does: None where a router will choose),
-    and where a step's outcome and a withdrawn request are reported."""
+    comes, whether a router chooses each request's server only when it comes (``fleet``), where a
+    step's outcome goes (the recorder, the trace when one is kept, the progress bar) and a withdrawn
+    request is reported, and how the process ends (``ended``: with the error that ended it, if any)."""
 
     closed: bool
     next_arrival: float
+    fleet: bool
+    recorder: Recorder
+    trace: list | None
 
-    def next_arrival_for(self, server: "ServerProcess") -> float | None: ...
-
-    def step_ended(self, server: "ServerProcess", decided: float, step, start: float, ends, outcome) -> None: ...
+    def progress(self, k: int) -> None: ...
 
     def withdrew(self, request_id: int, reason: str) -> None: ...
+
+    def ended(self, error: BaseException | None) -> None: ...
 
 
 class ServerProcess:
@@ -91,6 +147,18 @@ class ServerProcess:
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
         self._withdrawn: list[tuple[int, str]] = []  # (request, reason): clients gone, applied between steps
+
+    def process_body(self):
+        """What SimPy runs: ``serve``, and the run told how it ended. An error ends the run as it
+        happens (SimPy would re-raise a copy of it an event later, after other processes moved on)."""
+        error = None
+        try:
+            yield from self.serve()
+        except GeneratorExit:
+            raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
+            error = e
+        self.run.ended(error)
 
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
@@ -133,10 +201,11 @@ class ServerProcess:
         stop_at = None
         if repeats:
             # Where the next passenger is surely ours (a lone server), the repeat stops at its arrival,
-            # priced or real. Where a router chooses only when it comes, a real engine stops at the next
-            # arrival anywhere, and a priced repeat runs on until an arrival routed here interrupts it.
-            stop_at = self.run.next_arrival_for(self)
-            if stop_at is None and not ex.can_cut:
+            # priced or real: knowing it, the server prices a repeat only up to it, with no interrupt, and
+            # stops just where one would. Where a router chooses only when it comes, a real engine stops
+            # at the next arrival anywhere, and a priced repeat runs on until an arrival routed here
+            # interrupts it.
+            if not self.run.fleet or not ex.can_cut:
                 stop_at = self.run.next_arrival
         start, ends = ex.run(step, decided, stop_at)
         # The simulated clock jumps to the step's end when nothing else happens before it: no arrival
@@ -159,7 +228,17 @@ class ServerProcess:
         outcome = self.policy.on_step_end(step, len(ends), env.now)
         ex.release(outcome.finished)
         self.steps += 1
-        self.run.step_ended(self, decided, step, start, ends, outcome)
+        self._report(decided, step, start, ends, outcome)
+
+    def _report(self, decided: float, step, start: float, ends, outcome) -> None:
+        """The step's outcome to the run's records (and trace), and its finished requests off our count."""
+        run = self.run
+        run.recorder.step(step, start, ends, outcome, self.index)
+        if run.trace is not None:
+            run.trace.append((decided, step, start, ends) + ((self.index,) if run.fleet else ()))
+        if outcome.finished:
+            self.outstanding -= len(outcome.finished)
+            run.progress(len(outcome.finished))
 
     def withdraw(self, request_id: int, reason: str) -> None:
         """A request's client has gone (a live server): the policy lets it go before its next decision,

@@ -2,7 +2,11 @@
 
 The simulator's executor prices a step; this one runs it (``engine.execute``) and reads
 the clock. Everything else, the loop, the policy, the records, is shared
-(``batchsim.core.driver``).
+(``batchsim.core.driver``). Its clock, ``WallClock``, is SimPy's ``RealtimeEnvironment(strict=False)``
+reading a clock we hand it (``time.perf_counter`` in a real run, a fake clock in tests): before each
+event it sleeps until the wall clock reaches the event's time, and when a real step has already
+carried the wall clock past it, it does not sleep at all. That is how a real forward pass, run
+synchronously inside a server process, and a ``yield`` of its measured end fit together.
 """
 
 from __future__ import annotations
@@ -10,12 +14,42 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import simpy
+import simpy.rt
 
-from .clock import WallClock
 from .executor import StopRun
+from .server import AtMixin
 from .step import Step
 
-__all__ = ["WallExecutor"]
+__all__ = ["WallExecutor", "WallClock"]
+
+
+class WallClock(AtMixin, simpy.rt.RealtimeEnvironment):
+    """SimPy's real-time clock on a clock we choose: ``clock()`` read, ``sleep(s)`` to wait, time
+    counted from ``t0`` (a fleet's executors share one). Never strict: a real step overruns its
+    event's time by design (it runs, then its measured end is yielded)."""
+
+    def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None], t0: float) -> None:
+        simpy.rt.RealtimeEnvironment.__init__(self, initial_time=0.0, factor=1.0, strict=False)
+        self.clock, self.sleep = clock, sleep
+        self.real_start = t0
+
+    def sync(self) -> None:
+        self.real_start = self.clock()
+
+    def step(self) -> None:
+        # simpy.rt's step, on our clock: sleep until the next event is due, then process it.
+        t = self.peek()
+        if t == simpy.core.Infinity:
+            raise simpy.core.EmptySchedule
+        delay = self.until(t)
+        if delay > 0:
+            self.sleep(delay)
+        simpy.Environment.step(self)
+
+    def until(self, t: float) -> float:
+        """Seconds of wall clock until the time ``t`` of this environment (negative: already past)."""
+        return (t - self.env_start) * self.factor - (self.clock() - self.real_start)
 
 
 class WallExecutor:

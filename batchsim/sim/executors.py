@@ -7,6 +7,10 @@ where a server stepping token by token would have noticed it: priced only up to 
 the server knows that arrival is its own, or ``cut`` there when the arrival interrupts it (a fleet's). That is what lets a
 10,000-request run finish in well under a second.
 
+Both bring ``SimClock``, SimPy's own ``Environment`` (with ``at``, ``batchsim.core.server``):
+time jumps to the next event at once, and a step whose end comes before any other event needs
+no event at all (``SimClock.jump``).
+
 ``ReplayExecutor`` is the same clock fed the step times a real run measured instead of a
 model's: it reproduces that run's records to the last float, which proves that the two
 clocks schedule identically (``realrun compare`` reports it).
@@ -18,12 +22,27 @@ from bisect import bisect_left
 from typing import Sequence
 
 import numpy as np
+import simpy
 
-from ..core.clock import SimClock
+from ..core.server import AtMixin
 from ..core.step import Step
 from .steptime import StepTimeModel
 
-__all__ = ["SimExecutor", "ReplayExecutor", "ReplayDiverged"]
+__all__ = ["SimExecutor", "ReplayExecutor", "ReplayDiverged", "SimClock"]
+
+
+class SimClock(AtMixin, simpy.Environment):
+    """SimPy's simulated clock: nothing takes time but what a process yields."""
+
+    def jump(self, t: float) -> bool:
+        # With no event due at or before t, yielding an event at t would have the environment pop that
+        # very event next and resume the process at t, with nothing else run in between: setting the
+        # clock is the same, without the event. (An event due exactly at t might have to go first.)
+        queue = self._queue
+        if queue and queue[0][0] <= t:
+            return False
+        self._now = t
+        return True
 
 # The ufuncs' own methods: ``d.min()`` and ``np.cumsum(d)`` reach the same loops through Python
 # wrappers that cost more than the work on a step's few passes (cumsum is add.accumulate).
