@@ -41,7 +41,7 @@ from .policies.base import Policy
 from .progress_lines import LineProgress
 from .recorder import Recorder
 from .router import Router
-from .server import ARRIVAL, ServerProcess
+from .server import ARRIVAL, ServerProcess, guarded
 from .wallclock import WallExecutor  # re-exported: realrun builds its runs from this module's two names
 from .workload import Workload
 
@@ -139,20 +139,17 @@ class Run:
 
     def ended(self, error: BaseException | None) -> None:
         """A server's process has ended: with ``error``, the run ends with it."""
-        if error is not None:
-            self.error = error
+        self._failed(error)
         self.serving -= 1
 
     def guard(self, body: Iterable):
-        """Run a process's body (the arrivals, a user's); an error ends the run as it happened (SimPy
-        would re-raise a copy of it an event later, after other processes had moved on). A server's
-        process guards itself the same way (``ServerProcess.process_body``)."""
-        try:
-            yield from body
-        except GeneratorExit:
-            raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
-        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
-            self.error = e
+        """Run a process's body (the arrivals, a user's) with ``guarded``: an error ends the run. A
+        server's process also counts itself out (``ServerProcess.process_body``, ``ended``)."""
+        return guarded(body, self._failed)
+
+    def _failed(self, error: BaseException | None) -> None:
+        if error is not None:
+            self.error = error
 
 
 def check_processes(processes) -> None:

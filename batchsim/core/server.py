@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from heapq import heappush
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import simpy
 from simpy.events import NORMAL, URGENT
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from .policies.base import Policy
     from .recorder import Recorder
 
-__all__ = ["ServerProcess", "RunShared", "At", "AtMixin", "ARRIVAL", "server_priority", "schedule_at"]
+__all__ = ["ServerProcess", "RunShared", "At", "AtMixin", "ARRIVAL", "server_priority", "schedule_at", "guarded"]
 
 #: Arrivals come first among the events of one instant.
 ARRIVAL = URGENT
@@ -108,6 +108,20 @@ class AtMixin:
         return False  # a wall clock must wait for ``t`` to come
 
 
+def guarded(body: Iterable, ended: Callable[[BaseException | None], None]):
+    """Run a process's ``body``, then tell ``ended`` how it ended (the error, or None). An error ends
+    the run as it happens: SimPy would re-raise a copy of it an event later, after other processes had
+    moved on. Every process of a run is run this way: the arrivals, each server, a user's own."""
+    error = None
+    try:
+        yield from body
+    except GeneratorExit:
+        raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
+    except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
+        error = e
+    ended(error)
+
+
 class RunShared(Protocol):
     """What a server reads of the run it serves in (``driver.Run``), named here so that the server
     need not import the driver that starts it: whether every request has arrived, when the next one
@@ -149,16 +163,8 @@ class ServerProcess:
         self._withdrawn: list[tuple[int, str]] = []  # (request, reason): clients gone, applied between steps
 
     def process_body(self):
-        """What SimPy runs: ``serve``, and the run told how it ended. An error ends the run as it
-        happens (SimPy would re-raise a copy of it an event later, after other processes moved on)."""
-        error = None
-        try:
-            yield from self.serve()
-        except GeneratorExit:
-            raise  # the run is over and SimPy drops a process still waiting: nothing went wrong
-        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt and StopRun too: the driver decides
-            error = e
-        self.run.ended(error)
+        """What SimPy runs: ``serve``, and the run told how it ended (``guarded``)."""
+        return guarded(self.serve(), self.run.ended)
 
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""

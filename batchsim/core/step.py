@@ -64,7 +64,7 @@ class Step:
         paged plan reads ``kv_read - kv_padding``.
     decode_width: the longest context among the decoding rows at the first repetition. A
         left-padded rectangular cache (``generate()``, realrun's engine) reads this many
-        columns for *every* row, padding included; ``kv_read`` counts only real tokens.
+        columns for *every* row, padding included; ``kv_read - kv_padding`` counts only real tokens.
         Left at 0, it is taken as the mean context (rows of equal length).
     repeat: how many identical decode steps this stands for (decode-only steps only).
     interruptible: the server may stop the repetition early when a request arrives,

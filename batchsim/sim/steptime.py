@@ -74,6 +74,14 @@ class ExponentialStepTime(StepTimeModel):
         return self.rng.exponential(self.mean, size=np.shape(prefill_tokens))
 
 
+def _first_read(step: Step, rows: int, plan: str) -> int:
+    """What a decode-only step's first pass reads, as ``plan_step`` counts it: the rectangle (grouped),
+    each row's own blocks with no padding (paged), or ``kv_read`` (fused)."""
+    if plan == "grouped":
+        return rows * step.decode_width
+    return step.kv_read - step.kv_padding if plan == "paged" else step.kv_read
+
+
 @dataclass(frozen=True)
 class LinearStepTime(StepTimeModel):
     c0: float
@@ -107,9 +115,7 @@ class LinearStepTime(StepTimeModel):
         if step.prefill:
             return super().durations(step, m)
         rows = len(step.decode)
-        # What the first pass reads: the rectangle (grouped), each row's own blocks and no padding
-        # (paged), or kv_read (fused): as plan_step counts it, inline on the hot path.
-        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read - (step.kv_padding if self.plan == "paged" else 0)
+        attn = _first_read(step, rows, self.plan)
         # base + c3 * (attn + j * rows), in place: the same operations in the same order, one array.
         d = np.arange(m, dtype=np.float64)
         d *= rows
@@ -133,9 +139,7 @@ class LinearStepTime(StepTimeModel):
             if self.plan != "fused" or m != 1:
                 return None
             return [self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read]
-        # What the first pass reads: the rectangle (grouped), each row's own blocks and no padding
-        # (paged), or kv_read (fused): as plan_step counts it, inline on the hot path.
-        attn = rows * step.decode_width if self.plan == "grouped" else step.kv_read - (step.kv_padding if self.plan == "paged" else 0)
+        attn = _first_read(step, rows, self.plan)
         base, c3 = self.c0 + self.c1 * 0 + self.c2 * rows, self.c3
         return [base + c3 * (j * rows + attn) for j in range(m)]
 
