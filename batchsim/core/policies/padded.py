@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import check_knob
 from ..knobs import DynamicKnobs, StaticKnobs
-from ..step import Chunk, Step, StepOutcome, Wait
+from ..step import Step, StepOutcome, Wait, fast_chunk, fast_step
 from ..workload import Request
 from .base import Policy
 
@@ -132,19 +132,14 @@ class PaddedBatchPolicy(Policy):
         B, P = len(self.batch), self.batch_prompt
         s = self.steps_done
         if s == 0:
-            chunks = tuple(Chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch)
-            return Step(prefill=chunks, prefill_padding=self._padding, kv_in_use=self.kv_in_use)
+            chunks = tuple([fast_chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch])
+            return fast_step(chunks, (), 0, 0, 1, False, (), self.kv_in_use, prefill_padding=self._padding)
         padded = bisect_right(self._ends, s)  # rows whose answer is done: they ride along as padding
         # Repeat only while the shape holds: when the next row finishes, one more row turns to
         # padding, and the step log (padded_rows per repetition) must say so.
-        return Step(
-            decode=self._ids,
-            padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0,
-            kv_read=B * (P + s - 1),
-            kv_padding=self._padding,
-            decode_width=P + s - 1,
-            repeat=self._ends[padded] - s,
-            kv_in_use=self.kv_in_use,
+        return fast_step(
+            (), self._ids, B * (P + s - 1), P + s - 1, self._ends[padded] - s, False, (), self.kv_in_use,
+            padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0, kv_padding=self._padding,
         )
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
