@@ -184,8 +184,6 @@ class RunningRows:
         # Lockstep: every row present before the step decoded, so the kept longest context and fewest
         # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
         lockstep = isinstance(decoding, slice)
-        if lockstep and not prefill and n_decode and not self.partial:
-            return self._decode_only(done, least_left, held)
         prefilled, joined_kv, joined_left, ending, under_way = self._prefilled(prefill, chunk_rows)
         if n_decode:
             self._decoded(decoding, n_decode, done, lockstep)
@@ -206,40 +204,6 @@ class RunningRows:
             # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
             self.forget()
         elif self.fill is None:
-            self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
-        return token_ids, counts, finished, grown, freed
-
-    def _decode_only(self, done: int, least_left: int, held: int
-                     ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], int, int | None]:
-        """``account`` for the commonest step: every row decodes ``done`` tokens and nobody joins.
-
-        The very updates of the general path (``_decoded``, ``_move_kept``, ``_grown``, ``_tokens``),
-        written out once for this shape: this step is most of a run's steps, and the calls between
-        those helpers cost more than their work on a few dozen rows."""
-        n = self.n  # no chunk, so nobody was admitted: the decoding rows are all the rows
-        kv, left = self.kv, self.left  # views of all rows: updated in place
-        kv += done
-        left -= done
-        self.kv_sum += done * n
-        if self.kv_max is not None:
-            self.kv_max += done
-        if self.least is not None:
-            self.least -= done
-        fill = self.fill
-        if fill is not None:
-            grown = fill.growth(done)
-            fill.shift += done  # fill.advance(done)
-        else:
-            bs = self.block_size
-            grown = int(np.add.reduce((kv + (bs - 1)) // bs)) - held
-        counts = np.empty(n, dtype=np.int64)
-        counts.fill(done)
-        token_ids = self.ids.copy()  # a copy: drop() would overwrite the view
-        if done >= least_left:
-            finished, freed = self._finish()
-        else:
-            finished, freed = (), None
-        if self.fill is None:
             self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
         return token_ids, counts, finished, grown, freed
 
