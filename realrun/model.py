@@ -116,6 +116,21 @@ class LoadedModel:
 _DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
+def steady_attention_on_cuda() -> None:
+    """Keep torch's cuDNN attention out of the engine's passes.
+
+    Measured on an H200 (torch 2.11, course/data/gpu/2026-12-04-h200/host.txt): torch picked
+    cuDNN for GPT-2's attention, and cuDNN builds a new plan on the host whenever the key length
+    changes, which a decode step does every time: 5.5 ms of CPU per layer against 9 us on the
+    GPU, so a 12-layer pass took 45 ms with one thread (and 6-40 ms, bimodal, with eight), while
+    the same pass on flash or memory-efficient attention took 5.2-5.4 ms with either. Those
+    kernels take any length without a plan, so the engine's time is its model's, not a cache miss.
+    """
+    import torch
+
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def resolve_device(device: str) -> str:
     """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
     import torch
@@ -275,6 +290,8 @@ def load_model(
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     threads = set_threads(threads)
+    if device.startswith("cuda"):
+        steady_attention_on_cuda()
     if name in OFFLINE_MODELS:
         model, cfg = build_offline(name, seed, device, dtype)
         tok = ByteTokenizer(cfg.vocab_size)
