@@ -24,7 +24,7 @@ import numpy as np
 from batchsim.core.step import Step
 from batchsim.core.workload import Request, Workload
 
-__all__ = ["pass_jitter", "spread"]
+__all__ = ["pass_jitter", "jitter_summary", "spread"]
 
 
 def spread(t) -> float:
@@ -62,29 +62,47 @@ def _sized(run, target_s: float) -> int:
     return max(1, int(target_s / max(per, 1e-9)))
 
 
-def pass_jitter(engine, passes: int = 120, context: int = 64) -> dict:
+def pass_jitter(engine, passes: int = 120, context: int = 64, yardsticks=None) -> dict:
     """The one-row decode pass and two yardsticks of its length, timed in turn ``passes`` times.
 
-    Returns each one's median seconds and spread (p90 / p10 - 1), and ``excess``: how much more
-    the pass spreads than the noisier of the two yardsticks. A pass is partly Python and partly
-    products, so a spread between the two loops' is what their mix shows on this machine: only
-    what lies above both is the engine's own (0 or less: the jitter is the machine's)."""
+    Returns ``jitter_summary`` of the three series. ``yardsticks`` (for tests): a function of the
+    pass's length returning the two loops as ``{"torch loop": run, "python loop": run}``, each
+    ``run()`` giving the seconds of one go; by default, the bare torch and pure-Python loops sized
+    to that length."""
     engine.start(Workload((Request(0, 0.0, context, 1 << 30),), "jitter"))
     engine.fill_rows([0], [context])
     step = Step(decode=(0,), kv_read=context, decode_width=context)
     for _ in range(5):  # the first passes after a fill build caches; not the steady pass
         engine.execute(step)
     t0, ends = engine.execute(step)
-    length = ends[-1] - t0
-    torch_run = _torch_loop(int(engine.lm.model.config.hidden_size))
-    n_torch, n_py = _sized(torch_run, length), _sized(_python_loop, length)
+    loops = (yardsticks or _machine_yardsticks(engine))(ends[-1] - t0)
     got = {"pass": [], "torch loop": [], "python loop": []}
     for _ in range(passes):
         t0, ends = engine.execute(step)
         got["pass"].append(ends[-1] - t0)
-        got["torch loop"].append(torch_run(n_torch))
-        got["python loop"].append(_python_loop(n_py))
+        got["torch loop"].append(loops["torch loop"]())
+        got["python loop"].append(loops["python loop"]())
     engine.start(Workload(()))
+    return jitter_summary(got["pass"], got["torch loop"], got["python loop"])
+
+
+def _machine_yardsticks(engine):
+    def sized(length: float) -> dict:
+        torch_run = _torch_loop(int(engine.lm.model.config.hidden_size))
+        n_torch, n_py = _sized(torch_run, length), _sized(_python_loop, length)
+        return {"torch loop": lambda: torch_run(n_torch), "python loop": lambda: _python_loop(n_py)}
+
+    return sized
+
+
+def jitter_summary(pass_s, torch_s, python_s) -> dict:
+    """Each series' median seconds and spread (p90 / p10 - 1), and ``excess``: how much more the
+    pass spreads than the noisier of the two yardsticks.
+
+    A pass is partly Python and partly products, so a spread between the two loops' is what
+    their mix shows on this machine: only what lies above both is the engine's own (0 or less:
+    the jitter is the machine's)."""
+    got = {"pass": pass_s, "torch loop": torch_s, "python loop": python_s}
     out = {k: {"median_s": float(np.median(v)), "spread": spread(v)} for k, v in got.items()}
     noisier = max(out["torch loop"]["spread"], out["python loop"]["spread"])
-    return {"passes": passes, **out, "excess": out["pass"]["spread"] - noisier}
+    return {"passes": len(pass_s), **out, "excess": out["pass"]["spread"] - noisier}

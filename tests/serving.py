@@ -79,7 +79,7 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(*flags: str, tmp: Path, start_timeout: float = 180.0):
+def served(*flags: str, tmp: Path, start_timeout: float = 600.0):  # a watchdog: it starts in seconds
     port = free_port()
     log = tmp / f"serve-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")

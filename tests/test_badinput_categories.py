@@ -31,8 +31,8 @@ def test_every_category_has_cases_and_the_ids_are_new():
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
 
 
-def _held(case, files, timeout=30):
-    category, detail = outcome(case, files, timeout=timeout)
+def _held(case, files):
+    category, detail = outcome(case, files)
     assert category == "held", detail
 
 
@@ -49,7 +49,7 @@ def test_schedulers(case, files, monkeypatch):
 
     monkeypatch.setattr(tasks, "CONNECT_TIMEOUT", 1.0)
     monkeypatch.chdir(files)
-    _held(case, files, timeout=10)
+    _held(case, files)
 
 
 @pytest.mark.parametrize("case", SWEEPS, ids=[c.id for c in SWEEPS])
@@ -80,4 +80,4 @@ def test_engines(case, files, monkeypatch):
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(files)
-    _held(case, files, timeout=60)
+    _held(case, files)

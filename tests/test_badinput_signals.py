@@ -4,62 +4,18 @@ What finished is printed and its records written whole; the run cut short is nam
 exit code is 130; no half-written file is left behind; and the records that were written
 conserve every request (completed + rejected = arrived). Each test starts a process,
 watches its progress bar on stderr, and interrupts it at a known point rather than after
-a guessed sleep, so a slow machine changes nothing.
+a guessed sleep, so a slow machine changes nothing (tests/watched.py).
 """
 
 from __future__ import annotations
 
 import csv
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class Watched:
-    """A subprocess whose stderr is collected in the background, to wait for a phrase in it."""
-
-    def __init__(self, argv: list[str], cwd: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
-        self.p = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE)
-        self.err = b""
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        while chunk := os.read(self.p.stderr.fileno(), 4096):
-            self.err += chunk
-
-    def wait_for(self, phrase: str, timeout: float = 120) -> None:
-        end = time.monotonic() + timeout
-        while phrase.encode() not in self.err:
-            if self.p.poll() is not None or time.monotonic() > end:
-                self.p.kill()
-                self.p.wait()
-                self._close()
-                pytest.fail(f"never saw {phrase!r}; stderr: {self.err.decode(errors='replace')[-2000:]}")
-            time.sleep(0.02)
-
-    def interrupt(self, timeout: float = 120) -> tuple[int, str, str]:
-        self.p.send_signal(signal.SIGINT)
-        out = self.p.stdout.read()
-        code = self.p.wait(timeout)
-        self._t.join(5)
-        self._close()
-        return code, out.decode(), self.err.decode(errors="replace")
-
-    def _close(self) -> None:
-        self._t.join(5)
-        self.p.stdout.close()
-        self.p.stderr.close()
+from watched import ROOT, WATCHDOG_S, Watched
 
 
 def _conserved(requests_csv: Path) -> int:
@@ -102,7 +58,7 @@ def test_ctrl_c_in_a_real_run_keeps_what_was_measured(tmp_path):
     w = Watched(["realrun", "run", "--policy", "continuous", "--requests", "400", "--rate", "20", "--threads", "1",
                  "--prompt-len", "8", "--output-len", "4", "--progress", "--out", str(tmp_path), "--no-plots"], tmp_path)
     w.wait_for("measuring continuous")
-    time.sleep(1.0)  # let some requests finish
+    w.wait_for_count(400, 3)  # some requests have finished: the bar counts them
     code, out, err = w.interrupt()
     assert code == 130, err
     assert "Traceback" not in err
@@ -119,7 +75,7 @@ def test_doctor_with_absurd_threads_is_one_line_not_a_crash(tmp_path):
     pytest.importorskip("torch")
     p = subprocess.run([sys.executable, "-m", "realrun", "doctor", "--threads", "100000"], cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=WATCHDOG_S)  # a hang guard only
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "threads" in lines[0] and "100000" in lines[0]

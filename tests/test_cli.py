@@ -139,7 +139,7 @@ def test_theory_command(capsys):
 
 def test_subprocess_bad_input():
     p = subprocess.run([sys.executable, "-m", "batchsim", "run", "--max-batch", "0", "--policy", "static", "--no-plots"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)  # a watchdog against a hang, not a speed limit
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ["batchsim: error: max_batch must be an integer >= 1, got 0"]
 

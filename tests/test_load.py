@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -33,6 +31,7 @@ from starlette.routing import Route  # noqa: E402
 
 from batchsim.core.config import WorkloadConfig  # noqa: E402
 from realrun.load import LoadConfig, LoadReport, prompt_for, run_load  # noqa: E402
+from watched import Watched  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # The names `vllm bench serve --save-result --save-detailed` writes (vllm/benchmarks/serve.py, 0.x):
@@ -105,7 +104,7 @@ def server():
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11"))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 600  # a watchdog against a hang; the fake starts in well under a second
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.01)
     assert srv.started, "the fake server did not start"
@@ -344,19 +343,14 @@ if importlib.util.find_spec("realrun.serve.cli") is None:  # until `serve` exist
 """
 
 
-def test_ctrl_c_prints_what_was_measured_and_exits_130(fake):
+def test_ctrl_c_prints_what_was_measured_and_exits_130(fake, tmp_path):
     fake.reset(first=0.01, gap=0.01)
     body = "from realrun.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(body=body), "load", "--url", fake.url,
-                             "--requests", "200", "--rate", "20", "--arrival", "constant", "--output-len", "4",
-                             "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while len(fake.bodies) < 5 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
-    time.sleep(0.3)  # the first five have answered (each takes ~0.04 s), the 200th is 10 s away
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    w = Watched(["-c", _SCRIPT.format(body=body), "load", "--url", fake.url, "--requests", "200", "--rate", "20",
+                 "--arrival", "constant", "--output-len", "4", "--progress"], ROOT, module=False)
+    w.wait_for_count(200, 5)  # five answered, as the client's own bar counts them; the 200th is 10 s away
+    code, out, err = w.interrupt()
+    assert code == 130, err
     assert "interrupted" in out and "completed / failed" in out and "Traceback" not in err
     done = int(out.split("completed / failed")[1].split("/")[0])
     assert 5 <= done < 200
