@@ -58,6 +58,7 @@ import simpy
 from simpy.events import NORMAL, URGENT
 
 from .executor import Executor
+from .standstill import StandStill
 from .step import Wait
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class ServerProcess:
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
         self._withdrawn: list[tuple[int, str]] = []  # (request, reason): clients gone, applied between steps
+        self._still = StandStill()  # a policy that waits "until now" forever stops the run, not hangs it
 
     def process_body(self):
         """What SimPy runs: ``serve``, and the run told how it ended (``guarded``)."""
@@ -185,10 +187,9 @@ class ServerProcess:
     def _sleep(self, until: float | None):
         """Wait until ``until`` (None: no deadline) or until an arrival wakes us."""
         env = self.env
-        if until is None and self.run.closed:
-            raise RuntimeError(f"{self.policy.name}: waits with no deadline and no arrival to come, but is not idle")
-        # A deadline already past is "now": the policy is asked again at once. Without a deadline the
-        # server waits on a bell the next passenger rings (cheaper than an interrupt: no exception).
+        self._still.check(self.policy, env.now, until, self.steps, self.run.closed)  # or the run would hang
+        # A deadline already past is "now": the policy is asked again at once (not forever: StandStill).
+        # Without a deadline, a bell the next passenger rings (cheaper than an interrupt: no exception).
         if until is None:
             alarm = self._bell = env.event()
         else:
