@@ -49,6 +49,7 @@ from .canary import CanaryReading, Level, session_level
 from .compare_plot import plot_compare
 from .compare_row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
 from .decompose import decompose, format_decomposition
+from .pass_level import PassLevel, pass_level
 from .verdict import TARGETS, band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
@@ -163,7 +164,15 @@ def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None,
 
 def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes,
          noise="profiled", lv: Level | None = None, order_seed: int = 0, adjust=None) -> CompareRow:
-    fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None  # before any simulation
+    # The level the runs' own passes read; a canary level they contradict moves nothing (realrun.pass_level).
+    pl = pass_level(reals, st, sim_policy.name)
+    if lv is not None and pl is not None and lv.applied() != (1.0, 1.0) and pl.contradicts(*lv.applied()):
+        notes.append(f"{label}: the canaries' level ({', '.join(f'{f:.2f}x' for f in lv.applied())} prefill, decode) "
+                     f"is contradicted by the runs' own passes ({pl.text()}): predicted at the profile's level")
+        lv = None
+    # Fresh policies for the predictions beside the first, made before any simulation touches them.
+    fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None
+    after = [copy.deepcopy(p) for p in [sim_policy, *spares]] if pl is not None else None
     sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust)
     first = reals[0]
     stopped = str(reals[-1].meta.get("stopped") or "")
@@ -181,10 +190,28 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     if lv is not None:
         at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed, adjust)
         row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
+    if pl is not None:
+        _after_the_run(row, pl, after, st, workload, limits, slo, seeds, noise, order_seed, adjust, lv, notes)
     if first.meta.get("trace") is not None and replay_policy is not None:
         # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
         row.decomposition = decompose(workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits)
     return row
+
+
+def _after_the_run(row: CompareRow, pl: PassLevel, policies, st, workload, limits, slo, seeds, noise, order_seed,
+                   adjust, lv: Level | None, notes: list[str]) -> None:
+    """The prediction again at the level the runs' passes read (labelled as made after the run), and the
+    canaries held up to the passes."""
+    at = predict_runs(workload, policies, pl.model(st), limits, seeds, noise, None, order_seed, adjust)
+    row.pass_level, row.predicted_at_passes = pl, median_summary([summarize(x, slo) for x in at])
+    errs = row.errors_at_passes
+    shown = ", ".join(f"{k.replace('_', ' ')} {errs[k]:+.0f} %" for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot")
+                      if errs.get(k) is not None)
+    notes.append(f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted again at that "
+                 f"level (after the run, to split a miss into the machine's part and the model's): {shown}")
+    if lv is not None and pl.contradicts(lv.prefill, lv.decode):
+        notes.append(f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, which the "
+                     f"runs' own passes contradict ({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes")
 
 
 def worst_error(report: CompareReport) -> tuple[str, str, float] | None:

@@ -12,6 +12,7 @@ from batchsim.core.result import RunResult
 
 from .canary import CanaryReading, Level
 from .decompose import Decomposition
+from .pass_level import PassLevel
 from .verdict import TARGETS, noise_pct, verdict
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "error_pct", "KEYS", "THROUGHPUT"]
@@ -57,6 +58,8 @@ class CompareRow:
     canary: list = field(default_factory=list)  # (before, after) of each run's canary: readings, or seconds
     seeds: int = 1
     predicted_at_profile: dict | None = None  # the median prediction at the profile's level (a level was applied)
+    pass_level: PassLevel | None = None  # the level the runs' own passes read (realrun.pass_level)
+    predicted_at_passes: dict | None = None  # the median prediction at that level, made after the run
 
     @property
     def errors(self) -> dict[str, float | None]:
@@ -93,6 +96,14 @@ class CompareRow:
         return {k: (None if self.partial and k in THROUGHPUT else error_pct(base.get(k), self.measured.get(k)))
                 for k in KEYS}
 
+    @property
+    def errors_at_passes(self) -> dict[str, float | None]:
+        """The errors of the prediction at the level the runs' passes read (empty: none made)."""
+        if self.predicted_at_passes is None:
+            return {}
+        return {k: (None if self.partial and k in THROUGHPUT else error_pct(self.predicted_at_passes.get(k),
+                                                                            self.measured.get(k))) for k in KEYS}
+
     def as_dict(self) -> dict:
         return {"predicted": self.predicted, "predicted_band": self.band, "measured": self.measured,
                 "repeats": self.repeats, "error_pct": self.errors, "repeat_spread_pct": self.noise,
@@ -100,7 +111,9 @@ class CompareRow:
                 "canary_s": [[_seconds(x) for x in c] for c in self.canary],
                 "canary": [[x.as_dict() if isinstance(x, CanaryReading) else None for x in c] for c in self.canary],
                 **({"predicted_at_profile": self.predicted_at_profile,
-                    "error_pct_at_profile": self.errors_at_profile} if self.predicted_at_profile is not None else {})}
+                    "error_pct_at_profile": self.errors_at_profile} if self.predicted_at_profile is not None else {}),
+                **({"pass_level": self.pass_level.as_dict(), "predicted_at_passes": self.predicted_at_passes,
+                    "error_pct_at_passes": self.errors_at_passes} if self.pass_level is not None else {})}
 
 
 def _seconds(x) -> float | None:

@@ -1,0 +1,114 @@
+"""``realrun.pass_level``: the machine's level read from a run's own passes, on injected times.
+
+Every time here is made up (the passes' seconds are the model's price times a chosen level, with
+seeded noise), so the tests are of the arithmetic, never of this machine's speed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from batchsim.core.plan import Pass
+from batchsim.sim.steptime import LinearStepTime
+from realrun.pass_level import CONTRADICTS, pass_level
+
+sys.path.insert(0, str(Path(__file__).parent))  # test_canary_level, for the last test
+
+MODEL = LinearStepTime(0.004, 2e-5, 5e-5, 1e-8)
+
+
+def _run(prefill_level: float, decode_level: float, n: int = 400, noise: float = 0.0, seed: int = 0, drift=None):
+    """A measured run of ``n`` passes (every tenth a prefill) at the given levels; ``drift(i)`` multiplies pass i."""
+    rng = np.random.default_rng(seed)
+    passes = []
+    for i in range(n):
+        p = Pass(prefill_tokens=64, prefill_rows=1, query=64) if i % 10 == 0 else Pass(decode_rows=8, kv_read=8 * 100,
+                                                                                      attn_read=8 * 100)
+        level = prefill_level if p.prefill_rows else decode_level
+        secs = MODEL.pass_time(p) * level * (1 + noise * rng.standard_normal()) * (drift(i) if drift else 1.0)
+        passes.append((p, secs))
+    return SimpleNamespace(meta={"passes": passes})
+
+
+def test_the_level_is_the_ratio_of_totals_prefill_and_decode_apart():
+    pl = pass_level([_run(1.3, 0.9)], MODEL, "continuous")
+    assert pl.prefill == pytest.approx(1.3) and pl.decode == pytest.approx(0.9)
+    assert (pl.prefill_n, pl.decode_n) == (40, 360)
+    assert pl.prefill_se < 1e-9 and pl.decode_se < 1e-9  # exact times: no spread between blocks
+
+
+def test_several_runs_pool_their_passes():
+    pl = pass_level([_run(1.0, 1.0), _run(1.2, 1.2)], MODEL, "continuous")
+    assert pl.decode_n == 720 and 1.0 < pl.decode < 1.2
+
+
+def test_slow_drift_widens_the_error_more_than_independent_noise_of_the_same_size():
+    # The same per-pass spread (about 10 %), once independent, once as a slow wave over the run.
+    indep = pass_level([_run(1.0, 1.0, n=2000, noise=0.1, seed=1)], MODEL, "continuous")
+    wave = pass_level([_run(1.0, 1.0, n=2000, drift=lambda i: 1 + 0.14 * math.sin(i / 2000 * 2 * math.pi))],
+                      MODEL, "continuous")
+    assert indep.decode == pytest.approx(1.0, abs=0.02)
+    assert wave.decode_se > 3 * indep.decode_se  # batch means see the wave; a naive sd / sqrt(n) would not
+
+
+def test_contradiction_is_beyond_the_tolerance_and_the_error():
+    pl = pass_level([_run(1.0, 1.0)], MODEL, "continuous")
+    assert pl.contradicts(1.0 + CONTRADICTS * 0.9, 1.0) == []
+    assert pl.contradicts(1.5, 1.0) == ["prefill"] and pl.contradicts(1.0, 0.7) == ["decode"]
+    only_decode = pass_level([SimpleNamespace(meta={"passes": [(Pass(decode_rows=1, kv_read=10, attn_read=10), 0.005)]})],
+                             MODEL, "taxi")
+    assert only_decode.prefill is None and only_decode.contradicts(3.0, only_decode.decode) == []  # no prefill ran
+
+
+def test_the_model_at_the_level_prices_each_kind_at_its_own():
+    pl = pass_level([_run(1.3, 0.9)], MODEL, "continuous")
+    m = pl.model(MODEL)
+    pre, dec = Pass(prefill_tokens=64, prefill_rows=1, query=64), Pass(decode_rows=8, kv_read=800, attn_read=800)
+    assert m.pass_time(pre) == pytest.approx(1.3 * MODEL.pass_time(pre))
+    assert m.pass_time(dec) == pytest.approx(0.9 * MODEL.pass_time(dec))
+
+
+def test_no_passes_no_level():
+    assert pass_level([SimpleNamespace(meta={})], MODEL, "continuous") is None
+
+
+def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_so():
+    """The canaries read prefill at 1.3x; the runs' own passes ran at the profile's price: the prediction
+    stays at the profile's level, the notes say why, and the prediction at the passes' level is beside it."""
+    from test_canary_level import WL, _readings, model
+
+    from batchsim import make_policy, simulate
+    from batchsim.sim.sampled import with_noise
+    from realrun.canary import CanaryReading
+    from realrun.compare import compare_policies
+
+    readings = iter(_readings(1.3, 1.0, 0.03, n=8, seed=1))
+    st = model()
+    passes = [(Pass(prefill_tokens=300, prefill_rows=1, query=300), None)] * 30 + \
+        [(Pass(decode_rows=4, kv_read=1200, attn_read=1200), None)] * 300
+    count = {"k": 0}
+
+    def measure(label, policy):
+        count["k"] += 1
+        res = simulate(WL, policy, with_noise(st, 100 + count["k"], "passes"))
+        res.meta["passes"] = [(p, st.for_policy(policy.name).pass_time(p)) for p, _ in passes]  # at the profile's price
+        return res
+
+    pairs = [(n, make_policy(n), make_policy(n)) for n in ("taxi", "static")]
+    report = compare_policies(WL, pairs, measure, st, seeds=3, repeats=2, canary=lambda: next(readings), noise="passes")
+    assert report.level is not None and report.level.applied()[0] == pytest.approx(1.3, abs=0.05)
+    for row in report.rows:
+        assert row.predicted_at_profile is None  # not moved: the canaries' level was contradicted
+        assert row.pass_level.prefill == pytest.approx(1.0) and row.pass_level.decode == pytest.approx(1.0)
+        assert row.predicted_at_passes is not None and set(row.errors_at_passes) == set(row.errors)
+        assert row.as_dict()["pass_level"]["prefill_passes"] == 60  # both repeats' passes
+    notes = "\n".join(report.notes)
+    assert "is contradicted by the runs' own passes" in notes and "predicted at the profile's level" in notes
+    assert "predicted again at that level (after the run" in notes
+    assert isinstance(next(iter(report.rows)).canary[0][0], CanaryReading)
