@@ -35,6 +35,7 @@ from .core.arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
 from .machine.catalog import DEFAULT_CATALOG, GPU, Catalog, Model, load_catalog
 from .machine.cost import cost_summary, implied_price_per_hour, required_throughput
 from .core.errors import ConfigError
+from .core.notes import BatchsimNote
 from .core.lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
 from .machine.memory import KVBudget, kv_budget
 from .core.metrics import SLO, format_table, summarize
@@ -81,7 +82,7 @@ __all__ = [
     "BulkService", "Catalog", "DEFAULT_CATALOG", "GPU", "KVBudget", "MD1", "MG1", "MM1", "Model",
     "RooflineStepTime", "Server", "bus_fill_wait", "cost_summary", "implied_price_per_hour", "kv_budget",
     "load_catalog", "required_throughput",
-    "Chunk", "ConfigError", "Constant", "ConstantStepTime", "Continuous", "Dynamic", "Empirical",
+    "BatchsimNote", "Chunk", "ConfigError", "Constant", "ConstantStepTime", "Continuous", "Dynamic", "Empirical",
     "ExponentialStepTime", "Fixed", "Gamma", "LinearStepTime", "LogNormal", "POLICY_NAMES", "Poisson",
     "Policy", "Recorder", "Records", "Request", "RushHour", "SLO", "SimResult", "Static", "Step",
     "StepOutcome", "StepTimeModel", "Taxi", "Trace", "Uniform", "Wait", "Workload", "format_table",

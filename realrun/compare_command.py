@@ -17,6 +17,7 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 from .calibrate import calibration as _calibration
 from .reference import REFERENCE
 from .command_parts import load, make_engine, measure_fn, vllm_server, wants_progress
+from .real_span import check_real_span
 from .run_setup import RunSetup
 from .progress import Progress, progress_lines
 
@@ -90,6 +91,10 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
         {n: c.build for n, c in builders.items()}
     workloads = _busy_workloads(args, workload, sim_builders, step_times, limits, notes) if args.busy is not None else workload
     repeats = args.repeats or 1
+    if args.busy is not None:  # the span is known only now that --busy has set each policy's rate
+        spans = [float(w.arrivals[-1]) if len(w) else 0.0 for w in workloads.values()] * repeats
+        check_real_span(spans, args.no_size_check, cause=f"--busy {args.busy:g} sets the rates so that ",
+                        fix="raise --busy")
     canary = _canary(ours, step_times, setup, notes, server, lm)
     per_label = workloads if isinstance(workloads, dict) else None
     measure = say.runs(len(pairs) * repeats, measure_fn(setup, engine, lm, args, server, per_label))

@@ -48,6 +48,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from batchsim.core.errors import ConfigError, show
 from batchsim.core.plan import Pass, plan_step
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
@@ -78,8 +79,10 @@ class Engine:
 
     def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0,
                  clock: Callable[[], float] = time.perf_counter, kv: str = "auto") -> None:
+        if not isinstance(lm, LoadedModel):
+            raise ConfigError(f"lm must be a loaded model (realrun.model.load_model('tiny-gpt2')), got {show(lm)}")
         if kv not in KV_LAYOUTS:
-            raise ValueError(f"kv must be one of {', '.join(KV_LAYOUTS)}, got {kv!r}")
+            raise ConfigError(f"kv must be one of {', '.join(KV_LAYOUTS)}, got {show(kv)}")
         self.lm = lm
         self.model = lm.model
         self.stop_on_eos = stop_on_eos

@@ -6,6 +6,7 @@ gets the same prompt whichever engine serves it.
 
 from __future__ import annotations
 
+from batchsim.core.errors import ConfigError, check_int_at_least, show
 from batchsim.core.workload import Request, seeded_prompt
 
 __all__ = ["prompt_ids", "cache_argument"]
@@ -19,6 +20,10 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
     tokenizer); otherwise seeded from (seed, request id), so every engine and every policy
     sees the same prompt for the same request.
     """
+    if not isinstance(req, Request):
+        raise ConfigError(f"req must be a Request (workload.request(i)), got {show(req)}")
+    check_int_at_least("vocab", vocab, 1)
+    check_int_at_least("seed", seed, 0)
     n = req.prompt_tokens
     if req.text and tokenizer is not None:
         # A folder's tokenizer may know more ids than its model has rows (a resized vocabulary):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from batchsim.core import rejections, sizing
@@ -22,7 +21,10 @@ from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, igno
 from batchsim.core.errors import check_kv_tokens
 from batchsim.teach.scenarios import get_scenario
 
+from .real_span import LONG_REAL_RUN_S, MAX_REAL_RUN_S, check_real_span
+
 __all__ = ["RunSetup", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
+           "check_real_span",
            "check_fleet_count", "write_outputs", "stage_outputs", "rejection_lines", "nothing_served"]
 
 #: A load a 2-core laptop serves in seconds per policy, and busy enough that predicted against measured
@@ -36,10 +38,6 @@ REALRUN_DEFAULTS = {
 _SIM_SERVER_KEYS = {"gpu", "model", "dtype", "gpu_price", "mem_util", "compute_eff", "memory_eff", "overhead",
                     "catalog", "step_time_model", "kv_budget_bytes", "table_keys"}
 _PADDED = ("taxi", "static", "dynamic")
-#: A real run whose arrivals alone span longer than this says how long it will take, before it starts.
-LONG_REAL_RUN_S = 60.0
-#: ... and one longer than a day is refused (``--no-size-check`` runs it anyway).
-MAX_REAL_RUN_S = 86_400.0
 
 
 def _overrides(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
@@ -138,14 +136,10 @@ class RunSetup:
         """A real run takes at least as long as its arrivals span: say so when that is long."""
         if not args.no_size_check:
             sizing.check(sizing.estimate(len(self.workload), float(self.workload.output_tokens.mean()), len(self.names)))
+        if getattr(args, "busy", None) is not None:
+            return  # --busy sets the rate from the step times: compare checks the span once it has set it
         span = float(self.workload.arrivals[-1]) if len(self.workload) else 0.0
-        runs = len(self.names)
-        if span * runs > MAX_REAL_RUN_S and not args.no_size_check:
-            raise ConfigError(f"the arrivals span {_hours(span)} per policy ({runs} to measure): more than a day of "
-                              f"real time; raise --rate, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}")
-        if span * runs > LONG_REAL_RUN_S:
-            print(f"realrun: note: this will take at least {_hours(span * runs)}: the arrivals span {_hours(span)} per "
-                  f"policy ({runs} to measure); Ctrl-C stops it and keeps what was measured", file=sys.stderr)
+        check_real_span([span] * len(self.names), args.no_size_check)
 
 
 def _fleet(flags: dict, d: dict, engine: str):
@@ -190,10 +184,6 @@ def _check_vllm_model(name: str) -> None:
         model_dir(name)
 
 
-def _hours(s: float) -> str:
-    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
-
-
 def _check_calibration(path: str) -> None:
     """Read a calibration now (one line if it is bad), before anything is measured."""
     from batchsim.sim.steptime import load_step_time
@@ -207,6 +197,12 @@ def _engine_name(args) -> str:
     name = getattr(args, "engine", "ours")
     if name not in ENGINE_NAMES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINE_NAMES)}, got {show(name)}")
+    kv = getattr(args, "kv", "auto")
+    if name != "ours" and kv != "auto":
+        # Only our engine reads --kv: another holds its KV its own way, and a flag it ignores would
+        # label the run with a layout it never had.
+        raise ConfigError(f"--kv {kv} chooses how engine ours holds its KV cache; engine {name} keeps its own: "
+                          "drop --kv, or pass --engine ours")
     return name
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
-from batchsim.core.policies import Policy
+from batchsim.core.errors import ConfigError, check_int_at_least, show
+from batchsim.core.policies import POLICY_NAMES, Policy
 from batchsim.core.result import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
@@ -44,6 +45,8 @@ def limits_for(lm, kv_budget_tokens: int | None = None) -> ServerLimits:
 
 def context_reason(prompt: int, output: int, n_positions: int) -> str | None:
     """Why a request cannot run on a model with ``n_positions`` positions (None if it can)."""
+    check_int_at_least("prompt", prompt, 1)
+    check_int_at_least("output", output, 1)
     return ServerLimits(context_len=n_positions).context_reason(prompt, output)
 
 
@@ -66,6 +69,19 @@ def explain_oom(error: BaseException, step: Step) -> str:
             "lower --kv-budget-tokens, --max-seqs or --max-batch")
 
 
+def _check_run_args(workload, policy, engine) -> None:
+    """``run_real``'s three positional arguments, named as ``simulate``'s are (``batchsim.sim.arguments``)."""
+    if not isinstance(workload, Workload):
+        raise ConfigError(f"workload must be a Workload (make_workload(...) or trace_workload(...)), "
+                          f"got {show(workload)}")
+    if not isinstance(policy, Policy):
+        hint = f"make_policy({policy!r})" if isinstance(policy, str) and policy in POLICY_NAMES else "make_policy(...)"
+        raise ConfigError(f"policy must be a Policy ({hint}), got {show(policy)}")
+    if isinstance(engine, (str, bytes, int, float)) or not hasattr(engine, "lm") or not hasattr(engine, "start"):
+        raise ConfigError(f"engine must be an engine (realrun.engine.Engine(load_model('tiny-gpt2'))), "
+                          f"got {show(engine)}")
+
+
 def run_real(
     workload: Workload,
     policy: Policy,
@@ -78,6 +94,7 @@ def run_real(
     trace: bool = False,
 ) -> RunResult:
     """Serve ``workload`` with ``policy`` deciding and ``engine`` executing, on the wall clock."""
+    _check_run_args(workload, policy, engine)
     lm = engine.lm
     if limits is None:
         limits = limits_for(lm, kv_budget_tokens)

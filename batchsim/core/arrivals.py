@@ -147,8 +147,15 @@ class RushHour(ArrivalProcess):
     phases: tuple[tuple[float, float], ...] = ((20.0, 2.0), (20.0, 10.0), (20.0, 2.0))
 
     def __post_init__(self) -> None:
+        if isinstance(self.phases, str) or not isinstance(self.phases, (tuple, list)):
+            hint = (f" (parse_arrival('rush-hour:{self.phases}', rate) reads the command line's form)"
+                    if isinstance(self.phases, str) else "")
+            raise ConfigError(f"phases must be ((seconds, rate), ...) pairs{hint}, got {show(self.phases)}")
         if not self.phases:
             raise ConfigError("phases must not be empty")
+        for i, phase in enumerate(self.phases):
+            if isinstance(phase, str) or not isinstance(phase, (tuple, list)) or len(phase) != 2:
+                raise ConfigError(f"phases[{i}] must be a (seconds, rate) pair, got {show(phase)}")
         for i, (d, r) in enumerate(self.phases):
             check_positive(f"phases[{i}].duration", d)
             check_at_most(f"phases[{i}].duration", d, 1e9, "seconds")

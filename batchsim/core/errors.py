@@ -98,7 +98,8 @@ def check_int_at_least(field: str, value: Any, least: int) -> None:
 
 def check_bool(field: str, value: Any) -> None:
     """True or False only: the string "no" is truthy, and so would silently mean yes."""
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    # numpy's bool is ``numpy.bool_`` before numpy 2 and ``numpy.bool`` since: both are true or false.
+    if not isinstance(value, bool) and type(value).__name__ not in ("bool_", "bool"):
         raise ConfigError(f"{field} must be true or false, got {show(value)}")
 
 

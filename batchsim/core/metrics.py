@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import ConfigError, check_bool, show
 from .result import RunResult
 from .stream_summary import summarize_stream
 from .summary_fields import SLO, latency_stats, step_fields, streams_by_default, summary_of  # noqa: F401 - re-exported
@@ -50,6 +51,7 @@ __all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS", 
 
 def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
     """The run's figures (a fleet's: ``busy_fraction`` is the share of server-time spent busy)."""
+    _check_summarize_args(result, slo, streaming)
     r = result.records
     if r.summary_only:
         return summarize_stream(result, slo, streaming)
@@ -83,6 +85,16 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
         goodput = (int(ok.sum()), float(ok.mean()) if completed else 0.0)
     return summary_of(result, (arrived, completed, n_rejected), out_tokens, latency, streams, itl, r.step_totals(),
                       goodput)
+
+
+def _check_summarize_args(result, slo, streaming) -> None:
+    # Duck-typed, as the summary reads it: a result of another package's making with records is welcome.
+    if isinstance(result, (str, bytes, int, float, dict, list, tuple)) or not hasattr(result, "records"):
+        raise ConfigError(f"result must be a finished run (what simulate or run_real returns), got {show(result)}")
+    if slo is not None and not isinstance(slo, SLO):
+        raise ConfigError(f"slo must be an SLO (SLO(ttft=0.5, e2e=10), in seconds) or None, got {show(slo)}")
+    if streaming is not None:
+        check_bool("streaming", streaming)
 
 
 SUMMARY_KEYS = (

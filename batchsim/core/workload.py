@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .arrivals import ArrivalProcess
-from .errors import ConfigError, check_int_at_least, check_positive
+from .errors import ConfigError, check_int_at_least, check_nonneg, check_positive, show
 from .lengths import LengthDist
 from .traces import Trace
 
@@ -34,6 +34,26 @@ class Request:
     prompt_tokens: int
     output_tokens: int
     text: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every arrival makes one (``Workload.request``): plain ints and floats in range pass on one
+        # comparison chain; anything else (numpy numbers, a wrong value) takes the slow path that names it.
+        if not (type(self.id) is int and self.id >= 0 and type(self.arrival) is float and 0.0 <= self.arrival < _INF
+                and type(self.prompt_tokens) is int and self.prompt_tokens >= 1
+                and type(self.output_tokens) is int and self.output_tokens >= 1):
+            _check_request(self)
+
+
+_INF = float("inf")
+
+
+def _check_request(r: Request) -> None:
+    check_int_at_least("id", r.id, 0)
+    check_nonneg("arrival", r.arrival)
+    check_int_at_least("prompt_tokens", r.prompt_tokens, 1)
+    check_int_at_least("output_tokens", r.output_tokens, 1)
+    if r.text is not None and not isinstance(r.text, str):
+        raise ConfigError(f"text must be a string or None, got {show(r.text)}")
 
 
 class Workload:
@@ -66,6 +86,15 @@ class Workload:
         if len(bad):
             i = int(bad[0])
             raise ConfigError(f"arrival times must be finite, got {float(arrivals[i])!r} for request {i}")
+        if len(arrivals) and arrivals[0] < 0:
+            raise ConfigError(f"arrival times must be >= 0, got {float(arrivals[0])!r} for request 0")
+        # Named as from_arrays names them (a Request checks its own fields when it is made).
+        for name, a in (("prompts", prompts), ("outputs", outputs)):
+            # Fewer than one token is no request: taxi and continuous would count it differently.
+            small = np.flatnonzero(a < 1)
+            if len(small):
+                i = int(small[0])
+                raise ConfigError(f"{name} must be >= 1 token, got {int(a[i])} for request {i}")
         late = np.flatnonzero(arrivals[1:] < arrivals[:-1])
         if len(late):
             i = int(late[0]) + 1
@@ -104,13 +133,30 @@ class Workload:
     @classmethod
     def _of(cls, arrivals, prompts, outputs, texts, description: str) -> "Workload":
         wl = object.__new__(cls)
-        wl._set(np.array(arrivals, dtype=np.float64), np.array(prompts, dtype=np.int64),
-                np.array(outputs, dtype=np.int64), texts, description)
+        wl._set(_array("arrivals", arrivals, np.float64), _array("prompts", prompts, np.int64),
+                _array("outputs", outputs, np.int64), texts, description)
         return wl
 
     @classmethod
     def from_arrays(cls, arrivals, prompts, outputs, description: str = "") -> "Workload":
         return cls._of(arrivals, prompts, outputs, None, description)
+
+
+def _array(name: str, values, dtype) -> np.ndarray:
+    """``values`` as a 1-D array of ``dtype``; token counts must be whole (2.5 would be cut to 2 silently)."""
+    try:
+        a = np.asarray(values)
+        out = a.astype(dtype)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be numbers, got {show(values)}") from None
+    if out.ndim != 1:
+        raise ConfigError(f"{name} must be one number per request (1-D), got shape {a.shape}")
+    if dtype is np.int64 and a.dtype.kind not in "iu":
+        frac = np.flatnonzero(~np.isfinite(a.astype(np.float64)) | (a.astype(np.float64) != out))
+        if a.dtype.kind in "bc" or len(frac):
+            i = int(frac[0]) if len(frac) else 0
+            raise ConfigError(f"{name} must be whole numbers of tokens, got {show(a[i].item())} for request {i}")
+    return out
 
 
 class _Requests(Sequence):
@@ -154,6 +200,13 @@ def make_workload(
     seed: int = 0,
 ) -> Workload:
     """N requests, or all that arrive within ``duration`` seconds."""
+    if not isinstance(arrival, ArrivalProcess):
+        hint = f" (parse_arrival({arrival!r}, rate) reads the command line's form)" if isinstance(arrival, str) else ""
+        raise ConfigError(f"arrival must be an arrival process such as Poisson(5.0){hint}, got {show(arrival)}")
+    for name, dist in (("prompt_len", prompt_len), ("output_len", output_len)):
+        if not isinstance(dist, LengthDist):
+            hint = f" (parse_length({dist!r}) reads the command line's form)" if isinstance(dist, str) else ""
+            raise ConfigError(f"{name} must be a length distribution such as Uniform(16, 128){hint}, got {show(dist)}")
     check_int_at_least("seed", seed, 0)
     a_rng, p_rng, o_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     times = arrival.times(a_rng, n=n, duration=duration)

@@ -36,6 +36,9 @@ SCHEDULER_HELP = ("where the simulations run: local (a Dask LocalCluster on this
 _ADDRESS = re.compile(r"^tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
 #: Seconds to wait for a remote scheduler before saying it cannot be reached.
 CONNECT_TIMEOUT = 5.0
+#: Seconds a connected scheduler is given to have a worker: with the connect, inside the 30 s a user waits
+#: before deciding something hangs (issue 38), and long enough for a worker that is still starting.
+WORKER_TIMEOUT = 20.0
 
 
 def add_scheduler_args(p) -> None:
@@ -136,11 +139,19 @@ def _connect(scheduler: str, workers: int):
     # Client's timeout bounds the connect, not the handshake: the probe bounds both (see probe.py).
     probe_scheduler(scheduler, CONNECT_TIMEOUT)
     try:
-        return Client(scheduler, timeout=CONNECT_TIMEOUT), None
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError) as e:
         raise ConfigError(f"scheduler {scheduler}: cannot connect ({str(e).splitlines()[0][:120]})") from None
     except MemoryError:  # Dask read a stray reply as a frame length: the address, not the run, is wrong
         raise ConfigError(f"scheduler {scheduler}: does not speak Dask's protocol") from None
+    # A scheduler with no worker takes the tasks and waits, silently and without end, for one to join.
+    try:
+        client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+    except TimeoutError:
+        client.close()
+        raise ConfigError(f"scheduler {scheduler}: no worker joined it within {WORKER_TIMEOUT:g} s (start one with "
+                          f"`dask worker {scheduler}`, or pass --scheduler local or none)") from None
+    return client, None
 
 
 def _on_dask(fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: bool, desc: str, notes) -> list:

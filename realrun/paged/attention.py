@@ -32,9 +32,14 @@ import functools
 import hashlib
 import os
 import platform
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from .build_lock import KernelBusy, build_once
+from .checks import checked_arguments
 
 __all__ = ["paged_attention", "attention_reference", "kernel_available", "kernel_problem"]
 
@@ -102,25 +107,53 @@ _problem: str | None = None
 @functools.lru_cache(maxsize=1)
 def _kernel():
     """The compiled kernel, or None (the reason in ``kernel_problem()``). Compiled once per machine
-    (about 30 s here) into torch's extension folder; later runs load it in a moment."""
+    (about 40 s here) into torch's extension folder; later runs load it in a moment."""
     global _problem
+    _problem = None
     if os.environ.get("REALRUN_PAGED_KERNEL", "1") == "0":
         _problem = "REALRUN_PAGED_KERNEL=0"
         return None
     try:
-        from torch.utils.cpp_extension import load_inline
+        # torch's own folder for the name (private, but it is where torch builds and leaves its lock);
+        # a torch without it fails here, and the reference path serves, as for any failed build.
+        from torch.utils.cpp_extension import _get_build_directory, load_inline
 
         _ninja_on_path()
+        name = _build_name()
+        folder = Path(_get_build_directory(name, verbose=False))
 
-        # -march=native builds for this CPU: the name carries the CPU's identity, so a folder of
-        # builds shared between machines never hands one CPU another's instructions.
-        who = f"{platform.machine()}-{_cpu_model()}-{torch.__version__}"
-        name = "realrun_paged_" + hashlib.sha1((who + _SOURCE).encode()).hexdigest()[:12]
-        return load_inline(name, cpp_sources=_SOURCE, functions=["paged_attention"],
-                           extra_cflags=["-O3", "-march=native", "-ffast-math"], verbose=False)
+        def build():
+            return load_inline(name, cpp_sources=_SOURCE, functions=["paged_attention"], build_directory=str(folder),
+                               extra_cflags=["-O3", "-march=native", "-ffast-math"], verbose=False)
+
+        compiled = any(folder.glob(f"{name}*.so"))
+        return build_once(folder, build, _say, _wait_s(), compiled)
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a failed build: the reference path serves
         _problem = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+        if isinstance(e, KernelBusy):
+            _say(f"not waiting longer for the attention kernel: {e}; the slower reference attention serves")
         return None
+
+
+def _build_name() -> str:
+    """-march=native builds for this CPU's instruction sets: the name hashes them (with the model, the
+    machine and torch), so a folder of builds shared between machines never hands one CPU code built
+    for another's instructions, even where two CPUs share a model name but not their flags."""
+    who = f"{platform.machine()}-{_cpu_identity()}-{torch.__version__}"
+    return "realrun_paged_" + hashlib.sha1((who + _SOURCE).encode()).hexdigest()[:12]
+
+
+def _wait_s() -> float:
+    """How long to wait on another process's build: the build takes ~40 s on an idle machine and a few
+    times that on a busy one, so 300 s by default; REALRUN_KERNEL_WAIT_S sets it."""
+    try:
+        return max(0.0, float(os.environ.get("REALRUN_KERNEL_WAIT_S", "300")))
+    except ValueError:
+        return 300.0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _ninja_on_path() -> None:
@@ -136,15 +169,22 @@ def _ninja_on_path() -> None:
         os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
-def _cpu_model() -> str:
+def _cpu_identity() -> str:
+    """The CPU's model name and instruction-set flags (x86's ``flags``, ARM's ``Features``), hashed.
+    Only the first processor's lines: every core of one machine shares them."""
+    wanted = ("model name", "flags", "features", "cpu part", "isa")
+    found: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name") or line.startswith("flags"):
-                    return hashlib.sha1(line.encode()).hexdigest()[:8]
+                key = line.split(":", 1)[0].strip().lower()
+                if key in wanted and key not in found:
+                    found[key] = line.strip()
     except OSError:
         pass
-    return platform.processor() or "cpu"
+    if not found:
+        return platform.processor() or "cpu"
+    return hashlib.sha1("\n".join(found[k] for k in sorted(found)).encode()).hexdigest()[:8]
 
 
 def kernel_available() -> bool:
@@ -163,9 +203,11 @@ def paged_attention(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor,
 
     ``table`` [rows, most blocks] (int64; entries past a row's blocks are never read), ``ctx`` [rows]
     each row's context after this pass, ``q_start`` [rows + 1] where each row's queries begin."""
+    # Checked first, every call: the C++ reads raw pointers, so a bad index is a segfault, not an error.
+    q, pool_k, pool_v, table, ctx, q_start, scale = checked_arguments(q, pool_k, pool_v, table, ctx, q_start, scale)
     k = _kernel()
     if k is not None and q.dtype == torch.float32 and q.device.type == "cpu":
-        return k.paged_attention(q.contiguous(), pool_k, pool_v, table, ctx, q_start, float(scale))
+        return k.paged_attention(q, pool_k, pool_v, table, ctx, q_start, scale)
     return attention_reference(q, pool_k, pool_v, table, ctx, q_start, scale)
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError, show
+from ..notes import note
 from ..knobs import DEFAULTS, KNOBS, POLICY_NAMES, READS
 from .base import Policy
 from .blocks import BlockPool
@@ -20,7 +20,6 @@ __all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "S
 
 _CLASSES = {"taxi": Taxi, "static": Static, "dynamic": Dynamic, "continuous": Continuous}
 _FLAVOURS = {"vllm-v1": VLLMV1}  # the continuous policy's other schedulers (ContinuousKnobs.scheduler)
-_log = logging.getLogger("batchsim")
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:
@@ -31,12 +30,15 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     ``scheduler`` (continuous only): ``"batchsim"``, the textbook scheduler, or ``"vllm-v1"``, the
     order vLLM's V1 scheduler works in (``policies.vllm_v1``).
 
-    Knobs given that the policy does not read are the Python form of the command line's note:
-    one set given to every policy (``{n: make_policy(n, **knobs) for n in POLICY_NAMES}``) is an
-    idiom, and passes quietly as long as the policy reads one of them; a set of which it reads
-    none (``make_policy("continuous", max_wait=0.1)``) is a note on the ``batchsim`` logger. A
-    note, not a warning: warnings are errors in this package's tests and in strict notebooks,
-    and an ignored knob is not an error. The taxi reads no knob, so it takes any set quietly.
+    Knobs given of which the policy reads none (``make_policy("continuous", max_wait=0.1)``,
+    ``make_policy("taxi", max_batch=4)``) are a ``BatchsimNote`` warning that names them: a warning,
+    not an error, because the policy built is still the one asked for, and one set given to every
+    policy (``{n: make_policy(n, **knobs) for n in POLICY_NAMES}``) is an idiom of the lessons and
+    benches; but a word, because a knob that changes nothing is most often a mistake (the taxi
+    batches nothing: ``max_batch`` there is a misunderstanding worth naming). The idiom stays quiet:
+    a policy that reads one of the knobs passes; so does the taxi, which reads none, when the set is
+    one for every policy (each policy that reads knobs reads one of it). ``warnings.simplefilter(
+    "ignore", BatchsimNote)`` silences the note.
     """
     for k in knobs:
         if k not in DEFAULTS:  # as Python says it of a misspelt keyword
@@ -45,9 +47,11 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     if name not in KNOBS:
         raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")
     reads = READS[name]
-    if reads and given and not set(given) & set(reads):
+    for_every_policy = all(set(given) & set(r) for r in READS.values() if r)
+    if given and not set(given) & set(reads) and not (not reads and for_every_policy):
         shown = ", ".join(f"{k}={show(v)}" for k, v in given.items())
-        _log.warning(f"note: make_policy({name!r}) ignores {shown}: {name} reads only {', '.join(reads)}")
+        what = f"reads only {', '.join(reads)}" if reads else "reads no knob (it serves one request at a time)"
+        note(f"make_policy({name!r}) ignores {shown}: {name} {what}")
     chosen = KNOBS[name](**{k: v for k, v in given.items() if k in reads})  # checks each knob
     kw = {f.name: getattr(chosen, f.name) for f in fields(chosen)}
     cls = _FLAVOURS.get(kw.pop("scheduler", None), _CLASSES[name])
