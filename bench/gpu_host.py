@@ -7,12 +7,12 @@ script times, on the device at hand:
 
 - ``sync``: a tiny kernel and a synchronize, over and over (the round trip a pass pays at least),
   then the same after a 2 ms sleep (as an engine that idled between arrivals);
-- ``engine``: realrun's decode passes (KV in blocks, and in padded rows) at 1, 16 and 64 rows,
+- ``engine``: realrun's decode passes (KV in blocks on a CPU, in padded rows on either) at 1, 16 and 64 rows,
   with 1 and with 8 torch threads: the wall time of each pass (what the profile and the run
   record) beside the device's own time for the same passes (CUDA events), so the host's share
   is their difference.
 
-    python bench/gpu_host.py [--model gpt2-random] [--device cuda] [--json out/host.json]
+    python bench/gpu_host.py [--model gpt2-random] [--device cuda] [--json out/host.json]   # from the repo root, installed
     python bench/gpu_host.py --device cpu --model tiny-gpt2     # a dry run
 """
 
@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         r = out["sync"][name] = sync_round_trip(a.device, 300, sleep)
         print(f"sync round trip, {name}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f}, max {r['max_ms']:.3f}", flush=True)
     print(f"\n{'kv':>6} {'threads':>7} {'rows':>4} {'pass p10/p50/p90 ms':>22} {'max':>7} {'device ms':>9}")
-    for kv in ("paged", "padded"):
+    # The block pool's engine runs on the CPU only (its packed body is the CPU kernel's); on CUDA the
+    # engine holds its KV in padded rows, so only those are timed there.
+    layouts = ("padded",) if a.device.startswith("cuda") else ("paged", "padded")
+    for kv in layouts:
         for threads in (1, 8):
             for rows in (1, 16, 64):
                 try:
