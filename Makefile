@@ -54,7 +54,7 @@ test-vllm: vllm-venv
 	@t0=$$(date +%s); \
 	BATCHSIM_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:hypothesispytest \
 	  -W "ignore::pytest.PytestUnraisableExceptionWarning" \
-	  tests/test_vllm_knobs.py tests/test_vllm_policy.py tests/test_vllm_engine.py tests/test_vllm_http.py \
+	  tests/test_vllm_knobs.py tests/test_vllm_policy.py tests/test_vllm_referee.py tests/test_vllm_engine.py tests/test_vllm_http.py \
 	  tests/test_load.py::test_the_field_names_are_vllms_own; \
 	rc=$$?; echo "test-vllm: the vLLM tests took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 

@@ -266,7 +266,7 @@ class Continuous(Policy):
                 # scheduler; squeezing a fragment into the last free blocks would only have it
                 # preempted at once, when the running rows grow into them.
                 reserve = pool.watermark if rows.n else 0
-                if nb + reserve > free:
+                if self._admission_blocks(w, nb) + reserve > free:
                     break
                 free -= nb
             waiting.popleft()
@@ -276,6 +276,10 @@ class Continuous(Policy):
             chunk_rows.append(rows.n - 1)
             budget -= n
         return budget, free
+
+    def _admission_blocks(self, waiting: Waiting, chunk_blocks: int) -> int:
+        """Free blocks a waiting request needs to board: its chunk's (``VLLMV1``: its whole context's)."""
+        return chunk_blocks
 
     def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int) -> tuple[int, bool, int]:
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat

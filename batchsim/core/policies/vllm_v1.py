@@ -18,17 +18,21 @@ predict vLLM rather than an idealised vLLM:
    newest is itself, it stops the running phase;
 4. **waiting requests are admitted only in a step that preempted nobody**, in FIFO order,
    while fewer than ``max_seqs`` run, each with as many of its tokens as the budget has
-   left (chunked prefill) and only if that chunk fits in the free blocks whole;
+   left (chunked prefill), and only if the free blocks hold its **whole** context, not
+   just this step's chunk (``scheduler_reserve_full_isl``, on by default in vLLM 0.32:
+   ``allocate_slots(..., full_sequence_must_fit=True)`` at admission);
 5. **no watermark**: vLLM 0.32 keeps none by default (``watermark=0.0``);
 6. **async scheduling** (on by default in vLLM 0.32, ``async_scheduling=True`` here): step
-   k+1 is scheduled when step k starts, while it runs, so a request that arrives during
-   step k can join step k+2 at the earliest, unless nothing else would run in step k+1
-   (then vLLM schedules afresh when step k ends). Seen in vLLM's own timestamps: without
-   this rule, batchsim's time to first token came out a fifth short at 50-85 % busy.
+   k+1 is scheduled when step k starts, while it runs (``EngineCore.step_with_batch_queue``),
+   so a request that arrives during step k can join step k+2 at the earliest, and a request
+   whose last token step k computes still holds its row and its blocks when step k+1 is
+   chosen (vLLM skips it, may preempt it as the newest, and frees it when the token lands).
+   When the step so chosen would run nothing, vLLM schedules afresh once step k ends, with
+   everything known. Seen in vLLM's own timestamps: without this rule, batchsim's time to
+   first token came out a fifth short at 50-85 % busy.
 
-What this flavour leaves out: with async scheduling a finished request's row and blocks
-are also reused one step late (a second-order effect at these loads), and prefix caching
-is off in every run we compare.
+``realrun.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with no
+clock (``tests/test_vllm_referee.py``). Prefix caching is off in every run we compare.
 """
 
 from __future__ import annotations
@@ -69,43 +73,114 @@ class VLLMV1(Continuous):
         self._arrived: dict[int, float] = {}
         self._decided = -math.inf  # when the step now running was chosen (async: the next one's cut-off)
         self._started = 0.0
+        self._ended = -math.inf  # when the last step ended
+        # Async only: each running request's place in vLLM's running list (admission order) and the
+        # blocks it holds when it finishes, so that a request finishing in a step can stay in the
+        # next step's decision as vLLM keeps it there (``_ghosts``: (place, id, blocks), oldest first).
+        self._place: dict[int, int] = {}
+        self._places = 0
+        self._final_blocks: dict[int, int] = {}
+        self._ghosts: list[tuple[int, int, int]] = []
+        #: Async: requests vLLM preempts while their last token is in flight (they finish when it
+        #: lands, nothing is recomputed, so no step lists them as preempted).
+        self.last_token_preemptions = 0
 
     def on_arrival(self, request, now: float):
         reason = super().on_arrival(request, now)
         if reason is None:
             self._arrived[request.id] = now
+            if self.async_scheduling:
+                self._final_blocks[request.id] = self.pool.blocks_for(request.prompt_tokens + request.output_tokens - 1)
         return reason
+
+    def cancel(self, request_id: int) -> bool:
+        gone = super().cancel(request_id)
+        if gone:
+            self._arrived.pop(request_id, None)
+            self._place.pop(request_id, None)
+            self._final_blocks.pop(request_id, None)
+        return gone
 
     def next_action(self, now: float) -> Step | Wait:
         if self.idle:
             return Wait(None)
+        # Async: chosen while the previous step runs (it ended just now), with what was known then.
+        ahead = self.async_scheduling and now == self._ended
+        ghosts, self._ghosts = (self._ghosts if ahead else []), []
         preempted: list[int] = []
         chunks: list[Chunk] = []
         chunk_rows: list[int] = []
-        decoding, budget, free, need = self._schedule_running(preempted, chunks, chunk_rows)
-        # Async scheduling: this step was chosen when the previous one started, so whoever arrived
-        # since waits a step, unless nothing else runs (then vLLM schedules afresh at the step's end).
-        late = self._not_yet_seen() if self.async_scheduling and self.rows.n else deque()
-        if not preempted or not self.rows.n:
-            budget, free = self._admit(budget, free, chunks, chunk_rows)
-        self.waiting.extend(late)
+        decoding, need, late = self._decide(preempted, chunks, chunk_rows, ghosts, ahead)
         rows = self.rows
+        if ahead and not chunks and (not rows.n or (not isinstance(decoding, slice) and not decoding.any())):
+            # The step chosen ahead runs nothing: vLLM schedules afresh when the running step's
+            # output is in, with every arrival seen and every finished request gone.
+            decoding, need, late = self._decide(preempted, chunks, chunk_rows, [], False)
         if isinstance(decoding, slice):  # every running row decodes (the rows admitted now follow them)
             n_decode = decoding.stop
         else:
             decoding = np.concatenate([decoding, np.zeros(rows.n - len(decoding), dtype=bool)])
             n_decode = int(np.count_nonzero(decoding))
         kv = rows.kv[decoding]
-        # No repeat when a row sat out, or when a request waits for the next step to see it.
-        prefilling = bool(chunks or preempted) or n_decode < rows.n or bool(late)
+        # No repeat when a row sat out, when a request waits for the next step to see it, or when a
+        # finished request still held its place (the next step is chosen without it).
+        prefilling = bool(chunks or preempted or late or ghosts) or n_decode < rows.n
         horizon = self._repeat_horizon(decoding, kv, prefilling, n_decode)
         self._decided = self._started = now
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
 
+    def _decide(self, preempted: list[int], chunks: list[Chunk], chunk_rows: list[int],
+                ghosts: list[tuple[int, int, int]], ahead: bool) -> tuple[slice | np.ndarray, int, deque]:
+        """vLLM's ``schedule()``: the running loop, then (if nobody was preempted) the waiting loop.
+
+        ``ghosts`` (finished requests vLLM still holds) keep their blocks and rows for the decision;
+        ``ahead``: requests that arrived after the previous step was chosen are not seen yet.
+        Returns (which rows decode, blocks they take at the step's end, the requests not seen)."""
+        held, places = sum(g[2] for g in ghosts), len(ghosts)  # (the running loop may preempt some)
+        self.pool.take(held)
+        self.max_seqs -= places
+        mine: list[int] = []  # preempted by this call: a fresh schedule admits after an empty one's preemptions
+        last = self.last_token_preemptions
+        try:
+            decoding, budget, free, need = self._schedule_running(mine, chunks, chunk_rows, ghosts)
+            late = self._not_yet_seen() if ahead else deque()
+            # A preemption of a request whose last token is in flight stops admission too (vLLM's
+            # ``if not preempted_reqs``), though nothing is recomputed.
+            if (not mine and last == self.last_token_preemptions) or not self.rows.n:
+                self._admit(budget, free, chunks, chunk_rows)
+            self.waiting.extend(late)
+            preempted += mine
+        finally:
+            self.max_seqs += places
+            self.pool.take(-sum(g[2] for g in ghosts))  # those not preempted: freed as their token lands
+        return decoding, need, late
+
+    def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+        n0 = self.rows.n
+        out = super()._admit(budget, free, chunks, chunk_rows)
+        if self.async_scheduling:
+            for rid in self.rows.id_list[n0:]:  # vLLM appends each to its running list, resumed ones too
+                self._place[rid] = self._places
+                self._places += 1
+        return out
+
+    def _admission_blocks(self, waiting, chunk_blocks: int) -> int:
+        # vLLM 0.32 admits only a request whose whole context fits the free blocks
+        # (``scheduler_reserve_full_isl=True``), though it allocates them chunk by chunk.
+        return max(chunk_blocks, self.pool.blocks_for(waiting.target))
+
     def on_step_end(self, step: Step, done: int, now: float):
         # The cut-off for the next step is when the last repetition of this one started.
         self._decided = self._started + (now - self._started) * (done - 1) / done
-        return super().on_step_end(step, done, now)
+        self._ended = now
+        outcome = super().on_step_end(step, done, now)
+        if outcome.finished:
+            arrived = self._arrived
+            for r in outcome.finished:
+                del arrived[r]  # only a waiting request's arrival is ever asked for
+            if self.async_scheduling:
+                self._ghosts = sorted((self._place.pop(r), r, self._final_blocks.pop(r)) for r in outcome.finished)
+        return outcome
 
     def _not_yet_seen(self) -> deque:
         """Take off the end of ``waiting`` the requests that arrived after the previous step was chosen."""
@@ -114,8 +189,8 @@ class VLLMV1(Continuous):
             late.appendleft(self.waiting.pop())
         return late
 
-    def _schedule_running(self, preempted: list[int], chunks: list[Chunk],
-                          chunk_rows: list[int]) -> tuple[slice | np.ndarray, int, int | None, int]:
+    def _schedule_running(self, preempted: list[int], chunks: list[Chunk], chunk_rows: list[int],
+                          ghosts: list[tuple[int, int, int]]) -> tuple[slice | np.ndarray, int, int | None, int]:
         """vLLM's first loop: running rows in admission order, within one token budget.
 
         Returns (which rows decode: a slice when all do, budget left, blocks free after this step's
@@ -126,7 +201,7 @@ class VLLMV1(Continuous):
             # The common step: every row decodes one token and the budget holds them all. If their new
             # blocks fit too, the loop below would preempt nobody and schedule every row: skip it (and
             # the per-row Python it costs), with the very same outcome.
-            need = rows.block_need() if pool.limited else 0
+            need = rows.block_need()  # counted with no limit too: the step's KV in use holds them
             if not pool.limited or need <= pool.free:
                 return slice(0, rows.n), budget - rows.n, pool.free - need if pool.limited else None, need
         decoding = np.zeros(rows.n, dtype=bool)
@@ -136,9 +211,14 @@ class VLLMV1(Continuous):
             kv, target = rows.kv.item(i), rows.target.item(i)
             held = pool.blocks_for(kv)  # a row holds the blocks its cache fills
             n = 1 if kv >= target else min(target - kv, budget)
-            extra = max(0, pool.blocks_for(kv + n) - held) if pool.limited else 0
+            extra = max(0, pool.blocks_for(kv + n) - held)
             gone = False
             while pool.limited and extra + need > pool.free:
+                if ghosts and ghosts[-1][0] > self._place[rows.id_list[-1]]:
+                    # The newest in vLLM's running list is a request whose last token is in flight.
+                    pool.take(-ghosts.pop()[2])
+                    self.last_token_preemptions += 1
+                    continue
                 victim = rows.n - 1  # the newest: never one already scheduled this step (those are < i)
                 preempted.append(self._preempt_newest())
                 decoding = decoding[: rows.n]
