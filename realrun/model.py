@@ -270,7 +270,7 @@ def _load_pretrained(name: str, device: str, dtype: str):
     return model, "downloaded from the Hugging Face hub", name
 
 
-def _load_tokenizer(name: str):
+def load_tokenizer(name: str):
     try:
         from transformers import AutoTokenizer
 
@@ -302,7 +302,7 @@ def load_model(
     model, source, name = _load_pretrained(name, device, dtype)
     model = model.to(device).eval()
     cfg = model.config
-    tok = _load_tokenizer(name) or ByteTokenizer(cfg.vocab_size)
+    tok = load_tokenizer(name) or ByteTokenizer(cfg.vocab_size)
     n_pos = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048
     vocab = int(model.get_input_embeddings().num_embeddings)  # the rows the model can look up, whatever the config says
     pad, eos, notes = special_ids(cfg, vocab)

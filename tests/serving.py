@@ -79,13 +79,14 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(*flags: str, tmp: Path, start_timeout: float = 600.0):  # a watchdog: it starts in seconds
+def served(*flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | None = None):  # a watchdog: it starts in seconds
     port = free_port()
     log = tmp / f"serve-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with log.open("w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "realrun", "serve", "--port", str(port), *flags],
-                                cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                                cwd=cwd or ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                env=dict(env, PYTHONPATH=str(ROOT)) if cwd else env)
     srv = Served(proc, f"http://127.0.0.1:{port}", log)
     try:
         deadline = time.monotonic() + start_timeout

@@ -157,32 +157,35 @@ def test_metrics_speak_prometheus_with_vllm_names(server):
 
 
 def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
-    # A static bus of 8 seats waits for company: one request waits, the queue (1) is full, the next is
-    # turned away. SIGTERM closes the stop: the bus leaves with the one aboard, which finishes whole.
+    # One seat and a queue of one: a request runs, one waits (the queue is full), the next is turned away
+    # and kept in the record with why. SIGTERM drains: the one running and the one waiting finish whole.
+    # (A static bus larger than the queue is refused at start-up: it could never leave; a dynamic batch
+    # waits out its max_wait even when the stop comes, so neither would show a full queue here.)
     record = tmp_path / "r.csv"
-    with served("--policy", "static", "--max-batch", "8", "--max-queue", "1", "--record", str(record),
-                tmp=tmp_path) as srv:
+    with served("--max-seqs", "1", "--max-queue", "1", "--record", str(record), tmp=tmp_path) as srv:
         async def main():
             async with httpx.AsyncClient(timeout=120) as client:
-                first = asyncio.ensure_future(_stream(client, srv.url, [5, 6, 7], 9))
-                for _ in range(100):
-                    if srv.metric("vllm:num_requests_waiting") >= 1:
-                        break
+                first = asyncio.ensure_future(_stream(client, srv.url, [5, 6, 7], 60))
+                while srv.metric("vllm:num_requests_running") < 1:
+                    await asyncio.sleep(0.05)
+                second = asyncio.ensure_future(_stream(client, srv.url, [1, 2], 9))
+                while srv.metric("vllm:num_requests_waiting") < 1:
                     await asyncio.sleep(0.05)
                 r = await client.post(srv.url + "/v1/completions", json={"prompt": [1], "max_tokens": 2})
                 assert r.status_code == 503 and r.headers.get("Retry-After")
                 assert "queue is full" in r.json()["error"]["message"]
                 srv.terminate()
-                return await first
+                return await asyncio.gather(first, second)
 
         out = asyncio.run(main())
         code, log = srv.stop()
-    assert out["done"] and out["chunks"] == 9, out
+    assert [o["chunks"] for o in out] == [60, 9] and all(o["done"] for o in out), out
     assert code == 0, log
     rows = list(csv.DictReader(record.read_text().splitlines()))
-    assert len(rows) == 1 and rows[0]["tokens"] == "9" and rows[0]["rejected"] == ""
-    trace = read_trace(record)  # the record is a trace batchsim replays
-    assert len(trace) == 1 and int(trace.output_tokens[0]) == 9
+    assert [r["tokens"] for r in rows] == ["60", "9", "0"], rows
+    assert rows[2]["rejected"].startswith("refused (503): the queue is full"), rows
+    trace = read_trace(record)  # the record is a trace batchsim replays, the refused request too
+    assert len(trace) == 3 and int(trace.output_tokens[1]) == 9
 
 
 def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(server):
@@ -220,6 +223,7 @@ SERVE_BAD = [
     (["--port", "-1"], "port"),
     (["--port", "70000"], "port"),
     (["--max-queue", "-1"], "max-queue"),
+    (["--max-queue", "0"], "max-queue"),
     (["--record", "/no/such/folder/r.csv"], "record"),
     (["--drain-timeout", "0"], "drain-timeout"),
     (["--policy", "taxi,static"], "policy"),

@@ -17,9 +17,10 @@ from dataclasses import replace
 
 from batchsim.core.config import WorkloadConfig
 from batchsim.core.errors import ConfigError
-from batchsim.core.files import check_out_file, dumps, write_atomic
+from batchsim.core.files import dumps, write_atomic
 from batchsim.core.flags import WORKLOAD_FLAGS, add_flags, check_conflicts, given
 
+from .outfile import check_output
 from .metrics import format_report
 from .runner import DEFAULT_URL, LoadConfig, run_load, span_seconds
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         wconf = WorkloadConfig.from_flags(flags, _defaults())
         cfg = LoadConfig(url=args.url, endpoint=args.endpoint, model=args.model, max_concurrency=args.max_concurrency,
                          timeout=args.timeout, prompt_text=args.prompt_text, seed=wconf.seed)
-        json_path = None if args.json is None else check_out_file(args.json, "json")
+        json_path = None if args.json is None else check_output(args.json, "json")
         workload = wconf.build()
         _notes(flags, span_seconds(workload))
         report = run_load(cfg, workload, progress=_progress(args))

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from batchsim.core.errors import MAX_SECONDS, ConfigError, check_at_most, check_int_at_least, check_positive, show
 from batchsim.core.workload import Workload
 
+from .chatsize import chat_sizer
 from .client import CHAT, COMPLETIONS, RequestResult, connect_reason, error_text, payload_for, prompt_for, stream_one
 from .metrics import LoadReport
 
@@ -126,11 +127,16 @@ async def _main(httpx, cfg: LoadConfig, wl: Workload, state: _State, bar) -> Non
             await _first_model(client, cfg.url, required=False)  # only: is anything listening?
         sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         url = cfg.url + cfg.endpoint
+        # A chat's words cut to --prompt-len tokens as the server counts them (``chatsize``), when its tokenizer is at hand.
+        sizer = chat_sizer(state.model) if cfg.chat and cfg.prompt_text is None else None
         running: set[asyncio.Task] = set()
 
         async def one(i: int) -> None:
             req = wl.request(i)
-            body = payload_for(req, state.model, cfg.endpoint, prompt_for(req, cfg.seed, cfg.chat, cfg.prompt_text))
+            prompt = prompt_for(req, cfg.seed, cfg.chat, cfg.prompt_text)
+            if sizer is not None and not req.text:
+                prompt = sizer(prompt, int(req.prompt_tokens))
+            body = payload_for(req, state.model, cfg.endpoint, prompt)
             if sem is None:
                 res = await stream_one(client, url, body, req, state.t0, cfg.chat, cfg.timeout)
             else:

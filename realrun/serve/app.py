@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from importlib import resources
 
@@ -22,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .detok import IncrementalText
+from .clients import check_key, client_id
 from .live import LiveServer, Stream
 from .metrics import prometheus_text
 from .protocol import RequestError, chunk, error_body, parse_completion, usage_chunk, whole_response
@@ -36,12 +39,54 @@ class AppConfig:
     model: str
     max_queue: int | None = None
     retry_after_s: int = 1
+    max_body_bytes: int | None = None  # None: from the model's context (``body_cap``)
+    body_timeout_s: float = 30.0
+    api_key: str | None = None
+    max_queue_per_client: int | None = None
+    client_by: str = "address"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"model must be a non-empty name, got {self.model!r}")
-        if self.max_queue is not None and (not isinstance(self.max_queue, int) or self.max_queue < 0):
-            raise ValueError(f"max_queue must be a whole number >= 0, got {self.max_queue!r}")
+        for name in ("max_queue", "max_body_bytes", "max_queue_per_client"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+        if not self.body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be > 0, got {self.body_timeout_s!r}")
+        if self.client_by not in ("address", "key"):
+            raise ValueError(f"client_by must be address or key, got {self.client_by!r}")
+        if self.api_key is not None and not (isinstance(self.api_key, str) and self.api_key):
+            raise ValueError("api_key must be a non-empty string")
+
+
+def body_cap(context: int) -> int:
+    """The default largest body: 64 bytes per token of context (a prompt of token ids takes ~7 bytes a
+    token, text ~4, JSON-escaped text up to 6 a character), and never under 1 MiB; a body past it could
+    only hold a prompt the model refuses anyway, after reading and tokenising it for nothing."""
+    return max(1 << 20, 64 * int(context))
+
+
+async def read_body(request: Request, cap: int, timeout: float) -> bytes:
+    """The body, or a 413 past ``cap`` bytes (from its Content-Length at once, else as it comes) or a 408
+    if it has not all come within ``timeout`` seconds (a client dribbling a byte every few seconds)."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > cap:
+        raise RequestError(413, None, f"the body is {int(length)} bytes; this server takes at most {cap} "
+                                      "(--max-body-bytes)")
+
+    async def chunks() -> bytes:
+        got = bytearray()
+        async for part in request.stream():
+            got += part
+            if len(got) > cap:
+                raise RequestError(413, None, f"the body is over {cap} bytes (--max-body-bytes)")
+        return bytes(got)
+
+    try:
+        return await asyncio.wait_for(chunks(), timeout)
+    except TimeoutError:
+        raise RequestError(408, None, f"the body did not all arrive within {timeout:g} s (--body-timeout)") from None
 
 
 def _error(e: RequestError, headers: dict | None = None) -> JSONResponse:
@@ -53,6 +98,14 @@ def _refusal(kind: str, message: str) -> RequestError:
     if kind == "rejected":
         return RequestError(400, None, message)
     return RequestError(503, None, message, "ServiceUnavailable")
+
+
+async def _hangup(request: Request, stream: Stream) -> None:
+    """Tell ``stream``'s reader when the client hangs up (uvicorn answers ``receive`` with a disconnect
+    once the body is read and the client has gone); cancelled when the response is complete."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    stream.queue.put_nowait(("gone", None, 0.0, False))
 
 
 def _sse(obj) -> str:
@@ -81,59 +134,81 @@ class _Handlers:
         self.server, self.cfg = server, cfg
         self.tok, self.vocab, self.context = server.lm.tokenizer, server.lm.vocab_size, server.lm.n_positions
         self.counter = iter(range(1 << 62))
-
-    def text_of(self, t: int) -> str:
-        return self.tok.decode([t])
+        self.body_cap = cfg.max_body_bytes or body_cap(self.context)
+        self.created = int(time.time())  # /v1/models' "created": when this server started serving the model
 
     async def complete(self, request: Request, chat: bool) -> Response:
         server, cfg = self.server, self.cfg
+        client = client_id(request, cfg.client_by)
         try:
-            req = parse_completion(await request.body(), chat, cfg.model, self.tok, self.vocab, self.context)
+            if cfg.api_key is not None:
+                check_key(request, cfg.api_key)
+            raw = await read_body(request, self.body_cap, cfg.body_timeout_s)
+            # Tokenising a long prompt takes a while: in a worker thread, so no stream waits for it.
+            req = await asyncio.to_thread(parse_completion, raw, chat, cfg.model, self.tok, self.vocab, self.context)
         except RequestError as e:
-            return _error(e)
+            return _error(e, {"WWW-Authenticate": "Bearer"} if e.status == 401 else None)
+        busy = None
         if server.closing or not server.alive:
-            return _error(RequestError(503, None, "the server is shutting down", "ServiceUnavailable"),
-                          {"Retry-After": str(cfg.retry_after_s)})
-        if cfg.max_queue is not None and server.counts()[1] >= cfg.max_queue:
-            return _error(RequestError(503, None, f"the queue is full ({cfg.max_queue} waiting): try again shortly",
-                                       "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
+            busy = "the server is shutting down"
+        elif cfg.max_queue is not None and server.counts()[1] >= cfg.max_queue:
+            busy = f"the queue is full ({cfg.max_queue} waiting): try again shortly"
+        elif cfg.max_queue_per_client is not None and server.waiting_of(client) >= cfg.max_queue_per_client:
+            busy = (f"client {client} has {cfg.max_queue_per_client} requests waiting (--max-queue-per-client): "
+                    "try again when one has started")
         stream = Stream(asyncio.get_running_loop(), req.ignore_eos, req.max_tokens)
-        try:
-            rid = server.submit(list(req.prompt), req.max_tokens, stream)
-        except RuntimeError as e:
-            return _error(RequestError(503, None, str(e), "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
+        if busy is None:
+            try:
+                rid = server.submit(list(req.prompt), req.max_tokens, stream, client)
+            except RuntimeError as e:
+                busy = str(e)
+        if busy is not None:
+            server.refuse(len(req.prompt), req.max_tokens, f"refused (503): {busy}", client)
+            return _error(RequestError(503, None, busy, "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
         cid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.counter)}"
-        # The policy's word first (it decides at its next step boundary): a request it can never run is
-        # a 400 with its reason, not a stream that opens and fails.
+        # Whatever the response, a client that hangs up is heard at once (not at the next token it would
+        # be sent): its request is withdrawn and its seat is free before the next step.
+        watch = asyncio.ensure_future(_hangup(request, stream))
         try:
+            # The policy's word first (it decides at its next step boundary): a request it can never run
+            # is a 400 with its reason, not a stream that opens and fails.
             kind, value, _, _ = await stream.queue.get()
+            if kind == "gone":
+                server.withdraw(rid, "cancelled: the client disconnected while its request was queued")
+                return Response(status_code=499)
+            if kind != "queued":
+                return _error(_refusal(kind, value))
+            if req.stream:
+                events, watch = self._events(req, cid, rid, stream, watch), None
+                return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return await self._whole(req, cid, rid, stream)
         except asyncio.CancelledError:
-            server.withdraw(rid, "the client disconnected before its request was queued")
+            server.withdraw(rid, "cancelled: the server cut the connection")
             raise
-        if kind != "queued":
-            return _error(_refusal(kind, value))
-        if req.stream:
-            return StreamingResponse(self._events(req, cid, rid, stream), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        return await self._whole(req, cid, rid, stream)
+        finally:
+            if watch is not None:
+                watch.cancel()
 
     async def _whole(self, req, cid: str, rid: int, stream: Stream) -> Response:
         toks: list[int] = []
-        try:
-            while True:
-                kind, value, _, _ = await stream.queue.get()
-                if kind == "token":
-                    toks.append(value)
-                elif kind == "end":
-                    return JSONResponse(whole_response(req, cid, self.tok.decode(toks), value, len(toks)))
-                else:
-                    return _error(_refusal(kind, value))
-        except asyncio.CancelledError:
-            self.server.withdraw(rid, f"the client disconnected after {len(toks)} tokens")
-            raise
+        text = IncrementalText(self.tok)  # the very pieces a stream would send, so the two texts agree
+        while True:
+            kind, value, _, _ = await stream.queue.get()
+            if kind == "token":
+                toks.append(value)
+                text.push(value)
+            elif kind == "end":
+                text.flush()
+                return JSONResponse(whole_response(req, cid, text.text, value, len(toks)))
+            elif kind == "gone":
+                self.server.withdraw(rid, f"cancelled: the client disconnected after {len(toks)} tokens")
+                return Response(status_code=499)  # nobody reads it: nginx's code for a client that left
+            else:
+                return _error(_refusal(kind, value))
 
-    async def _events(self, req, cid: str, rid: int, stream: Stream):
+    async def _events(self, req, cid: str, rid: int, stream: Stream, watch: asyncio.Future):
         sent, done, held = 0, False, None  # held: the last token, sent with its finish reason
+        text = IncrementalText(self.tok)  # one chunk per token; a piece of a character waits for the rest
         try:
             while True:
                 kind, value, _, last = await stream.queue.get()
@@ -141,24 +216,28 @@ class _Handlers:
                     if last:
                         held = value
                         continue
-                    yield _sse(chunk(req, cid, self.text_of(value), None, sent == 0))
+                    yield _sse(chunk(req, cid, text.push(value), None, sent == 0))
                     sent += 1
                 elif kind == "end":
-                    yield _sse(chunk(req, cid, "" if held is None else self.text_of(held), value, sent == 0))
+                    last_piece = ("" if held is None else text.push(held)) + text.flush()
+                    yield _sse(chunk(req, cid, last_piece, value, sent == 0))
                     sent += held is not None
                     if req.include_usage:
                         yield _sse(usage_chunk(req, cid, sent))
                     yield "data: [DONE]\n\n"
                     done = True
                     return
-                else:  # the engine stopped (after "queued", the policy no longer refuses)
+                elif kind == "gone":
+                    return  # the finally withdraws it
+                else:  # the engine stopped, or the drain cut it (after "queued", the policy no longer refuses)
                     yield _sse(error_body(_refusal(kind, value)))
                     yield "data: [DONE]\n\n"
                     done = True
                     return
         finally:
+            watch.cancel()
             if not done:  # the client went away (Starlette cancels this generator): free its row now
-                self.server.withdraw(rid, f"the client disconnected after {sent} tokens")
+                self.server.withdraw(rid, f"cancelled: the client disconnected after {sent} tokens")
 
     async def completions(self, request: Request) -> Response:
         return await self.complete(request, chat=False)
@@ -167,8 +246,13 @@ class _Handlers:
         return await self.complete(request, chat=True)
 
     async def models(self, request: Request) -> Response:
+        if self.cfg.api_key is not None:
+            try:
+                check_key(request, self.cfg.api_key)
+            except RequestError as e:
+                return _error(e, {"WWW-Authenticate": "Bearer"})
         return JSONResponse({"object": "list", "data": [{"id": self.cfg.model, "object": "model", "owned_by": "realrun",
-                                                          "max_model_len": self.context}]})
+                                                          "created": self.created, "max_model_len": self.context}]})
 
     async def health(self, request: Request) -> Response:
         if not self.server.alive:

@@ -13,11 +13,11 @@ import sys
 
 from batchsim.core.config import PolicyConfig
 from batchsim.core.errors import ConfigError, check_int_at_least, check_kv_tokens, check_positive, show
-from batchsim.core.files import check_out_file
 from batchsim.core.flags import POLICY_FLAGS, add_flags, given, resolve
 
 from ..parser import add_model_args
 from ..run_setup import REALRUN_DEFAULTS
+from ..load.outfile import check_output
 
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
 
@@ -43,6 +43,24 @@ def add_parser(sub) -> None:
     g.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let running requests finish after SIGTERM or Ctrl-C (default 30)")
     g.add_argument("--served-model-name", default=None, help="the model's name in the API (default: --model)")
     g.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
+    g.add_argument("--save-folder", default=None, metavar="DIR", help="write the served offline model (weights, config "
+                   "and its tokenizer) to DIR and exit, for a client that needs the tokenizer: "
+                   "vllm bench serve --model DIR --served-model-name tiny-gpt2")
+    r = p.add_argument_group("a room of students (limits, each answered as an HTTP error naming it)")
+    r.add_argument("--api-key", default=None, help="every /v1 route needs 'Authorization: Bearer KEY' with this key, "
+                   "as vllm serve --api-key (default: none; set one with --host 0.0.0.0)")
+    r.add_argument("--max-queue-per-client", type=int, default=None, help="requests one client may have waiting "
+                   "(not yet started); beyond them 503, so one student's script cannot fill the queue (default: no bound)")
+    r.add_argument("--client-by", choices=("address", "key"), default="address", help="who a client is: its "
+                   "address (default: a script cannot pose as another machine) or its API key (students sharing a machine)")
+    r.add_argument("--max-connections", type=int, default=1000, help="open connections at most; one more gets 503 "
+                   "at once (default 1000: a class of 100 with a few each, under a laptop's 1024 open files)")
+    r.add_argument("--header-timeout", type=float, default=10.0, help="seconds for a request's head to arrive, "
+                   "else 408 and closed (default 10: a real client sends it in milliseconds)")
+    r.add_argument("--body-timeout", type=float, default=30.0, help="seconds for a request's body to arrive whole, "
+                   "else 408 (default 30: the largest body in well under a second on a room's network)")
+    r.add_argument("--max-body-bytes", type=int, default=None, help="largest request body, else 413 (default: 64 "
+                   "bytes per token of the model's context, at least 1 MiB: room for any prompt the model takes)")
 
 
 def _policy(args):
@@ -61,14 +79,30 @@ def _check(args) -> None:
     if args.port > 65535:
         raise ConfigError(f"port must be between 0 and 65535, got {show(args.port)}")
     if args.max_queue is not None:
-        check_int_at_least("max-queue", args.max_queue, 0)
+        # 0 would turn away every request of an idle server: no queue at all is the default (None).
+        check_int_at_least("max-queue", args.max_queue, 1)
     if args.kv_budget_tokens is not None:
         check_kv_tokens("kv-budget-tokens", args.kv_budget_tokens)
     check_positive("drain-timeout", args.drain_timeout)
+    for flag in ("max-queue-per-client", "max-connections", "max-body-bytes"):
+        v = getattr(args, flag.replace("-", "_"))
+        if v is not None:
+            check_int_at_least(flag, v, 1)
+    check_positive("header-timeout", args.header_timeout)
+    check_positive("body-timeout", args.body_timeout)
+    if args.api_key is not None and not args.api_key.strip():
+        raise ConfigError("api-key must not be empty")
     if args.record is not None:
-        check_out_file(args.record, "record")
+        check_output(args.record, "record")
     if args.log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise ConfigError(f"log-level must be critical, error, warning, info, debug or trace, got {show(args.log_level)}")
+
+
+def _check_queue(args, policy) -> None:
+    """A bus that waits for N can never leave if fewer than N may wait: it would hold them forever."""
+    if args.max_queue is not None and policy.name == "static" and policy.max_batch > args.max_queue:
+        raise ConfigError(f"max-queue {args.max_queue} is below the static bus's --max-batch {policy.max_batch}: "
+                          "the bus would wait forever for passengers the queue turns away")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +113,28 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise ConfigError(f"serve needs the serve extra ({e.name} is missing): pip install 'batchsim[serve]'") from None
     _check(args)
+    if args.save_folder is not None:
+        return _save_folder(args)
     policy = _policy(args)
+    _check_queue(args, policy)
+    from .listen import bind
+
+    with bind(args.host, args.port) as sock:  # before the model: a busy port or a bad host costs no load
+        return _serve(args, policy, sock)
+
+
+def _save_folder(args) -> int:
+    """``--save-folder DIR``: the model folder a client's tokenizer is read from (seed 0, as served)."""
+    from ..vllm.tokenizer import save_served_model
+
+    folder = save_served_model(args.model, args.save_folder)
+    print(f"realrun serve: wrote {args.model} with its tokenizer to {folder} (then: python -m realrun.vllm.bench serve "
+          f"--base-url http://HOST:PORT --model {folder} --served-model-name {args.served_model_name or args.model} ...)",
+          file=sys.stderr)
+    return 0
+
+
+def _serve(args, policy, sock) -> int:
     from ..commands import load
     from ..engine import Engine
     from ..runner import explain_oom, oom_error_types, limits_for
@@ -93,4 +148,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.served_model_name or args.model
     return serve(engine, policy, limits_for(lm, args.kv_budget_tokens), name, host=args.host, port=args.port,
                  max_queue=args.max_queue, record=args.record, drain_timeout=args.drain_timeout,
-                 log_level=args.log_level, stop_errors=oom_error_types(), explain=explain_oom)
+                 log_level=args.log_level, stop_errors=oom_error_types(), explain=explain_oom, sock=sock,
+                 max_connections=args.max_connections, header_timeout=args.header_timeout,
+                 body_timeout_s=args.body_timeout, max_body_bytes=args.max_body_bytes, api_key=args.api_key,
+                 max_queue_per_client=args.max_queue_per_client, client_by=args.client_by)

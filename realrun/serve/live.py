@@ -9,6 +9,11 @@ touches the engine or the policy; it reads counters, and hears of tokens through
 
 A step runs in this thread while the event loop goes on serving clients: a slow client
 never stalls a step, and a step never stalls the event loop.
+
+Two things cut any repeated step at its next pass boundary, whatever the policy planned: a
+client that leaves (so its seat is free for the next step even when the batch is full, where
+the policy marks the repeat uninterruptible) and the drain's end (``cut``), after which the
+run stops (``StopRun``) and every request still open is recorded with the reason.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from batchsim.core.driver import drive
-from batchsim.core.live import GrowingRecorder, Inbox, LiveArrivals, LiveExecutor
+from batchsim.core.live import LiveArrivals
 from batchsim.core.workload import Request, Workload
 
 from .metrics import ServerMetrics
+from .seats import ServingExecutor, ServingInbox, ServingRecorder
 
 __all__ = ["LiveServer", "Stream", "Admission"]
 
@@ -62,23 +68,6 @@ class Stream:
             self.ended = True
 
 
-class _ServingExecutor(LiveExecutor):
-    """A live executor that also tells the server of each step (metrics) and each release (streams)."""
-
-    def __init__(self, server: "LiveServer", *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.server = server
-
-    def run(self, step, now, stop_at):
-        start, ends = super().run(step, now, stop_at)
-        self.server._stepped(step, start, ends)
-        return start, ends
-
-    def release(self, finished) -> None:
-        super().release(finished)
-        self.server._released(finished)
-
-
 class LiveServer:
     """The engine thread: ``start()``, then ``submit`` from any thread; ``shutdown()`` drains and joins."""
 
@@ -87,8 +76,8 @@ class LiveServer:
         self.engine, self.policy, self.limits, self.clock = engine, policy, limits, clock
         self.lm = engine.lm
         self.t0 = clock()
-        self.inbox = Inbox(clock, self.t0)
-        self.recorder = GrowingRecorder()
+        self.inbox = ServingInbox(clock, self.t0)
+        self.recorder = ServingRecorder()
         self.streams: dict[int, Stream] = {}
         self.metrics = ServerMetrics()
         # The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens made).
@@ -100,9 +89,14 @@ class LiveServer:
         self.error: BaseException | None = None
         engine.start(Workload(()))
         engine.on_tokens = self._tokens
-        self.executor = _ServingExecutor(self, engine, self.inbox, clock, stop_errors=stop_errors, explain=explain)
+        self.executor = ServingExecutor(self, engine, self.inbox, clock, stop_errors=stop_errors, explain=explain)
         self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.closing = False  # shutting down: nothing new is admitted
+        self.cut_reason: str | None = None  # the drain is over: every repeat stops and the run with it
+        self.clients: dict[int, str] = {}  # request id -> its client's short id (``clients.client_id``)
+        self._open: dict[str, list[Stream]] = {}  # client -> its streams (ended ones pruned as read)
+        self.refused: list[tuple] = []  # (arrival s, prompt tokens, max tokens, reason): 503s, for the record
+        self._reasons: dict[int, str] = {}  # why each withdrawn request left, for its stream's last word
 
     # -- the engine thread ------------------------------------------------------------------
     def start(self) -> None:
@@ -163,20 +157,57 @@ class LiveServer:
         made = (len(step.decode) - step.padded_rows) * n + sum(1 for c in step.prefill if c.completes)
         self.recent_steps.append((float(start), float(ends[-1] - start), n, step.batch_size, step.prefill_tokens, made))
 
-    def _released(self, finished) -> None:
+    def _released(self, finished, natural: bool) -> None:
         t = self.clock()
         for rid in finished:
-            self.finished += 1
             s = self.streams.pop(int(rid), None)
-            if s is not None:
-                s.push("end", "length", t)
+            if natural:
+                self.finished += 1
+                if s is not None:
+                    s.push("end", "length", t)
+            elif s is not None:  # withdrawn: a client still listening (the drain's cut) hears why
+                s.push("error", self._reasons.get(int(rid), "the request was withdrawn"), t)
 
     # -- any thread ---------------------------------------------------------------------------
-    def submit(self, prompt: list[int], max_tokens: int, stream: Stream) -> int:
-        return self.inbox.submit(len(prompt), max_tokens, Admission(prompt, stream))
+    def submit(self, prompt: list[int], max_tokens: int, stream: Stream, client: str = "") -> int:
+        """Hand a request to the engine (from the event loop's thread only: ids and ``clients`` agree)."""
+        rid = self.inbox.submit(len(prompt), max_tokens, Admission(prompt, stream))
+        self.clients[rid] = client
+        self._open.setdefault(client, []).append(stream)
+        return rid
+
+    def waiting_of(self, client: str) -> int:
+        """``client``'s requests not yet started (no token yet), the ones that ended forgotten on the way."""
+        mine = [s for s in self._open.get(client, ()) if not s.ended]
+        self._open[client] = mine
+        return sum(1 for s in mine if s.sent == 0)
+
+    def by_client(self) -> dict[str, dict]:
+        """Each client's requests now: waiting (no token yet) and running, for the live view."""
+        out = {}
+        for c, streams in list(self._open.items()):
+            live = [s for s in streams if not s.ended]
+            if live:
+                waiting = sum(1 for s in live if s.sent == 0)
+                out[c] = {"waiting": waiting, "running": len(live) - waiting}
+        return out
 
     def withdraw(self, rid: int, reason: str) -> None:
+        self._reasons[rid] = reason
         self.inbox.withdraw(rid, reason)
+
+    def refuse(self, prompt_tokens: int, max_tokens: int, reason: str, client: str = "") -> None:
+        """A request turned away at the door (503): the record keeps it, with the reason (``record``)."""
+        self.refused.append((self.now(), prompt_tokens, max_tokens, reason, client))
+
+    def cut(self, reason: str) -> None:
+        """The drain is over: every request still open is withdrawn with ``reason`` (a policy that can
+        free its row does so at once), the step running stops at its next pass, and the run stops
+        before another (``StopRun``), recording what is left unfinished with ``reason``."""
+        self.cut_reason = reason
+        for rid in list(self.streams):
+            self.withdraw(rid, reason)
+        self.inbox.close()  # wakes an engine asleep (a policy waiting for company, or for its deadline)
 
     def counts(self) -> tuple[int, int]:
         """(running, waiting), the waiting including what the inbox holds for the next decision."""
@@ -214,7 +245,7 @@ class LiveServer:
             "t": self.now(), "model": model, "policy": self.policy.describe(), "running": running, "waiting": waiting,
             "kv_blocks_used": used, "kv_blocks_total": total, "tokens_total": self.tokens_total,
             "tokens_per_s": self.tokens_per_s(), "finished": self.finished, "admitted": self.inbox.submitted,
-            "max_rows": self.policy.max_rows,
+            "max_rows": self.policy.max_rows, "clients": self.by_client(),
             # (start s, seconds, passes, rows, prompt tokens, tokens made), the last 200 steps
             "steps": [list(x) for x in list(self.recent_steps)[-200:]],
         }

@@ -77,7 +77,8 @@ def prometheus_text(server, model: str) -> str:
     metric("vllm:kv_cache_usage_perc", "gauge", "Share of the KV budget in use (0 when the budget is unlimited).",
            0.0 if not total else used / total)
     metric("realrun:kv_blocks_in_use", "gauge", "KV blocks held by the batch.", used)
-    metric("realrun:kv_blocks_total", "gauge", "KV blocks in the budget (-1: unlimited).", -1 if total is None else total)
+    if total is not None:  # without a KV budget there is no total: the series is absent, never a -1 block count
+        metric("realrun:kv_blocks_total", "gauge", "KV blocks in the budget.", total)
     metric("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", server.prompt_tokens_total)
     metric("vllm:generation_tokens_total", "counter", "Tokens generated.", server.tokens_total)
     metric("vllm:request_success_total", "counter", "Requests served to their end.", server.finished)
