@@ -62,7 +62,7 @@ def test_flags_override_scenario_defaults():
     r = run("taxi-vs-bus", "--requests", "40", "--step-time", "0.02", "--policy", "taxi")
     assert "ConstantStepTime(seconds=0.02)" in r.config["step_time"]
     # the KV budget still follows the scenario's GPU and model
-    assert r.config["kv_budget_tokens"] == 426_784
+    assert r.config["kv_budget_tokens"] == 453_767  # 80 GiB x 0.9 - weights - activations (batchsim.machine.memory)
 
 
 def _ns(**kw):
@@ -88,11 +88,12 @@ def test_step_time_precedence(tmp_path):
 
 def test_kv_budget_precedence_and_bytes():
     scen = {"gpu": "A100-80GB", "model": "gpt2"}
-    assert kv_budget_from_args(_ns(), scen) == 1_946_373
+    act = 8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29  # the activation reserve (machine.memory)
+    assert kv_budget_from_args(_ns(), scen) == 2_067_583
     assert kv_budget_from_args(_ns(kv_budget_tokens=1000), scen) == 1000
     assert kv_budget_from_args(_ns(kv_budget_bytes="1GB"), scen) == 1_000_000_000 // 36_864
     assert kv_budget_from_args(_ns(kv_budget_bytes="1GiB"), scen) == 2**30 // 36_864
-    assert kv_budget_from_args(_ns(mem_util=0.5), scen) == int((40e9 - 248_879_616) // 36_864)
+    assert kv_budget_from_args(_ns(mem_util=0.5), scen) == int((40 * 2**30 - 248_879_616 - act) // 36_864)
     assert kv_budget_from_args(_ns(), {**scen, "kv_budget_tokens": 777}) == 777
     assert kv_budget_from_args(_ns(), {}) is None
     with pytest.raises(ConfigError, match="kv-budget-bytes needs a server"):
@@ -105,7 +106,7 @@ def test_kv_budget_precedence_and_bytes():
 
 
 @pytest.mark.parametrize("argv,field", [
-    (["run", "taxi-vs-bus", "--gpu", "V100"], "gpu must be one of T4, L4, A10G, A100-40GB, A100-80GB, H100-SXM, H200, cpu, got 'V100'"),
+    (["run", "taxi-vs-bus", "--gpu", "V100"], "gpu must be one of T4, L4, A10G, L40S, A100-40GB, A100-80GB, H100-SXM, H200, MI300X, cpu, got 'V100'"),
     (["run", "taxi-vs-bus", "--model", "gpt5"], "model must be one of distilgpt2"),
     (["run", "--gpu", "T4", "--model", "llama-3-8b"], "model llama-3-8b does not fit on gpu T4"),
     (["run", "--gpu", "A100-80GB", "--dtype", "fp8"], "dtype must be one of fp32, fp16, bf16, got 'fp8'"),
@@ -156,7 +157,7 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
     s = r.summaries
     assert s["short: continuous-128"]["preemptions"] == 0 and s["long: continuous-128"]["preemptions"] > 0
     budget = r.config["kv_budget_tokens"]
-    assert budget == 42_959  # (40e9 x 0.9 - 13,476,831,232) // 524,288
+    assert budget == 45_329  # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
     for label, x in s.items():
         assert x["kv_peak_tokens"] <= budget
     assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1  # memory, not max_batch=64, caps it

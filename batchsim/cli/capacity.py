@@ -30,17 +30,15 @@ from ..core.errors import check_choice
 from ..machine.catalog import DEFAULT_CATALOG
 from ..machine.server import DEFAULT_MODEL
 from ..teach.scenarios.capacity import PLAN_POLICIES, Objective, PlanResult, candidates, search
+from ..core.flags import add_flags
+from ..machine.serverconfig import SERVER_FLAGS
 from .options import add_workload_args
+from .plan_machine import MACHINE, PLAN_REQUESTS, check_reachable, machine_of, size_for_steady_state, splits
 from .tasks import add_scheduler_args, check_scheduler, run_tasks, worker_count
 
 __all__ = ["add_arguments", "run", "plan"]
 
 DEFAULT_GPUS = "A100-80GB,H100-SXM,L4"
-#: Requests simulated for each configuration when the traffic is given as a rate: enough for a p99
-#: to rest on twenty requests, few enough for a search of a hundred fleets to take a minute.
-PLAN_REQUESTS = 2000
-
-
 class _Once(argparse.Action):
     """One objective, two spellings (--slo-ttft, --slo-p99-ttft): given twice, argparse would keep the last
     without a word; which one the user meant is theirs to say."""
@@ -71,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-wait", type=float, default=0.1, help="dynamic batching's max_wait (default 0.1 s)")
     s.add_argument("--router", default="least-loaded", help=f"the fleet's router: {', '.join(ROUTER_NAMES)} (default least-loaded)")
     s.add_argument("--max-replicas", type=int, default=64, help="the most servers of one kind to consider (default 64)")
+    m = p.add_argument_group("machine (as in run; --tp N fixes the split, otherwise plan tries the splits that fit)")
+    add_flags(m, [f for f in SERVER_FLAGS if f.dest in MACHINE])
     add_scheduler_args(p)
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object {config, answer, front, verdicts, notes}")
@@ -95,6 +95,8 @@ def _workload_flags(args: argparse.Namespace) -> dict:
     keys = ("arrival", "trace", "rate", "requests", "duration", "prompt_len", "output_len", "speedup", "seed")
     flags = {k: getattr(args, k, None) for k in keys}
     check_conflicts(given(flags))
+    flags["sized"] = flags["requests"] is None and flags["duration"] is None and not (
+        flags["trace"] or str(flags["arrival"] or "").startswith("trace:"))
     if flags["requests"] is None and flags["duration"] is None:
         if flags["trace"] or str(flags["arrival"] or "").startswith("trace:"):
             from ..core.flags import trace_of
@@ -122,15 +124,23 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
 
     check_at_most("max-replicas", args.max_replicas, MAX_REPLICAS, "servers of one kind")
     scheduler = check_scheduler(args.scheduler)
+    machine, server_kw = machine_of(args)
+    objective0 = Objective(args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot)
     flags = _workload_flags(args)
-    wcfg = WorkloadConfig.from_flags(given(flags))
-    wl = wcfg.build()
+    sized = flags.pop("sized")
+    wl = WorkloadConfig.from_flags(given(flags)).build()
+    wl, steady, max_load = size_for_steady_state(flags, wl, objective0, resize=sized)
     if not getattr(args, "no_size_check", False):
         sizing.check(sizing.estimate(len(wl), float(wl.output_tokens.mean())))
     span = float(wl.arrivals[-1]) if len(wl) > 1 else 1.0
     rate = len(wl) / span if span > 0 else float(len(wl))
     prompt, output = float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean())
-    notes: list[str] = []
+    notes: list[str] = [steady]
+    tps = splits(args, gpus, args.sim_model, server_kw)
+    notes += [f"{g} left out: --tp {args.tp} is not a split it allows (its catalogue entry: link, GPUs per node)"
+              for g, t in tps.items() if not t]
+    check_reachable(candidates(gpus, policies, batches, tps), args.sim_model, rate, prompt, output, server_kw)
+    flags.update(machine)
     context = DEFAULT_CATALOG.model(args.sim_model).max_context
     unservable = int((wl.prompt_tokens + wl.output_tokens - 1 > context).sum()) if context else 0
     if unservable == len(wl):  # nothing to search for: every fleet turns every request away
@@ -147,13 +157,17 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
         return run_tasks(fn, tasks, scheduler, args.jobs, progress=args.progress, desc=f"plan round {rounds[0]}",
                          notes=notes if rounds[0] == 1 else None)
 
-    result = search(flags, candidates(gpus, policies, batches), objective, args.sim_model, args.router, rate, prompt,
-                    output, max_replicas=args.max_replicas, max_wait=args.max_wait, run=run_round,
-                    per_round=2 * (1 if scheduler == "none" else worker_count(args.jobs, 64)))
+    result = search(flags, candidates(gpus, policies, batches, tps), objective, args.sim_model, args.router, rate,
+                    prompt, output, max_replicas=args.max_replicas, max_wait=args.max_wait, run=run_round,
+                    per_round=2 * (1 if scheduler == "none" else worker_count(args.jobs, 64)), server_kw=server_kw,
+                    max_load=max_load)
     notes.append(f"searched {result.simulations} fleets in {rounds[0]} rounds, {result.seconds:.1f} s")
     config = {"workload": wl.description, "requests": len(wl), "rate": rate, "objective": objective.describe(),
               "gpus": gpus, "model": args.sim_model, "policies": policies, "batch_sizes": batches,
-              "router": args.router, "max_replicas": args.max_replicas}
+              "router": args.router, "max_replicas": args.max_replicas, "tp": tps,
+              "mean_prompt": prompt, "mean_output": output,
+              "machine": {k: v for k, v in {**machine, **server_kw}.items() if v is not None},
+              "steady_state": steady, "max_load": max_load}
     return result, config, notes
 
 

@@ -13,7 +13,7 @@ p99 latency, one curve per policy.
 Knobs: any workload, policy or server flag, written with underscores (max_batch,
 max_wait, max_seqs, max_batched_tokens, block_size, rate, requests, prompt_len,
 output_len, seed, gpu, model, dtype, gpu_price, mem_util, kv_budget_tokens, step_time,
-replicas, router).
+replicas, router, tp, weights, kv_dtype, engine_profile).
 Without --policy, a knob of one policy sweeps that policy (max_wait: dynamic;
 max_seqs: continuous; max_batch: static and dynamic); others sweep all four.
 Without --scenario the server is run's own (llama-3-8b on an A100-80GB, with its KV
@@ -50,6 +50,7 @@ SWEEPABLE: dict[str, tuple[str, type]] = {
     "gpu_price": ("gpu_price", float), "mem_util": ("mem_util", float), "kv_budget_tokens": ("kv_budget_tokens", int),
     "step_time": ("step_time", float), "compute_eff": ("compute_eff", float), "memory_eff": ("memory_eff", float), "speedup": ("speedup", float),
     "replicas": ("replicas", int), "router": ("router", str),
+    "tp": ("tp", int), "weights": ("weights", str), "kv_dtype": ("kv_dtype", str), "engine_profile": ("engine_profile", str),
 }
 _POLICIES_FOR = {"max_batch": "static,dynamic", "max_wait": "dynamic", "max_seqs": "continuous",
                  "max_batched_tokens": "continuous", "block_size": "continuous"}

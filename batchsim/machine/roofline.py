@@ -29,6 +29,12 @@ Defaults (assumptions, stated so they can be argued with):
   graphs (vLLM-like). An eager PyTorch loop costs several ms per step for a small
   model; realrun's profiler measures it, and a calibration file replaces this model.
 
+Precision and splits (``weights``, ``kv_dtype``, ``tp``): FP8 or 4-bit weights shrink the
+bytes every pass reads; FP8 weights also raise the compute roof where the card has FP8
+tensor cores (H100, H200, L40S, L4, MI300X); an FP8 cache halves what each row reads. Split
+over ``tp`` GPUs, each GPU reads and computes 1/tp of it, and the pass waits for two
+all-reduces per layer (``allreduce_s``, priced from the catalogue's link; ``parallel``).
+
 The in-prompt attention of a prefill (each prompt token attends to those before
 it: n(n+1)/2 pairs for a chunk of n) needs to know the chunks, so ``durations``
 computes it per step; ``times`` on bare arrays counts only attention over cached
@@ -43,6 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalog import GPU, Model, dtype_bytes
+from .memory import kv_bytes_per_token
+from .parallel import LINK_EFF, check_tp
+from .specs import check_kv_dtype, check_weights
 from ..core.errors import ConfigError, check_at_most, check_nonneg, is_number, show
 from ..core.plan import Pass, plan_step
 from ..core.step import Step
@@ -72,36 +81,80 @@ class RooflineStepTime(StepTimeModel):
     compute_eff: float = DEFAULT_COMPUTE_EFF
     memory_eff: float = DEFAULT_MEMORY_EFF
     overhead: float = DEFAULT_OVERHEAD
+    weights: str | None = None  # how weights are stored (fp16, bf16, fp8, int4); None: ``dtype``
+    kv_dtype: str | None = None  # how the KV cache is stored (fp16, bf16, fp8); None: ``dtype``
+    tp: int = 1  # GPUs the model is split over (tensor parallelism)
 
     def __post_init__(self) -> None:
         self.gpu.check_dtype(self.dtype)
+        check_weights(self.w_dtype)
+        check_kv_dtype(self.kv_store)
+        check_tp(self.gpu, self.tp, self.model)
         _check_fraction("compute_eff", self.compute_eff)
         _check_fraction("memory_eff", self.memory_eff)
         check_nonneg("step overhead", self.overhead)
         check_at_most("step overhead", self.overhead, 86_400.0, "seconds: a day per pass")
 
     def __repr__(self) -> str:
+        prec = self.dtype if self.w_dtype == self.dtype else f"{self.w_dtype} weights"
+        prec += f", {self.kv_store} KV" if self.kv_store != self.dtype else ""
+        on = f"{self.tp} x {self.gpu.name}" if self.tp > 1 else self.gpu.name
         return (
-            f"Roofline({self.model.name} {self.dtype} on {self.gpu.name}, compute_eff={self.compute_eff:g}, "
+            f"Roofline({self.model.name} {prec} on {on}, compute_eff={self.compute_eff:g}, "
             f"memory_eff={self.memory_eff:g}, overhead={self.overhead * 1e3:g} ms)"
         )
+
+    @property
+    def w_dtype(self) -> str:
+        return self.weights or self.dtype
+
+    @property
+    def kv_store(self) -> str:
+        return self.kv_dtype or self.dtype
 
     # -- the two sides of the roof -----------------------------------------------------
     @property
     def flops_per_s(self) -> float:
-        return self.gpu.peak_flops(self.dtype) * self.compute_eff
+        """The linear layers' roof on one GPU: FP8 tensor cores for FP8 weights where the card has
+        them (W8A8, as vLLM runs FP8 checkpoints on H100); 16-bit otherwise (int4 and FP8 on an
+        A100 are weight-only: the bytes shrink, the products stay 16-bit)."""
+        roof = "fp8" if self.w_dtype == "fp8" and self.gpu.tflops_fp8 > 0 else self.dtype
+        return self.gpu.peak_flops(roof) * self.compute_eff
+
+    @property
+    def attention_ratio(self) -> float:
+        """Attention runs in the activations' dtype: its FLOPs count this many times a linear FLOP
+        (exactly 1.0 when both share a roof, so the sums are those of one roof)."""
+        return self.flops_per_s / (self.gpu.peak_flops(self.dtype) * self.compute_eff)
 
     @property
     def bytes_per_s(self) -> float:
         return self.gpu.bandwidth * self.memory_eff
 
     @property
-    def weight_bytes(self) -> int:
-        return self.model.weight_bytes(self.dtype)
+    def weight_bytes(self) -> float:
+        """Weight bytes one GPU reads per pass (1/tp of them)."""
+        w = self.model.weight_bytes(self.w_dtype)
+        return w if self.tp == 1 else w / self.tp
 
     @property
-    def kv_bytes_per_token(self) -> int:
-        return self.model.kv_bytes_per_token(self.dtype)
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes per token that one GPU reads (its share of the KV heads)."""
+        b = kv_bytes_per_token(self.model, self.kv_store, self.tp)
+        return b if self.tp == 1 else b / self.tp
+
+    def allreduce_s(self, tokens):
+        """Seconds one pass spends in all-reduces over ``tokens`` tokens: two per layer (after
+        attention and after the MLP), each of tokens x hidden 16-bit numbers. A ring moves
+        2 (tp-1)/tp of the data through each GPU's link, one direction at a time (half the
+        datasheet's two-way figure), at ``LINK_EFF`` of it; each all-reduce also pays the
+        link's fixed latency. Not overlapped with compute: vLLM and TensorRT-LLM wait for it."""
+        if self.tp == 1:
+            return 0.0
+        g = self.gpu
+        data = np.asarray(tokens, dtype=np.float64) * self.model.hidden * 2 * 2 * (self.tp - 1) / self.tp
+        each = g.link_latency_us * 1e-6 + data / (g.link_gbs * 1e9 / 2 * LINK_EFF)
+        return 2 * self.model.layers * each
 
     def components(self, prefill_tokens, decode_rows, kv_read, attn_pairs=None) -> tuple[np.ndarray, np.ndarray]:
         """(compute seconds, memory seconds) for each step; no overhead.
@@ -116,20 +169,26 @@ class RooflineStepTime(StepTimeModel):
         tokens = p + d
         m = self.model
         pairs = kv + d if attn_pairs is None else np.asarray(attn_pairs, dtype=np.float64)
-        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * pairs
+        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * pairs
+        if self.tp > 1:
+            flops = flops / self.tp
         kvb = self.kv_bytes_per_token
         moved = self.weight_bytes + kvb * (kv + tokens)
         return flops / self.flops_per_s, moved / self.bytes_per_s
 
     def times(self, prefill_tokens, decode_rows, kv_read):
         c, mem = self.components(prefill_tokens, decode_rows, kv_read)
-        return np.maximum(c, mem) + self.overhead
+        t = np.maximum(c, mem) + self.overhead
+        if self.tp > 1:
+            t = t + self.allreduce_s(np.asarray(prefill_tokens, dtype=np.float64) + np.asarray(decode_rows, dtype=np.float64))
+        return t
 
     def pass_time(self, p: Pass) -> float:
         # The chunks say how many query-key pairs the prompt's attention computes; the bare
         # three numbers of ``times`` cannot.
         c, mem = self.components([float(p.prefill_tokens)], [float(p.decode_rows)], [float(p.attn_read)], [p.attn_pairs])
-        return float(max(c[0], mem[0]) + self.overhead)
+        t = float(max(c[0], mem[0]) + self.overhead)
+        return t if self.tp == 1 else t + float(self.allreduce_s(float(p.prefill_tokens + p.decode_rows)))
 
     def short_durations(self, step: Step, m: int) -> list[float] | None:
         # The simulator's hot path on the default server: a step of a pass or a few priced in Python
@@ -152,16 +211,19 @@ class RooflineStepTime(StepTimeModel):
         """``components`` and ``times`` of one pass, in Python floats (``pairs`` None: as ``times``)."""
         m = self.model
         tokens = prefill + rows
-        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * (kv + rows if pairs is None else pairs)
+        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * (kv + rows if pairs is None else pairs)
+        if self.tp > 1:
+            flops = flops / self.tp
         moved = self.weight_bytes + self.kv_bytes_per_token * (kv + tokens)
-        return max(flops / self.flops_per_s, moved / self.bytes_per_s) + self.overhead
+        t = max(flops / self.flops_per_s, moved / self.bytes_per_s) + self.overhead
+        return t if self.tp == 1 else t + float(self.allreduce_s(tokens))
 
     # -- what the course prints ----------------------------------------------------------
     def decode(self, batch, context: float = 0.0) -> dict[str, np.ndarray]:
         """Decode step of ``batch`` rows, each with ``context`` cached tokens: the roofline table."""
         b = np.asarray(batch, dtype=np.float64)
         c, mem = self.components(np.zeros_like(b), b, b * context)
-        step = np.maximum(c, mem) + self.overhead
+        step = np.maximum(c, mem) + self.overhead + self.allreduce_s(b)
         return {"batch": b, "compute_s": c, "memory_s": mem, "step_s": step, "tokens_per_s": b / step,
                 "compute_bound": c >= mem}
 
@@ -169,7 +231,8 @@ class RooflineStepTime(StepTimeModel):
         """One prompt of ``tokens`` tokens prefilled alone (after ``context`` cached tokens)."""
         pairs = np.array([tokens * context + tokens * (tokens + 1) / 2])
         c, mem = self.components(np.array([float(tokens)]), np.zeros(1), np.array([float(context)]), pairs)
-        return {"compute_s": float(c[0]), "memory_s": float(mem[0]), "step_s": float(max(c[0], mem[0]) + self.overhead),
+        step = float(max(c[0], mem[0]) + self.overhead) + float(self.allreduce_s(float(tokens)))
+        return {"compute_s": float(c[0]), "memory_s": float(mem[0]), "step_s": step,
                 "compute_bound": bool(c[0] >= mem[0])}
 
 

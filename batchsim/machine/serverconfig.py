@@ -20,13 +20,17 @@ from typing import Any, Mapping
 
 from ..core.config import MAX_SECONDS
 from ..core.flags import Flag, flag_name, resolve
-from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, check_positive, is_integer, show
+from ..core.errors import (
+    ConfigError, check_at_most, check_choice, check_int_at_least, check_nonneg, check_positive, is_integer, show,
+)
 from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
 from ..sim.sampled import NOISE_CHOICES, with_noise
 from .catalog import DEFAULT_CATALOG, load_catalog
 from .cost import check_price
 from ..core.errors import check_kv_tokens
+from .engines import ENGINE_NAMES, engine_profile
 from .roofline import MIN_EFF
+from .specs import check_kv_dtype, check_weights
 from .server import DEFAULT_GPU, DEFAULT_MODEL, Server
 
 __all__ = ["ServerConfig", "ServerSetup", "SERVER_FLAGS", "SERVER_KEYS", "DEFAULT_STEP_TIME", "parse_bytes"]
@@ -50,6 +54,13 @@ SERVER_FLAGS = (
     Flag("--step-overhead", "step_overhead", float, "fixed seconds per step: launches, sampling (default 0.0005)"),
     Flag("--kv-budget-tokens", "kv_budget_tokens", int, "KV-cache budget in tokens (default: unlimited, or from the GPU's memory)"),
     Flag("--kv-budget-bytes", "kv_budget_bytes", str, "KV-cache budget in bytes, e.g. 20e9 or 20GB (needs a --gpu/--model server)"),
+    Flag("--weights", "weights", str, "how the weights are stored: fp16, bf16, fp8 (FP8 tensor cores where the GPU "
+         "has them) or int4 (4-bit weight-only) (default: --dtype)", metavar="DTYPE"),
+    Flag("--kv-dtype", "kv_dtype", str, "how the KV cache is stored: fp16, bf16 or fp8 (default: --dtype)", metavar="DTYPE"),
+    Flag("--tp", "tp", int, "tensor parallelism: GPUs per replica, the model split over them (default 1)", metavar="N"),
+    Flag("--engine-profile", "engine_profile", str, f"efficiencies and step overhead fitted to published measurements "
+         f"of an engine: {', '.join(ENGINE_NAMES)} (--compute-eff, --memory-eff, --step-overhead override it)",
+         metavar="ENGINE"),
     Flag("--step-noise", "step_noise", str, "none (default: every pass at its mean), profiled (each pass drawn from the "
          "spread the --calibration measured and the machine's slow drift, seeded by --seed) or passes (the passes' spread alone)"),
 )
@@ -57,9 +68,11 @@ SERVER_FLAGS = (
 SERVER_KEYS = {"step_time": "step_time", "calibration": "calibration", "gpu": "gpu", "sim_model": "model",
                "sim_dtype": "dtype", "catalog": "catalog", "gpu_price": "gpu_price", "mem_util": "mem_util",
                "compute_eff": "compute_eff", "memory_eff": "memory_eff", "step_overhead": "overhead",
-               "kv_budget_tokens": "kv_budget_tokens", "kv_budget_bytes": "kv_budget_bytes", "step_noise": "step_noise"}
+               "kv_budget_tokens": "kv_budget_tokens", "kv_budget_bytes": "kv_budget_bytes", "step_noise": "step_noise",
+               "weights": "weights", "kv_dtype": "kv_dtype", "tp": "tp", "engine_profile": "engine_profile"}
 # Knobs of a GPU-and-model server: meaningless, so refused as flags, when the run has none.
-_NEEDS_SERVER = ("sim_dtype", "catalog", "mem_util", "compute_eff", "memory_eff", "step_overhead")
+_NEEDS_SERVER = ("sim_dtype", "catalog", "mem_util", "compute_eff", "memory_eff", "step_overhead", "weights", "kv_dtype",
+                 "tp", "engine_profile")
 
 
 def parse_bytes(text: Any, field: str = "bytes") -> float:
@@ -105,6 +118,11 @@ class ServerConfig:
     kv_budget_tokens: int | None = None
     kv_budget_bytes: float | str | None = None
     step_noise: str | None = None  # "profiled": passes drawn from the calibration's spread
+    weights: str | None = None
+    kv_dtype: str | None = None
+    tp: int | None = None
+    engine_profile: str | None = None
+    max_batched_tokens: int | None = None  # the policy's, when given: what vLLM's profiling pass would use
     noise_seed: int = 0
     step_time_model: StepTimeModel | None = None  # a scenario's own model (no flag sets it)
     named_by_flags: bool = False  # --gpu/--model given: they beat a scenario's own model
@@ -132,6 +150,15 @@ class ServerConfig:
             object.__setattr__(self, "kv_budget_bytes", parse_bytes(self.kv_budget_bytes, "kv-budget-bytes"))
         if self.step_noise is not None:
             check_choice("step-noise", self.step_noise, NOISE_CHOICES)
+        if self.weights is not None:
+            check_weights(self.weights)
+        if self.kv_dtype is not None:
+            check_kv_dtype(self.kv_dtype)
+        if self.tp is not None:
+            check_int_at_least("tp", self.tp, 1)
+            check_at_most("tp", self.tp, 1024, "GPUs")
+        if self.engine_profile is not None:
+            engine_profile(self.engine_profile)
         for k in ("calibration", "gpu", "model", "dtype", "catalog"):
             v = getattr(self, k)
             if v is not None and (not isinstance(v, str) or not v.strip()):
@@ -148,7 +175,9 @@ class ServerConfig:
         if flags.get("kv_budget_bytes") is not None and flags.get("kv_budget_tokens") is None:
             kw["kv_budget_tokens"] = None
         seed = flags.get("seed")
+        mbt = flags.get("max_batched_tokens")
         return cls(**kw, noise_seed=int(seed) if is_integer(seed) else 0, step_time_model=resolve("step_time_model", {}, *layers),
+                   max_batched_tokens=int(mbt) if is_integer(mbt) and mbt >= 1 else None,
                    named_by_flags=flags.get("gpu") is not None or flags.get("sim_model") is not None,
                    flags=tuple(d for d in SERVER_KEYS if flags.get(d) is not None))
 
@@ -160,9 +189,10 @@ class ServerConfig:
         """The GPU-and-model server named (only a GPU: the default model on it, and the other way round)."""
         if not self.has_server:
             return None
-        kw: dict = {}
+        kw: dict = {**engine_profile(self.engine_profile).knobs, "engine": self.engine_profile.lower()} if self.engine_profile else {}
         for key, arg in (("mem_util", "mem_util"), ("compute_eff", "compute_eff"), ("memory_eff", "memory_eff"),
-                         ("overhead", "overhead"), ("gpu_price", "price_per_hour")):
+                         ("overhead", "overhead"), ("gpu_price", "price_per_hour"), ("weights", "weights"),
+                         ("kv_dtype", "kv_dtype"), ("tp", "tp"), ("max_batched_tokens", "max_batched_tokens")):
             if getattr(self, key) is not None:
                 kw[arg] = getattr(self, key)
         if self.kv_budget_tokens is not None:
@@ -198,5 +228,5 @@ class ServerConfig:
         if self.step_noise in ("profiled", "passes"):
             step_time = with_noise(step_time, self.noise_seed, self.step_noise)
         kv = server.kv.tokens if server is not None else (int(self.kv_budget_tokens) if self.kv_budget_tokens is not None else None)
-        price = float(self.gpu_price) if self.gpu_price is not None else (server.price if server is not None else None)
+        price = server.price if server is not None else (float(self.gpu_price) if self.gpu_price is not None else None)
         return ServerSetup(step_time, kv, server, price)

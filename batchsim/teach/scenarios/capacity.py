@@ -35,8 +35,10 @@ from ...sim.tasks import run_tasks
 from ...traces import check_trace_file
 from .base import Run, Scenario
 from .execute import plan_runs, simulate_plan
+from .steady import steady_misses, thirds
 
-__all__ = ["Objective", "Candidate", "Point", "PlanResult", "candidates", "search", "evaluate", "PLAN_POLICIES"]
+__all__ = ["Objective", "Candidate", "Point", "PlanResult", "candidates", "search", "evaluate", "PLAN_POLICIES",
+           "server_capacity"]
 
 PLAN_POLICIES = ("taxi", "dynamic", "continuous")
 _PLAN = Scenario("plan", "capacity plan", "")
@@ -45,7 +47,7 @@ _PLAN = Scenario("plan", "capacity plan", "")
 THEORY_MARGIN = 0.8
 _KEEP = ("completed", "arrived", "rejected", "p99_e2e", "p99_ttft_delivered", "p99_tpot", "mean_e2e",
          "request_throughput", "cost_per_1m_tokens", "cost_total", "busy_fraction", "mean_batch_size", "duration",
-         "kv_peak_tokens", "preemptions")
+         "kv_peak_tokens", "preemptions", "e2e_mid", "e2e_last")
 
 
 @dataclass(frozen=True)
@@ -101,14 +103,16 @@ class Candidate:
     gpu: str
     policy: str
     batch: int = 1  # max_seqs (continuous) or max_batch (dynamic); 1 for the taxi
+    tp: int = 1  # GPUs per server (tensor parallelism)
 
     def label(self) -> str:
+        gpu = f"{self.gpu} TP{self.tp}" if self.tp > 1 else self.gpu
         if self.policy == "taxi":
-            return f"{self.gpu} taxi"
-        return f"{self.gpu} {self.policy} {'max_seqs' if self.policy == 'continuous' else 'max_batch'}={self.batch}"
+            return f"{gpu} taxi"
+        return f"{gpu} {self.policy} {'max_seqs' if self.policy == 'continuous' else 'max_batch'}={self.batch}"
 
     def defaults(self, model: str, replicas: int, router: str, max_wait: float) -> dict:
-        d = {"gpu": self.gpu, "model": model, "replicas": replicas, "router": router}
+        d = {"gpu": self.gpu, "model": model, "replicas": replicas, "router": router, "tp": self.tp}
         if self.policy == "continuous":
             d["max_seqs"] = self.batch
         elif self.policy == "dynamic":
@@ -151,12 +155,15 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
 
 
-def candidates(gpus: list[str], policies: list[str], batches: list[int]) -> list[Candidate]:
+def candidates(gpus: list[str], policies: list[str], batches: list[int], tps: dict[str, list[int]] | None = None
+               ) -> list[Candidate]:
+    """Every GPU x split x policy x batch limit; ``tps`` gives each GPU's splits (default: 1)."""
     out = []
     for g in gpus:
-        for p in policies:
-            for b in ([1] if p == "taxi" else batches):
-                out.append(Candidate(g, p, b))
+        for tp in (tps or {}).get(g, [1]):
+            for p in policies:
+                for b in ([1] if p == "taxi" else batches):
+                    out.append(Candidate(g, p, b, tp))
     return out
 
 
@@ -172,18 +179,20 @@ def evaluate(task: tuple):
     args = argparse.Namespace(**flags)
     (plan,) = plan_runs(args, _PLAN, [Run(key, policy, defaults)])
     try:
-        _, summary, _ = simulate_plan(plan, _workload(plan.workload))
+        res, summary, _ = simulate_plan(plan, _workload(plan.workload))
     except KeyboardInterrupt:
         return None
+    summary = dict(summary)
+    summary.update(thirds(res.records))
     return key, {k: summary.get(k) for k in _KEEP}
 
 
-def _capacity(cand: Candidate, model: str, prompt: float, output: float) -> float | None:
+def server_capacity(cand: Candidate, model: str, prompt: float, output: float, server_kw: dict | None = None) -> float | None:
     """Requests/s one server of the candidate carries at most (None: the model does not fit its memory)."""
     from .library import batch_capacity
 
     try:
-        srv = Server.named(cand.gpu, model)
+        srv = Server.named(cand.gpu, model, tp=cand.tp, **(server_kw or {}))
     except ConfigError:
         return None
     rows = max(1, min(cand.batch, srv.kv.max_batch(prompt + output)))
@@ -195,6 +204,7 @@ class _Search:
     cand: Candidate
     price: float
     first: int
+    cap: float | None = None  # requests/s one server carries at most (theory)
     fail: int = 0  # the most servers known to miss (0: none tried)
     meet: int | None = None  # the fewest known to meet
     done: bool = False
@@ -220,20 +230,22 @@ class _Search:
 
 def search(flags: dict, cands: list[Candidate], objective: Objective, model: str, router: str, rate: float,
            prompt: float, output: float, max_replicas: int = 64, max_wait: float = 0.1, run=None,
-           per_round: int = 8) -> PlanResult:
+           per_round: int = 8, server_kw: dict | None = None, max_load: float = 1.0) -> PlanResult:
     """Search every candidate (see the module's docstring). ``run(fn, tasks) -> results`` runs a
     round of at most ``per_round`` simulations (default: one by one), the most promising first
-    (the cheapest fleets that could still meet the objective); ``flags`` describe the workload."""
+    (the cheapest fleets that could still meet the objective); ``flags`` describe the workload and the machine
+    (``server_kw``: the same machine knobs as ``Server`` arguments, for theory and prices). A fleet meets the
+    objective only in steady state (``steady_misses``)."""
     run = run or (lambda fn, tasks: run_tasks(fn, tasks, scheduler="none", progress=False))
     t0 = time.perf_counter()
     states, verdicts, points = [], [], []
     for c in cands:
-        cap = _capacity(c, model, prompt, output)
+        cap = server_capacity(c, model, prompt, output, server_kw)
         if cap is None:
             verdicts.append(f"{c.label()}: {model} does not fit in its memory")
             continue
-        price = Server.named(c.gpu, model).price
-        states.append(_Search(c, price, max(1, math.ceil(rate / cap))))
+        price = Server.named(c.gpu, model, tp=c.tp, **(server_kw or {})).price
+        states.append(_Search(c, price, max(1, math.ceil(min(rate / cap, 1e9))), cap))
     best: Point | None = None
     sims = 0
     while True:
@@ -263,7 +275,8 @@ def search(flags: dict, cands: list[Candidate], objective: Objective, model: str
         for key, summary in results:
             st, n = owners[key]
             summary["refused"] = summary["rejected"] > objective.unservable  # turned away what it could have served
-            p = Point(st.cand, n, st.price, summary, objective.misses(summary))
+            p = Point(st.cand, n, st.price, summary, objective.misses(summary)
+                      + steady_misses(summary, n, st.cap, rate, objective, max_load))
             points.append(p)
             if p.meets:
                 st.meet = n if st.meet is None else min(st.meet, n)

@@ -1,0 +1,168 @@
+"""How far is the roofline from a real engine? batchsim against published measurements.
+
+``published.json`` holds measurements others published (NVIDIA's TensorRT-LLM performance
+tables, vLLM's benchmark pages, vLLM's memory logs), each with its source, hardware, engine
+and version, precision, lengths and concurrency. ``predict`` runs batchsim on the same
+setup (the same GPU, model, precision and split, the same requests arriving the same way,
+continuous batching with the engine's limits, the engine's preset from ``engines.json``)
+and ``table`` sets each prediction beside the figure. ``python -m batchsim.machine.validation``
+prints it; ``tests/test_validation_published.py`` holds every point within its tolerance.
+
+Runs of more than ``MAX_REQUESTS`` requests all arriving at once are simulated with that many:
+a queue that long already runs the server full for all but its last batch.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import ConfigError
+from .catalog import DEFAULT_CATALOG
+from .engines import engine_profile
+from .memory import kv_budget
+from .server import Server
+
+__all__ = ["Point", "points", "kv_points", "predict", "table", "summary", "MAX_REQUESTS"]
+
+_FILE = Path(__file__).with_name("published.json")
+MAX_REQUESTS = 3000
+#: Which target each metric counts toward. The E2E of a fixed batch of short prompts (vLLM's latency tests:
+#: 32 tokens in, 128 out) is 128 decode steps after a prefill of a few milliseconds: a TPOT measurement.
+_METRICS = {"output_throughput": "throughput", "mean_e2e": "TPOT", "mean_tpot": "TPOT", "mean_ttft": "TTFT"}
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    source: str
+    engine: str
+    engine_version: str
+    hardware: str
+    gpu: str
+    tp: int
+    model: str
+    checkpoint: str
+    dtype: str
+    weights: str
+    kv_dtype: str
+    prompt: int
+    output: int
+    concurrency: object  # a number of requests at once, or "all at once"
+    requests: int
+    max_seqs: int
+    max_batched_tokens: int
+    mem_util: float
+    metric: str
+    value: float
+    unit: str
+    tolerance: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in _METRICS:
+            raise ConfigError(f"published point {self.id}: metric must be one of {', '.join(_METRICS)}, got {self.metric!r}")
+        if not self.source.strip() or not self.engine_version.strip():
+            raise ConfigError(f"published point {self.id}: a source and an engine version are required")
+        if not (self.value > 0 and 0 < self.tolerance < 1):
+            raise ConfigError(f"published point {self.id}: value must be > 0 and tolerance in (0, 1)")
+
+    @property
+    def family(self) -> str:
+        """Which target the point counts toward: throughput, TPOT or TTFT."""
+        return _METRICS[self.metric]
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return json.loads(_FILE.read_text(encoding="utf-8"))
+
+
+def points() -> list[Point]:
+    return [Point(**p) for p in _data()["points"]]
+
+
+def kv_points() -> list[dict]:
+    return list(_data()["kv_budgets"])
+
+
+def server_for(p: Point, engine: str | None = None) -> Server:
+    knobs = engine_profile(engine or p.engine).knobs
+    return Server.named(p.gpu, p.model, DEFAULT_CATALOG, p.dtype, weights=p.weights, kv_dtype=p.kv_dtype, tp=p.tp,
+                        mem_util=p.mem_util, max_batched_tokens=p.max_batched_tokens, **knobs)
+
+
+def predict(p: Point, engine: str | None = None) -> float:
+    """batchsim's figure for the point's metric, with ``engine``'s preset (default: the point's engine)."""
+    from ..core.metrics import summarize
+    from ..core.policies import make_policy
+    from ..core.workload import Workload
+    from ..sim.simulator import simulate
+
+    srv = server_for(p, engine)
+    n = min(p.requests, MAX_REQUESTS)
+    wl = Workload.from_arrays(np.zeros(n), np.full(n, p.prompt), np.full(n, p.output), f"published point {p.id}")
+    rows = p.max_seqs
+    if p.engine == "trt-llm":
+        # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when its
+        # whole length fits the cache, so it never preempts; for fixed lengths that is a cap on the rows.
+        # batchsim's continuous policy admits as vLLM does and preempts by recompute instead.
+        rows = max(1, min(rows, srv.kv.tokens // (p.prompt + p.output)))
+    policy = make_policy("continuous", max_seqs=rows, max_batched_tokens=p.max_batched_tokens)
+    s = summarize(simulate(wl, policy, srv.step_time, kv_budget_tokens=srv.kv.tokens, records="summary"))
+    return float(s[p.metric])
+
+
+def kv_predict(k: dict) -> int:
+    g, m = DEFAULT_CATALOG.gpu(k["gpu"]), DEFAULT_CATALOG.model(k["model"])
+    return kv_budget(g, m, k["dtype"], k["mem_util"], tp=k["tp"], max_batched_tokens=k["max_batched_tokens"]).tokens
+
+
+def table(engine_of=None) -> list[dict]:
+    """One row per point: measured, predicted, signed error (predicted / measured - 1)."""
+    rows = []
+    for p in points():
+        got = predict(p, engine_of(p) if engine_of else None)
+        rows.append({"id": p.id, "engine": p.engine, "family": p.family, "hardware": p.hardware, "model": p.checkpoint,
+                     "precision": f"{p.weights}/{p.kv_dtype} KV", "lengths": f"{p.prompt}/{p.output}",
+                     "concurrency": p.concurrency, "metric": p.metric, "measured": p.value, "predicted": got,
+                     "error": got / p.value - 1, "tolerance": p.tolerance})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Median and worst |error| per engine and family."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault((r["engine"], r["family"]), []).append(abs(r["error"]))
+    return {k: {"points": len(v), "median": statistics.median(v), "worst": max(v)} for k, v in out.items()}
+
+
+def _fmt(r: dict) -> str:
+    v = r["measured"]
+    show = (lambda x: f"{x:,.0f}") if r["metric"] == "output_throughput" else (lambda x: f"{x * 1e3:,.0f} ms")
+    return (f"{r['engine']:<8} {r['hardware']:<12} {r['model'].split('/')[-1]:<28} {r['lengths']:>10} "
+            f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}")
+
+
+def main() -> int:
+    rows = table()
+    print(f"{'engine':<8} {'hardware':<12} {'checkpoint':<28} {'in/out':>10} {'concurrency':>12} {'metric':<17} "
+          f"{'published':>10} {'batchsim':>10} {'error':>7}")
+    for r in rows:
+        print(_fmt(r))
+    for (engine, family), s in summary(rows).items():
+        print(f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
+    for k in kv_points():
+        got = kv_predict(k)
+        print(f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
+              f"{k['kv_tokens']:,} ({k['logged']}): {got / k['kv_tokens'] - 1:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
