@@ -8,32 +8,20 @@ reference's numbers, where they used to give numbers 0.65 or 2e28 away.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from batchsim import ConfigError  # noqa: E402
 from realrun.paged.attention import _build_name, attention_reference, paged_attention  # noqa: E402
+from test_paged_kv import _ragged as paged_kv_ragged  # noqa: E402
 
 SCALE = 8**-0.5
 
 
-def _ragged(seed: int = 0, heads=3, dim=8, bs=4, contexts=(1, 5, 17, 30), queries=(1, 5, 1, 7)):
-    """A pool with rows in scattered blocks, each bringing some queries (as test_paged_kv builds it)."""
-    g = torch.Generator().manual_seed(seed)
-    blocks = [-(-c // bs) for c in contexts]
-    nb = sum(blocks) + 5
-    pk, pv = torch.randn(nb, heads, bs, dim, generator=g), torch.randn(nb, heads, bs, dim, generator=g)
-    order = torch.randperm(nb, generator=g).tolist()
-    table = torch.zeros(len(contexts), max(blocks), dtype=torch.long)
-    at = 0
-    for r, n in enumerate(blocks):
-        table[r, :n] = torch.tensor(order[at : at + n])
-        at += n
-    starts = torch.tensor(np.concatenate([[0], np.cumsum(queries)]), dtype=torch.long)
-    q = torch.randn(int(sum(queries)), heads, dim, generator=g)
-    return [q, pk, pv, table, torch.tensor(contexts), starts]
+def _ragged(seed: int = 0, **kw):
+    """A pool with rows in scattered blocks, each bringing some queries: test_paged_kv's, as a list to edit."""
+    return list(paged_kv_ragged(seed, **kw))
 
 
 def _with(index: int, value):
