@@ -2,22 +2,33 @@
 
 A calibration predicts well only where it was measured, so a file is checked against the
 model and the workload it is used on, and a profile taken now is fitted to the workload's
-own shapes (``grid_for_policies``). The vLLM engine has its own (``realrun.vllm.commands``).
+own shapes (``grid_for_policies``), as far as the workload reaches and within a time budget
+(``sized_profile``, with ``realrun.profile_size``). The vLLM engine has its own
+(``realrun.vllm.commands``).
 """
 
 from __future__ import annotations
+
+import copy
+import time
 
 from batchsim.core.errors import ConfigError, show
 from batchsim.core.files import Staging, read_json
 
 from .run_setup import RunSetup
 
-__all__ = ["calibration", "grid_for_policies"]
+__all__ = ["calibration", "grid_for_policies", "sized_profile", "PROFILE_BUDGET_S"]
+
+#: Seconds a profile taken for a compare may spend by default (``--profile-budget``): a grid whose
+#: estimate is above it is thinned (``realrun.profile_size.within_budget``), and rounds after the
+#: first are left out once they would end beyond it.
+PROFILE_BUDGET_S = 90.0
 
 
-def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False):
+def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False, say=None):
     """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
-    fitted to the workload (saved whole under the output folder). Returns (model, calibration info).
+    fitted to the workload (saved whole under the output folder; ``say(text)`` prints its progress lines).
+    Returns (model, calibration info).
     A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
     from .profile import GRIDS, load_calibration, profile as run_profile
 
@@ -37,13 +48,17 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
         cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
         notes.extend(_coverage_notes(info, workload))
         return model, cal_info
-    if args.grid == "auto":
-        grid = grid_for_policies(workload, policies)
-    elif args.grid in GRIDS:
-        grid = GRIDS[args.grid]
-    else:
+    if args.grid != "auto" and args.grid not in GRIDS:
         raise ConfigError(f"grid must be auto, {', '.join(GRIDS)}, got {show(args.grid)}")
-    prof = run_profile(engine, grid, policies={p.name: p for p in policies}, progress=progress)
+    budget = getattr(args, "profile_budget", None) or PROFILE_BUDGET_S
+    if args.grid == "auto":
+        from .runner import limits_for
+
+        builders = {label: (lambda sim=sim: copy.deepcopy(sim)) for label, sim, _ in pairs}
+        prof = sized_profile(engine, workload, builders, policies, limits_for(engine.lm, setup.kv), budget, say,
+                             busy=getattr(args, "busy", None), notes=notes, bar=progress)
+    else:
+        prof = run_profile(engine, GRIDS[args.grid], policies={p.name: p for p in policies}, progress=progress)
     with Staging(setup.out) as staging:
         prof.write(staging.path("calibration.json"))
         path = staging.commit()[0]
@@ -54,8 +69,58 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
     return prof.model, cal_info
 
 
-def grid_for_policies(workload, policies):
-    """The profile grid this workload needs under these policies: their rows, prefill sizes and chunks."""
+def sized_profile(engine, workload, builders: dict, policies: list, limits=None, budget_s: float = PROFILE_BUDGET_S,
+                  say=None, busy: float | None = None, notes: list[str] | None = None, bar: bool = False):
+    """Profile ``engine`` for this workload: a pilot prices a pass, each policy is simulated at that price
+    (slowed) to find how far the workload reaches, the grid goes that far and is thinned to the budget,
+    and progress lines (``say(text)``, every few seconds) say how much is left. ``builders``: label ->
+    a function making a fresh simulated policy; ``busy``: the compare's --busy, whose rates the reach
+    is found at. Returns the ``Profile``; ``notes`` gets what was sized and why."""
+    from .profile import profile as run_profile
+    from .profile_size import SLOWER, Ticker, estimate, pilot, point_costs, reach, within_budget
+    from .measure import schedule
+
+    notes = notes if notes is not None else []
+    t0 = time.monotonic()
+    price = pilot(engine)
+    workloads = workload
+    if busy is not None and len(workload) > 1:
+        from batchsim.sim.busy import rate_factor_for_busy, scaled
+
+        workloads = {label: scaled(workload, rate_factor_for_busy(workload, build, price, busy, limits))
+                     for label, build in builders.items()}
+    got = reach(workloads, builders, price, limits)
+    full = grid_for_policies(workload, policies).clipped(engine.lm.n_positions)
+    grid = grid_for_policies(workload, policies, got).clipped(engine.lm.n_positions)
+    grid, est = within_budget(grid, price, budget_s)
+    before = estimate(full, price)
+    notes.append(f"profile sized to the workload: steps reach {got.rows} rows and {got.prefill_tokens} prompt tokens "
+                 f"(simulated at the pilot's price x {SLOWER:g}); the policies allow {full.decode_rows[-1]} rows: "
+                 f"about {est:.0f} s to time (the policies' whole range: about {before:.0f} s)")
+    if est > budget_s:
+        notes.append(f"warning: the thinnest grid for this workload needs about {est:.0f} s, above the profile budget of "
+                     f"{budget_s:.0f} s; rounds after the first are left out if they would end beyond it")
+    if say is not None:
+        say(f"profiling {engine.lm.name} on {engine.lm.device} over the shapes this workload reaches "
+            f"(up to {grid.decode_rows[-1]} rows, prompts of {grid.prefill_lengths[-1]} tokens): about {est:.0f} s")
+    ticker = Ticker(point_costs(grid, price), say, every=5.0) if say is not None else bar
+    try:
+        prof = run_profile(engine, grid, policies={p.name: p for p in policies}, progress=ticker, budget_s=budget_s)
+    finally:
+        if isinstance(ticker, Ticker):
+            ticker.close()
+    timed = f"{prof.info['rounds_timed']} of {grid.rounds} rounds" if prof.info["rounds_timed"] < grid.rounds else "every round"
+    notes.append(f"profile: {prof.seconds:.0f} s against an estimate of {est:.0f} s ({timed}; pilot and sizing "
+                 f"{time.monotonic() - t0 - prof.seconds:.1f} s)")
+    prof.info.update({"estimate_s": round(est, 1), "pilot_s": round(time.monotonic() - t0 - prof.seconds, 2),
+                      "reach": {"rows": got.rows, "prefill_tokens": got.prefill_tokens}, "budget_s": budget_s,
+                      "schedule_points": len(schedule(grid))})
+    return prof
+
+
+def grid_for_policies(workload, policies, reach=None):
+    """The profile grid this workload needs under these policies: their rows, prefill sizes and chunks;
+    with ``reach`` (``realrun.profile_size.reach``), no more rows and prompt tokens than its steps held."""
     from .profile import grid_for_workload
 
     rows = max(p.max_rows for p in policies)
@@ -64,6 +129,10 @@ def grid_for_policies(workload, policies):
     padded = [p for p in policies if not hasattr(p, "max_batched_tokens")]
     p_max = int(workload.prompt_tokens.max()) if len(workload) else 1
     max_prefill = max([p.max_batched_tokens for p in cont] + [p.max_rows * p_max for p in padded] + [p_max])
+    if reach is not None:
+        # A padded pass computes its rows x its longest prompt, more than the tokens the step log counts.
+        rows = min(rows, max(1, reach.rows))
+        max_prefill = min(max_prefill, max(p_max, reach.prefill_tokens, rows * p_max if padded else 0))
     return grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies))
 
 

@@ -94,6 +94,10 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
     if calibration:
         _CAL_FLAG.add_to(g)
         g.add_argument("--grid", default="auto", help="profile grid when no calibration is given: auto (fitted to the workload), quick or full")
+        g.add_argument("--profile-budget", type=float, default=None, metavar="SECONDS",
+                       help="seconds the profile taken now may spend (default 90): with --grid auto it times only the "
+                       "shapes the workload reaches, thins a grid whose estimate is above the budget, and leaves out "
+                       "rounds that would end beyond it")
         g.add_argument("--step-noise", default=None, help="profiled (default: each simulated pass drawn from the spread the "
                        "profile measured, times the machine's slow drift, over --seeds seeds: a median prediction and a 90 %% band), "
                        "passes (the passes' own spread, no slow drift) or none (every pass at its mean)")

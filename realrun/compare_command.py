@@ -45,6 +45,9 @@ def _check_compare_flags(args) -> None:
                           "give one of them")
     if args.busy is not None:
         check_busy(args.busy)
+    budget = getattr(args, "profile_budget", None)
+    if budget is not None and not (budget == budget and 5 <= budget <= 3600):
+        raise ConfigError(f"--profile-budget must be seconds in [5, 3600], got {budget:g}")
 
 
 def _expected_s(args, setup: RunSetup) -> float:
@@ -75,10 +78,10 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
     from .runner import limits_for
 
     notes, workload = setup.notes, setup.workload
-    if not args.calibration:
+    if not args.calibration and server is not None:
         say.line(f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
                  "on a 2-core laptop)")
-    pairs, ours, step_times, cal_info = _sides(args, setup, lm, server)
+    pairs, ours, step_times, cal_info = _sides(args, setup, lm, server, say)
     engine = ours if setup.engine == "ours" else (None if setup.engine in ("hf-continuous", "vllm") else make_engine(setup.engine, lm, args, setup.seed))
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
@@ -113,7 +116,7 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
     return report_compare(args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
 
 
-def _sides(args: argparse.Namespace, setup: RunSetup, lm, server):
+def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress):
     """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model and
     what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
     if server is not None:
@@ -124,7 +127,8 @@ def _sides(args: argparse.Namespace, setup: RunSetup, lm, server):
         return pairs, None, step_times, cal_info
     pairs = [(n, c.build(), c.build()) for n, c in zip(setup.names, setup.policies)]
     ours = make_engine("ours", lm, args, setup.seed)
-    step_times, cal_info = _calibration(args, lm, ours, setup, pairs, wants_progress(args))
+    step_times, cal_info = _calibration(args, lm, ours, setup, pairs, wants_progress(args),
+                                        say=say.line if say.enabled else None)
     return pairs, ours, step_times, cal_info
 
 

@@ -129,8 +129,10 @@ def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk
     max_prefill = max(int(max_prefill), longest_chunk)
     past = ()
     if chunk and p_max > chunk:
-        # Chunks of ``chunk`` tokens after 1, 2, ... chunks already cached.
-        past = tuple((chunk, k * chunk) for k in (1, 2, 3) if k * chunk < p_max)[:2]
+        # Chunks of ``chunk`` tokens after 1, 2, 4, ... chunks already cached, up to the longest past a
+        # prompt's last chunk has (at most three points: the cost is a slope, ``fit_past_cost``).
+        ks = [k for k in (1, 2, 4, 8, 16, 32) if k * chunk < p_max]
+        past = tuple((chunk, k * chunk) for k in sorted({ks[0], ks[len(ks) // 2], ks[-1]}))
     mean_prompt = int(max(1, min(np.mean(prompts), longest_chunk)))
     width_lo = max(8, min(p_min, 32))
     join_rows = sorted({min(rows, 4), rows})

@@ -27,7 +27,7 @@ from batchsim.core.workload import Request, Workload
 
 from .grid import Grid
 
-__all__ = ["measure", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP", "Samples"]
+__all__ = ["measure", "schedule", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP", "Samples"]
 
 WARMUP = 2
 #: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
@@ -57,8 +57,35 @@ def robust_mean(xs) -> float:
     return float(t[t <= 2 * np.median(t)].mean())
 
 
-def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = False) -> dict:
-    """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model)."""
+def schedule(grid: Grid) -> list[tuple]:
+    """What ``measure`` times, one entry per progress tick, in its order: ("decode", rows, width),
+    ("prefill", rows, length), ("past", query, past), ("join", rows, width, prompt) for each round;
+    then ("probe", width), ("wake", idle, prompt) and ("gap", policy). ``grid`` as ``measure`` times it
+    (clipped to the model's context). ``realrun.profile_size`` prices it to say how long is left."""
+    validation = _validation_shapes(grid, np.random.default_rng(grid.seed))
+    one_round = ([("decode", b, w) for b, w in _decode_points(grid, validation)]
+                 + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
+                 + [("past", q, p) for q, p in grid.past] + [("join", *j) for j in grid.join])
+    wake_n = min(32, grid.prefill_lengths[-1])
+    return (one_round * grid.rounds + [("probe", _probe_width(grid))]
+            + [("wake", idle, wake_n) for idle in grid.wake_idle] + [("gap", name) for name in grid.policies])
+
+
+def _decode_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
+    return list(itertools.product(grid.decode_rows, grid.decode_widths)) + validation["decode"]
+
+
+def _prefill_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
+    pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
+    return pts + validation["prefill"]
+
+
+def measure(engine, grid: Grid, policies: dict | None = None, progress=False, budget_s: float | None = None) -> dict:
+    """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model).
+
+    ``progress``: True, a bar; an object with ``update(n)`` and ``close()``, ticked once per entry of
+    ``schedule``. ``budget_s``: rounds after the first are left out once the rounds so far say the
+    next would end beyond the budget (the result's ``rounds_timed`` says how many ran)."""
     grid = grid.clipped(engine.lm.n_positions)
     rng = np.random.default_rng(grid.seed)
     longest = max(max(grid.prefill_lengths), max(q + p for q, p in grid.past) if grid.past else 0,
@@ -68,11 +95,9 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
     ids = list(range(pool))
     s = Samples()
     validation = _validation_shapes(grid, rng)
-    decode_pts = list(itertools.product(grid.decode_rows, grid.decode_widths)) + validation["decode"]
-    prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
-    prefill_pts += validation["prefill"]
-    bar = _bar(progress, grid.rounds * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join))
-               + len(grid.policies))
+    decode_pts = _decode_points(grid, validation)
+    prefill_pts = _prefill_points(grid, validation)
+    bar = progress if hasattr(progress, "update") else _bar(bool(progress), len(schedule(grid)))
     extra, repeat_extra, joins, runs = [], [], [], []
     # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
     engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
@@ -80,19 +105,27 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress: bool = F
                         repeat=10))
     engine.release(ids[:2])
     reps = max(2, grid.repeats // 2)
+    t0, rounds_timed = time.monotonic(), 0
     for rnd in range(grid.rounds):
+        per_round = (time.monotonic() - t0) / rnd if rnd else 0.0
+        if rnd and budget_s is not None and time.monotonic() - t0 + per_round > budget_s:
+            if bar is not None:  # the rounds left out count as done
+                bar.update((grid.rounds - rnd) * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join)))
+            break
         _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
         _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
         _time_past(engine, grid, reps, s, bar)
         _time_join(engine, grid, ids, joins, bar)
+        rounds_timed += 1
     probe = _slow_probe(engine, grid, ids, s)
+    _tick(bar)
     wake = _wake(engine, grid, ids, bar)
     gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
     if bar is not None:
         bar.close()
     return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
             "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions),
-            "slow_probe": probe}
+            "slow_probe": probe, "rounds_timed": rounds_timed}
 
 
 # -- one round of the grid, a kind of pass at a time (rounds interleave the kinds) ----------------
@@ -131,7 +164,12 @@ def _time_prefill(engine, ids: list[int], points, reps: int, rnd: int, longest: 
 
 
 def _time_past(engine, grid: Grid, reps: int, s: Samples, bar) -> None:
-    """A prefill over a cached past: the past prefilled first, untimed."""
+    """A prefill over a cached past, paired with the same chunk over no past, timed back to back.
+
+    The pair's difference is what the past costs: timed a moment apart, the machine's level cancels,
+    where a difference against the prefill grid (timed seconds earlier, on jittered lengths) is of
+    two numbers each a few per cent off, and came out negative (so ``past_cost`` 0) in every profile
+    of one course session. The past is prefilled first, untimed."""
     log = engine.pass_log
     for q, p in grid.past:
         for _ in range(reps):
@@ -139,6 +177,10 @@ def _time_past(engine, grid: Grid, reps: int, s: Samples, bar) -> None:
             log.clear()
             engine.execute(Step(prefill=(Chunk(0, p, q, True),), kv_read=p))
             s.add(("past", q, p), log[0][1])
+            engine.release([0])
+            log.clear()
+            engine.execute(Step(prefill=(Chunk(0, 0, q, True),)))
+            s.add(("past0", q, p), log[0][1])
             engine.release([0])
         _tick(bar)
 
@@ -193,10 +235,14 @@ def _slow_probe(engine, grid: Grid, ids: list[int], s: Samples) -> list[float]:
     """About ``grid.probe_s`` seconds (at least ``PROBE_PASSES`` passes) of consecutive one-row decode
     passes at the grid's middle width, in stretches that fit the context (each refilled, its first
     passes dropped as the grid's are)."""
-    w = grid.decode_widths[len(grid.decode_widths) // 2]
+    w = _probe_width(grid)
     key = ("decode", grid.decode_rows[0], w)
     one = s.mean(key) if key in s.by_key else 0.01
     return probe_series(engine, w, probe_passes(grid.probe_s, one), ids[0])
+
+
+def _probe_width(grid: Grid) -> int:
+    return grid.decode_widths[len(grid.decode_widths) // 2]
 
 
 def probe_passes(seconds: float, pass_s: float) -> int:

@@ -71,10 +71,9 @@ def _calibrated(args, rec: ServedRecord, notes: list[str]):
                 notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, "
                              f"the record was served with {side}={meta[side]}")
         return model, args.calibration, None
-    from .calibrate import grid_for_policies
+    from .calibrate import sized_profile
     from .engine import Engine
     from .model import load_model
-    from .profile import profile
 
     name = str(meta.get("model") or "tiny-gpt2")
     try:
@@ -87,8 +86,9 @@ def _calibrated(args, rec: ServedRecord, notes: list[str]):
     progress = sys.stderr.isatty() if args.progress is None else bool(args.progress)
     from .progress import Progress, progress_lines
 
-    Progress(progress_lines(args, float("inf"))).line(f"profiling {lm.name} on {lm.device} for the record's workload")
-    prof = profile(Engine(lm), grid_for_policies(rec.workload, [policy]), policies={policy.name: policy}, progress=progress)
+    lines = Progress(progress_lines(args, float("inf")))
+    prof = sized_profile(Engine(lm), rec.workload, {policy.name: rec.policy.build}, [policy],
+                         say=lines.line if lines.enabled else None, notes=notes, bar=progress)
     notes.append(f"calibration profiled now on this machine ({lm.describe()}, {len(prof.points)} shapes, "
                  f"{prof.seconds:.1f} s): the prediction is for this machine; if the record was served elsewhere, "
                  "pass that machine's calibration")

@@ -79,7 +79,8 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
             pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
     prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
     spread = _spread(grid, s, decode, prefill, meas.get("decode_runs", []), meas.get("slow_probe") or [])
-    past = [(s.mean(("past", q, p)) - float(prefill(1, q)[0])) / (q * p) for q, p in grid.past]
+    past_cost = fit_past_cost([(q * p, s.mean(("past", q, p)) - s.mean(("past0", q, p))) for q, p in grid.past
+                               if ("past0", q, p) in s.by_key])
     # Small differences of two clock readings: their median, which a preempted pass cannot move.
     step_extra = max(0.0, float(np.median(meas["step_extra"]))) if meas["step_extra"] else 0.0
     # The median: now and then a join outgrows the batch's buffers and copies all of it (the
@@ -90,7 +91,7 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
     gaps = meas["gaps"]
     return ProfiledStepTime(
         decode, prefill,
-        past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
+        past_cost=past_cost,
         step_extra=step_extra,
         join_cost=join_cost,
         repeat_extra=max(0.0, float(np.median(meas["repeat_extra"]))) if meas["repeat_extra"] else 0.0,
@@ -104,6 +105,16 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
         context_len=meas.get("n_positions"),
         spread=spread,
     )
+
+
+def fit_past_cost(pairs: list[tuple[float, float]]) -> float:
+    """Seconds per (new token, cached token) pair: the least-squares slope through the origin of each
+    continued chunk's extra time (over the same chunk with no past) against its pairs; never negative."""
+    x = np.array([a for a, _ in pairs], float)
+    y = np.array([b for _, b in pairs], float)
+    if not len(x) or not np.any(x > 0):
+        return 0.0
+    return max(0.0, float(np.dot(x, y) / np.dot(x, x)))
 
 
 def _spread(grid: Grid, s: Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
@@ -144,6 +155,8 @@ def _points(meas: dict) -> list[ProfilePoint]:
             out.append(ProfilePoint(label, 0, a, a * (c + mid), float(t.mean()), spread, a, 1, c + mid, len(t)))
         elif kind == "prefill":
             out.append(ProfilePoint(label, a * c, 0, 0.0, float(t.mean()), spread, a, c, 0.0, len(t)))
+        elif kind == "past0":  # the same chunk with no past: the pair's other half, not a shape of the model
+            continue
         else:  # past: one row of a new tokens after c cached
             out.append(ProfilePoint(label, a, 0, float(c), float(t.mean()), spread, 1, a, float(c), len(t)))
     return out
@@ -257,8 +270,10 @@ class Profile:
         return "\n".join(lines)
 
 
-def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, progress: bool = False) -> Profile:
-    """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the calibration."""
+def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, progress=False,
+            budget_s: float | None = None) -> Profile:
+    """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the calibration.
+    ``progress`` and ``budget_s``: as ``measure`` takes them."""
     import torch
     import transformers
 
@@ -268,7 +283,7 @@ def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, pr
         grid = GRIDS[grid]
     lm = engine.lm
     t0 = time.perf_counter()
-    meas = measure(engine, grid, policies, progress)
+    meas = measure(engine, grid, policies, progress, budget_s)
     seconds = time.perf_counter() - t0
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
     points = _points(meas)
@@ -283,6 +298,7 @@ def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, pr
         "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights, "n_positions": lm.n_positions,
         "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "engine": getattr(engine, "name", "ours"),
         "torch": torch.__version__, "transformers": transformers.__version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rounds_timed": meas["rounds_timed"], "rounds": meas["grid"].rounds,
     }
     return Profile(model, linear, points, seconds, info)
 

@@ -24,13 +24,22 @@ ROOT = Path(__file__).resolve().parents[1]
 WATCHDOG_S = 600.0
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Watched:
     """A subprocess whose stderr is collected in the background, to wait for a phrase in it."""
 
     def __init__(self, argv: list[str], cwd: Path, module: bool = True) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
         cmd = [sys.executable, "-m", *argv] if module else [sys.executable, *argv]
-        self.p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Ctrl-C's default action in the child, whatever this process inherited: a shell that runs the
+        # tests as a background job (``make test &``, ``nohup``, some CI runners) ignores SIGINT, an
+        # ignored signal stays ignored across exec, and Python then installs no KeyboardInterrupt:
+        # the child would run to its end and exit 0 with the signal lost.
+        self.p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  preexec_fn=_default_sigint)
         self.err = b""
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()

@@ -1,0 +1,180 @@
+"""Step fidelity: does the profiled model price each kind of pass right, once the run's level is out?
+
+A measured run keeps every pass the engine ran with its planned shape (``meta['passes']``), and
+the schedule is the simulator's own (the replay is exact), so each pass has a price in the
+profiled model. This bench runs several workload families on one engine, against one profile
+sized to all of them (``realrun.calibrate.sized_profile``), in interleaved rounds, and per kind
+of pass prints measured / priced:
+
+- **raw**: the ratio of totals (measured over priced), median over rounds, with its range;
+- **level out**: the same divided by the round's level, the median over every family of its
+  whole-run ratio in that round (the machine's speed at that moment, read from all the passes
+  of the round), so what is left is the model's error in that kind of pass against the others.
+
+Kinds of pass (a pass is in one kind; a mixed step's pass is "chunk + decode"):
+
+    decode short    decode rows only, mean context under 256 tokens
+    decode long     decode rows only, mean context of 256 tokens or more
+    prefill short   one row or ragged rows, under 256 new tokens, no cached past
+    prefill long    256 new tokens or more, no cached past, not padded
+    chunk + past    a chunk that continues a prompt (attends to its cached past), no decode rows
+    chunk + decode  prompt tokens and decode rows in one pass
+    padded batch    two or more prompts padded to the longest (taxi's and the padded policies')
+
+Families (each at ``--load`` of the simulated server's time, ``--seconds`` of arrivals):
+
+    short          continuous; prompts 16..128, outputs 16..96
+    long-prompt    continuous, chunked prefill of 256 tokens; prompts 400..900, outputs 8..48
+    long-context   continuous; prompts 500..800, outputs 96..192
+    padded         static, 8 rows; prompts 300..450, outputs 8..32 (padded prefills of ~3,500 tokens)
+    taxi           taxi; prompts 16..512, outputs 16..64
+
+Run it quiet and beside two CPU-bound processes (``scripts/busy.py``), on two models:
+
+    python bench/step_fidelity.py [--model gpt2-6l] [--rounds 3] [--seconds 8] [--load 0.7]
+    python scripts/busy.py -- python bench/step_fidelity.py --model tiny-gpt2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
+from batchsim.core.workload import Workload  # noqa: E402
+from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
+from realrun.calibrate import sized_profile  # noqa: E402
+from realrun.engine import Engine  # noqa: E402
+from realrun.model import load_model  # noqa: E402
+from realrun.runner import limits_for, run_real  # noqa: E402
+
+from host import yardstick  # noqa: E402  (bench/host.py)
+
+FAMILIES = {
+    "short": (Uniform(16, 128), Uniform(16, 96), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,
+                                                                "chunked_prefill": False}),
+    "long-prompt": (Uniform(400, 900), Uniform(8, 48), "continuous", {"max_seqs": 32, "max_batched_tokens": 256,
+                                                                      "chunked_prefill": True}),
+    "long-context": (Uniform(500, 800), Uniform(96, 192), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,
+                                                                         "chunked_prefill": False}),
+    "padded": (Uniform(300, 450), Uniform(8, 32), "static", {"max_batch": 8}),
+    "taxi": (Uniform(16, 512), Uniform(16, 64), "taxi", {}),
+}
+KINDS = ("decode short", "decode long", "prefill short", "prefill long", "chunk + past", "chunk + decode",
+         "padded batch")
+LONG = 256
+
+
+def kind_of(p) -> str:
+    """The kind of pass of a planned ``Pass`` (see the module's list)."""
+    if p.prefill_rows and p.decode_rows:
+        return "chunk + decode"
+    if not p.prefill_rows:
+        width = (p.attn_read or p.kv_read) / max(1, p.decode_rows)
+        return "decode long" if width >= LONG else "decode short"
+    if p.ragged:
+        if any(c.start for c in p.chunks):
+            return "chunk + past"
+        return "prefill long" if p.prefill_tokens >= LONG else "prefill short"
+    if p.past:
+        return "chunk + past"
+    if p.prefill_rows >= 2:
+        return "padded batch"
+    return "prefill long" if p.query >= LONG else "prefill short"
+
+
+def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
+    """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
+    m = model.for_policy(policy)
+    out: dict[str, list[float]] = {}
+    for p, secs in run.meta.get("passes") or []:
+        for key in (kind_of(p), "all"):
+            acc = out.setdefault(key, [0.0, 0.0])
+            acc[0] += secs
+            acc[1] += m.pass_time(p)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="gpt2-6l", help="gpt2-6l (default), tiny-gpt2 or another offline model")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every family (default 3)")
+    ap.add_argument("--seconds", type=float, default=8.0, help="seconds of arrivals per run (default 8)")
+    ap.add_argument("--load", type=float, default=0.7, help="simulated busy fraction (default 0.7)")
+    ap.add_argument("--only", default=",".join(FAMILIES), help="comma-separated families")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+    families = a.only.split(",")
+    lm = load_model(a.model, device="cpu", threads=a.threads)
+    engine = Engine(lm)
+    limits = limits_for(lm)
+    print(f"model: {lm.describe()}; engine KV: {engine.kv_note}")
+    print(f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    units, builders = {}, {}
+    for name in families:
+        prompt, output, pol, knobs = FAMILIES[name]
+        units[name] = make_workload(Poisson(1.0), prompt, output, n=400, seed=a.seed)
+        builders[name] = lambda pol=pol, knobs=knobs: make_policy(pol, **knobs)
+    # One profile for every family: each family's workload stacked (the grid covers all of them).
+    stacked = Workload.from_arrays(np.concatenate([u.arrivals for u in units.values()]),
+                                   np.concatenate([u.prompt_tokens for u in units.values()]),
+                                   np.concatenate([u.output_tokens for u in units.values()]), "every family")
+    notes: list[str] = []
+    t0 = time.monotonic()
+    prof = sized_profile(engine, stacked, builders, [b() for b in builders.values()], limits, budget_s=240.0,
+                         say=lambda s: print(s, file=sys.stderr, flush=True), notes=notes, busy=a.load)
+    print("\n".join(notes))
+    print(prof.text())
+    print(f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot {time.monotonic() - t0:.0f} s")
+    model = prof.model
+    workloads = {}
+    for name, unit in units.items():
+        f = rate_factor_for_busy(unit, builders[name], model, a.load, limits)
+        n = int(np.clip(f * a.seconds, 20, 400))
+        workloads[name] = scaled(Workload(unit.requests[:n], unit.description), f)
+    rng = np.random.default_rng(a.seed)
+    rows = []  # (round, family, {kind: (measured, priced)})
+    for r in range(a.rounds):
+        for name in rng.permutation(families):
+            res = run_real(workloads[name], builders[name](), engine, limits=limits)
+            rows.append((r, name, ratios(res, model, FAMILIES[name][2])))
+            print(f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
+                  f"{rows[-1][2]['all'][0] / rows[-1][2]['all'][1]:.3f}x their price", file=sys.stderr, flush=True)
+    _print(rows, families, a)
+    return 0
+
+
+def _print(rows, families, a) -> None:
+    level = {}
+    for r in range(a.rounds):
+        level[r] = float(np.median([v["all"][0] / v["all"][1] for rr, _, v in rows if rr == r]))
+    print("\nround levels (median over families of measured/priced, all passes): "
+          + ", ".join(f"{level[r]:.3f}" for r in range(a.rounds)))
+    print(f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} {'s/run':>6}")
+    summary: dict[str, list[float]] = {}
+    for fam in families:
+        kinds = sorted({k for _, f, v in rows if f == fam for k in v}, key=lambda k: (k == "all", k))
+        for k in kinds:
+            raw = [v[k][0] / v[k][1] for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
+            out = [v[k][0] / v[k][1] / level[r] for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
+            secs = np.mean([v[k][0] for _, f, v in rows if f == fam and k in v])
+            if k != "all":
+                summary.setdefault(k, []).extend(out)
+            print(f"{fam:<13} {k:<15} {np.median(raw):>8.3f} [{min(raw):.3f}-{max(raw):.3f}] "
+                  f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {secs:6.1f}")
+    print("\nby kind of pass, level out (median over every run that had it):")
+    for k in KINDS:
+        if k in summary:
+            print(f"  {k:<15} {np.median(summary[k]):.3f}  ({len(summary[k])} runs)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""A profile sized before it runs: the rows the workload reaches, an estimate, a budget, progress that says what is left."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from batchsim import ConfigError, LinearStepTime, Poisson, Uniform, Workload, make_policy, make_workload  # noqa: E402
+from realrun.calibrate import grid_for_policies  # noqa: E402
+from realrun.cli import main as realrun_main  # noqa: E402
+from realrun.engine import Engine  # noqa: E402
+from realrun.grid import Grid  # noqa: E402
+from realrun.measure import measure, schedule  # noqa: E402
+from realrun.model import load_model  # noqa: E402
+from realrun.profile_size import Reach, Ticker, estimate, pilot, point_costs, reach, within_budget  # noqa: E402
+
+TINY = Grid(decode_rows=(1, 4), decode_widths=(8, 32), prefill_rows=(1, 2), prefill_lengths=(8, 16),
+            max_prefill_tokens=64, past=((8, 8),), join=((2, 16, 8),), policies=("taxi",),
+            repeats=2, rounds=2, validation=2, wake_idle=(0.001,))
+PRICE = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-8)
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n, self.closed = 0, False
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(load_model("tiny-gpt2", device="cpu", threads=1))
+
+
+def test_the_schedule_is_what_measure_ticks_through(engine):
+    bar = Counter()
+    meas = measure(engine, TINY, progress=bar)
+    assert bar.n == len(schedule(meas["grid"])) and bar.closed and meas["rounds_timed"] == 2
+    kinds = [k for k, *_ in schedule(TINY)]
+    assert kinds.count("probe") == 1 and kinds.count("gap") == 1 and kinds.count("past") == TINY.rounds
+
+
+def test_a_budget_leaves_out_the_rounds_that_would_overrun_it_and_the_ticks_still_add_up(engine):
+    bar = Counter()
+    meas = measure(engine, replace(TINY, rounds=3), progress=bar, budget_s=1e-6)
+    assert meas["rounds_timed"] == 1 and bar.n == len(schedule(meas["grid"]))
+
+
+def test_the_pilot_prices_a_pass_from_the_engine(engine):
+    lin = pilot(engine)
+    assert lin.c0 > 0 and lin.step_time(prefill_tokens=64) >= lin.step_time(prefill_tokens=8)
+    assert estimate(TINY, lin) > 0
+
+
+def test_a_sparse_workload_reaches_one_row_and_a_burst_reaches_many():
+    cont = {"continuous": lambda: make_policy("continuous", max_seqs=32, max_batched_tokens=1024)}
+    sparse = Workload.from_arrays([0.0, 100.0, 200.0, 300.0], [500, 900, 700, 800], [20, 20, 20, 20])
+    assert reach(sparse, cont, PRICE) == Reach(1, 900)
+    burst = make_workload(Poisson(1000.0), Uniform(16, 64), Uniform(16, 32), n=40, seed=0)
+    got = reach(burst, cont, PRICE)
+    assert 8 < got.rows <= 32 and got.prefill_tokens > 64
+
+
+def test_the_grid_goes_as_far_as_the_workload_reaches_and_no_further_than_the_policy():
+    wl = Workload.from_arrays([100.0 * i for i in range(40)], [500 + 10 * i for i in range(40)], [20] * 40)
+    pols = [make_policy("continuous", max_seqs=32, max_batched_tokens=1024), make_policy("static", max_batch=8)]
+    whole = grid_for_policies(wl, pols)
+    sized = grid_for_policies(wl, pols, Reach(2, 890))
+    assert whole.decode_rows[-1] == 32 and sized.decode_rows[-1] == 2 and sized.prefill_rows[-1] == 2
+    assert sized.max_prefill_tokens == 2 * 890  # a padded pass of the rows reached, at the longest prompt
+    assert grid_for_policies(wl, pols, Reach(64, 10**6)).decode_rows[-1] == 32
+
+
+def test_a_grid_over_budget_is_thinned_until_it_fits_and_one_under_it_is_kept():
+    big = grid_for_policies(make_workload(Poisson(5.0), Uniform(16, 1000), Uniform(16, 200), n=50, seed=0),
+                            [make_policy("continuous", max_seqs=64, max_batched_tokens=2048)])
+    slow = LinearStepTime(5e-3, 2e-4, 1e-3, 1e-7)
+    full = estimate(big, slow)
+    thin, est = within_budget(big, slow, full / 4)
+    assert est <= full / 4 < full and est == pytest.approx(estimate(thin, slow))
+    assert len(schedule(thin)) < len(schedule(big)) and thin.decode_rows[-1] == big.decode_rows[-1]
+    assert within_budget(big, slow, full * 2) == (big, full)
+    with pytest.raises(ConfigError, match="budget"):
+        within_budget(big, slow, 0)
+
+
+def test_progress_says_what_is_left_scaled_by_how_the_ticks_so_far_ran():
+    now = [0.0]
+    lines: list[str] = []
+    t = Ticker([1.0, 1.0, 2.0], lines.append, every=3600, clock=lambda: now[0])
+    try:
+        assert t.line().endswith("about 4 s left")  # nothing timed yet: the pilot's price
+        now[0] = 2.0
+        t.update()  # the first shape took twice its price
+        assert t.line() == "profiling: 1 of 3 shapes timed, about 6 s left"
+        now[0] = 3.0  # one second into the second: 2 s of it left, then 4 s
+        assert t.line().endswith("about 5 s left")
+    finally:
+        t.close()
+    assert lines == []  # no line before ``every`` seconds
+
+
+def test_the_costs_follow_the_schedule():
+    assert len(point_costs(TINY, PRICE)) == len(schedule(TINY)) and min(point_costs(TINY, PRICE)) > 0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "100000"])
+def test_a_bad_profile_budget_is_one_line_and_exit_2(value, capsys):
+    assert realrun_main(["compare", "--profile-budget", value, "--requests", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile-budget" in err[0]
