@@ -138,7 +138,8 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     assert (m.decode.z > 0).all() and (np.diff(m.decode.z, axis=0) >= 0).all()
     # A longer prompt never costs less. (Not "more": on tiny-gpt2 a 60-token prefill and an 8-token one
     # differ by less than this host's noise, and the fit, kept non-decreasing, then prices them alike.)
-    assert float(m.prefill(1, 60)[0]) >= float(m.prefill(1, 8)[0])
+    # Within rounding: two points made equal interpolate a unit in the last place apart (seen beside busy work).
+    assert float(m.prefill(1, 60)[0]) >= float(m.prefill(1, 8)[0]) * (1 - 1e-12)
     # In seconds, not milliseconds: a 1-row step of tiny-gpt2 is a few ms on a quiet machine, tens beside other
     # work; the bounds only catch a unit slip (how fast this machine is, is not a test's business).
     assert 1e-5 < float(m.decode(1, 32)[0]) < 5.0
