@@ -53,6 +53,7 @@ from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
 from realrun.calibrate import sized_profile  # noqa: E402
 from realrun.engine import Engine  # noqa: E402
 from realrun.model import load_model  # noqa: E402
+from realrun.pass_level import priced_passes  # noqa: E402
 from realrun.runner import limits_for, run_real  # noqa: E402
 
 from host import yardstick  # noqa: E402  (bench/host.py)
@@ -92,13 +93,12 @@ def kind_of(p) -> str:
 
 def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
     """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
-    m = model.for_policy(policy)
     out: dict[str, list[float]] = {}
-    for p, secs in run.meta.get("passes") or []:
+    for p, priced, secs in priced_passes(run, model.for_policy(policy)):  # a step after an idle: its cold start too
         for key in (kind_of(p), "all"):
             acc = out.setdefault(key, [0.0, 0.0])
             acc[0] += secs
-            acc[1] += m.pass_time(p)
+            acc[1] += priced
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
@@ -111,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=",".join(FAMILIES), help="comma-separated families")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--save", default=None, metavar="PATH", help="write the profile's calibration here")
+    ap.add_argument("--calibration", default=None, metavar="PATH",
+                    help="price with this calibration instead of profiling (one made by --save on this machine)")
     a = ap.parse_args(argv)
     families = a.only.split(",")
     lm = load_model(a.model, device="cpu", threads=a.threads)
@@ -124,17 +127,26 @@ def main(argv=None) -> int:
         units[name] = make_workload(Poisson(1.0), prompt, output, n=400, seed=a.seed)
         builders[name] = lambda pol=pol, knobs=knobs: make_policy(pol, **knobs)
     # One profile for every family: each family's workload stacked (the grid covers all of them).
-    stacked = Workload.from_arrays(np.concatenate([u.arrivals for u in units.values()]),
-                                   np.concatenate([u.prompt_tokens for u in units.values()]),
-                                   np.concatenate([u.output_tokens for u in units.values()]), "every family")
+    order = np.argsort(np.concatenate([u.arrivals for u in units.values()]), kind="stable")
+    stacked = Workload.from_arrays(*(np.concatenate([getattr(u, f) for u in units.values()])[order]
+                                     for f in ("arrivals", "prompt_tokens", "output_tokens")), "every family")
     notes: list[str] = []
     t0 = time.monotonic()
-    prof = sized_profile(engine, stacked, builders, [b() for b in builders.values()], limits, budget_s=240.0,
-                         say=lambda s: print(s, file=sys.stderr, flush=True), notes=notes, busy=a.load)
-    print("\n".join(notes))
-    print(prof.text())
-    print(f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot {time.monotonic() - t0:.0f} s")
-    model = prof.model
+    if a.calibration:
+        from realrun.profile import load_calibration
+
+        model = load_calibration(a.calibration)
+        print(f"priced with {a.calibration} (not profiled now)")
+    else:
+        prof = sized_profile(engine, stacked, builders, [b() for b in builders.values()], limits, budget_s=240.0,
+                             say=lambda s: print(s, file=sys.stderr, flush=True), notes=notes, busy=a.load)
+        print("\n".join(notes))
+        print(prof.text())
+        print(f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot "
+              f"{time.monotonic() - t0:.0f} s")
+        if a.save:
+            prof.write(a.save)
+        model = prof.model
     workloads = {}
     for name, unit in units.items():
         f = rate_factor_for_busy(unit, builders[name], model, a.load, limits)
@@ -144,7 +156,7 @@ def main(argv=None) -> int:
     rows = []  # (round, family, {kind: (measured, priced)})
     for r in range(a.rounds):
         for name in rng.permutation(families):
-            res = run_real(workloads[name], builders[name](), engine, limits=limits)
+            res = run_real(workloads[name], builders[name](), engine, limits=limits, trace=True)
             rows.append((r, name, ratios(res, model, FAMILIES[name][2])))
             print(f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
                   f"{rows[-1][2]['all'][0] / rows[-1][2]['all'][1]:.3f}x their price", file=sys.stderr, flush=True)

@@ -8,8 +8,8 @@ with sampled step times, then measured ``--repeats`` times. One table of errors 
 prediction against the median measurement, (predicted - measured) / measured, with vLLM's busy
 share and the repeats' spread of p50 E2E; each shape's rate is set for ``--load`` busy (0.7), the
 saturated shape's is past capacity (the goal holds at 50-85 % busy: p50 E2E within 10 %,
-p99 E2E within 20 %, p50 TTFT within 15 %); then, per shape, how many metrics agree / are within
-the repeats' noise / disagree and how many measured medians fall in the predicted 90 % band. "drift" is how
+p99 E2E within 20 %, p50 TTFT within 15 %); then, per shape, how many metrics agree / disagree / this
+machine cannot tell and how many runs fall inside their one-run 90 % interval. "drift" is how
 much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
 than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
 
@@ -110,23 +110,28 @@ def main(argv=None) -> int:
 
 
 def _verdicts(rows) -> str:
-    """Per shape: the verdicts of the goal's metrics and of the rest, and the measured medians in the band;
-    then the share at 50-85 % busy against the issue's targets (80 % no further than a repeat, 85 % in band)."""
-    lines, near, inside = [], [], []
+    """Per shape: the verdicts by equivalence (``realrun.equivalence``) and how many of the runs lie inside
+    their one-run interval (``realrun.interval``); then the share at 50-85 % busy (target 80-95 %). The
+    runs are held out from the level (the prediction was made before them), not from the run-to-run
+    spread, which their own passes measured: ``bench/fidelity.py --coverage`` holds runs out of both."""
+    lines, inside = [], []
     for name, busy, _, _, _, run in rows:
-        v = {k: x for k, x in (run.get("verdict") or {}).items() if x is not None}
-        b = {k: x for k, x in (run.get("in_band") or {}).items() if x is not None}
-        counts = ", ".join(f"{sum(x == kind for x in v.values())} {kind}" for kind in ("agrees", "within noise", "disagrees"))
-        lines.append(f"{name:8s} {busy:5.0%}  {counts}; measured median in the 90 % band: {sum(b.values())} of {len(b)}"
-                     + (f"; outside: {', '.join(k for k, x in b.items() if not x)}" if b and not all(b.values()) else ""))
+        v = {k: x for k, x in (run.get("verdicts") or {}).items() if x is not None}
+        iv = {k: x for k, x in (run.get("interval_one_run") or {}).items() if x is not None}
+        held = [lo <= rep[k] <= hi for k, (lo, hi) in iv.items() if k in COVERED for rep in run.get("repeats") or []
+                if rep.get(k) is not None]
+        counts = ", ".join(f"{sum(x == kind for x in v.values())} {kind}" for kind in ("agrees", "disagrees", "cannot tell"))
+        lines.append(f"{name:8s} {busy:5.0%}  {counts}; runs inside their one-run interval: {sum(held)} of {len(held)}")
         if 0.5 <= busy <= 0.85:
-            near += [x != "disagrees" for x in v.values()]
-            inside += list(b.values())
-    if near:
-        lines.append(f"at 50-85 % busy: no further than a repeat in {sum(near)} of {len(near)} ({sum(near) / len(near):.0%}, "
-                     f"target 80 %); inside the band in {sum(inside)} of {len(inside)}"
-                     + (f" ({sum(inside) / len(inside):.0%}, target 85 %)" if inside else ""))
+            inside += held
+    if inside:
+        lines.append(f"at 50-85 % busy: runs inside their one-run 90 % interval {sum(inside)} of {len(inside)} "
+                     f"({sum(inside) / len(inside):.0%}, target 80-95 %)")
     return "\n".join(lines)
+
+
+#: The metrics the runs are held to their intervals on: those the course holds a tolerance for.
+COVERED = ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput")
 
 
 if __name__ == "__main__":

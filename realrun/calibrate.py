@@ -45,7 +45,8 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
             notes.append(f"warning: calibration {args.calibration} prices steps as the {model.plan!r} pass plan, but this "
                          f"engine runs them as {runs!r} (its KV {engine.kv_layout}): profile again (omit --calibration), "
                          f"or run with --kv {'padded' if model.plan == 'grouped' else 'auto'}")
-        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear")}}
+        cal_info = {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout", "linear",
+                                                                           "run_spread")}}
         notes.extend(_coverage_notes(info, workload))
         return model, cal_info
     if args.grid != "auto" and args.grid not in GRIDS:
@@ -110,9 +111,10 @@ def sized_profile(engine, workload, builders: dict, policies: list, limits=None,
         if isinstance(ticker, Ticker):
             ticker.close()
     timed = f"{prof.info['rounds_timed']} of {grid.rounds} rounds" if prof.info["rounds_timed"] < grid.rounds else "every round"
+    sizing_s = time.monotonic() - t0 - prof.seconds  # the pilot and the simulations that sized the grid
     notes.append(f"profile: {prof.seconds:.0f} s against an estimate of {est:.0f} s ({timed}; pilot and sizing "
-                 f"{time.monotonic() - t0 - prof.seconds:.1f} s)")
-    prof.info.update({"estimate_s": round(est, 1), "pilot_s": round(time.monotonic() - t0 - prof.seconds, 2),
+                 f"{sizing_s:.1f} s)")
+    prof.info.update({"estimate_s": round(est, 1), "pilot_s": round(sizing_s, 2),
                       "reach": {"rows": got.rows, "prefill_tokens": got.prefill_tokens}, "budget_s": budget_s,
                       "schedule_points": len(schedule(grid))})
     return prof

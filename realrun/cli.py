@@ -106,6 +106,9 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
                        "shuffled order, a canary of fixed passes timed before and after each run (default 1)")
         g.add_argument("--busy", type=float, default=None, help="set each policy's arrival rate so the simulated server is "
                        "busy this fraction of the time (0.7: 70 %% load); the workload's own rate is only its shape")
+        g.add_argument("--explain", action="store_true",
+                       help="besides the one-screen table: every metric, the seeds' band, the canaries, the notes and "
+                       "where each error came from (the replay and the cost model per kind of pass)")
         g.add_argument("--no-speed-check", action="store_true",
                        help="predict at the profile's level as it was measured; by default a canary of fixed profiled "
                             "passes is timed before and after every run and the prediction is moved to the machine's level "

@@ -5,11 +5,10 @@ already holds. Two questions, in the order a student asks them:
 
 1. **Is the ranking of the policies preserved?** (``realrun.ranking``: every pair told apart
    by more than its runs' spread, predicted the same way round.)
-2. **How do the errors compare with the run-to-run spread this machine showed?** The median
-   and the largest error beside the median and the largest spread of the repeats, and how
-   many metrics agree within target, are within the spread, or miss by more than both
-   (``realrun.verdict``). With one run per policy there is no spread to compare with, and
-   the line says so rather than calling every error an error.
+2. **How many metrics agree, disagree, or cannot be told on this machine?** The median and
+   the largest error, then the verdicts by equivalence (``realrun.equivalence``: the error's
+   90 % interval against the metric's tolerance), and the machine's run-to-run spread they
+   stand on, with where it came from (with one run per policy: the canaries, or assumed).
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .compare_row import CompareReport
+from .compare_table import DEFAULT_METRICS
+from .equivalence import EQ_VERDICTS
 from .ranking import RANK_BY, measured_order, metric_name, pairs
 
 __all__ = ["verdict_line", "verdict_dict"]
@@ -48,16 +49,15 @@ def _errors(rows) -> str:
     worst = max(errs)
     med = float(np.median([e for e, *_ in errs]))
     head = f"errors {med:.0f} % median, {worst[0]:.0f} % largest ({worst[1]} {metric_name(worst[2])})"
-    verdicts = [v for row in rows for v in row.verdicts.values() if v is not None]
-    agree = sum(v == "agrees" for v in verdicts)
-    noise = [n for row in rows for n in row.noise.values() if n is not None]
-    if not noise:
-        return (f"{head}; one run per policy, so this machine's run-to-run spread is unknown (--repeats 2 measures "
-                f"it): {agree} of {len(verdicts)} metrics within target")
-    within = sum(v == "within noise" for v in verdicts)
-    return (f"{head}, against a run-to-run spread of {float(np.median(noise)):.0f} % median, {max(noise):.0f} % largest "
-            f"on this machine: {agree} of {len(verdicts)} metrics within target, {within} within the spread, "
-            f"{len(verdicts) - agree - within} beyond both")
+    # The metrics the course holds a tolerance for, as the table shows them.
+    verdicts = [v for row in rows for k, v in row.verdicts.items() if v is not None and k in DEFAULT_METRICS]
+    if not verdicts:
+        return head
+    n = {v: sum(x == v for x in verdicts) for v in EQ_VERDICTS}
+    spread = rows[0].spread
+    where = f" (this machine's level moves {spread.sd:.0%} from run to run, {spread.source})" if spread is not None else ""
+    return (f"{head}: of {len(verdicts)} toleranced figures, {n['agrees']} agree within tolerance, {n['disagrees']} disagree, "
+            f"{n['cannot tell']} this machine cannot tell{where}")
 
 
 def verdict_line(report: CompareReport, key: str = RANK_BY) -> str:

@@ -129,7 +129,7 @@ def all_rejected(results: dict) -> int:
 
 def printable(meta: dict) -> dict:
     """The meta a JSON report prints: without the per-step and per-token logs a run keeps for compare."""
-    return {k: v for k, v in meta.items() if k not in ("trace", "passes", "outputs", "step_shapes")}
+    return {k: v for k, v in meta.items() if k not in ("trace", "passes", "pass_idle", "outputs", "step_shapes")}
 
 
 def vllm_server(args, setup: RunSetup, lm):

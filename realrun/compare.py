@@ -41,6 +41,7 @@ from batchsim.core.metrics import SLO, summarize
 from batchsim.core.policies import Policy
 from batchsim.core.result import RunResult
 from batchsim.core.workload import Workload
+from batchsim.sim.level import LevelStepTime
 from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
@@ -48,9 +49,19 @@ from batchsim.sim.steptime import StepTimeModel
 from .canary import CanaryReading, Level, session_level
 from .compare_plot import plot_compare
 from .compare_row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
-from .decompose import decompose, format_decomposition
-from .pass_level import PassLevel, pass_level
-from .verdict import TARGETS, band_of, median_summary
+from .compare_table import format_compare
+from .decompose import decompose
+from .equivalence import pooled_log_sd
+from .interval import (
+    ASSUMED,
+    LEVEL_STEP,
+    MetricSpread,
+    RunSpread,
+    elasticity,
+    seed_log_sd,
+)
+from .pass_level import PassLevel, pass_level, run_level
+from .verdict import band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
            "plot_compare", "predict_runs", "worst_error", "counted_only"]
@@ -82,6 +93,7 @@ def compare_policies(
     noise: str = "profiled",
     level: bool = True,
     adjust=None,
+    stored_spread: RunSpread | None = None,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
@@ -99,7 +111,8 @@ def compare_policies(
     ``noise``: ``with_noise``'s choice for the seeds (``profiled``: the passes' spread and the slow drift).
     ``adjust(result) -> result``, when given, is applied to every simulated result before it is read
     (vLLM's side: each token reaches the client a profiled delivery lag after its step), so the
-    median and the band are of what the client would see.
+    median and the band are of what the client would see. ``stored_spread``: the machine's run-to-run
+    spread from an earlier compare, used where this one cannot measure its own (``run_spread``).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -120,6 +133,7 @@ def compare_policies(
             report.rows.append(_row(label, sim_policy, spare_sim[label], runs[label], models[label], wl_of(label), limits,
                                     slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
                                     order_seed, adjust))
+    _judge_rows(report, stored_spread)
     return report
 
 
@@ -150,13 +164,13 @@ def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np
 def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int,
                  adjust=None) -> list[RunResult]:
     """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k (``noise``:
-    ``with_noise``'s choice) and, with a level, its level from ``default_rng([order_seed, k, ...])``;
-    each result passed through ``adjust`` when given."""
+    ``with_noise``'s choice), every seed at the level ``lv`` (or the profile's); each result passed through
+    ``adjust`` when given. ``order_seed`` is kept for the callers' signature: the seeds alone set the draws."""
     out = []
     for k, p in enumerate(policies):
-        m = st
-        if lv is not None:
-            m = lv.model(st, np.random.default_rng([order_seed, k, 0x1E7E1]) if seeds > 1 else None)
+        # Every seed at the same level: the level's move from one run to the next enters the intervals
+        # analytically (realrun.interval), so drawing it here as well would count it twice.
+        m = lv.model(st) if lv is not None else st
         sim = simulate(workload, p, with_noise(m, k, noise) if seeds > 1 else m, limits=limits)
         out.append(adjust(sim) if adjust is not None else sim)
     return out
@@ -173,6 +187,7 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     # Fresh policies for the predictions beside the first, made before any simulation touches them.
     fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None
     after = [copy.deepcopy(p) for p in [sim_policy, *spares]] if pl is not None else None
+    probes = [copy.deepcopy(sim_policy) for _ in range(2)]
     sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust)
     first = reals[0]
     stopped = str(reals[-1].meta.get("stopped") or "")
@@ -187,6 +202,8 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     meas = [summarize(x, slo) for x in reals]
     row = CompareRow(label, repr(sim_policy), median_summary(preds), median_summary(meas), sims[0], first,
                      band=band_of(preds, KEYS) if seeds > 1 else {}, repeats=meas, canary=canary, seeds=seeds)
+    row.parts = _parts(preds, workload, probes, lv.model(st) if lv is not None else st, limits, seeds, noise, adjust, slo)
+    row.run_levels = [x for x in (run_level(r, st, sim_policy.name) for r in reals) if x is not None]
     if lv is not None:
         at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed, adjust)
         row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
@@ -196,6 +213,45 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
         # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
         row.decomposition = decompose(workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits)
     return row
+
+
+def _parts(preds: list[dict], workload, probes, st, limits, seeds: int, noise: str, adjust, slo) -> dict[str, MetricSpread]:
+    """Per metric, the seeds' spread of ln(metric) and its elasticity to the machine's level, read from
+    the policy at the level ÷ and × ``LEVEL_STEP``, with the first seed's draws on both sides (the same
+    luck, so the difference is the level's alone)."""
+    at = []
+    for f, p in zip((1.0 / LEVEL_STEP, LEVEL_STEP), probes):
+        m = LevelStepTime(st, f, f)
+        sim = simulate(workload, p, with_noise(m, 0, noise) if seeds > 1 else m, limits=limits)
+        at.append(summarize(adjust(sim) if adjust is not None else sim, slo))
+    return {k: MetricSpread(seed_log_sd([x.get(k) for x in preds]), elasticity(at[0].get(k), at[1].get(k)))
+            for k in KEYS}
+
+
+def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpread:
+    """The machine's run-to-run spread for this compare: from its runs' passes (two or more runs of a
+    policy), else the canaries' (when they could tell), else ``stored`` (an earlier compare's), else
+    ``ASSUMED``; each says where it came from."""
+    found = RunSpread.from_levels({r.label: r.run_levels for r in report.rows if not r.partial})
+    if found is not None:
+        return found
+    lv = report.level
+    if lv is not None and (lv.prefill_run_sd > 0 or lv.decode_run_sd > 0):
+        sd = float(np.sqrt((lv.prefill_run_sd ** 2 + lv.decode_run_sd ** 2) / 2))
+        return RunSpread(sd, f"the canaries around {lv.readings // 2} runs (a few passes each)", lv.readings // 2, 0)
+    return stored if stored is not None else ASSUMED
+
+
+def _judge_rows(report: CompareReport, stored: RunSpread | None) -> None:
+    """The compare's run-to-run spread, and per metric the repeats' spread pooled over the policies:
+    what every row's intervals and verdicts stand on."""
+    report.spread = run_spread(report, stored)
+    whole = [r for r in report.rows if not r.partial]
+    for k in KEYS:
+        sd, df = pooled_log_sd([[x.get(k) for x in r.repeats] for r in whole])
+        report.metric_sd[k] = (sd, df) if sd is not None and df >= 2 else None
+    for r in report.rows:
+        r.spread, r.metric_sd = report.spread, report.metric_sd
 
 
 def _after_the_run(row: CompareRow, pl: PassLevel, policies, st, workload, limits, slo, seeds, noise, order_seed,
@@ -222,60 +278,3 @@ def worst_error(report: CompareReport) -> tuple[str, str, float] | None:
             if e is not None and (worst is None or abs(e) > abs(worst[2])):
                 worst = (row.label, k, e)
     return worst
-
-
-_SHORT = {"agrees": "agrees", "within noise": "in noise", "disagrees": "DISAGREES"}
-
-
-def format_compare(report: CompareReport, decomposition: bool = True) -> str:
-    """One block per policy: metric, predicted (and its band), measured (and the repeats' spread),
-    error and verdict; then where the error came from."""
-    banded = any(r.band for r in report.rows)
-    repeated = any(len(r.repeats) > 1 for r in report.rows)
-    head = ("policy", "metric", "predicted", *(("90% band",) if banded else ()), "measured",
-            *(("repeats ±",) if repeated else ()), "error", "verdict")
-    lines: list[tuple[str, ...]] = []
-    for row in report.rows:
-        errs, noise, verdicts, inside = row.errors, row.noise, row.verdicts, row.in_band
-        for i, (key, label, scale, fmt) in enumerate(COMPARE_METRICS):
-            p, m, e, b = row.predicted.get(key), row.measured.get(key), errs[key], row.band.get(key)
-            v = _SHORT.get(verdicts[key] or "", "-")
-            if inside[key] is not None:
-                v += ", in band" if inside[key] else ", outside band"
-            lines.append((
-                row.label if i == 0 else "",
-                label,
-                "-" if p is None else fmt.format(p * scale),
-                *((f"{fmt.format(b[0] * scale)}-{fmt.format(b[1] * scale)}" if b else "-",) if banded else ()),
-                "-" if m is None else fmt.format(m * scale),
-                *(("-" if noise[key] is None else f"{noise[key]:.1f}%",) if repeated else ()),
-                "-" if e is None else f"{e:+.0f}%",
-                v,
-            ))
-        extra = row.measured
-        runs = f", {len(row.repeats)} runs" if len(row.repeats) > 1 else ""
-        seeds = f", {row.seeds} seeds" if row.seeds > 1 else ""
-        lines.append(("", f"(done {extra['completed']}, rejected {extra['rejected']}, mean batch "
-                          f"{extra['mean_batch_size']:.1f}, busy {extra['busy_fraction']:.0%}{runs}{seeds})"))
-    cells = [r for r in lines if len(r) == len(head)]  # the "(done ...)" lines run across the columns
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(head)] if cells else [len(h) for h in head]
-
-    def fmt_line(cells):
-        if len(cells) < len(head):
-            return " " * widths[0] + "  " + cells[1]
-        return "  ".join(c.ljust(w) if i < 2 or i == len(cells) - 1 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    out = [fmt_line(head), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in lines]
-    if report.rows:
-        counts = {v: sum(r.verdicts[k] == v for r in report.rows for k in KEYS) for v in _SHORT}
-        band = [x for r in report.rows for x in r.in_band.values() if x is not None]
-        out.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items())
-                   + (f"; measured median inside the predicted 90 % band in {sum(band)} of {len(band)}" if band else "")
-                   + " (targets: " + ", ".join(f"{k} {t:g} %" for k, t in TARGETS.items() if k in
-                                              ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot", "request_throughput")) + ")")
-    if decomposition:
-        for row in report.rows:
-            if row.decomposition is not None:
-                out += [""] + format_decomposition(row.label, row.decomposition)
-    return "\n".join(out)

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+from pathlib import Path
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 
 from .calibrate import calibration as _calibration
-from .reference import REFERENCE
 from .command_parts import load, make_engine, measure_fn, vllm_server, wants_progress
-from .real_span import check_real_span
-from .run_setup import RunSetup
 from .progress import Progress, progress_lines
+from .real_span import check_real_span
+from .reference import REFERENCE
+from .run_setup import RunSetup
 
 __all__ = ["compare", "PROFILE_S"]
 
@@ -110,10 +112,44 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
     report = compare_policies(workloads, pairs, measure, step_times, slo=setup.slo,
                               limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
                               order_seed=setup.seed, canary=canary, noise=args.step_noise or "profiled",
-                              level=not getattr(args, "no_speed_check", False), adjust=adjust)
+                              level=not getattr(args, "no_speed_check", False), adjust=adjust,
+                              stored_spread=stored_spread(cal_info))
+    keep_spread(report, cal_info, fresh=not args.calibration, notes=notes)
     _report_notes(report, setup, lm, server, ours, canary, step_times, cal_info, say, warn,
                   reference=args.calibration == REFERENCE)
     return report_compare(args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
+
+
+def stored_spread(cal_info: dict):
+    """The run-to-run spread an earlier compare stored with this calibration (None: none, or unreadable)."""
+    from .interval import RunSpread
+
+    got = cal_info.get("run_spread")
+    try:
+        return RunSpread(float(got["sd"]), f"stored with the calibration by an earlier compare: {got['source']}",
+                         int(got.get("runs", 0)), int(got.get("df", 0))) if isinstance(got, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
+    """Store the spread this compare measured from its runs' passes with the calibration it profiled, so a
+    later compare on it with one run per policy stands on this machine's spread, not an assumed one.
+    Only a calibration profiled now is written to: a given file (the course's reference, say) is never touched."""
+    from batchsim.core.files import dumps
+
+    spread, path = report.spread, cal_info.get("file")
+    if not fresh or spread is None or spread.df < 2 or not path:
+        return
+    try:
+        obj = json.loads(Path(path).read_text())
+        obj["run_spread"] = spread.as_dict()
+        tmp = Path(path).with_suffix(".json.tmp")
+        tmp.write_text(dumps(obj))
+        tmp.replace(path)
+        notes.append(f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later compares")
+    except (OSError, ValueError) as e:
+        notes.append(f"note: the run-to-run spread was not stored in {path}: {e}")
 
 
 def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress):

@@ -83,6 +83,9 @@ def _as_json(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_i
                                  "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
         "figures": [str(p) for p in paths if p.suffix == ".png"],
         "verdict": verdict_dict(report) if report.rows else None,
+        "run_spread": report.spread.as_dict() if report.spread is not None else None,
+        "metric_spread": {k: (None if v is None else {"sd": round(v[0], 4), "df": v[1]})
+                          for k, v in report.metric_sd.items()},
         "wall_s": round(wall_s, 1),
         "notes": setup.notes + report.notes,
     }
@@ -93,19 +96,29 @@ def _print_report(args, setup: RunSetup, lm, report: CompareReport, results: dic
     """The report as a table and its notes, printed before any file is written."""
     from .compare import format_compare
 
+    explain = bool(getattr(args, "explain", False))
     print(title)
     print(f"model: {lm.describe()}")
-    print()
-    print(format_compare(report))
+    print(f"workload: {len(setup.workload)} requests, {setup.workload.description}")
+    print(format_compare(report, explain=explain))
     for line in rejection_lines(results):
         print(line)
-    print()
-    print("error = (predicted - measured) / measured")
-    for n in setup.notes + report.notes:
-        print(n)
-    print(f"workload: {len(setup.workload)} requests, {setup.workload.description}")
-    if report.rows:
-        print(memory_line(report.rows[-1].real.meta))
+    notes = setup.notes + report.notes
+    if explain:
+        print()
+        print("error = (predicted - measured) / measured")
+        for n in notes:
+            print(n)
+        if report.rows:
+            print(memory_line(report.rows[-1].real.meta))
+    else:
+        # Warnings and where the calibration went stay on the one screen; the rest is --explain's.
+        kept = [n for n in notes if n.startswith(("warning", "calibration (", "interrupted"))]
+        for n in kept:
+            print(n)
+        if len(notes) > len(kept):
+            print(f"({len(notes) - len(kept)} more notes on the profile, the canaries and the level: --explain shows them "
+                  "with every metric and where each error came from; --json keeps everything)")
     print(load_line())
     for s in stopped:
         print(f"note: {s}")

@@ -12,8 +12,10 @@ from batchsim.core.result import RunResult
 
 from .canary import CanaryReading, Level
 from .decompose import Decomposition
+from .equivalence import Judgement, judge
+from .interval import RunSpread, interval_for
 from .pass_level import PassLevel
-from .verdict import TARGETS, noise_pct, verdict
+from .verdict import TARGETS, noise_pct
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "error_pct", "KEYS", "THROUGHPUT"]
 
@@ -60,6 +62,11 @@ class CompareRow:
     predicted_at_profile: dict | None = None  # the median prediction at the profile's level (a level was applied)
     pass_level: PassLevel | None = None  # the level the runs' own passes read (realrun.pass_level)
     predicted_at_passes: dict | None = None  # the median prediction at that level, made after the run
+    parts: dict = field(default_factory=dict)  # {metric: MetricSpread}: the seeds' spread and the level's elasticity
+    run_levels: list = field(default_factory=list)  # each run's level over its passes (measured / priced)
+    spread: RunSpread | None = None  # the machine's run-to-run spread this compare used (realrun.interval)
+    metric_sd: dict = field(default_factory=dict)  # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
+    ref_runs: int = 1  # runs the prediction's level was read from (the profile: one)
 
     @property
     def errors(self) -> dict[str, float | None]:
@@ -71,19 +78,72 @@ class CompareRow:
         """How far the repeats lie from their median, % per metric (None with one repeat)."""
         return noise_pct(self.repeats, KEYS)
 
+    def _judged(self, k: str) -> bool:
+        return not (self.partial and k in THROUGHPUT) and k in self.parts and self.spread is not None
+
+    def interval(self, repeats: int = 1) -> dict[str, list[float] | None]:
+        """{metric: [low, high]}: where the median of ``repeats`` new runs lands 90 % of the time
+        (``realrun.interval``; empty before the compare has its spread)."""
+        return {k: interval_for(self.predicted.get(k), self.parts[k], self.spread, repeats, self.ref_runs)
+                for k in KEYS if self._judged(k)}
+
+    @property
+    def interval_one_run(self) -> dict[str, list[float] | None]:
+        return self.interval(1)
+
+    @property
+    def interval_median(self) -> dict[str, list[float] | None]:
+        return self.interval(max(1, len(self.repeats)))
+
+    @property
+    def judgements(self) -> dict[str, Judgement | None]:
+        """Per metric, the verdict by equivalence (``realrun.equivalence``): the repeats' spread pooled over
+        the compare's policies where it has two degrees of freedom, else the spread the interval model
+        expects of one run (taken as known)."""
+        out: dict[str, Judgement | None] = {}
+        for k in KEYS:
+            if not self._judged(k):
+                out[k] = None
+                continue
+            runs = [x.get(k) for x in self.repeats] or [self.measured.get(k)]
+            pooled = self.metric_sd.get(k)
+            if pooled is not None:
+                sd, df, src = pooled[0], pooled[1], f"the repeats, pooled over the policies ({pooled[1]} df)"
+            else:
+                sd, df, src = self.parts[k].run_sd(self.spread), None, "expected: " + self.spread.source
+            out[k] = judge(self.predicted.get(k), runs, TARGETS[k], sd, df, src, self.parts[k].seed_sd, self.seeds)
+        return out
+
     @property
     def verdicts(self) -> dict[str, str | None]:
-        errs, noise = self.errors, self.noise
-        return {k: verdict(errs[k], TARGETS[k], noise[k]) for k in KEYS}
+        """agrees / disagrees / cannot tell per metric (None: not judged)."""
+        return {k: (j.verdict if j is not None else None) for k, j in self.judgements.items()}
+
+    @property
+    def causes(self) -> dict[str, str | None]:
+        """Per metric that disagrees: ``level`` where the prediction at the level the runs' passes read
+        is within tolerance (the machine moved since the profile, not the model), else ``model``."""
+        at = self.errors_at_passes
+        return {k: (None if v != "disagrees" else
+                    "level" if at.get(k) is not None and abs(at[k]) <= TARGETS[k] else "model")
+                for k, v in self.verdicts.items()}
 
     @property
     def in_band(self) -> dict[str, bool | None]:
-        """Whether the median measurement lies inside the predicted 90 % band (None: no band)."""
+        """Whether the median measurement lies inside the interval for the median of the repeats (None: none)."""
+        iv = self.interval_median
         out = {}
         for k in KEYS:
-            b, m = self.band.get(k), self.measured.get(k)
-            out[k] = None if b is None or m is None or (self.partial and k in THROUGHPUT) else bool(b[0] <= m <= b[1])
+            b, m = iv.get(k), self.measured.get(k)
+            out[k] = None if b is None or m is None else bool(b[0] <= m <= b[1])
         return out
+
+    @property
+    def in_one_run(self) -> dict[str, list[bool]]:
+        """Per metric, whether each repeat lies inside the one-run interval (what coverage counts)."""
+        iv = self.interval_one_run
+        return {k: [bool(b[0] <= x.get(k) <= b[1]) for x in self.repeats if x.get(k) is not None]
+                for k, b in iv.items() if b is not None}
 
     @property
     def busy(self) -> float:
@@ -107,7 +167,12 @@ class CompareRow:
     def as_dict(self) -> dict:
         return {"predicted": self.predicted, "predicted_band": self.band, "measured": self.measured,
                 "repeats": self.repeats, "error_pct": self.errors, "repeat_spread_pct": self.noise,
-                "verdict": self.verdicts, "in_band": self.in_band, "seeds": self.seeds,
+                "verdicts": self.verdicts, "in_band": self.in_band, "seeds": self.seeds,
+                "interval_one_run": self.interval_one_run, "interval_median": self.interval_median,
+                "judgements": {k: (j.as_dict() if j is not None else None) for k, j in self.judgements.items()},
+                "causes": {k: c for k, c in self.causes.items() if c is not None},
+                "run_levels": [round(x, 4) for x in self.run_levels],
+                "elasticity": {k: round(p.elasticity, 3) for k, p in self.parts.items()},
                 "canary_s": [[_seconds(x) for x in c] for c in self.canary],
                 "canary": [[x.as_dict() if isinstance(x, CanaryReading) else None for x in c] for c in self.canary],
                 **({"predicted_at_profile": self.predicted_at_profile,
@@ -127,3 +192,5 @@ class CompareReport:
     figures: list = field(default_factory=list)
     config: dict = field(default_factory=dict)
     level: Level | None = None  # the machine's level over the runs, from the canaries (None: no canary readings)
+    spread: RunSpread | None = None  # the machine's run-to-run spread the intervals stand on
+    metric_sd: dict = field(default_factory=dict)  # {metric: (sd of ln, df)}: the repeats pooled over the policies

@@ -158,6 +158,12 @@ class Engine:
         self.kv.reset()
         self.passes = 0
         self.pass_log: list[tuple[Pass, float]] = []  # every pass run: its planned shape and seconds
+        # In step with ``pass_log`` over a run (only a run reads it): the seconds between the previous step's
+        # last pass and this step's start, on each step's first pass (0 on the others). The simulator
+        # prices a step after the server sat idle with a cold-start extra (``wake_penalty``), so the
+        # pass-by-pass referee (realrun.pass_level) needs to know which passes followed an idle.
+        self.pass_idle: list[float] = []
+        self._last_end: float | None = None
         self.on_tokens: Callable[[list[int], list[int]], None] | None = None  # a live server streams from here
 
     def admit(self, request: Request, prompt: list[int] | None = None) -> None:
@@ -251,6 +257,7 @@ class Engine:
             self._check_decode_rows(step.decode)
         passes = plan_step(step, self.plan)
         log, clock, sync = self.pass_log, self.clock, self.lm.synchronize
+        idle = [t_start - self._last_end if self._last_end is not None else 0.0]
         for j in range(step.repeat):
             joining: list = []
             t = clock() if j == 0 else ends[-1]
@@ -272,6 +279,7 @@ class Engine:
                 sync()  # no-op on a CPU; on a GPU the pass's time is its own
                 t1 = clock()
                 log.append((timed, t1 - t))
+                self.pass_idle.append(idle.pop() if idle else 0.0)
                 t = t1
             for pending in joining:
                 kv.join(pending)
@@ -283,6 +291,8 @@ class Engine:
                 self._eos_new.clear()
             if step.interruptible and should_stop is not None and j + 1 < step.repeat and should_stop():
                 break
+        if ends:
+            self._last_end = ends[-1]
         return t_start, ends
 
     @torch.inference_mode()

@@ -29,7 +29,7 @@ import numpy as np
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import StepTimeModel
 
-__all__ = ["PassLevel", "pass_level", "BLOCKS", "CONTRADICTS"]
+__all__ = ["PassLevel", "pass_level", "run_level", "priced_passes", "BLOCKS", "CONTRADICTS", "IDLE_MIN_S"]
 
 #: Blocks of consecutive passes for the batch-means standard error: enough for a spread, few enough
 #: that each block spans seconds of a run (the slow drift's time scale).
@@ -102,14 +102,37 @@ def _ratio(priced: np.ndarray, measured: np.ndarray) -> tuple[float | None, floa
     return level, se, n
 
 
+#: A pause before a step shorter than this beyond the driver's own gap is the driver's jitter: the
+#: simulator sees no idle there, so no cold start is priced.
+IDLE_MIN_S = 0.5e-3
+
+
+def priced_passes(run, model) -> list[tuple]:
+    """(pass, priced seconds, measured seconds) for each pass of a measured ``run``, as the simulator
+    prices it: the pass's own price, plus the cold start a step pays after the server sat idle
+    (``wake_penalty``; ``meta['pass_idle']`` says which passes followed an idle, and how long). Without
+    that extra, a policy that idles between batches would read as a slow machine."""
+    log = run.meta.get("passes") or []
+    idle = run.meta.get("pass_idle")
+    if idle is None or len(idle) != len(log) or not hasattr(model, "wake_penalty"):
+        idle = None
+    gap = float(getattr(model, "step_gap", 0.0) or 0.0)
+    out = []
+    for i, (p, secs) in enumerate(log):
+        t = model.pass_time(p)
+        if idle is not None and idle[i] - gap > IDLE_MIN_S:
+            t += model.wake_penalty(idle[i] - gap)[1]
+        out.append((p, t, secs))
+    return out
+
+
 def pass_level(runs, step_time: StepTimeModel, policy_name: str) -> PassLevel | None:
     """The level of ``runs`` (measured results of one policy, each with ``meta['passes']``: (Pass,
     seconds) in the order they ran), against ``step_time`` as the policy is priced; None without passes."""
     model = step_time.for_policy(policy_name)
     pre_p, pre_m, dec_p, dec_m = [], [], [], []
     for run in runs:
-        for p, secs in run.meta.get("passes") or []:
-            priced = model.pass_time(p)
+        for p, priced, secs in priced_passes(run, model):
             if p.prefill_rows:
                 pre_p.append(priced)
                 pre_m.append(secs)
@@ -121,3 +144,11 @@ def pass_level(runs, step_time: StepTimeModel, policy_name: str) -> PassLevel | 
     p, pse, pn = _ratio(np.asarray(pre_p, float), np.asarray(pre_m, float))
     d, dse, dn = _ratio(np.asarray(dec_p, float), np.asarray(dec_m, float))
     return PassLevel(p, d, pse, dse, pn, dn)
+
+
+def run_level(run, step_time: StepTimeModel, policy_name: str) -> float | None:
+    """One run's level over all its passes, prefill and decode together (measured total / priced total):
+    what moves from one run to the next (``realrun.interval.RunSpread``); None without passes."""
+    got = priced_passes(run, step_time.for_policy(policy_name))
+    priced = sum(t for _, t, _ in got)
+    return float(sum(s for *_, s in got) / priced) if got and priced > 0 else None

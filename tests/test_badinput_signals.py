@@ -13,6 +13,7 @@ import csv
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from watched import ROOT, WATCHDOG_S, Watched

@@ -112,3 +112,52 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
     assert "is contradicted by the runs' own passes" in notes and "predicted at the profile's level" in notes
     assert "predicted again at that level (after the run" in notes
     assert isinstance(next(iter(report.rows)).canary[0][0], CanaryReading)
+
+
+class _Wakes:
+    """A price of 1 ms a pass, a 0.2 ms gap between steps, and a 3 ms cold start after any idle."""
+
+    step_gap = 2e-4
+
+    def for_policy(self, name):
+        return self
+
+    def pass_time(self, p):
+        return 1e-3
+
+    def wake_penalty(self, idle):
+        return 0.0, 3e-3
+
+
+def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
+    from realrun.pass_level import priced_passes, run_level
+
+    # Every fifth step follows a 50 ms idle and runs 3 ms cold, as the simulator prices it; the others
+    # follow the driver's own 0.2 ms gap (plus 0.1 ms of jitter: not an idle).
+    idle = [0.05 if i % 5 == 0 else 3e-4 for i in range(100)]
+    passes = [(Pass(decode_rows=1, kv_read=10), 1e-3 + (3e-3 if x > 0.01 else 0.0)) for x in idle]
+    run = SimpleNamespace(meta={"passes": passes, "pass_idle": idle})
+    assert run_level(run, _Wakes(), "taxi") == pytest.approx(1.0)
+    assert sum(t for _, t, _ in priced_passes(run, _Wakes())) == pytest.approx(0.1 + 20 * 3e-3)
+    # Without the idle log (an older run, or vLLM's steps) the cold starts read as a slower machine.
+    bare = SimpleNamespace(meta={"passes": passes})
+    assert run_level(bare, _Wakes(), "taxi") == pytest.approx(1.6)
+    # A log out of step with the passes is not trusted.
+    assert run_level(SimpleNamespace(meta={"passes": passes, "pass_idle": idle[:-1]}), _Wakes(), "taxi") == pytest.approx(1.6)
+
+
+def test_the_engine_logs_the_idle_before_each_step():
+    pytest.importorskip("torch")
+    from batchsim import Fixed, Poisson, make_policy, make_workload
+    from realrun.engine import Engine
+    from realrun.model import load_model
+    from realrun.runner import run_real
+
+    lm = load_model("tiny-gpt2", device="cpu", threads=1)
+    wl = make_workload(Poisson(20.0), Fixed(8), Fixed(4), n=6, seed=0)
+    res = run_real(wl, make_policy("taxi"), Engine(lm), trace=True)
+    idle = res.meta["pass_idle"]
+    assert len(idle) == len(res.meta["passes"]) and idle[0] == 0.0 and min(idle) >= 0.0
+    # Taxi runs one request's prefill and decodes as steps back to back; between requests it waits for the
+    # next arrival, so some steps follow an idle and most passes (the repeats of a step) follow a pass.
+    assert sum(x > 0 for x in idle) >= 1 and sum(x == 0 for x in idle) > len(idle) // 2

@@ -143,7 +143,7 @@ def test_a_small_reference_compare_says_what_it_does_and_ends_with_its_verdict(t
     # Four requests on a shared machine may land the two policies within their runs' spread, so any of the
     # three judgements is a correct ending; what is held is that the line judges the ranking and the errors.
     assert re.match(r"verdict: (ranking by p99 E2E (preserved|NOT preserved)|no ranking by p99 E2E to judge)"
-                    r".*; errors \d+ % median, \d+ % largest .* \d+ of \d+ metrics within target", lines[-1]), lines[-1]
+                    r".*; errors \d+ % median, \d+ % largest .*: of \d+ toleranced figures, \d+ agree within tolerance", lines[-1]), lines[-1]
     assert lines[-2].startswith("figure: ")
     assert lines[-3].startswith("wall time: ")
     assert re.search(r"realrun: \[ +\d+ s\] measuring (taxi|continuous), run 1 of 4\n", err), err

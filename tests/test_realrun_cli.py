@@ -48,9 +48,10 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, calibration, capsy
     code, out, err = call(["compare", *SMALL, "--policy", "taxi,continuous", "--calibration", str(calibration),
                            "--out", str(tmp_path)], capsys)
     assert code == 0, err
-    for word in ("predicted", "measured", "error", "taxi", "continuous", "req/s", "p99 TTFT ms", "p50 E2E s",
-                 "timing is real, the text is not"):
+    for word in ("predicted", "one run, 90%", "measured", "error", "taxi", "continuous", "req/s", "p50 E2E s",
+                 "schedule:", "timing is real, the text is not", "--explain"):
         assert word in out
+    assert "p99 TTFT ms" not in out  # one screen: the toleranced metrics only
     fig = tmp_path / "realrun-compare" / "predicted_vs_measured.png"  # --out DIR writes DIR/<scenario>/
     assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     d = tmp_path / "realrun-compare"
@@ -74,8 +75,19 @@ def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibratio
         assert d["replay_max_diff_s"] < 1e-9 and d["passes"]["decode"]["n"] > 0
 
 
+def test_compare_explain_shows_every_metric_the_notes_and_where_the_error_came_from(tmp_path, calibration, capsys):
+    code, out, err = call(["compare", *SMALL, "--policy", "taxi", "--calibration", str(calibration), "--no-plots",
+                           "--explain", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    for word in ("p99 TTFT ms", "mean TPOT ms", "seeds' band", "where the error comes from", "(b) replay",
+                 "error = (predicted - measured) / measured"):
+        assert word in out
+    assert "more notes" not in out
+
+
 def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
-    code, out, err = call(["compare", *SMALL, "--policy", "continuous", "--out", str(tmp_path), "--no-plots"], capsys)
+    code, out, err = call(["compare", *SMALL, "--policy", "continuous", "--out", str(tmp_path), "--no-plots", "--explain"],
+                          capsys)
     assert code == 0, err
     cal = tmp_path / "realrun-compare" / "calibration.json"
     assert cal.is_file() and "calibration (profiled now" in out

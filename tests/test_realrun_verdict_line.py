@@ -61,20 +61,31 @@ def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
     assert "preserved (continuous < dynamic ~ taxi: 2 of 3 pairs" in verdict_line(rep)  # the tie, mis-ordered, not held against it
 
 
+def _judged(*rows: CompareRow) -> CompareReport:
+    """The rows judged as compare judges them: every metric moves one for one with the machine's level."""
+    from realrun.compare import _judge_rows
+    from realrun.interval import MetricSpread
+
+    for r in rows:
+        r.parts = {k: MetricSpread(0.0, 1.0) for k in KEYS}
+    rep = _report(*rows)
+    _judge_rows(rep, None)
+    return rep
+
+
 def test_errors_are_held_up_to_the_spread_the_runs_showed():
-    # taxi misses by 25 % with runs 30 % apart: within the spread; static misses by 25 % with runs 1 % apart: beyond both
-    rep = _report(_row("taxi", 1.25, [0.7, 1.0, 1.3]), _row("static", 5.0, [3.96, 4.0, 4.04]))
-    line = verdict_line(rep)
-    assert "errors 25 % median, 25 % largest" in line
-    assert "run-to-run spread of 16 % median, 43 % largest on this machine" in line  # 43: taxi's throughput, 1/0.7
-    assert "0 of 18 metrics within target, 9 within the spread, 9 beyond both" in line
+    # Runs 30 % apart: a 25 % miss cannot be told from the machine's noise, for either policy (the spread is
+    # the machine's, pooled over both). Runs 1 % apart: the same miss disagrees, and an exact one agrees.
+    noisy = verdict_line(_judged(_row("taxi", 1.25, [0.7, 1.0, 1.3]), _row("static", 5.0, [3.96, 4.0, 4.04])))
+    assert "errors 25 % median, 25 % largest" in noisy
+    assert "of 8 toleranced figures, 0 agree within tolerance, 0 disagree, 8 this machine cannot tell" in noisy
+    tight = verdict_line(_judged(_row("taxi", 1.0, [0.99, 1.0, 1.01]), _row("static", 5.0, [3.96, 4.0, 4.04])))
+    assert "of 8 toleranced figures, 4 agree within tolerance, 4 disagree, 0 this machine cannot tell" in tight
 
 
-def test_one_run_per_policy_says_the_spread_is_unknown():
-    rep = _report(_row("taxi", 1.0, [1.0]), _row("continuous", 0.5, [0.5]))
-    line = verdict_line(rep)
-    assert "one run per policy, so this machine's run-to-run spread is unknown (--repeats 2" in line
-    assert "18 of 18 metrics within target" in line
+def test_one_run_per_policy_stands_on_an_assumed_spread_and_says_so():
+    line = verdict_line(_judged(_row("taxi", 1.0, [1.0]), _row("continuous", 0.5, [0.5])))
+    assert "8 this machine cannot tell" in line and "assumed" in line and "--repeats 2" in line
 
 
 def test_the_verdict_is_one_line():

@@ -32,6 +32,7 @@ import numpy as np
 
 from batchsim.core.driver import INTERRUPTED
 from batchsim.core.limits import ServerLimits
+from batchsim.core.plan import plan_step
 from batchsim.core.recorder import Recorder
 from batchsim.core.result import RunResult
 from batchsim.core.step import Chunk, Step, StepOutcome
@@ -154,6 +155,8 @@ def run_vllm(
     meta = {
         "engine": "vllm", "vllm": server.version, "stopped": stopped, "outputs": run.tokens,
         "vllm_steps": len(steps), "step_shapes": shapes, "delivery_s": delivery, "engine_args": knobs.engine_args(),
+        # Each step as the one fused pass the profile prices it as: the run's own level (realrun.pass_level).
+        "passes": [(plan_step(step, "fused")[0], secs) for step, secs in shapes],
         "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals)) if len(prompts) else 0.0,
     }
     return RunResult(

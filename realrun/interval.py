@@ -1,0 +1,139 @@
+"""Where one new run will land: the prediction as an interval for one run, and for the median of R runs.
+
+A 90 % band over the simulation's seeds holds what varies *inside* a run: which passes were slow,
+when the machine's slow drift struck. On a shared laptop the largest variation is elsewhere: the
+machine's level from one run to the next (a neighbour's build, the fan, the other core), 10-30 %
+on the course's VMs. A band that leaves it out cannot cover, however right the model. So the
+variance of a metric is put together from its parts, on a log scale (a run 10 % slow and one 10 %
+fast are equally far off):
+
+- the run's own luck: the seeds' spread of ln(metric), ``s_seed``;
+- the machine's level from one run to the next, ``σ`` (``RunSpread``, measured on this machine): a
+  run at a level 10 % slower moves a metric by about ``e`` × 10 %, where ``e`` is the metric's
+  elasticity to the level, read from two simulations at the level × 1.1 and ÷ 1.1 (``e`` is about
+  1 for a latency at light load, more near saturation, where waits compound, and about 0 for
+  throughput below saturation, which the arrivals set);
+- the level the prediction was made at is itself a reading, of ``n_ref`` runs (the profile is
+  one): ``σ² / n_ref`` more, shared by every run.
+
+One run: ``sd² = s_seed² + e² σ² (1 + 1/n_ref)``. The median of R runs: the per-run parts shrink
+by the variance of a median of R normal draws, ``1/R`` for R ≤ 2 and ``π / (2R + 1)`` beyond
+(within 2 % of the exact values for R = 3 to 5), the shared part does not. The interval is
+``centre × exp(±1.645 sd)``. The model's own error is not in it: that is what a coverage check
+on runs held out (``bench/fidelity.py --coverage``) is for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .equivalence import Z90
+
+__all__ = ["RunSpread", "ASSUMED", "MetricSpread", "interval_for", "elasticity", "median_share", "LEVEL_STEP",
+           "MAX_ELASTICITY", "seed_log_sd"]
+
+#: The level factor of the two simulations that read a metric's elasticity (× and ÷ this).
+LEVEL_STEP = 1.1
+#: Past saturation a latency's elasticity grows without bound (the queue never drains); beyond this
+#: the interval would say nothing a reader can use, so it is capped and the run called saturated.
+MAX_ELASTICITY = 10.0
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """The machine's level from one run to the next: the sd of ln(level) (a fraction), how many runs
+    and degrees of freedom it was read from, and where (``source``, said in the report)."""
+
+    sd: float
+    source: str
+    runs: int = 0
+    df: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.sd) and self.sd >= 0):
+            raise ValueError(f"sd must be a finite number >= 0, got {self.sd}")
+        if self.runs < 0 or self.df < 0:
+            raise ValueError(f"runs and df must be >= 0, got {self.runs} and {self.df}")
+
+    def as_dict(self) -> dict:
+        return {"sd": round(self.sd, 4), "source": self.source, "runs": self.runs, "df": self.df}
+
+    def text(self) -> str:
+        return f"{self.sd:.1%} from one run to the next ({self.source})"
+
+    @classmethod
+    def from_levels(cls, levels: dict[str, list[float]]) -> RunSpread | None:
+        """From each run's level (measured / priced over all its passes), grouped by policy: the sd of
+        ln(level) within each policy, pooled (a policy's levels differ from another's by the model's
+        error, not the machine's). None with fewer than 2 degrees of freedom."""
+        from .equivalence import pooled_log_sd
+
+        sd, df = pooled_log_sd(list(levels.values()))
+        if sd is None or df < 2:
+            return None
+        runs = sum(len(v) for v in levels.values())
+        return cls(sd, f"the passes of this compare's {runs} runs, {df} degrees of freedom", runs, df)
+
+
+#: No repeats, no canaries that could tell, no stored spread: the middle of the 10-30 % this course's
+#: VMs showed from run to run, said as assumed (``--repeats 2`` measures it).
+ASSUMED = RunSpread(0.15, "assumed, the middle of what the course's VMs show; --repeats 2 measures this machine's")
+
+
+def median_share(repeats: int) -> float:
+    """The variance of the median of ``repeats`` normal draws, as a share of one draw's."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    return 1.0 / repeats if repeats <= 2 else math.pi / (2 * repeats + 1)
+
+
+def seed_log_sd(values: list[float]) -> float:
+    """The seeds' sd of ln(metric): a run's own luck (0 with one seed or a non-positive value)."""
+    a = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if len(a) < 2 or (a <= 0).any():
+        return 0.0
+    return float(np.log(a).std(ddof=1))
+
+
+def elasticity(low: float | None, high: float | None, step: float = LEVEL_STEP) -> float:
+    """|d ln(metric) / d ln(level)| from the metric at level ÷ ``step`` and × ``step``, capped at
+    ``MAX_ELASTICITY`` (0 where either is missing or not positive)."""
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)) or low <= 0 or high <= 0:
+        return 0.0
+    return min(MAX_ELASTICITY, abs(math.log(high / low)) / (2.0 * math.log(step)))
+
+
+@dataclass(frozen=True)
+class MetricSpread:
+    """One metric's parts: the seeds' sd of ln(metric), its elasticity to the level."""
+
+    seed_sd: float
+    elasticity: float
+
+    def __post_init__(self) -> None:
+        if self.seed_sd < 0 or self.elasticity < 0:
+            raise ValueError(f"seed_sd and elasticity must be >= 0, got {self.seed_sd} and {self.elasticity}")
+
+    def run_sd(self, spread: RunSpread) -> float:
+        """How far one run's ln(metric) moves from the next's on this machine (no reference term)."""
+        return math.sqrt(self.seed_sd ** 2 + (self.elasticity * spread.sd) ** 2)
+
+    def log_sd(self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1) -> float:
+        """The sd of ln(the median of ``repeats`` new runs) around a prediction made at a level read
+        from ``ref_runs`` runs."""
+        if ref_runs < 1:
+            raise ValueError(f"ref_runs must be >= 1, got {ref_runs}")
+        level = (self.elasticity * spread.sd) ** 2
+        return math.sqrt(median_share(repeats) * (self.seed_sd ** 2 + level) + level / ref_runs)
+
+
+def interval_for(centre: float | None, part: MetricSpread, spread: RunSpread, repeats: int = 1,
+                 ref_runs: int = 1, z: float = Z90) -> list[float] | None:
+    """[low, high]: where the median of ``repeats`` new runs lands 90 % of the time (None: no centre)."""
+    if centre is None or not np.isfinite(centre) or centre <= 0:
+        return None
+    h = z * part.log_sd(spread, repeats, ref_runs)
+    return [centre * math.exp(-h), centre * math.exp(h)]
