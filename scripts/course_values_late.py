@@ -1,4 +1,4 @@
-"""The course's numbers for lessons 4-8 and the GPU lab (the roofline, memory, cost, fleets, the engine).
+"""The course's numbers for lessons 4-9 and the GPU lab (the roofline, memory, cost, fleets, the engine, how sure).
 
 The same contract as ``course_values.py``: each function fills its lesson's placeholders in the dict
 ``v``, drawing its figures with ``figure(name)`` where it takes one.
@@ -204,6 +204,94 @@ def lesson8(v: dict[str, str], figure: Figure) -> None:
 
 
 
+#: Lab 8's runs: lesson 9's worked example is dynamic's p50 E2E among them.
+LAB8_RUNS = Path(__file__).resolve().parent.parent / "course" / "labs" / "data" / "lab8-repeated-runs.json"
+#: Two other predictions (s) held against the same runs: the lesson's three verdicts.
+L9_OTHERS = (0.83, 0.75)
+
+
+def lesson9(v: dict[str, str]) -> None:
+    """Lesson 9, how sure can you be (lab 8): realrun's verdict by equivalence, worked by hand."""
+    from realrun.equivalence import judge, pooled_log_sd, runs_to_show, t90
+    from realrun.interval import ASSUMED, MetricSpread, RunSpread, interval_for
+    from realrun.verdict import TARGETS
+
+    pct = lambda x, d=1: f"{x:+.{d}f} %"  # noqa: E731 - a signed per cent, as the lesson writes errors
+    lab = json.loads(LAB8_RUNS.read_text())
+    runs, predicted = lab["measured"]["dynamic"]["p50_e2e"], lab["predicted"]["dynamic"]["p50_e2e"]
+    tol = TARGETS["p50_e2e"]
+    v["l9.runs"] = ", ".join(fixed(x, 2) for x in runs[:-1]) + f" and {fixed(runs[-1], 2)} s"
+    v["l9.pred"] = fixed(predicted, 2)
+    v["l9.tol"] = fixed(tol, 0)
+    v["l9.each"] = ", ".join(pct((predicted / m - 1) * 100) for m in runs)  # e^ln(p/m) - 1 = p/m - 1
+    sd, df = pooled_log_sd([runs])
+    j = judge(predicted, runs, tol, sd, df)
+    v.update({"l9.err": pct(j.error_pct), "l9.sd": fixed(sd * 100, 1), "l9.df": str(df), "l9.t": fixed(t90(df), 2),
+              "l9.half": fixed(j.resolvable_pct, 1), "l9.low": pct(j.low_pct), "l9.high": pct(j.high_pct),
+              "l9.verdict": j.verdict, "l9.need10": str(runs_to_show(tol, sd, df)), "l9.need5": str(runs_to_show(5, sd, df))})
+    psd, pdf = pooled_log_sd([lab["measured"][p]["p50_e2e"] for p in lab["measured"]])
+    jp = judge(predicted, runs, tol, psd, pdf)
+    v.update({"l9.psd": fixed(psd * 100, 1), "l9.pdf": str(pdf), "l9.pt": fixed(t90(pdf), 2),
+              "l9.phalf": fixed(jp.resolvable_pct, 1), "l9.plow": pct(jp.low_pct), "l9.phigh": pct(jp.high_pct),
+              "l9.pverdict": jp.verdict})
+    rows = [f"| predicted | error | 90 % interval | verdict at ±{fixed(tol, 0)} % |", "|---|---|---|---|"]
+    for p in (predicted, *L9_OTHERS):
+        jj = judge(p, runs, tol, sd, df)
+        rows.append(f"| {fixed(p, 2)} s | {pct(jj.error_pct, 0)} | {pct(jj.low_pct, 0)} to {pct(jj.high_pct, 0)} | "
+                    f"**{jj.verdict}** |")
+    v["l9.verdict_table"] = "\n".join(rows)
+    level = ASSUMED.sd
+    v["l9.level"] = fixed(level * 100, 0)
+    rows = ["| runs R | spread " + fixed(psd * 100, 1) + f" % ({pdf} degrees of freedom) | spread {fixed(level * 100, 0)} % "
+            "(taken as known) |", "|---|---|---|"]
+    for r in (1, 2, 3, 5, 10, 20):
+        # The smallest difference r runs can show: the half-width of their interval, whatever they measured.
+        small = [fixed(judge(1.0, [1.0] * r, tol, s, d).resolvable_pct, 1) for s, d in ((psd, pdf), (level, None))]
+        rows.append(f"| {r} | ±{small[0]} % | ±{small[1]} % |")
+    v["l9.smallest_table"] = "\n".join(rows)
+    v["l9.level_need10"] = str(runs_to_show(10, level, None))
+    v["l9.level_need5"] = str(runs_to_show(5, level, None))
+    seed_sd, e = 0.03, 1.0  # a latency at light load: its own luck, and one for one with the level
+    v["l9.seed_sd"], v["l9.e"] = fixed(seed_sd * 100, 0), fixed(e, 0)
+    part, spread = MetricSpread(seed_sd, e), RunSpread(level, "assumed")
+    seeds = interval_for(predicted, MetricSpread(seed_sd, 0.0), spread)
+    one = interval_for(predicted, part, spread)
+    med3 = interval_for(predicted, part, spread, repeats=3)
+    med3ref3 = interval_for(predicted, part, spread, repeats=3, ref_runs=3)
+    for k, (lo, hi) in {"seeds": seeds, "one": one, "med3": med3, "med3ref3": med3ref3}.items():
+        v[f"l9.{k}_low"], v[f"l9.{k}_high"] = fixed(lo, 2), fixed(hi, 2)
+    _lab8_answers(v, lab)
+
+
+def _lab8_answers(v: dict[str, str], lab: dict) -> None:
+    """Lab 8's answers for the teacher's notes: every verdict on the shipped runs, and Part C's case."""
+    from realrun.equivalence import judge, pooled_log_sd, runs_to_show
+    from realrun.interval import ASSUMED
+    from realrun.verdict import TARGETS
+
+    rows = ["| metric (tolerance) | spread | policy | error | 90 % interval | verdict |", "|---|---|---|---|---|---|"]
+    counts = {"agrees": 0, "disagrees": 0, "cannot tell": 0}
+    for metric in ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput"):
+        tol = TARGETS[metric]
+        sd, df = pooled_log_sd([lab["measured"][p][metric] for p in lab["measured"]])
+        need = runs_to_show(tol, sd, df)
+        for k, (policy, runs) in enumerate((p, lab["measured"][p][metric]) for p in lab["measured"]):
+            j = judge(lab["predicted"][policy][metric], runs, tol, sd, df)
+            counts[j.verdict] += 1
+            head = (f"| {metric} (±{fixed(tol, 0)} %) | {fixed(sd * 100, 1)} %, {df} df; "
+                    f"{need} run(s) show ±{fixed(tol, 0)} % |") if k == 0 else "| | |"
+            rows.append(f"{head} {policy} | {j.error_pct:+.1f} % | {j.low_pct:+.1f} to {j.high_pct:+.1f} % | {j.verdict} |")
+            if (metric, policy) == ("request_throughput", "static"):
+                v["l9.lab_static_thr"] = f"{j.error_pct:+.1f} % ({j.low_pct:+.1f} to {j.high_pct:+.1f} %)"
+        if metric == "p50_ttft":
+            v["l9.lab_ttft_sd"], v["l9.lab_ttft_need"] = fixed(sd * 100, 0), str(need)
+    v["l9.lab_table"] = "\n".join(rows)
+    v.update({f"l9.lab_{k.replace(' ', '_')}": str(n) for k, n in counts.items()})
+    c = judge(0.19, [0.21], TARGETS["p50_ttft"], ASSUMED.sd, None)
+    v.update({"l9.c_err": f"{c.error_pct:+.0f} %", "l9.c_low": f"{c.low_pct:+.0f} %", "l9.c_high": f"{c.high_pct:+.0f} %",
+              "l9.c_half": fixed(c.resolvable_pct, 0), "l9.c_need": str(c.runs_needed), "l9.c_verdict": c.verdict})
+
+
 def gpu_lab(v: dict[str, str]) -> None:
     """The GPU lab: what the roofline expects for GPT-2 (fp16) on classroom GPUs."""
     from batchsim.machine.server import Server
@@ -226,4 +314,4 @@ def gpu_lab(v: dict[str, str]) -> None:
 #: In the order the course runs; each fills its lesson's values.
 
 
-LESSONS = (lesson4, lesson5, lesson6_cost, lesson6_fleet, lesson8, gpu_lab)
+LESSONS = (lesson4, lesson5, lesson6_cost, lesson6_fleet, lesson8, lesson9, gpu_lab)

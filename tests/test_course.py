@@ -29,7 +29,7 @@ def test_course_numbers_and_figures_are_what_the_package_produces(tmp_path, caps
 
 def test_every_template_placeholder_is_filled_and_every_link_exists():
     generated = [COURSE / "teacher" / "notes.md", COURSE / "gpu-lab.md", *sorted((COURSE / "lessons").glob("*.md"))]
-    assert len(generated) == 10
+    assert len(generated) == 11
     hand_written = [COURSE / "README.md", COURSE / "labs" / "README.md", COURSE / "teacher" / "README.md",
                     COURSE / "teacher" / "rubrics.md"]
     for md in generated + hand_written:
@@ -46,11 +46,11 @@ def test_syllabus_covers_every_notebook_and_lab():
     readme = (COURSE / "README.md").read_text()
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         assert f"notebooks/{nb.name}" in readme, nb.name
-    for n in range(1, 8):
+    for n in range(1, 9):
         assert f"lab {n}" in readme
     assert "voila notebooks/01_why_batch.ipynb" in readme
     lessons = sorted((COURSE / "lessons").glob("*.md"))
-    assert 6 <= len(lessons) <= 8
+    assert 6 <= len(lessons) <= 9
     for md in lessons:
         assert re.search(r"\*\d+(-\d+)? minutes", md.read_text()), f"{md.name} states no duration"
 
@@ -95,7 +95,7 @@ def test_the_teachers_edition_holds_notes_solutions_and_rubrics():
     assert sorted(p.name for p in (teacher / "solutions").glob("lab*.py")) == sorted(
         p.name for p in (COURSE / "labs").glob("lab*.py"))
     rubrics = (teacher / "rubrics.md").read_text()
-    for part in ("Lab 4, Part C", "Lesson 8"):
+    for part in ("Lab 4, Part C", "Lab 8, Part C", "Lesson 8"):
         section = rubrics.split(f"## {part}")[1].split("\n## ")[0]
         # A rubric: criteria, each with levels a grader can tell apart.
         assert section.count("|") > 20 and "excellent" in section.lower() and "missing" in section.lower(), part
@@ -113,9 +113,9 @@ def _plan() -> dict[int, list[tuple[int, int, str]]]:
     return plan
 
 
-def test_the_plan_fills_eight_sessions_of_90_minutes_and_gives_every_lab_a_slot():
+def test_the_plan_fills_nine_sessions_of_90_minutes_and_gives_every_lab_a_slot():
     plan = _plan()
-    assert sorted(plan) == list(range(1, 9))
+    assert sorted(plan) == list(range(1, 10))
     for n, rows in plan.items():
         assert rows[0][0] == 0 and rows[-1][1] == 90, f"session {n} runs {rows[0][0]}-{rows[-1][1]}"
         for (_, end, _), (start, _, what) in zip(rows, rows[1:]):
@@ -125,18 +125,18 @@ def test_the_plan_fills_eight_sessions_of_90_minutes_and_gives_every_lab_a_slot(
         for a, b, what in rows:
             for lab in re.findall(r"\bLab (\d)\b", what):
                 slots[int(lab)] = slots.get(int(lab), 0) + b - a
-    assert sorted(slots) == list(range(1, 8)), f"labs with a slot: {sorted(slots)}"
+    assert sorted(slots) == list(range(1, 9)), f"labs with a slot: {sorted(slots)}"
     # The notes say a lab takes 30-60 minutes; the plan must give it that.
     assert all(30 <= m <= 60 for m in slots.values()), slots
     notes = (COURSE / "teacher" / "notes.md").read_text()
-    for lab in range(1, 8):
+    for lab in range(1, 9):
         assert f"**Lab {lab}, " in notes.split("## The labs: what right looks like")[1], f"lab {lab}: no common mistakes"
 
 
 def test_the_syllabus_gives_each_lesson_the_minutes_the_lesson_states():
     readme = (COURSE / "README.md").read_text()
     rows = [r for r in readme.split("## Syllabus")[1].split("\n\n")[2].splitlines() if re.match(r"\| \d+ \|", r)]
-    assert [int(r.split("|")[1]) for r in rows] == list(range(1, 9)) == sorted(_plan())
+    assert [int(r.split("|")[1]) for r in rows] == list(range(1, 10)) == sorted(_plan())
     minutes: dict[str, int] = {}
     for r in rows:
         for target, m in re.findall(r"\]\((lessons/[^)#]+)[^)]*\) \((\d+) min\)", r):

@@ -92,11 +92,57 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
     assert np.allclose(mine.times(p, d, k), ref.times(p, d, k), rtol=0.05)
 
 
+def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
+    # Lab 8's verdicts are the ones realrun compare gives (realrun.equivalence, realrun.interval): checked here,
+    # on the teacher's side, so the student's check does not name the package's implementation as its oracle.
+    import numpy as np
+
+    from realrun.equivalence import judge, pooled_log_sd, t90
+    from realrun.interval import MetricSpread, RunSpread, interval_for
+    from realrun.verdict import TARGETS
+
+    sol = _load("_lab8_solution", SOLUTIONS / "lab8_how_sure.py")
+    given = _load("_lab8_student", LABS / "lab8_how_sure.py")  # its t90 and targets are given, not a gap
+    checks = _load("_lab8_checks", LABS / "test_lab8.py")
+    for df in [None, *range(1, 300)]:
+        assert sol.t90(df) == given.t90(df) == pytest.approx(t90(df), rel=1e-12), df
+    assert sol.TOLERANCE_PCT == given.TOLERANCE_PCT == {k: TARGETS[k] for k in sol.TOLERANCE_PCT}
+    # The checks' worked example is lesson 9's, which scripts/course_values_late.py reads from the same runs.
+    assert (checks.PREDICTED, checks.MEASURED) == (sol.RUNS["predicted"]["dynamic"]["p50_e2e"],
+                                                   sol.RUNS["measured"]["dynamic"]["p50_e2e"])
+    for metric, tol in sol.TOLERANCE_PCT.items():
+        groups = {p: sol.RUNS["measured"][p][metric] for p in sol.RUNS["measured"]}
+        sd, df = pooled_log_sd(list(groups.values()))
+        assert (sd, df) == (pytest.approx(checks.SPREAD[metric][0], rel=1e-4), checks.SPREAD[metric][1]), metric
+        assert sol.pooled_spread(list(groups.values())) == (pytest.approx(sd, rel=1e-12), df)
+        for policy, runs in groups.items():
+            j = judge(sol.RUNS["predicted"][policy][metric], runs, tol, sd, df)
+            assert j.verdict == checks.VERDICTS[metric][policy], (metric, policy, j.text())
+    rng = np.random.default_rng(8)
+    for _ in range(500):
+        runs = list(rng.lognormal(0.0, 0.2, int(rng.integers(1, 7))))
+        pred, tol = float(rng.lognormal(0.0, 0.2)), float(rng.choice([5.0, 10.0, 15.0, 20.0]))
+        sd = float(rng.uniform(0, 0.3))
+        df = None if rng.random() < 0.2 else int(rng.integers(1, 200))
+        j = judge(pred, runs, tol, sd, df)
+        err, lo, hi = sol.error_interval(pred, runs, sd, df)
+        assert (err, lo, hi) == (pytest.approx(j.error_pct), pytest.approx(j.low_pct), pytest.approx(j.high_pct))
+        assert sol.verdict(lo, hi, tol) == j.verdict
+        assert sol.smallest_difference(sd, df, len(runs)) == pytest.approx(j.resolvable_pct)
+        assert sol.runs_needed(tol, sd, df) == j.runs_needed
+        centre, seed_sd, e, level, ref = pred, sd / 3, float(rng.uniform(0, 3)), sd, int(rng.integers(1, 5))
+        want = interval_for(centre, MetricSpread(seed_sd, e), RunSpread(level, "lab 8"), 1, ref)
+        assert sol.one_run_interval(centre, seed_sd, e, level, ref) == pytest.approx(tuple(want))
+    assert sol.main(["3"]) == 0 and "cannot tell" in capsys.readouterr().out
+    assert sol.main(["1"]) == 2 and "RUNS must be" in capsys.readouterr().err
+
+
 def test_student_labs_name_no_reference_implementation():
     # A check whose oracle is the package's own class tells the student where to copy from.
     for path in sorted(LABS.glob("*.py")):
         text = path.read_text()
-        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.profile", "solutions"):
+        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.profile", "solutions", "realrun.equivalence",
+                     "realrun.interval"):
             assert name not in text, f"{path.name} names {name}"
 
 

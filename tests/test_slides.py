@@ -52,7 +52,7 @@ def _decks() -> dict[str, list[Slide]]:
 
 def test_a_deck_per_lesson_and_a_handout(built):
     lessons = sorted(p.stem for p in LESSONS.glob("[0-9][0-9]-*.md"))
-    assert len(lessons) == 8
+    assert len(lessons) == 9
     assert sorted(p.stem for p in built.glob("*.html")) == sorted(lessons + ["handout"])
 
 
