@@ -156,7 +156,8 @@ def _profile_for(unit, pols: dict, engine):
     max_prefill = max([getattr(q, "max_batched_tokens", 0) for q in pols.values()] +
                       [q.max_rows * p_max for q in pols.values() if not hasattr(q, "max_batched_tokens")])
     grid = grid_for_workload(unit, max(q.max_rows for q in pols.values()), max_prefill, chunk,
-                             policies=tuple(pols), rounds=2, probe_s=6.0)
+                             policies=tuple(pols), rounds=2, probe_s=6.0,
+                             whole_prompts=any(not getattr(q, "chunked_prefill", False) for q in pols.values()))
     return profile(engine, grid, policies=pols)
 
 

@@ -135,7 +135,9 @@ def grid_for_policies(workload, policies, reach=None):
         # A padded pass computes its rows x its longest prompt, more than the tokens the step log counts.
         rows = min(rows, max(1, reach.rows))
         max_prefill = min(max_prefill, max(p_max, reach.prefill_tokens, rows * p_max if padded else 0))
-    return grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies))
+    whole = any(not getattr(p, "chunked_prefill", False) for p in policies)  # padded ones, unchunked continuous
+    return grid_for_workload(workload, rows, max_prefill, chunk, policies=tuple(p.name for p in policies),
+                             whole_prompts=whole)
 
 
 def _coverage_notes(info: dict, workload) -> list[str]:

@@ -111,12 +111,15 @@ GRIDS = {
 
 def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk: int | None = None,
                       policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 8, rounds: int = 2,
-                      probe_s: float = 4.0) -> Grid:
+                      probe_s: float = 4.0, whole_prompts: bool = False) -> Grid:
     """A grid that covers what this workload will run.
 
     max_rows: the most rows a step may hold; max_prefill: the most prompt tokens one pass may
     compute (a padded batch: rows x longest prompt; continuous: its token budget); chunk: the
-    chunk length of a chunked prefill (None: prompts are never split).
+    chunk length of a chunked prefill (None: prompts are never split); whole_prompts: besides the
+    chunks, another policy prefills whole prompts, so prefill lengths go to the longest prompt
+    (a 900-token prompt priced from a ladder that stops at a 256-token chunk is extrapolated
+    without its attention's square, and comes out cheap).
     """
     if not len(workload):
         return GRIDS["quick"]
@@ -124,7 +127,7 @@ def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk
     ctx = int(np.max(prompts + workload.output_tokens))
     rows = int(max(1, min(max_rows, len(workload))))
     p_max = int(prompts.max())
-    longest_chunk = min(p_max, chunk) if chunk else p_max
+    longest_chunk = min(p_max, chunk) if chunk and not whole_prompts else p_max
     p_min = int(max(1, prompts.min()))
     max_prefill = max(int(max_prefill), longest_chunk)
     past = ()

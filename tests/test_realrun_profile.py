@@ -65,6 +65,22 @@ def test_grid_for_workload_covers_the_workload():
     assert g.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and g.past == ()
     chunked = grid_for_workload(wl, max_rows=16, max_prefill=64, chunk=64)
     assert chunked.prefill_lengths[-1] == 64 and chunked.past and all(q == 64 for q, _ in chunked.past)
+    # A chunking policy beside one that prefills whole prompts: chunks over their past, and whole prompts too.
+    both = grid_for_workload(wl, max_rows=16, max_prefill=512, chunk=64, whole_prompts=True)
+    assert both.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and both.past == chunked.past
+
+
+def test_grid_for_policies_gives_unchunked_policies_their_whole_prompts():
+    from batchsim import make_policy
+    from realrun.calibrate import grid_for_policies
+
+    wl = make_workload(Poisson(5.0), Uniform(300, 900), Uniform(5, 50), n=50, seed=0)
+    chunky = make_policy("continuous", max_batched_tokens=256, chunked_prefill=True)
+    alone = grid_for_policies(wl, [chunky])
+    assert alone.prefill_lengths[-1] == 256 and alone.past
+    for other in (make_policy("taxi"), make_policy("continuous", max_batched_tokens=1024, chunked_prefill=False)):
+        g = grid_for_policies(wl, [chunky, other])
+        assert g.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and g.past == alone.past
 
 
 @pytest.fixture(scope="module")
