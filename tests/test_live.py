@@ -132,3 +132,19 @@ def test_the_recorder_grows_and_ids_rise_with_arrival_times():
         rec.add(Request(9, 1.0, 3, 4))
     r = rec.records()
     assert len(r) == 5 and np.allclose(r.arrival, [0, 0.1, 0.2, 0.3, 0.4]) and np.isnan(r.finish).all()
+
+
+def test_a_growing_recorder_rejects_only_the_requests_it_was_given():
+    # Capacity 8, three requests added, one finished: a stop rejects the two others, never the five spare
+    # slots beyond them (NaN like an unfinished request's), and the recorder still grows afterwards.
+    from batchsim.core.workload import Request
+
+    rec = GrowingRecorder(capacity=8)
+    for i in range(3):
+        rec.add(Request(i, 0.1 * i, 4, 2))
+    rec.finish[1] = 1.0
+    rec.reject_unfinished("stopped", arrived=2)
+    assert rec.rejected == ["stopped", None, "stopped (never arrived)"]
+    for i in range(3, 10):
+        rec.add(Request(i, 1.0, 4, 2))
+    assert rec.n == 10 and len(rec.records().rejected) == 10

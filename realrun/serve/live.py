@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from batchsim.core.driver import drive
-from batchsim.core.live import LiveArrivals
+from batchsim.core.live import GrowingRecorder, LiveArrivals
 from batchsim.core.workload import Request, Workload
 
 from .metrics import ServerMetrics
-from .seats import ServingExecutor, ServingInbox, ServingRecorder
+from .seats import ServingExecutor, ServingInbox
 
 __all__ = ["LiveServer", "Stream", "Admission"]
 
@@ -77,7 +77,7 @@ class LiveServer:
         self.lm = engine.lm
         self.t0 = clock()
         self.inbox = ServingInbox(clock, self.t0)
-        self.recorder = ServingRecorder()
+        self.recorder = GrowingRecorder()
         self.streams: dict[int, Stream] = {}
         self.metrics = ServerMetrics()
         # The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens made).

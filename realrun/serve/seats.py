@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from batchsim.core.executor import StopRun
-from batchsim.core.live import GrowingRecorder, Inbox, LiveExecutor
+from batchsim.core.live import Inbox, LiveExecutor
 
-__all__ = ["ServingInbox", "ServingRecorder", "ServingExecutor"]
+__all__ = ["ServingInbox", "ServingExecutor"]
 
 
 class ServingInbox(Inbox):
@@ -41,17 +41,6 @@ class ServingInbox(Inbox):
             with self._lock:
                 self.leaving -= gone
         return items
-
-
-class ServingRecorder(GrowingRecorder):
-    """``GrowingRecorder`` whose ``reject_unfinished`` (a run stopped at the drain's end) reads only the
-    requests that came: its arrays hold spare capacity beyond them, NaN, that must not be read as
-    unfinished requests."""
-
-    def reject_unfinished(self, reason: str, arrived: int | None = None) -> None:
-        for name in self._GROWN:
-            setattr(self, name, getattr(self, name)[: self.n])
-        super().reject_unfinished(reason, arrived)
 
 
 class ServingExecutor(LiveExecutor):
