@@ -79,7 +79,7 @@ def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, request
     errors = {k: (e / 100 if e is not None else float("nan")) for k, e in row.errors.items()}
     summary = {
         "policy": policy, "predicted": row.predicted, "measured": row.measured, "errors": errors,
-        "table": format_compare(report), "decomposition": row.decomposition.as_dict() if row.decomposition else None,
+        "table": format_compare(report, explain=True), "decomposition": row.decomposition.as_dict() if row.decomposition else None,
         "profile_heldout_error_pct": prof.heldout_mean_pct, "model": engine.lm.describe(),
         "notes": [engine.lm.describe(), prof.text().replace("\n", "; "),
                   f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / measured"],
