@@ -72,10 +72,10 @@ step "profile ($GRID grid)" profile.txt "$PY" -m realrun profile "${MODEL[@]}" -
 if [ -f "$CAL" ]; then
   step "compare at 70 % busy: four policies, two interleaved repeats" compare-70.txt \
     "$PY" -m realrun compare "${MODEL[@]}" "${LOAD[@]}" --requests "$N" --busy 0.7 --repeats 2 \
-      --calibration "$CAL" --out "$RESULTS/compare-70" --no-progress
+      --calibration "$CAL" --out "$RESULTS/compare-70" --no-progress --explain
   step "compare near saturation (95 % busy): continuous and dynamic" compare-95.txt \
     "$PY" -m realrun compare "${MODEL[@]}" "${LOAD[@]}" --requests "$NSAT" --busy 0.95 --policy continuous,dynamic \
-      --calibration "$CAL" --out "$RESULTS/compare-95" --no-progress
+      --calibration "$CAL" --out "$RESULTS/compare-95" --no-progress --explain
 else
   echo "== no calibration was written: compare skipped" | tee -a "$RESULTS/log.txt"
 fi

@@ -50,7 +50,9 @@ class Fake:
 
     def reset(self, first: float = 0.02, gap: float = 0.005, per_chunk: int = 1, usage: bool = True,
               fail: int | None = None, fail_every: int = 1, models: tuple[str, ...] = ("fake-model",),
-              hold_until: int = 0) -> None:
+              hold_until: int = 0, key: str | None = None) -> None:
+        self.key = key  # when set, as `realrun serve --api-key`: a 401 without "Authorization: Bearer KEY"
+        self.auths: list[str | None] = []
         self.first, self.gap, self.per_chunk, self.usage = first, gap, per_chunk, usage
         self.hold_until = hold_until  # no answer starts before this many requests came
         self.fail, self.fail_every, self.models = fail, fail_every, models
@@ -58,12 +60,22 @@ class Fake:
         self.received: list[float] = []
         self.gets = 0
 
+    def _refused(self, request: HTTPRequest):
+        self.auths.append(request.headers.get("authorization"))
+        if self.key is not None and self.auths[-1] != f"Bearer {self.key}":
+            return JSONResponse({"error": {"message": "missing or wrong API key", "code": 401}}, status_code=401)
+        return None
+
     async def list_models(self, request: HTTPRequest):
         self.gets += 1
+        if (no := self._refused(request)) is not None:
+            return no
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
 
     async def complete(self, request: HTTPRequest):
         self.received.append(time.perf_counter())
+        if (no := self._refused(request)) is not None:
+            return no
         body = await request.json()
         k = len(self.bodies)
         self.bodies.append(body)
@@ -305,6 +317,7 @@ def test_the_field_names_are_vllms_own():
     (["--endpoint", "/v1/embeddings"], ["endpoint", "'/v1/embeddings'"]),
     (["--requests", "4", "--duration", "2"], ["--requests", "--duration"]),
     (["--json", "/no/such/folder/x.json"], ["json", "/no/such/folder", "does not exist"]),
+    (["--api-key", " "], ["api_key"]),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_request(fake, capsys, argv, words):
     base = ([] if "--url" in argv else ["--url", fake.url]) + ([] if "--requests" in argv else ["--requests", "4"])
@@ -329,6 +342,20 @@ def test_a_server_that_lists_no_model_asks_for_one(fake, capsys):
     assert "give --model NAME" in capsys.readouterr().err and fake.bodies == []
     assert cli(["load", "--url", fake.url, "--requests", "2", "--rate", "50", "--model", "mine", "--no-progress"]) == 0
     assert {b["model"] for b in fake.bodies} == {"mine"}
+
+
+def test_a_server_that_wants_a_key_is_asked_with_it(fake, capsys):
+    fake.reset(key="class-key")
+    # Without the key: one line naming the flag, before any request leaves (not a table of 401s).
+    assert cli(["load", "--url", fake.url, "--requests", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "401" in err and "--api-key" in err and fake.bodies == []
+    assert cli(["load", "--url", fake.url, "--requests", "2", "--model", "m"]) == 2  # the probe checks it too
+    assert "--api-key" in capsys.readouterr().err and fake.bodies == []
+    fake.reset(key="class-key")
+    assert cli(["load", "--url", fake.url, "--requests", "3", "--rate", "50", "--api-key", "class-key",
+                "--no-progress"]) == 0
+    assert len(fake.bodies) == 3 and set(fake.auths) == {"Bearer class-key"}
 
 
 def test_every_request_failing_exits_1(fake, capsys):

@@ -234,4 +234,6 @@ def test_lab7_solo_is_one_server_and_four_clients_on_this_machine():
     assert len(loads) == 4 and all(c[2:4] == ["realrun", "load"] for c in loads)
     assert {c[c.index("--url") + 1] for c in loads} == {"http://127.0.0.1:8123"}
     assert len({c[c.index("--seed") + 1] for c in loads}) == 4  # four students, four different arrival streams
+    # One machine, one address: each student sends a key of its own and the server tells them apart by it.
+    assert serve[serve.index("--client-by") + 1] == "key" and len({c[c.index("--api-key") + 1] for c in loads}) == 4
     assert "--max-batch" not in _lab7().solo("continuous", dry_run=True)[0]

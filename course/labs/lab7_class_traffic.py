@@ -3,15 +3,17 @@
 In class the teacher runs one server and every student is a client (on a GPU machine: step 6 of
 ``course/gpu-lab.md``):
 
-    teacher:  python -m realrun serve --policy static --max-batch 8 --host 0.0.0.0 --port 8000 --record r1.csv
+    teacher:  python -m realrun serve --policy static --max-batch 8 --host 0.0.0.0 --port 8000 --record r1.csv \
+                  --api-key CLASSKEY --max-queue-per-client 4
     each of you, your own rate (0.2 to 1 request per second) and your seat number as the seed:
-              python -m realrun load --url http://TEACHER:8000 --rate 0.5 --requests 12 --seed 7
+              python -m realrun load --url http://TEACHER:8000 --api-key CLASSKEY --rate 0.5 --requests 12 --seed 7
     teacher, when the room is done: Ctrl-C (the last bus leaves with who is aboard), then the same
               with --policy continuous --record r2.csv, and the room sends again.
 
 ``r1.csv`` is a trace (arrival, prompt and output tokens of every request, the room's) and,
 in the columns after those, what the server measured for each (``start_s``,
-``first_token_s``, ``finish_s``, ``tokens``, ``rejected``); ``r1.csv.json`` beside it says what
+``first_token_s``, ``finish_s``, ``tokens``, ``rejected``, and ``client``, a short id of the
+laptop that sent it, the same as on the dashboard: whose requests waited); ``r1.csv.json`` beside it says what
 served it (model, machine, ``policy`` and ``policy_knobs``, ``context_len``). Since the
 record is a trace, batchsim can replay the very arrivals the room made:
 ``python -m batchsim run --trace r1.csv``; ``python -m realrun predict r1.csv`` does all of
@@ -113,9 +115,11 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     py, url = sys.executable, f"http://127.0.0.1:{port}"
     knobs = ["--max-batch", str(max_batch)] if policy in ("static", "dynamic") else []
     serve = [py, "-m", "realrun", "serve", "--model", model, "--policy", policy, *knobs, "--host", "127.0.0.1",
-             "--port", str(port), "--record", str(record)]
+             "--port", str(port), "--record", str(record), "--client-by", "key"]
+    # On one machine every client has the same address, so each "student" sends a key of its own, and the
+    # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
     loads = [[py, "-m", "realrun", "load", "--url", url, "--rate", f"{rate:g}", "--requests", str(requests),
-              "--seed", str(k + 1), "--no-progress"] for k in range(students)]
+              "--seed", str(k + 1), "--api-key", f"student-{k + 1}", "--no-progress"] for k in range(students)]
     if dry_run:
         return [serve, *loads]
     server = subprocess.Popen(serve)

@@ -48,6 +48,11 @@ def add_parser(sub) -> None:
     s.add_argument("--model", default=None, metavar="NAME", help="model name to ask for (default: the first the server lists at /v1/models)")
     s.add_argument("--max-concurrency", type=int, default=None, metavar="N",
                    help="at most this many requests in flight; later arrivals wait on the client (default: no cap)")
+    # No default from $OPENAI_API_KEY (vllm bench serve reads it): a student's real OpenAI key would be sent to
+    # whatever server the room points at. A key is given only on purpose.
+    s.add_argument("--api-key", default=None, metavar="KEY",
+                   help="send 'Authorization: Bearer KEY' (a server started with --api-key needs it; with "
+                        "--client-by key, your own key names you in the class's record; default: none)")
     s.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="seconds one request may take before it counts as failed (default 600)")
     w = p.add_argument_group("workload (who arrives when, with how many tokens)")
     add_flags(w, WORKLOAD_FLAGS)
@@ -66,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         check_conflicts(flags)
         wconf = WorkloadConfig.from_flags(flags, _defaults())
         cfg = LoadConfig(url=args.url, endpoint=args.endpoint, model=args.model, max_concurrency=args.max_concurrency,
-                         timeout=args.timeout, prompt_text=args.prompt_text, seed=wconf.seed)
+                         timeout=args.timeout, prompt_text=args.prompt_text, seed=wconf.seed,
+                         api_key=args.api_key)
         json_path = None if args.json is None else check_output(args.json, "json")
         workload = wconf.build()
         _notes(flags, span_seconds(workload))

@@ -63,6 +63,7 @@ class LoadConfig:
     timeout: float = 600.0
     prompt_text: str | None = None
     seed: int = 0
+    api_key: str | None = None  # sent as ``Authorization: Bearer KEY`` (``realrun serve --api-key``, ``vllm serve``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", check_url(self.url))
@@ -77,6 +78,10 @@ class LoadConfig:
         if self.prompt_text is not None and (not isinstance(self.prompt_text, str) or not self.prompt_text):
             raise ConfigError(f"prompt_text must be some text, got {show(self.prompt_text)}")
         check_int_at_least("seed", self.seed, 0)
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()
+                                         or any(c in self.api_key for c in "\r\n")):
+            # A newline would end the header early: refused here, not as httpx's traceback.
+            raise ConfigError("api_key must be a non-empty key on one line")
 
     @property
     def chat(self) -> bool:
@@ -121,7 +126,8 @@ def run_load(config: LoadConfig | str, workload: Workload, *, progress: bool = F
 async def _main(httpx, cfg: LoadConfig, wl: Workload, state: _State, bar) -> None:
     # No pool limit of httpx's own (100 by default): it would be a silent max_concurrency.
     limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(cfg.timeout)) as client:
+    headers = {"Authorization": f"Bearer {cfg.api_key.strip()}"} if cfg.api_key else None
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(cfg.timeout), headers=headers) as client:
         state.model = cfg.model or await _first_model(client, cfg.url)
         if cfg.model:
             await _first_model(client, cfg.url, required=False)  # only: is anything listening?
@@ -171,6 +177,9 @@ async def _first_model(client, base: str, required: bool = True) -> str | None:
         resp = await client.get(base + "/v1/models", timeout=_PROBE_TIMEOUT)
     except Exception as e:  # noqa: BLE001 (every way of not reaching the server is one line)
         raise ConfigError(f"cannot connect to {base}: {connect_reason(e)}") from None
+    if resp.status_code == 401:  # before any request leaves, not as 401s in every row of the table
+        raise ConfigError(f"GET {base}/v1/models: 401, the server wants an API key: give --api-key KEY "
+                          "(the key its teacher gave, as `realrun serve --api-key` or `vllm serve --api-key` set it)")
     if not required:
         return None
     try:

@@ -83,9 +83,11 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     py, url = sys.executable, f"http://127.0.0.1:{port}"
     knobs = ["--max-batch", str(max_batch)] if policy in ("static", "dynamic") else []
     serve = [py, "-m", "realrun", "serve", "--model", model, "--policy", policy, *knobs, "--host", "127.0.0.1",
-             "--port", str(port), "--record", str(record)]
+             "--port", str(port), "--record", str(record), "--client-by", "key"]
+    # On one machine every client has the same address, so each "student" sends a key of its own, and the
+    # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
     loads = [[py, "-m", "realrun", "load", "--url", url, "--rate", f"{rate:g}", "--requests", str(requests),
-              "--seed", str(k + 1), "--no-progress"] for k in range(students)]
+              "--seed", str(k + 1), "--api-key", f"student-{k + 1}", "--no-progress"] for k in range(students)]
     if dry_run:
         return [serve, *loads]
     server = subprocess.Popen(serve)
