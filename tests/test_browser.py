@@ -114,7 +114,7 @@ def voila_url(tmp_path):
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     try:
-        _wait_for_port(port, proc, timeout=90)
+        _wait_for_port(port, proc, timeout=600)  # a watchdog: voila starts in seconds, slowly on a busy laptop
         yield f"http://127.0.0.1:{port}/"
     finally:
         proc.terminate()
@@ -134,11 +134,11 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
 
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=60_000)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=600_000)
         try:
             page = browser.new_page(viewport=SCREEN)
-            page.set_default_timeout(90_000)
-            page.goto(voila_url, timeout=120_000)
+            page.set_default_timeout(600_000)  # watchdogs against a hang only
+            page.goto(voila_url, timeout=600_000)
             panel_img = page.locator(".widget-image").last
             panel_img.wait_for(state="visible")
             page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"

@@ -107,13 +107,16 @@ def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
     for st in (model(past_cost=1e-9, plan="paged"), LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")):
         assert st.durations(step, 1)[0] == pytest.approx(st.pass_time(pre) + st.pass_time(dec), rel=1e-12)
     m = model(past_cost=1e-9, plan="paged")
-    assert m.pass_time(pre) == pytest.approx(float(m.prefill(2, 65)[0]) + 1e-9 * 30 * 20)  # the chunks at their mean
+    # The chunks as equal ones with the same tokens (130) and attention among themselves (100^2 + 30^2).
+    assert m.pass_time(pre) == pytest.approx(float(m.prefill(130 ** 2 / 10900, 10900 / 130)[0]) + 1e-9 * 30 * 20)
     lin = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")
     assert lin.pass_time(dec) == pytest.approx(1e-3 + 3e-4 + 150e-7)
     # A padded batch computes its padding on the pool too: rows x the longest prompt, as its policy counts.
     padded = Step(prefill=(Chunk(1, 0, 40), Chunk(2, 0, 10)), prefill_padding=30)
     (p,) = plan_step(padded, "paged")
     assert p.prefill_tokens == 80 and p.query == 40
+    # ... the padding as a row of its own (30 tokens beside the 10-token prompt), attending to itself.
+    assert p.prefill_shape == pytest.approx((80 ** 2 / 2600, 2600 / 80))
     # ... and a repeated decode reads each row's real context, a token longer each time.
     rep = Step(decode=(0, 1, 2, 3), kv_read=4 * 90, decode_width=100, repeat=5)
     np.testing.assert_allclose(m.durations(rep, 5), m.decode(4, 90 + np.arange(5)), rtol=1e-12)
@@ -254,3 +257,29 @@ def test_a_calibration_of_the_other_kv_layout_is_named_before_it_misprices(tmp_p
         if warned:
             assert "prices steps as the 'grouped' pass plan, but this engine runs them as 'paged'" in lines[0]
             assert "--kv padded" in lines[0]
+
+
+def test_a_ragged_prefill_is_priced_as_equal_chunks_with_its_tokens_and_its_attention():
+    from batchsim.core.plan import Pass
+
+    # Equal chunks are their own shape; any pieces keep rows x length (tokens) and rows x length^2.
+    equal = Pass(prefill_tokens=4 * 64, prefill_rows=4, query=64, chunks=tuple(Chunk(i, 0, 64) for i in range(4)),
+                 ragged=True)
+    assert equal.prefill_shape == pytest.approx((4, 64))
+    lengths = [300, 360, 410, 433, 320, 390, 350, 400]
+    ragged = Pass(prefill_tokens=sum(lengths), prefill_rows=8, query=433, ragged=True,
+                  chunks=tuple(Chunk(i, 0, n) for i, n in enumerate(lengths)))
+    rows, length = ragged.prefill_shape
+    assert rows * length == pytest.approx(sum(lengths))
+    assert rows * length ** 2 == pytest.approx(sum(n * n for n in lengths))
+    assert rows < 8 and length > sum(lengths) / 8  # fewer, longer chunks than the mean: more attention
+    # A padded batch on the pool: 8 x 433 tokens, but the padding attends only to itself, so on a table
+    # whose cost per token grows with the length it costs less than 8 chunks of 433, more than its prompts alone.
+    padded = Pass(prefill_tokens=8 * 433, prefill_rows=8, query=433, ragged=True, chunks=ragged.chunks)
+    rows, length = padded.prefill_shape
+    assert rows * length == pytest.approx(8 * 433) and rows > 8 and length < 433
+    m = ProfiledStepTime(Grid2D([1, 64], [1, 1024], [[1e-3, 2e-3], [5e-3, 9e-3]], "decode"),
+                         Grid2D([1, 8, 16], [128, 256, 512], [[0.05, 0.11, 0.25], [0.4, 0.9, 2.0], [0.8, 1.8, 4.0]],
+                                "prefill"), plan="paged")
+    full = float(m.prefill(8, 433)[0])
+    assert float(m.prefill(8, sum(lengths) / 8)[0]) < m.pass_time(padded) < full

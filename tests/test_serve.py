@@ -81,7 +81,7 @@ def test_the_openai_client_streams_a_completion(server):
 
 def test_64_streams_each_get_exactly_their_tokens_and_a_killed_one_leaves_the_others_whole(server):
     async def main():
-        async with httpx.AsyncClient(timeout=120) as client:
+        async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
             lengths = [8 + (i * 7) % 40 for i in range(64)]
             tasks = [_stream(client, server.url, [1 + i % 200, 2, 3, 4 + i % 50], n) for i, n in enumerate(lengths)]
             killed = asyncio.ensure_future(_stream(client, server.url, [9] * 20, 200, stop_after=3))
@@ -164,7 +164,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
     record = tmp_path / "r.csv"
     with served("--max-seqs", "1", "--max-queue", "1", "--record", str(record), tmp=tmp_path) as srv:
         async def main():
-            async with httpx.AsyncClient(timeout=120) as client:
+            async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
                 first = asyncio.ensure_future(_stream(client, srv.url, [5, 6, 7], 60))
                 while srv.metric("vllm:num_requests_running") < 1:
                     await asyncio.sleep(0.05)
@@ -193,7 +193,7 @@ def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(
     # record (everything earlier tests sent, too) is written, and the exit code is 0.
 
     async def main():
-        async with httpx.AsyncClient(timeout=120) as client:
+        async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
             tasks = [asyncio.ensure_future(_stream(client, server.url, [3, 1, 4, 1, 5, 9][: 1 + i % 6], 80))
                      for i in range(8)]
             for _ in range(200):

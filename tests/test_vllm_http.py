@@ -54,7 +54,7 @@ def folder(tmp_path_factory):
 
 def _post(url: str, body: dict) -> dict:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
+    with urllib.request.urlopen(req, timeout=600) as r:  # a watchdog against a hang only
         return json.loads(r.read())
 
 

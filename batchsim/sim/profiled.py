@@ -139,12 +139,12 @@ class ProfiledStepTime(StepTimeModel):
         return float(self.decode(p.decode_rows, p.past)[0])
 
     def _fused_time(self, p: Pass) -> float:
-        """One ragged pass (plan "fused", vLLM's; or one of plan "paged"'s): its prefill priced as the same tokens in chunks of
-        their mean length, each chunk's attention to its own cached past, and its decode rows at their
+        """One ragged pass (plan "fused", vLLM's; or one of plan "paged"'s): its prefill priced as equal chunks with the
+        same tokens and attention (``Pass.prefill_shape``), each chunk's attention to its own cached past, and its decode rows at their
         mean context; the fixed cost both grids include is paid once (``fused_shared``)."""
         t = 0.0
         if p.prefill_rows:
-            t += float(self.prefill(p.prefill_rows, max(1.0, p.prefill_tokens / p.prefill_rows))[0])
+            t += float(self.prefill(*p.prefill_shape)[0])
             t += self.past_cost * sum(c.length * c.start for c in p.chunks)
         if p.decode_rows:
             past = p.kv_read - sum(c.start for c in p.chunks)

@@ -143,8 +143,8 @@ class SampledStepTime(StepTimeModel):
         out = []
         for p, level in zip(passes, u.tolist()):
             if p.prefill_rows:
-                q = max(1.0, p.prefill_tokens / p.prefill_rows) if p.ragged else p.query
-                out.append(self.spread.prefill.ratio(p.prefill_rows, q, level))
+                rows, q = p.prefill_shape if p.ragged else (p.prefill_rows, p.query)
+                out.append(self.spread.prefill.ratio(rows, q, level))
             else:
                 out.append(self.spread.decode.ratio(p.decode_rows, max(1.0, p.attn_read / max(p.decode_rows, 1)), level))
         return out
