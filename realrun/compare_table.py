@@ -66,6 +66,11 @@ def _cells(row: CompareRow, key: str, label: str, scale: float, fmt: str, first:
     return (row.label if first else "", label, f(p), f"{f(iv[0])}-{f(iv[1])}" if iv else "-", *extra, meas, err, v)
 
 
+#: Beyond this many runs "--repeats N" is no advice (1,048 runs of a compare is days): such a figure is
+#: out of this machine's reach, and the line says so instead.
+MANY_RUNS = 50
+
+
 def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
     """What this machine can show: its spread, the metrics it cannot tell (and the runs that would), and
     each miss that the level since the profile explains."""
@@ -79,10 +84,16 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
         head = (f"cannot tell: {len(unsure)} of the figures above; {unsure[0][2].runs} run(s) on this machine show a "
                 f"difference of {shown:.0f} % at best")
         settled = [x for x in unsure if x[2].runs_needed is not None]
-        if settled:
-            lab, k, j = max(settled, key=lambda x: x[2].runs_needed)
-            head += (f", and {j.runs_needed} runs would settle the hardest ({lab} {_name(k)} at ±{TARGETS[k]:g} %): "
-                     f"--repeats {j.runs_needed}")
+        near = [x for x in settled if x[2].runs_needed <= MANY_RUNS]
+        far = [x for x in settled if x[2].runs_needed > MANY_RUNS]
+        if near:
+            lab, k, j = max(near, key=lambda x: x[2].runs_needed)
+            head += (f", and {j.runs_needed} runs would settle {'the hardest' if not far else 'all but ' + str(len(far))} "
+                     f"({lab} {_name(k)} at ±{TARGETS[k]:g} %): --repeats {j.runs_needed}")
+        if far:
+            lab, k, j = max(far, key=lambda x: x[2].runs_needed)
+            head += (f"{';' if near else ','} {len(far)} would need more than {MANY_RUNS} runs (the hardest, {lab} "
+                     f"{_name(k)} at ±{TARGETS[k]:g} %, {j.runs_needed}): a quieter machine or a longer run, not repeats")
         if len(settled) < len(unsure):
             head += "; for some, the prediction's own seeds fill the tolerance: raise --seeds"
         out.append(head)

@@ -84,3 +84,25 @@ def test_nothing_to_judge_is_none_and_a_judgement_checks_itself():
     assert judge(1.0, [], 10.0, 0.1, None) is None and judge(0.0, [1.0], 10.0, 0.1, None) is None
     with pytest.raises(ValueError, match="verdict"):
         Judgement("maybe", 0, -1, 1, 10, 1, 1, 1, "")
+
+
+def test_the_cannot_tell_line_gives_repeats_within_reach_and_says_when_none_would_do():
+    from types import SimpleNamespace
+
+    from realrun.compare_table import MANY_RUNS, machine_lines
+
+    def j(need):
+        return Judgement("cannot tell", 5.0, -30.0, 40.0, 10.0, 35.0, need, 2, "passes")
+
+    def report(needs):
+        rows = [SimpleNamespace(label=f"p{i}", judgements={"p50_e2e": j(n)}, causes={}, pass_level=None)
+                for i, n in enumerate(needs)]
+        return SimpleNamespace(spread=None, rows=rows)
+
+    (line,) = machine_lines(report([4, 9]), keys=("p50_e2e",))
+    assert "9 runs would settle the hardest (p1 p50 E2E at ±10 %): --repeats 9" in line
+    (line,) = machine_lines(report([4, 1048]), keys=("p50_e2e",))
+    assert "--repeats 4" in line and "all but 1" in line and "--repeats 1048" not in line
+    assert f"1 would need more than {MANY_RUNS} runs (the hardest, p1 p50 E2E at ±10 %, 1048)" in line
+    (line,) = machine_lines(report([1048]), keys=("p50_e2e",))
+    assert "--repeats" not in line and "not repeats" in line
