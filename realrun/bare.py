@@ -4,7 +4,8 @@ It is lesson 7's compare, made to be trusted on a laptop: the four policies on r
 load (``REALRUN_DEFAULTS``), predicted from the course's reference calibration at the level it was
 profiled at (``realrun.reference``), so the prediction is the same on every run, each policy
 measured twice so the errors can be held up to the machine's own run-to-run spread, on one thread
-of the CPU as the reference was. Its time is
+of the CPU as the reference was. On a laptop far from the course machine's speed the verdict judges
+the prediction again at the speed the run's own passes read (``realrun.compare._machine``). Its time is
 the reference's: the wall times of the very same run on the course machine, recorded with it.
 
 The README, ``--help`` and ``course/gpu-lab.md`` quote ``workload_text`` and ``time_text``

@@ -9,9 +9,18 @@ already holds. Two questions, in the order a student asks them:
    the largest error, then the verdicts by equivalence (``realrun.equivalence``: the error's
    90 % interval against the metric's tolerance), and the machine's run-to-run spread they
    stand on, with where it came from (with one run per policy: the canaries, or assumed).
+
+A prediction is of the machine it was made for. Where this machine's passes, pooled over every
+policy, ran beyond ``CONTRADICTS`` and their error away from the level predicted at (the bare run on
+a laptop twice as slow as the course machine, whose reference calibration it predicts from), the line
+says so first and judges the prediction made again at this machine's level: a taxi that saturates
+on the slow laptop is then predicted to saturate, and the verdict is about the simulator, not about
+the laptop. The verdict at the level predicted at is kept in a word, beside it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -60,15 +69,39 @@ def _errors(rows) -> str:
             f"{n['cannot tell']} this machine cannot tell{where}")
 
 
+def _judged(report: CompareReport) -> list:
+    """The rows the verdict judges: as predicted, or, where this machine is off the level predicted at,
+    each with its prediction at this machine's level (``realrun.compare._machine``)."""
+    if report.machine_level is None or not any(r.predicted_at_machine is not None for r in report.rows):
+        return report.rows
+    return [replace(r, predicted=r.predicted_at_machine) if r.predicted_at_machine is not None else r
+            for r in report.rows]
+
+
+def _off(report: CompareReport, rows, key: str) -> str:
+    """'' where the verdict judges the prediction as made; else what this machine ran at, and the ranking's
+    verdict at the level predicted at."""
+    if rows is report.rows:
+        return ""
+    apart = [p for p in pairs(report.rows, key) if p.apart]
+    before = "preserved" if all(p.same for p in apart) else "NOT preserved"
+    return (f"this machine ran its passes at {report.machine_level.text()} the profile's price, so judged at that "
+            f"level, predicted again after the run (at the level predicted at, the ranking was {before}): ")
+
+
 def verdict_line(report: CompareReport, key: str = RANK_BY) -> str:
     """One line: the ranking, then the errors against the spread (see the module's docstring)."""
-    return f"verdict: {_ranking(report.rows, key)}; {_errors(report.rows)}"
+    rows = _judged(report)
+    return f"verdict: {_off(report, rows, key)}{_ranking(rows, key)}; {_errors(rows)}"
 
 
 def verdict_dict(report: CompareReport, key: str = RANK_BY) -> dict:
     """The same for ``--json``: the line, and every pair the ranking judged."""
-    ps = pairs(report.rows, key)
+    rows = _judged(report)
+    ps = pairs(rows, key)
     apart = [p for p in ps if p.apart]
     return {"line": verdict_line(report, key), "rank_by": key,
             "ranking_preserved": (all(p.same for p in apart) if apart else None),
-            "measured_order": measured_order(report.rows, key), "pairs": [p.as_dict() for p in ps]}
+            "judged_at": "the level predicted at" if rows is report.rows else "this machine's level, after the run",
+            "machine_level": report.machine_level.as_dict() if report.machine_level is not None else None,
+            "measured_order": measured_order(rows, key), "pairs": [p.as_dict() for p in ps]}

@@ -60,7 +60,7 @@ from .interval import (
     elasticity,
     seed_log_sd,
 )
-from .pass_level import PassLevel, pass_level, run_level
+from .pass_level import PassLevel, machine_level, pass_level, run_level
 from .verdict import band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
@@ -128,13 +128,29 @@ def compare_policies(
     report.level = session_level(readings) if level else None
     if report.level is not None:
         report.notes.append(report.level.text())
+    off = _machine(report, [(runs[label], models[label], p.name) for label, p, _ in pairs if runs[label]])
     for label, sim_policy, _ in pairs:
         if runs[label]:
             report.rows.append(_row(label, sim_policy, spare_sim[label], runs[label], models[label], wl_of(label), limits,
                                     slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
-                                    order_seed, adjust))
+                                    order_seed, adjust, off))
     _judge_rows(report, stored_spread)
     return report
+
+
+def _machine(report: CompareReport, groups) -> PassLevel | None:
+    """The machine's level over every policy's passes (``report.machine_level``), returned where it lies
+    beyond ``CONTRADICTS`` and its error from the level predicted at: this machine is not the one the
+    prediction was made for (a laptop against the course's reference calibration), and the verdict
+    judges the prediction again at this level (``realrun.closing``)."""
+    report.machine_level = ml = machine_level(groups)
+    used = report.level.applied() if report.level is not None else (1.0, 1.0)
+    if ml is None or not ml.contradicts(*used):
+        return None
+    report.notes.append(f"this machine ran its passes at {ml.text()} the profile's price, pooled over every policy, "
+                        f"where the prediction was made at {used[0]:.2f}x, {used[1]:.2f}x: the verdict judges the "
+                        "prediction again at this machine's level (made after the run); the table keeps the one made before")
+    return ml
 
 
 def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np.random.Generator, canary,
@@ -177,7 +193,8 @@ def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None,
 
 
 def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes,
-         noise="profiled", lv: Level | None = None, order_seed: int = 0, adjust=None) -> CompareRow:
+         noise="profiled", lv: Level | None = None, order_seed: int = 0, adjust=None,
+         machine: PassLevel | None = None) -> CompareRow:
     # The level the runs' own passes read; a canary level they contradict moves nothing (realrun.pass_level).
     pl = pass_level(reals, st, sim_policy.name)
     if lv is not None and pl is not None and lv.applied() != (1.0, 1.0) and pl.contradicts(*lv.applied()):
@@ -187,6 +204,7 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     # Fresh policies for the predictions beside the first, made before any simulation touches them.
     fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None
     after = [copy.deepcopy(p) for p in [sim_policy, *spares]] if pl is not None else None
+    at_machine = [copy.deepcopy(p) for p in [sim_policy, *spares]] if machine is not None else None
     probes = [copy.deepcopy(sim_policy) for _ in range(2)]
     sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust)
     first = reals[0]
@@ -207,6 +225,9 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
     if lv is not None:
         at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed, adjust)
         row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
+    if machine is not None:
+        at = predict_runs(workload, at_machine, machine.model(st), limits, seeds, noise, None, order_seed, adjust)
+        row.predicted_at_machine = median_summary([summarize(x, slo) for x in at])
     if pl is not None:
         _after_the_run(row, pl, after, st, workload, limits, slo, seeds, noise, order_seed, adjust, lv, notes)
     if first.meta.get("trace") is not None and replay_policy is not None:

@@ -62,6 +62,7 @@ class CompareRow:
     predicted_at_profile: dict | None = None  # the median prediction at the profile's level (a level was applied)
     pass_level: PassLevel | None = None  # the level the runs' own passes read (realrun.pass_level)
     predicted_at_passes: dict | None = None  # the median prediction at that level, made after the run
+    predicted_at_machine: dict | None = None  # at the machine's level over every policy, where it is off (after the run)
     parts: dict = field(default_factory=dict)  # {metric: MetricSpread}: the seeds' spread and the level's elasticity
     run_levels: list = field(default_factory=list)  # each run's level over its passes (measured / priced)
     spread: RunSpread | None = None  # the machine's run-to-run spread this compare used (realrun.interval)
@@ -178,7 +179,8 @@ class CompareRow:
                 **({"predicted_at_profile": self.predicted_at_profile,
                     "error_pct_at_profile": self.errors_at_profile} if self.predicted_at_profile is not None else {}),
                 **({"pass_level": self.pass_level.as_dict(), "predicted_at_passes": self.predicted_at_passes,
-                    "error_pct_at_passes": self.errors_at_passes} if self.pass_level is not None else {})}
+                    "error_pct_at_passes": self.errors_at_passes} if self.pass_level is not None else {}),
+                **({"predicted_at_machine": self.predicted_at_machine} if self.predicted_at_machine is not None else {})}
 
 
 def _seconds(x) -> float | None:
@@ -194,3 +196,4 @@ class CompareReport:
     level: Level | None = None  # the machine's level over the runs, from the canaries (None: no canary readings)
     spread: RunSpread | None = None  # the machine's run-to-run spread the intervals stand on
     metric_sd: dict = field(default_factory=dict)  # {metric: (sd of ln, df)}: the repeats pooled over the policies
+    machine_level: PassLevel | None = None  # every policy's passes pooled (realrun.pass_level.machine_level)

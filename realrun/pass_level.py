@@ -29,7 +29,8 @@ import numpy as np
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import StepTimeModel
 
-__all__ = ["PassLevel", "pass_level", "run_level", "priced_passes", "BLOCKS", "CONTRADICTS", "IDLE_MIN_S"]
+__all__ = ["PassLevel", "pass_level", "machine_level", "run_level", "priced_passes", "BLOCKS", "CONTRADICTS",
+           "IDLE_MIN_S"]
 
 #: Blocks of consecutive passes for the batch-means standard error: enough for a spread, few enough
 #: that each block spans seconds of a run (the slow drift's time scale).
@@ -126,24 +127,38 @@ def priced_passes(run, model) -> list[tuple]:
     return out
 
 
-def pass_level(runs, step_time: StepTimeModel, policy_name: str) -> PassLevel | None:
-    """The level of ``runs`` (measured results of one policy, each with ``meta['passes']``: (Pass,
-    seconds) in the order they ran), against ``step_time`` as the policy is priced; None without passes."""
-    model = step_time.for_policy(policy_name)
+def _level_of(priced) -> PassLevel | None:
+    """The level of (pass, priced seconds, measured seconds) triples, in the order they ran."""
     pre_p, pre_m, dec_p, dec_m = [], [], [], []
-    for run in runs:
-        for p, priced, secs in priced_passes(run, model):
-            if p.prefill_rows:
-                pre_p.append(priced)
-                pre_m.append(secs)
-            else:
-                dec_p.append(priced)
-                dec_m.append(secs)
+    for p, price, secs in priced:
+        if p.prefill_rows:
+            pre_p.append(price)
+            pre_m.append(secs)
+        else:
+            dec_p.append(price)
+            dec_m.append(secs)
     if not pre_m and not dec_m:
         return None
     p, pse, pn = _ratio(np.asarray(pre_p, float), np.asarray(pre_m, float))
     d, dse, dn = _ratio(np.asarray(dec_p, float), np.asarray(dec_m, float))
     return PassLevel(p, d, pse, dse, pn, dn)
+
+
+def pass_level(runs, step_time: StepTimeModel, policy_name: str) -> PassLevel | None:
+    """The level of ``runs`` (measured results of one policy, each with ``meta['passes']``: (Pass,
+    seconds) in the order they ran), against ``step_time`` as the policy is priced; None without passes."""
+    model = step_time.for_policy(policy_name)
+    return _level_of(t for run in runs for t in priced_passes(run, model))
+
+
+def machine_level(groups) -> PassLevel | None:
+    """One level for the machine: every policy's passes pooled, each priced as its own policy is.
+    ``groups``: (runs, step_time, policy name) per policy. Where a single policy's level can hold that
+    policy's own miss (a shape the model prices wrong), the pool is the machine's speed: a laptop twice
+    as slow as the profile's machine reads about 2x here whatever the policies. The blocks of the
+    standard error follow the policies' order, so a policy the model misprices widens it (conservative)."""
+    return _level_of(t for runs, st, name in groups for run in runs
+                     for t in priced_passes(run, st.for_policy(name)))
 
 
 def run_level(run, step_time: StepTimeModel, policy_name: str) -> float | None:

@@ -161,3 +161,45 @@ def test_the_engine_logs_the_idle_before_each_step():
     # Taxi runs one request's prefill and decodes as steps back to back; between requests it waits for the
     # next arrival, so some steps follow an idle and most passes (the repeats of a step) follow a pass.
     assert sum(x > 0 for x in idle) >= 1 and sum(x == 0 for x in idle) > len(idle) // 2
+
+
+@pytest.mark.parametrize("speed", [1.0, 2.0])
+def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
+    """A laptop twice as slow as the profile's machine (issue 40): at 9 requests/s the taxi saturates
+    there and not at the profile's speed, so the prediction as made ranks it below static where the
+    machine measured it above. The verdict says what the machine ran at and judges the prediction made
+    again at that level, which ranks as the machine did; at the profile's speed nothing is moved."""
+    from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
+    from batchsim.sim.level import LevelStepTime
+    from realrun.closing import verdict_dict, verdict_line
+    from realrun.compare import compare_policies
+
+    wl = make_workload(Poisson(9.0), Uniform(50, 150), Uniform(8, 24), n=150, seed=3)
+    slow = LevelStepTime(MODEL, speed, speed)
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 300
+
+    def measure(label, policy):
+        res = simulate(wl, policy, slow)
+        res.meta["passes"] = [(p, MODEL.pass_time(p) * speed) for p in passes]
+        return res
+
+    kw = {"static": {"max_batch": 4}}
+    pairs = [(n, make_policy(n, **kw.get(n, {})), make_policy(n, **kw.get(n, {}))) for n in ("taxi", "dynamic", "static")]
+    report = compare_policies(wl, pairs, measure, MODEL, repeats=2, level=False)
+    line, d = verdict_line(report), verdict_dict(report)
+    assert report.machine_level.decode == pytest.approx(speed) and report.machine_level.prefill == pytest.approx(speed)
+    if speed == 1.0:
+        assert all(r.predicted_at_machine is None for r in report.rows)
+        assert "this machine ran" not in line and "ranking by p99 E2E preserved" in line
+        assert d["judged_at"] == "the level predicted at"
+        return
+    rows = {r.label: r for r in report.rows}
+    assert rows["taxi"].predicted["p99_e2e"] < rows["static"].predicted["p99_e2e"]  # as made: another machine's
+    assert rows["taxi"].measured["p99_e2e"] > rows["static"].measured["p99_e2e"]
+    assert rows["taxi"].predicted_at_machine["p99_e2e"] > rows["static"].predicted_at_machine["p99_e2e"]
+    assert line.startswith("verdict: this machine ran its passes at prefill 2.000x")
+    assert "(at the level predicted at, the ranking was NOT preserved)" in line
+    assert "): ranking by p99 E2E preserved (dynamic < static < taxi" in line
+    assert d["ranking_preserved"] is True and d["judged_at"].startswith("this machine's level")
+    assert any("the verdict judges the prediction again at this machine's level" in n for n in report.notes)
+    assert rows["taxi"].as_dict()["predicted_at_machine"] == rows["taxi"].predicted_at_machine
