@@ -28,17 +28,15 @@ command line of batchsim itself is not imported.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import textwrap
-from dataclasses import replace
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
 from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags
 
 from .bare import BARE_ARGV, BARE_COMMAND, bare_line, time_text, workload_text
-from .parser import FlagError, Parser, add_model_args
+from .parser import FlagError, Parser, add_model_args, add_realrun_flags
 from .run_setup import REALRUN_DEFAULTS, RunSetup, check_model_flags
 
 __all__ = ["main", "build_parser", "REALRUN_DEFAULTS", "RunSetup"]
@@ -63,30 +61,12 @@ def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:
 
 
 _DEFAULTS_NOTE = "the defaults are realrun's small load; a SCENARIO sets its own workload shape and policies"
-_DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
-
-
-def _add_realrun_flags(group, flags) -> None:
-    """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the simulator's:
-    ``--help`` must name the load a bare run serves."""
-    add_flags(group, tuple(_realrun_default(f) for f in flags))
-
-
-def _realrun_default(flag: Flag) -> Flag:
-    if flag.dest not in REALRUN_DEFAULTS:
-        return flag
-    v = REALRUN_DEFAULTS[flag.dest]
-    shown = f"(default {v:g})" if isinstance(v, float) else f"(default {v})"
-    text = _DEFAULT_IN_HELP.sub(shown, flag.help) if _DEFAULT_IN_HELP.search(flag.help) else f"{flag.help} {shown}"
-    return replace(flag, help=text)
-
-
 def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> None:
     p.add_argument("scenario", nargs="?", default=None, help="a batchsim scenario to take the workload and policies from (default: a small load)")
     add_model_args(p)
-    _add_realrun_flags(p.add_argument_group("workload (who arrives when, with how many tokens)",
+    add_realrun_flags(p.add_argument_group("workload (who arrives when, with how many tokens)",
                                             _DEFAULTS_NOTE), WORKLOAD_FLAGS)
-    _add_realrun_flags(p.add_argument_group("batching policy", _DEFAULTS_NOTE), POLICY_FLAGS)
+    add_realrun_flags(p.add_argument_group("batching policy", _DEFAULTS_NOTE), POLICY_FLAGS)
     # batchsim's server flags describe a simulated GPU; here the server is the real model, so only
     # the KV budget (a policy matter) and, for compare, the calibration carry over.
     g = p.add_argument_group("server")

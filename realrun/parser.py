@@ -7,10 +7,12 @@ register themselves on it and run alone too, so what they share lives here, belo
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import replace
 
-from batchsim.core.flags import dash_hint
+from batchsim.core.flags import Flag, add_flags, dash_hint
 
-__all__ = ["FlagError", "Parser", "add_model_args"]
+__all__ = ["FlagError", "Parser", "add_model_args", "add_realrun_flags"]
 
 
 class FlagError(Exception):
@@ -41,3 +43,23 @@ def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
                        help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at the start, "
                             "as vLLM and the policy count them), padded (each row left-padded to the longest: the "
                             "rectangle of lesson 5), or auto (default: paged where the model runs on the CPU in fp32)")
+
+
+_DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
+
+
+def add_realrun_flags(group, flags) -> None:
+    """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the simulator's:
+    ``--help`` must name the load a bare run (or ``load``) sends."""
+    from .run_setup import REALRUN_DEFAULTS  # here, not at the top: ``load`` starts without the simulator's scenarios
+
+    add_flags(group, tuple(_realrun_default(f, REALRUN_DEFAULTS) for f in flags))
+
+
+def _realrun_default(flag: Flag, defaults: dict) -> Flag:
+    if flag.dest not in defaults:
+        return flag
+    v = defaults[flag.dest]
+    shown = f"(default {v:g})" if isinstance(v, float) else f"(default {v})"
+    text = _DEFAULT_IN_HELP.sub(shown, flag.help) if _DEFAULT_IN_HELP.search(flag.help) else f"{flag.help} {shown}"
+    return replace(flag, help=text)

@@ -406,6 +406,14 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     assert e.value.code == 0
     text = capsys.readouterr().out
     assert "--max-concurrency" in text and "--arrival" in text and "--json FILE" in text
+    # Each workload flag's help gives the default load actually sends: realrun's, not the simulator's.
+    from realrun.run_setup import REALRUN_DEFAULTS as d
+
+    words = " ".join(text.split())
+    for flag, value in (("--rate RATE", f"{d['rate']:g}"), ("--requests REQUESTS", d["requests"]),
+                        ("--prompt-len PROMPT_LEN", d["prompt_len"]), ("--output-len OUTPUT_LEN", d["output_len"])):
+        help_of = words.rsplit(flag, 1)[1].split(" --", 1)[0]
+        assert f"(default {value})" in help_of, (flag, help_of)
 
 
 def test_report_refuses_results_out_of_order():

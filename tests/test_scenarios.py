@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import numpy as np
 import pytest
@@ -162,6 +163,20 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
         assert x["kv_peak_tokens"] <= budget
     assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1  # memory, not max_batch=64, caps it
     assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
+    # The notes count in words that agree with the counts, and the rows a full cache holds are memory's
+    # budget over the tokens each held then: one arithmetic, not two numbers for one limit.
+    res = r.results["long: continuous-128"]
+    hit = np.bincount(res.records.preemptions)
+    evicted = next(n for n in r.notes if n.startswith("long: continuous-128: ") and "for 80 requests" in n)
+    many = int((res.records.preemptions > 0).sum())
+    assert (f"the worst {len(hit) - 1} times" in evicted) == (len(hit) > 2)
+    assert (f"{many} requests evicted once each" in evicted or many == 1 or len(hit) > 2) and "1 times" not in evicted
+    full = next((n for n in r.notes if "% full for" in n), None)
+    if full is not None:
+        m = re.search(r"Then it holds (\d+) rows of about ([\d,]+) tokens each, all that fits in 90-100 % of memory's "
+                      r"([\d,]+) tokens", full)
+        rows, held, total = int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", ""))
+        assert total == budget and 0.85 * budget <= rows * held <= 1.05 * budget, full
 
 
 def test_chat_vs_offline_notes_and_batches():

@@ -18,8 +18,9 @@ from dataclasses import replace
 from batchsim.core.config import WorkloadConfig
 from batchsim.core.errors import ConfigError
 from batchsim.core.files import dumps, write_atomic
-from batchsim.core.flags import WORKLOAD_FLAGS, add_flags, check_conflicts, given
+from batchsim.core.flags import WORKLOAD_FLAGS, check_conflicts, given
 
+from ..parser import add_realrun_flags
 from .outfile import check_output
 from .metrics import format_report
 from .runner import DEFAULT_URL, LoadConfig, run_load, span_seconds
@@ -39,8 +40,8 @@ def add_parser(sub) -> None:
         description="Send batchsim's workload to an OpenAI-compatible server, each request at its own arrival "
                     "time (open loop), streamed; measure TTFT, TPOT, ITL and E2E latency as vllm bench serve does.",
         epilog=f"Defaults here are realrun's small load: --rate {d['rate']:g}, --requests {d['requests']}, "
-               f"--prompt-len {d['prompt_len']}, --output-len {d['output_len']} (the flags' own help gives "
-               "batchsim's). Ctrl-C prints what was measured and exits 130.")
+               f"--prompt-len {d['prompt_len']}, --output-len {d['output_len']}, as each flag's help says. "
+               "Ctrl-C prints what was measured and exits 130.")
     s = p.add_argument_group("server")
     s.add_argument("--url", default=DEFAULT_URL, help=f"the server's base URL (default {DEFAULT_URL})")
     s.add_argument("--endpoint", default="/v1/completions", metavar="PATH",
@@ -55,7 +56,7 @@ def add_parser(sub) -> None:
                         "--client-by key, your own key names you in the class's record; default: none)")
     s.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="seconds one request may take before it counts as failed (default 600)")
     w = p.add_argument_group("workload (who arrives when, with how many tokens)")
-    add_flags(w, WORKLOAD_FLAGS)
+    add_realrun_flags(w, WORKLOAD_FLAGS)
     w.add_argument("--prompt-text", default=None, metavar="TEXT",
                    help="send this text as every prompt (default: --prompt-len token ids below 256, seeded by --seed)")
     o = p.add_argument_group("output")

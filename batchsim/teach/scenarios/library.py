@@ -227,24 +227,31 @@ def _preemption_notes(report: ScenarioReport) -> list[str]:
         hit = np.bincount(r.preemptions)
         once = int((r.preemptions > 0).sum())
         ctx = float(np.mean(r.prompt_tokens))
+        again = len(hit) > 2  # someone was evicted more than once
+        who = (f"{once} of them evicted at least once, the worst {len(hit) - 1} times" if again else
+               f"{once} {'request' if once == 1 else 'requests'} evicted once {'' if once == 1 else 'each'}".rstrip())
         out.append(
-            f"{label}: {res.preemptions:,} preemptions for {len(r)} requests: {once} of them were evicted at least "
-            f"once, the worst {len(hit) - 1} times. Admission counts only the blocks a request holds now, so it admits "
+            f"{label}: {res.preemptions:,} {'preemption' if res.preemptions == 1 else 'preemptions'} for {len(r)} "
+            f"requests, {who}. Admission counts only the blocks a request holds now, so it admits "
             "while blocks are free; as the answers grow the blocks run out and the newest request is evicted, its "
             f"cache thrown away (about {ctx:,.0f} prompt tokens to recompute), to be readmitted as soon as a block "
-            "frees and evicted again. Each eviction is work done twice.")
+            f"frees{' and evicted again' if again else ''}. Each eviction is work done twice.")
         full = st["kv_in_use"] >= 0.9 * budget
         if full.any():
             t0 = float(st["start"][np.argmax(full)])
             after = st["start"] >= t0
             share = float((st["duration"] * full)[after].sum() / max(st["duration"][after].sum(), 1e-12))
             waiting = float(np.mean((r.start - r.arrival)[r.arrival >= t0] > 1.0)) if (r.arrival >= t0).any() else 0.0
+            # The rows a full cache holds, at the contexts they had then (a row mid-answer holds its prompt and
+            # the tokens so far): the same arithmetic as the contexts' note above, at those steps' contexts.
+            rows = st["batch_size"][full]
+            held = float(np.median(st["kv_in_use"][full] / np.maximum(rows, 1)))
             out.append(
-                f"{label}: from t = {t0:.0f} s the KV cache stays at least 90 % full for {share:.0%} of the busy time: "
-                f"the {int(np.median(st['batch_size'][after]))} rows that memory allows serve about as fast as requests "
-                f"arrive, so a queue builds ({waiting:.0%} of later requests wait over a second) and every freed "
-                "block is taken at once. "
-                "From then on memory, not the policy, sets the batch.")
+                f"{label}: from t = {t0:.0f} s the KV cache is at least 90 % full for {share:.0%} of the busy time. "
+                f"Then it holds {int(np.median(rows))} rows of about {held:,.0f} tokens each, all that fits in 90-100 % "
+                f"of memory's {budget:,} tokens; every freed block is taken at once, and a queue builds "
+                f"({waiting:.0%} of later requests wait over a second): in those stretches memory, not the policy, "
+                "sets the batch.")
     return out
 
 
