@@ -180,3 +180,46 @@ def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
     lab.predict_wait_in_outage = lambda duration: duration  # and a wrong prediction still fails
     with pytest.raises(AssertionError, match="your prediction"):
         checks.test_b_predicted_wait_in_the_outage(lab)
+
+
+def test_lab7_checks_name_the_mistake_and_never_the_answer():
+    """Lab 7's Part B and C checks, given the commonest wrong answers, name each one; no failure message
+    holds the figure the student had to compute (issue 40: a check that prints the answer is no check)."""
+    import json
+
+    lab = _load("_lab7_solution", SOLUTIONS / "lab7_class_traffic.py")
+    checks = _load("_lab7_checks", LABS / "test_lab7.py")
+    expected = json.loads((LABS / "data" / "class-predicted.json").read_text())
+    right = lab._summary
+    mistakes = {
+        "in milliseconds": lambda r, c, p, k: right(r, c, p, k)["p50_ttft"] * 1e3,
+        "another statistic": lambda r, c, p, k: right(r, c, p, k)["mean_ttft"],
+        # (The policy's default knobs and a run without the limits are named too, where they differ: on the
+        # shipped records, light traffic and short prompts, they give the right figure, so no mistake.)
+        "policy's replay": lambda r, c, p, k: right(r, c, "static" if p == "continuous" else "continuous",
+                                                    {"max_batch": 8} if p == "continuous" else {})["p50_ttft"],
+        "check the workload": lambda r, c, p, k: right(r, c, p, k)["p50_ttft"] * 1.5,
+    }
+
+    def figures(x: float) -> list[str]:
+        return [f"{x * 1e3:.1f}", f"{x * 1e3:.0f} ms", f"{x:.3f}", f"{x:.4f}", repr(x)]
+
+    answers = [f for w in ("static", "continuous") for v in (expected[w]["predicted_p50_ttft"],
+                                                             *expected[w]["what_if"].values()) for f in figures(v)]
+    for words, wrong in mistakes.items():
+        lab.what_if = lambda r, c, p, k, wrong=wrong: wrong(r, c, p, k)
+        lab.predict_p50_ttft = lambda r, c, wrong=wrong: wrong(r, c, lab.sidecar(r)["policy"], lab.sidecar(r)["policy_knobs"])
+        for check in (lambda: checks.test_lab7_b_prediction_is_batchsims(lab, "continuous"),
+                      lambda: checks.test_lab7_c_what_if(lab)):
+            with pytest.raises(pytest.fail.Exception) as e:
+                check()
+            text = str(e.value)
+            assert words in text, (words, text)
+            # A figure the student gave may be printed; the right one never is.
+            assert not any(a in text.replace(repr_given(text), "") for a in answers), text
+
+
+def repr_given(text: str) -> str:
+    """The student's own figure, as the message quotes it ('you gave X:'), cut out before looking for the answer."""
+    m = re.search(r"you gave (\S+):", text)
+    return m[1] if m else "\0"

@@ -41,9 +41,11 @@ def test_lab8_a_pooled_spread(lab):
     assert lab.pooled_spread([[2.0], [3.0]]) == (None, 0), "no group of two runs: (None, 0)"
     for metric, (want_sd, want_df) in SPREAD.items():
         sd, df = lab.pooled_spread([lab.RUNS["measured"][p][metric] for p in lab.RUNS["measured"]])
-        assert df == want_df, f"{metric}: four policies of three runs have {want_df} degrees of freedom, you gave {df}"
+        assert df == want_df, (f"{metric}: four policies of three runs, each losing one degree of freedom to its own "
+                               f"mean; you gave {df}")
         assert sd == pytest.approx(want_sd, rel=1e-4), (
-            f"{metric}: the pooled sd of ln(value) is {want_sd:.4f}, you gave {sd:.4f}")
+            f"{metric}: you gave {sd:.4f}, not the pooled sd of ln(value) over the shipped runs: each policy's logs "
+            "around their own mean, the squares summed over every policy, divided by the degrees of freedom, square-rooted")
 
 
 def test_lab8_a_error_interval_of_the_worked_example(lab):
@@ -77,8 +79,10 @@ def test_lab8_a_verdicts_on_the_given_runs(lab, metric):
         assert lo <= err <= hi, (
             f"{metric}, {policy}: the error {err:+.1f} % must lie in its interval [{lo:+.1f}, {hi:+.1f}]")
         got[policy] = lab.verdict(lo, hi, tol)
-    assert got == VERDICTS[metric], (
-        f"{metric} at ±{tol:g} % (sd {sd}, {df} degrees of freedom): want {VERDICTS[metric]}")
+    wrong = [p for p in got if got[p] != VERDICTS[metric][p]]
+    assert not wrong, (f"{metric} at ±{tol:g} % (sd {sd}, {df} degrees of freedom): the verdict for "
+                       f"{', '.join(f'{p} (you: {got[p]})' for p in wrong)} is not what its interval against the "
+                       "tolerance gives")
 
 
 def test_lab8_a_smallest_difference_and_runs_needed(lab):
