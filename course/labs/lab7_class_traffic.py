@@ -15,10 +15,13 @@ in the columns after those, what the server measured for each (``start_s``,
 ``first_token_s``, ``finish_s``, ``tokens``, ``rejected``, and ``client``, a short id of the
 laptop that sent it, the same as on the dashboard: whose requests waited); ``r1.csv.json`` beside it says what
 served it (model, machine, ``policy`` and ``policy_knobs``, ``context_len``). Since the
-record is a trace, batchsim can replay the very arrivals the room made:
-``python -m batchsim run --trace r1.csv``; ``python -m realrun predict r1.csv`` does all of
-this lab at once. At home, ``solo()`` below is the room: one server and four clients on
-this machine (``python course/labs/lab7_class_traffic.py static r1.csv``).
+record is a trace, batchsim can replay the very arrivals the room made.
+``python -m realrun predict r1.csv`` does Parts A and B at once, on the machine that served (every
+metric predicted against measured, with a verdict); Part C's what-if, another policy on the same
+arrivals, it does not: that is yours. ``python -m batchsim run --trace r1.csv`` replays the arrivals
+on batchsim's default simulated GPU, not on the machine that served the room: a what-if on other
+hardware, not a prediction of the room. At home, ``solo()`` below is the room: one server and four
+clients on this machine (``python course/labs/lab7_class_traffic.py static r1.csv``).
 
 The lab's checks use two records shipped in ``course/labs/data/``: four clients at 0.25
 requests per second each, 12 requests apiece, on tiny-gpt2 and a 2-core CPU, served with
