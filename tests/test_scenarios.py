@@ -245,6 +245,25 @@ def test_azure_conv_replays_a_trace_given_with_the_flag():
     assert rep.summaries["continuous"]["completed"] == 100 and rep.config["traffic"]["source"] == "trace"
 
 
+def test_a_served_record_replayed_says_it_is_not_a_prediction_of_the_room(tmp_path):
+    """A `realrun serve --record` CSV (its sidecar names the real model) replayed by batchsim runs on the
+    simulated server: the notes say so and name the command that predicts the record; a trace with no
+    sidecar gets no such note, nor one whose sidecar is not a server's."""
+    import shutil
+
+    from pathlib import Path
+
+    lab = Path(__file__).resolve().parents[1] / "course" / "labs" / "data" / "class-static.csv"
+    rep = run("azure-conv", "--trace", str(lab), "--requests", "20")
+    note = next(n for n in rep.notes if "is a record of a real server" in n)
+    assert "tiny-gpt2 on cpu, static" in note and f"python -m realrun predict {lab}" in note
+    bare = tmp_path / "room.csv"
+    shutil.copy(lab, bare)
+    assert not any("record of a real server" in n for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes)
+    (tmp_path / "room.csv.json").write_text("[1, 2]")
+    assert not any("record of a real server" in n for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes)
+
+
 def test_same_seed_same_table_and_json_shape(capsys):
     assert main(["run", "laundromat", "--requests", "40", "--json", "--no-plots"]) == 0
     a = json.loads(capsys.readouterr().out)

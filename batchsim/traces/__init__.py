@@ -22,7 +22,7 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from .catalog import PUBLIC_TRACES, SPLITWISE, PublicTrace, public_trace
 
-__all__ = ["AZURE_TRACE", "SHIPPED", "PUBLIC_TRACES", "PublicTrace", "SPLITWISE", "public_trace", "cache_dir",
+__all__ = ["AZURE_TRACE", "SHIPPED", "served_record_note", "PUBLIC_TRACES", "PublicTrace", "SPLITWISE", "public_trace", "cache_dir",
            "find_trace", "shipped_trace", "missing_trace_hint", "check_trace_file"]
 
 #: The file name of the trace that ships: the Azure 2023 conversation trace.
@@ -85,3 +85,25 @@ def check_trace_file(path: str | Path | None) -> None:
     """Nothing for a trace that exists (the reader judges its contents); a ConfigError with the hint if not."""
     if path is not None and not Path(path).exists():
         raise ConfigError(missing_trace_hint(path))
+
+
+def served_record_note(path: str | Path | None) -> str | None:
+    """For a trace that a real server recorded (``realrun serve --record``: a sidecar ``PATH.json`` naming the
+    model and the machine), one line saying that batchsim replays its arrivals on the simulated server,
+    which is not the machine that served them; None for any other trace. Read as plain JSON: batchsim does
+    not import realrun."""
+    import json
+
+    if path is None:
+        return None
+    side = Path(str(path) + ".json")
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or "model" not in meta or "policy" not in meta:
+        return None
+    where = " on ".join(str(meta[k]) for k in ("model", "device") if meta.get(k))
+    return (f"{Path(path).name} is a record of a real server ({where}, {meta['policy']}, says {side.name}): "
+            "batchsim replays its arrivals on the simulated server below, a what-if on other hardware, not a "
+            f"prediction of what was measured; to predict the record itself: python -m realrun predict {path}")

@@ -26,7 +26,7 @@ from ...core.flags import given
 from ...core.errors import ConfigError
 from ...core.metrics import SUMMARY_KEYS, TTFT_NOTE, format_table, table_notes
 from ...sim.simulator import RunResult
-from ...traces import check_trace_file
+from ...traces import check_trace_file, served_record_note
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
@@ -141,6 +141,9 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     for wcfg in wconfigs:
         check_trace_file(wcfg.trace)  # a missing trace says where traces come from, not only "not found"
         wconfigs[wcfg] = wcfg.build()
+        served = served_record_note(wcfg.trace)
+        if served is not None and served not in report.notes:
+            report.notes.append(served)
     if not getattr(args, "no_size_check", False):  # traces: sized again now that their rows are known
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     described: dict[str, str] = {}
