@@ -5,9 +5,9 @@ take-aways. ``build`` makes a deck of it that reads from the back row: each figu
 block of command output is a slide of its own under its section's heading, with at most three
 short lines written for the slide (``slides_content`` says where they come from and why), set as
 large as a 1280x720 page allows and never under about 14 px, wide output cut to the columns the
-slide is about (``slides_fit``). The decks are HTML files with the figures linked, not copied,
-from ``course/figures/``, so a deck never disagrees with the lesson or the figure it was made
-from: rebuild after ``make course`` and it is current. Arrow keys or space move between slides;
+slide is about (``slides_fit``). The decks are HTML files with their figures copied beside them
+(``figures/``), so the folder can be carried to any machine and shows every figure; rebuild after
+``make course`` (0.3 s) and it is current again. Arrow keys or space move between slides;
 printing gives one slide per landscape page. The handout gathers every lesson's take-aways on one
 A4 page.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import os
 import re
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from batchsim.teach import slides_fit as fit
 from batchsim.teach.slides_content import LINE_CHARS, MAX_LINES, Slide, Visual, lesson_slides
 from batchsim.teach.slides_fit import SlideError
 
-__all__ = ["Slide", "Visual", "SlideError", "lesson_slides", "render_deck", "handout", "build", "main",
+__all__ = ["Slide", "Visual", "SlideError", "FIGURES", "figure_source", "lesson_slides", "render_deck", "handout", "build", "main",
            "MAX_LINES", "LINE_CHARS"]
 
 
@@ -99,7 +98,7 @@ def _inline(md, line: str) -> str:
 def _visual_html(s: Slide, lesson: Path, out_dir: Path, md) -> str:
     v = s.visual
     if v.kind == "figure":
-        target = os.path.relpath((lesson.parent / v.text).resolve(), out_dir.resolve())
+        target = f"{FIGURES}/{figure_source(lesson, v.text).name}"  # copied beside the deck by ``build``
         _, h = fit.visual_box(len(s.lines) or 1)  # a figure without lines keeps a line for its caption
         return (f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
                 f"style='max-height: {h}px'></div>")
@@ -108,8 +107,21 @@ def _visual_html(s: Slide, lesson: Path, out_dir: Path, md) -> str:
     return f"<div class='visual'><pre style='font-size: {s.px()}px'><code>{html.escape(v.text)}</code></pre></div>"
 
 
+#: The folder beside the decks that holds their figures: a deck folder copied to a USB stick or a
+#: classroom machine shows every figure (a link into course/figures/ showed none once moved).
+FIGURES = "figures"
+
+
+def figure_source(lesson: Path, link: str) -> Path:
+    """The figure a lesson links (``![alt](../figures/x.png)``), refused in one line when it is not there."""
+    src = (lesson.parent / link).resolve()
+    if not src.is_file():
+        raise SlideError(f"{lesson.name}: figure {link!r} is not there ({src}); make course draws the course's figures")
+    return src
+
+
 def render_deck(slides: list[Slide], lesson: Path, out_dir: Path) -> str:
-    """The deck as one HTML page; figures linked relative to ``out_dir``."""
+    """The deck as one HTML page; figures linked from ``FIGURES/`` beside it (``build`` copies them there)."""
     md = _markdown()
     parts = []
     for k, s in enumerate(slides, 1):
@@ -176,8 +188,13 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
     written = []
     for p in lessons:
         deck = out_dir / f"{p.stem}.html"
-        deck.write_text(render_deck(lesson_slides(p.read_text(), p.name), p, out_dir))
+        slides = lesson_slides(p.read_text(), p.name)
+        deck.write_text(render_deck(slides, p, out_dir))
         written.append(deck)
+        for s in slides:
+            if s.visual is not None and s.visual.kind == "figure":
+                (out_dir / FIGURES).mkdir(exist_ok=True)
+                shutil.copyfile(figure_source(p, s.visual.text), out_dir / FIGURES / figure_source(p, s.visual.text).name)
     h = out_dir / "handout.html"
     h.write_text(handout(lessons))
     written.append(h)
