@@ -7,7 +7,9 @@ student would. The arrival-rate slider and the *whole* figure must then lie insi
 the screen, the figure shown at its natural size (not stretched, so not blurry),
 and drawn once on the page. Then it types a new arrival rate into the slider's
 readout and checks that the panel's picture really changed (pixel data, not just
-a re-render). Screenshots are kept under ``out/browser/`` as artefacts.
+a re-render). Notebook 2, whose figure is the course's widest, is opened at the laptop's width and
+at the narrower page JupyterLab leaves: its figure stays beside the sliders and its table whole.
+Screenshots are kept under ``out/browser/`` as artefacts.
 
 What it needs: the ``chromium`` Debian package, and the ``voila`` and
 ``playwright`` Python packages (never ``playwright install``: Debian's browser is
@@ -18,6 +20,7 @@ the reason, only where that is impossible.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import os
@@ -102,14 +105,15 @@ def _changed_fraction(a: bytes, b: bytes) -> float:
     return float((np.abs(x - y).max(axis=-1) > 0.05).mean())
 
 
-@pytest.fixture
-def voila_url(tmp_path):
+@contextlib.contextmanager
+def _voila(notebook: Path, tmp_path: Path):
+    """Voila serving ``notebook`` on 127.0.0.1; yields its URL and stops it (its log kept as an artefact)."""
     _python_packages()
     port = _free_port()
     log = (tmp_path / "voila.log").open("w")
     env = dict(os.environ, MPLBACKEND="Agg", JUPYTER_PLATFORM_DIRS="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voila", str(NOTEBOOK.relative_to(ROOT)), "--no-browser", f"--port={port}",
+        [sys.executable, "-m", "voila", str(notebook.relative_to(ROOT)), "--no-browser", f"--port={port}",
          "--Voila.ip=127.0.0.1", "--VoilaConfiguration.show_tracebacks=True"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
     )
@@ -125,7 +129,13 @@ def voila_url(tmp_path):
             proc.wait(timeout=15)
         log.close()
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / "voila.log", ARTEFACTS / "voila.log")
+        shutil.copy(tmp_path / "voila.log", ARTEFACTS / f"voila-{notebook.stem}.log")
+
+
+@pytest.fixture
+def voila_url(tmp_path):
+    with _voila(NOTEBOOK, tmp_path) as url:
+        yield url
 
 
 def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
@@ -195,3 +205,51 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
     # The figure's title names the rate, and the bars move: a real change of pixels, not a redraw.
     assert _changed_fraction(before, after) > 0.01
     assert "taxi" in table_text and "dynamic" in table_text
+
+
+#: The notebook's width in JupyterLab on a 1366 px screen, its side bar folded: the page less the side
+#: bar's tabs, the prompts' column, the margins and a scroll bar (about 1,210 px), where Voila gives
+#: about 1,330. A page this wide is what the panels must fit there.
+JUPYTERLAB_WIDTH = 1210
+
+
+@pytest.mark.parametrize("width", [SCREEN["width"], JUPYTERLAB_WIDTH])
+def test_notebook2_figure_stays_beside_the_sliders_and_its_table_is_whole(tmp_path, width):
+    """Notebook 2's figure is the course's widest (880 px). At a laptop's width in Voila, and at the
+    narrower page JupyterLab leaves, it is drawn beside the controls, inside the page, and the table
+    under it is whole on screen or scrolls in its own box, never cut at the page's edge."""
+    chromium = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with _voila(ROOT / "notebooks" / "02_static_dynamic_continuous.ipynb", tmp_path) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=600_000)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": SCREEN["height"]})
+            page.set_default_timeout(600_000)  # watchdogs against a hang only
+            page.goto(url, timeout=600_000)
+            page.wait_for_function("() => [...document.querySelectorAll('.widget-image')]"
+                                   ".some(i => i.complete && i.naturalWidth > 100)")
+            geometry = page.evaluate("""() => {
+                const img = [...document.querySelectorAll('.widget-image')].find(i => i.naturalWidth > 100);
+                const row = img.closest('.widget-hbox');
+                const controls = row.querySelector('.widget-vbox').getBoundingClientRect();
+                const i = img.getBoundingClientRect();
+                const pre = row.parentElement.querySelector('pre');
+                const p = pre ? pre.getBoundingClientRect() : null;
+                return {img: [i.left, i.top, i.right, i.width, i.height], natural: [img.naturalWidth, img.naturalHeight],
+                        controls: [controls.left, controls.top, controls.right],
+                        table: p ? [p.right, pre.scrollWidth, pre.clientWidth, getComputedStyle(pre).overflowX] : null,
+                        page: document.documentElement.clientWidth};
+            }""")
+            page.screenshot(path=str(ARTEFACTS / f"notebook2-{width}.png"))
+        finally:
+            browser.close()
+    left, top, right, w, h = geometry["img"]
+    assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, geometry  # beside
+    assert right <= geometry["page"] + 0.5, geometry
+    assert w <= geometry["natural"][0] + 0.5 and abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, geometry
+    if width == SCREEN["width"]:
+        assert abs(w - geometry["natural"][0]) <= 1, geometry  # room enough: its natural size, not shrunk
+    table = geometry["table"]
+    assert table is not None and table[0] <= geometry["page"] + 0.5, geometry
+    assert table[1] <= table[2] or table[3] == "auto", geometry  # whole, or scrolling in its own box

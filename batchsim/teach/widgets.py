@@ -35,9 +35,13 @@ __all__ = [
 ]
 
 _STYLE = {"description_width": "initial"}
-#: The controls' column. With it, the widest lesson figure (11 inches at 80 dpi = 880 px) still
-#: fits beside it on a 1366 px laptop screen, whose notebook page is about 1,330 px wide.
+#: The controls' column. With it, the widest lesson figure (11 inches at 80 dpi = 880 px) fits
+#: beside it at its natural size in Voila on a 1366 px laptop screen (a page about 1,330 px wide);
+#: in JupyterLab, whose prompts and side bar leave the notebook some 1,150-1,250 px, the figure
+#: shrinks in proportion (down to ``FIGURE_MIN_WIDTH``) instead of falling under the sliders.
 CONTROLS_WIDTH = 380
+#: The narrowest the figure is drawn beside the controls; below it the row wraps (a phone, a split screen).
+FIGURE_MIN_WIDTH = 480
 _LAYOUT = W.Layout(width=f"{CONTROLS_WIDTH - 10}px")
 
 
@@ -56,7 +60,9 @@ def figure_png(fig: Figure, dpi: int = 80) -> bytes:
 def _table_html(summary: Any) -> str:
     text = summary.get("table", "") if isinstance(summary, dict) else str(summary)
     notes = summary.get("notes", []) if isinstance(summary, dict) else []
-    parts = [f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25'>{html.escape(text)}</pre>"] if text else []
+    # A table wider than the page scrolls inside its own box instead of being cut at the notebook's edge.
+    parts = [f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;"
+             f"max-width:100%'>{html.escape(text)}</pre>"] if text else []
     parts += [f"<div>{html.escape(n)}</div>" for n in notes]
     return "".join(parts)
 
@@ -137,9 +143,11 @@ class LessonPanel(W.VBox):
         self.result = (summary, fig)
         png = figure_png(fig, self.dpi)
         w, h = png_size(png)
-        # The natural size, never stretched to the page's width (stretching made it blurry and taller
-        # than a laptop's screen); max_width lets it shrink, in proportion, on a narrower window.
-        self.image.layout = W.Layout(width=f"{w}px", height="auto", max_width="100%")
+        # The natural size, never stretched (stretching made it blurry and taller than a laptop's screen):
+        # max_width caps it there. As a flex item of basis 0 it takes the row's room left of the controls,
+        # shrinking in proportion where that is less than its width, and wraps only below FIGURE_MIN_WIDTH.
+        self.image.layout = W.Layout(flex="1 1 0px", width="auto", height="auto", max_width=f"min({w}px, 100%)",
+                                     min_width=f"{min(w, FIGURE_MIN_WIDTH)}px")
         self.image.value = png
         self.table.value = _table_html(summary)
         self.status.value = ""
