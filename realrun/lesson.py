@@ -81,8 +81,11 @@ def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, request
         "policy": policy, "predicted": row.predicted, "measured": row.measured, "errors": errors,
         "table": format_compare(report, explain=True), "decomposition": row.decomposition.as_dict() if row.decomposition else None,
         "profile_heldout_error_pct": prof.heldout_mean_pct, "model": engine.lm.describe(),
-        "notes": [engine.lm.describe(), prof.text().replace("\n", "; "),
-                  f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / measured"],
+        "notes": [f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / "
+                  "measured, so a negative error is a prediction below what was measured",
+                  f"the calibration timed {len(prof.points)} shapes of pass on this machine in {prof.seconds:.0f} s; on "
+                  f"shapes it did not time it is off by {prof.heldout_mean_pct:.0f} % on average"],
+        "details": [engine.lm.describe(), *prof.text().splitlines()],
     }
     return summary, _figure(policy, engine.lm, errors, prof, row)
 

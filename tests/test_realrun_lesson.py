@@ -43,10 +43,16 @@ def test_predicted_vs_measured_names_a_bad_policy_before_loading_anything():
 def test_measured_panel_waits_for_the_button_then_runs_the_real_model():
     panel = widgets.measured_ui(requests=6, repeats=2, max_batch=4)
     assert panel.result is None and panel.calls == 0  # a real model runs only on request
+    assert panel.image.layout.display == "none"  # no picture yet: hidden, not a broken-image icon
     panel.controls["policy"].value = "static"
     assert panel.calls == 0
     panel.run_button.click()
     assert panel.calls == 1 and panel.result[0]["policy"] == "static"
+    assert panel.image.layout.display != "none" and panel.image.value[:4] == b"\x89PNG"
+    # The notes in a student's words; the profile's every figure folded under "details".
+    html = panel.table.value
+    assert "<details><summary>details</summary>" in html and "after sleeping" in html.split("<details>", 1)[1]
+    assert "after sleeping" not in html.split("<details>", 1)[0] and "shapes it did not time" in html
     first = panel.image.value
     panel.controls["policy"].value = "continuous"
     panel.run_button.click()

@@ -64,6 +64,11 @@ def _table_html(summary: Any) -> str:
     parts = [f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;"
              f"max-width:100%'>{html.escape(text)}</pre>"] if text else []
     parts += [f"<div>{html.escape(n)}</div>" for n in notes]
+    # The fine print (a profile's every figure) folded under one line: a student opens it when curious.
+    details = summary.get("details", []) if isinstance(summary, dict) else []
+    if details:
+        parts.append("<details><summary>details</summary><pre style='font-family:monospace;white-space:pre-wrap;"
+                     f"font-size:12px'>{html.escape(chr(10).join(details))}</pre></details>")
     return "".join(parts)
 
 
@@ -88,7 +93,9 @@ class LessonPanel(W.VBox):
         self.calls = 0
         self.error = ""
         self._holding = False
-        self.image = W.Image(format="png")
+        # Hidden until it has a picture: an empty image widget shows as a broken-image icon (a panel that
+        # waits for its Run button showed one to every student).
+        self.image = W.Image(format="png", layout=W.Layout(display="none"))
         self.table = W.HTML()
         self.status = W.HTML()
         left = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
