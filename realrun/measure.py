@@ -62,13 +62,17 @@ def schedule(grid: Grid) -> list[tuple]:
     ("prefill", rows, length), ("past", query, past), ("join", rows, width, prompt) for each round;
     then ("probe", width), ("wake", idle, prompt) and ("gap", policy). ``grid`` as ``measure`` times it
     (clipped to the model's context). ``realrun.profile_size`` prices it to say how long is left."""
-    validation = _validation_shapes(grid, np.random.default_rng(grid.seed))
-    one_round = ([("decode", b, w) for b, w in _decode_points(grid, validation)]
-                 + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
-                 + [("past", q, p) for q, p in grid.past] + [("join", *j) for j in grid.join])
     wake_n = min(32, grid.prefill_lengths[-1])
-    return (one_round * grid.rounds + [("probe", _probe_width(grid))]
+    return (_one_round(grid) * grid.rounds + [("probe", _probe_width(grid))]
             + [("wake", idle, wake_n) for idle in grid.wake_idle] + [("gap", name) for name in grid.policies])
+
+
+def _one_round(grid: Grid) -> list[tuple]:
+    """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves out."""
+    validation = _validation_shapes(grid, np.random.default_rng(grid.seed))
+    return ([("decode", b, w) for b, w in _decode_points(grid, validation)]
+            + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
+            + [("past", q, p) for q, p in grid.past] + [("join", *j) for j in grid.join])
 
 
 def _decode_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
@@ -110,7 +114,7 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress=False, bu
         per_round = (time.monotonic() - t0) / rnd if rnd else 0.0
         if rnd and budget_s is not None and time.monotonic() - t0 + per_round > budget_s:
             if bar is not None:  # the rounds left out count as done
-                bar.update((grid.rounds - rnd) * (len(decode_pts) + len(prefill_pts) + len(grid.past) + len(grid.join)))
+                bar.update((grid.rounds - rnd) * len(_one_round(grid)))  # the count schedule() gives a round
             break
         _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
         _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
