@@ -93,6 +93,26 @@ def lesson2(v: dict[str, str], figure: Figure) -> None:
 
 
 
+def lesson2_published(v: dict[str, str], figure: Figure) -> None:
+    """Lesson 2's check: the roofline against what engines published (batchsim.machine.validation)."""
+    s = figure("02-published.png")
+    per = s["per_engine"]
+    trt, vllm = per["trt-llm throughput"], per["vllm TPOT"]
+    v["l2.pub_points"] = str(s["points"])
+    v["l2.pub_trt_points"] = str(trt["points"])
+    v["l2.pub_trt_median"] = fixed(100 * trt["median"], 0)
+    v["l2.pub_trt_worst"] = fixed(100 * trt["worst"], 0)
+    v["l2.pub_vllm_points"] = str(vllm["points"])
+    v["l2.pub_vllm_worst"] = fixed(100 * vllm["worst"], 0)
+    v["l2.pub_within"] = str(s["within_target"])
+    v["l2.pub_beyond"] = str(s["beyond_worst"])
+    v["l2.pub_table"] = "```\n" + s["table"] + "\n```"
+    kv = {k["hardware"]: k for k in s["kv"]}["H100-SXM"]
+    v["l2.pub_kv_h100"] = f"{kv['predicted']:,}"
+    v["l2.pub_kv_h100_logged"] = f"{kv['kv_tokens']:,}"
+    v["l2.pub_kv_h100_error"] = f"{100 * kv['error']:+.1f}"
+
+
 def lesson2_knees(v: dict[str, str]) -> None:
     """Lesson 2's table of knees: three GPUs, two models, with and without a cached context."""
     from batchsim.core.errors import ConfigError
@@ -181,4 +201,4 @@ def lesson3(v: dict[str, str], figure: Figure) -> None:
     v["l3.stall_next_gap"] = fixed(gaps[bigger[0]], 0) if bigger else "-"
 
 
-LESSONS = (lesson1, lesson2, lesson2_knees, lesson3)
+LESSONS = (lesson1, lesson2, lesson2_knees, lesson2_published, lesson3)

@@ -43,6 +43,7 @@ COURSE_FIGURES: dict[str, tuple[str, dict]] = {
     "01-why-batch.png": ("why_batch", dict(rate=8, max_batch=16, max_wait=0.2)),
     "01-why-batch-low-load.png": ("why_batch", dict(rate=1, max_batch=16, max_wait=0.2)),
     "02-roofline.png": ("roofline", dict(gpu="A100-80GB", model="llama-3-8b", batch=32, context=512)),
+    "02-published.png": ("published_record", {}),
     "03-policies.png": ("batching_policies", dict(policy="dynamic", rate=4)),
     "03-policies-continuous.png": ("batching_policies", dict(policy="continuous", rate=4)),
     "03-prefill-stall.png": ("prefill_stall", dict(prompt_tokens=8192, running=32, chunk_tokens=512)),

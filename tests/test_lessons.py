@@ -281,3 +281,21 @@ def test_a_long_prompt_stalls_everyone_unless_chunked():
     assert isinstance(fig, Figure)
     with pytest.raises(ConfigError, match="chunk_tokens"):
         lessons.prefill_stall(chunk_tokens=0)
+
+
+def test_published_record_is_the_validation_table_drawn():
+    """Lesson 2's check against published engines: the same rows as python -m batchsim.machine.validation,
+    the counts the lesson quotes computed from them, the KV budgets against vLLM's logs, two panels."""
+    from batchsim.machine import validation
+    from batchsim.teach.lessons import published_record
+    from batchsim.teach.lessons.published import TARGET, WORST
+
+    s, fig = published_record()
+    rows = validation.table()
+    assert s["points"] == len(rows) == len(validation.points())
+    assert [r["error"] for r in s["rows"]] == [r["error"] for r in rows]
+    assert s["within_target"] == sum(abs(r["error"]) <= TARGET[r["family"]] for r in rows)
+    assert s["beyond_worst"] == sum(abs(r["error"]) > WORST for r in rows) == 0  # the course's bound holds
+    assert s["per_engine"]["trt-llm throughput"]["median"] <= TARGET["throughput"]
+    assert len(s["kv"]) == len(validation.kv_points()) and all(abs(k["error"]) <= 0.05 for k in s["kv"])
+    assert "median |error|" in s["table"] and len(fig.axes) == 2

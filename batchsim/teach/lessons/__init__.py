@@ -22,11 +22,12 @@ from .fleet import FLIP_MAX_RATE, fleet, fleet_flip
 from .layouts import kv_layouts
 from .memory import memory_wall
 from .prefill import prefill_knee, prefill_stall
+from .published import published_record
 from .real_day import AZURE_TRACE, find_trace, real_day
 from .roofline import roofline
 from .theory import theory_vs_simulation
 
 __all__ = [
     "why_batch", "batching_policies", "memory_wall", "kv_layouts", "cost", "fleet", "fleet_flip", "FLIP_MAX_RATE", "roofline", "theory_vs_simulation",
-    "real_day", "prefill_stall", "prefill_knee", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
+    "real_day", "prefill_stall", "prefill_knee", "published_record", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
 ]
