@@ -191,10 +191,9 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
         slides = lesson_slides(p.read_text(), p.name)
         deck.write_text(render_deck(slides, p, out_dir))
         written.append(deck)
-        for s in slides:
-            if s.visual is not None and s.visual.kind == "figure":
-                (out_dir / FIGURES).mkdir(exist_ok=True)
-                shutil.copyfile(figure_source(p, s.visual.text), out_dir / FIGURES / figure_source(p, s.visual.text).name)
+        for src in {figure_source(p, s.visual.text) for s in slides if s.visual is not None and s.visual.kind == "figure"}:
+            (out_dir / FIGURES).mkdir(exist_ok=True)
+            shutil.copyfile(src, out_dir / FIGURES / src.name)
     h = out_dir / "handout.html"
     h.write_text(handout(lessons))
     written.append(h)
