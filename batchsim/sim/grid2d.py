@@ -38,7 +38,7 @@ def _axis(name: str, values) -> np.ndarray:
     return a
 
 
-def _isotonic(y: np.ndarray) -> np.ndarray:
+def isotonic(y: np.ndarray) -> np.ndarray:
     """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators).
 
     Where noise makes one point dearer than the next, both take their mean: one outlier moves
@@ -61,8 +61,8 @@ def _monotone(z: np.ndarray, sweeps: int = 4) -> np.ndarray:
     running maximum to remove what the alternation left (nothing, or next to nothing)."""
     z = z.copy()
     for _ in range(sweeps):
-        z = np.apply_along_axis(_isotonic, 1, z)
-        z = np.apply_along_axis(_isotonic, 0, z)
+        z = np.apply_along_axis(isotonic, 1, z)
+        z = np.apply_along_axis(isotonic, 0, z)
     return np.maximum.accumulate(np.maximum.accumulate(z, axis=0), axis=1)
 
 
