@@ -79,17 +79,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float, name: str = "voila") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"voila exited with code {proc.returncode} before listening")
+            raise RuntimeError(f"{name} exited with code {proc.returncode} before listening")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.2)
-    raise TimeoutError(f"voila did not listen on port {port} within {timeout:.0f} s")
+    raise TimeoutError(f"{name} did not listen on port {port} within {timeout:.0f} s")
 
 
 def _pixels(png: bytes) -> np.ndarray:
