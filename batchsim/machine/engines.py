@@ -30,6 +30,7 @@ class EngineProfile:
     overhead: float  # seconds per pass
     source: str
     fitted_on: str = ""  # which published points the numbers were fitted to
+    held_out: str = ""  # published points of the engine kept out of the fit, to test it (ids)
 
     def __post_init__(self) -> None:
         for f in ("compute_eff", "memory_eff"):
@@ -39,6 +40,10 @@ class EngineProfile:
         check_nonneg(f"engine profile {self.name}: overhead", self.overhead)
         if not self.source.strip():
             raise ConfigError(f"engine profile {self.name}: source must name where its numbers come from")
+
+    @property
+    def held_out_ids(self) -> tuple[str, ...]:
+        return tuple(x.strip() for x in self.held_out.split(",") if x.strip())
 
     @property
     def knobs(self) -> dict:

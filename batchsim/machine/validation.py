@@ -7,9 +7,14 @@ setup (the same GPU, model, precision and split, the same requests arriving the 
 continuous batching with the engine's limits, the engine's preset from ``engines.json``)
 and ``table`` sets each prediction beside the figure. ``python -m batchsim.machine.validation``
 prints it; ``tests/test_validation_published.py`` holds every point within its tolerance.
+The points a preset was not fitted to (its ``held_out`` in engines.json) are summed up apart:
+how far its fit (``presetfit``) carries beyond its own points.
 
 Runs of more than ``MAX_REQUESTS`` requests all arriving at once are simulated with that many:
-a queue that long already runs the server full for all but its last batch.
+a queue that long already runs the server full for all but its last batch. A point whose run
+sampled its lengths (ShareGPT) and whose source lists them request by request names a
+``workload`` in the file's ``workloads``: batchsim then runs those very requests, since a few
+hundred requests at once end on their longest answer, which a mean length cannot show.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from .engines import engine_profile
 from .memory import kv_budget
 from .server import Server
 
-__all__ = ["Point", "points", "kv_points", "predict", "table", "summary", "MAX_REQUESTS"]
+__all__ = ["Point", "points", "kv_points", "workload_lengths", "predict", "table", "summary",
+           "held_out_summary", "MAX_REQUESTS"]
 
 _FILE = Path(__file__).with_name("published.json")
 MAX_REQUESTS = 3000
@@ -62,6 +68,8 @@ class Point:
     value: float
     unit: str
     tolerance: float
+    workload: str = ""  # a published.json "workloads" entry: the run's lengths, request by request
+    notes: str = ""  # what reproducing the setup needed beyond the source: assumptions, and why
 
     def __post_init__(self) -> None:
         if self.metric not in _METRICS:
@@ -83,29 +91,59 @@ def _data() -> dict:
 
 
 def points() -> list[Point]:
-    return [Point(**p) for p in _data()["points"]]
+    pts = [Point(**p) for p in _data()["points"]]
+    for p in pts:
+        if p.workload and len(workload_lengths(p.workload)[0]) != p.requests:
+            raise ConfigError(f"published point {p.id}: requests must equal its workload's length, "
+                              f"got {p.requests}")
+    return pts
+
+
+def workload_lengths(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, output tokens) of each request of a published run, as its source lists."""
+    table = _data().get("workloads", {})
+    if name not in table:
+        raise ConfigError(f"workload must name one of published.json's workloads, got {name!r}")
+    w = table[name]
+    prompts = np.asarray(w["prompt_lens"], dtype=np.int64)
+    outputs = np.asarray(w["output_lens"], dtype=np.int64)
+    if len(prompts) != len(outputs) or len(prompts) == 0 or prompts.min() < 1 or outputs.min() < 0:
+        raise ConfigError(f"workload {name}: prompt_lens and output_lens must be as long, "
+                          "prompts >= 1, outputs >= 0")
+    return prompts, outputs
 
 
 def kv_points() -> list[dict]:
     return list(_data()["kv_budgets"])
 
 
-def server_for(p: Point, engine: str | None = None) -> Server:
-    knobs = engine_profile(engine or p.engine).knobs
+def server_for(p: Point, engine: str | None = None, knobs: dict | None = None) -> Server:
+    """The point's machine with ``engine``'s preset (default: the point's engine), or ``knobs``."""
+    knobs = knobs if knobs is not None else engine_profile(engine or p.engine).knobs
     return Server.named(p.gpu, p.model, DEFAULT_CATALOG, p.dtype, weights=p.weights, kv_dtype=p.kv_dtype, tp=p.tp,
                         mem_util=p.mem_util, max_batched_tokens=p.max_batched_tokens, **knobs)
 
 
-def predict(p: Point, engine: str | None = None) -> float:
-    """batchsim's figure for the point's metric, with ``engine``'s preset (default: the point's engine)."""
+def predict(p: Point, engine: str | None = None, knobs: dict | None = None) -> float:
+    """batchsim's figure for the point's metric, with ``engine``'s preset (default: the point's
+    engine) or with ``knobs`` (compute_eff, memory_eff, overhead: what a preset fit tries)."""
     from ..core.metrics import summarize
     from ..core.policies import make_policy
     from ..core.workload import Workload
     from ..sim.simulator import simulate
 
-    srv = server_for(p, engine)
-    n = min(p.requests, MAX_REQUESTS)
-    wl = Workload.from_arrays(np.zeros(n), np.full(n, p.prompt), np.full(n, p.output), f"published point {p.id}")
+    srv = server_for(p, engine, knobs)
+    if p.workload:
+        prompts, outputs = workload_lengths(p.workload)
+        # A request the model ended at once (EOS first) streamed no token: the benchmark counts 0
+        # tokens for it and timed no first token. It adds nothing to the figure: it is left out.
+        keep = outputs > 0
+        prompts, outputs = prompts[keep], outputs[keep]
+        wl = Workload.from_arrays(np.zeros(len(prompts)), prompts, outputs, f"point {p.id}")
+    else:
+        n = min(p.requests, MAX_REQUESTS)
+        wl = Workload.from_arrays(np.zeros(n), np.full(n, p.prompt), np.full(n, p.output),
+                                  f"published point {p.id}")
     rows = p.max_seqs
     if p.engine == "trt-llm":
         # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when its
@@ -128,7 +166,9 @@ def table(engine_of=None) -> list[dict]:
     for p in points():
         got = predict(p, engine_of(p) if engine_of else None)
         rows.append({"id": p.id, "engine": p.engine, "family": p.family, "hardware": p.hardware, "model": p.checkpoint,
-                     "precision": f"{p.weights}/{p.kv_dtype} KV", "lengths": f"{p.prompt}/{p.output}",
+                     "precision": f"{p.weights}/{p.kv_dtype} KV",
+                     # "~": the mean of the run's own lengths, which it simulates request by request
+                     "lengths": f"{'~' if p.workload else ''}{p.prompt}/{p.output}",
                      "concurrency": p.concurrency, "metric": p.metric, "measured": p.value, "predicted": got,
                      "error": got / p.value - 1, "tolerance": p.tolerance})
     return rows
@@ -142,21 +182,39 @@ def summary(rows: list[dict]) -> dict:
     return {k: {"points": len(v), "median": statistics.median(v), "worst": max(v)} for k, v in out.items()}
 
 
+def held_out_summary(rows: list[dict]) -> dict:
+    """Per engine, the median and worst |error| of the points its preset was not fitted to
+    (``held_out`` in engines.json): how far the fit carries beyond its own points."""
+    from .engines import engine_profiles
+
+    out = {}
+    for name, prof in engine_profiles().items():
+        held = prof.held_out_ids
+        errs = [abs(r["error"]) for r in rows if r["engine"] == name and r["id"] in held]
+        if errs:
+            out[name] = {"points": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+    return out
+
+
 def _fmt(r: dict) -> str:
     v = r["measured"]
     show = (lambda x: f"{x:,.0f}") if r["metric"] == "output_throughput" else (lambda x: f"{x * 1e3:,.0f} ms")
-    return (f"{r['engine']:<8} {r['hardware']:<12} {r['model'].split('/')[-1]:<28} {r['lengths']:>10} "
+    name = r["model"].split("/")[-1]
+    return (f"{r['engine']:<8} {r['hardware']:<18} {name:<28} {r['lengths']:>10} "
             f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}")
 
 
 def main() -> int:
     rows = table()
-    print(f"{'engine':<8} {'hardware':<12} {'checkpoint':<28} {'in/out':>10} {'concurrency':>12} {'metric':<17} "
-          f"{'published':>10} {'batchsim':>10} {'error':>7}")
+    print(f"{'engine':<8} {'hardware':<18} {'checkpoint':<28} {'in/out':>10} {'concurrency':>12} "
+          f"{'metric':<17} {'published':>10} {'batchsim':>10} {'error':>7}")
     for r in rows:
         print(_fmt(r))
     for (engine, family), s in summary(rows).items():
         print(f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
+    for engine, s in held_out_summary(rows).items():
+        print(f"{engine} held out of its fit: {s['points']} points, "
+              f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
     for k in kv_points():
         got = kv_predict(k)
         print(f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
