@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "batchsim"
 
 #: Each layer's rank: a module may import only layers of its rank or below.
-RANKS = {"core": 0, "sim": 1, "machine": 2, "teach": 3, "cli": 4}
+#: ``textbook`` is the simulated clock written to be read (``batchsim.textbook``): sim's rank.
+RANKS = {"core": 0, "sim": 1, "textbook": 1, "machine": 2, "teach": 3, "cli": 4}
 #: Parts of batchsim outside the layers: the package's own front door (it re-exports every layer)
 #: and ``python -m batchsim``. ``traces`` (the shipped trace files and their own fetch command, which
 #: borrows the CLI's parser while teach reads the traces) has no rank yet: its owner's to give.

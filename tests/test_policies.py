@@ -196,6 +196,21 @@ def test_continuous_kv_blocks_preempt_the_newest_and_recompute():
     assert p.kv_peak == 16 and p.kv_in_use == 0 and p.free_blocks == p.total_blocks and p.idle
 
 
+@pytest.mark.parametrize("kv", [None, 1000])
+def test_continuous_kv_in_use_counts_the_block_a_decoding_row_grows_into(kv):
+    # A budget decides preemptions, not what a step's KV in use counts: with none, the step log
+    # still holds the block the token a decoding row writes lands in (as batchsim.textbook's does).
+    p = Continuous(max_seqs=4, block_size=4, watermark=0.0)
+    p.start(kv)
+    p.on_arrival(req(0, 4, 3), 0.0)
+    step, _ = run_step(p, 0.0)
+    assert step.prefill == (Chunk(0, 0, 4, True),) and step.kv_in_use == 4  # one block, full
+    step, out = run_step(p, 0.1)
+    assert step.decode == (0,) and step.repeat == 2
+    assert step.kv_in_use == 8  # its next token needs a second block
+    assert out.finished == (0,) and p.kv_peak == 8 and p.kv_in_use == 0
+
+
 def test_continuous_recompute_longer_than_the_token_budget_is_readmitted():
     """Only the prompt is checked against max_batched_tokens on arrival; after a preemption
     the context to recompute is longer. Without chunked prefill it must still get back in

@@ -260,3 +260,29 @@ def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(pol
     assert told_kicks == 0 < kicks["n"]  # the same repeats, cut by interrupts this time
     assert (told.records.steps["repeat"] > 1).any()
     assert_identical(told, cut)
+
+
+@pytest.mark.parametrize("cut_by", ["told", "interrupted"])
+def test_a_cut_repeat_puts_back_the_draws_of_the_passes_that_never_ran(cut_by):
+    """A random model's passes take its draws in the order they run, however they were grouped: of
+    a repeat of 10 cut after 3 passes, the 7 draws priced for passes that never ran price the next
+    ones (as ``batchsim.textbook``, pricing pass by pass, draws them), whether the server was told
+    where to stop (a lone server) or an arrival cut it (a fleet)."""
+    from batchsim import ExponentialStepTime, Step
+
+    draws = np.random.default_rng(5).exponential(0.01, 12)
+    model = ExponentialStepTime(0.01, np.random.default_rng(5))
+    ex = SimExecutor(model)
+    ran = np.cumsum(draws[:10])
+    if cut_by == "told":
+        _, ends = ex.run(Step(decode=(0,), kv_read=10, repeat=10), 0.0, stop_at=ran[1] + 1e-9)
+        assert len(ends) == 3  # the arrival came during the third pass
+    else:
+        _, ends = ex.run(Step(decode=(0,), kv_read=10, repeat=10), 0.0, None)
+        assert len(ends) == 10
+        ex.cut(3)
+    np.testing.assert_allclose(ends[:3], ran[:3], rtol=1e-12)
+    assert ex.last_end == ends[2]
+    # The next 9 passes: the 7 put back, then 2 fresh draws, the very floats drawn pass by pass.
+    after = model.durations(Step(decode=(0,), kv_read=13, repeat=9), 9)
+    assert after.tolist() == draws[3:].tolist()

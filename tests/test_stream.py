@@ -16,10 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchsim import LinearStepTime, LogNormal, Poisson, SLO, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim.core.workload import Workload
 from batchsim.core.driver import drive
 from batchsim.core.errors import ConfigError
 from batchsim.core.recorder import Recorder
+from batchsim.core.result import RunResult
 from batchsim.core.sketch import QuantileSketch
+from batchsim.core.step import Step, StepOutcome
 from batchsim.core.stream import StreamRecorder
 from batchsim.sim.simulator import SimExecutor
 
@@ -150,3 +153,28 @@ def test_sketches_merge_as_one_stream():
     assert QuantileSketch().quantile(0.5) is None
     with pytest.raises(ValueError):
         one.add(np.array([-1.0]))
+
+
+@pytest.mark.parametrize("kind", ["kept", "summary", "stream"])
+def test_the_last_step_ends_where_the_clock_said_not_at_start_plus_duration(kind):
+    # A row keeps start and duration (end - start); read back, 0.1 + (0.4000000000000002 - 0.1) is
+    # 0.40000000000000013, an ulp early, and the makespan and throughputs would move with it, by how
+    # passes were grouped into rows (batchsim.textbook, pass by pass, against the fast path's runs).
+    start, end = 0.1, 0.4000000000000002
+    assert start + (end - start) != end  # the case this test is about
+    wl = Workload.from_arrays([0.0, 0.0], [4, 4], [5, 5])
+    if kind == "stream":
+        rec = StreamRecorder(wl, replicas=2)
+    else:
+        rec = Recorder(wl, steps="keep" if kind == "kept" else "summary", replicas=2)
+    rec.route(0, 0)
+    rec.route(1, 1)
+    made = StepOutcome(np.array([0]), np.array([1]))
+    rec.step(Step(decode=(0,), kv_read=4), start, [end], made, replica=0)
+    other = StepOutcome(np.array([1]), np.array([1]))
+    rec.step(Step(decode=(1,), kv_read=4), 0.0, [0.25], other, replica=1)
+    r = rec.records()
+    assert r.last_step_end() == end and r.step_totals().last_end == end
+    assert r.for_replica(0).last_step_end() == end and r.for_replica(1).last_step_end() == 0.25
+    if kind == "kept":
+        assert RunResult(r, "p", "s", None, 0, 0).makespan == end  # nobody finished: the step's end

@@ -84,6 +84,7 @@ class Run:
 
     def arrivals(self):
         """The arrivals process: each request at its own time, routed, handed to its server's policy.
+        Textbook: ``serve``'s ``while come < len(requests) ...``: it reads them between passes.
 
         Requests of one instant are all handed over before any server hears of them (a server
         woken by the first must see the second too), so the process yields only between instants."""

@@ -8,6 +8,9 @@ per token would cost 8 bytes a token, so the recorder buffers these events and f
 them (``fold_events``), every few tens of thousands of rows, into each request's first token,
 last token, token count and longest gap between two tokens, all in numpy. Folding in chunks
 gives, to the bit, what one fold at the end gives.
+
+Textbook (``batchsim/textbook/``): ``Request.got_token``, called for each token as its pass
+ends, and ``run.records``; the buffering and the fold are here for speed alone.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Recorder:
         self.fold_rows = fold_rows
         self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk)
         self._rows = self.log.rows  # the log's list of rows not yet packed, appended to directly
+        self._ends = self.log.ends  # each server's last step end, as its clock had it
         self._events: list[tuple] = []
         self._buffered = 0
 
@@ -72,7 +76,8 @@ class Recorder:
                 self.rejected[i] = reason if arrived is None or i < arrived else f"{reason} (never arrived)"
 
     def step(self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0) -> None:
-        """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``."""
+        """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``.
+        Textbook: the end of ``serve``'s loop, once a pass (one row here for a run of passes)."""
         prefill = step.prefill
         prompt = step.prefill_padding
         if prefill:
@@ -91,7 +96,7 @@ class Recorder:
             self._buffered += len(ids) + len(ends)  # rows and step ends: both are kept until the fold
             if self._buffered >= self.fold_rows:
                 self._fold()
-        t_end = float(ends[-1])
+        t_end = self._ends[replica] = float(ends[-1])
         if outcome.finished:
             finish = self.finish
             for rid in outcome.finished:  # a request or two, mostly: cheaper than a fancy index
@@ -113,6 +118,7 @@ class Recorder:
         r = Records(
             self.arrival, self.prompt_tokens, self.output_tokens, self.start, self.first_token, self.finish,
             self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, self.log.arrays(), self.replica,
+            step_ends=list(self.log.ends),
         )
         if not self.log.keep:
             r.totals_by_replica = self.log.totals
@@ -132,6 +138,9 @@ def fold_events(events: list, first_token: np.ndarray, last_token: np.ndarray, i
     fold is in ``last_token``, which is why folding in chunks gives, bit for bit, what one
     fold at the end gives. ``slot(ids)`` maps ids to array positions (a ring of live
     requests in a summary-only run); None: ids are positions.
+
+    Textbook: ``Request.got_token``, called once a token; the sort and the ``reduceat``s do its
+    comparisons and its count for a chunk of events at once.
     """
     if not events:
         return

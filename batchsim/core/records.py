@@ -49,6 +49,9 @@ class Records:
     steps: dict[str, np.ndarray]
     replica: np.ndarray | None = None  # a fleet's: which server each request was routed to
     totals_by_replica: list[StepTotals] | None = field(default=None, repr=False)  # a log kept as totals only
+    #: When each server's last step ended, as its clock had it (None: not known, as in records built
+    #: by hand): the last row's start + duration can land an ulp off it (``batchsim.core.steplog``).
+    step_ends: list[float | None] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -73,6 +76,9 @@ class Records:
         if self.totals_by_replica is not None:
             ends = [t.last_end for t in self.totals_by_replica if t.last_end is not None]
             return max(ends) if ends else None
+        if self.step_ends is not None:
+            ends = [t for t in self.step_ends if t is not None]
+            return max(ends) if ends else None
         st = self.steps
         if not len(st["start"]):
             return None
@@ -87,7 +93,10 @@ class Records:
             for x in self.totals_by_replica:
                 t = t.merged(x)
             return t
-        return StepTotals.of(self.steps)
+        t = StepTotals.of(self.steps)
+        if t.last_end is not None and self.step_ends is not None:
+            t.last_end = self.last_step_end()  # the clock's, not the last row's start + duration
+        return t
 
     def for_replica(self, i: int) -> "Records":
         """One server's share of a fleet's records: its requests (renumbered in order) and its steps."""
@@ -101,6 +110,8 @@ class Records:
         r = Records(*(getattr(self, k)[ids] for k in _PER_REQUEST), [self.rejected[j] for j in ids.tolist()], steps)
         if self.totals_by_replica is not None:
             r.totals_by_replica = [self.totals_by_replica[i]]
+        if self.step_ends is not None:
+            r.step_ends = [self.step_ends[i]]
         return r
 
     @property

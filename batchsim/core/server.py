@@ -45,6 +45,10 @@ and the wall clock (``batchsim.core.wallclock.WallClock``).
 ``go_down()`` / ``come_back()`` are for a user's own process (a maintenance window): a
 server that is down finishes the step it is running, then runs nothing until it is back;
 requests routed to it wait in its queue.
+
+Textbook: ``batchsim/textbook/server.py``, ``serve``: the same loop for one server, pass by pass,
+reading the arrivals itself between passes. The repeat, its two ends (``stop_at``, ``cut``) and
+the clock's jump are here for speed alone; ``tests/test_textbook.py`` holds the records equal.
 """
 
 from __future__ import annotations
@@ -202,6 +206,8 @@ class ServerProcess:
         self.waiting, self._bell = False, None
 
     def _run(self, step):
+        """Textbook: ``serve`` from ``price`` to ``step_done``, for a run of passes that ends where
+        its next decision would see an arrival (told in advance, ``stop_at``, or ``cut``)."""
         env, ex = self.env, self.executor
         decided = env.now
         repeats = step.interruptible and step.repeat > 1 and not self.run.closed

@@ -18,6 +18,8 @@ continuous batch runs decode steps of one shape over and over; the policy says
 so once (``repeat=k``) and the simulator advances through all k steps in one
 event, while a real engine still runs them one by one. Only decode-only steps
 repeat, and each repetition grows every row's context by one token.
+Textbook (``batchsim/textbook/server.py``): no repeat; ``serve`` asks ``next_step`` for every
+pass, and gets the same decode step k times over.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def fast_chunk(request_id: int, start: int, length: int, completes: bool) -> Chu
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; here the
     fields go straight into the instance's ``__dict__``. The object is the same in every respect
-    (fields, equality, hash, repr); a Chunk has nothing to check."""
+    (fields, equality, hash, repr); a Chunk has nothing to check. Textbook: ``Chunk(...)``."""
     c = _new(Chunk)
     c.__dict__.update(request_id=request_id, start=start, length=length, completes=completes)
     return c
@@ -136,7 +138,9 @@ def fast_step(prefill: tuple[Chunk, ...], decode: tuple[int, ...], kv_read: int,
     """``Step(...)`` with these fields, built faster: for the policies, which decide a step every few
     tens of microseconds, and for which building the frozen dataclass was the largest single cost of a
     decision. The same checks, inline; a step they would refuse or complete (no ``decode_width`` given)
-    goes through ``Step`` itself, so the result is always what ``Step`` gives."""
+    goes through ``Step`` itself, so the result is always what ``Step`` gives.
+    Textbook: ``Step(...)`` at the end of ``next_step`` (``batchsim/textbook/continuous.py``,
+    ``padded.py``)."""
     if (repeat < 1 or (repeat > 1 and prefill) or not (prefill or decode) or (decode and not decode_width)
             or not 0 <= kv_padding <= kv_read):
         return Step(prefill=prefill, decode=decode, padded_rows=padded_rows, prefill_padding=prefill_padding,

@@ -11,6 +11,15 @@ they are packed, so the detail is on disk and not in memory.
 time, repetitions, the batch-size histogram, padded rows, the last step's end. From
 kept arrays it is computed exactly as from the whole log; summed chunk by chunk it
 can differ in the last bits of the busy time (the additions are grouped differently).
+
+A row keeps a step's start and duration (``end - start``); ``start + duration`` read back may
+land an ulp either side of the end the clock had (0.1 + (0.4000000000000002 - 0.1) is
+0.40000000000000013), and which side depends on how passes were grouped into rows. So the log
+also keeps each server's true last end (``ends``, set by the recorder as each step ends), and
+that is the end a summary reads: the makespan is the same however a run was grouped.
+
+Textbook: ``serve``'s ``log.append(...)`` (a row a pass) and ``run.records``; the packing into
+chunks and the totals are here for long runs alone.
 """
 
 from __future__ import annotations
@@ -101,6 +110,8 @@ class StepLog:
         self.rows: list[tuple] = []
         self.chunks: list[dict[str, np.ndarray]] = []
         self.totals = [StepTotals() for _ in range(replicas)]
+        #: When each server's last step ended, as its clock had it (see the module's docstring).
+        self.ends: list[float | None] = [None] * replicas
         self._fh = None
         self._writer = None
         self.path = Path(path) if path is not None else None
@@ -141,6 +152,9 @@ class StepLog:
 
     def close(self) -> None:
         self.pack()
+        for t, end in zip(self.totals, self.ends):
+            if end is not None:  # the clock's end, not the last row's start + duration
+                t.last_end = end
         if self._fh is not None:
             self._fh.close()
             self._fh = self._writer = None

@@ -206,7 +206,7 @@ class StreamRecorder:
         if len(ids):
             self._events.append((ids, outcome.token_counts, ends, t_start))
             self._buffered += len(ids) + len(ends)
-        t_end = float(ends[-1])
+        t_end = self.log.ends[replica] = float(ends[-1])
         if outcome.finished:
             fin = np.asarray(outcome.finished, dtype=np.int64)
             self.finish[fin & self.mask] = t_end

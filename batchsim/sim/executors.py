@@ -14,6 +14,13 @@ no event at all (``SimClock.jump``).
 ``ReplayExecutor`` is the same clock fed the step times a real run measured instead of a
 model's: it reproduces that run's records to the last float, which proves that the two
 clocks schedule identically (``realrun compare`` reports it).
+
+Textbook (``batchsim/textbook/server.py``): ``price`` and ``end = start + seconds``, once a pass;
+``SimExecutor.run`` makes the very same additions for a run of passes, in one call. A model
+that draws each pass's time (``ExponentialStepTime``) gets back the draws of passes cut off
+(``put_back``), so it too gives the textbook's records. One that draws a run's luck as one
+correlated path (``SampledStepTime``) cannot: its passes' times follow how they were grouped,
+from the same distribution.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class SimClock(AtMixin, simpy.Environment):
     """SimPy's simulated clock: nothing takes time but what a process yields."""
 
     def jump(self, t: float) -> bool:
+        """Textbook: ``yield clock.at(end)`` in ``serve``, with nothing else due before ``end``."""
         # With no event due at or before t, yielding an event at t would have the environment pop that
         # very event next and resume the process at t, with nothing else run in between: setting the
         # clock is the same, without the event. (An event due exactly at t might have to go first.)
@@ -61,6 +69,8 @@ class SimExecutor:
         self.last_end = 0.0
 
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
+        """(start, each pass's end) of ``step``'s passes up to the first to end at or after
+        ``stop_at``. Textbook: ``price`` and ``end = start + seconds``, pass by pass."""
         t0 = now + self.gap
         m = step.repeat
         short = self.step_time.short_durations(step, m)
@@ -92,12 +102,14 @@ class SimExecutor:
             k = int(ends.searchsorted(stop_at, side="left")) + 1
             if k < m:
                 ends = ends[:k]
+                self.step_time.put_back(d[k:])  # d[0] alone took t0: the rest are the model's
         self.last_end = ends.item(len(ends) - 1)
-        self._ends = ends
+        self._ends, self._d = ends, d
         return t0, ends
 
     def _run_short(self, d: list[float], now: float, t0: float, stop_at: float | None) -> tuple[float, list[float]]:
-        """``run`` for a short step priced in Python floats: the same sums, in the same order."""
+        """``run`` for a short step priced in Python floats: the same sums, in the same order
+        (``SHORT_REPEAT``: numpy's calls cost more than a few passes' arithmetic)."""
         if now > self.last_end:
             late, extra = self.step_time.wake_penalty(now - self.last_end)
             t0 += late
@@ -109,14 +121,17 @@ class SimExecutor:
             t += x
             ends.append(t)
         if stop_at is not None and stop_at < t:
-            del ends[bisect_left(ends, stop_at) + 1:]
+            k = bisect_left(ends, stop_at) + 1
+            del ends[k:]
+            self.step_time.put_back(d[k:])
         self.last_end = ends[-1]
-        self._ends = ends
+        self._ends, self._d = ends, d
         return t0, ends
 
     def cut(self, k: int) -> None:
         """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
         self.last_end = float(self._ends[k - 1])
+        self.step_time.put_back(self._d[k:])
 
     def environment(self) -> SimClock:
         return SimClock()

@@ -59,6 +59,13 @@ class StepTimeModel(ABC):
         a pass or a few, and numpy's calls cost more than their arithmetic); None: it cannot."""
         return None
 
+    def put_back(self, seconds) -> None:
+        """``seconds``, priced by the last call for passes that never ran (a repeat cut at an
+        arrival), in order. A model that draws each pass's time (``ExponentialStepTime``) prices
+        the next passes with them, so each pass gets the draw it would get priced one at a time
+        (as ``batchsim.textbook`` prices it); a model that prices a shape has nothing to take
+        back."""
+
     def wake_penalty(self, idle: float) -> tuple[float, float]:
         """(late start, extra seconds of work) for a step that follows ``idle`` seconds with nothing
         to run: a real server wakes late from its sleep and runs its first passes cold."""

@@ -62,16 +62,33 @@ class ConstantStepTime(StepTimeModel):
 
 @dataclass(frozen=True)
 class ExponentialStepTime(StepTimeModel):
-    """Exponentially distributed step times with the given mean, from an explicit generator."""
+    """Exponentially distributed step times with the given mean, from an explicit generator.
+
+    One draw a pass, in the order the passes run: the draws of a repeat's passes that an arrival
+    cut off come back (``put_back``) and price the next passes, so the n-th pass of a run takes
+    the n-th draw however the server grouped passes (``tests/test_textbook.py`` holds it)."""
 
     mean: float
     rng: np.random.Generator = field(compare=False, repr=False, default_factory=lambda: np.random.default_rng(0))
+    #: Draws put back, unused, the first to be handed out again.
+    _back: list = field(default_factory=list, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_positive("mean step time", self.mean)
 
     def times(self, prefill_tokens, decode_rows, kv_read):
-        return self.rng.exponential(self.mean, size=np.shape(prefill_tokens))
+        shape, back = np.shape(prefill_tokens), self._back
+        if not back:
+            return self.rng.exponential(self.mean, size=shape)
+        k = min(int(np.prod(shape)), len(back))
+        fresh = self.rng.exponential(self.mean, size=int(np.prod(shape)) - k)
+        out = np.concatenate((back[:k], fresh)).reshape(shape)
+        del back[:k]
+        return out
+
+    def put_back(self, seconds) -> None:
+        # A pass's draw does not depend on the shape it prices: it is the next pass's as it is.
+        self._back[:0] = [float(x) for x in seconds]
 
 
 def _first_read(step: Step, rows: int, plan: str) -> int:
@@ -117,6 +134,8 @@ class LinearStepTime(StepTimeModel):
         rows = len(step.decode)
         attn = _first_read(step, rows, self.plan)
         # base + c3 * (attn + j * rows), in place: the same operations in the same order, one array.
+        # ``c1 * 0``: ``times``'s prefill term, zero for a decode pass, written out so that this is
+        # term for term the sum the textbook's pass makes, priced alone (its ``server.price``).
         d = np.arange(m, dtype=np.float64)
         d *= rows
         d += attn
@@ -181,6 +200,7 @@ class LinearStepTime(StepTimeModel):
 
 #: Steps of up to this many passes are priced in Python floats (``LinearStepTime.short_durations``):
 #: measured here, a 10-pass repeat costs 3 us that way against 12 us in numpy; at 30 passes they are even.
+#: Speed alone: the textbook prices every pass with ``durations(step, 1)`` (its ``server.price``).
 SHORT_REPEAT = 16
 
 #: The largest coefficient a calibration file may hold, in seconds.

@@ -10,6 +10,9 @@ kept free when admitting, so a request is not admitted only to be preempted at o
 ``BlockFill`` counts the rows by how full their last block is, while every row decodes in
 lockstep, so the blocks a decode step grows into are a few list lookups, not a scan of the rows.
 
+Textbook (``batchsim/textbook/continuous.py``): the pool is its ``total_blocks``, ``free_blocks``
+and ``take``; ``BlockFill`` and ``most_steps`` are there only for speed (see each).
+
 The running batch's rows, ``RunningRows``, are in ``rows``.
 """
 
@@ -36,7 +39,8 @@ def growth_of(kv: np.ndarray, block_size: int):
 
 
 def most_steps(need, upper: int, free: int) -> int:
-    """Largest j <= upper with need(j) <= free, by bisection (need grows with j; need(1) must fit)."""
+    """Largest j <= upper with need(j) <= free, by bisection (need grows with j; need(1) must fit).
+    Textbook: phase 1 of ``next_step`` passing, without a preemption, before each of j passes."""
     if need(upper) <= free:
         return upper
     lo, hi = 1, upper
@@ -86,6 +90,9 @@ class BlockFill:
     depends only on ``kv % block_size``: so the rows are counted by that residue, and a step of
     ``j`` tokens moves them all at once by adding ``j`` to ``shift`` rather than to each count.
     (Exact integer counting: the same blocks a scan of every row finds.)
+
+    Textbook: ``need = sum(1 for r in decoding if r.kv % block_size == 0)`` in ``next_step``
+    (``full``), and the blocks ``step_done``'s ``take`` adds over j passes (``growth``).
     """
 
     def __init__(self, kv: np.ndarray, block_size: int) -> None:

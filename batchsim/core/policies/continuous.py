@@ -28,6 +28,11 @@ and before each step it goes through four phases, each a method below:
 A request leaves the batch the step its last token is produced, freeing its blocks.
 KV memory is counted in blocks (``blocks.BlockPool``); ``watermark`` keeps a small share
 free when admitting into a non-empty batch.
+
+This is ``batchsim/textbook/continuous.py`` made fast, and held to its records by
+``tests/test_textbook.py``: read that first. Each method below names the textbook line it
+stands for; what is here and not there (the repeat horizon, the rows as arrays, the figures
+kept about them) is there only for speed.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ class Continuous(Policy):
         return not self.waiting and not self.rows.n
 
     def _take_blocks(self, blocks: int) -> None:
+        """Textbook: ``Continuous.take``, for the rows together (a row's own follow from its kv)."""
         # KV is counted in blocks, here and in the pool: the pool's check (never more blocks out than
         # the budget's kv_budget // block_size) is the base policy's check of the budget in tokens.
         self._blocks += blocks
@@ -159,13 +165,16 @@ class Continuous(Policy):
         return True
 
     def next_action(self, now: float) -> Step | Wait:
+        """Textbook: ``Continuous.next_step`` (its phases are the methods below), asked once for a
+        run of identical decode passes that the textbook asks for pass by pass."""
         rows = self.rows
         if not self.waiting and not rows.n:
             return Wait(None)
         limited = self.pool.total is not None
         preempted: list[int] = []
         while True:
-            need, free = self._make_room(preempted) if limited else (0, None)
+            # With no budget the step's KV in use still counts the blocks decoding rows grow into.
+            need, free = self._make_room(preempted) if limited else (self.rows.block_need(), None)
             chunks: list[Chunk] = []
             chunk_rows: list[int] = []
             budget = self._budget
@@ -193,7 +202,8 @@ class Continuous(Policy):
 
     def _emit(self, chunks: list[Chunk], chunk_rows: list[int], decoding, kv: np.ndarray, n_decode: int,
               preempted: list[int], need: int, horizon: tuple[int, bool, int]) -> Step:
-        """The Step this decision makes, remembered for ``on_step_end`` (every flavour ends here)."""
+        """The Step this decision makes, remembered for ``on_step_end`` (every flavour ends here).
+        Textbook: the ``Step(...)`` that ends ``next_step``."""
         repeat, interruptible, least_left = horizon
         lockstep = isinstance(decoding, slice)
         rows = self.rows
@@ -216,7 +226,8 @@ class Continuous(Policy):
     def _make_room(self, preempted: list[int]) -> tuple[int, int | None]:
         """Preempt the newest rows until every decoding row's next token has a block.
 
-        Returns (blocks the decoding rows will take, blocks free after that)."""
+        Returns (blocks the decoding rows will take, blocks free after that).
+        Textbook: ``next_step``, phase 1 (``need``, and ``preempt_newest`` while it falls short)."""
         need = self.rows.block_need()
         while self.rows.n and need > self.pool.free:
             preempted.append(self._preempt_newest())
@@ -225,6 +236,7 @@ class Continuous(Policy):
 
     def _continue_chunks(self, under_way: np.ndarray, budget: int, free: int | None,
                          chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+        """Textbook: ``next_step``, phase 2 (``room``: ``pool.tokens_fitting``)."""
         rows, pool = self.rows, self.pool
         for i in np.flatnonzero(under_way).tolist():
             if budget <= 0:
@@ -246,6 +258,7 @@ class Continuous(Policy):
         return budget, free
 
     def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+        """Textbook: ``Continuous.admit`` (phase 3); ``free`` None: no budget to check."""
         rows, pool, waiting = self.rows, self.pool, self.waiting
         while waiting and rows.n < self.max_seqs and budget > 0:
             w = waiting[0]
@@ -283,7 +296,8 @@ class Continuous(Policy):
 
     def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int) -> tuple[int, bool, int]:
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
-        until the first row finishes."""
+        until the first row finishes. Textbook: none; it asks ``next_step`` every pass, getting
+        this step again until a row finishes, phase 1 preempts or (interruptible) one arrives."""
         rows = self.rows
         least = rows.fewest_left(decoding, n_decode)
         if prefilling:
@@ -296,6 +310,7 @@ class Continuous(Policy):
 
     # -- helpers ------------------------------------------------------------------------
     def _preempt_newest(self) -> int:
+        """Textbook: ``Continuous.preempt_newest``."""
         rid, prompt, out, produced, kv = self.rows.pop_newest()
         self._take_blocks(-self.pool.blocks_for(kv))
         self.waiting.appendleft(Waiting(rid, prompt, out, prompt + produced, produced))
@@ -303,13 +318,15 @@ class Continuous(Policy):
         return rid
 
     def _steps_blocks_allow(self, kv: np.ndarray, upper: int, lockstep: bool) -> int:
-        """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1)."""
+        """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1).
+        Textbook: phase 1 asked before each of j passes, finding blocks enough every time."""
         # need(1) fits: phase 1 made room. Lockstep, the decoding rows are the rows counted.
         fill = self.rows.fill
         need = fill.growth if lockstep and fill is not None else growth_of(kv, self.block_size)
         return most_steps(need, upper, self.pool.free)
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
+        """Textbook: ``Continuous.step_done``, for ``done`` passes at once."""
         pending = self._pending
         if pending is None or pending[0] is not step:
             raise RuntimeError("on_step_end must follow the next_action that returned this step")

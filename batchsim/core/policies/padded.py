@@ -22,6 +22,11 @@ the model's context; and its prefill computes ``rows x P`` tokens in one pass. A
 that would break any of these is cut to the longest FIFO prefix that does not (two
 requests that each fit alone may not fit together). A request that breaks one alone
 is rejected on arrival, with the reason.
+
+Textbook: ``batchsim/textbook/padded.py``, held to the same records by ``tests/test_textbook.py``.
+What is here for speed alone: a batch's decode passes are one ``Step`` repeated until the next
+row's answer is done (the textbook asks ``next_step`` every pass), its ids and output lengths
+kept as arrays, and the distinct output lengths sorted (``_ends``) to count the padded rows.
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ class PaddedBatchPolicy(Policy):
         return False
 
     def _form_batch(self) -> None:
+        """Textbook: ``PaddedBatch.form_batch``."""
         rows: list[Request] = []
         outs: list[int] = []
         p = L = 0
@@ -125,6 +131,8 @@ class PaddedBatchPolicy(Policy):
         self._use_kv(self._reserved)
 
     def next_action(self, now: float) -> Step | Wait:
+        """Textbook: ``PaddedBatch.next_step``, asked once for the passes until the next row is
+        done."""
         if not self.batch:
             if not self.queue or not self._ready(now):
                 return Wait(self._deadline() if self.queue else None)
@@ -143,6 +151,7 @@ class PaddedBatchPolicy(Policy):
         )
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
+        """Textbook: ``PaddedBatch.step_done``, for ``done`` passes at once."""
         s0 = self.steps_done
         ids = self._batch_ids
         self.steps_done = s0 + done

@@ -1,17 +1,18 @@
 """The passengers of a continuous batch: the running rows, the figures kept about them, and the queue.
 
-``RunningRows`` is the running batch as parallel integer arrays, one entry per row in
-admission order (the last row is the newest: the first to be preempted), so a step over
-200 rows costs a few array operations rather than 200 Python iterations.
+``RunningRows`` is the textbook's ``running`` list of ``Request``s
+(``batchsim/textbook/continuous.py``) as parallel integer arrays, one per attribute and one
+entry per row in admission order (the last row is the newest: the first to be preempted), so
+a step over 200 rows costs a few array operations rather than 200 Python iterations.
 
 What a step's shape needs (the tokens every row has cached, the longest context, the fewest
-tokens left, the rows by fill of their last block) is kept as the rows change instead of
+tokens left, the rows by fill of their last block: the sums, maxima and minima the textbook's
+``next_step`` takes over ``running`` every pass) is kept as the rows change instead of
 scanned for every step: the scans are numpy calls on a few dozen rows, whose overhead is
 most of a decode step's cost. The last three hold only while every row decodes in lockstep
 (no prefill part-way, every row in every step); None means not known, scanned when next
-needed. ``account`` applies what a step did to the rows and keeps the figures.
-
-``Waiting`` is a request in the queue.
+needed. ``account`` applies what a step did to the rows and keeps the figures. All of it is
+there for speed alone. ``Waiting`` is a request in the queue (the textbook's ``waiting``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _min_of, _max_of = np.minimum.reduce, np.maximum.reduce
 class Waiting:
     """A request in the queue: its id and lengths, the context to prefill (the prompt, or prompt +
     generated after a preemption) and the output tokens produced before a preemption (kept: they
-    were delivered)."""
+    were delivered). Textbook: a ``Request`` in ``waiting``, its ``target`` and ``left``."""
 
     __slots__ = ("id", "prompt", "out", "target", "produced")
 
@@ -180,7 +181,8 @@ class RunningRows:
         The rows that finished leave. ``held``: the blocks the rows held before the step.
 
         Returns (token ids, their counts, finished ids, blocks the rows grew into, blocks freed by
-        the finished rows: None when no row could have finished)."""
+        the finished rows: None when no row could have finished).
+        Textbook: ``Continuous.step_done``, ``done`` times over, for every row at once."""
         # Lockstep: every row present before the step decoded, so the kept longest context and fewest
         # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
         lockstep = isinstance(decoding, slice)
