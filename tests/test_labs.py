@@ -155,13 +155,16 @@ def test_lab1_part_b_is_judged_on_its_own(tmp_path):
     (tmp_path / "lab1_timetable.py").write_text(wrong)
     lab = _load("_lab1_wrong_part_a", tmp_path / "lab1_timetable.py")
     checks = _load("_lab1_checks", LABS / "test_lab1.py")
-    with pytest.raises(AssertionError, match="the timetable says"):
+    with pytest.raises(pytest.fail.Exception, match="later than the timetable says"):
         checks.test_lab1_each_bus_leaves_when_full_or_on_its_timetable(lab, 2.0, 8, 0.1)
     for rate, wait in [(2.0, 0.5), (0.5, 0.2), (10.0, 0.3)]:
         checks.test_lab1_part_b_prediction_matches_simulation(lab, rate, wait)
-    lab.predict_mean_wait = lambda rate, max_wait: max_wait  # and a wrong formula still fails
-    with pytest.raises(AssertionError):
-        checks.test_lab1_part_b_prediction_matches_simulation(lab, 2.0, 0.5)
+    right = lab.predict_mean_wait(2.0, 0.5)
+    for formula, way in ((lambda rate, max_wait: max_wait, "above"), (lambda rate, max_wait: max_wait / 2, "below")):
+        lab.predict_mean_wait = formula  # a wrong formula still fails, saying which way, never the answer
+        with pytest.raises(pytest.fail.Exception, match=f"Part B.* {way} the mean wait") as failed:
+            checks.test_lab1_part_b_prediction_matches_simulation(lab, 2.0, 0.5)
+        assert f"{right:.2f}" not in str(failed.value) and f"{right:.3f}"[:-1] not in str(failed.value)
 
 
 def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
