@@ -103,7 +103,20 @@ def lesson2_published(v: dict[str, str], figure: Figure) -> None:
     v["l2.pub_trt_median"] = fixed(100 * trt["median"], 0)
     v["l2.pub_trt_worst"] = fixed(100 * trt["worst"], 0)
     v["l2.pub_vllm_points"] = str(vllm["points"])
+    v["l2.pub_vllm_median"] = fixed(100 * vllm["median"], 0)
     v["l2.pub_vllm_worst"] = fixed(100 * vllm["worst"], 0)
+    vthr, held = per["vllm throughput"], s["held_out"]["vllm"]
+    v["l2.pub_vllm_thr_points"] = str(vthr["points"])
+    v["l2.pub_vllm_thr_median"] = fixed(100 * vthr["median"], 0)
+    v["l2.pub_vllm_thr_worst"] = fixed(100 * vthr["worst"], 0)
+    v["l2.pub_vllm_held_points"] = str(held["points"])
+    v["l2.pub_vllm_held_worst"] = fixed(100 * held["worst"], 0)
+    # Time to first token, per engine: points no preset was fitted to (held out of both fits).
+    for key, engine in (("vllm", "vllm"), ("trt", "trt-llm")):
+        ttft = per[f"{engine} TTFT"]
+        v[f"l2.pub_{key}_ttft_points"] = str(ttft["points"])
+        v[f"l2.pub_{key}_ttft_median"] = fixed(100 * ttft["median"], 0)
+        v[f"l2.pub_{key}_ttft_worst"] = fixed(100 * ttft["worst"], 0)
     v["l2.pub_within"] = str(s["within_target"])
     v["l2.pub_beyond"] = str(s["beyond_worst"])
     v["l2.pub_table"] = "```\n" + s["table"] + "\n```"

@@ -81,21 +81,26 @@ def text_px_on_slide(fig, lines: int, dpi: int = DPI) -> list[tuple[float, str]]
     return sorted((t.get_fontsize() * dpi / 72 * scale, t.get_text()) for t in texts(fig))
 
 
-def slide_floor_pt(fig) -> float:
-    """The smallest font (pt, in half points) that shows at ``FLOOR_PX`` or more on any slide of ``fig``.
+#: The lesson figures' text: 14 px or more where the figure is shown in a box as wide and as low
+#: as a slide's (1,184 x 484 px; a lesson page or a notebook is about as wide). The slides once
+#: showed these figures and this was their floor; they now draw their own (``slide_figures``),
+#: and the lesson figures keep the shape and the text they had.
+PAGE_FLOOR_PX = 14
 
-    Any slide: the one with the most lines (``MAX_LINES``) leaves the figure the least height, so a
-    line added to a slide block later never pushes the figure's text under the floor. The size
-    depends on the figure's shape: a wide one shows at its natural size (about 10.5 pt), a tall one
-    is scaled down to fit the height and needs larger text (about 15.5 pt for 7.2 inches).
+
+def page_floor_pt(fig) -> float:
+    """The smallest font (pt, in half points) that shows at ``PAGE_FLOOR_PX`` or more in that box.
+
+    The box above ``MAX_LINES`` lines, the lowest a slide leaves. The size depends on the figure's
+    shape: a wide one shows at its natural size (about 10.5 pt), a tall one is scaled down to fit
+    the height and needs larger text (about 15.5 pt for 7.2 inches).
     """
     import math
 
     from batchsim.teach.slides_content import MAX_LINES
-    from batchsim.teach.slides_fit import FLOOR_PX
 
     scale = slide_scale(*(fig.get_size_inches() * DPI), MAX_LINES)
-    return math.ceil(2 * FLOOR_PX * 72 / (DPI * scale)) / 2
+    return math.ceil(2 * PAGE_FLOOR_PX * 72 / (DPI * scale)) / 2
 
 
 #: The widest a course figure is made (inches): wider, a lesson page shows it too small to read.
@@ -103,14 +108,14 @@ MAX_WIDTH_IN = 14
 
 
 def course_figure(name: str):
-    """(summary, Figure) of the course figure ``name``, shaped and its text raised to read on a slide.
+    """(summary, Figure) of the course figure ``name`` as its lesson shows it, shaped, text raised.
 
-    A slide's figure box is wide and low (1,184 x 484 px above three lines), and a figure taller than
-    that shape is scaled to the box's height, its text with it: the lessons' two-row figures (11 x
-    7.2 in) would need 15.5 pt text on panels 5 inches wide, whose labels then run into each other.
-    Drawn wider (up to ``MAX_WIDTH_IN``), the same figure fills more of the slide's width at the same
-    height, and its panels have room for the larger text. The height, and so the size the text needs,
-    stay the lesson's.
+    A box as wide and low as a slide's (1,184 x 484 px above three lines) scales a figure taller
+    than that shape to the box's height, its text with it: the lessons' two-row figures (11 x 7.2
+    in) would need 15.5 pt text on panels 5 inches wide, whose labels then run into each other.
+    Drawn wider (up to ``MAX_WIDTH_IN``), the same figure fills more of the box's width at the same
+    height, and its panels have room for the larger text. The height, and so the size the text
+    needs, stay the lesson's.
     """
     import math
 
@@ -125,11 +130,61 @@ def course_figure(name: str):
     box_w, box_h = visual_box(MAX_LINES)
     # In tenths of an inch, so that the PNG's width is a whole number of pixels at DPI.
     fig.set_size_inches(max(w, min(math.floor(10 * h * box_w / box_h) / 10, MAX_WIDTH_IN)), h)
-    return summary, raise_text(fig, slide_floor_pt(fig))
+    return summary, raise_text(fig, page_floor_pt(fig))
 
 
-def collect(figures: Path, dpi: int = DPI) -> dict[str, str]:
-    """Run the lessons; save their figures under ``figures``; return the placeholders' values."""
+def slide_floor_pt() -> float:
+    """The font (pt, in half points) of a slide figure's smallest text: ``FLOOR_PX`` on a 1280x720
+    screen, which shows a slide version at its natural size times ``SCREEN_SCALE`` (18 pt: 25 px at
+    ``DPI``, shown at 24.25)."""
+    import math
+
+    from batchsim.teach.slides_fit import FLOOR_PX, SCREEN_SCALE
+
+    return math.ceil(2 * FLOOR_PX / SCREEN_SCALE * 72 / DPI) / 2
+
+
+def slide_size_in() -> tuple[float, float]:
+    """A slide version's size (inches at ``DPI``): the figure box above ``MAX_LINES`` lines, the
+    lowest a slide leaves, so the deck shows it at its natural size whatever its lines."""
+    from batchsim.teach.slides_content import MAX_LINES
+    from batchsim.teach.slides_fit import visual_box
+
+    w, h = visual_box(MAX_LINES)
+    return w / DPI, h / DPI
+
+
+def slide_figures(name: str) -> list:
+    """The course figure ``name`` for the slides: its panels a row or fewer a figure, its text at
+    ``slide_floor_pt`` (``batchsim.teach.plots.slide``), each from a copy of the lesson's figure."""
+    from batchsim.teach import lessons
+    from batchsim.teach.plots.slide import slide_parts
+
+    fn, kwargs = COURSE_FIGURES[name]
+    return slide_parts(lambda: getattr(lessons, fn)(**kwargs)[1], slide_size_in(), slide_floor_pt())
+
+
+def save_slide_figures(name: str, figures: Path, dpi: int = DPI) -> list[Path]:
+    """Save ``slide_figures(name)`` as ``figures/slides/STEM-1.png``, ``-2``...; a part left from an
+    earlier drawing with more parts is removed, or the deck would show it."""
+    from batchsim.teach.slides import SLIDE_VERSIONS
+
+    folder = figures / SLIDE_VERSIONS
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = Path(name).stem
+    for old in folder.glob(f"{stem}-*.png"):
+        if re.fullmatch(rf"{re.escape(stem)}-\d+\.png", old.name):
+            old.unlink()
+    paths = []
+    for k, fig in enumerate(slide_figures(name), 1):
+        paths.append(folder / f"{stem}-{k}.png")
+        fig.savefig(paths[-1], dpi=dpi)
+    return paths
+
+
+def collect(figures: Path, dpi: int = DPI, slides: bool = True) -> dict[str, str]:
+    """Run the lessons; save their figures under ``figures`` (and, with ``slides``, their slide
+    versions under ``figures/slides/``); return the placeholders' values."""
     figures.mkdir(parents=True, exist_ok=True)
     v: dict[str, str] = {f"lab{n}.checks": str(lab_checks(n)) for n in range(1, 9)}
 
@@ -137,6 +192,8 @@ def collect(figures: Path, dpi: int = DPI) -> dict[str, str]:
         """Draw the course figure ``name``, save it, return the lesson's summary."""
         summary, fig = course_figure(name)
         fig.savefig(figures / name, dpi=dpi)
+        if slides:
+            save_slide_figures(name, figures, dpi)
         return summary
 
     for lesson in course_values.LESSONS + course_values_late.LESSONS:
@@ -176,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     with tempfile.TemporaryDirectory() as tmp:
         fig_dir = Path(args.figures) if args.figures else (Path(tmp) if args.check else FIGURES)
-        # In check mode the figures only need to be drawn (and be non-empty): draw them coarse.
-        values = collect(fig_dir, dpi=40 if args.check else DPI)
+        # In check mode the figures only need to be drawn (and be non-empty): draw them coarse, and
+        # leave out the slide versions, which no Markdown quotes (tests/test_figure_text.py draws
+        # them).
+        values = collect(fig_dir, dpi=40 if args.check else DPI, slides=not args.check)
         pngs = sorted(fig_dir.glob("*.png"))
         if not pngs or any(f.stat().st_size < 500 for f in pngs):
             print("figures missing or empty", file=sys.stderr)

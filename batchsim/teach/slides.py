@@ -4,12 +4,14 @@ A lesson (``course/lessons/NN-*.md``) is already a talk: a title, sections, figu
 take-aways. ``build`` makes a deck of it that reads from the back row: each figure, table or
 block of command output is a slide of its own under its section's heading, with at most three
 short lines written for the slide (``slides_content`` says where they come from and why), set as
-large as a 1280x720 page allows and never under about 14 px, wide output cut to the columns the
-slide is about (``slides_fit``). The decks are HTML files with their figures copied beside them
-(``figures/``), so the folder can be carried to any machine and shows every figure; rebuild after
-``make course`` (0.3 s) and it is current again. Arrow keys or space move between slides;
-printing gives one slide per landscape page. The handout gathers every lesson's take-aways on one
-A4 page.
+large as a 1280x720 page allows and never under 24 px as the screen shows it, wide output cut to
+the columns the slide is about (``slides_fit``). A figure is shown in its slide version, which
+``make course`` draws beside the lesson's (``course/figures/slides/``): its panels a row or fewer a
+slide, its text at the same 24 px (``batchsim.teach.plots.slide``). The decks are HTML files with
+their figures copied beside them (``figures/``), so the folder can be carried to any machine and
+shows every figure; rebuild after ``make course`` (0.3 s) and it is current again. Arrow keys or
+space move between slides; printing gives one slide per landscape page. The handout gathers every
+lesson's take-aways on one A4 page.
 
     python -m batchsim.teach.slides                   # out/slides/NN-*.html and handout.html
     python -m batchsim.teach.slides --out DIR --pdf   # also PDFs, where Chromium is installed
@@ -30,7 +32,8 @@ from batchsim.teach import slides_fit as fit
 from batchsim.teach.slides_content import LINE_CHARS, MAX_LINES, Slide, Visual, lesson_slides
 from batchsim.teach.slides_fit import SlideError
 
-__all__ = ["Slide", "Visual", "SlideError", "FIGURES", "figure_source", "lesson_slides", "render_deck", "handout", "build", "main",
+__all__ = ["Slide", "Visual", "SlideError", "FIGURES", "SLIDE_VERSIONS", "figure_source",
+           "figure_parts", "lesson_slides", "render_deck", "handout", "build", "main",
            "MAX_LINES", "LINE_CHARS"]
 
 
@@ -57,14 +60,16 @@ section pre {{ margin: 0; line-height: {fit.CODE_LH}; background: #f4f4f4; paddi
 section table {{ border-collapse: collapse; line-height: {fit.TABLE_LH}; }}
 section td, section th {{ border: 1px solid #bbb; padding: {fit.CELL_PAD_Y}px {fit.CELL_PAD_X}px; }}
 section th {{ background: #eef3f8; }}
-section code {{ font-size: 0.9em; }}
+section code {{ font-size: max(0.9em, {fit.MIN_PX}px); }}
 section pre code {{ font-size: 1em; }}
 section ul.lines {{ margin: {fit.LINES_GAP}px 0 0; padding-left: 1.1em; font-size: {fit.LINE_PX}px;
                    line-height: {fit.LINE_H}px; }}
 section.text ul.lines, section.title ul.lines {{ font-size: 30px; line-height: 44px; list-style: none; padding: 0; }}
 section.text ul.lines li {{ margin-bottom: 18px; }}
-section .alt {{ margin: {fit.LINES_GAP}px 0 0; text-align: center; font-size: 20px; line-height: 26px; color: #555; }}
-section .num {{ position: absolute; right: 20px; bottom: 6px; font-size: {fit.NUM_PX}px; color: #888; }}
+section .alt {{ margin: {fit.LINES_GAP}px 0 0; text-align: center; font-size: {fit.MIN_PX}px;
+               line-height: {fit.LINE_H}px; color: #555; }}
+section .num {{ position: absolute; right: 20px; bottom: 2px; font-size: {fit.NUM_PX}px;
+               line-height: 1; color: #888; }}
 @media screen {{ section {{ display: none; }} section.current {{ display: flex; }}
                 body {{ display: flex; align-items: center; justify-content: center; height: 100vh; }}
                 section {{ transform-origin: center; }} }}
@@ -95,10 +100,10 @@ def _inline(md, line: str) -> str:
     return re.sub(r"^<p>|</p>\s*$", "", md(line).strip())
 
 
-def _visual_html(s: Slide, lesson: Path, out_dir: Path, md) -> str:
+def _visual_html(s: Slide, figure: Path | None, md) -> str:
     v = s.visual
     if v.kind == "figure":
-        target = f"{FIGURES}/{figure_source(lesson, v.text).name}"  # copied beside the deck by ``build``
+        target = f"{FIGURES}/{figure.name}"  # copied beside the deck by ``build``
         _, h = fit.visual_box(len(s.lines) or 1)  # a figure without lines keeps a line for its caption
         return (f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
                 f"style='max-height: {h}px'></div>")
@@ -112,6 +117,11 @@ def _visual_html(s: Slide, lesson: Path, out_dir: Path, md) -> str:
 FIGURES = "figures"
 
 
+#: Beside a lesson's figures, the folder of their slide versions: ``NAME-1.png``, ``NAME-2.png``...
+#: for ``NAME.png``, one a slide, drawn by ``make course`` (scripts/make_course_figures.py).
+SLIDE_VERSIONS = "slides"
+
+
 def figure_source(lesson: Path, link: str) -> Path:
     """The figure a lesson links (``![alt](../figures/x.png)``), refused in one line when it is not there."""
     src = (lesson.parent / link).resolve()
@@ -120,21 +130,39 @@ def figure_source(lesson: Path, link: str) -> Path:
     return src
 
 
-def render_deck(slides: list[Slide], lesson: Path, out_dir: Path) -> str:
+def figure_parts(lesson: Path, link: str) -> list[Path]:
+    """The slide versions of the figure a lesson links, in order; the lesson's figure itself where
+    it has none (a lesson folder of one's own, whose figures ``make course`` did not draw)."""
+    src = figure_source(lesson, link)
+    name = re.compile(rf"{re.escape(src.stem)}-(\d+)\.png")
+    parts = {int(m.group(1)): p for p in (src.parent / SLIDE_VERSIONS).glob(f"{src.stem}-*.png")
+             if (m := name.fullmatch(p.name))}
+    return [parts[k] for k in sorted(parts)] or [src]
+
+
+def _pages(slides: list[Slide], lesson: Path) -> list[tuple[Slide, Path | None]]:
+    """Each slide with its figure; a figure in parts is a slide a part, each with the lines."""
+    return [(s, part) for s in slides
+            for part in (figure_parts(lesson, s.visual.text) if s.kind == "figure" else [None])]
+
+
+def render_deck(slides: list[Slide], lesson: Path) -> str:
     """The deck as one HTML page; figures linked from ``FIGURES/`` beside it (``build`` copies them there)."""
     md = _markdown()
     parts = []
-    for k, s in enumerate(slides, 1):
+    pages = _pages(slides, lesson)
+    for k, (s, figure) in enumerate(pages, 1):
         lines = "".join(f"<li>{_inline(md, ln)}</li>" for ln in s.lines)
         lines = f"<ul class='lines'>{lines}</ul>" if lines else ""
         if s.opening:
             inner = f"<h1>{html.escape(s.title)}</h1>{lines}"
         else:
-            visual = _visual_html(s, lesson, out_dir, md) if s.visual else ""
+            visual = _visual_html(s, figure, md) if s.visual else ""
             if s.kind == "figure" and not lines and s.visual.alt:
                 lines = f"<p class='alt'>{html.escape(s.visual.alt)}</p>"
             inner = f"<h2>{html.escape(s.title)}</h2><div class='body'>{visual}{lines}</div>"
-        parts.append(f"<section class='{s.kind}' id='s{k}'>{inner}<div class='num'>{k}/{len(slides)}</div></section>")
+        number = f"<div class='num'>{k}/{len(pages)}</div>"
+        parts.append(f"<section class='{s.kind}' id='s{k}'>{inner}{number}</section>")
     return _page(slides[0].title, "\n".join(parts))
 
 
@@ -189,9 +217,9 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
     for p in lessons:
         deck = out_dir / f"{p.stem}.html"
         slides = lesson_slides(p.read_text(), p.name)
-        deck.write_text(render_deck(slides, p, out_dir))
+        deck.write_text(render_deck(slides, p))
         written.append(deck)
-        for src in {figure_source(p, s.visual.text) for s in slides if s.visual is not None and s.visual.kind == "figure"}:
+        for src in {f for _, f in _pages(slides, p) if f is not None}:
             (out_dir / FIGURES).mkdir(exist_ok=True)
             shutil.copyfile(src, out_dir / FIGURES / src.name)
     h = out_dir / "handout.html"

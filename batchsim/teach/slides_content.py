@@ -15,9 +15,11 @@ sees::
 
 A block right after a visual (nothing but blank lines between) is that visual's slide text; any
 other block is a slide of its own: text alone, or with a table written for the slide (lines that
-start with ``|``) where the lesson's table holds prose in its cells; such a table, right after a
-visual, takes that visual's place. ``columns: a | b | c`` cuts a wide table, or command output,
-to the columns the slide is about (see ``slides_fit.trim_output``). A block in the lesson's head
+start with ``|``) where the lesson's table holds prose in its cells, or with code written for the
+slide (fenced with three backticks) where the lesson's code is too long or too wide to read from
+the back row; such a table or code, right after a table or code of the lesson, takes its place.
+``columns: a | b | c`` cuts a wide table, or command output, to the columns the slide is about
+(see ``slides_fit.trim_output``). A block in the lesson's head
 (before its first ``##``) is the title slide's text. A section with no visual and no block is
 shown by its heading alone.
 
@@ -126,12 +128,19 @@ def _visual(block: str) -> Visual | None:
     return None
 
 
-def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, str | None]:
-    """A slide block's lines, its ``columns:`` (or None) and its own table (or None)."""
-    lines, table, columns = [], [], None
-    for raw in body.strip().splitlines():
+def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, Visual | None]:
+    """A slide block's lines, its ``columns:`` (or None) and its own table or code (or None)."""
+    lines, table, code, columns = [], [], [], None
+    fences = 0
+    fence = None  # the indent of an open fence: the code's lines keep theirs, less that
+    for raw in body.strip("\n").splitlines():
         ln = raw.strip()
-        if ln.startswith("columns:"):
+        if ln.startswith("```"):
+            fence = None if fence is not None else len(raw) - len(raw.lstrip())
+            fences += 1
+        elif fence is not None:
+            code.append(raw[fence:])
+        elif ln.startswith("columns:"):
             columns = [c.strip() for c in ln[len("columns:"):].split("|") if c.strip()]
             if not columns:
                 raise SlideError(f"columns must name at least one column, got {raw!r}")
@@ -139,7 +148,12 @@ def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, str | None]:
             table.append(ln)
         elif ln:
             lines.append(ln[2:] if ln.startswith("- ") else ln)
-    return tuple(lines), columns, "\n".join(table) or None
+    if fences not in (0, 2) or (table and fences):
+        raise SlideError(f"a slide block holds one table or one fenced block of code, got "
+                         f"{len(table)} table lines and {fences} fences")
+    own = (Visual("table", "\n".join(table)) if table else
+           Visual("code", "\n".join(code)) if fences else None)
+    return tuple(lines), columns, own
 
 
 def _cut(v: Visual, columns: list[str] | None) -> Visual:
@@ -156,12 +170,12 @@ def _section(title: str, body: str) -> list[Slide]:
     for b in _blocks(body):
         note = _NOTE.match(b)
         if note:
-            lines, columns, table = _note(note.group(1))
-            own = Visual("table", table) if table else None
+            lines, columns, own = _note(note.group(1))
             if pending is None and columns:
                 raise SlideError(f"columns: {' | '.join(columns)} given, but no table or output comes right before")
             if own and pending is not None and pending.kind == "figure":
-                raise SlideError(f"a slide's own table takes the place of a table or output, not of {pending.text}")
+                raise SlideError(f"a slide's own {own.kind} takes the place of a table or output, "
+                                 f"not of {pending.text}")
             visual = own or pending
             slides.append(Slide(title, lines, _cut(visual, columns) if visual else None))
             pending = None

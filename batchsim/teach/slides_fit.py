@@ -1,25 +1,28 @@
 """What fits on a 1280x720 slide read from the back of a room: sizes, and columns cut to fit.
 
 A projector shows a slide at about 1280x720, and the back row reads it from ten metres: text under
-about 14 px is lost there, and a table whose rows wrap no longer lines up. So a slide's table or
-command output is set as large as the page allows, never below that floor, and a row never wraps.
-What is too wide even at the floor is refused with a message that says what to do: name the
-columns the slide is about, and the rest of the output (the other columns, the other tables, the
-notes under them) stays in the lesson. This module holds the page's geometry (the deck's CSS is
-made from the same numbers), picks the sizes, and cuts command output and Markdown tables down to
-named columns.
+about 24 px is lost there, and a table whose rows wrap no longer lines up. So every text of a slide
+is 24 px or more as the screen shows it; a slide's table or command output is set as large as the
+page allows, never below that floor, and a row never wraps. What is too wide even at the floor is
+refused with a message that says what to do: name the columns the slide is about, or write the
+slide its own shorter table or code; the rest (the other columns, the other tables, the notes under
+them) stays in the lesson. This module holds the page's geometry (the deck's CSS is made from the
+same numbers), picks the sizes, and cuts command output and Markdown tables down to named columns.
 
-Sizes are estimated from the fonts' average glyph widths (DejaVu, which Debian's Chromium uses), on
-the generous side; tests/test_slides.py measures the real layout in Chromium.
+Sizes come from DejaVu's glyph widths (the fonts Debian's Chromium uses: measured with matplotlib's
+copy of them for tables, a monospace advance for output), with a little to spare;
+tests/test_slides.py measures the real layout in Chromium.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["SlideError", "FLOOR_PX", "SCREEN_SCALE", "visual_box", "code_px", "table_px",
+__all__ = ["SlideError", "FLOOR_PX", "MIN_PX", "SCREEN_SCALE", "visual_box", "code_px", "table_px",
+           "text_em",
            "trim_output", "trim_table", "table_cells", "visible"]
 
 
@@ -35,17 +38,21 @@ TITLE_H = round(TITLE_PX * 1.2) + 3 + 14  # one line of heading, its rule and it
 LINE_PX = 28  # the short lines beside a visual
 LINE_H = round(LINE_PX * 1.3)
 LINES_GAP = 12  # between the visual and the lines under it
-NUM_PX = 16  # the slide number, bottom right, inside the padding
 #: On screen the deck scales a slide to the window less a 3 % margin (slides.py's script), so a
 #: 1280x720 window shows every size at 0.97 of its CSS value.
 SCREEN_SCALE = 0.97
-#: The smallest text, as rendered on a 1280x720 screen, that a slide may hold.
-FLOOR_PX = 14
-MIN_PX = math.ceil(FLOOR_PX / SCREEN_SCALE) + 1  # 16: the smallest CSS size a table or output gets
+#: The smallest text, as rendered on a 1280x720 screen, that a slide may hold: every text, the
+#: slide's number and a figure's tick labels included.
+FLOOR_PX = 24
+#: The smallest CSS size any text of a slide gets: 25 px shows at 24.25 px on a 1280x720 screen.
+MIN_PX = math.ceil(FLOOR_PX / SCREEN_SCALE)
+NUM_PX = MIN_PX  # the slide number, bottom right, inside the padding (line height = its size)
 CODE_MAX_PX, TABLE_MAX_PX = 32, 30  # larger reads no better and crowds the lines off the slide
 MONO_EM = 0.61  # DejaVu Sans Mono's advance is 0.602 em
-SANS_EM = 0.64  # DejaVu Sans: digits are 0.636 em, capitals wider, lower case narrower
-BOLD = 1.1  # a table's header is bold, and bold DejaVu is about a tenth wider
+#: A table's cells are measured in DejaVu Sans, the deck's first font and the widest of its list
+#: (Helvetica and Arial set the same text narrower), with this much to spare for the browser's
+#: rounding of each glyph to its pixel grid.
+MEASURE_SLACK = 1.04
 CODE_LH, CODE_PAD = 1.25, 12
 TABLE_LH, CELL_PAD_X, CELL_PAD_Y = 1.3, 10, 4
 
@@ -65,8 +72,9 @@ def code_px(text: str, lines: int) -> int:
              int((h - 2 * CODE_PAD) / (CODE_LH * len(rows))))
     if px < MIN_PX:
         raise SlideError(f"output is {longest} characters wide and {len(rows)} lines long: it would be set at "
-                         f"{px} px, under the {MIN_PX} px a projector's back row reads; name the columns the "
-                         "slide is about (columns: a | b) in its slide block")
+                         f"{px} px, under the {MIN_PX} px a projector's back row reads; in its "
+                         "slide block, name the columns the slide is about (columns: a | b) or "
+                         "write its own shorter code (fenced)")
     return px
 
 
@@ -82,17 +90,42 @@ def table_cells(table: str) -> list[list[str]]:
     return [c for r, c in zip(rows, cells) if not re.fullmatch(r"\|?[\s:|-]+\|?", r)]
 
 
+@functools.cache
+def _font(style: str):
+    """DejaVu Sans (``sans``, ``bold``) or DejaVu Sans Mono (``mono``), which matplotlib ships."""
+    from matplotlib import font_manager, ft2font
+
+    family, weight = {"sans": ("DejaVu Sans", "normal"), "bold": ("DejaVu Sans", "bold"),
+                      "mono": ("DejaVu Sans Mono", "normal")}[style]
+    props = font_manager.FontProperties(family=family, weight=weight)
+    return ft2font.FT2Font(font_manager.findfont(props))
+
+
+def text_em(cell: str, bold: bool = False) -> float:
+    """The width of a table cell's Markdown as it shows, in em: its glyphs' advances (kerned) in
+    DejaVu, code spans in the monospace at a full em (the deck sets no code under ``MIN_PX``)."""
+    width = 0.0
+    for k, part in enumerate(re.split(r"`([^`]*)`", cell)):
+        font = _font("mono" if k % 2 else "bold" if bold or "**" in part else "sans")
+        font.set_size(100, 72)  # 100 px to the em: the width comes back in 64ths of a pixel
+        font.set_text(visible(part))
+        width += font.get_width_height()[0] / 64 / 100
+    return width
+
+
 def table_px(table: str, lines: int) -> int:
     """Font size for a Markdown table, so that every row stays on one line and all rows show."""
     cells = table_cells(table)
     ncol = max(len(r) for r in cells)
-    widest = [max((len(visible(r[j])) * (BOLD if i == 0 else 1) for i, r in enumerate(cells) if j < len(r)),
+    widest = [max((text_em(r[j], bold=i == 0) for i, r in enumerate(cells) if j < len(r)),
                   default=0) for j in range(ncol)]
     w, h = visual_box(lines)
-    px = min(TABLE_MAX_PX, int((w - ncol * (2 * CELL_PAD_X + 1)) / (SANS_EM * max(sum(widest), 1))),
+    em = MEASURE_SLACK * max(sum(widest), 0.1)
+    px = min(TABLE_MAX_PX, int((w - ncol * (2 * CELL_PAD_X + 1)) / em),
              int((h / len(cells) - 2 * CELL_PAD_Y - 1) / TABLE_LH))
     if px < MIN_PX:
-        raise SlideError(f"table of {ncol} columns, {round(sum(widest))} characters a row: it would be set at {px} px, "
+        raise SlideError(f"table of {ncol} columns, {sum(widest):.0f} em a row: it would be set at "
+                         f"{px} px, "
                          f"under the {MIN_PX} px a projector's back row reads; name the columns the slide is about "
                          "(columns: a | b) or write the slide its own short table")
     return px

@@ -17,6 +17,7 @@ global state behind; ``save(fig, path)`` writes it as a PNG.
 ``figures_for_report(report, out_dir)`` picks the figures that tell a scenario's story.
 ``texts(fig)`` lists the text a figure draws and ``raise_text(fig, floor_pt)`` sets what is under a
 size to that size: a slide shows a figure scaled down, and its text must still read from the back row.
+``slide.slide_parts`` redraws a figure for the slides, a row of its panels or fewer at a time.
 """
 
 

@@ -49,10 +49,14 @@ def texts(fig: Figure) -> list[Text]:
     undrawn = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
+            # A twin's shared axis is hidden whole (its panel's own axis draws the labels).
+            hidden = not axis.get_visible()
+            if hidden:
+                undrawn.add(id(axis.label))
             lo, hi = sorted(axis.get_view_interval())
             eps = (hi - lo) * 1e-9
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if not lo - eps <= tick.get_loc() <= hi + eps:
+                if hidden or not lo - eps <= tick.get_loc() <= hi + eps:
                     undrawn.update((id(tick.label1), id(tick.label2)))
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
 
