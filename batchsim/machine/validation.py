@@ -15,6 +15,12 @@ a queue that long already runs the server full for all but its last batch. A poi
 sampled its lengths (ShareGPT) and whose source lists them request by request names a
 ``workload`` in the file's ``workloads``: batchsim then runs those very requests, since a few
 hundred requests at once end on their longest answer, which a mean length cannot show.
+
+Time to first token (TTFT, the ``mean_ttft`` points) is held where the arrivals are known exactly:
+one request alone (a batch-1 first-token table: one prefill of the prompt), and a run's requests
+all sent at once (each request's TTFT is then its place in the queue of prefills). A source's
+mean that counts requests which streamed no token as a TTFT of 0 is converted to the mean over
+the requests that did (``source_value`` keeps the printed figure; the point's notes say how).
 """
 
 from __future__ import annotations
@@ -70,6 +76,9 @@ class Point:
     tolerance: float
     workload: str = ""  # a published.json "workloads" entry: the run's lengths, request by request
     notes: str = ""  # what reproducing the setup needed beyond the source: assumptions, and why
+    # The figure as the source prints it, where ``value`` had to be derived from it (``notes`` say
+    # how); 0: ``value`` is the source's own figure.
+    source_value: float = 0.0
 
     def __post_init__(self) -> None:
         if self.metric not in _METRICS:
@@ -78,6 +87,9 @@ class Point:
             raise ConfigError(f"published point {self.id}: a source and an engine version are required")
         if not (self.value > 0 and 0 < self.tolerance < 1):
             raise ConfigError(f"published point {self.id}: value must be > 0 and tolerance in (0, 1)")
+        if not self.source_value >= 0:
+            raise ConfigError(f"published point {self.id}: source_value must be >= 0, "
+                              f"got {self.source_value!r}")
 
     @property
     def family(self) -> str:
@@ -175,30 +187,38 @@ def table(engine_of=None) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Median and worst |error| per engine and family."""
+    """Median and worst |error| per engine and family (throughput, TPOT, TTFT), engine by engine."""
     out: dict = {}
     for r in rows:
         out.setdefault((r["engine"], r["family"]), []).append(abs(r["error"]))
-    return {k: {"points": len(v), "median": statistics.median(v), "worst": max(v)} for k, v in out.items()}
+    order = list(dict.fromkeys(_METRICS.values()))  # throughput, TPOT, TTFT
+    keys = sorted(out, key=lambda k: (k[0], order.index(k[1])))
+    return {k: {"points": len(out[k]), "median": statistics.median(out[k]), "worst": max(out[k])}
+            for k in keys}
 
 
 def held_out_summary(rows: list[dict]) -> dict:
     """Per engine, the median and worst |error| of the points its preset was not fitted to
-    (``held_out`` in engines.json): how far the fit carries beyond its own points."""
+    (``held_out`` in engines.json): how far the fit carries beyond its own points; ``families``
+    splits them by metric family as ``summary`` does."""
     from .engines import engine_profiles
 
     out = {}
     for name, prof in engine_profiles().items():
-        held = prof.held_out_ids
-        errs = [abs(r["error"]) for r in rows if r["engine"] == name and r["id"] in held]
-        if errs:
-            out[name] = {"points": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+        held = [r for r in rows if r["engine"] == name and r["id"] in prof.held_out_ids]
+        if held:
+            errs = [abs(r["error"]) for r in held]
+            # Each family apart too: a held-out TTFT is judged by the TTFT target, not throughput's.
+            out[name] = {"points": len(errs), "median": statistics.median(errs), "worst": max(errs),
+                         "families": summary(held)}
     return out
 
 
 def _fmt(r: dict) -> str:
     v = r["measured"]
-    show = (lambda x: f"{x:,.0f}") if r["metric"] == "output_throughput" else (lambda x: f"{x * 1e3:,.0f} ms")
+    # A time under 100 ms keeps a decimal: a batch-1 first token of 5.7 ms is not "6 ms".
+    show = (lambda x: f"{x:,.0f}") if r["metric"] == "output_throughput" else \
+        (lambda x: f"{x * 1e3:.1f} ms" if x < 0.1 else f"{x * 1e3:,.0f} ms")
     name = r["model"].split("/")[-1]
     return (f"{r['engine']:<8} {r['hardware']:<18} {name:<28} {r['lengths']:>10} "
             f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}")
@@ -215,6 +235,10 @@ def main() -> int:
     for engine, s in held_out_summary(rows).items():
         print(f"{engine} held out of its fit: {s['points']} points, "
               f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
+        for (_, family), f in s["families"].items():
+            n = f["points"]
+            print(f"  of which {family}: {n} point{'s' if n != 1 else ''}, "
+                  f"median |error| {f['median']:.1%}, worst {f['worst']:.1%}")
     for k in kv_points():
         got = kv_predict(k)
         print(f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
