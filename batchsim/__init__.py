@@ -52,65 +52,51 @@ and 0.51 s (2.4x: at 20 requests a second an arrival comes every few passes, so 
 decides 1.9 passes at a time on average).
 """
 
-from .core.arrivals import Constant, Gamma, Poisson, RushHour, parse_arrival
-from .machine.catalog import DEFAULT_CATALOG, GPU, Catalog, Model, load_catalog
-from .machine.cost import cost_summary, implied_price_per_hour, required_throughput
+# The public face: what a student or an engineer needs to run a scenario from Python, about thirty
+# names. Everything else is imported from its module (``batchsim.core.step.Step``,
+# ``batchsim.core.driver.drive``, ``batchsim.machine.catalog.DEFAULT_CATALOG``, ...): the layers
+# are the reference, this is the front door. ``tests/test_public_api.py`` holds it to 32 names.
+
+# Workloads: who arrives when, asking for how much.
+from .core.arrivals import Gamma, Poisson
+from .core.lengths import Fixed, LogNormal, Uniform
+from .core.traces import read_trace
+from .core.workload import Request, Workload, make_workload, trace_workload
+
+# Policies: the taxi, the bus that waits to fill, the bus that also leaves on a timer, and the
+# continuous batch (``make_policy`` builds any of them, and vLLM's flavour, by name).
+from .core.policies import Continuous, Dynamic, Static, Taxi, make_policy
+
+# Step times: how long one pass takes (a constant, a line fitted to a profile, a GPU's roofline).
+from .machine.server import Server
+from .sim.steptime import ConstantStepTime, LinearStepTime, load_step_time
+
+# Running: the simulator, and what it says when an input is wrong or a result is doubtful.
 from .core.errors import ConfigError
 from .core.notes import BatchsimNote
-from .core.lengths import Empirical, Fixed, LogNormal, Uniform, parse_length
-from .machine.memory import KVBudget, kv_budget
+from .sim.simulator import simulate
+
+# Results: the figures people quote, for one server or a fleet.
+from .core.fleet import fleet_summaries
 from .core.metrics import SLO, format_table, summarize
-from .core.policies import (
-    POLICY_NAMES,
-    Continuous,
-    Dynamic,
-    Policy,
-    Static,
-    Taxi,
-    make_policy,
-)
-from .core.fleet import fleet_summaries, replica_result
-from .core.recorder import Recorder
-from .core.records import Records
-from .core.router import ROUTER_NAMES, Router, make_router
-from .core.sketch import QuantileSketch
-from .machine.roofline import RooflineStepTime
-from .machine.server import Server
-from .sim.simulator import SimResult, simulate
-from .core.driver import Drive, drive
-from .core.executor import Executor, StopRun
-from .core.limits import ServerLimits
-from .core.policies import VLLMV1
-from .core.result import RunResult, result_of
-from .core.server import ServerProcess
-from .core.wallclock import WallClock, WallExecutor
-from .sim.executors import ReplayDiverged, ReplayExecutor, SimClock, SimExecutor
-from .core.step import Chunk, Step, StepOutcome, Wait
-from .sim.steptime import (
-    ConstantStepTime,
-    ExponentialStepTime,
-    LinearStepTime,
-    StepTimeModel,
-    load_step_time,
-)
+
+# Theory: the closed-form waits the simulator is held to.
 from .sim.theory import MD1, MG1, MM1, BulkService, bus_fill_wait
-from .core.traces import Trace, read_trace
-from .core.workload import Request, Workload, make_workload, trace_workload
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BulkService", "Catalog", "DEFAULT_CATALOG", "GPU", "KVBudget", "MD1", "MG1", "MM1", "Model",
-    "RooflineStepTime", "Server", "bus_fill_wait", "cost_summary", "implied_price_per_hour", "kv_budget",
-    "load_catalog", "required_throughput",
-    "BatchsimNote", "Chunk", "ConfigError", "Constant", "ConstantStepTime", "Continuous", "Dynamic", "Empirical",
-    "ExponentialStepTime", "Fixed", "Gamma", "LinearStepTime", "LogNormal", "POLICY_NAMES", "Poisson",
-    "Policy", "Recorder", "Records", "Request", "RushHour", "SLO", "SimResult", "Static", "Step",
-    "StepOutcome", "StepTimeModel", "Taxi", "Trace", "Uniform", "Wait", "Workload", "format_table",
-    "load_step_time", "make_policy", "make_workload", "parse_arrival", "parse_length", "read_trace",
-    "simulate", "summarize", "trace_workload", "fleet_summaries", "replica_result", "ROUTER_NAMES", "Router",
-    "make_router", "QuantileSketch",
-    # Driving a run yourself: the SimPy driver, its clocks, the servers' processes, the executors.
-    "drive", "Drive", "ServerProcess", "SimClock", "WallClock", "Executor", "StopRun", "ServerLimits",
-    "SimExecutor", "ReplayExecutor", "ReplayDiverged", "WallExecutor", "RunResult", "result_of", "VLLMV1",
+    # workloads
+    "Poisson", "Gamma", "Fixed", "Uniform", "LogNormal",
+    "Request", "Workload", "make_workload", "read_trace", "trace_workload",
+    # policies
+    "Taxi", "Static", "Dynamic", "Continuous", "make_policy",
+    # step times
+    "ConstantStepTime", "LinearStepTime", "load_step_time", "Server",
+    # running
+    "simulate", "ConfigError", "BatchsimNote",
+    # results
+    "summarize", "SLO", "format_table", "fleet_summaries",
+    # theory
+    "MM1", "MD1", "MG1", "BulkService", "bus_fill_wait",
 ]

@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from batchsim import Request, Step, Workload
+from batchsim import Request, Workload
+from batchsim.core.step import Step
 from realrun.engine import Engine
 from realrun.model import load_model
 

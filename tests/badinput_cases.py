@@ -289,24 +289,32 @@ def _scfg(**kw):
     ServerConfig(**kw).build()
 
 
-def _b(name):
-    import batchsim
+#: Where the names the cases call live, beside batchsim's public face.
+ARRIVALS, LENGTHS = "batchsim.core.arrivals", "batchsim.core.lengths"
+CATALOG = "batchsim.machine.catalog"
 
-    return getattr(batchsim, name)
+
+def _b(name, module="batchsim"):
+    """A name of batchsim's public face, or of the module named (imported when the case runs)."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 API: list[Case] = [
     _api("Poisson(np.int64(5))", lambda t: _b("Poisson")(np.int64(5)), ok=True),
     _api("Poisson(np.float32(2.5))", lambda t: _b("Poisson")(np.float32(2.5)), ok=True),
-    _api("Constant(np.int32(3))", lambda t: _b("Constant")(np.int32(3)), ok=True),
+    _api("Constant(np.int32(3))", lambda t: _b("Constant", ARRIVALS)(np.int32(3)), ok=True),
     *[_api(f"Poisson({v!r})", (lambda v: lambda t: _b("Poisson")(v))(v), "rate", w) for v, w in [
         (True, "True"), ("5", "'5'"), (float("nan"), "nan"), (float("inf"), "inf"), (1e308, "1e+308"), (-1, "-1"),
         (0, "0"), (1e-308, "1e-308"), (np.float64("nan"), "nan"), (None, "None")]],
     *[_api(f"Gamma(1, {v!r})", (lambda v: lambda t: _b("Gamma")(1.0, v))(v), "cv", w) for v, w in [
         (1e308, "1e+308"), (float("nan"), "nan"), (0, "0"), (1e-9, "1e-09"), (np.bool_(True), "True")]],
-    _api("RushHour(())", lambda t: _b("RushHour")(()), "phases"),
-    _api("RushHour(((10, -1),))", lambda t: _b("RushHour")(((10.0, -1.0),)), "rate", "-1"),
-    _api("RushHour(((nan, 1),))", lambda t: _b("RushHour")(((float("nan"), 1.0),)), "duration", "nan"),
+    _api("RushHour(())", lambda t: _b("RushHour", ARRIVALS)(()), "phases"),
+    _api("RushHour(((10, -1),))", lambda t: _b("RushHour", ARRIVALS)(((10.0, -1.0),)),
+         "rate", "-1"),
+    _api("RushHour(((nan, 1),))", lambda t: _b("RushHour", ARRIVALS)(((float("nan"), 1.0),)),
+         "duration", "nan"),
     *[_api(f"Fixed({v!r})", (lambda v: lambda t: _b("Fixed")(v))(v), "length", w) for v, w in [
         (0, "0"), (1.5, "1.5"), (True, "True"), (10**8, "100000000"), ("7", "'7'")]],
     _api("Fixed(np.int64(5))", lambda t: _b("Fixed")(np.int64(5)), ok=True),
@@ -317,10 +325,10 @@ API: list[Case] = [
     _api("LogNormal(10, 20)", lambda t: _b("LogNormal")(10, 20), "mean", "median"),
     _api("LogNormal('a', 1)", lambda t: _b("LogNormal")("a", 1), "mean", "'a'"),
     _api("LogNormal(1e7, 1) samples stay in range", lambda t: _lognormal_in_range(), ok=True),
-    _api("Empirical(())", lambda t: _b("Empirical")(()), "empirical"),
-    _api("Empirical((0,))", lambda t: _b("Empirical")((0,)), "empirical", "0"),
-    _api("parse_length(inf)", lambda t: _b("parse_length")(float("inf")), "length", "inf"),
-    _api("parse_length(np.int64(7))", lambda t: _b("parse_length")(np.int64(7)), ok=True),
+    _api("Empirical(())", lambda t: _b("Empirical", LENGTHS)(()), "empirical"),
+    _api("Empirical((0,))", lambda t: _b("Empirical", LENGTHS)((0,)), "empirical", "0"),
+    _api("parse_length(inf)", lambda t: _b("parse_length", LENGTHS)(float("inf")), "length", "inf"),
+    _api("parse_length(np.int64(7))", lambda t: _b("parse_length", LENGTHS)(np.int64(7)), ok=True),
     _api("make_workload(seed=-1)", lambda t: _wl(seed=-1), "seed", "-1"),
     _api("make_workload(seed=1.5)", lambda t: _wl(seed=1.5), "seed", "1.5"),
     _api("make_workload(seed='a')", lambda t: _wl(seed="a"), "seed", "'a'"),
@@ -343,7 +351,8 @@ API: list[Case] = [
     _api("read_trace(folder)", lambda t: _b("read_trace")(t / "folder"), "folder"),
     _api("read_trace(bom)", lambda t: _b("read_trace")(t / "bom"), ok=True),
     _api("read_trace stops after max_rows", lambda t: len(_b("read_trace")(t / "bad_after_5", max_rows=5)) == 5, ok=True),
-    _api("load_catalog bf16 'no'", lambda t: _b("load_catalog")(t / "cat_bf16_no"), "bf16", "'no'"),
+    _api("load_catalog bf16 'no'", lambda t: _b("load_catalog", CATALOG)(t / "cat_bf16_no"),
+         "bf16", "'no'"),
     _api("load_step_time c0 true", lambda t: _b("load_step_time")(t / "cal_true"), "c0", "True"),
     _api("kv_budget(..., override_tokens=2.5)", lambda t: _kv(override_tokens=2.5), "kv-budget-tokens", "2.5"),
     _api("kv_budget(..., override_bytes=1)", lambda t: _kv(override_bytes=1.0), "kv-budget-bytes", "1"),
@@ -353,8 +362,10 @@ API: list[Case] = [
     _api("LinearStepTime(c0=np.float64(0.01))", lambda t: _b("LinearStepTime")(c0=np.float64(0.01)), ok=True),
     _api("LinearStepTime(c0=True)", lambda t: _b("LinearStepTime")(c0=True), "c0", "True"),
     _api("ConstantStepTime(nan)", lambda t: _b("ConstantStepTime")(float("nan")), "step_time", "nan"),
-    _api("GPU(bf16='no')", lambda t: _b("GPU")("g", 100, 900, 48, 1.0, bf16="no"), "bf16", "'no'"),
-    _api("Model(layers=True)", lambda t: _b("Model")("m", True, 8, 1, 1, 8, 10, 100, 10), "layers", "True"),
+    _api("GPU(bf16='no')", lambda t: _b("GPU", CATALOG)("g", 100, 900, 48, 1.0, bf16="no"),
+         "bf16", "'no'"),
+    _api("Model(layers=True)", lambda t: _b("Model", CATALOG)("m", True, 8, 1, 1, 8, 10, 100, 10),
+         "layers", "True"),
     _api("make_policy('static', max_batch=0)", lambda t: _run_policy("static", max_batch=0), "max_batch", "0"),
     _api("make_policy('static', max_batch=1.5)", lambda t: _run_policy("static", max_batch=1.5), "max_batch", "1.5"),
     _api("make_policy('static', max_batch=np.int64(4))", lambda t: _run_policy("static", max_batch=np.int64(4)), ok=True),
@@ -382,7 +393,8 @@ API: list[Case] = [
 
 
 def _kv(**kw):
-    from batchsim import DEFAULT_CATALOG, kv_budget
+    from batchsim.machine.catalog import DEFAULT_CATALOG
+    from batchsim.machine.memory import kv_budget
 
     return kv_budget(DEFAULT_CATALOG.gpu("A100-80GB"), DEFAULT_CATALOG.model("llama-3-8b"), **kw)
 

@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 
 import batchsim
-from batchsim import BatchsimNote, ConfigError, Poisson, RushHour, Uniform, make_policy, make_workload, simulate
+from batchsim import (
+    BatchsimNote, ConfigError, Poisson, Uniform, make_policy, make_workload, simulate,
+)
+from batchsim.core.arrivals import RushHour
+from batchsim.core.policies import POLICY_NAMES
 from batchsim.core.workload import Request, Workload
 
 
@@ -83,7 +87,7 @@ def test_a_knob_the_policy_does_not_read_is_a_note_a_caller_can_filter():
     assert "max_wait=0.1" in note and "max_seqs" in note
     # One set for every policy (each that reads knobs reads one of it) is the lessons' idiom: quiet.
     every = dict(max_batch=8, max_wait=0.1, max_seqs=16)
-    assert _notes(lambda: [make_policy(n, **every) for n in batchsim.POLICY_NAMES]) == []
+    assert _notes(lambda: [make_policy(n, **every) for n in POLICY_NAMES]) == []
     with warnings.catch_warnings():
         warnings.simplefilter("error", BatchsimNote)
         with pytest.raises(BatchsimNote):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batchsim import Chunk, ConfigError, Continuous, Dynamic, Request, Static, Step, Taxi, Wait, make_policy
+from batchsim import ConfigError, Continuous, Dynamic, Request, Static, Taxi, make_policy
 from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import POLICY_NAMES
+from batchsim.core.step import Chunk, Step, Wait
 
 
 def req(i, p, o, t=0.0):

@@ -13,10 +13,11 @@ import json
 import numpy as np
 import pytest
 
-from batchsim import Chunk, ConfigError, LinearStepTime, Step, Workload, simulate
+from batchsim import ConfigError, LinearStepTime, Workload, simulate
 from batchsim.cli import main
 from batchsim.core.plan import plan_step
 from batchsim.core.policies import make_policy
+from batchsim.core.step import Chunk, Step
 from batchsim.sim.profiled import PROFILE_VERSION, Grid2D, ProfiledStepTime
 from batchsim.sim.steptime import load_step_time
 

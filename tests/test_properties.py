@@ -24,9 +24,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Static, Step, Taxi, Workload, simulate, summarize,
+    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Static, Taxi, Workload, simulate,
+    summarize,
 )
 from batchsim.core.policies import Policy
+from batchsim.core.step import Step
 
 EPS = 1e-9
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

@@ -268,7 +268,8 @@ def test_a_cut_repeat_puts_back_the_draws_of_the_passes_that_never_ran(cut_by):
     a repeat of 10 cut after 3 passes, the 7 draws priced for passes that never ran price the next
     ones (as ``batchsim.textbook``, pricing pass by pass, draws them), whether the server was told
     where to stop (a lone server) or an arrival cut it (a fleet)."""
-    from batchsim import ExponentialStepTime, Step
+    from batchsim.core.step import Step
+    from batchsim.sim.steptime import ExponentialStepTime
 
     draws = np.random.default_rng(5).exponential(0.01, 12)
     model = ExponentialStepTime(0.01, np.random.default_rng(5))

@@ -38,12 +38,12 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, ExponentialStepTime, LinearStepTime, Poisson, Server,
-    Static, Taxi, Uniform, Workload, load_step_time, make_policy, make_workload, simulate,
-    summarize,
+    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Poisson, Server, Static, Taxi, Uniform,
+    Workload, load_step_time, make_policy, make_workload, simulate, summarize,
 )
 from batchsim import textbook
 from batchsim.core.limits import ServerLimits
+from batchsim.sim.steptime import ExponentialStepTime
 
 SEEDS = range(500)
 PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "data"

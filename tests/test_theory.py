@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConfigError, ConstantStepTime, Continuous, Dynamic, ExponentialStepTime, Fixed, LinearStepTime, Poisson, Static,
+    ConfigError, ConstantStepTime, Continuous, Dynamic, Fixed, LinearStepTime, Poisson, Static,
     Taxi, Uniform, Workload, make_workload, simulate, summarize,
 )
-from batchsim.sim.steptime import StepTimeModel
+from batchsim.sim.steptime import ExponentialStepTime, StepTimeModel
 from batchsim.sim.theory import (
     MD1, MG1, MM1, BulkService, BusFill, ContinuousCapacity, GeneralBulkPolicy, bus_fill_wait, relative_error,
     request_work,

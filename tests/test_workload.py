@@ -12,10 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from batchsim import (
-    ConfigError, Constant, Empirical, Fixed, Gamma, LogNormal, Poisson, RushHour, Uniform, Workload, make_workload,
-    parse_arrival, parse_length,
-)
+from batchsim import ConfigError, Fixed, Gamma, LogNormal, Poisson, Uniform, Workload, make_workload
+from batchsim.core.arrivals import Constant, RushHour, parse_arrival
+from batchsim.core.lengths import Empirical, parse_length
 
 N = 200_000
 

@@ -2,7 +2,7 @@
 
 A run simulated and a run measured give the same kind of result (``RunResult``), which is
 the point: the metrics, plots and bills apply to both unchanged. ``meta`` says which it was
-(a measured run names its engine, model and device). ``SimResult`` is its older name.
+(a measured run names its engine, model and device).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .workload import Workload
 if TYPE_CHECKING:
     from .driver import Drive
 
-__all__ = ["RunResult", "SimResult", "result_of"]
+__all__ = ["RunResult", "result_of"]
 
 
 @dataclass
@@ -47,10 +47,6 @@ class RunResult:
         r = self.records
         ends = [t for t in (r.last_finish(), r.last_arrival, r.last_step_end()) if t is not None]
         return float(max(ends)) if ends else 0.0
-
-
-#: The older name: a measured run is a RunResult too.
-SimResult = RunResult
 
 
 def result_of(run: Drive, policy: Policy | Sequence[Policy], step_time: str, limits: ServerLimits, workload: Workload,

@@ -17,7 +17,7 @@ from ..core.fleet import check_replicas
 from ..core.limits import ServerLimits
 from ..core.policies import Policy
 from ..core.recorder import Recorder
-from ..core.result import RunResult, SimResult, result_of
+from ..core.result import RunResult, result_of
 from ..core.router import Router, make_router
 from ..core.workload import Workload
 from .arguments import check_simulate_args
@@ -25,7 +25,10 @@ from .executors import ReplayDiverged, ReplayExecutor, SimExecutor
 from .steptime import StepTimeModel
 
 # SimExecutor, ReplayExecutor, ReplayDiverged and result_of are re-exported from where they now live.
-__all__ = ["RunResult", "SimResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "simulate", "result_of", "RECORDS"]
+__all__ = [
+    "simulate", "RECORDS",
+    "RunResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "result_of",
+]
 
 
 #: How a run keeps its records: every request ("full") or only sums and sketches ("summary").
