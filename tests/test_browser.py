@@ -105,6 +105,19 @@ def _changed_fraction(a: bytes, b: bytes) -> float:
     return float((np.abs(x - y).max(axis=-1) > 0.05).mean())
 
 
+def _stop(proc: subprocess.Popen, log, keep_as: Path) -> None:
+    """Stop a server the test started (killed if it will not end) and keep its log as an artefact."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=15)
+    log.close()
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(log.name, keep_as)
+
+
 @contextlib.contextmanager
 def _voila(notebook: Path, tmp_path: Path):
     """Voila serving ``notebook`` on 127.0.0.1; yields its URL and stops it (its log kept as an artefact)."""
@@ -121,15 +134,7 @@ def _voila(notebook: Path, tmp_path: Path):
         _wait_for_port(port, proc, timeout=600)  # a watchdog: voila starts in seconds, slowly on a busy laptop
         yield f"http://127.0.0.1:{port}/"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / "voila.log", ARTEFACTS / f"voila-{notebook.stem}.log")
+        _stop(proc, log, ARTEFACTS / f"voila-{notebook.stem}.log")
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from test_browser import ARTEFACTS, CHROMIUM_ARGS, ROOT, SCREEN, _chromium, _free_port, _python_packages
-from test_browser import _wait_for_port
+from test_browser import _stop, _wait_for_port
 
 NOTEBOOK = "02_static_dynamic_continuous.ipynb"
 WATCHDOG_MS = 600_000  # against a hang only: a busy laptop starts a kernel in seconds
@@ -54,15 +54,7 @@ def lab_url(tmp_path):
         _wait_for_port(port, proc, timeout=600, name="jupyterlab")  # a watchdog only
         yield f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / "lab.log", ARTEFACTS / "jupyterlab.log")
+        _stop(proc, log, ARTEFACTS / "jupyterlab.log")
 
 
 def test_notebook2_in_jupyterlab_keeps_its_figure_beside_the_sliders(lab_url):
