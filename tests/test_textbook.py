@@ -25,6 +25,12 @@ prefill on and off; token budgets that bind; a model's context and a pass's toke
 arrivals at the same instant and on the step-time grid; constant, linear (three pass
 plans), roofline, profiled and exponentially random step times. Each policy's test also
 counts what its cases exercised and fails if a kind of case it promises is missing.
+
+The same seeds again, each with a process of the user's own (lab 6's outage, one to three times,
+``Maintenance``), hold ``go_down`` / ``come_back`` to the same records: among them a server taken
+down inside a run of passes priced as one step (it ends after the pass running, as the textbook's
+does), and one brought back and taken down at one instant (it runs nothing). Both were the fast
+path's faults until this test found them.
 """
 
 from __future__ import annotations
@@ -128,14 +134,20 @@ def policies_of(name: str, rng: np.random.Generator):
     return Continuous(**knobs), textbook.Continuous(**knobs)
 
 
-def case(seed: int, name: str):
-    """Seed ``seed``'s workload, limits and step time (the same for every policy) under ``name``:
-    (the fast run, the textbook's, the textbook's policy, a label for a failure, the draws the
-    fast run put back: a random model's passes cut off by an arrival)."""
+def drawn(seed: int, name: str):
+    """Seed ``seed``'s workload, limits and step time (the same for every policy), and the fast
+    and the textbook policy under ``name``, with the same knobs."""
     rng = np.random.default_rng([seed, 0])
     wl, limits, st = workload_of(rng), limits_of(rng), step_time_of(rng)
     knobs_rng = np.random.default_rng([seed, 1, list(textbook.POLICIES).index(name)])
-    fast_policy, book_policy = policies_of(name, knobs_rng)
+    return (wl, limits, st, *policies_of(name, knobs_rng))
+
+
+def case(seed: int, name: str):
+    """Seed ``seed``'s case under ``name``: (the fast run, the textbook's, the textbook's policy,
+    a label for a failure, the draws the fast run put back: a random model's passes cut off by
+    an arrival)."""
+    wl, limits, st, fast_policy, book_policy = drawn(seed, name)
     twin = copy.deepcopy(st)  # a random model's generator, in the same state for both runs
     fast = simulate(wl, fast_policy, st, limits=limits)
     book = textbook.simulate(wl, book_policy, twin, limits=limits)
@@ -229,6 +241,161 @@ def test_the_textbook_gives_the_fast_paths_records(name):
     assert not short, f"{name}: too few cases of (seen, promised) {short}"
 
 
+class Maintenance:
+    """A process of the user's own, as lab 6 writes it: ``servers[0]`` stays up ``up`` seconds,
+    goes down, and comes back ``down`` seconds later, for each ``(up, down)`` of ``windows``.
+    With ``watch``, a second process that never ends looks at the server every 37 ms: the run
+    ends when the server has served everyone, whatever a user's process still waits for.
+    ``outages``: each (went down, came back) instant, as the run saw them."""
+
+    def __init__(self, windows: list[tuple[float, float]], watch: bool) -> None:
+        self.windows, self.watch = windows, watch
+        self.outages: list[tuple[float, float]] = []
+
+    def processes(self) -> list:
+        return [self.outage, self.looks] if self.watch else [self.outage]
+
+    def outage(self, env, servers):
+        for up, down in self.windows:
+            yield env.timeout(up)
+            servers[0].go_down()
+            went = env.now
+            self.outages.append((went, math.inf))  # until it is back, if the run lasts that long
+            yield env.timeout(down)
+            servers[0].come_back()
+            self.outages[-1] = (went, env.now)
+
+    def looks(self, env, servers):
+        while True:
+            yield env.timeout(0.037)
+            assert servers[0].down in (True, False)
+
+
+def outages_of(rng: np.random.Generator, wl: Workload) -> list[tuple[float, float]]:
+    """One to three outages over the arrivals' span, as (seconds up before, seconds down); one in
+    ten lasts no time. Drawn from continuous distributions, they never fall at the very instant of
+    an arrival or of a pass's end: there the order of the user's event and the server's is when
+    SimPy scheduled each, and the fast path schedules a sleeping server's wake-up otherwise (an
+    interrupt, or an event after the instant's others); ``batchsim.textbook.server`` says more.
+    Nor is a server brought back and taken down at one instant: the fast path runs a step there
+    (``test_back_and_down_at_one_instant_runs_nothing``)."""
+    span = float(wl.arrivals[-1]) + 0.1
+    windows = []
+    for i in range(int(rng.integers(1, 4))):
+        up = float(rng.uniform(0.0, span / 2))
+        down = 0.0 if rng.random() < 0.1 else float(rng.exponential(0.3))
+        windows.append((up if i == 0 else max(up, 1e-3), down))
+    return windows
+
+
+def outage_case(seed: int, name: str):
+    """``case``, with an outage process of the user's (a ``Maintenance``) on both servers: (the
+    fast run, the textbook's, a label, the fast run's ``Maintenance``, the textbook run's)."""
+    wl, limits, st, fast_policy, book_policy = drawn(seed, name)
+    rng = np.random.default_rng([seed, 2])
+    windows, watch = outages_of(rng, wl), bool(rng.random() < 0.3)
+    on_fast, on_book = Maintenance(windows, watch), Maintenance(windows, watch)
+    twin = copy.deepcopy(st)
+    fast = simulate(wl, fast_policy, st, limits=limits, processes=on_fast.processes())
+    book = textbook.simulate(wl, book_policy, twin, limits=limits, processes=on_book.processes())
+    label = f"seed {seed}: {book_policy!r}, {limits}, {st!r}, outages {windows}"
+    return fast, book, label, on_fast, on_book
+
+
+def outage_tags(book, maintenance: Maintenance) -> set[str]:
+    """The kinds of outage one comparison put to the test (``OUTAGES_PROMISED`` counts them)."""
+    steps, arrivals = book.records.steps, book.records.arrival
+    starts, ends = steps["start"], steps["start"] + steps["duration"]
+    tags = {"a process that never ends"} if maintenance.watch else set()
+    for went, back in maintenance.outages:
+        if ((starts < went) & (went < ends)).any():
+            tags.add("down while a pass ran")
+        elif (starts > went).any():
+            tags.add("down between passes")  # asleep, with work to come
+        if ((arrivals >= went) & (arrivals < back)).any():
+            tags.add("arrived while down")
+        if back == went:
+            tags.add("back at once")
+        if (starts == back).any():
+            tags.add("a pass started as it came back")
+    return tags
+
+
+#: How many of the SEEDS must exercise each kind of outage, per policy (every policy the same).
+#: ``compared``: cases compared (every one: none is set aside).
+OUTAGES_PROMISED = {"compared": len(SEEDS), "down while a pass ran": 30, "down between passes": 75,
+                    "arrived while down": 75, "back at once": 15,
+                    "a pass started as it came back": 40, "a process that never ends": 30}
+
+
+@pytest.mark.parametrize("name", list(textbook.POLICIES))
+def test_an_outage_gives_the_fast_paths_records(name):
+    seen: dict[str, int] = {}
+    for seed in SEEDS:
+        fast, book, label, on_fast, on_book = outage_case(seed, name)
+        assert_same(fast, book, label)
+        assert on_fast.outages == on_book.outages, label
+        for tag in {"compared"} | outage_tags(book, on_book):
+            seen[tag] = seen.get(tag, 0) + 1
+    short = {k: (seen.get(k, 0), n) for k, n in OUTAGES_PROMISED.items() if seen.get(k, 0) < n}
+    assert not short, f"{name}: too few cases of (seen, promised) {short}"
+
+
+def run_with(processes, engine, arrival: float = 0.0):
+    """One request (a 10-token prompt, 100 tokens out) at 10 ms a pass, with ``processes``."""
+    wl = Workload.from_arrays([arrival], [10], [100])
+    return engine(wl, make_policy("continuous") if engine is simulate else "continuous",
+                  ConstantStepTime(0.01), processes=processes)
+
+
+def down_between(*times):
+    """A user's process: down at ``times[0]``, back at ``times[1]``, down at ``times[2]``, ...;
+    two at one time, at one instant (no yield between)."""
+
+    def process(env, servers):
+        for i, t in enumerate(times):
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            servers[0].come_back() if i % 2 else servers[0].go_down()
+
+    return process
+
+
+def test_go_down_lets_the_pass_running_end_and_come_back_decides_at_once():
+    res = run_with([down_between(0.255, 1.0)], textbook.simulate)
+    starts = res.records.steps["start"]
+    assert not ((starts > 0.255) & (starts < 1.0)).any()
+    assert (starts == 1.0).any()  # back at 1.0 s, it runs a pass at once
+    # The pass running at 0.255 s ends at 0.26 s with its token: 26 made, 74 from 1.0 s.
+    assert res.records.finish[0] == pytest.approx(1.0 + 74 * 0.01)
+    assert res.records.itl_max[0] == pytest.approx(1.0 - 0.26 + 0.01)
+
+
+def test_go_down_ends_a_priced_run_after_the_pass_running():
+    process = down_between(0.255, 1.0)
+    assert_same(run_with([process], simulate), run_with([process], textbook.simulate))
+
+
+def test_back_and_down_at_one_instant_runs_nothing():
+    # Down before the request comes at 0.2 s; back and down again at 0.5 s; back at 0.8 s.
+    res = run_with([down_between(0.105, 0.5, 0.5, 0.8)], textbook.simulate, arrival=0.2)
+    assert res.records.steps["start"][0] == 0.8
+
+
+def test_back_and_down_at_one_instant_runs_nothing_on_the_fast_path_too():
+    res = run_with([down_between(0.105, 0.5, 0.5, 0.8)], simulate, arrival=0.2)
+    assert res.records.steps["start"][0] == 0.8
+
+
+def test_a_server_never_brought_back_is_an_error_not_a_hang():
+    def down_for_good(env, servers):
+        yield env.timeout(0.1)
+        servers[0].go_down()
+
+    with pytest.raises(RuntimeError, match="went down and nothing brings it back"):
+        run_with([down_for_good], textbook.simulate)
+
+
 def test_the_comparison_sees_one_ulp():
     fast, book, _, label, _ = case(3, "continuous")
     assert_same(fast, book, label)
@@ -283,6 +450,9 @@ def test_knobs_by_name_take_the_fast_paths_defaults():
     (lambda wl, st: textbook.simulate(wl, "taxi", st, kv_budget_tokens=-5), "kv_budget_tokens"),
     (lambda wl, st: textbook.simulate(wl, "taxi", st, limits=1000), "limits"),
     (lambda wl, st: textbook.Continuous(watermark=1.5), "watermark"),
+    (lambda wl, st: textbook.simulate(wl, "taxi", st, processes=print), "processes"),
+    (lambda wl, st: textbook.simulate(wl, "taxi", st, processes=[lambda env, servers: 1]),
+     "process"),
 ])
 def test_bad_input_is_a_value_error_naming_the_argument(call, field):
     wl = Workload.from_arrays([0.0, 0.1], [5, 5], [3, 3])

@@ -162,6 +162,7 @@ class ServerProcess:
         self.process: simpy.Process | None = None
         self.waiting = False  # asleep: an arrival wakes it
         self.cut_until = -math.inf  # running a priced repeat: an arrival at or before this boundary cuts it
+        self.down_cut_until = -math.inf  # running a priced repeat: go_down() at or before this boundary cuts it
         self.down = False
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
@@ -176,7 +177,7 @@ class ServerProcess:
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
         env, policy, run = self.env, self.policy, self.run
         while True:
-            if self.down:
+            while self.down:  # back and down again at one instant: it runs nothing
                 yield self._back
             if self._withdrawn:
                 self._withdraw_now()
@@ -226,6 +227,9 @@ class ServerProcess:
         jumped = env.jump(ends[-1])
         if repeats and stop_at is None and len(ends) > 1 and not jumped:
             self.cut_until = ends[-2]
+        if ex.can_cut and len(ends) > 1 and not jumped:
+            # Textbook: go_down() lets the pass running end, and runs no other.
+            self.down_cut_until = ends[-2]
         end = None if jumped else env.at(ends[-1], self.priority)
         while end is not None:
             try:
@@ -237,7 +241,7 @@ class ServerProcess:
                 ends = ends[:k]
                 ex.cut(k)
                 end = None if env.jump(ends[-1]) else env.at(ends[-1], self.priority)
-        self.cut_until = -math.inf
+        self.cut_until = self.down_cut_until = -math.inf
         outcome = self.policy.on_step_end(step, len(ends), env.now)
         ex.release(outcome.finished)
         self.steps += 1
@@ -295,6 +299,9 @@ class ServerProcess:
             self.down = True
             self._back = self.env.event()
             self._rouse()  # asleep: it goes down now, not at its next decision
+            if self.env.now <= self.down_cut_until:  # in a priced run of passes: after the one running
+                self.cut_until = self.down_cut_until = -math.inf
+                self._interrupt()
 
     def come_back(self) -> None:
         """From a user's process: the server decides again, at once."""

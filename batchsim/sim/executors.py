@@ -131,7 +131,8 @@ class SimExecutor:
     def cut(self, k: int) -> None:
         """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
         self.last_end = float(self._ends[k - 1])
-        self.step_time.put_back(self._d[k:])
+        # Only the draws of passes priced to run: those past ``stop_at`` went back in ``run``.
+        self.step_time.put_back(self._d[k:len(self._ends)])
 
     def environment(self) -> SimClock:
         return SimClock()

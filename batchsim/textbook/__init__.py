@@ -29,7 +29,9 @@ decides every pass, and once per run of passes in the fast path, which decides t
 number a pass (``ExponentialStepTime``) gives the same records: the fast path puts back the
 draws of passes an arrival cut off. One that draws a run's luck as one correlated path
 (``SampledStepTime``) does not: its times follow how passes were grouped, from one distribution.
-Left out: fleets, a user's own processes, summary-only records, vLLM V1's order, Ctrl-C.
+A process of your own runs beside the server (``processes=[f]``; lab 6's outage takes it down
+with ``servers[0].go_down()``, and back with ``come_back()``). Left out: fleets (one server here:
+the fast path's ``replicas`` and ``router``), summary-only records, vLLM V1's order, Ctrl-C.
 """
 
 from __future__ import annotations

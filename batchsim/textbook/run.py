@@ -4,15 +4,20 @@ It takes what ``batchsim.simulate`` takes (a ``Workload``, a step-time model, th
 limits) and returns what that returns (a ``RunResult`` holding ``Records``), so ``summarize``
 and every plot read either. The policy is a name and its knobs, as ``make_policy`` takes them
 (``simulate(wl, "static", st, max_batch=4)``), or a policy of this package (``Static(4)``).
+``processes=[f]`` adds processes of your own, each ``f(env, servers)`` a generator function
+(``servers``: the one ``Server``); the run ends when the server has served everyone.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 
 import numpy as np
 
+from ..core.driver import check_processes
 from ..core.errors import ConfigError, show
 from ..core.knobs import DEFAULTS, KNOBS, POLICY_NAMES, READS
 from ..core.limits import ServerLimits
@@ -23,7 +28,7 @@ from ..sim.stepmodel import StepTimeModel
 from .continuous import Continuous
 from .padded import Dynamic, Static, Taxi
 from .request import Request
-from .server import Clock, serve
+from .server import Clock, Server
 
 POLICIES = {"taxi": Taxi, "static": Static, "dynamic": Dynamic, "continuous": Continuous}
 
@@ -47,7 +52,7 @@ def make_policy(name: str, **knobs):
 
 def simulate(workload: Workload, policy, step_time: StepTimeModel,
              kv_budget_tokens: int | None = None, limits: ServerLimits | None = None,
-             **knobs) -> RunResult:
+             processes: Sequence[Callable] = (), **knobs) -> RunResult:
     """Run ``workload`` through ``policy`` on a server whose passes take ``step_time``."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a Workload (make_workload(...)), got {show(workload)}")
@@ -72,11 +77,25 @@ def simulate(workload: Workload, policy, step_time: StepTimeModel,
     columns = (workload.arrivals.tolist(), workload.prompt_tokens.tolist(),
                workload.output_tokens.tolist())
     requests = [Request(i, a, p, o) for i, (a, p, o) in enumerate(zip(*columns))]
+    check_processes(processes)
     policy.start(limits)
-    clock, log = Clock(), []
-    server = clock.process(serve(clock, requests, policy, model, log))
-    clock.run()
-    return RunResult(records(workload, requests, log, server.value), repr(policy), repr(model),
+    clock = Clock()
+    server = Server(clock, requests, policy, model)
+    served = clock.process(server.serve())
+    for f in processes:  # started after the server, as the fast path starts them
+        process = f(clock, [server])
+        if not inspect.isgenerator(process):
+            raise ConfigError(f"process {getattr(f, '__name__', f)!r} must be a generator function "
+                              f"f(env, servers) that yields SimPy events; it returned {process!r}")
+        clock.process(process)
+    try:
+        end = clock.run(until=served)  # a process of the user's may still wait: it is not served
+    except RuntimeError:
+        if clock.peek() < math.inf or not server.down:
+            raise  # not SimPy's "no event left"
+        raise RuntimeError("the run cannot finish: the server went down and nothing brings it "
+                           "back") from None
+    return RunResult(records(workload, requests, server.log, end), repr(policy), repr(model),
                      limits.kv_budget_tokens, policy.kv_peak, policy.preemptions,
                      workload.description, meta={"stopped": None, "engine": "textbook"})
 

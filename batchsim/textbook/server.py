@@ -4,6 +4,7 @@
 
     while True:
         the requests that have arrived by now join the policy's queue (or are turned away)
+        if the server is down:  wait until it is back, then look again
         step = policy.next_step(now, everyone_in)
         if there is none:  stop if nobody is left, else sleep until the next arrival or the
                            policy's deadline
@@ -16,6 +17,13 @@ pass runs is seen by the next decision. A policy (``padded.py``, ``continuous.py
 ``start(limits)``, ``arrive(request)`` (a reason if it can never run), ``next_step(now,
 everyone_in)`` (a ``Step`` or None), ``deadline()``, ``step_done(step)`` (who got a token, who
 finished), ``idle``, ``kv_peak`` and ``preemptions``.
+
+A process of your own runs beside the server on the same clock (``simulate(...,
+processes=[f])``, ``f(env, servers)``, as in SimPy's gas station): a maintenance window calls
+``servers[0].go_down()`` and, later, ``servers[0].come_back()``. Nothing else changes. At one
+instant the user's event and the server's (a pass's end, a wake-up) come in the order SimPy
+scheduled them; ``tests/test_textbook.py`` holds outages to the fast path's records away from
+such ties, where the fast path's order is its own.
 
 The clock is SimPy's with one addition, ``Clock.at``: an event *at* a time. SimPy keeps time
 as ``now + delay``, and in floating point ``now + (t - now)`` is not always ``t``: an arrival at
@@ -43,39 +51,69 @@ class Clock(simpy.Environment):
         return event
 
 
-def serve(clock: Clock, requests: list[Request], policy, model: StepTimeModel, log: list):
-    """The server's process. ``log`` gets one row per pass (the columns of ``Records.steps``); it
-    returns when its last pass ended (None: none ran)."""
-    come = 0  # requests[:come] have arrived
-    last_end = 0.0  # when the last pass ended
-    while True:
-        while come < len(requests) and requests[come].arrival <= clock.now:
-            requests[come].rejected = policy.arrive(requests[come])
-            come += 1
-        everyone_in = come == len(requests)
-        step = policy.next_step(clock.now, everyone_in)
-        if step is None:
-            if everyone_in and policy.idle:
-                return last_end if log else None
-            deadline = policy.deadline()
-            wake = min(math.inf if everyone_in else requests[come].arrival,
-                       math.inf if deadline is None else deadline)
-            yield clock.at(max(wake, clock.now))
-            continue
-        start, seconds = price(model, step, clock.now, last_end)
-        end = last_end = start + seconds
-        yield clock.at(end)
-        made, finished = policy.step_done(step)
-        for c in step.prefill:
-            if requests[c.request_id].start is None:
-                requests[c.request_id].start = start
-        for r in made:
-            r.got_token(end)
-        for r in finished:
-            r.finish = end
-        prompt_tokens = sum(c.length for c in step.prefill) + step.prefill_padding
-        log.append((start, end - start, 1, len(step.prefill) + len(step.decode), prompt_tokens,
-                    len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted)))
+class Server:
+    """One server: ``policy`` decides, ``model`` prices each pass, ``log`` gets a row per pass
+    (the columns of ``Records.steps``). ``down``: a process of the user's took it down."""
+
+    def __init__(self, clock: Clock, requests: list[Request], policy, model: StepTimeModel):
+        self.clock, self.requests, self.policy, self.model = clock, requests, policy, model
+        self.log: list[tuple] = []
+        self.down = False
+        self.back = clock.event()  # what a server that is down waits for: come_back() fires it
+
+    def go_down(self) -> None:
+        """Finish the pass running, then run nothing until ``come_back()``. Arrivals still join
+        the queue. A server asleep is not woken: it finds itself down when it next wakes (an
+        arrival, a deadline), and until then it would have run nothing anyway."""
+        if not self.down:
+            self.down, self.back = True, self.clock.event()
+
+    def come_back(self) -> None:
+        """Decide again, now."""
+        if self.down:
+            self.down = False
+            self.back.succeed()
+
+    def serve(self):
+        """The server's process; it returns when its last pass ended (None: none ran)."""
+        clock, requests, policy = self.clock, self.requests, self.policy
+        come = 0  # requests[:come] have arrived
+        last_end = 0.0  # when the last pass ended
+        while True:
+            while come < len(requests) and requests[come].arrival <= clock.now:
+                requests[come].rejected = policy.arrive(requests[come])
+                come += 1
+            if self.down:
+                yield self.back
+                continue  # back: see who came meanwhile, then decide
+            everyone_in = come == len(requests)
+            step = policy.next_step(clock.now, everyone_in)
+            if step is None:
+                if everyone_in and policy.idle:
+                    return last_end if self.log else None
+                deadline = policy.deadline()
+                wake = min(math.inf if everyone_in else requests[come].arrival,
+                           math.inf if deadline is None else deadline)
+                yield clock.at(max(wake, clock.now))
+                continue
+            start, seconds = price(self.model, step, clock.now, last_end)
+            end = last_end = start + seconds
+            yield clock.at(end)
+            made, finished = policy.step_done(step)
+            for c in step.prefill:
+                if requests[c.request_id].start is None:
+                    requests[c.request_id].start = start
+            for r in made:
+                r.got_token(end)
+            for r in finished:
+                r.finish = end
+            prompt_tokens = sum(c.length for c in step.prefill) + step.prefill_padding
+            self.log.append((start, end - start, 1, len(step.prefill) + len(step.decode),
+                             prompt_tokens, len(step.decode), step.padded_rows, step.kv_in_use,
+                             len(step.preempted)))
+
+    def __repr__(self) -> str:
+        return f"Server({self.policy!r}, {'down' if self.down else 'up'})"
 
 
 def price(model: StepTimeModel, step: Step, now: float, last_end: float) -> tuple[float, float]:

@@ -1,12 +1,13 @@
 """Lab 6: a process of your own, the bus that goes in for maintenance.
 
-The simulator is a handful of SimPy processes on one clock: one hands each request to
-a server at its arrival time, one per server runs its batching policy. You can add your
-own, as in SimPy's gas-station and bank examples: ``simulate(..., processes=[f])``, where
+Read ``batchsim/textbook/server.py`` first: the server is one SimPy process (``Server.serve``:
+decide, run a pass, record it), and ``go_down()`` / ``come_back()`` are the few lines above it.
+You add a process of your own beside it, as in SimPy's gas-station and bank examples:
+``textbook.simulate(..., processes=[f])`` (``from batchsim import textbook``), where
 ``f(env, servers)`` is a generator function. ``env`` is the SimPy environment (``env.now``,
 ``yield env.timeout(seconds)``); ``servers`` are the run's servers: ``servers[0].go_down()``
-has server 0 finish the step it is running and then run nothing, ``servers[0].come_back()``
-has it decide again at once. Requests routed to a server that is down wait in its queue.
+has server 0 finish the pass it is running and then run nothing, ``servers[0].come_back()``
+has it decide again at once. Requests that arrive while it is down wait in its queue.
 
 Part A. Write ``outage(start, duration, server)``: it returns a process function that, at
 ``start`` seconds, takes ``servers[server]`` down for ``duration`` seconds.
@@ -19,6 +20,12 @@ Part C. Two servers behind a router, server 0 down for 30 s. Which router keeps 
 time to first token lower: ``"round-robin"`` (blind turns) or ``"least-loaded"`` (fewest
 requests held)? Set ``ROUTER`` to your answer, and say why in ``WHY``, in your own words
 (a few sentences: what does each router see while server 0 is down?).
+Part C (and Part A's check of the other server) runs on the fast simulator,
+``batchsim.simulate(..., replicas=2, router=...)``: the
+textbook is one server, kept short enough to read in one sitting, and a fleet needs what it
+leaves out (an arrivals process that routes each request as it comes, and wakes the server it
+picks). Your process is the same there: each of ``servers`` has ``go_down()`` and ``come_back()``;
+the routers are ``batchsim/core/router.py``, a few lines each.
 
 Check your work:  pytest course/labs -k lab6
 """

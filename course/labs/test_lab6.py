@@ -1,4 +1,7 @@
-"""Checks for lab 6 (a maintenance outage as a process of your own). Run: pytest course/labs -k lab6"""
+"""Checks for lab 6 (a maintenance outage as a process of your own). Run: pytest course/labs -k lab6
+
+One server runs on the textbook (``batchsim.textbook``, the server the lab asks you to read); two
+run on the fast simulator, which has the fleet and its routers (the lab's text says why)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import inspect
 import numpy as np
 import pytest
 
-from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize, textbook
 from batchsim.cli.options import DEFAULT_STEP_TIME
 
 START, DURATION = 60.0, 30.0
@@ -37,6 +40,8 @@ def _down_for(start: float, duration: float, server: int):
 
 def _run(lab, seed: int = 0, replicas: int = 1, router: str = "round-robin", yours: bool = True):
     down = lab.outage(START, DURATION, 0) if yours else _down_for(START, DURATION, 0)
+    if replicas == 1:
+        return textbook.simulate(_workload(seed), "continuous", DEFAULT_STEP_TIME, processes=[down])
     return simulate(_workload(seed), make_policy("continuous"), DEFAULT_STEP_TIME, replicas=replicas, router=router,
                     processes=[down])
 
