@@ -68,6 +68,9 @@ from realrun.model import load_model
 from realrun.profile import profile
 from realrun.runner import limits_for, run_real
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from held_out import HeldOut, coverage_lines, hold_out  # bench/ is the script's own folder
+
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
 POLICIES = {"taxi": {}, "static": {"max_batch": 8}, "dynamic": {"max_batch": 8, "max_wait": 0.05},
             "continuous": {"max_seqs": 32, "max_batched_tokens": 1024}}
@@ -144,7 +147,7 @@ def main(argv=None) -> int:
             print(w)
     _print_all(table, ablation, decisions, args)
     if args.coverage:
-        _print_coverage(coverage)
+        print("\n".join(coverage_lines(coverage)))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
     return 0
 
@@ -211,70 +214,15 @@ def _ablation(row, wl, model, lv, limits, args) -> tuple:
             row.errors_at_profile["p50_e2e"], errs["p50_e2e"])
 
 
-#: The metrics held-out runs are checked on: those the course holds a tolerance for.
-COVERED = ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput")
+def _held_out(name: str, report, workloads: dict, engine, limits, args) -> list[HeldOut]:
+    """``args.coverage`` fresh runs per policy, none of which set the level, held up to their one-run
+    intervals (``bench/held_out.py``)."""
+    def run_once(label: str) -> dict:
+        return summarize(run_real(workloads[label], make_policy(label, **POLICIES[label]), engine, limits=limits))
 
-
-def _held_out(name: str, report, workloads: dict, engine, limits, args) -> list[tuple]:
-    """``args.coverage`` fresh runs per policy (rounds in a seeded shuffled order), none of which set the
-    level; each metric of each run held up to the one-run interval of the prediction made before the
-    runs and of the one at the compare's passes' level. Rows: (shape, policy, metric, run, inside
-    before, inside at passes, half-width before, half-width at passes, seeds' sd, spread sd)."""
-    from realrun.interval import interval_for
-
-    rng = np.random.default_rng([args.seed, 0xC0FE])
-    rows = {r.label: r for r in report.rows if not r.partial and r.parts}
-    runs = {label: [] for label in rows}
-    for _ in range(args.coverage):
-        for i in rng.permutation(len(rows)):
-            label = list(rows)[int(i)]
-            runs[label].append(summarize(run_real(workloads[label], make_policy(label, **POLICIES[label]), engine,
-                                                  limits=limits)))
-    out = []
-    spread = report.spread
-    for label, row in rows.items():
-        at = row.predicted_at_passes or row.predicted
-        for k in COVERED:
-            part = row.parts[k]
-            before = interval_for(row.predicted.get(k), part, spread, 1, row.ref_runs)
-            after = interval_for(at.get(k), part, spread, 1, max(1, len(row.repeats)))
-            for j, s_ in enumerate(runs[label]):
-                m = s_.get(k)
-                if m is None or before is None or after is None:
-                    continue
-                out.append((name, label, k, j, before[0] <= m <= before[1], after[0] <= m <= after[1],
-                            np.log(before[1] / before[0]) / 2, np.log(after[1] / after[0]) / 2, part.seed_sd,
-                            [x.get(k) for x in runs[label]]))
-    print(f"held out: {args.coverage} runs per policy; this machine's run-to-run spread {spread.text()}")
+    out = hold_out(name, report, run_once, args.coverage, np.random.default_rng([args.seed, 0xC0FE]))
+    print(f"held out: {args.coverage} runs per policy; this machine's run-to-run spread {report.spread.text()}")
     return out
-
-
-def _print_coverage(coverage: list[tuple]) -> None:
-    """Coverage (share of held-out runs inside their one-run interval) and sharpness (half-width against
-    1.645 x the held-out runs' own sd with the seeds'), per shape and policy and over all."""
-    print("\n== coverage: held-out runs inside their 90 % one-run interval (target 80-95 %); sharpness: half-width / "
-          "(1.645 x the held-out runs' sd, with the seeds'), median (target <= 1.5x)")
-    print(f"{'shape':7s} {'policy':11s} {'metric':18s} | {'before':>9s} {'at passes':>9s} | {'sharp before':>12s} "
-          f"{'at passes':>9s}")
-    groups: dict = {}
-    for r in coverage:
-        groups.setdefault((r[0], r[1], r[2]), []).append(r)
-    sharp_b, sharp_a = [], []
-    for (shape, pol, k), rs in groups.items():
-        vals = [x for x in rs[0][9] if x is not None and x > 0]
-        sd = float(np.log(vals).std(ddof=1)) if len(vals) > 1 else float("nan")
-        denom = 1.645 * np.sqrt(sd ** 2 + rs[0][8] ** 2)
-        sb, sa = (rs[0][6] / denom, rs[0][7] / denom) if denom > 0 and np.isfinite(denom) else (np.nan, np.nan)
-        sharp_b.append(sb)
-        sharp_a.append(sa)
-        print(f"{shape:7s} {pol:11s} {k:18s} | {sum(x[4] for x in rs):>4d} of {len(rs):<2d} {sum(x[5] for x in rs):>4d} of "
-              f"{len(rs):<2d} | {sb:>11.2f}x {sa:>8.2f}x")
-    n = len(coverage)
-    if n:
-        b, a = sum(x[4] for x in coverage), sum(x[5] for x in coverage)
-        print(f"all: inside the interval made before the runs {b} of {n} ({b / n:.0%}); at the passes' level {a} of {n} "
-              f"({a / n:.0%}); sharpness median {np.nanmedian(sharp_b):.2f}x before, {np.nanmedian(sharp_a):.2f}x at "
-              "the passes' level")
 
 
 def _decisions(shape: str, rows) -> list[tuple]:

@@ -13,9 +13,18 @@ machine cannot tell and how many runs fall inside their one-run 90 % interval. "
 much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
 than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
 
+With ``--coverage H``: after each shape's compare, H more runs on the same vLLM server, held out from
+the runs that set the level and the run-to-run spread, each held up to its one-run interval, as
+``bench/fidelity.py --coverage`` does for our engine (``bench/held_out.py``): the prediction made
+before the runs, and the one at the level the compare's own passes read (from vLLM's step log). Printed:
+the share inside each (target 80-95 %), sharpness (the half-width against 1.645 x the held-out runs'
+own sd with the seeds', median, target <= 1.5x: an interval cannot be made right by being wide), and
+the same per shape (one policy per shape: there is no ranking to check).
+
 Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
 
     .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long] [--repeats 3] [--seeds 5] [--load 0.7]
+                                                 [--coverage 3]
 """
 
 from __future__ import annotations
@@ -28,6 +37,11 @@ import os
 import re
 import sys
 import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from held_out import COVERED, coverage_lines, hold_out, shape_lines  # bench/ is the script's own folder
 
 SHAPES = {
     # name: realrun flags. The rate is only the shape's unit: --load sets each shape's rate so that the
@@ -51,8 +65,6 @@ COLUMNS = ("p50_ttft", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "request_t
 
 
 def main(argv=None) -> int:
-    from realrun.cli import main as realrun_main
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="tiny-gpt2")
     p.add_argument("--shapes", default=",".join(SHAPES))
@@ -62,20 +74,35 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=5, help="simulations with sampled step times per prediction")
     p.add_argument("--load", type=float, default=0.7,
                    help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated shape)")
+    p.add_argument("--coverage", type=int, default=0, metavar="H",
+                   help="H held-out runs per shape after its compare, each held up to its one-run interval (default 0: none)")
     args = p.parse_args(argv)
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
         p.error(f"--shapes: unknown shape {unknown[0]!r}; choose from {', '.join(SHAPES)}")
-    rows = []
+    if not 0 <= args.coverage <= 50:
+        p.error(f"--coverage must be a count of runs in [0, 50], got {args.coverage}")
+    rows, held, held_notes = [], [], []
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.shapes.split(","):
         t = time.perf_counter()
         out = io.StringIO()
+
+        def then(report, run_once, name=name) -> None:
+            # The held-out runs, on the server the compare profiled and measured on (a new server would be
+            # another level); after the compare's runs, so none of them set its level or its spread.
+            from batchsim import summarize
+
+            held.extend(hold_out(name, report, lambda label: summarize(run_once(label)), args.coverage,
+                                 np.random.default_rng(0xC0FE)))
+            held_notes.append(f"{name}: held out {args.coverage} runs; this machine's run-to-run spread "
+                              f"{report.spread.text()}")
+
         with contextlib.redirect_stdout(out):
-            code = realrun_main(["compare", "--engine", "vllm", "--model", args.model, *SHAPES[name], "--max-seqs",
-                                 args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--repeats", str(args.repeats),
-                                 "--seeds", str(args.seeds), *(["--busy", str(args.load)] if name != "saturated" else []),
-                                 "--json", "--no-plots"])
+            code = _compare(["compare", "--engine", "vllm", "--model", args.model, *SHAPES[name], "--max-seqs",
+                             args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--repeats", str(args.repeats),
+                             "--seeds", str(args.seeds), *(["--busy", str(args.load)] if name != "saturated" else []),
+                             "--json", "--no-plots"], then if args.coverage else None)
         if code != 0:
             print(f"{name}: compare failed (exit {code})")
             continue
@@ -106,14 +133,36 @@ def main(argv=None) -> int:
     print()
     for k, goal in GOALS.items():
         print(f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})")
+    if args.coverage:
+        print()
+        print("\n".join(held_notes))
+        print("\n".join(coverage_lines(held)))
+        print("\n== per shape (one policy each: coverage and sharpness, no ranking)")
+        print("\n".join(shape_lines(held)))
     return 0
+
+
+def _compare(argv: list[str], then) -> int:
+    """``python -m realrun compare`` in-process, with ``then(report, run_once)`` called while its vLLM
+    server still serves (``realrun.compare_command.compare``); a refused flag is one line and exit 2."""
+    from batchsim.core.errors import ConfigError
+    from realrun.cli import RunSetup, build_parser
+    from realrun.compare_command import compare
+
+    args = build_parser().parse_args(argv)
+    args.bare = None  # not the bare lesson-7 run; and no --calibration: vLLM is profiled now
+    try:
+        return compare(args, RunSetup(args), then=then)
+    except ConfigError as e:
+        print(f"realrun: error: {e}", file=sys.stderr)
+        return 2
 
 
 def _verdicts(rows) -> str:
     """Per shape: the verdicts by equivalence (``realrun.equivalence``) and how many of the runs lie inside
     their one-run interval (``realrun.interval``); then the share at 50-85 % busy (target 80-95 %). The
     runs are held out from the level (the prediction was made before them), not from the run-to-run
-    spread, which their own passes measured: ``bench/fidelity.py --coverage`` holds runs out of both."""
+    spread, which their own passes measured: ``--coverage`` holds runs out of both."""
     lines, inside = [], []
     for name, busy, _, _, _, run in rows:
         v = {k: x for k, x in (run.get("verdicts") or {}).items() if x is not None}
@@ -129,9 +178,6 @@ def _verdicts(rows) -> str:
                      f"({sum(inside) / len(inside):.0%}, target 80-95 %)")
     return "\n".join(lines)
 
-
-#: The metrics the runs are held to their intervals on: those the course holds a tolerance for.
-COVERED = ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput")
 
 
 if __name__ == "__main__":

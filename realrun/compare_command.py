@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
@@ -58,7 +59,9 @@ def _expected_s(args, setup: RunSetup) -> float:
     return span * len(setup.names) * (args.repeats or 1) + (0.0 if args.calibration else PROFILE_S)
 
 
-def compare(args: argparse.Namespace, setup: RunSetup) -> int:
+def compare(args: argparse.Namespace, setup: RunSetup, then: Callable | None = None) -> int:
+    """``then(report, run_once)``, when given, is called once the compare has measured, while its engine
+    still serves: ``run_once(label)`` is one more measured run of that policy (a bench's held-out runs)."""
     _check_compare_flags(args)
     say = Progress(progress_lines(args, _expected_s(args, setup)))
     if getattr(args, "bare", None):
@@ -67,13 +70,13 @@ def compare(args: argparse.Namespace, setup: RunSetup) -> int:
     lm = load(args, setup.notes)
     server = vllm_server(args, setup, lm)
     try:
-        return _compare(args, setup, lm, server, say)
+        return _compare(args, setup, lm, server, say, then)
     finally:
         if server is not None:
             server.close()
 
 
-def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress) -> int:
+def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress, then: Callable | None = None) -> int:
     from .compare import compare_policies
     from .compare_output import report_compare
     from .drift import load_warning
@@ -115,6 +118,9 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
                               level=not getattr(args, "no_speed_check", False), adjust=adjust,
                               stored_spread=stored_spread(cal_info))
     keep_spread(report, cal_info, fresh=not args.calibration, notes=notes)
+    if then is not None:  # before the notes put the engine into each row's label
+        once = measure_fn(setup, engine, lm, args, server, per_label)
+        then(report, lambda label: once(label, builders[label].build()))
     _report_notes(report, setup, lm, server, ours, canary, step_times, cal_info, say, warn,
                   reference=args.calibration == REFERENCE)
     return report_compare(args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
