@@ -211,6 +211,11 @@ def fit_linear(points: list[ProfilePoint], source: str = "realrun profile", plan
 
 # -- the result ------------------------------------------------------------------------------
 
+#: A held-out error above this (mean, %) says the machine's speed moved while the profile timed its shapes:
+#: quiet, these CPUs give 6-11 % mean; a profile taken through a burst of other work gave 24 %. The profile
+#: is kept (what was timed is not thrown away), and its text says to take it again when the machine is quiet.
+HELDOUT_WARN_PCT = 15.0
+
 @dataclass
 class Profile:
     """The profiled model, the textbook linear fit, every timed shape, and the held-out errors."""
@@ -265,6 +270,10 @@ class Profile:
         if h:
             lines.append(f"  held-out error on {h['shapes']} shapes between grid points: {h['mean_pct']:.1f} % mean, "
                          f"{h['max_pct']:.1f} % worst (a linear fit: {h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)")
+            if h["mean_pct"] > HELDOUT_WARN_PCT:
+                lines.append(f"  warning: a held-out error of {h['mean_pct']:.0f} % (over {HELDOUT_WARN_PCT:.0f} %) says the "
+                             "machine's speed moved while it was timed (other work?); its predictions will be off by as "
+                             "much: profile again with the machine quiet")
         lines.append(f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
                      f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read")
         return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from batchsim.sim.steptime import load_step_time  # noqa: E402
 from realrun.engine import Engine  # noqa: E402
 from realrun.grid import Grid, doubling, grid_for_workload  # noqa: E402
 from realrun.model import load_model  # noqa: E402
-from realrun.profile import ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
+from realrun.profile import HELDOUT_WARN_PCT, ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
 
 TINY = Grid(decode_rows=(1, 4, 8), decode_widths=(8, 32), prefill_rows=(1, 2, 4), prefill_lengths=(8, 16, 32),
             max_prefill_tokens=64, past=((16, 16),), join=((2, 16, 8),), policies=("taxi", "continuous"),
@@ -110,6 +111,17 @@ def test_profile_times_every_shape_and_holds_some_out(calibration):
     assert data["model"] == "profiled" and data["version"] == 2 and data["model_name"] == "tiny-gpt2"
     assert data["random_weights"] is True and len(data["points"]) == len(prof.points)
     assert "linear" in data and "heldout" in data
+
+
+def test_a_profile_whose_held_out_shapes_ran_slow_says_to_profile_again(calibration):
+    prof, _ = calibration
+    assert "warning" not in prof.text() or prof.heldout_mean_pct > HELDOUT_WARN_PCT
+    # A burst of other work while the held-out shapes were timed: they ran twice as slow as the grid says.
+    burst = [replace(q, seconds=q.seconds * 2) if q.kind.startswith("validation-") else q for q in prof.points]
+    slow = replace(prof, points=burst)
+    assert slow.heldout_mean_pct > HELDOUT_WARN_PCT
+    warning = [line for line in slow.text().splitlines() if "warning" in line]
+    assert len(warning) == 1 and "profile again" in warning[0] and f"{slow.heldout_mean_pct:.0f} %" in warning[0]
 
 
 def test_calibration_round_trips_into_batchsim(calibration, capsys):
