@@ -84,9 +84,11 @@ def _off(report: CompareReport, rows, key: str) -> str:
     if rows is report.rows:
         return ""
     apart = [p for p in pairs(report.rows, key) if p.apart]
-    before = "preserved" if all(p.same for p in apart) else "NOT preserved"
+    # With no pair measured apart there is no ranking to keep or lose: say so, not "preserved".
+    before = ("no two policies were apart" if not apart
+              else "the ranking was " + ("preserved" if all(p.same for p in apart) else "NOT preserved"))
     return (f"this machine ran its passes at {report.machine_level.text()} the profile's price, so judged at that "
-            f"level, predicted again after the run (at the level predicted at, the ranking was {before}): ")
+            f"level, predicted again after the run (at the level predicted at, {before}): ")
 
 
 def verdict_line(report: CompareReport, key: str = RANK_BY) -> str:

@@ -203,3 +203,26 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
     assert d["ranking_preserved"] is True and d["judged_at"].startswith("this machine's level")
     assert any("the verdict judges the prediction again at this machine's level" in n for n in report.notes)
     assert rows["taxi"].as_dict()["predicted_at_machine"] == rows["taxi"].predicted_at_machine
+
+
+def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
+    """Two runs of one policy under two names on a machine twice as slow: nothing is measured apart, so
+    the line says so instead of calling a ranking that was never judged "preserved"."""
+    from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
+    from batchsim.sim.level import LevelStepTime
+    from realrun.closing import verdict_line
+    from realrun.compare import compare_policies
+
+    wl = make_workload(Poisson(4.0), Uniform(50, 150), Uniform(8, 24), n=60, seed=5)
+    slow = LevelStepTime(MODEL, 2.0, 2.0)
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 300
+
+    def measure(label, policy):
+        res = simulate(wl, policy, slow)
+        res.meta["passes"] = [(p, MODEL.pass_time(p) * 2.0) for p in passes]
+        return res
+
+    pairs = [(n, make_policy("continuous"), make_policy("continuous")) for n in ("one", "two")]
+    line = verdict_line(compare_policies(wl, pairs, measure, MODEL, repeats=2, level=False))
+    assert "(at the level predicted at, no two policies were apart)" in line
+    assert "preserved" not in line.split("):")[0]
