@@ -16,6 +16,8 @@ decode apart). Printed:
 - the ablation, per shape and policy: p99 E2E and p99 TTFT error with every pass at its mean,
   sampled from the passes' spread alone, and with the slow drift too; how many measured medians
   fall in the band of each noise; and p50 E2E's error at the profile's level against the canaries';
+- each run predicted again at the level its own passes read (made after the runs, so what is left
+  is the model's error, not the machine's), against the same targets;
 - the decision test: for every two policies whose measured gap (p99 E2E, and cost per request:
   server-seconds per request, 1 / throughput) is larger than their repeats' spread, whether
   the simulator ranks them the same way.
@@ -136,16 +138,17 @@ def main(argv=None) -> int:
           f"Python {1 + j['python loop']['spread']:.2f} (the machine's own jitter)")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     t_all = time.perf_counter()
-    table, ablation, decisions, coverage = [], [], [], []
+    table, ablation, decisions, coverage, at_passes = [], [], [], [], []
     for name in args.only.split(","):
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
             print(f"\n== {name}: skipped ({TRACE} not found)")
             continue
-        _shape(name, unit, args, engine, limits, table, ablation, decisions, coverage)
+        _shape(name, unit, args, engine, limits, table, ablation, decisions, coverage, at_passes)
         if (w := load_warning(lm.threads)):
             print(w)
     _print_all(table, ablation, decisions, args)
+    _print_at_passes(at_passes)
     if args.coverage:
         print("\n".join(coverage_lines(coverage)))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s")
@@ -164,7 +167,8 @@ def _profile_for(unit, pols: dict, engine):
     return profile(engine, grid, policies=pols)
 
 
-def _shape(name: str, unit, args, engine, limits, table: list, ablation: list, decisions: list, coverage: list) -> None:
+def _shape(name: str, unit, args, engine, limits, table: list, ablation: list, decisions: list, coverage: list,
+           at_passes: list) -> None:
     """Profile, measure and predict every policy on one workload shape; its rows join the tables."""
     policies = args.policies.split(",")
     prof = _profile_for(unit, {k: make_policy(k, **POLICIES[k]) for k in policies}, engine)
@@ -189,6 +193,8 @@ def _shape(name: str, unit, args, engine, limits, table: list, ablation: list, d
         table.append((name, row.label, rates[row.label], len(wl), row.predicted["busy_fraction"],
                       row.measured["busy_fraction"], row.errors, row.noise.get("p50_e2e"), row.verdicts, row.in_band))
         ablation.append((name, row.label, *_ablation(row, wl, model, lv, limits, args)))
+        if row.pass_level is not None:
+            at_passes.append((name, row.label, row.errors_at_passes, row.pass_level))
         print(_line(table[-1]), flush=True)
     decisions += _decisions(name, report.rows)
     if args.coverage:
@@ -289,6 +295,22 @@ def _print_all(table, ablation, decisions, args) -> None:
         print(f"  same ranking in {sum(d[-1] for d in decisions)} of {len(decisions)}")
     else:
         print("  none: no measured gap beat the noise")
+
+
+def _print_at_passes(at_passes: list) -> None:
+    """The model's own error: each run predicted again at the level its passes read (made after the runs,
+    so the machine's level is out), against the same targets. A miss here is the model's, not the machine's
+    (issue 44's target for continuous with long prompts: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %)."""
+    if not at_passes:
+        return
+    print("\n== predicted again at the level each run's own passes read (made after the runs: the machine's level "
+          "out, the model's error left); errors %, targets as above")
+    print(f"{'shape':7s} {'policy':11s} | " + " ".join(f"{lab:>9s}" for _, _, lab in TARGETS) + " | the passes' level")
+    for shape, pol, errs, pl in at_passes:
+        cells = " ".join(f"{errs[k]:+8.1f}%" if errs.get(k) is not None else f"{'-':>9s}" for k, *_ in TARGETS)
+        print(f"{shape:7s} {pol:11s} | {cells} | {pl.text()}")
+    met = sum(all(errs.get(k) is not None and abs(errs[k]) <= t for k, t, _ in TARGETS) for _, _, errs, _ in at_passes)
+    print(f"  {met} of {len(at_passes)} runs within every target at their passes' level")
 
 
 def _pct(e) -> str:

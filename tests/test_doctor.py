@@ -66,3 +66,14 @@ def test_doctor_help_says_what_it_checks(capsys):
     assert main(["doctor", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "jupyter lab" in out and "realrun doctor" in out
+
+
+def test_voila_without_its_templates_is_named_with_the_fix(monkeypatch, tmp_path):
+    # A venv made with --system-site-packages: voila imports, but Jupyter's data path is the venv's own.
+    monkeypatch.setattr("jupyter_core.paths.jupyter_path", lambda *parts: [str(tmp_path / "share" / "jupyter" / "voila" / "templates")])
+    ok, text = doctor._check_voila()
+    assert ok is False
+    assert "page templates are not on Jupyter's data path" in text
+    assert "JUPYTER_PATH=" in text or 'pip install -e ".[notebooks]"' in text
+    (tmp_path / "share" / "jupyter" / "voila" / "templates" / "lab").mkdir(parents=True)
+    assert doctor._check_voila()[0] is True

@@ -110,7 +110,20 @@ def _check_kernel() -> tuple[bool, str]:
 
 def _check_voila() -> tuple[bool, str]:
     ok, text = _packages(("voila",), _FIX_NOTEBOOKS)
-    return ok, (text + " (projects a notebook as a dashboard)") if ok else text
+    if not ok:
+        return ok, text
+    # Voila's page templates are data files under <prefix>/share/jupyter, not a module: a virtual
+    # environment made with --system-site-packages imports the system's voila but looks for its templates
+    # under its own prefix, and every page then fails with a template error in the browser, not here.
+    from jupyter_core.paths import jupyter_path
+
+    if not any(Path(d, "lab").is_dir() for d in jupyter_path("voila", "templates")):
+        base = Path(sys.base_prefix, "share", "jupyter")
+        hint = (f"export JUPYTER_PATH={base}   (a venv made with --system-site-packages sees the system's voila "
+                f"but not its data), or pip install voila inside the venv"
+                if Path(base, "voila", "templates", "lab").is_dir() else _FIX_NOTEBOOKS)
+        return False, f"voila is installed but its page templates are not on Jupyter's data path: {hint}"
+    return True, text + " (projects a notebook as a dashboard)"
 
 
 def _check_widgets() -> tuple[bool, str]:
