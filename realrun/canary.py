@@ -173,7 +173,9 @@ class Level:
 
     def text(self) -> str:
         p, d = self.applied()
-        moved = ("the prediction is moved to that level" if (p, d) != (1.0, 1.0) else
+        # Written before the runs' passes are read: a policy whose passes contradict it is not moved (its own note).
+        moved = ("the prediction is moved to that level where the runs' own passes do not contradict it"
+                 if (p, d) != (1.0, 1.0) else
                  f"both within two standard errors or {ACCURACY:.0%} of 1, so the prediction is not moved")
         return (f"machine level over the runs ({self.readings} canaries): prefill passes {self.prefill:.3f}x (+-{self.prefill_se:.3f}), "
                 f"decode passes {self.decode:.3f}x (+-{self.decode_se:.3f}) the profile's; {moved}; from run to run the "

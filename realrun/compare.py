@@ -229,7 +229,7 @@ def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, rep
         at = predict_runs(workload, at_machine, machine.model(st), limits, seeds, noise, None, order_seed, adjust)
         row.predicted_at_machine = median_summary([summarize(x, slo) for x in at])
     if pl is not None:
-        _after_the_run(row, pl, after, st, workload, limits, slo, seeds, noise, order_seed, adjust, lv, notes)
+        _after_the_run(row, pl, reals, after, st, workload, limits, slo, seeds, noise, order_seed, adjust, lv, notes)
     if first.meta.get("trace") is not None and replay_policy is not None:
         # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
         row.decomposition = decompose(workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits)
@@ -275,17 +275,30 @@ def _judge_rows(report: CompareReport, stored: RunSpread | None) -> None:
         r.spread, r.metric_sd = report.spread, report.metric_sd
 
 
-def _after_the_run(row: CompareRow, pl: PassLevel, policies, st, workload, limits, slo, seeds, noise, order_seed,
-                   adjust, lv: Level | None, notes: list[str]) -> None:
+def _after_the_run(row: CompareRow, pl: PassLevel, reals, policies, st, workload, limits, slo, seeds, noise,
+                   order_seed, adjust, lv: Level | None, notes: list[str]) -> None:
     """The prediction again at the level the runs' passes read (labelled as made after the run), and the
-    canaries held up to the passes."""
-    at = predict_runs(workload, policies, pl.model(st), limits, seeds, noise, None, order_seed, adjust)
-    row.pass_level, row.predicted_at_passes = pl, median_summary([summarize(x, slo) for x in at])
+    canaries held up to the passes.
+
+    Each run is predicted at its own passes' level (the median over the seeds), and the prediction is
+    the median over the runs, as the measurement is the median of the runs. One level pooled over the
+    runs would stand for none of them where they differ: a ratio of totals leans to the slowest run, and
+    near saturation a metric is far from linear in the level, so the prediction at the mean level is not
+    the median run's. With one run, or runs without passes of their own, it is the pooled level."""
+    per_run = [pass_level([r], st, policies[0].name) for r in reals] if len(reals) > 1 else [pl]
+    per_run = [x if x is not None else pl for x in per_run]
+    each = []
+    for level in per_run:
+        fresh = [copy.deepcopy(p) for p in policies]  # one set of fresh policies per run's prediction
+        at = predict_runs(workload, fresh, level.model(st), limits, seeds, noise, None, order_seed, adjust)
+        each.append(median_summary([summarize(x, slo) for x in at]))
+    row.pass_level, row.predicted_at_passes = pl, median_summary(each)
     errs = row.errors_at_passes
     shown = ", ".join(f"{k.replace('_', ' ')} {errs[k]:+.0f} %" for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot")
                       if errs.get(k) is not None)
+    each_run = " (each run predicted at its own passes' level, the median taken)" if len(per_run) > 1 else ""
     notes.append(f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted again at that "
-                 f"level (after the run, to split a miss into the machine's part and the model's): {shown}")
+                 f"level{each_run} (after the run, to split a miss into the machine's part and the model's): {shown}")
     if lv is not None and pl.contradicts(lv.prefill, lv.decode):
         notes.append(f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, which the "
                      f"runs' own passes contradict ({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from batchsim.core.plan import Pass
+from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import LinearStepTime
 from realrun.pass_level import CONTRADICTS, pass_level
 
@@ -110,7 +111,7 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
         assert row.as_dict()["pass_level"]["prefill_passes"] == 60  # both repeats' passes
     notes = "\n".join(report.notes)
     assert "is contradicted by the runs' own passes" in notes and "predicted at the profile's level" in notes
-    assert "predicted again at that level (after the run" in notes
+    assert "predicted again at that level (each run predicted at its own passes' level, the median taken) (after the run" in notes
     assert isinstance(next(iter(report.rows)).canary[0][0], CanaryReading)
 
 
@@ -170,7 +171,6 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
     machine measured it above. The verdict says what the machine ran at and judges the prediction made
     again at that level, which ranks as the machine did; at the profile's speed nothing is moved."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
-    from batchsim.sim.level import LevelStepTime
     from realrun.closing import verdict_dict, verdict_line
     from realrun.compare import compare_policies
 
@@ -209,7 +209,6 @@ def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
     """Two runs of one policy under two names on a machine twice as slow: nothing is measured apart, so
     the line says so instead of calling a ranking that was never judged "preserved"."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
-    from batchsim.sim.level import LevelStepTime
     from realrun.closing import verdict_line
     from realrun.compare import compare_policies
 
@@ -226,3 +225,30 @@ def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
     line = verdict_line(compare_policies(wl, pairs, measure, MODEL, repeats=2, level=False))
     assert "(at the level predicted at, no two policies were apart)" in line
     assert "preserved" not in line.split("):")[0]
+
+
+def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_taken():
+    """Three runs, two at the profile's price and one three times slower (a burst): the prediction after
+    the run is the median run's, at 1.0x, not one at the pooled level (about 1.7x, which no run ran at)."""
+    from batchsim import Poisson, Uniform, make_policy, make_workload, simulate, summarize
+    from realrun.compare import compare_policies
+
+    wl = make_workload(Poisson(30.0), Uniform(50, 150), Uniform(8, 24), n=80, seed=7)
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 20 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 200
+    levels = iter([1.0, 3.0, 1.0])
+
+    def measure(label, policy):
+        f = next(levels)
+        res = simulate(wl, policy, LevelStepTime(MODEL, f, f))
+        res.meta["passes"] = [(p, MODEL.pass_time(p) * f) for p in passes]
+        return res
+
+    report = compare_policies(wl, [("continuous", make_policy("continuous"), make_policy("continuous"))], measure,
+                              MODEL, seeds=1, repeats=3, level=False)
+    row = report.rows[0]
+    assert 1.5 < row.pass_level.decode < 2.0  # pooled: the ratio of totals leans to the slow run
+    at_one = summarize(simulate(wl, make_policy("continuous"), LevelStepTime(MODEL, 1.0, 1.0)))
+    pooled = summarize(simulate(wl, make_policy("continuous"), row.pass_level.model(MODEL)))
+    assert row.predicted_at_passes["p50_e2e"] == pytest.approx(at_one["p50_e2e"], rel=1e-12)
+    assert pooled["p50_e2e"] > 1.2 * at_one["p50_e2e"]  # the pooled level would have said otherwise
+    assert row.errors_at_passes["p50_e2e"] == pytest.approx(0.0, abs=1e-9)  # the median run is the 1.0x one
