@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--per-stream", type=int, default=3, help="requests per client in each run")
     args = ap.parse_args(argv)
-    from realrun.load import run_load
+    from realrun.classroom.load import run_load
 
     print(f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s")
     levels = [int(x) for x in args.streams.split(",")]

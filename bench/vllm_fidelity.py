@@ -110,8 +110,8 @@ def main(argv=None) -> int:
 
 
 def _verdicts(rows) -> str:
-    """Per shape: the verdicts by equivalence (``realrun.equivalence``) and how many of the runs lie inside
-    their one-run interval (``realrun.interval``); then the share at 50-85 % busy (target 80-95 %). The
+    """Per shape: the verdicts by equivalence (``realrun.judge.equivalence``) and how many of the runs lie inside
+    their one-run interval (``realrun.judge.interval``); then the share at 50-85 % busy (target 80-95 %). The
     runs are held out from the level (the prediction was made before them), not from the run-to-run
     spread, which their own passes measured: ``bench/fidelity.py --coverage`` holds runs out of both."""
     lines, inside = [], []

@@ -152,7 +152,7 @@ def test_the_flag_layers_and_comma_lists_are_one_helper_each():
 
 
 def test_the_vllm_side_asks_make_policy_for_the_flavour():
-    from realrun.vllm.commands import sim_policy
+    from realrun.reference.vllm.commands import sim_policy
 
     p = sim_policy(PolicyConfig("continuous", max_seqs=12, block_size=8, chunked_prefill=False))
     assert type(p).__name__ == "VLLMV1"

@@ -46,7 +46,7 @@ from batchsim.core.limits import ServerLimits
 from batchsim.sim.steptime import ExponentialStepTime
 
 SEEDS = range(500)
-PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "data"
+PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "reference" / "data"
            / "reference-calibration-tiny-gpt2-cpu.json")
 PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
                "last_token", "tokens", "preemptions", "itl_max")
