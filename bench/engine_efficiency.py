@@ -44,10 +44,10 @@ from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 from batchsim import Continuous, Static, summarize
 from batchsim.core.workload import Workload
-from realrun.reference.baselines import HFGenerateEngine, has_hf_continuous, run_hf_continuous
+from realrun.clock.runner import limits_for, run_real
 from realrun.engine.engine import Engine
 from realrun.engine.model import load_model
-from realrun.clock.runner import limits_for, run_real
+from realrun.reference.baselines import HFGenerateEngine, has_hf_continuous, run_hf_continuous
 from realrun.reference.vllm.serve import run_vllm
 
 

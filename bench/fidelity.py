@@ -54,19 +54,28 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim import Gamma, LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim import (
+    Gamma,
+    LogNormal,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.workload import Workload
 from batchsim.sim.busy import rate_factor_for_busy, scaled
-from realrun.timing.canary import Canary
+from realrun.clock.runner import limits_for, run_real
+from realrun.engine.engine import Engine
+from realrun.engine.model import load_model
 from realrun.judge.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
 from realrun.judge.verdict import band_of, median_summary
+from realrun.timing.canary import Canary
 from realrun.timing.drift import load_warning, recheck
-from realrun.timing.jitter import pass_jitter
-from realrun.engine.engine import Engine
 from realrun.timing.grid import grid_for_workload
-from realrun.engine.model import load_model
+from realrun.timing.jitter import pass_jitter
 from realrun.timing.profile import profile
-from realrun.clock.runner import limits_for, run_real
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
 POLICIES = {"taxi": {}, "static": {"max_batch": 8}, "dynamic": {"max_batch": 8, "max_wait": 0.05},

@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 from serving import served  # noqa: E402
 
 from batchsim.core.arrivals import Poisson  # noqa: E402
 from batchsim.core.lengths import Fixed  # noqa: E402
 from batchsim.core.workload import make_workload  # noqa: E402
-from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 ROWS = [("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2el")]
 

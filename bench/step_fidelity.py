@@ -47,16 +47,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from host import yardstick  # noqa: E402  (bench/host.py)
+
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
 from batchsim.core.workload import Workload  # noqa: E402
 from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
 from realrun.cli.calibration import sized_profile  # noqa: E402
+from realrun.clock.runner import limits_for, run_real  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
 from realrun.timing.pass_level import priced_passes  # noqa: E402
-from realrun.clock.runner import limits_for, run_real  # noqa: E402
-
-from host import yardstick  # noqa: E402  (bench/host.py)
 
 FAMILIES = {
     "short": (Uniform(16, 128), Uniform(16, 96), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from course_format import Figure, fixed, cli_block
+from course_format import Figure, cli_block, fixed
 
 __all__ = ["LESSONS"]
 
@@ -33,7 +33,7 @@ def lesson5(v: dict[str, str], figure: Figure) -> None:
     from batchsim.machine.catalog import DEFAULT_CATALOG
     from batchsim.machine.memory import kv_budget
     from batchsim.teach import lessons
-    
+
     gpu = DEFAULT_CATALOG.gpu("A100-80GB")
 
     s = figure("05-memory.png")

@@ -142,7 +142,7 @@ _SIMULATE_ARGS = [
 
 #: Passes once ``simulate`` calls ``check_simulate_args`` first (the driver's rewrite wires it).
 API_SIMULATE: list[Case] = [
-    _api(f"simulate(wl, {name})", (lambda a, kw: lambda t: _sim(*a(), **kw))(args, kw), *words)
+    _api(f"simulate(wl, {name})", lambda t, a=args, kw=kw: _sim(*a(), **kw), *words)
     for name, args, kw, words in _SIMULATE_ARGS
 ]
 
@@ -211,8 +211,8 @@ def _hf_min_block_is_transformers(t) -> bool:
 
 
 def _hf_continuous_block_1(t):
-    from realrun.reference.baselines import run_hf_continuous
     from realrun.engine.model import load_model
+    from realrun.reference.baselines import run_hf_continuous
 
     run_hf_continuous(_wl(), load_model("tiny-gpt2", device="cpu", threads=1), block_size=1)
 

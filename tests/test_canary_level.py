@@ -17,15 +17,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_sampled import model as _model  # noqa: E402
+
 from batchsim import Poisson, Uniform, make_policy, make_workload, simulate  # noqa: E402
 from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.sim.level import LevelStepTime  # noqa: E402
 from batchsim.sim.sampled import spread_of, with_noise  # noqa: E402
 from batchsim.sim.spread import LEVELS  # noqa: E402
-from realrun.timing.canary import CanaryReading, session_level  # noqa: E402
 from realrun.judge.compare import compare_policies  # noqa: E402
-from test_sampled import model as _model  # noqa: E402
+from realrun.timing.canary import CanaryReading, session_level  # noqa: E402
 
 WL = make_workload(Poisson(12.0), Uniform(200, 400), Uniform(4, 12), n=80, seed=5)
 

@@ -16,13 +16,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_sampled import model  # noqa: E402
+
 from batchsim import Fixed, Poisson, Uniform, make_policy, make_workload, simulate, summarize  # noqa: E402
 from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
 from batchsim.sim.sampled import with_noise  # noqa: E402
 from batchsim.sim.steptime import ScaledStepTime  # noqa: E402
 from realrun.judge.compare import compare_policies, format_compare  # noqa: E402
 from realrun.judge.verdict import band_of, median_summary, noise_pct, verdict  # noqa: E402
-from test_sampled import model  # noqa: E402
 
 WL = make_workload(Poisson(30.0), Uniform(16, 64), Uniform(4, 24), n=60, seed=3)
 

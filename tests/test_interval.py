@@ -12,7 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from realrun.judge.interval import ASSUMED, MAX_ELASTICITY, MetricSpread, RunSpread, elasticity, interval_for, median_share
+from realrun.judge.interval import (
+    ASSUMED,
+    MAX_ELASTICITY,
+    MetricSpread,
+    RunSpread,
+    elasticity,
+    interval_for,
+    median_share,
+)
 
 
 def test_median_share_is_a_medians_variance():

@@ -17,7 +17,14 @@ from batchsim.cli import main
 from batchsim.core import knobs as K
 from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, policy_names
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import POLICY_FLAGS, add_flags, comma_list, knob_users, policy_flags, resolve_arg
+from batchsim.core.flags import (
+    POLICY_FLAGS,
+    add_flags,
+    comma_list,
+    knob_users,
+    policy_flags,
+    resolve_arg,
+)
 from batchsim.core.policies import READS, make_policy
 
 

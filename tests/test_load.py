@@ -28,10 +28,10 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.requests import Request as HTTPRequest  # noqa: E402
 from starlette.responses import JSONResponse, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
+from watched import Watched  # noqa: E402
 
 from batchsim.core.config import WorkloadConfig  # noqa: E402
 from realrun.classroom.load import LoadConfig, LoadReport, prompt_for, run_load  # noqa: E402
-from watched import Watched  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # The names `vllm bench serve --save-result --save-detailed` writes (vllm/benchmarks/serve.py, 0.x):

@@ -12,9 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_paged_kv import _ragged as paged_kv_ragged  # noqa: E402
+
 from batchsim import ConfigError  # noqa: E402
 from realrun.engine.paged.attention import _build_name, attention_reference, paged_attention  # noqa: E402
-from test_paged_kv import _ragged as paged_kv_ragged  # noqa: E402
 
 SCALE = 8**-0.5
 

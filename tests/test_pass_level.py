@@ -85,8 +85,8 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
 
     from batchsim import make_policy, simulate
     from batchsim.sim.sampled import with_noise
-    from realrun.timing.canary import CanaryReading
     from realrun.judge.compare import compare_policies
+    from realrun.timing.canary import CanaryReading
 
     readings = iter(_readings(1.3, 1.0, 0.03, n=8, seed=1))
     st = model()
@@ -149,9 +149,9 @@ def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
 def test_the_engine_logs_the_idle_before_each_step():
     pytest.importorskip("torch")
     from batchsim import Fixed, Poisson, make_policy, make_workload
+    from realrun.clock.runner import run_real
     from realrun.engine.engine import Engine
     from realrun.engine.model import load_model
-    from realrun.clock.runner import run_real
 
     lm = load_model("tiny-gpt2", device="cpu", threads=1)
     wl = make_workload(Poisson(20.0), Fixed(8), Fixed(4), n=6, seed=0)

@@ -19,15 +19,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from batchsim import Fixed, Poisson, Uniform, make_policy, make_workload, simulate  # noqa: E402
+from test_sampled import model as spread_model  # noqa: E402
+
+from batchsim import Poisson, Uniform, make_workload, simulate  # noqa: E402
 from batchsim.core.config import PolicyConfig  # noqa: E402
 from batchsim.core.limits import ServerLimits  # noqa: E402
 from batchsim.sim.sampled import with_noise  # noqa: E402
 from batchsim.sim.steptime import LinearStepTime  # noqa: E402
 from realrun.classroom.predict import PREDICT_METRICS, predict_record, read_record  # noqa: E402
-from realrun.cli.predict import main  # noqa: E402
 from realrun.classroom.serve.record import write_record  # noqa: E402
-from test_sampled import model as spread_model  # noqa: E402
+from realrun.cli.predict import main  # noqa: E402
 
 MODEL = LinearStepTime(c0=0.004, c1=2e-5, c2=3e-4, c3=1e-7, source="test")
 WL = make_workload(Poisson(12.0), Uniform(16, 96), Uniform(8, 48), n=80, seed=4)

@@ -20,10 +20,10 @@ from batchsim.core.limits import ServerLimits
 from batchsim.core.metrics import summarize
 from batchsim.sim.profiled import ProfiledStepTime
 from batchsim.sim.sampled import spread_of
-from realrun.reference import course as reference
 from realrun.cli.default_run import BARE_ARGV, BARE_COMMAND, time_text, workload_text
 from realrun.judge.row import KEYS
 from realrun.judge.verdict import median_summary
+from realrun.reference import course as reference
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = reference.measured()
@@ -87,8 +87,8 @@ def test_the_simulator_still_predicts_what_the_reference_recorded(tmp_path, monk
     """At the profile's level (the bare run moves nothing), seeds 0..4: the prediction depends on the
     calibration, the workload and the policies alone, so it must come out as recorded, to the last digit."""
     from realrun.cli import build_parser
-    from realrun.judge.compare import predict_runs
     from realrun.cli.run_setup import RunSetup
+    from realrun.judge.compare import predict_runs
     from realrun.timing.profile import load_calibration
 
     monkeypatch.chdir(tmp_path)

@@ -8,10 +8,10 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
-from realrun.timing.drift import Drift, recheck  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
-from realrun.timing.grid import Grid  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.drift import Drift, recheck  # noqa: E402
+from realrun.timing.grid import Grid  # noqa: E402
 from realrun.timing.profile import profile  # noqa: E402
 
 

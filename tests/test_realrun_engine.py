@@ -19,12 +19,12 @@ from transformers import DynamicCache  # noqa: E402
 from batchsim import Poisson, Uniform, make_policy, make_workload, summarize  # noqa: E402
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.core.workload import Request, Workload  # noqa: E402
-from realrun.reference.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
+from realrun.clock.runner import run_real  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
 from realrun.engine.inputs import cache_argument, prompt_ids  # noqa: E402
 from realrun.engine.kvcache import KVBatch  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
-from realrun.clock.runner import run_real  # noqa: E402
+from realrun.reference.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
 
 
 @pytest.fixture(scope="module")

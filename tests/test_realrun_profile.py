@@ -15,8 +15,8 @@ from batchsim.cli import main as batchsim_main  # noqa: E402
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
 from batchsim.sim.steptime import load_step_time  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
-from realrun.timing.grid import Grid, doubling, grid_for_workload  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.grid import Grid, doubling, grid_for_workload  # noqa: E402
 from realrun.timing.profile import ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
 
 TINY = Grid(decode_rows=(1, 4, 8), decode_widths=(8, 32), prefill_rows=(1, 2, 4), prefill_lengths=(8, 16, 32),

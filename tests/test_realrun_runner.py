@@ -17,6 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fakes import FakeClock, PricedEngine  # noqa: E402
+
 from batchsim import (  # noqa: E402
     ConstantStepTime,
     Gamma,
@@ -29,7 +31,6 @@ from batchsim import (  # noqa: E402
 )
 from batchsim.core.records import REQUEST_FIELDS, STEP_FIELDS  # noqa: E402
 from realrun.clock.runner import context_reason, run_real  # noqa: E402
-from fakes import FakeClock, PricedEngine  # noqa: E402
 
 
 class FakeEngine(PricedEngine):

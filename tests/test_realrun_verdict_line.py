@@ -15,11 +15,11 @@ import pytest
 matplotlib.use("Agg")
 
 from batchsim.teach.figures import POLICY_COLORS  # noqa: E402
+from realrun.clock.progress import Progress, progress_lines  # noqa: E402
 from realrun.judge.bottom_line import verdict_dict, verdict_line  # noqa: E402
 from realrun.judge.plot import METRIC_MARKERS, draw_compare, policy_colors  # noqa: E402
-from realrun.judge.row import KEYS, CompareReport, CompareRow  # noqa: E402
-from realrun.clock.progress import Progress, progress_lines  # noqa: E402
 from realrun.judge.ranking import measured_order, pairs  # noqa: E402
+from realrun.judge.row import KEYS, CompareReport, CompareRow  # noqa: E402
 
 
 def _summary(x: float) -> dict:

@@ -38,10 +38,23 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Poisson, Server, Static, Taxi, Uniform,
-    Workload, load_step_time, make_policy, make_workload, simulate, summarize,
+    ConstantStepTime,
+    Continuous,
+    Dynamic,
+    LinearStepTime,
+    Poisson,
+    Server,
+    Static,
+    Taxi,
+    Uniform,
+    Workload,
+    load_step_time,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+    textbook,
 )
-from batchsim import textbook
 from batchsim.core.limits import ServerLimits
 from batchsim.sim.steptime import ExponentialStepTime
 

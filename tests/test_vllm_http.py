@@ -29,15 +29,15 @@ if os.environ.get("BATCHSIM_REQUIRE_VLLM") != "1":
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
 
+from serving import ROOT, served  # noqa: E402
+
 from batchsim import Poisson, Uniform, make_workload  # noqa: E402
-from realrun.cli import main as realrun_main  # noqa: E402
 from realrun.classroom.load import LoadConfig, run_load  # noqa: E402
+from realrun.cli import main as realrun_main  # noqa: E402
 from realrun.engine.model import ByteTokenizer  # noqa: E402
 from realrun.reference.vllm.bench import main as bench_main  # noqa: E402
 from realrun.reference.vllm.http_server import vllm_served  # noqa: E402
 from realrun.reference.vllm.tokenizer import save_served_model  # noqa: E402
-
-from serving import ROOT, served  # noqa: E402
 
 # The load both generators send to our server: 40 requests at 4/s (10 s), 32 prompt tokens,
 # 16 output tokens. tiny-gpt2 on one thread serves it at roughly a third of its capacity.

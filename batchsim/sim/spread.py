@@ -198,7 +198,7 @@ class StepSpread:
                 **({"slow": self.slow.as_dict()} if self.slow is not None else {})}
 
     @classmethod
-    def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> "StepSpread":
+    def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> StepSpread:
         if not isinstance(d, dict):
             raise ConfigError(f"{where}: spread must be a table of decode and prefill quantiles, got {show(d)}")
         for part in ("decode", "prefill"):

@@ -25,7 +25,7 @@ Check your work:  pytest course/labs -k lab6
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def outage(start: float, duration: float, server: int = 0) -> Callable:

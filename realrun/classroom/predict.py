@@ -49,8 +49,8 @@ from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
 
 from ..judge.compare import counted_only, error_pct
-from .serve.record import RECORD_FIELDS, meta_path
 from ..judge.verdict import TARGETS, band_of, median_summary, noise_pct, verdict
+from .serve.record import RECORD_FIELDS, meta_path
 
 __all__ = ["PREDICT_METRICS", "PREDICT_TARGETS", "ServedRecord", "Prediction", "read_record", "predict_record",
            "format_prediction"]

@@ -33,7 +33,14 @@ import textwrap
 
 from batchsim.core import sizing
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import FLEET_FLAGS, POLICY_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, Flag, add_flags
+from batchsim.core.flags import (
+    FLEET_FLAGS,
+    POLICY_FLAGS,
+    SLO_FLAGS,
+    WORKLOAD_FLAGS,
+    Flag,
+    add_flags,
+)
 
 from .default_run import BARE_ARGV, BARE_COMMAND, bare_line, time_text, workload_text
 from .flags import FlagError, Parser, add_model_args, add_realrun_flags

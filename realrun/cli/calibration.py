@@ -30,7 +30,8 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
     fitted to the workload (saved whole under the output folder; ``say(text)`` prints its progress lines).
     Returns (model, calibration info).
     A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
-    from ..timing.profile import GRIDS, load_calibration, profile as run_profile
+    from ..timing.profile import GRIDS, load_calibration
+    from ..timing.profile import profile as run_profile
 
     notes, workload = setup.notes, setup.workload
     policies = [p for _, p, _ in pairs]
@@ -77,9 +78,17 @@ def sized_profile(engine, workload, builders: dict, policies: list, limits=None,
     and progress lines (``say(text)``, every few seconds) say how much is left. ``builders``: label ->
     a function making a fresh simulated policy; ``busy``: the compare's --busy, whose rates the reach
     is found at. Returns the ``Profile``; ``notes`` gets what was sized and why."""
-    from ..timing.profile import profile as run_profile
-    from ..timing.profile_size import SLOWER, Ticker, estimate, pilot, point_costs, reach, within_budget
     from ..timing.measure import schedule
+    from ..timing.profile import profile as run_profile
+    from ..timing.profile_size import (
+        SLOWER,
+        Ticker,
+        estimate,
+        pilot,
+        point_costs,
+        reach,
+        within_budget,
+    )
 
     notes = notes if notes is not None else []
     t0 = time.monotonic()

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
 
-from .calibration import calibration as _calibration
-from .engines import load, make_engine, measure_fn, vllm_server, wants_progress
 from ..clock.progress import Progress, progress_lines
 from ..clock.real_span import check_real_span
 from ..reference.course import REFERENCE
+from .calibration import calibration as _calibration
+from .engines import load, make_engine, measure_fn, vllm_server, wants_progress
 from .run_setup import RunSetup
 
 __all__ = ["compare", "PROFILE_S"]
@@ -74,10 +74,10 @@ def compare(args: argparse.Namespace, setup: RunSetup) -> int:
 
 
 def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress) -> int:
-    from ..judge.compare import compare_policies
-    from .compare_report import report_compare
-    from ..timing.drift import load_warning
     from ..clock.runner import limits_for
+    from ..judge.compare import compare_policies
+    from ..timing.drift import load_warning
+    from .compare_report import report_compare
 
     notes, workload = setup.notes, setup.workload
     if not args.calibration and server is not None:

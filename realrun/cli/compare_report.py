@@ -13,8 +13,8 @@ from pathlib import Path
 from batchsim.core.files import Staging, dumps
 
 from ..judge.bottom_line import verdict_dict, verdict_line
-from .engines import all_rejected, load_line, memory_line, printable, stopped_code
 from ..judge.row import CompareReport
+from .engines import all_rejected, load_line, memory_line, printable, stopped_code
 from .run_setup import RunSetup, rejection_lines, stage_outputs, write_outputs
 
 __all__ = ["report_compare"]

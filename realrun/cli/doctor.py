@@ -31,9 +31,9 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
     import torch
     import transformers
 
-    from ..reference.baselines import has_hf_continuous
-    from ..engine.engine import Engine
     from ..clock.memory import memory_stats
+    from ..engine.engine import Engine
+    from ..reference.baselines import has_hf_continuous
 
     cuda = torch.cuda.is_available()
     eng = Engine(lm)

@@ -37,8 +37,8 @@ def wants_progress(args) -> bool:
 
 def make_engine(name: str, lm, args, seed: int):
     """The step-by-step engine a measured run drives: ours or hf-generate."""
-    from ..reference.baselines import HFGenerateEngine
     from ..engine.engine import Engine
+    from ..reference.baselines import HFGenerateEngine
 
     if name == "hf-generate":
         return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
@@ -52,8 +52,8 @@ def make_engine(name: str, lm, args, seed: int):
 
 def measure_fn(setup: RunSetup, engine, lm, args, server=None, workloads: dict | None = None):
     """``measure(label, policy)``: one measured run of a policy on the plan's engine."""
-    from ..reference.baselines import run_hf_continuous
     from ..clock.runner import limits_for, run_real
+    from ..reference.baselines import run_hf_continuous
 
     def measure(label, policy):
         workload = workloads[label] if workloads else setup.workload

@@ -51,7 +51,9 @@ _DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
 def add_realrun_flags(group, flags) -> None:
     """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the simulator's:
     ``--help`` must name the load a bare run (or ``load``) sends."""
-    from .run_setup import REALRUN_DEFAULTS  # here, not at the top: ``load`` starts without the simulator's scenarios
+    from .run_setup import (
+        REALRUN_DEFAULTS,  # here, not at the top: ``load`` starts without the simulator's scenarios
+    )
 
     add_flags(group, tuple(_realrun_default(f, REALRUN_DEFAULTS) for f in flags))
 

@@ -9,10 +9,10 @@ from batchsim.core.fleet import fleet_summaries
 from batchsim.core.metrics import format_table
 from batchsim.core.router import make_router
 
-from .engines import all_rejected, load, make_engine, memory_line, stopped_code, wants_progress
 from ..clock.fleet import check_fleet_memory, run_real_fleet
-from .run_setup import RunSetup, write_outputs
 from ..clock.progress import Progress, progress_lines
+from .engines import all_rejected, load, make_engine, memory_line, stopped_code, wants_progress
+from .run_setup import RunSetup, write_outputs
 
 __all__ = ["run_fleet"]
 

@@ -20,10 +20,10 @@ from batchsim.core.errors import ConfigError
 from batchsim.core.files import dumps, write_atomic
 from batchsim.core.flags import WORKLOAD_FLAGS, check_conflicts, given
 
-from .flags import add_realrun_flags
-from ..classroom.load.outfile import check_output
 from ..classroom.load.metrics import format_report
+from ..classroom.load.outfile import check_output
 from ..classroom.load.runner import DEFAULT_URL, LoadConfig, run_load, span_seconds
+from .flags import add_realrun_flags
 
 __all__ = ["add_parser", "run"]
 

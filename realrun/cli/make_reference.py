@@ -29,9 +29,9 @@ from pathlib import Path
 from batchsim.core.errors import ConfigError, check_int_at_least
 from batchsim.core.files import check_out_dir, dumps, write_atomic
 
-from .default_run import BARE_ARGV, BARE_COMMAND, workload_text
 from ..judge.row import KEYS
 from ..reference.course import CALIBRATION, DATA, MEASURED
+from .default_run import BARE_ARGV, BARE_COMMAND, workload_text
 
 __all__ = ["main"]
 
@@ -39,12 +39,12 @@ _KEPT = (*KEYS, "completed", "busy_fraction", "mean_batch_size")
 
 
 def _profile(path: Path) -> None:
-    from .calibration import grid_for_policies
-    from . import build_parser
     from ..engine.engine import Engine
     from ..engine.model import load_model
-    from .run_setup import RunSetup
     from ..timing.profile import profile
+    from . import build_parser
+    from .calibration import grid_for_policies
+    from .run_setup import RunSetup
 
     args = build_parser().parse_args(["compare", "--device", "cpu", "--threads", "1"])
     setup = RunSetup(args)

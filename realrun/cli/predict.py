@@ -17,8 +17,14 @@ from batchsim.core.errors import ConfigError, check_at_most, check_choice, check
 from batchsim.core.files import Staging, check_out_dir, dumps, read_json
 from batchsim.sim.sampled import NOISE_CHOICES, spread_of
 
+from ..classroom.predict import (
+    Prediction,
+    ServedRecord,
+    format_prediction,
+    predict_record,
+    read_record,
+)
 from .flags import FlagError, Parser
-from ..classroom.predict import Prediction, ServedRecord, format_prediction, predict_record, read_record
 
 __all__ = ["add_parser", "run", "main", "plot_ttft_cdf"]
 
@@ -71,9 +77,9 @@ def _calibrated(args, rec: ServedRecord, notes: list[str]):
                 notes.append(f"warning: calibration {args.calibration} was measured with {key}={info[key]}, "
                              f"the record was served with {side}={meta[side]}")
         return model, args.calibration, None
-    from .calibration import sized_profile
     from ..engine.engine import Engine
     from ..engine.model import load_model
+    from .calibration import sized_profile
 
     name = str(meta.get("model") or "tiny-gpt2")
     try:

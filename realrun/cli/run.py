@@ -14,9 +14,20 @@ from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least,
 from batchsim.core.files import Staging, check_out_dir, dumps
 from batchsim.core.metrics import format_table, summarize
 
-from .run_setup import RunSetup, check_model_flags, rejection_lines, write_outputs
-from .engines import all_rejected, kv_line, load, make_engine, measure_fn, memory_line, printable, stopped_code, vllm_server, wants_progress
 from ..clock.progress import Progress, progress_lines
+from .engines import (
+    all_rejected,
+    kv_line,
+    load,
+    make_engine,
+    measure_fn,
+    memory_line,
+    printable,
+    stopped_code,
+    vllm_server,
+    wants_progress,
+)
+from .run_setup import RunSetup, check_model_flags, rejection_lines, write_outputs
 
 __all__ = ["run", "compare", "profile", "load"]
 
@@ -106,7 +117,8 @@ def profile(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ..engine.engine import Engine
-    from ..timing.profile import GRIDS, profile as run_profile
+    from ..timing.profile import GRIDS
+    from ..timing.profile import profile as run_profile
 
     check_model_flags(args)
     if args.grid not in GRIDS:

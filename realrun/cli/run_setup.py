@@ -14,11 +14,22 @@ import os
 from pathlib import Path
 
 from batchsim.core import rejections, sizing
-from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, WorkloadConfig, policy_names, slo_config
-from batchsim.core.errors import ConfigError, check_int_at_least, show
+from batchsim.core.config import (
+    POLICY_DEFAULTS,
+    PolicyConfig,
+    WorkloadConfig,
+    policy_names,
+    slo_config,
+)
+from batchsim.core.errors import ConfigError, check_int_at_least, check_kv_tokens, show
 from batchsim.core.files import Staging, check_out_dir
-from batchsim.core.flags import check_conflicts, given, ignored_knob_notes, ignored_router_notes, resolve
-from batchsim.core.errors import check_kv_tokens
+from batchsim.core.flags import (
+    check_conflicts,
+    given,
+    ignored_knob_notes,
+    ignored_router_notes,
+    resolve,
+)
 from batchsim.teach.scenarios import get_scenario
 
 from ..clock.real_span import LONG_REAL_RUN_S, MAX_REAL_RUN_S, check_real_span

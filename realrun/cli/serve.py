@@ -12,12 +12,18 @@ import argparse
 import sys
 
 from batchsim.core.config import PolicyConfig
-from batchsim.core.errors import ConfigError, check_int_at_least, check_kv_tokens, check_positive, show
+from batchsim.core.errors import (
+    ConfigError,
+    check_int_at_least,
+    check_kv_tokens,
+    check_positive,
+    show,
+)
 from batchsim.core.flags import POLICY_FLAGS, add_flags, given, resolve
 
+from ..classroom.load.outfile import check_output
 from .flags import add_model_args
 from .run_setup import REALRUN_DEFAULTS
-from ..classroom.load.outfile import check_output
 
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
 
@@ -108,8 +114,8 @@ def _check_queue(args, policy) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check every flag, load the model, serve until SIGTERM or Ctrl-C; 0 when it stopped cleanly."""
     try:
-        import uvicorn  # noqa: F401 - the extra is checked before the model loads
         import starlette  # noqa: F401
+        import uvicorn  # noqa: F401 - the extra is checked before the model loads
     except ImportError as e:
         raise ConfigError(f"serve needs the serve extra ({e.name} is missing): pip install 'batchsim[serve]'") from None
     _check(args)
@@ -135,10 +141,10 @@ def _save_folder(args) -> int:
 
 
 def _serve(args, policy, sock) -> int:
-    from .run import load
-    from ..engine.engine import Engine
-    from ..clock.runner import explain_oom, oom_error_types, limits_for
     from ..classroom.serve.server import serve
+    from ..clock.runner import explain_oom, limits_for, oom_error_types
+    from ..engine.engine import Engine
+    from .run import load
 
     notes: list[str] = []
     lm = load(args, notes)

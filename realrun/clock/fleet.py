@@ -12,19 +12,18 @@ once, so its latencies are the simulator's, not these (``batchsim run --replicas
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import Policy
 from batchsim.core.recorder import Recorder
-from batchsim.core.result import RunResult
+from batchsim.core.result import RunResult, result_of
 from batchsim.core.router import Router
 from batchsim.core.workload import Workload
-from batchsim.core.result import result_of
 
 from .memory import memory_stats, reset_memory_stats
-from .runner import cut_at_eos, explain_oom, oom_error_types, limits_for
+from .runner import cut_at_eos, explain_oom, limits_for, oom_error_types
 
 __all__ = ["run_real_fleet", "check_fleet_memory", "TAKING_TURNS", "ENGINE_BYTES_PER_WEIGHT_BYTE"]
 

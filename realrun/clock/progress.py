@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 __all__ = ["FEW_SECONDS", "Progress", "progress_lines"]
 

@@ -20,18 +20,17 @@ benchmark), so the result is a ``RunResult`` that ``batchsim.summarize`` reads u
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from batchsim.core.driver import WallExecutor, drive
-from batchsim.core.limits import ServerLimits
 from batchsim.core.errors import ConfigError, check_int_at_least, show
+from batchsim.core.limits import ServerLimits
 from batchsim.core.policies import POLICY_NAMES, Policy
-from batchsim.core.result import RunResult
+from batchsim.core.result import RunResult, result_of
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
-from batchsim.core.result import result_of
 
 from .memory import memory_stats, reset_memory_stats
 

@@ -42,8 +42,8 @@ tokens equal those of running it alone, token for token.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 import torch

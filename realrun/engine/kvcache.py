@@ -211,7 +211,7 @@ class KVBatch:
             self.lo += int(used[0])
 
     # -- rows joining -------------------------------------------------------------------------
-    def add(self, other: "KVBatch", rows: list[int] | None = None) -> None:
+    def add(self, other: KVBatch, rows: list[int] | None = None) -> None:
         """Append ``other``'s rows (all, or those at ``rows``), right-aligned at this batch's last column."""
         rows = list(range(other.n)) if rows is None else rows
         k = len(rows)
@@ -266,7 +266,7 @@ class KVBatch:
         from_first = (m.cumsum(1) > 0).sum(1)  # columns from the row's first token to the end
         return m.sum(1) != from_first
 
-    def row(self, i: int) -> "KVBatch":
+    def row(self, i: int) -> KVBatch:
         """Row i alone, holes squeezed out: its real tokens, contiguous, ending at the last column."""
         cols = torch.nonzero(self.mask[i, self.lo : self.hi]).flatten() + self.lo
         w = len(cols)

@@ -13,7 +13,7 @@ every row. ``partial`` holds requests part-way through a chunked prefill.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

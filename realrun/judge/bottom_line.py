@@ -24,10 +24,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from .row import CompareReport
-from .table import DEFAULT_METRICS
 from .equivalence import EQ_VERDICTS
 from .ranking import RANK_BY, measured_order, metric_name, pairs
+from .row import CompareReport
+from .table import DEFAULT_METRICS
 
 __all__ = ["verdict_line", "verdict_dict"]
 

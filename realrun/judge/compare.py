@@ -47,9 +47,7 @@ from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
 
 from ..timing.canary import CanaryReading, Level, session_level
-from .plot import plot_compare
-from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
-from .table import format_compare
+from ..timing.pass_level import PassLevel, machine_level, pass_level, run_level
 from .decompose import decompose
 from .equivalence import pooled_log_sd
 from .interval import (
@@ -60,7 +58,9 @@ from .interval import (
     elasticity,
     seed_log_sd,
 )
-from ..timing.pass_level import PassLevel, machine_level, pass_level, run_level
+from .plot import plot_compare
+from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
+from .table import format_compare
 from .verdict import band_of, median_summary
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",

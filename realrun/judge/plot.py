@@ -78,12 +78,13 @@ def _plot_scatter(ax, rows: list[CompareRow], colors) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from .row import COMPARE_METRICS, THROUGHPUT as _THROUGHPUT
+    from .row import COMPARE_METRICS
+    from .row import THROUGHPUT as _THROUGHPUT
 
     latency = [m for m in COMPARE_METRICS if m[0] not in _THROUGHPUT]
     vals = []
     for row, c in zip(rows, colors):
-        for marker, (key, label, scale, _) in zip(METRIC_MARKERS, latency):
+        for marker, (key, _label, _scale, _) in zip(METRIC_MARKERS, latency):
             p, m = row.predicted.get(key), row.measured.get(key)
             if p and m and p > 0 and m > 0:
                 # every latency in ms (seconds in the summaries)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from batchsim.core.result import RunResult
 
 from ..timing.canary import CanaryReading, Level
+from ..timing.pass_level import PassLevel
 from .decompose import Decomposition
 from .equivalence import Judgement, judge
 from .interval import RunSpread, interval_for
-from ..timing.pass_level import PassLevel
 from .verdict import TARGETS, noise_pct
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "error_pct", "KEYS", "THROUGHPUT"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow
 from .decompose import format_decomposition
+from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow
 from .verdict import TARGETS
 
 __all__ = ["format_compare", "schedule_line", "DEFAULT_METRICS", "machine_lines"]

@@ -19,21 +19,21 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from batchsim.core.errors import ConfigError
 from batchsim.core.recorder import Recorder
-from batchsim.sim.simulator import RunResult
 from batchsim.core.step import Step
 from batchsim.core.workload import Workload
+from batchsim.sim.simulator import RunResult
 
-from ..engine.inputs import prompt_ids
 from ..clock.memory import memory_stats, reset_memory_stats
-from ..engine.model import LoadedModel
 from ..clock.runner import context_reason
+from ..engine.inputs import prompt_ids
+from ..engine.model import LoadedModel
 
 __all__ = ["HFGenerateEngine", "run_hf_continuous", "has_hf_continuous", "ENGINE_NAMES", "HF_MIN_BLOCK"]
 

@@ -81,7 +81,7 @@ class Grid:
         if self.prefill_rows[0] * self.prefill_lengths[0] > self.max_prefill_tokens:
             raise ConfigError("grid: the smallest prefill point is above max_prefill_tokens")
 
-    def clipped(self, n_positions: int) -> "Grid":
+    def clipped(self, n_positions: int) -> Grid:
         """Keep to the model's context: a decode width plus its repetitions, a chunk plus its past."""
         from dataclasses import replace
 

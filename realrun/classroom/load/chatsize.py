@@ -12,7 +12,7 @@ the words are sent as before and the report's prompt lengths are the server's ow
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["chat_sizer"]
 

@@ -150,7 +150,7 @@ async def stream_one(client, url: str, body: dict[str, Any], req: Request, t0: f
     seen = _Seen()
     try:
         await asyncio.wait_for(_read(client, url, body, chat, seen), timeout)
-    except asyncio.TimeoutError:
+    except asyncio.TimeoutError:  # noqa: UP041 - on Python 3.10 (requires-python) it is not the builtin TimeoutError
         seen.error = seen.error or f"timed out after {timeout:g} s"
     except Exception as e:  # noqa: BLE001 (a dropped connection is a failed request, not a crash)
         seen.error = seen.error or connect_reason(e)

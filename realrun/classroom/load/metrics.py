@@ -55,7 +55,7 @@ class LoadReport:
 
     @classmethod
     def of(cls, cfg, wl: Workload, model: str | None, results: list[RequestResult], duration: float,
-           interrupted: bool) -> "LoadReport":
+           interrupted: bool) -> LoadReport:
         return cls(url=cfg.url, endpoint=cfg.endpoint, model=model, workload=wl.description, requests=len(wl),
                    results=tuple(results), duration=max(0.0, duration), interrupted=interrupted,
                    max_concurrency=cfg.max_concurrency)

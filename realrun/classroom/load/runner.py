@@ -20,11 +20,27 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from batchsim.core.errors import MAX_SECONDS, ConfigError, check_at_most, check_int_at_least, check_positive, show
+from batchsim.core.errors import (
+    MAX_SECONDS,
+    ConfigError,
+    check_at_most,
+    check_int_at_least,
+    check_positive,
+    show,
+)
 from batchsim.core.workload import Workload
 
 from .chatsize import chat_sizer
-from .client import CHAT, COMPLETIONS, RequestResult, connect_reason, error_text, payload_for, prompt_for, stream_one
+from .client import (
+    CHAT,
+    COMPLETIONS,
+    RequestResult,
+    connect_reason,
+    error_text,
+    payload_for,
+    prompt_for,
+    stream_one,
+)
 from .metrics import LoadReport
 
 __all__ = ["LoadConfig", "run_load", "ENDPOINTS", "DEFAULT_URL"]

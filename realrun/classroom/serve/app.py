@@ -20,11 +20,17 @@ from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
-from .detok import IncrementalText
 from .clients import check_key, client_id
+from .detok import IncrementalText
 from .live import LiveServer, Stream
 from .metrics import prometheus_text
 from .protocol import RequestError, chunk, error_body, parse_completion, usage_chunk, whole_response

@@ -22,8 +22,8 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from batchsim.core.driver import drive
 from batchsim.core.live import GrowingRecorder, LiveArrivals
@@ -40,7 +40,7 @@ class Admission:
     """What the HTTP side hands the engine with a request: its prompt ids and how it streams."""
 
     prompt: list[int]
-    stream: "Stream"
+    stream: Stream
 
 
 class Stream:
@@ -112,7 +112,7 @@ class LiveServer:
             for s in list(self.streams.values()):
                 s.push("error", f"the engine stopped: {e}", self.clock())
         if self.result is not None and self.result.stopped:
-            for rid, s in list(self.streams.items()):
+            for _rid, s in list(self.streams.items()):
                 s.push("error", self.result.stopped, self.clock())
 
     def _admit(self, request: Request, admission: Admission) -> None:

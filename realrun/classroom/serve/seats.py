@@ -11,8 +11,9 @@ repeat changes nothing in the policy's books: it accounts for however many passe
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from batchsim.core.executor import StopRun
 from batchsim.core.live import Inbox, LiveExecutor

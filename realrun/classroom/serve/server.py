@@ -17,8 +17,8 @@ from dataclasses import fields
 from batchsim.core.config import PolicyConfig
 
 from .app import AppConfig, make_app
-from .live import LiveServer
 from .guard import BACKLOG, connections_allowed, guarded_protocol, raise_fd_limit
+from .live import LiveServer
 from .record import write_with_fallback
 
 #: Seconds past the drain for the cut to reach a pass boundary and each stream to end; then uvicorn cuts.

@@ -21,7 +21,7 @@ The interface is the rectangle's (``realrun.engine.padded_passes.PaddedPasses``)
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -112,7 +112,7 @@ class KVPool:
         self._free = list(range(self.blocks - 1, old - 1, -1)) + self._free
 
     # -- a pass ----------------------------------------------------------------------------
-    def plan(self, rows: list[int], new: list[int]) -> "PagedPass":
+    def plan(self, rows: list[int], new: list[int]) -> PagedPass:
         """A pass over ``rows``, row i bringing ``new[i]`` tokens (taken room for here)."""
         slots: list[int] = []
         for rid, n in zip(rows, new):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
+from batchsim.core.errors import ConfigError
 from batchsim.core.files import Staging, read_json
 from batchsim.core.plan import plan_step
-from batchsim.core.errors import ConfigError
 from batchsim.core.policies import VLLMV1, make_policy
 
 from .knobs import knobs_for
@@ -84,9 +84,9 @@ def calibration(args, server, lm, setup, progress: bool = False):
 
 def decompose_vllm(row, step_time):
     """Decomposition (a) on vLLM's own steps (one fused pass each, from its scheduler's log); (b) explained."""
-    from ...judge.decompose import Decomposition, error_summary
-
     import numpy as np
+
+    from ...judge.decompose import Decomposition, error_summary
 
     steps = row.real.records.steps
     d = Decomposition(replay_note=REPLAY_NOTE)
@@ -114,8 +114,12 @@ def schedule_note(row) -> str:
     sim, real = row.sim.records.steps, row.real.records.steps
     n_sim = int(sim["repeat"].sum()) if len(sim["repeat"]) else 0
     n_real = int(len(real["start"]))
-    rows = lambda st: float(np.average(st["batch_size"], weights=st["repeat"])) if len(st["repeat"]) else 0.0  # noqa: E731
-    pre = lambda st: int((st["prompt_tokens"] > 0).sum())  # noqa: E731
+    def rows(st):
+        return float(np.average(st["batch_size"], weights=st["repeat"])) if len(st["repeat"]) else 0.0
+
+    def pre(st):
+        return int((st["prompt_tokens"] > 0).sum())
+
     return (f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows per step "
             f"{rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs {pre(real):,}")
 

@@ -49,7 +49,9 @@ from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 from ...timing.grid import Grid, doubling
 from ...timing.measure import probe_passes
 from ...timing.profile import Profile, ProfilePoint, fit_linear, spread_from
-from .probe import SETTLE, Prober, decode_times, durations as _durations, is_decode as _is_decode, prefill_times
+from .probe import SETTLE, Prober, decode_times, prefill_times
+from .probe import durations as _durations
+from .probe import is_decode as _is_decode
 
 __all__ = ["profile_vllm", "vllm_grid", "PROFILE_TOKENS"]
 

@@ -167,7 +167,7 @@ class VLLMServer:
         with contextlib.suppress(OSError):
             self.steplog.unlink()
 
-    def __enter__(self) -> "VLLMServer":
+    def __enter__(self) -> VLLMServer:
         return self
 
     def __exit__(self, *exc) -> None:
