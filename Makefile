@@ -9,6 +9,7 @@ demo:
 
 # Install everything the tests need and run them. torch: keep an installed build (a user's
 # CUDA build is fine); otherwise take 2.13.0, which on the course machines is a local CPU wheel.
+# ruff lints and checks the formatting first (pyproject.toml): a file left unformatted fails the tests.
 # The tests run on TEST_WORKERS processes (pytest-xdist; each test file stays in one, so a file's server
 # or model is made once; pytest-benchmark, where installed, would refuse to run beside xdist, and no test
 # uses it), and vLLM's virtual environment is built meanwhile (mostly downloading and
@@ -17,6 +18,8 @@ TEST_WORKERS ?= 2
 test:
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[all]"
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	@$(MAKE) --no-print-directory vllm-venv > $(VLLM_VENV).log 2>&1 & venv=$$!; \
 	t0=$$(date +%s); $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -p no:benchmark; rc=$$?; \
 	echo "test: the main tests took $$(( $$(date +%s) - t0 )) s on $(TEST_WORKERS) workers"; \

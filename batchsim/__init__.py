@@ -59,26 +59,26 @@ decides 1.9 passes at a time on average).
 
 # Workloads: who arrives when, asking for how much.
 from .core.arrivals import Gamma, Poisson
+
+# Running: the simulator, and what it says when an input is wrong or a result is doubtful.
+from .core.errors import ConfigError
+
+# Results: the figures people quote, for one server or a fleet.
+from .core.fleet import fleet_summaries
 from .core.lengths import Fixed, LogNormal, Uniform
-from .core.traces import read_trace
-from .core.workload import Request, Workload, make_workload, trace_workload
+from .core.metrics import SLO, format_table, summarize
+from .core.notes import BatchsimNote
 
 # Policies: the taxi, the bus that waits to fill, the bus that also leaves on a timer, and the
 # continuous batch (``make_policy`` builds any of them, and vLLM's flavour, by name).
 from .core.policies import Continuous, Dynamic, Static, Taxi, make_policy
+from .core.traces import read_trace
+from .core.workload import Request, Workload, make_workload, trace_workload
 
 # Step times: how long one pass takes (a constant, a line fitted to a profile, a GPU's roofline).
 from .machine.server import Server
-from .sim.steptime import ConstantStepTime, LinearStepTime, load_step_time
-
-# Running: the simulator, and what it says when an input is wrong or a result is doubtful.
-from .core.errors import ConfigError
-from .core.notes import BatchsimNote
 from .sim.simulator import simulate
-
-# Results: the figures people quote, for one server or a fleet.
-from .core.fleet import fleet_summaries
-from .core.metrics import SLO, format_table, summarize
+from .sim.steptime import ConstantStepTime, LinearStepTime, load_step_time
 
 # Theory: the closed-form waits the simulator is held to.
 from .sim.theory import MD1, MG1, MM1, BulkService, bus_fill_wait

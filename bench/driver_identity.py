@@ -12,18 +12,35 @@ log, rejections, KV peak, preemptions).
 Run it on the tree before a change and after (a git worktree of the old commit), and compare.
 It measured the SimPy driver against the plain loop it replaced: 1,961 of 1,961 identical.
 """
-import hashlib, json, sys, subprocess
+import hashlib
+import json
+import subprocess
+import sys
+
 import numpy as np
+
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fakes import FakeClock, PricedEngine, wall_run
-from batchsim import LinearStepTime, Poisson, Uniform, LogNormal, Gamma, Workload, make_policy, make_workload, simulate, summarize
+
+from batchsim import (
+    Gamma,
+    LinearStepTime,
+    LogNormal,
+    Poisson,
+    Uniform,
+    Workload,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
+from batchsim.cli.options import DEFAULT_STEP_TIME
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.recorder import Recorder
 from batchsim.core.router import make_router
 from batchsim.sim.simulator import ReplayExecutor, result_of
-from batchsim.cli.options import DEFAULT_STEP_TIME
 
 ARR = ("arrival", "start", "first_token", "finish", "last_token", "tokens", "preemptions", "itl_max")
 
@@ -36,7 +53,8 @@ def digest(res):
         h.update(np.asarray(r.replica).tobytes())
     h.update(repr(r.rejected).encode())
     for k in sorted(r.steps):
-        h.update(k.encode()); h.update(np.ascontiguousarray(r.steps[k]).tobytes())
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(r.steps[k]).tobytes())
     h.update(repr((res.kv_peak_tokens, res.preemptions)).encode())
     return h.hexdigest()[:16]
 

@@ -44,11 +44,11 @@ from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 from batchsim import Continuous, Static, summarize
 from batchsim.core.workload import Workload
-from realrun.baselines import HFGenerateEngine, has_hf_continuous, run_hf_continuous
-from realrun.engine import Engine
-from realrun.model import load_model
-from realrun.runner import limits_for, run_real
-from realrun.vllm.serve import run_vllm
+from realrun.clock.runner import limits_for, run_real
+from realrun.engine.engine import Engine
+from realrun.engine.model import load_model
+from realrun.reference.baselines import HFGenerateEngine, has_hf_continuous, run_hf_continuous
+from realrun.reference.vllm.serve import run_vllm
 
 
 def workload(seed: int = 0) -> Workload:
@@ -198,12 +198,12 @@ def _kv_bytes(paged: dict, padded: dict) -> None:
 
 def _vllm(lm):
     """vLLM serving ``lm`` (saved to disk) with the continuous run's knobs, or None without vLLM."""
-    from realrun.vllm import has_vllm
+    from realrun.reference.vllm import has_vllm
 
     if not has_vllm():
         print("vllm: not installed here (run this with .venv-vllm/bin/python); left out")
         return None
-    from realrun.vllm import VLLMServer, knobs_for, save_model
+    from realrun.reference.vllm import VLLMServer, knobs_for, save_model
 
     knobs = knobs_for(Continuous(max_seqs=64, max_batched_tokens=4096, block_size=32), save_model(lm.name), lm.n_positions)
     server = VLLMServer(knobs, lm.kv_bytes_per_token)

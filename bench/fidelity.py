@@ -3,15 +3,15 @@
 For each load shape: profile the real engine on a grid fitted to the shape (batchsim's
 ``ProfiledStepTime``, with each grid point's spread), then for each policy set the arrival rate
 at which the simulated server is busy ``--load`` of the time (``batchsim.sim.busy``) and run
-``realrun.compare.compare_policies``: ``--repeats`` measurements per policy, interleaved in
-seeded shuffled rounds with a canary (``realrun.canary``) before and after each, against the
+``realrun.judge.compare.compare_policies``: ``--repeats`` measurements per policy, interleaved in
+seeded shuffled rounds with a canary (``realrun.timing.canary``) before and after each, against the
 median of ``--seeds`` simulations whose passes are drawn from the profiled spread and the
 machine's slow drift, at the machine's level over the runs (the canaries' median, prefill and
 decode apart). Printed:
 
 - per run: the errors of the median prediction against the median measurement (targets at
   50-85 % busy: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %, TPOT 10 %), the repeats' spread of
-  p50 E2E, how many metrics agree / disagree / this machine cannot tell (``realrun.equivalence``),
+  p50 E2E, how many metrics agree / disagree / this machine cannot tell (``realrun.judge.equivalence``),
   and how many measured medians fall in the interval for the median of the runs;
 - the ablation, per shape and policy: p99 E2E and p99 TTFT error with every pass at its mean,
   sampled from the passes' spread alone, and with the slow drift too; how many measured medians
@@ -23,7 +23,7 @@ decode apart). Printed:
   the simulator ranks them the same way.
 
 With ``--coverage H``: after the compare, H more runs per policy, held out from those that set the
-level (interleaved, shuffled), each held up to its interval for one run (``realrun.interval``): the
+level (interleaved, shuffled), each held up to its interval for one run (``realrun.judge.interval``): the
 prediction made before the runs (at the profile's or the canaries' level, the level one reading),
 and the prediction at the level the compare's own passes read (made after them, the level R
 readings). Printed: the share of held-out runs inside each (target 80-95 %), and sharpness: the
@@ -56,19 +56,28 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim import Gamma, LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim import (
+    Gamma,
+    LogNormal,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.workload import Workload
 from batchsim.sim.busy import rate_factor_for_busy, scaled
-from realrun.canary import Canary
-from realrun.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
-from realrun.verdict import band_of, median_summary
-from realrun.drift import load_warning, recheck
-from realrun.jitter import pass_jitter
-from realrun.engine import Engine
-from realrun.grid import grid_for_workload
-from realrun.model import load_model
-from realrun.profile import profile
-from realrun.runner import limits_for, run_real
+from realrun.clock.runner import limits_for, run_real
+from realrun.engine.engine import Engine
+from realrun.engine.model import load_model
+from realrun.judge.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
+from realrun.judge.verdict import band_of, median_summary
+from realrun.timing.canary import Canary
+from realrun.timing.drift import load_warning, recheck
+from realrun.timing.grid import grid_for_workload
+from realrun.timing.jitter import pass_jitter
+from realrun.timing.profile import profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from held_out import HeldOut, coverage_lines, hold_out  # bench/ is the script's own folder

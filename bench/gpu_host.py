@@ -28,8 +28,8 @@ import torch
 
 from batchsim import Request, Workload
 from batchsim.core.step import Step
-from realrun.engine import Engine
-from realrun.model import load_model
+from realrun.engine.engine import Engine
+from realrun.engine.model import load_model
 
 WARMUP = 3
 

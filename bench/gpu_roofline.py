@@ -123,11 +123,11 @@ def linear_sweep(t: Timer, device: str, shape: dict, dtype: torch.dtype, tokens:
             x8 = x.to(torch.float8_e4m3fn)
             xs = [x8 if w.shape[1] == shape["hidden"] else wide8[w.shape[1]] for w in mats]
 
-            def run(xs=xs):
+            def run(xs=xs, mats=mats):
                 for a, w in zip(xs, mats):
                     torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         else:
-            def run(xs=xs):
+            def run(xs=xs, mats=mats):
                 for a, w in zip(xs, mats):
                     a @ w.t()
         r = spread(t.seconds(run, repeats))
@@ -157,7 +157,7 @@ def decode_attention(t: Timer, device: str, shape: dict, dtype: torch.dtype, cas
         vs = [torch.randn_like(k) for k in ks]
         q = torch.randn(batch, hk, hq // hk, d, device=device, dtype=dtype)
 
-        def run():
+        def run(ks=ks, vs=vs, q=q):
             for k, v in zip(ks, vs):
                 torch.nn.functional.scaled_dot_product_attention(q, k, v)
         r = spread(t.seconds(run, repeats))

@@ -1,7 +1,7 @@
 """Coverage, checked on runs held out: does a new run land inside the interval the compare gave it?
 
-A compare (``realrun.compare.compare_policies``) ends with an interval for one run per policy and
-metric (``realrun.interval``). Whether 90 % of new runs land inside it is a claim, so it is measured:
+A compare (``realrun.judge.compare.compare_policies``) ends with an interval for one run per policy and
+metric (``realrun.judge.interval``). Whether 90 % of new runs land inside it is a claim, so it is measured:
 after the compare, a few more runs per policy, none of which set the level the prediction stands on,
 each held up to two intervals: the prediction made before the runs (at the profile's or the
 canaries' level) and the one made after them at the level the compare's own passes read. Both
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from realrun.interval import interval_for
+from realrun.judge.interval import interval_for
 
 __all__ = ["COVERED", "HeldOut", "Z", "coverage_lines", "held_up", "hold_out", "run_rounds", "shape_lines",
            "sharpness"]

@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 from serving import served  # noqa: E402
 
 from batchsim.core.arrivals import Poisson  # noqa: E402
 from batchsim.core.lengths import Fixed  # noqa: E402
 from batchsim.core.workload import make_workload  # noqa: E402
-from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 ROWS = [("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2el")]
 
@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=int, default=32, help="output tokens (default 32)")
     ap.add_argument("--rounds", type=int, default=3, help="runs per server, interleaved (default 3)")
     args = ap.parse_args(argv)
-    from realrun.load import run_load
-    from realrun.vllm.http_server import vllm_served
-    from realrun.vllm.tokenizer import save_served_model
+    from realrun.classroom.load import run_load
+    from realrun.reference.vllm.http_server import vllm_served
+    from realrun.reference.vllm.tokenizer import save_served_model
 
     print(f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s; load average {os.getloadavg()[0]:.2f} "
           f"on {os.cpu_count()} cores")

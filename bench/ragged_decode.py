@@ -26,8 +26,8 @@ import numpy as np
 
 from batchsim import Request, Workload
 from batchsim.core.step import Step
-from realrun.engine import Engine
-from realrun.model import load_model
+from realrun.engine.engine import Engine
+from realrun.engine.model import load_model
 
 WARMUP = 2  # a pass over freshly filled rows runs cold: not kept (as the profiler does)
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 from serving import served  # noqa: E402
 
 from batchsim.core.arrivals import Constant  # noqa: E402
 from batchsim.core.lengths import Fixed  # noqa: E402
 from batchsim.core.workload import make_workload  # noqa: E402
-from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--per-stream", type=int, default=3, help="requests per client in each run")
     args = ap.parse_args(argv)
-    from realrun.load import run_load
+    from realrun.classroom.load import run_load
 
     print(f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s")
     levels = [int(x) for x in args.streams.split(",")]
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in levels:
             s = rows[n]
 
-            def spread(key: str) -> str:
+            def spread(key: str, s=s) -> str:
                 v = [x[key] for x in s if x.get(key) is not None]
                 return f"{statistics.median(v):7.0f} ±{(max(v) - min(v)) / 2:5.0f}" if v else "      -"
 

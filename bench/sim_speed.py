@@ -38,10 +38,10 @@ import sys
 import time
 
 import numpy as np
+from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
 from batchsim.cli.options import DEFAULT_STEP_TIME
-from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 
 PROMPT, OUTPUT = Uniform(32, 512), LogNormal(128, 96)
 SETTINGS = dict(max_batch=8, max_wait=0.05, max_seqs=64, max_batched_tokens=2048)

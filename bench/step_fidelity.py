@@ -3,7 +3,7 @@
 A measured run keeps every pass the engine ran with its planned shape (``meta['passes']``), and
 the schedule is the simulator's own (the replay is exact), so each pass has a price in the
 profiled model. This bench runs several workload families on one engine, against one profile
-sized to all of them (``realrun.calibrate.sized_profile``), in interleaved rounds, and per kind
+sized to all of them (``realrun.cli.calibration.sized_profile``), in interleaved rounds, and per kind
 of pass prints measured / priced:
 
 - **raw**: the ratio of totals (measured over priced), median over rounds, with its range;
@@ -47,16 +47,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from host import yardstick  # noqa: E402  (bench/host.py)
+
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
 from batchsim.core.workload import Workload  # noqa: E402
 from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
-from realrun.calibrate import sized_profile  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.pass_level import priced_passes  # noqa: E402
-from realrun.runner import limits_for, run_real  # noqa: E402
-
-from host import yardstick  # noqa: E402  (bench/host.py)
+from realrun.cli.calibration import sized_profile  # noqa: E402
+from realrun.clock.runner import limits_for, run_real  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.pass_level import priced_passes  # noqa: E402
 
 FAMILIES = {
     "short": (Uniform(16, 128), Uniform(16, 96), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     notes: list[str] = []
     t0 = time.monotonic()
     if a.calibration:
-        from realrun.profile import load_calibration
+        from realrun.timing.profile import load_calibration
 
         model = load_calibration(a.calibration)
         print(f"priced with {a.calibration} (not profiled now)")

@@ -19,10 +19,11 @@ import statistics
 import sys
 import time
 
-from batchsim import make_policy, simulate, summarize, textbook
-from batchsim.cli.options import DEFAULT_STEP_TIME
 from host import yardstick  # noqa: E402 - bench/ is the script's own folder
 from sim_speed import ISSUE_LOADS, SETTINGS, workload  # noqa: E402
+
+from batchsim import make_policy, simulate, summarize, textbook
+from batchsim.cli.options import DEFAULT_STEP_TIME
 
 
 def timed(run) -> tuple[float, dict]:
@@ -49,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         wl = workload(rate, args.requests)
         book, fast = [], []
         for _ in range(args.repeat):  # in turns: a neighbour's load falls on both alike
-            t, a = timed(lambda: textbook.simulate(wl, name, DEFAULT_STEP_TIME, **SETTINGS))
+            t, a = timed(lambda wl=wl, name=name: textbook.simulate(wl, name, DEFAULT_STEP_TIME, **SETTINGS))
             book.append(t)
-            t, b = timed(lambda: simulate(wl, make_policy(name, **SETTINGS), DEFAULT_STEP_TIME))
+            t, b = timed(lambda wl=wl, name=name: simulate(wl, make_policy(name, **SETTINGS), DEFAULT_STEP_TIME))
             fast.append(t)
             if a["duration"] != b["duration"] or a["completed"] != b["completed"]:
                 raise SystemExit(f"{name}: the textbook and the fast path disagree")

@@ -144,10 +144,10 @@ def main(argv=None) -> int:
 
 def _compare(argv: list[str], then) -> int:
     """``python -m realrun compare`` in-process, with ``then(report, run_once)`` called while its vLLM
-    server still serves (``realrun.compare_command.compare``); a refused flag is one line and exit 2."""
+    server still serves (``realrun.cli.compare.compare``); a refused flag is one line and exit 2."""
     from batchsim.core.errors import ConfigError
     from realrun.cli import RunSetup, build_parser
-    from realrun.compare_command import compare
+    from realrun.cli.compare import compare
 
     args = build_parser().parse_args(argv)
     args.bare = None  # not the bare lesson-7 run; and no --calibration: vLLM is profiled now
@@ -159,8 +159,8 @@ def _compare(argv: list[str], then) -> int:
 
 
 def _verdicts(rows) -> str:
-    """Per shape: the verdicts by equivalence (``realrun.equivalence``) and how many of the runs lie inside
-    their one-run interval (``realrun.interval``); then the share at 50-85 % busy (target 80-95 %). The
+    """Per shape: the verdicts by equivalence (``realrun.judge.equivalence``) and how many of the runs lie inside
+    their one-run interval (``realrun.judge.interval``); then the share at 50-85 % busy (target 80-95 %). The
     runs are held out from the level (the prediction was made before them), not from the run-to-run
     spread, which their own passes measured: ``--coverage`` holds runs out of both."""
     lines, inside = [], []

@@ -74,7 +74,7 @@ from batchsim.teach import lessons, widgets
 # Notebook 7 runs a real model: its lesson and panel are realrun's (batchsim never imports realrun).
 REAL_IMPORTS = """
 %matplotlib inline
-from realrun import lesson, widgets
+from realrun.classroom import lesson, widgets
 """
 
 def _std(panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:

@@ -7,7 +7,7 @@ unchanged, and ``profile`` fits batchsim's cost model to measured step times so 
 ``compare`` can hold the simulator's prediction against the measurement.
 
 The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``, ``gpt2-6l``, ``gpt2-8l-32k``) have random weights:
-the timing is real, the text is not. ``realrun.vllm`` serves the same workloads through vLLM,
+the timing is real, the text is not. ``realrun.reference.vllm`` serves the same workloads through vLLM,
 the reference engine (``--engine vllm``), and profiles it for the simulator.
 
 Importing ``realrun`` loads nothing heavy: each name below is imported from its module when it
@@ -19,17 +19,17 @@ from __future__ import annotations
 import importlib
 
 _WHERE = {
-    "baselines": ("ENGINE_NAMES", "HFGenerateEngine", "run_hf_continuous"),
-    "compare": ("CompareReport", "compare_policies", "format_compare", "plot_compare"),
-    "engine": ("Engine",),
-    "inputs": ("prompt_ids",),
-    "memory": ("memory_stats",),
-    "kvcache": ("KVBatch",),
-    "paged.pool": ("KVPool",),
-    "paged.attention": ("paged_attention",),
-    "model": ("OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model"),
-    "profile": ("GRIDS", "Grid", "Profile", "fit_linear", "grid_for_workload", "measure", "profile"),
-    "runner": ("context_reason", "run_real"),
+    "reference.baselines": ("ENGINE_NAMES", "HFGenerateEngine", "run_hf_continuous"),
+    "judge.compare": ("CompareReport", "compare_policies", "format_compare", "plot_compare"),
+    "engine.engine": ("Engine",),
+    "engine.inputs": ("prompt_ids",),
+    "clock.memory": ("memory_stats",),
+    "engine.kvcache": ("KVBatch",),
+    "engine.paged.pool": ("KVPool",),
+    "engine.paged.attention": ("paged_attention",),
+    "engine.model": ("OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model"),
+    "timing.profile": ("GRIDS", "Grid", "Profile", "fit_linear", "grid_for_workload", "measure", "profile"),
+    "clock.runner": ("context_reason", "run_real"),
 }
 _MODULE_OF = {name: mod for mod, names in _WHERE.items() for name in names}
 

@@ -12,7 +12,7 @@ quiet machine fails there.
 burner burns for ON seconds, then sleeps for OFF seconds, the burners out of step with each other.
 A short reading of the machine (a canary of a tenth of a second) then catches a burst or misses it,
 while a run of many seconds averages over several: the load that makes a few readings disagree with
-the run's own passes (``realrun.pass_level``).
+the run's own passes (``realrun.timing.pass_level``).
 """
 
 from __future__ import annotations

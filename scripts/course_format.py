@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["COURSE", "Figure", "cli_block", "fixed", "lab_checks"]
 

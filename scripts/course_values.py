@@ -9,7 +9,7 @@ lab are in ``course_values_late.py``, split for size, not job.
 
 from __future__ import annotations
 
-from course_format import Figure, fixed, cli_block
+from course_format import Figure, cli_block, fixed
 
 __all__ = ["LESSONS"]
 

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from course_format import Figure, fixed, cli_block
+from course_format import Figure, cli_block, fixed
 
 __all__ = ["LESSONS"]
 
@@ -33,7 +33,7 @@ def lesson5(v: dict[str, str], figure: Figure) -> None:
     from batchsim.machine.catalog import DEFAULT_CATALOG
     from batchsim.machine.memory import kv_budget
     from batchsim.teach import lessons
-    
+
     gpu = DEFAULT_CATALOG.gpu("A100-80GB")
 
     s = figure("05-memory.png")
@@ -212,9 +212,9 @@ L9_OTHERS = (0.83, 0.75)
 
 def lesson9(v: dict[str, str]) -> None:
     """Lesson 9, how sure can you be (lab 8): realrun's verdict by equivalence, worked by hand."""
-    from realrun.equivalence import judge, pooled_log_sd, runs_to_show, t90
-    from realrun.interval import ASSUMED, MetricSpread, RunSpread, interval_for
-    from realrun.verdict import TARGETS
+    from realrun.judge.equivalence import judge, pooled_log_sd, runs_to_show, t90
+    from realrun.judge.interval import ASSUMED, MetricSpread, RunSpread, interval_for
+    from realrun.judge.verdict import TARGETS
 
     pct = lambda x, d=1: f"{x:+.{d}f} %"  # noqa: E731 - a signed per cent, as the lesson writes errors
     lab = json.loads(LAB8_RUNS.read_text())
@@ -265,9 +265,9 @@ def lesson9(v: dict[str, str]) -> None:
 
 def _lab8_answers(v: dict[str, str], lab: dict) -> None:
     """Lab 8's answers for the teacher's notes: every verdict on the shipped runs, and Part C's case."""
-    from realrun.equivalence import judge, pooled_log_sd, runs_to_show
-    from realrun.interval import ASSUMED
-    from realrun.verdict import TARGETS
+    from realrun.judge.equivalence import judge, pooled_log_sd, runs_to_show
+    from realrun.judge.interval import ASSUMED
+    from realrun.judge.verdict import TARGETS
 
     rows = ["| metric (tolerance) | spread | policy | error | 90 % interval | verdict |", "|---|---|---|---|---|---|"]
     counts = {"agrees": 0, "disagrees": 0, "cannot tell": 0}

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # course_values, besid
 import course_values  # noqa: E402 - after the path it is found on
 import course_values_late  # noqa: E402
 from course_format import lab_checks  # noqa: E402
+
 COURSE = ROOT / "course"
 SRC = COURSE / "src"
 FIGURES = COURSE / "figures"

@@ -32,9 +32,9 @@ import json
 import math
 import signal
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 PLAIN = "arrival_s,prompt_tokens,output_tokens\n"
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"

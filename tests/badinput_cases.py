@@ -8,7 +8,6 @@ in well under a second) and ``API`` (the Python functions a notebook calls).
 from __future__ import annotations
 
 import numpy as np
-
 from badinput import Case
 
 # A small run: 20 requests (unless the case sets the extent), no figures, on the default GPU server.
@@ -305,17 +304,17 @@ API: list[Case] = [
     _api("Poisson(np.int64(5))", lambda t: _b("Poisson")(np.int64(5)), ok=True),
     _api("Poisson(np.float32(2.5))", lambda t: _b("Poisson")(np.float32(2.5)), ok=True),
     _api("Constant(np.int32(3))", lambda t: _b("Constant", ARRIVALS)(np.int32(3)), ok=True),
-    *[_api(f"Poisson({v!r})", (lambda v: lambda t: _b("Poisson")(v))(v), "rate", w) for v, w in [
+    *[_api(f"Poisson({v!r})", lambda t, v=v: _b("Poisson")(v), "rate", w) for v, w in [
         (True, "True"), ("5", "'5'"), (float("nan"), "nan"), (float("inf"), "inf"), (1e308, "1e+308"), (-1, "-1"),
         (0, "0"), (1e-308, "1e-308"), (np.float64("nan"), "nan"), (None, "None")]],
-    *[_api(f"Gamma(1, {v!r})", (lambda v: lambda t: _b("Gamma")(1.0, v))(v), "cv", w) for v, w in [
+    *[_api(f"Gamma(1, {v!r})", lambda t, v=v: _b("Gamma")(1.0, v), "cv", w) for v, w in [
         (1e308, "1e+308"), (float("nan"), "nan"), (0, "0"), (1e-9, "1e-09"), (np.bool_(True), "True")]],
     _api("RushHour(())", lambda t: _b("RushHour", ARRIVALS)(()), "phases"),
     _api("RushHour(((10, -1),))", lambda t: _b("RushHour", ARRIVALS)(((10.0, -1.0),)),
          "rate", "-1"),
     _api("RushHour(((nan, 1),))", lambda t: _b("RushHour", ARRIVALS)(((float("nan"), 1.0),)),
          "duration", "nan"),
-    *[_api(f"Fixed({v!r})", (lambda v: lambda t: _b("Fixed")(v))(v), "length", w) for v, w in [
+    *[_api(f"Fixed({v!r})", lambda t, v=v: _b("Fixed")(v), "length", w) for v, w in [
         (0, "0"), (1.5, "1.5"), (True, "True"), (10**8, "100000000"), ("7", "'7'")]],
     _api("Fixed(np.int64(5))", lambda t: _b("Fixed")(np.int64(5)), ok=True),
     _api("Uniform(5, 1)", lambda t: _b("Uniform")(5, 1), "hi", "1"),

@@ -142,7 +142,7 @@ _SIMULATE_ARGS = [
 
 #: Passes once ``simulate`` calls ``check_simulate_args`` first (the driver's rewrite wires it).
 API_SIMULATE: list[Case] = [
-    _api(f"simulate(wl, {name})", (lambda a, kw: lambda t: _sim(*a(), **kw))(args, kw), *words)
+    _api(f"simulate(wl, {name})", lambda t, a=args, kw=kw: _sim(*a(), **kw), *words)
     for name, args, kw, words in _SIMULATE_ARGS
 ]
 
@@ -187,7 +187,7 @@ _RR = ("--rate", "50", "--prompt-len", "8", "--output-len", "3")
 
 
 def _memory_line_names_no_zero(t) -> bool:
-    from realrun.command_parts import memory_line as _memory_line
+    from realrun.cli.engines import memory_line as _memory_line
 
     line = _memory_line({"engine": "vllm"})
     assert "0 MiB" not in line and "not measured" in line and "vllm" in line, line
@@ -195,8 +195,8 @@ def _memory_line_names_no_zero(t) -> bool:
 
 
 def _fleet_memory(t):
-    from realrun.fleet import check_fleet_memory
-    from realrun.model import load_model
+    from realrun.clock.fleet import check_fleet_memory
+    from realrun.engine.model import load_model
 
     check_fleet_memory(load_model("tiny-gpt2", device="cpu", threads=1), 4096, memory=8e9)
 
@@ -204,15 +204,15 @@ def _fleet_memory(t):
 def _hf_min_block_is_transformers(t) -> bool:
     from transformers.generation.continuous_batching.initialization import BOUNDS
 
-    from realrun.baselines import HF_MIN_BLOCK
+    from realrun.reference.baselines import HF_MIN_BLOCK
 
     assert BOUNDS["page_size"][0] == HF_MIN_BLOCK, BOUNDS
     return True
 
 
 def _hf_continuous_block_1(t):
-    from realrun.baselines import run_hf_continuous
-    from realrun.model import load_model
+    from realrun.engine.model import load_model
+    from realrun.reference.baselines import run_hf_continuous
 
     run_hf_continuous(_wl(), load_model("tiny-gpt2", device="cpu", threads=1), block_size=1)
 

@@ -19,8 +19,8 @@ import contextlib
 import http.server
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["serving", "prepare", "SERVICES"]
 
@@ -41,7 +41,7 @@ def _raw(banner: bytes | None) -> Iterator[int]:
         while not stop.is_set():
             try:
                 conn, _ = server.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             if banner:
                 conn.sendall(banner)

@@ -21,7 +21,7 @@ def _paged_kernel_built():
     by line would see that notice, on a fresh machine only and only if it ran early: built here
     first, every test meets the machine as a student's second run does. Without torch, nothing to do."""
     try:
-        from realrun.paged.attention import kernel_available
+        from realrun.engine.paged.attention import kernel_available
     except ImportError:
         return
     kernel_available()

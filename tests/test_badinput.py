@@ -9,7 +9,6 @@ run in this process (``main(argv)``), so the whole suite takes seconds.
 from __future__ import annotations
 
 import pytest
-
 from badinput import outcome, write_files
 from badinput_cases import API, API_AFTER_MERGE, BATCHSIM, REALRUN
 

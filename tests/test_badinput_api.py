@@ -13,7 +13,13 @@ import pytest
 
 import batchsim
 from batchsim import (
-    BatchsimNote, ConfigError, Poisson, Uniform, make_policy, make_workload, simulate,
+    BatchsimNote,
+    ConfigError,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
 )
 from batchsim.core.arrivals import RushHour
 from batchsim.core.policies import POLICY_NAMES
@@ -98,9 +104,9 @@ def test_a_knob_the_policy_does_not_read_is_a_note_a_caller_can_filter():
 # -- realrun's Python API --------------------------------------------------------------------------
 def test_realrun_api_refuses_by_argument_and_value():
     pytest.importorskip("torch")
-    from realrun.engine import Engine
-    from realrun.inputs import prompt_ids
-    from realrun.runner import context_reason, run_real
+    from realrun.clock.runner import context_reason, run_real
+    from realrun.engine.engine import Engine
+    from realrun.engine.inputs import prompt_ids
 
     cases = [
         (lambda: context_reason(-1, 5, 1024), ("prompt", "-1")),
@@ -150,7 +156,7 @@ def test_a_busy_that_stretches_the_run_past_a_day_is_refused_once_it_sets_the_ra
 
 
 def test_the_span_check_counts_every_run():
-    from realrun.real_span import check_real_span
+    from realrun.clock.real_span import check_real_span
 
     check_real_span([40_000.0, 40_000.0], allowed=False)  # 22 h in all: long, allowed
     with pytest.raises(ConfigError, match="more than a day"):

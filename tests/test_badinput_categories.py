@@ -9,9 +9,17 @@ that the suite stays quick: the refusal is the same at either, and no result wai
 from __future__ import annotations
 
 import pytest
-
 from badinput import outcome, write_files
-from badinput_categories import API, API_SIMULATE, CATEGORIES, ENGINES, FLEETS, PLANS, SCHEDULERS, SWEEPS
+from badinput_categories import (
+    API,
+    API_SIMULATE,
+    CATEGORIES,
+    ENGINES,
+    FLEETS,
+    PLANS,
+    SCHEDULERS,
+    SWEEPS,
+)
 
 NEW = [c for cases in CATEGORIES.values() for c in cases] + API_SIMULATE
 
@@ -24,7 +32,8 @@ def files(tmp_path_factory):
 
 
 def test_every_category_has_cases_and_the_ids_are_new():
-    from badinput_cases import API as OLD_API, BATCHSIM, REALRUN
+    from badinput_cases import API as OLD_API
+    from badinput_cases import BATCHSIM, REALRUN
 
     assert all(len(cases) >= 4 for cases in CATEGORIES.values()), {k: len(v) for k, v in CATEGORIES.items()}
     ids = [c.id for c in NEW + BATCHSIM + OLD_API + REALRUN]

@@ -4,7 +4,6 @@ repeats, seeds and load (``badinput_cases``: NOISE_*): one line naming the field
 from __future__ import annotations
 
 import pytest
-
 from badinput import outcome, write_files
 from badinput_cases import NOISE_API, NOISE_BATCHSIM, NOISE_REALRUN
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from realrun.interval import MetricSpread, RunSpread
+from realrun.judge.interval import MetricSpread, RunSpread
 
 _spec = importlib.util.spec_from_file_location("held_out", Path(__file__).resolve().parents[1] / "bench" / "held_out.py")
 H = importlib.util.module_from_spec(_spec)

@@ -17,15 +17,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_sampled import model as _model  # noqa: E402
+
 from batchsim import Poisson, Uniform, make_policy, make_workload, simulate  # noqa: E402
 from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.sim.level import LevelStepTime  # noqa: E402
 from batchsim.sim.sampled import spread_of, with_noise  # noqa: E402
 from batchsim.sim.spread import LEVELS  # noqa: E402
-from realrun.canary import CanaryReading, session_level  # noqa: E402
-from realrun.compare import compare_policies  # noqa: E402
-from test_sampled import model as _model  # noqa: E402
+from realrun.judge.compare import compare_policies  # noqa: E402
+from realrun.timing.canary import CanaryReading, session_level  # noqa: E402
 
 WL = make_workload(Poisson(12.0), Uniform(200, 400), Uniform(4, 12), n=80, seed=5)
 
@@ -150,7 +151,7 @@ def test_without_the_level_the_canary_is_only_kept():
 def test_a_canary_that_reads_nothing_leaves_the_run_without_one():
     # vLLM's canary returns None when vLLM scheduled its shapes otherwise: that run has no reading,
     # the others still set the level, and the reference falls back to the price alone.
-    from realrun.canary import Canary
+    from realrun.timing.canary import Canary
 
     class Empty(Canary):
         def __init__(self) -> None:

@@ -13,9 +13,9 @@ import pytest
 from batchsim.cli import build_parser, main
 from batchsim.cli.capacity import plan
 from batchsim.teach.scenarios.base import Run
-from batchsim.teach.scenarios.capacity import _PLAN, Candidate, Objective, server_capacity, evaluate
-from batchsim.teach.scenarios.steady import steady_misses
+from batchsim.teach.scenarios.capacity import _PLAN, Candidate, Objective, evaluate, server_capacity
 from batchsim.teach.scenarios.execute import plan_runs, simulate_plan
+from batchsim.teach.scenarios.steady import steady_misses
 
 BASE = ["plan", "--rate", "12", "--requests", "400", "--gpus", "A100-80GB,L4", "--policies", "taxi,continuous",
         "--batch-sizes", "8,32", "--max-replicas", "16", "--scheduler", "none", "--slo-p99-e2e"]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from batchsim.machine.catalog import DEFAULT_CATALOG, GPU, Model, load_catalog
 from batchsim.core.errors import ConfigError
+from batchsim.machine.catalog import DEFAULT_CATALOG, GPU, Model, load_catalog
 from batchsim.machine.memory import kv_budget
 from batchsim.machine.server import Server
 
@@ -172,7 +172,7 @@ def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
 ])
 def test_catalog_values_of_the_wrong_type_are_refused(tmp_path, extra, words):
     f = tmp_path / "c.json"
-    f.write_text('{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, %s}}}' % extra)
+    f.write_text('{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, ' + extra + "}}}")
     with pytest.raises(ConfigError, match=words):
         load_catalog(f)
 

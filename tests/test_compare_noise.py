@@ -16,13 +16,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_sampled import model  # noqa: E402
+
 from batchsim import Fixed, Poisson, Uniform, make_policy, make_workload, simulate, summarize  # noqa: E402
 from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
 from batchsim.sim.sampled import with_noise  # noqa: E402
 from batchsim.sim.steptime import ScaledStepTime  # noqa: E402
-from realrun.compare import compare_policies, format_compare  # noqa: E402
-from realrun.verdict import band_of, median_summary, noise_pct, verdict  # noqa: E402
-from test_sampled import model  # noqa: E402
+from realrun.judge.compare import compare_policies, format_compare  # noqa: E402
+from realrun.judge.verdict import band_of, median_summary, noise_pct, verdict  # noqa: E402
 
 WL = make_workload(Poisson(30.0), Uniform(16, 64), Uniform(4, 24), n=60, seed=3)
 
@@ -113,7 +114,7 @@ def test_a_level_shift_the_runs_agree_on_is_called_the_machines():
 def test_an_adjustment_reaches_every_seeds_prediction():
     # vLLM's side: each token reaches the client a fixed lag after its step. Applied to every seed's
     # simulation, it moves the median and both ends of the band by the lag, and the TPOT not at all.
-    from realrun.vllm.commands import delivered
+    from realrun.reference.vllm.commands import delivered
 
     lag = 0.25
     plain, late = _compare(model(), repeats=1), _compare(model(), repeats=1, adjust=lambda r: delivered(r, lag))

@@ -9,8 +9,8 @@ import pytest
 
 from batchsim import ConstantStepTime, Workload, make_policy, simulate, summarize
 from batchsim.cli import main
-from batchsim.machine.cost import cost_summary, implied_price_per_hour, required_throughput
 from batchsim.core.errors import ConfigError
+from batchsim.machine.cost import cost_summary, implied_price_per_hour, required_throughput
 
 
 def _small_run():

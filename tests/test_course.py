@@ -121,7 +121,7 @@ def test_the_plan_fills_nine_sessions_of_90_minutes_and_gives_every_lab_a_slot()
         for (_, end, _), (start, _, what) in zip(rows, rows[1:]):
             assert start == end, f"session {n}: a gap or an overlap before {what!r}"
     slots = {}
-    for n, rows in plan.items():
+    for rows in plan.values():
         for a, b, what in rows:
             for lab in re.findall(r"\bLab (\d)\b", what):
                 slots[int(lab)] = slots.get(int(lab), 0) + b - a

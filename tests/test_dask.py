@@ -13,9 +13,9 @@ distributed = pytest.importorskip("dask.distributed", reason="Dask is the [dask]
 import cloudpickle  # noqa: E402  (Dask's own dependency)
 
 from batchsim.cli import build_parser, main  # noqa: E402
-from batchsim.sim import tasks  # noqa: E402
 from batchsim.cli.sweep import sweep  # noqa: E402
 from batchsim.core.errors import ConfigError  # noqa: E402
+from batchsim.sim import tasks  # noqa: E402
 
 # Workers import functions by name; this module is not on their path, so send its functions whole.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

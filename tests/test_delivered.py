@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batchsim import ConstantStepTime, Fixed, Poisson, Uniform, make_workload, simulate, summarize
+from batchsim import Fixed, Poisson, Uniform, make_workload, simulate, summarize
 from batchsim.core.metrics import SLO, TTFT_NOTE, format_table, streams_by_default, table_notes
 from batchsim.core.policies import Continuous, Dynamic, PaddedBatchPolicy, Static, Taxi, make_policy
 from batchsim.sim.steptime import LinearStepTime

@@ -11,8 +11,20 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, Fixed, LinearStepTime, LogNormal, Poisson, Static, Taxi, Uniform,
-    make_policy, make_workload, simulate, summarize,
+    ConstantStepTime,
+    Continuous,
+    Dynamic,
+    Fixed,
+    LinearStepTime,
+    LogNormal,
+    Poisson,
+    Static,
+    Taxi,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
 )
 from batchsim.sim.theory import ContinuousCapacity
 
@@ -55,7 +67,7 @@ def test_larger_max_wait_larger_batches():
     # Moderate load and short answers, so the server is often free and the timer decides.
     # (Near saturation the server is never free when the timer fires and max_wait stops mattering.)
     rows = [
-        wait_at(lambda: Dynamic(max_batch=32, max_wait=w), 20.0, n=2000, output=Uniform(1, 4), step=STEP)
+        wait_at(lambda w=w: Dynamic(max_batch=32, max_wait=w), 20.0, n=2000, output=Uniform(1, 4), step=STEP)
         for w in (0.0, 0.02, 0.1, 0.4)
     ]
     sizes = [s["mean_batch_size"] for s in rows]

@@ -15,8 +15,14 @@ import pytest
 from fakes import FakeClock, PricedEngine, wall_run
 
 from batchsim import (
-    LinearStepTime, Poisson, Uniform, Workload, make_policy, make_workload,
-    simulate, summarize,
+    LinearStepTime,
+    Poisson,
+    Uniform,
+    Workload,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
 )
 from batchsim.core.driver import INTERRUPTED, StopRun, WallExecutor, drive
 from batchsim.core.limits import ServerLimits

@@ -1,4 +1,4 @@
-"""``realrun.equivalence``: verdicts by equivalence, on made-up runs (no machine is timed here).
+"""``realrun.judge.equivalence``: verdicts by equivalence, on made-up runs (no machine is timed here).
 
 The numbers are chosen so the answer can be worked by hand, and one test checks the interval's
 coverage by drawing runs from a known spread with a seeded generator.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from realrun.equivalence import Judgement, judge, pooled_log_sd, runs_to_show, t90
+from realrun.judge.equivalence import Judgement, judge, pooled_log_sd, runs_to_show, t90
 
 
 def test_t_quantiles_are_the_tables_and_fall_to_the_normals():
@@ -89,7 +89,7 @@ def test_nothing_to_judge_is_none_and_a_judgement_checks_itself():
 def test_the_cannot_tell_line_gives_repeats_within_reach_and_says_when_none_would_do():
     from types import SimpleNamespace
 
-    from realrun.compare_table import MANY_RUNS, machine_lines
+    from realrun.judge.table import MANY_RUNS, machine_lines
 
     def j(need):
         return Judgement("cannot tell", 5.0, -30.0, 40.0, 10.0, 35.0, need, 2, "passes")

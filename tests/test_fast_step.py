@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from batchsim.sim.executors import SimClock
 from batchsim.core.step import Chunk, Step, fast_chunk, fast_step
+from batchsim.sim.executors import SimClock
 
 
 def test_fast_chunk_is_a_chunk():

@@ -15,13 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from course_script import make_course_figures
 
 from batchsim.teach import lessons, plots
 from batchsim.teach.plots.slide import collisions, slide_parts
 from batchsim.teach.slides import SLIDE_VERSIONS
 from batchsim.teach.slides_content import MAX_LINES, lesson_slides
 from batchsim.teach.slides_fit import FLOOR_PX, SCREEN_SCALE, visual_box
-from course_script import make_course_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "course" / "lessons"

@@ -13,7 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batchsim import LinearStepTime, LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim import (
+    LinearStepTime,
+    LogNormal,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.errors import ConfigError
 from batchsim.core.fleet import fleet_summaries, replica_result
 from batchsim.core.limits import ServerLimits
@@ -111,7 +120,9 @@ def test_nothing_is_lost_across_servers(router):
 
 def test_the_random_router_is_seeded():
     wl = workload(200, 5.0)
-    go = lambda seed: simulate(wl, make_policy("taxi"), STEP, replicas=3, router="random", router_seed=seed).records.replica  # noqa: E731
+    def go(seed):
+        return simulate(wl, make_policy("taxi"), STEP, replicas=3, router="random", router_seed=seed).records.replica
+
     np.testing.assert_array_equal(go(1), go(1))
     assert (go(1) != go(2)).any()
     counts = np.bincount(go(3), minlength=3)

@@ -1,4 +1,4 @@
-"""``realrun.interval``: the interval for one run and for the median of R, on a generative model.
+"""``realrun.judge.interval``: the interval for one run and for the median of R, on a generative model.
 
 The checks draw runs from exactly the model the interval assumes (a level per run, the reading the
 prediction was made at, a run's own luck) with seeded generators, and count how often the interval
@@ -12,7 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from realrun.interval import ASSUMED, MAX_ELASTICITY, MetricSpread, RunSpread, elasticity, interval_for, median_share
+from realrun.judge.interval import (
+    ASSUMED,
+    MAX_ELASTICITY,
+    MetricSpread,
+    RunSpread,
+    elasticity,
+    interval_for,
+    median_share,
+)
 
 
 def test_median_share_is_a_medians_variance():

@@ -1,4 +1,4 @@
-"""``realrun.jitter``: a pass that jitters more than loops of its own length is called the engine's."""
+"""``realrun.timing.jitter``: a pass that jitters more than loops of its own length is called the engine's."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from realrun.doctor import _whose
-from realrun.jitter import jitter_summary, pass_jitter, spread
+from realrun.cli.doctor import _whose
+from realrun.timing.jitter import jitter_summary, pass_jitter, spread
 
 
 class _Engine:

@@ -19,9 +19,17 @@ import subprocess
 import sys
 
 import pytest
-
-from test_browser import ARTEFACTS, CHROMIUM_ARGS, ROOT, SCREEN, _chromium, _free_port, _python_packages
-from test_browser import _stop, _wait_for_port
+from test_browser import (
+    ARTEFACTS,
+    CHROMIUM_ARGS,
+    ROOT,
+    SCREEN,
+    _chromium,
+    _free_port,
+    _python_packages,
+    _stop,
+    _wait_for_port,
+)
 
 NOTEBOOK = "02_static_dynamic_continuous.ipynb"
 WATCHDOG_MS = 600_000  # against a hang only: a busy laptop starts a kernel in seconds

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from realrun.paged.build_lock import OURS, TORCHS, KernelBusy, build_once
+from realrun.engine.paged.build_lock import OURS, TORCHS, KernelBusy, build_once
 
 
 def _dead_pid() -> int:
@@ -93,7 +93,7 @@ def test_the_engine_falls_back_to_the_reference_when_the_build_stays_busy(tmp_pa
     torch = pytest.importorskip("torch")
     import torch.utils.cpp_extension as cpp
 
-    from realrun.paged import attention
+    from realrun.engine.paged import attention
 
     monkeypatch.setattr(cpp, "_get_build_directory", lambda name, verbose: str(tmp_path))
     monkeypatch.setattr(cpp, "load_inline", lambda *a, **k: pytest.fail("must not build while another holds the lock"))

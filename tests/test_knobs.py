@@ -17,7 +17,14 @@ from batchsim.cli import main
 from batchsim.core import knobs as K
 from batchsim.core.config import POLICY_DEFAULTS, PolicyConfig, policy_names
 from batchsim.core.errors import ConfigError
-from batchsim.core.flags import POLICY_FLAGS, add_flags, comma_list, knob_users, policy_flags, resolve_arg
+from batchsim.core.flags import (
+    POLICY_FLAGS,
+    add_flags,
+    comma_list,
+    knob_users,
+    policy_flags,
+    resolve_arg,
+)
 from batchsim.core.policies import READS, make_policy
 
 
@@ -152,7 +159,7 @@ def test_the_flag_layers_and_comma_lists_are_one_helper_each():
 
 
 def test_the_vllm_side_asks_make_policy_for_the_flavour():
-    from realrun.vllm.commands import sim_policy
+    from realrun.reference.vllm.commands import sim_policy
 
     p = sim_policy(PolicyConfig("continuous", max_seqs=12, block_size=8, chunked_prefill=False))
     assert type(p).__name__ == "VLLMV1"

@@ -82,7 +82,7 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
     pytest.importorskip("torch")
     import numpy as np
 
-    from realrun.profile import ProfilePoint, fit_linear
+    from realrun.timing.profile import ProfilePoint, fit_linear
 
     sol = _load("_lab4_solution", SOLUTIONS / "lab4_calibrate.py")
     checks = _load("_lab4_checks", LABS / "test_lab4.py")
@@ -93,13 +93,13 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
 
 
 def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
-    # Lab 8's verdicts are the ones realrun compare gives (realrun.equivalence, realrun.interval): checked here,
+    # Lab 8's verdicts are the ones realrun compare gives (realrun.judge.equivalence, realrun.judge.interval): checked here,
     # on the teacher's side, so the student's check does not name the package's implementation as its oracle.
     import numpy as np
 
-    from realrun.equivalence import judge, pooled_log_sd, t90
-    from realrun.interval import MetricSpread, RunSpread, interval_for
-    from realrun.verdict import TARGETS
+    from realrun.judge.equivalence import judge, pooled_log_sd, t90
+    from realrun.judge.interval import MetricSpread, RunSpread, interval_for
+    from realrun.judge.verdict import TARGETS
 
     sol = _load("_lab8_solution", SOLUTIONS / "lab8_how_sure.py")
     given = _load("_lab8_student", LABS / "lab8_how_sure.py")  # its t90 and targets are given, not a gap
@@ -141,8 +141,8 @@ def test_student_labs_name_no_reference_implementation():
     # A check whose oracle is the package's own class tells the student where to copy from.
     for path in sorted(LABS.glob("*.py")):
         text = path.read_text()
-        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.profile", "solutions", "realrun.equivalence",
-                     "realrun.interval"):
+        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.timing.profile", "solutions", "realrun.judge.equivalence",
+                     "realrun.judge.interval"):
             assert name not in text, f"{path.name} names {name}"
 
 

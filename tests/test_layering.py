@@ -10,7 +10,8 @@ or under ``if TYPE_CHECKING:`` (never run, but the module still knows the other)
 The layers, lowest first: ``core`` (what both clocks run), ``sim`` (the simulated clock),
 ``machine`` (hardware, models and their bills), ``teach`` (lessons and scenarios), ``cli``.
 A module may import its own layer and those below, never one above; nothing in batchsim
-imports torch (or what brings it) or realrun.
+imports torch (or what brings it) or realrun. realrun is read the same way, with layers of its own
+(``REALRUN_RANKS``): ``engine``, ``clock``, ``timing``, ``judge``, ``reference``, ``classroom``, ``cli``.
 
 What breaks a rule today in files owned by other developers is listed in the allow-lists
 below, each with its reason: the test passes now, and the lists are what is left to do. An
@@ -43,8 +44,17 @@ FORBIDDEN_ROOTS = {"realrun", "torch", "transformers", "vllm"}
 #: Arrows (importer, imported) allowed to close a circle or to run back up, with the reason.
 ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 
-#: realrun's own arrows and private names allowed, as above: realrun sits on batchsim and has no layers
-#: of its own, but no circle and no private name taken either.
+#: realrun's layers, lowest first, each a subpackage: ``engine`` (the model and its forward passes),
+#: ``clock`` (the wall-clock driver), ``timing`` (the passes timed: profile, canary, drift), ``judge``
+#: (predicted against measured, and the verdicts), ``reference`` (what our engine is held against:
+#: Hugging Face, vLLM, the course's shipped reference), ``classroom`` (serve, load, the lesson), ``cli``.
+REALRUN_RANKS = {"engine": 0, "clock": 1, "timing": 2, "judge": 3, "reference": 4, "classroom": 5, "cli": 6}
+#: realrun's only modules outside the layers: its front door (each public name imported from its layer
+#: when first used) and ``python -m realrun``.
+REALRUN_UNRANKED = {"", "__main__"}
+#: realrun's arrows allowed to close a circle between its layers or to run back up, with the reason.
+REALRUN_ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
+#: realrun's private names allowed, as above.
 REALRUN_ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 #: Private names taken from another module: (importer, module, name), with the reason.
@@ -285,6 +295,38 @@ def test_realrun_has_no_circle_and_takes_no_private_name():
     assert not stale, f"fixed, so take them off REALRUN_ALLOWED_PRIVATE: {stale}"
 
 
+def test_every_part_of_realrun_has_a_layer():
+    unknown = sorted({layer(m) for m in modules("realrun")} - set(REALRUN_RANKS) - REALRUN_UNRANKED)
+    assert not unknown, f"put these realrun modules in a layer (a subpackage ranked in REALRUN_RANKS): {unknown}"
+
+
+def _up(arrows: list[Arrow], ranks: dict[str, int]) -> list[Arrow]:
+    """The arrows from a ranked layer into a higher one."""
+    return [a for a in arrows if layer(a.source) in ranks and layer(a.target) in ranks
+            and ranks[layer(a.target)] > ranks[layer(a.source)]]
+
+
+def _between_layers(arrows: list[Arrow]) -> list[Arrow]:
+    """The arrows as from layer to layer (one per pair of layers), for circles among the layers themselves."""
+    return [Arrow(f"realrun.{layer(a.source)}", f"realrun.{layer(a.target)}", a.line, f"{a.kind}: {a}")
+            for a in arrows if layer(a.source) != layer(a.target)
+            and layer(a.source) in REALRUN_RANKS and layer(a.target) in REALRUN_RANKS]
+
+
+def test_realrun_layers_have_no_circle_and_no_arrow_back_up():
+    graph = read_graph("realrun")
+    arrows = [a for a in graph.arrows if (a.source, a.target) not in REALRUN_ALLOWED_ARROWS]
+    found = circles(_between_layers(arrows))
+    assert not found, "import circles among realrun's layers:\n" + "\n".join(
+        "  " + "\n    ".join(a.kind for a in chain) for chain in found)
+    up = _up(arrows, REALRUN_RANKS)
+    assert not up, "realrun: arrows running back up (a lower layer importing a higher one):\n" + "\n".join(
+        f"  {a}: {layer(a.source)} must not import {layer(a.target)}" for a in up)
+    stale = [k for k in REALRUN_ALLOWED_ARROWS if k not in {(a.source, a.target) for a in graph.arrows}]
+    assert not stale, f"fixed, so take them off REALRUN_ALLOWED_ARROWS: {stale}"
+    assert all(REALRUN_ALLOWED_ARROWS.values())
+
+
 def test_the_checks_see_a_circle_an_arrow_back_up_and_a_private_name():
     # The checks themselves, on a made-up graph: a test that cannot fail is a defect.
     a, b, c = "batchsim.core.a", "batchsim.core.b", "batchsim.sim.c"
@@ -295,3 +337,8 @@ def test_the_checks_see_a_circle_an_arrow_back_up_and_a_private_name():
     assert circles(chain[:2]) == []
     assert RANKS[layer(c)] > RANKS[layer(b)]
     assert _private("_get") and not _private("__all__") and not _private("get")
+    # realrun's layers: an engine importing the CLI runs up, and two layers importing each other close a circle.
+    e, k = "realrun.engine.model", "realrun.cli.run"
+    assert _up([Arrow(e, k, 1, "function")], REALRUN_RANKS) and not _up([Arrow(k, e, 1, "module")], REALRUN_RANKS)
+    (ring,) = circles(_between_layers([Arrow(e, k, 1, "function"), Arrow(k, "realrun.engine.inputs", 2, "module")]))
+    assert [x.source for x in ring] in (["realrun.engine", "realrun.cli"], ["realrun.cli", "realrun.engine"])

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from batchsim.teach import lessons
-from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.core.errors import ConfigError
+from batchsim.machine.catalog import DEFAULT_CATALOG
+from batchsim.teach import lessons
 from batchsim.traces import AZURE_TRACE, SHIPPED
 
 

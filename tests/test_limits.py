@@ -18,7 +18,16 @@ from fakes import wall_run
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from batchsim import Continuous, Dynamic, LinearStepTime, Static, Taxi, Workload, simulate, summarize
+from batchsim import (
+    Continuous,
+    Dynamic,
+    LinearStepTime,
+    Static,
+    Taxi,
+    Workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.limits import ServerLimits
 from batchsim.core.plan import plan_step
 

@@ -28,10 +28,10 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.requests import Request as HTTPRequest  # noqa: E402
 from starlette.responses import JSONResponse, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
+from watched import Watched  # noqa: E402
 
 from batchsim.core.config import WorkloadConfig  # noqa: E402
-from realrun.load import LoadConfig, LoadReport, prompt_for, run_load  # noqa: E402
-from watched import Watched  # noqa: E402
+from realrun.classroom.load import LoadConfig, LoadReport, prompt_for, run_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # The names `vllm bench serve --save-result --save-detailed` writes (vllm/benchmarks/serve.py, 0.x):
@@ -154,14 +154,14 @@ def cli(argv: list[str]) -> int:
 
     from realrun.cli import main
 
-    if importlib.util.find_spec("realrun.serve.cli") is None:
-        stub = types.ModuleType("realrun.serve.cli")
+    if importlib.util.find_spec("realrun.cli.serve") is None:
+        stub = types.ModuleType("realrun.cli.serve")
         stub.add_parser = lambda sub: None
-        sys.modules["realrun.serve.cli"] = stub
+        sys.modules["realrun.cli.serve"] = stub
         try:
             return main(argv)
         finally:
-            del sys.modules["realrun.serve.cli"]
+            del sys.modules["realrun.cli.serve"]
     return main(argv)
 
 
@@ -193,7 +193,7 @@ def test_timings_match_the_servers_delays(fake):
 
 
 def test_prompts_are_seeded_by_request_and_match_the_real_engines():
-    from realrun.inputs import prompt_ids
+    from realrun.engine.inputs import prompt_ids
 
     wl = workload(n=3, prompt=24)
     for req in wl.requests:
@@ -366,9 +366,9 @@ def test_every_request_failing_exits_1(fake, capsys):
 
 _SCRIPT = """
 import importlib.util, sys, types
-if importlib.util.find_spec("realrun.serve.cli") is None:  # until `serve` exists: not this test's command
-    stub = types.ModuleType("realrun.serve.cli"); stub.add_parser = lambda sub: None
-    sys.modules["realrun.serve.cli"] = stub
+if importlib.util.find_spec("realrun.cli.serve") is None:  # until `serve` exists: not this test's command
+    stub = types.ModuleType("realrun.cli.serve"); stub.add_parser = lambda sub: None
+    sys.modules["realrun.cli.serve"] = stub
 {body}
 """
 
@@ -392,13 +392,16 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     import argparse
     import importlib
 
-    import realrun
+    import realrun.classroom.load
+    import realrun.cli.load
 
-    monkeypatch.setattr(realrun, "load", realrun.load)  # the fresh import rebinds it
+    monkeypatch.setattr(realrun.classroom, "load", realrun.classroom.load)  # the fresh import rebinds it
+    monkeypatch.setattr(realrun.cli, "load", realrun.cli.load)
     monkeypatch.setitem(sys.modules, "httpx", None)  # `import httpx` now fails, as where it is not installed
-    for name in [m for m in sys.modules if m == "realrun.load" or m.startswith("realrun.load.")]:
+    for name in [m for m in sys.modules if m in ("realrun.classroom.load", "realrun.cli.load")
+                 or m.startswith("realrun.classroom.load.")]:
         monkeypatch.delitem(sys.modules, name)  # imported afresh below; restored after the test
-    fresh = importlib.import_module("realrun.load.cli")
+    fresh = importlib.import_module("realrun.cli.load")
     p = argparse.ArgumentParser(prog="realrun")
     fresh.add_parser(p.add_subparsers())
     with pytest.raises(SystemExit) as e:
@@ -407,7 +410,7 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "--max-concurrency" in text and "--arrival" in text and "--json FILE" in text
     # Each workload flag's help gives the default load actually sends: realrun's, not the simulator's.
-    from realrun.run_setup import REALRUN_DEFAULTS as d
+    from realrun.cli.run_setup import REALRUN_DEFAULTS as d
 
     words = " ".join(text.split())
     for flag, value in (("--rate RATE", f"{d['rate']:g}"), ("--requests REQUESTS", d["requests"]),
@@ -423,7 +426,7 @@ def test_report_refuses_results_out_of_order():
 
 
 def run_result(i: int):
-    from realrun.load import RequestResult
+    from realrun.classroom.load import RequestResult
 
     return RequestResult(id=i, arrival=0.0, start=0.0, prompt_len=1, max_tokens=1, success=True, output_tokens=1,
                          ttft=0.01, latency=0.01)

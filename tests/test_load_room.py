@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from realrun.load.chatsize import chat_sizer
-from realrun.model import ByteTokenizer
-from realrun.serve.protocol import chat_text
+from realrun.classroom.load.chatsize import chat_sizer
+from realrun.classroom.serve.protocol import chat_text
+from realrun.engine.model import ByteTokenizer
 
 
 @pytest.mark.parametrize("n", [18, 19, 100, 517])
@@ -30,9 +30,10 @@ def test_chat_load_sends_exactly_prompt_len_tokens_to_our_server(tmp_path):
     pytest.importorskip("starlette")
     pytest.importorskip("uvicorn")
     pytest.importorskip("httpx")
-    from batchsim import Poisson, Uniform, make_workload
-    from realrun.load import LoadConfig, run_load
     from serving import served
+
+    from batchsim import Poisson, Uniform, make_workload
+    from realrun.classroom.load import LoadConfig, run_load
 
     wl = make_workload(Poisson(50.0), Uniform(100, 100), Uniform(3, 3), n=6, seed=0)
     with served(tmp=tmp_path) as srv:

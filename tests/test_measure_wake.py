@@ -1,4 +1,4 @@
-"""The cold start after an idle, as the profile measures it (``realrun.measure._wake``).
+"""The cold start after an idle, as the profile measures it (``realrun.timing.measure._wake``).
 
 A fake engine whose passes take fixed times, plus a cold extra on the first pass after a sleep
 that the test chooses, so what the measurement should read is known exactly."""
@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from realrun.grid import Grid
-from realrun.measure import WAKE_PAIRS, _wake
+from realrun.timing.grid import Grid
+from realrun.timing.measure import WAKE_PAIRS, _wake
 
-measure = importlib.import_module("realrun.measure")  # the module: the package's name is a function
+measure = importlib.import_module("realrun.timing.measure")  # the module: the package's name is a function
 
 PASS_S = 0.010  # every pass of the fake engine, warm
 REAL_SLEEP = time.sleep

@@ -12,9 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from batchsim import ConfigError  # noqa: E402
-from realrun.paged.attention import _build_name, attention_reference, paged_attention  # noqa: E402
 from test_paged_kv import _ragged as paged_kv_ragged  # noqa: E402
+
+from batchsim import ConfigError  # noqa: E402
+from realrun.engine.paged.attention import _build_name, attention_reference, paged_attention  # noqa: E402
 
 SCALE = 8**-0.5
 
@@ -106,7 +107,7 @@ def test_inputs_laid_out_otherwise_give_the_references_numbers(layout):
 
 
 def test_the_build_name_follows_the_cpus_instruction_sets(monkeypatch, tmp_path):
-    from realrun.paged import attention
+    from realrun.engine.paged import attention
 
     def name_for(cpuinfo: str) -> str:
         path = tmp_path / "cpuinfo"

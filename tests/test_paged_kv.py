@@ -12,12 +12,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.paged import pool as pool_module  # noqa: E402
-from realrun.paged.attention import attention_reference, kernel_available, kernel_problem, paged_attention  # noqa: E402
-from realrun.paged.pool import KVPool, PoolFull  # noqa: E402
-from realrun.runner import run_real  # noqa: E402
+from realrun.clock.runner import run_real  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.engine.paged import pool as pool_module  # noqa: E402
+from realrun.engine.paged.attention import (  # noqa: E402
+    attention_reference,
+    kernel_available,
+    kernel_problem,
+    paged_attention,
+)
+from realrun.engine.paged.pool import KVPool, PoolFull  # noqa: E402
 
 
 @pytest.fixture(scope="module")

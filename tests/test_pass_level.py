@@ -1,4 +1,4 @@
-"""``realrun.pass_level``: the machine's level read from a run's own passes, on injected times.
+"""``realrun.timing.pass_level``: the machine's level read from a run's own passes, on injected times.
 
 Every time here is made up (the passes' seconds are the model's price times a chosen level, with
 seeded noise), so the tests are of the arithmetic, never of this machine's speed.
@@ -17,7 +17,7 @@ import pytest
 from batchsim.core.plan import Pass
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import LinearStepTime
-from realrun.pass_level import CONTRADICTS, pass_level
+from realrun.timing.pass_level import CONTRADICTS, pass_level
 
 sys.path.insert(0, str(Path(__file__).parent))  # test_canary_level, for the last test
 
@@ -86,8 +86,8 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
 
     from batchsim import make_policy, simulate
     from batchsim.sim.sampled import with_noise
-    from realrun.canary import CanaryReading
-    from realrun.compare import compare_policies
+    from realrun.judge.compare import compare_policies
+    from realrun.timing.canary import CanaryReading
 
     readings = iter(_readings(1.3, 1.0, 0.03, n=8, seed=1))
     st = model()
@@ -131,7 +131,7 @@ class _Wakes:
 
 
 def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
-    from realrun.pass_level import priced_passes, run_level
+    from realrun.timing.pass_level import priced_passes, run_level
 
     # Every fifth step follows a 50 ms idle and runs 3 ms cold, as the simulator prices it; the others
     # follow the driver's own 0.2 ms gap (plus 0.1 ms of jitter: not an idle).
@@ -150,9 +150,9 @@ def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
 def test_the_engine_logs_the_idle_before_each_step():
     pytest.importorskip("torch")
     from batchsim import Fixed, Poisson, make_policy, make_workload
-    from realrun.engine import Engine
-    from realrun.model import load_model
-    from realrun.runner import run_real
+    from realrun.clock.runner import run_real
+    from realrun.engine.engine import Engine
+    from realrun.engine.model import load_model
 
     lm = load_model("tiny-gpt2", device="cpu", threads=1)
     wl = make_workload(Poisson(20.0), Fixed(8), Fixed(4), n=6, seed=0)
@@ -171,8 +171,8 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
     machine measured it above. The verdict says what the machine ran at and judges the prediction made
     again at that level, which ranks as the machine did; at the profile's speed nothing is moved."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
-    from realrun.closing import verdict_dict, verdict_line
-    from realrun.compare import compare_policies
+    from realrun.judge.bottom_line import verdict_dict, verdict_line
+    from realrun.judge.compare import compare_policies
 
     wl = make_workload(Poisson(9.0), Uniform(50, 150), Uniform(8, 24), n=150, seed=3)
     slow = LevelStepTime(MODEL, speed, speed)
@@ -209,8 +209,8 @@ def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
     """Two runs of one policy under two names on a machine twice as slow: nothing is measured apart, so
     the line says so instead of calling a ranking that was never judged "preserved"."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
-    from realrun.closing import verdict_line
-    from realrun.compare import compare_policies
+    from realrun.judge.bottom_line import verdict_line
+    from realrun.judge.compare import compare_policies
 
     wl = make_workload(Poisson(4.0), Uniform(50, 150), Uniform(8, 24), n=60, seed=5)
     slow = LevelStepTime(MODEL, 2.0, 2.0)
@@ -231,7 +231,7 @@ def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_tak
     """Three runs, two at the profile's price and one three times slower (a burst): the prediction after
     the run is the median run's, at 1.0x, not one at the pooled level (about 1.7x, which no run ran at)."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate, summarize
-    from realrun.compare import compare_policies
+    from realrun.judge.compare import compare_policies
 
     wl = make_workload(Poisson(30.0), Uniform(50, 150), Uniform(8, 24), n=80, seed=7)
     passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 20 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 200

@@ -12,10 +12,10 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from batchsim import ConstantStepTime, Workload, make_policy, simulate, summarize
-from batchsim.teach import plots
-from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.cli import build_parser, main
+from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.machine.roofline import RooflineStepTime, knee_batch
+from batchsim.teach import plots
 from batchsim.teach.scenarios import get_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,7 +1,7 @@
 """realrun predict: a record of ``realrun serve`` held up to batchsim's prediction of it.
 
 The records here are made by the simulator itself with a known step-time model and written
-with ``realrun.serve.record.write_record`` (the server's own writer) beside a sidecar, so the
+with ``realrun.classroom.serve.record.write_record`` (the server's own writer) beside a sidecar, so the
 truth is known: predicting with that same model must give the measured figures (to the
 record's microsecond rounding), a model twice as slow must be told apart, and a model with
 the same spread but other luck must not be called wrong. No model is loaded, nothing is
@@ -19,15 +19,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from batchsim import Fixed, Poisson, Uniform, make_policy, make_workload, simulate  # noqa: E402
+from test_sampled import model as spread_model  # noqa: E402
+
+from batchsim import Poisson, Uniform, make_workload, simulate  # noqa: E402
 from batchsim.core.config import PolicyConfig  # noqa: E402
 from batchsim.core.limits import ServerLimits  # noqa: E402
 from batchsim.sim.sampled import with_noise  # noqa: E402
 from batchsim.sim.steptime import LinearStepTime  # noqa: E402
-from realrun.predict import PREDICT_METRICS, predict_record, read_record  # noqa: E402
-from realrun.predict_cli import main  # noqa: E402
-from realrun.serve.record import write_record  # noqa: E402
-from test_sampled import model as spread_model  # noqa: E402
+from realrun.classroom.predict import PREDICT_METRICS, predict_record, read_record  # noqa: E402
+from realrun.classroom.serve.record import write_record  # noqa: E402
+from realrun.cli.predict import main  # noqa: E402
 
 MODEL = LinearStepTime(c0=0.004, c1=2e-5, c2=3e-4, c3=1e-7, source="test")
 WL = make_workload(Poisson(12.0), Uniform(16, 96), Uniform(8, 48), n=80, seed=4)

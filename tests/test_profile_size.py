@@ -9,14 +9,30 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from batchsim import ConfigError, LinearStepTime, Poisson, Uniform, Workload, make_policy, make_workload  # noqa: E402
-from realrun.calibrate import grid_for_policies  # noqa: E402
+from batchsim import (  # noqa: E402
+    ConfigError,
+    LinearStepTime,
+    Poisson,
+    Uniform,
+    Workload,
+    make_policy,
+    make_workload,
+)
 from realrun.cli import main as realrun_main  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.grid import Grid  # noqa: E402
-from realrun.measure import measure, schedule  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.profile_size import Reach, Ticker, estimate, pilot, point_costs, reach, within_budget  # noqa: E402
+from realrun.cli.calibration import grid_for_policies  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.grid import Grid  # noqa: E402
+from realrun.timing.measure import measure, schedule  # noqa: E402
+from realrun.timing.profile_size import (  # noqa: E402
+    Reach,
+    Ticker,
+    estimate,
+    pilot,
+    point_costs,
+    reach,
+    within_budget,
+)
 
 TINY = Grid(decode_rows=(1, 4), decode_widths=(8, 32), prefill_rows=(1, 2), prefill_lengths=(8, 16),
             max_prefill_tokens=64, past=((8, 8),), join=((2, 16, 8),), policies=("taxi",),

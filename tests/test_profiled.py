@@ -243,7 +243,7 @@ def test_a_calibration_of_the_other_kv_layout_is_named_before_it_misprices(tmp_p
     # A rectangle's profile ("grouped") prices padding and groups that the block pool's engine never runs.
     from types import SimpleNamespace
 
-    from realrun.calibrate import calibration
+    from realrun.cli.calibration import calibration
 
     path = tmp_path / "cal.json"
     model().to_json(path)  # plan "grouped": made with --kv padded

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchsim import LinearStepTime, Poisson, Uniform, make_policy, make_workload, simulate, summarize
+from batchsim import (
+    LinearStepTime,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 
 
 def test_progress_bar_reports_on_stderr_and_leaves_results_unchanged(capsys):

@@ -24,7 +24,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Static, Taxi, Workload, simulate,
+    ConstantStepTime,
+    Continuous,
+    Dynamic,
+    LinearStepTime,
+    Static,
+    Taxi,
+    Workload,
+    simulate,
     summarize,
 )
 from batchsim.core.policies import Policy

@@ -1,6 +1,6 @@
 """The bare ``python -m realrun``: what it runs, the course's reference it predicts from, and one truth about both.
 
-The reference (``realrun/data/``) was measured on the course machine; these tests hold the
+The reference (``realrun/reference/data/``) was measured on the course machine; these tests hold the
 package to it: the calibration loads and is the one the bare run uses, the simulator still
 makes from it exactly the prediction that was recorded (a change to the simulator that moves
 it must re-make the reference, or the course's numbers go stale), and ``--help``, the lesson,
@@ -20,10 +20,10 @@ from batchsim.core.limits import ServerLimits
 from batchsim.core.metrics import summarize
 from batchsim.sim.profiled import ProfiledStepTime
 from batchsim.sim.sampled import spread_of
-from realrun import reference
-from realrun.bare import BARE_ARGV, BARE_COMMAND, time_text, workload_text
-from realrun.compare_row import KEYS
-from realrun.verdict import median_summary
+from realrun.cli.default_run import BARE_ARGV, BARE_COMMAND, time_text, workload_text
+from realrun.judge.row import KEYS
+from realrun.judge.verdict import median_summary
+from realrun.reference import course as reference
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = reference.measured()
@@ -50,7 +50,8 @@ def test_help_gives_the_load_and_the_time_a_bare_run_takes(capsys):
 
 
 def test_the_bare_run_is_the_reference_compare(monkeypatch):
-    from realrun import cli, commands
+    from realrun import cli
+    from realrun.cli import run as commands
 
     seen = {}
     monkeypatch.setattr(commands, "compare", lambda args, setup: seen.update(args=args, plan=setup) or 0)
@@ -65,7 +66,7 @@ def test_the_bare_run_is_the_reference_compare(monkeypatch):
 def test_the_reference_calibration_is_tiny_gpt2_on_one_cpu_thread_with_its_spread():
     cal = json.loads(reference.CALIBRATION.read_text())
     assert (cal["model_name"], cal["device"], cal["dtype"], cal["threads"]) == ("tiny-gpt2", "cpu", "fp32", 1)
-    from realrun.profile import load_calibration
+    from realrun.timing.profile import load_calibration
 
     model = load_calibration(reference.CALIBRATION)
     assert isinstance(model, ProfiledStepTime) and spread_of(model) is not None
@@ -86,9 +87,9 @@ def test_the_simulator_still_predicts_what_the_reference_recorded(tmp_path, monk
     """At the profile's level (the bare run moves nothing), seeds 0..4: the prediction depends on the
     calibration, the workload and the policies alone, so it must come out as recorded, to the last digit."""
     from realrun.cli import build_parser
-    from realrun.compare import predict_runs
-    from realrun.run_setup import RunSetup
-    from realrun.profile import load_calibration
+    from realrun.cli.run_setup import RunSetup
+    from realrun.judge.compare import predict_runs
+    from realrun.timing.profile import load_calibration
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(list(BARE_ARGV))

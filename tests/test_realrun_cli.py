@@ -215,7 +215,7 @@ def test_run_json_has_config_runs_notes_and_rejections(capsys):
 
 
 def test_a_long_real_run_says_how_long_before_it_starts(capsys):
-    from realrun.cli import RunSetup, build_parser  # RunSetup lives in realrun.run_setup
+    from realrun.cli import RunSetup, build_parser  # RunSetup lives in realrun.cli.run_setup
 
     RunSetup(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
     err = capsys.readouterr().err
@@ -223,7 +223,7 @@ def test_a_long_real_run_says_how_long_before_it_starts(capsys):
 
 
 def test_realrun_does_not_import_batchsims_command_line():
-    code = ("import sys, realrun.cli, realrun.commands, realrun.doctor; "
+    code = ("import sys, realrun.cli, realrun.cli.run, realrun.cli.doctor; "
             "bad = [m for m in sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; "
             "assert not bad, bad")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,  # a watchdog, not a speed limit

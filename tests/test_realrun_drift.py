@@ -8,11 +8,11 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
-from realrun.drift import Drift, recheck  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.grid import Grid  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.profile import profile  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.drift import Drift, recheck  # noqa: E402
+from realrun.timing.grid import Grid  # noqa: E402
+from realrun.timing.profile import profile  # noqa: E402
 
 
 def _drift(*ratios: float) -> Drift:
@@ -50,7 +50,7 @@ def profiled():
 
 
 def test_the_canary_reads_grid_points_against_their_profiled_price(profiled):
-    from realrun.canary import Canary
+    from realrun.timing.canary import Canary
 
     engine, model = profiled
     c = Canary(engine, model)

@@ -19,12 +19,12 @@ from transformers import DynamicCache  # noqa: E402
 from batchsim import Poisson, Uniform, make_policy, make_workload, summarize  # noqa: E402
 from batchsim.core.step import Chunk, Step  # noqa: E402
 from batchsim.core.workload import Request, Workload  # noqa: E402
-from realrun.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.inputs import cache_argument, prompt_ids  # noqa: E402
-from realrun.kvcache import KVBatch  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.runner import run_real  # noqa: E402
+from realrun.clock.runner import run_real  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.inputs import cache_argument, prompt_ids  # noqa: E402
+from realrun.engine.kvcache import KVBatch  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.reference.baselines import HFGenerateEngine, run_hf_continuous  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -287,9 +287,9 @@ def test_kvbatch_window_slides_back_inside_its_buffers():
 
 
 def test_packed_products_leave_the_model_alone_and_the_tokens_equal(lm):
-    # The engine runs a copy of the body with oneDNN-packed products (realrun.packed) over the same
+    # The engine runs a copy of the body with oneDNN-packed products (realrun.engine.packed) over the same
     # parameters; the model the baselines and the reference run is untouched.
-    from realrun.packed import PackedLinear
+    from realrun.engine.packed import PackedLinear
 
     eng = Engine(lm)
     if eng.head is None:
@@ -313,7 +313,7 @@ def test_batched_equals_alone_with_gpt2s_vocabulary():
 def test_every_offline_model_s_special_ids_lie_inside_its_vocabulary():
     # A special id past the last row is an IndexError at the first padded batch (GPT-2's default 50256
     # under gpt2-8l-32k's 32,000 rows would be one). Configs only: no weights are built.
-    from realrun.model import OFFLINE_MODELS, _gpt2_config
+    from realrun.engine.model import OFFLINE_MODELS, _gpt2_config
 
     for name in OFFLINE_MODELS:
         cfg = _gpt2_config(name)

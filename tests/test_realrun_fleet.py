@@ -18,8 +18,8 @@ from batchsim import LinearStepTime, Poisson, Uniform, make_policy, make_workloa
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import ServerLimits
 from batchsim.core.recorder import Recorder
-from batchsim.core.router import make_router
 from batchsim.core.result import result_of
+from batchsim.core.router import make_router
 
 STEP = LinearStepTime(c0=2**-7, c1=2**-14, c2=2**-11, c3=2**-18, plan="grouped")
 LIMITS = ServerLimits(kv_budget_tokens=4000)

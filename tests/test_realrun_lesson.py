@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim import ConfigError  # noqa: E402
-from realrun import lesson, widgets  # noqa: E402
+from realrun.classroom import lesson, widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

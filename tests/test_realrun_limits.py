@@ -15,10 +15,10 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from batchsim import LinearStepTime, Workload, make_policy, simulate, summarize  # noqa: E402
-from realrun.baselines import HFGenerateEngine  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.runner import limits_for, run_real  # noqa: E402
+from realrun.clock.runner import limits_for, run_real  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.reference.baselines import HFGenerateEngine  # noqa: E402
 
 STEP = LinearStepTime(0.002, 2e-6, 1e-5, 1e-8, plan="grouped")
 

@@ -15,10 +15,10 @@ from batchsim import Poisson, Uniform, make_workload  # noqa: E402
 from batchsim.cli import main as batchsim_main  # noqa: E402
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
 from batchsim.sim.steptime import load_step_time  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.grid import Grid, doubling, grid_for_workload  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.profile import HELDOUT_WARN_PCT, ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.timing.grid import Grid, doubling, grid_for_workload  # noqa: E402
+from realrun.timing.profile import HELDOUT_WARN_PCT, ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
 
 TINY = Grid(decode_rows=(1, 4, 8), decode_widths=(8, 32), prefill_rows=(1, 2, 4), prefill_lengths=(8, 16, 32),
             max_prefill_tokens=64, past=((16, 16),), join=((2, 16, 8),), policies=("taxi", "continuous"),
@@ -73,7 +73,7 @@ def test_grid_for_workload_covers_the_workload():
 
 def test_grid_for_policies_gives_unchunked_policies_their_whole_prompts():
     from batchsim import make_policy
-    from realrun.calibrate import grid_for_policies
+    from realrun.cli.calibration import grid_for_policies
 
     wl = make_workload(Poisson(5.0), Uniform(300, 900), Uniform(5, 50), n=50, seed=0)
     chunky = make_policy("continuous", max_batched_tokens=256, chunked_prefill=True)

@@ -17,6 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fakes import FakeClock, PricedEngine  # noqa: E402
+
 from batchsim import (  # noqa: E402
     ConstantStepTime,
     Gamma,
@@ -28,8 +30,7 @@ from batchsim import (  # noqa: E402
     summarize,
 )
 from batchsim.core.records import REQUEST_FIELDS, STEP_FIELDS  # noqa: E402
-from realrun.runner import context_reason, run_real  # noqa: E402
-from fakes import FakeClock, PricedEngine  # noqa: E402
+from realrun.clock.runner import context_reason, run_real  # noqa: E402
 
 
 class FakeEngine(PricedEngine):
@@ -134,7 +135,7 @@ def test_prompts_longer_than_the_context_are_rejected_with_the_reason():
 
 
 def test_compare_stops_at_ctrl_c():
-    from realrun.compare import compare_policies, format_compare
+    from realrun.judge.compare import compare_policies, format_compare
 
     wl = make_workload(Poisson(20.0), Uniform(4, 20), Uniform(2, 10), n=20, seed=2)
     clock = FakeClockAt100()

@@ -15,11 +15,11 @@ import pytest
 matplotlib.use("Agg")
 
 from batchsim.teach.figures import POLICY_COLORS  # noqa: E402
-from realrun.closing import verdict_dict, verdict_line  # noqa: E402
-from realrun.compare_plot import METRIC_MARKERS, draw_compare, policy_colors  # noqa: E402
-from realrun.compare_row import KEYS, CompareReport, CompareRow  # noqa: E402
-from realrun.progress import Progress, progress_lines  # noqa: E402
-from realrun.ranking import measured_order, pairs  # noqa: E402
+from realrun.clock.progress import Progress, progress_lines  # noqa: E402
+from realrun.judge.bottom_line import verdict_dict, verdict_line  # noqa: E402
+from realrun.judge.plot import METRIC_MARKERS, draw_compare, policy_colors  # noqa: E402
+from realrun.judge.ranking import measured_order, pairs  # noqa: E402
+from realrun.judge.row import KEYS, CompareReport, CompareRow  # noqa: E402
 
 
 def _summary(x: float) -> dict:
@@ -63,8 +63,8 @@ def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
 
 def _judged(*rows: CompareRow) -> CompareReport:
     """The rows judged as compare judges them: every metric moves one for one with the machine's level."""
-    from realrun.compare import _judge_rows
-    from realrun.interval import MetricSpread
+    from realrun.judge.compare import _judge_rows
+    from realrun.judge.interval import MetricSpread
 
     for r in rows:
         r.parts = {k: MetricSpread(0.0, 1.0) for k in KEYS}

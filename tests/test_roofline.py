@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from batchsim import Workload, make_policy, simulate, summarize
-from batchsim.machine.catalog import DEFAULT_CATALOG
 from batchsim.cli import main
 from batchsim.core.plan import plan_step
-from batchsim.machine.roofline import RooflineStepTime, decode_table, knee_batch
 from batchsim.core.step import Chunk, Step
+from batchsim.machine.catalog import DEFAULT_CATALOG
+from batchsim.machine.roofline import RooflineStepTime, decode_table, knee_batch
 
 A100 = DEFAULT_CATALOG.gpu("A100-80GB")
 GPT2 = DEFAULT_CATALOG.model("gpt2")

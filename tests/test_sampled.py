@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from batchsim import MD1, MG1, Poisson, Fixed, make_policy, make_workload, simulate, summarize
+from batchsim import MD1, MG1, Fixed, Poisson, make_policy, make_workload, simulate, summarize
 from batchsim.core.errors import ConfigError
 from batchsim.core.step import Chunk, Step
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime

@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 
 from batchsim.cli import build_parser, main
-from batchsim.cli.options import kv_budget_from_args, price_from_args, server_from_args, step_time_from_args
+from batchsim.cli.options import (
+    kv_budget_from_args,
+    price_from_args,
+    server_from_args,
+    step_time_from_args,
+)
 from batchsim.core.errors import ConfigError
 from batchsim.machine.roofline import RooflineStepTime
-from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS, get_scenario
 from batchsim.sim.steptime import ConstantStepTime, LinearStepTime
+from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS, get_scenario
 from batchsim.traces import AZURE_TRACE, SHIPPED
 
 NAMES = ("taxi-vs-bus", "laundromat", "rush-hour", "chat-vs-offline", "memory-wall", "mixed-lengths", "cost-10x",
@@ -159,7 +164,7 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
     assert s["short: continuous-128"]["preemptions"] == 0 and s["long: continuous-128"]["preemptions"] > 0
     budget = r.config["kv_budget_tokens"]
     assert budget == 45_329  # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
-    for label, x in s.items():
+    for _label, x in s.items():
         assert x["kv_peak_tokens"] <= budget
     assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1  # memory, not max_batch=64, caps it
     assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
@@ -250,7 +255,6 @@ def test_a_served_record_replayed_says_it_is_not_a_prediction_of_the_room(tmp_pa
     simulated server: the notes say so and name the command that predicts the record; a trace with no
     sidecar gets no such note, nor one whose sidecar is not a server's."""
     import shutil
-
     from pathlib import Path
 
     lab = Path(__file__).resolve().parents[1] / "course" / "labs" / "data" / "class-static.csv"

@@ -19,9 +19,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from batchsim.core.traces import read_trace  # noqa: E402
-
 from serving import served  # noqa: E402
+
+from batchsim.core.traces import read_trace  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,8 @@ SERVE_BAD = [
 
 @pytest.mark.parametrize("flags,field", SERVE_BAD, ids=[" ".join(f) for f, _ in SERVE_BAD])
 def test_bad_serve_flags_are_one_line_and_exit_2_before_the_model_loads(flags, field, capsys, monkeypatch):
-    from realrun import cli, commands
+    from realrun import cli
+    from realrun.cli import run as commands
 
     def no_model(*a, **k):
         raise AssertionError("the model was loaded before the flags were checked")

@@ -1,4 +1,4 @@
-"""Who a client is (``realrun.serve.clients``): by address by default, by key with ``--client-by key``."""
+"""Who a client is (``realrun.classroom.serve.clients``): by address by default, by key with ``--client-by key``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ pytest.importorskip("starlette")
 
 from starlette.requests import Request  # noqa: E402
 
-from realrun.serve.clients import check_key, client_id  # noqa: E402
-from realrun.serve.protocol import RequestError  # noqa: E402
+from realrun.classroom.serve.clients import check_key, client_id  # noqa: E402
+from realrun.classroom.serve.protocol import RequestError  # noqa: E402
 
 
 def _request(host: str, key: str | None = None) -> Request:

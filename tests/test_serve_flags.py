@@ -13,7 +13,8 @@ pytest.importorskip("uvicorn")
 
 
 def _refused(argv, capsys, monkeypatch) -> str:
-    from realrun import cli, commands
+    from realrun import cli
+    from realrun.cli import run as commands
 
     def no_model(*a, **k):
         raise AssertionError("the model was loaded before the flags were checked")
@@ -47,7 +48,8 @@ def test_a_busy_port_is_one_line_naming_the_port(capsys, monkeypatch):
 def test_a_static_bus_the_queue_can_hold_is_accepted(capsys, monkeypatch):
     # The same check lets through what can work: a queue as large as the bus; the model's load is the
     # first thing after the checks (refused here by the stand-in, with exit 1's own line).
-    from realrun import cli, commands
+    from realrun import cli
+    from realrun.cli import run as commands
 
     def loaded(*a, **k):
         raise RuntimeError("reached the model")

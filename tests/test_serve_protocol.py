@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from realrun.model import ByteTokenizer
-from realrun.serve.detok import IncrementalText
-from realrun.serve.protocol import RequestError, chat_text, parse_completion
+from realrun.classroom.serve.detok import IncrementalText
+from realrun.classroom.serve.protocol import RequestError, chat_text, parse_completion
+from realrun.engine.model import ByteTokenizer
 
 TOK = ByteTokenizer()
 VOCAB, CONTEXT = 259, 1024

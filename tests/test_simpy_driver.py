@@ -16,16 +16,23 @@ from fakes import FakeClock, PricedEngine
 from test_driver import DYADIC, RECORD_ARRAYS, assert_identical, dyadic_workload
 
 from batchsim import (
-    ConfigError, ConstantStepTime, LogNormal, Poisson, Uniform, Workload, make_policy, make_workload, simulate,
+    ConfigError,
+    ConstantStepTime,
+    LogNormal,
+    Poisson,
+    Uniform,
+    Workload,
+    make_policy,
+    make_workload,
+    simulate,
     summarize,
 )
-from batchsim.core.wallclock import WallClock
-from batchsim.sim.executors import SimClock
 from batchsim.core.driver import WallExecutor, drive
 from batchsim.core.limits import as_limits
 from batchsim.core.result import result_of
 from batchsim.core.server import ServerProcess
-from batchsim.sim.executors import SimExecutor
+from batchsim.core.wallclock import WallClock
+from batchsim.sim.executors import SimClock, SimExecutor
 
 
 def outage(start: float, duration: float, server: int = 0):

@@ -16,11 +16,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from course_script import make_course_figures
 
 from batchsim.teach import slides
-from batchsim.teach.slides_content import LINE_CHARS, MAX_LINES, Slide, Visual, lesson_slides, visible
+from batchsim.teach.slides_content import (
+    LINE_CHARS,
+    MAX_LINES,
+    Slide,
+    Visual,
+    lesson_slides,
+    visible,
+)
 from batchsim.teach.slides_fit import FLOOR_PX, SlideError, trim_output, trim_table
-from course_script import make_course_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "course" / "lessons"

@@ -18,15 +18,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_sampled import model as _model  # noqa: E402
+
 from batchsim import Fixed, Poisson, make_policy, make_workload, simulate, summarize  # noqa: E402
 from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.step import Step  # noqa: E402
 from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
 from batchsim.sim.sampled import with_noise  # noqa: E402
 from batchsim.sim.slowdrift import SlowDrift, fit_slow_drift  # noqa: E402
-from batchsim.sim.spread import StepSpread  # noqa: E402
-from batchsim.sim.spread import LEVELS  # noqa: E402
-from test_sampled import model as _model  # noqa: E402
+from batchsim.sim.spread import (
+    LEVELS,  # noqa: E402
+    StepSpread,  # noqa: E402
+)
 
 
 def model() -> ProfiledStepTime:

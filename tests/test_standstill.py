@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from batchsim import ConstantStepTime, Poisson, Uniform, make_workload, make_policy, simulate
+from batchsim import ConstantStepTime, Poisson, Uniform, make_policy, make_workload, simulate
 from batchsim.core.standstill import LIMIT, NoProgress, StandStill
 from batchsim.core.step import Wait
 

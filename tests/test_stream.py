@@ -15,8 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsim import LinearStepTime, LogNormal, Poisson, SLO, Uniform, make_policy, make_workload, simulate, summarize
-from batchsim.core.workload import Workload
+from batchsim import (
+    SLO,
+    LinearStepTime,
+    LogNormal,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.driver import drive
 from batchsim.core.errors import ConfigError
 from batchsim.core.recorder import Recorder
@@ -24,6 +33,7 @@ from batchsim.core.result import RunResult
 from batchsim.core.sketch import QuantileSketch
 from batchsim.core.step import Step, StepOutcome
 from batchsim.core.stream import StreamRecorder
+from batchsim.core.workload import Workload
 from batchsim.sim.simulator import SimExecutor
 
 STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)

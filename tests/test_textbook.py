@@ -44,15 +44,28 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConstantStepTime, Continuous, Dynamic, LinearStepTime, Poisson, Server, Static, Taxi, Uniform,
-    Workload, load_step_time, make_policy, make_workload, simulate, summarize,
+    ConstantStepTime,
+    Continuous,
+    Dynamic,
+    LinearStepTime,
+    Poisson,
+    Server,
+    Static,
+    Taxi,
+    Uniform,
+    Workload,
+    load_step_time,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+    textbook,
 )
-from batchsim import textbook
 from batchsim.core.limits import ServerLimits
 from batchsim.sim.steptime import ExponentialStepTime
 
 SEEDS = range(500)
-PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "data"
+PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "reference" / "data"
            / "reference-calibration-tiny-gpt2-cpu.json")
 PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
                "last_token", "tokens", "preemptions", "itl_max")

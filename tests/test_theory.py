@@ -18,15 +18,34 @@ import numpy as np
 import pytest
 
 from batchsim import (
-    ConfigError, ConstantStepTime, Continuous, Dynamic, Fixed, LinearStepTime, Poisson, Static,
-    Taxi, Uniform, Workload, make_workload, simulate, summarize,
-)
-from batchsim.sim.steptime import ExponentialStepTime, StepTimeModel
-from batchsim.sim.theory import (
-    MD1, MG1, MM1, BulkService, BusFill, ContinuousCapacity, GeneralBulkPolicy, bus_fill_wait, relative_error,
-    request_work,
+    ConfigError,
+    ConstantStepTime,
+    Continuous,
+    Dynamic,
+    Fixed,
+    LinearStepTime,
+    Poisson,
+    Static,
+    Taxi,
+    Uniform,
+    make_workload,
+    simulate,
+    summarize,
 )
 from batchsim.cli.theory import mean_queue_wait, saturated_throughput
+from batchsim.sim.steptime import ExponentialStepTime, StepTimeModel
+from batchsim.sim.theory import (
+    MD1,
+    MG1,
+    MM1,
+    BulkService,
+    BusFill,
+    ContinuousCapacity,
+    GeneralBulkPolicy,
+    bus_fill_wait,
+    relative_error,
+    request_work,
+)
 
 SEED = 1
 
@@ -240,7 +259,7 @@ def test_continuous_capacity_is_the_saturation_throughput():
         probe = make_workload(Poisson(1.0), Uniform(16, 128), output, n=4000, seed=SEED)
         cap = ContinuousCapacity.from_samples(step, max_seqs, probe.prompt_tokens, probe.output_tokens)
 
-        def run(load):
+        def run(load, cap=cap, output=output, max_seqs=max_seqs):
             wl = make_workload(Poisson(load * cap.max_rate), Uniform(16, 128), output, n=4000, seed=SEED)
             return simulate(wl, Continuous(max_seqs=max_seqs, max_batched_tokens=2048), step)
 

@@ -14,7 +14,15 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from batchsim import ConfigError, Continuous, LinearStepTime, read_trace, simulate, summarize, trace_workload
+from batchsim import (
+    ConfigError,
+    Continuous,
+    LinearStepTime,
+    read_trace,
+    simulate,
+    summarize,
+    trace_workload,
+)
 from batchsim.traces import AZURE_TRACE, SHIPPED
 
 STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)

@@ -22,10 +22,10 @@ from batchsim.core.policies import Continuous  # noqa: E402
 from batchsim.core.workload import Workload  # noqa: E402
 from batchsim.sim.steptime import load_step_time  # noqa: E402
 from realrun.cli import main  # noqa: E402
-from realrun.engine import Engine  # noqa: E402
-from realrun.model import load_model  # noqa: E402
-from realrun.runner import limits_for, run_real  # noqa: E402
-from realrun.vllm import VLLMServer, knobs_for, profile_vllm, run_vllm, save_model  # noqa: E402
+from realrun.clock.runner import limits_for, run_real  # noqa: E402
+from realrun.engine.engine import Engine  # noqa: E402
+from realrun.engine.model import load_model  # noqa: E402
+from realrun.reference.vllm import VLLMServer, knobs_for, profile_vllm, run_vllm, save_model  # noqa: E402
 
 MAX_SEQS, BUDGET, BLOCK, KV = 8, 128, 32, 1536
 

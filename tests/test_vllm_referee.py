@@ -1,6 +1,6 @@
 """batchsim's ``vllm-v1`` policy held to vLLM's own ``Scheduler``, step by step, with no clock.
 
-``realrun.vllm.referee`` feeds one workload to vLLM 0.32's V1 scheduler (a stand-in model:
+``realrun.reference.vllm.referee`` feeds one workload to vLLM 0.32's V1 scheduler (a stand-in model:
 one token per scheduled row) and to batchsim's policy, and compares every step: who runs with
 how many tokens, who is preempted, who is admitted, the KV blocks in use. Prefix caching is off.
 These need vLLM; they skip where it is not installed, and ``make test-vllm`` runs them with
@@ -18,11 +18,11 @@ if os.environ.get("BATCHSIM_REQUIRE_VLLM") != "1":
 
 from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.workload import Request  # noqa: E402
-from realrun.vllm.referee import RefereeConfig, referee  # noqa: E402
-from realrun.vllm.referee_engine import make_scheduler  # noqa: E402
-from realrun.vllm.referee_scan import main, scan  # noqa: E402
-from realrun.vllm.referee_table import markdown, textbook_table  # noqa: E402
-from realrun.vllm.referee_workloads import CONFIGURATIONS, random_workload  # noqa: E402
+from realrun.reference.vllm.referee import RefereeConfig, referee  # noqa: E402
+from realrun.reference.vllm.referee_engine import make_scheduler  # noqa: E402
+from realrun.reference.vllm.referee_scan import main, scan  # noqa: E402
+from realrun.reference.vllm.referee_table import markdown, textbook_table  # noqa: E402
+from realrun.reference.vllm.referee_workloads import CONFIGURATIONS, random_workload  # noqa: E402
 
 # vLLM's import raises deprecation and future warnings from inside vLLM and torch: not ours to fix.
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.filterwarnings("ignore::FutureWarning"),
@@ -85,7 +85,7 @@ def test_the_referee_catches_a_scheduler_that_differs(monkeypatch):
     # batchsim's vllm-v1 told the wrong engine loop (async scheduling off) against vLLM's (on).
     on = RefereeConfig(max_seqs=8, max_batched_tokens=16, async_scheduling=True)
     assert all(referee(random_workload(s, on, 40), on).agrees for s in range(3))
-    from realrun.vllm import referee_policy
+    from realrun.reference.vllm import referee_policy
 
     real = referee_policy.make_referee_policy
     monkeypatch.setattr(referee_policy, "make_referee_policy", lambda config, policy: real(cfg, policy))

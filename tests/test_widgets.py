@@ -11,8 +11,9 @@ from __future__ import annotations
 import ipywidgets as W
 import pytest
 
-from batchsim.teach import lessons, widgets
 from batchsim.machine.catalog import DEFAULT_CATALOG
+from batchsim.teach import lessons, widgets
+
 
 @pytest.fixture(autouse=True)
 def _quick_pictures(monkeypatch):

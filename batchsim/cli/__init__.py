@@ -28,16 +28,22 @@ import re
 import sys
 from pathlib import Path
 
-from .options import (
-    add_fleet_args, add_output_args, add_policy_args, add_server_args, add_slo_args, add_workload_args, policies_from_args,
-)
 from ..core import rejections
-from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes, ignored_router_notes
 from ..core.errors import ConfigError
 from ..core.files import Staging, check_out_dir, dumps
+from ..core.flags import check_conflicts, dash_hint, given, ignored_knob_notes, ignored_router_notes
 from ..machine.server import DEFAULT_SERVER
 from ..teach.scenarios import FLAGSHIP, SCENARIOS, Scenario, get_scenario
 from ..teach.scenarios.base import Interrupted
+from .options import (
+    add_fleet_args,
+    add_output_args,
+    add_policy_args,
+    add_server_args,
+    add_slo_args,
+    add_workload_args,
+    policies_from_args,
+)
 
 __all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report", "out_dir", "default_server"]
 

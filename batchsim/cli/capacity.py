@@ -22,18 +22,30 @@ import sys
 
 from ..core import sizing
 from ..core.config import POLICY_NAMES, WorkloadConfig
-from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg, show
+from ..core.errors import (
+    ConfigError,
+    check_at_most,
+    check_choice,
+    check_int_at_least,
+    check_nonneg,
+    show,
+)
 from ..core.files import dumps
-from ..core.flags import check_conflicts, comma_list, given
+from ..core.flags import add_flags, check_conflicts, comma_list, given
 from ..core.router import ROUTER_NAMES
-from ..core.errors import check_choice
 from ..machine.catalog import DEFAULT_CATALOG
 from ..machine.server import DEFAULT_MODEL
-from ..teach.scenarios.capacity import PLAN_POLICIES, Objective, PlanResult, candidates, search
-from ..core.flags import add_flags
 from ..machine.serverconfig import SERVER_FLAGS
+from ..teach.scenarios.capacity import PLAN_POLICIES, Objective, PlanResult, candidates, search
 from .options import add_workload_args
-from .plan_machine import MACHINE, PLAN_REQUESTS, check_reachable, machine_of, size_for_steady_state, splits
+from .plan_machine import (
+    MACHINE,
+    PLAN_REQUESTS,
+    check_reachable,
+    machine_of,
+    size_for_steady_state,
+    splits,
+)
 from .tasks import add_scheduler_args, check_scheduler, run_tasks, worker_count
 
 __all__ = ["add_arguments", "run", "plan"]

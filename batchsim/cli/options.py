@@ -12,13 +12,29 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.flags import FLEET_FLAGS, POLICY_FLAGS, RECORDS_FLAGS, SLO_FLAGS, WORKLOAD_FLAGS, add_flags
+from ..core.flags import (
+    FLEET_FLAGS,
+    POLICY_FLAGS,
+    RECORDS_FLAGS,
+    SLO_FLAGS,
+    WORKLOAD_FLAGS,
+    add_flags,
+)
 from ..core.sizing import OVERRIDE_FLAG
 from ..machine.serverconfig import DEFAULT_STEP_TIME, SERVER_FLAGS, parse_bytes
 from ..teach.scenarios.knobs import (  # noqa: F401 - the resolvers, re-exported for scripts and tests
-    POLICY_DEFAULTS, WORKLOAD_DEFAULTS, kv_budget_from_args, policies_from_args, policy_from_args,
-    price_from_args, server_from_args, server_setup_from_args, slo_from_args, step_time_from_args,
-    workload_config_from_args, workload_from_args,
+    POLICY_DEFAULTS,
+    WORKLOAD_DEFAULTS,
+    kv_budget_from_args,
+    policies_from_args,
+    policy_from_args,
+    price_from_args,
+    server_from_args,
+    server_setup_from_args,
+    slo_from_args,
+    step_time_from_args,
+    workload_config_from_args,
+    workload_from_args,
 )
 
 __all__ = [

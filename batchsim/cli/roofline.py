@@ -15,11 +15,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..machine.catalog import DEFAULT_CATALOG, load_catalog
 from ..core.errors import ConfigError, check_at_most, check_int_at_least, check_nonneg
 from ..core.files import Staging, check_out_dir, dumps
+from ..machine.catalog import DEFAULT_CATALOG, load_catalog
 from ..machine.memory import DEFAULT_MEM_UTIL
-from ..machine.roofline import DEFAULT_COMPUTE_EFF, DEFAULT_MEMORY_EFF, DEFAULT_OVERHEAD, bytes_label, decode_table, knee_batch
+from ..machine.roofline import (
+    DEFAULT_COMPUTE_EFF,
+    DEFAULT_MEMORY_EFF,
+    DEFAULT_OVERHEAD,
+    bytes_label,
+    decode_table,
+    knee_batch,
+)
 from ..machine.server import DEFAULT_GPU, DEFAULT_MODEL, Server
 
 __all__ = ["add_arguments", "run"]

@@ -28,15 +28,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import add_run_args, default_server
 from ..core import sizing
-from ..core.flags import check_conflicts, flag_name, given, ignored_knob_notes, ignored_router_notes, knob_users
 from ..core.errors import ConfigError, show
 from ..core.files import Staging, check_out_dir, dumps
+from ..core.flags import (
+    check_conflicts,
+    flag_name,
+    given,
+    ignored_knob_notes,
+    ignored_router_notes,
+    knob_users,
+)
 from ..core.metrics import format_table
+from ..sim.tasks import add_scheduler_args, check_scheduler, run_tasks, worker_count
 from ..teach.scenarios import Run, Scenario, get_scenario, run_set
 from ..teach.scenarios.base import Interrupted, plan_runs, size_of
-from ..sim.tasks import worker_count, add_scheduler_args, check_scheduler, run_tasks
+from . import add_run_args, default_server
 
 __all__ = ["add_arguments", "run", "SWEEPABLE", "parse_sweep", "sweep"]
 
@@ -162,7 +169,7 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
         for _, s, _ in done:
             summaries.update({k: v for k, v in s.items() if k.endswith(" " + n)})
     notes: list[str] = list(knob_notes)
-    for _, s, extra in done:
+    for _, _, extra in done:
         for n in extra["notes"]:
             if not n.startswith("workload:") and n not in notes:
                 notes.append(n)

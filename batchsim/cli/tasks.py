@@ -3,6 +3,13 @@ a scenario (teach) runs its rounds with it too, and teach may not import the CLI
 
 from __future__ import annotations
 
-from ..sim.tasks import SCHEDULER_HELP, add_scheduler_args, check_scheduler, dask_available, run_tasks, worker_count
+from ..sim.tasks import (
+    SCHEDULER_HELP,
+    add_scheduler_args,
+    check_scheduler,
+    dask_available,
+    run_tasks,
+    worker_count,
+)
 
 __all__ = ["SCHEDULER_HELP", "add_scheduler_args", "check_scheduler", "dask_available", "run_tasks", "worker_count"]

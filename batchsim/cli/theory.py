@@ -14,21 +14,30 @@ formula. Errors of a few percent are the noise of a finite run: more
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
-from ..core.arrivals import Poisson
 from ..core import sizing
+from ..core.arrivals import Poisson
 from ..core.errors import check_at_most, check_int_at_least
 from ..core.files import dumps
 from ..core.lengths import Fixed, Uniform
 from ..core.policies import Continuous, Dynamic, Policy, Static, Taxi
+from ..core.workload import make_workload
 from ..sim.simulator import RunResult, simulate
 from ..sim.steptime import ConstantStepTime, ExponentialStepTime, LinearStepTime, StepTimeModel
-from ..sim.theory import MD1, MG1, MM1, BulkService, ContinuousCapacity, GeneralBulkPolicy, bus_fill_wait, relative_error
-from ..core.workload import make_workload
+from ..sim.theory import (
+    MD1,
+    MG1,
+    MM1,
+    BulkService,
+    ContinuousCapacity,
+    GeneralBulkPolicy,
+    bus_fill_wait,
+    relative_error,
+)
 
 __all__ = ["Case", "compare_cases", "add_arguments", "run", "mean_queue_wait", "saturated_throughput"]
 
@@ -119,7 +128,9 @@ def format_cases(cases: list[Case]) -> str:
     heads = ("case", "setting", "quantity", "theory", "simulated", "error")
     body = [(c.name, c.setting, c.quantity, f"{c.theory:.4f}", f"{c.simulated:.4f}", f"{100 * c.error:+.1f} %") for c in cases]
     widths = [max(len(r[i]) for r in (heads, *body)) for i in range(len(heads))]
-    line = lambda r: "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    def line(r):
+        return "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     return "\n".join([line(heads), "  ".join("-" * w for w in widths), *map(line, body)])
 
 

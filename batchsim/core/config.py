@@ -17,11 +17,21 @@ the machine model, in ``batchsim.machine.serverconfig``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .arrivals import MAX_REQUESTS, ArrivalProcess, check_rate, parse_arrival
-from .errors import MAX_SECONDS, ConfigError, check_at_most, check_bool, check_choice, check_int_at_least, check_positive, show
+from .errors import (
+    MAX_SECONDS,
+    ConfigError,
+    check_at_most,
+    check_bool,
+    check_choice,
+    check_int_at_least,
+    check_positive,
+    show,
+)
 from .flags import comma_list, resolve, trace_of
 from .knobs import DEFAULTS, FLAG_KNOBS, POLICY_NAMES, READS, check_knob_value
 from .lengths import LengthDist, parse_length
@@ -121,7 +131,7 @@ class WorkloadConfig:
         return wl
 
     @classmethod
-    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "WorkloadConfig":
+    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> WorkloadConfig:
         """Resolve from the flags given and the defaults under them (a scenario's, realrun's, the package's)."""
         layers = (*layers, WORKLOAD_DEFAULTS)
         g = lambda k: resolve(k, flags, *layers)  # noqa: E731
@@ -159,7 +169,7 @@ class _PolicyRules:
         return make_policy(self.name, **self.knobs())
 
     @classmethod
-    def from_flags(cls, name: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "PolicyConfig":
+    def from_flags(cls, name: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> PolicyConfig:
         layers = (*layers, POLICY_DEFAULTS)
         kw = {f.name: resolve(f.name, flags, *layers) for f in fields(cls) if f.name != "name"}
         return cls(name, **kw)
@@ -208,7 +218,7 @@ class FleetConfig:
         check_bool("summary_only", self.summary_only)
 
     @classmethod
-    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "FleetConfig":
+    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> FleetConfig:
         layers = (*layers, FLEET_DEFAULTS)
         return cls(*(resolve(k, flags, *layers) for k in ("replicas", "router", "summary_only")))
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 import simpy
 
@@ -42,7 +42,9 @@ from .progress_lines import LineProgress
 from .recorder import Recorder
 from .router import Router
 from .server import ARRIVAL, ServerProcess, guarded
-from .wallclock import WallExecutor  # re-exported: realrun builds its runs from this module's two names
+from .wallclock import (
+    WallExecutor,  # re-exported: realrun builds its runs from this module's two names
+)
 from .workload import Workload
 
 __all__ = ["Executor", "StopRun", "Drive", "drive", "Run", "WallExecutor", "INTERRUPTED"]

@@ -9,7 +9,8 @@ same for all of them.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import simpy
 

@@ -134,7 +134,7 @@ class _Lines:
     def close(self) -> None:
         self.fh.close()
 
-    def __enter__(self) -> "_Lines":
+    def __enter__(self) -> _Lines:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -240,7 +240,7 @@ class Staging:
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> "Staging":
+    def __enter__(self) -> Staging:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

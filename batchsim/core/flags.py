@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ConfigError, show
 from .knobs import FLAG_KNOBS, KNOBS, flag_knobs, knob_defaults, knob_help

@@ -16,8 +16,9 @@ policies (``max_batch``) has one default, which both classes must agree on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from .errors import ConfigError, check_choice, check_knob, show
 

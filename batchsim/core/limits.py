@@ -87,7 +87,7 @@ class ServerLimits:
         return ", ".join(parts) or "no limits"
 
 
-def as_limits(limits: "ServerLimits | int | None") -> ServerLimits:
+def as_limits(limits: ServerLimits | int | None) -> ServerLimits:
     """A ServerLimits from itself, a KV budget in tokens (the older spelling), or None."""
     if isinstance(limits, ServerLimits):
         return limits

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -155,7 +155,7 @@ class LiveArrivals:
         self.inbox = inbox
         self.on_admit, self.on_decided = on_admit, on_decided
 
-    def __call__(self, run) -> "simpy.events.ProcessGenerator":
+    def __call__(self, run) -> simpy.events.ProcessGenerator:
         env = run.env
         if not isinstance(env, LiveClock):
             raise TypeError(f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}")
@@ -166,7 +166,7 @@ class LiveArrivals:
         while True:
             env.delivery = env.event()
             items = yield env.delivery
-            for kind, t, what, extra in items:
+            for kind, _t, what, extra in items:
                 if kind == _ARRIVE:
                     rec.add(what)
                     if self.on_admit is not None:

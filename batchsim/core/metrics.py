@@ -178,5 +178,7 @@ def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMM
             line.append("-" if v is None else fmt(x) if callable(fmt) else fmt.format(x))
         body.append(line)
     widths = [max(len(str(r[i])) for r in [heads] + body) for i in range(len(heads))]
-    fmt_line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    def fmt_line(r):
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     return "\n".join([fmt_line(heads), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in body])

@@ -82,7 +82,7 @@ class Pass:
         work and attention within a chunk); that shape keeps both sums, so the profiled table prices a
         ragged pass at the work it does. Its pieces are its chunks and, in a padded batch on the block
         pool, each short prompt's padding, which the engine computes as a throwaway row of its own
-        (``realrun.paged.passes``), so the padding attends to itself, not to the prompt: 8 prompts of
+        (``realrun.engine.paged.passes``), so the padding attends to itself, not to the prompt: 8 prompts of
         300-450 tokens padded to 433 do ~78 % of the attention of 8 x 433 (priced as that, the padded
         passes came out 14-17 % dear in bench/step_fidelity.py). The plain version is
         ``(prefill_rows, prefill_tokens / prefill_rows)``, the mean length, which equal chunks give."""

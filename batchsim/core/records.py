@@ -98,7 +98,7 @@ class Records:
             t.last_end = self.last_step_end()  # the clock's, not the last row's start + duration
         return t
 
-    def for_replica(self, i: int) -> "Records":
+    def for_replica(self, i: int) -> Records:
         """One server's share of a fleet's records: its requests (renumbered in order) and its steps."""
         if self.replica is None:
             if i != 0:

@@ -14,7 +14,7 @@ It reads only the reasons, so it works for any reason either clock writes.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["group", "lines", "counts", "all_rejected"]
 

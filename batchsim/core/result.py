@@ -7,8 +7,9 @@ the point: the metrics, plots and bills apply to both unchanged. ``meta`` says w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from .limits import ServerLimits
 from .policies.base import Policy

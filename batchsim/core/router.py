@@ -19,7 +19,7 @@ instead of piling them on server 0.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

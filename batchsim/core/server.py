@@ -55,8 +55,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from heapq import heappush
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import simpy
 from simpy.events import NORMAL, URGENT

@@ -73,7 +73,7 @@ class QuantileSketch:
             grown[self.offset - new_lo : self.offset - new_lo + len(self.counts)] = self.counts
             self.offset, self.counts = new_lo, grown
 
-    def merge(self, other: "QuantileSketch") -> "QuantileSketch":
+    def merge(self, other: QuantileSketch) -> QuantileSketch:
         """A sketch of both streams together (same relative error)."""
         if other.alpha != self.alpha:
             raise ValueError("sketches of different relative errors do not merge")

@@ -61,7 +61,7 @@ class StepTotals:
     count: int = 0
 
     @classmethod
-    def of(cls, steps: dict[str, np.ndarray]) -> "StepTotals":
+    def of(cls, steps: dict[str, np.ndarray]) -> StepTotals:
         """From a kept log (as ``summarize`` always computed them: one sum over each whole column)."""
         t = cls()
         t.add(steps)
@@ -84,7 +84,7 @@ class StepTotals:
         self.last_end = end if self.last_end is None else max(self.last_end, end)
         self.count += len(reps)
 
-    def merged(self, other: "StepTotals") -> "StepTotals":
+    def merged(self, other: StepTotals) -> StepTotals:
         t = StepTotals(self.busy + other.busy, self.reps + other.reps, dict(self.batch_hist),
                        max(self.max_batch, other.max_batch), self.batch_reps + other.batch_reps,
                        self.padded_reps + other.padded_reps, self.decode_reps + other.decode_reps,

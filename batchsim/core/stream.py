@@ -60,7 +60,7 @@ class StreamStats:
         s[1] += len(v)
         self.sketches[name].add(v)
 
-    def merged(self, other: "StreamStats") -> "StreamStats":
+    def merged(self, other: StreamStats) -> StreamStats:
         out = StreamStats(self.alpha, self.completed + other.completed, self.output_tokens + other.output_tokens,
                           self.gaps + other.gaps, self.gap_time + other.gap_time,
                           max((x for x in (self.last_finish, other.last_finish) if x is not None), default=None),
@@ -118,7 +118,7 @@ class StreamRecords:
     def last_finish(self) -> float | None:
         return self.fleet_stats().last_finish
 
-    def for_replica(self, i: int) -> "StreamRecords":
+    def for_replica(self, i: int) -> StreamRecords:
         rej = self.rejected_by[i]
         return StreamRecords(self.stats[i].completed + sum(rej.values()), [self.stats[i]], [rej],
                              [self.totals_by_replica[i]], self.last_arrival, self.slo, self.streaming)

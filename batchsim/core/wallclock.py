@@ -11,7 +11,7 @@ synchronously inside a server process, and a ``yield`` of its measured end fit t
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import simpy

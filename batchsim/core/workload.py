@@ -115,7 +115,7 @@ class Workload:
         return f"Workload({len(self)} requests, {self.description!r})"
 
     @property
-    def requests(self) -> "_Requests":
+    def requests(self) -> _Requests:
         return _Requests(self)
 
     def request(self, i: int) -> Request:
@@ -123,7 +123,7 @@ class Workload:
         return Request(i, self.arrivals.item(i), self.prompt_tokens.item(i), self.output_tokens.item(i),
                        None if self.texts is None else self.texts[i])
 
-    def subset(self, ids, description: str | None = None) -> "Workload":
+    def subset(self, ids, description: str | None = None) -> Workload:
         """The requests ``ids`` (in order), renumbered 0..k-1: what one replica of a fleet was given."""
         ids = np.asarray(ids, dtype=np.int64)
         texts = None if self.texts is None else tuple(self.texts[i] for i in ids.tolist())
@@ -131,14 +131,14 @@ class Workload:
                             self.description if description is None else description)
 
     @classmethod
-    def _of(cls, arrivals, prompts, outputs, texts, description: str) -> "Workload":
+    def _of(cls, arrivals, prompts, outputs, texts, description: str) -> Workload:
         wl = object.__new__(cls)
         wl._set(_array("arrivals", arrivals, np.float64), _array("prompts", prompts, np.int64),
                 _array("outputs", outputs, np.int64), texts, description)
         return wl
 
     @classmethod
-    def from_arrays(cls, arrivals, prompts, outputs, description: str = "") -> "Workload":
+    def from_arrays(cls, arrivals, prompts, outputs, description: str = "") -> Workload:
         return cls._of(arrivals, prompts, outputs, None, description)
 
 

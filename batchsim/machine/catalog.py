@@ -53,7 +53,7 @@ class Catalog:
     def model(self, name: str) -> Model:
         return _lookup("model", self.models, name)
 
-    def merged(self, other: "Catalog") -> "Catalog":
+    def merged(self, other: Catalog) -> Catalog:
         return Catalog({**self.gpus, **other.gpus}, {**self.models, **other.models}, f"{self.source} + {other.source}")
 
 

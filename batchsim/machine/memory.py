@@ -28,10 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .specs import GPU, Model, check_kv_dtype, check_weights
 from ..core.errors import (
-    MAX_KV_TOKENS, ConfigError, check_at_most, check_int_at_least, check_kv_tokens, check_positive, is_number, show,
+    MAX_KV_TOKENS,
+    ConfigError,
+    check_at_most,
+    check_int_at_least,
+    check_kv_tokens,
+    check_positive,
+    is_number,
+    show,
 )
+from .specs import GPU, Model, check_kv_dtype, check_weights
 
 __all__ = ["KVBudget", "kv_budget", "activation_bytes", "DEFAULT_MEM_UTIL", "MAX_KV_TOKENS", "check_kv_tokens",
            "PROFILE_TOKENS", "PROFILE_SEQS", "NON_TORCH_BYTES"]

@@ -48,14 +48,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import GPU, Model, dtype_bytes
-from .memory import kv_bytes_per_token
-from .parallel import LINK_EFF, check_tp
-from .specs import check_kv_dtype, check_weights
 from ..core.errors import ConfigError, check_at_most, check_nonneg, is_number, show
 from ..core.plan import Pass, plan_step
 from ..core.step import Step
 from ..sim.steptime import SHORT_REPEAT, StepTimeModel
+from .catalog import GPU, Model, dtype_bytes
+from .memory import kv_bytes_per_token
+from .parallel import LINK_EFF, check_tp
+from .specs import check_kv_dtype, check_weights
 
 __all__ = ["RooflineStepTime", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "DEFAULT_OVERHEAD", "decode_table", "knee_batch"]
 

@@ -57,7 +57,7 @@ class Server:
 
     @classmethod
     def named(cls, gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, catalog: Catalog = DEFAULT_CATALOG,
-              dtype: str | None = None, **kw) -> "Server":
+              dtype: str | None = None, **kw) -> Server:
         g = catalog.gpu(gpu)
         return cls(g, catalog.model(model), dtype or g.default_dtype, **kw)
 

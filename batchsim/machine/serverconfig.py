@@ -15,23 +15,31 @@ A knob that tunes something the run does not have is refused, naming it: a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.config import MAX_SECONDS
-from ..core.flags import Flag, flag_name, resolve
 from ..core.errors import (
-    ConfigError, check_at_most, check_choice, check_int_at_least, check_nonneg, check_positive, is_integer, show,
+    ConfigError,
+    check_at_most,
+    check_choice,
+    check_int_at_least,
+    check_kv_tokens,
+    check_nonneg,
+    check_positive,
+    is_integer,
+    show,
 )
-from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
+from ..core.flags import Flag, flag_name, resolve
 from ..sim.sampled import NOISE_CHOICES, with_noise
+from ..sim.steptime import ConstantStepTime, LinearStepTime, StepTimeModel, load_step_time
 from .catalog import DEFAULT_CATALOG, load_catalog
 from .cost import check_price
-from ..core.errors import check_kv_tokens
 from .engines import ENGINE_NAMES, engine_profile
 from .roofline import MIN_EFF
-from .specs import check_kv_dtype, check_weights
 from .server import DEFAULT_GPU, DEFAULT_MODEL, Server
+from .specs import check_kv_dtype, check_weights
 
 __all__ = ["ServerConfig", "ServerSetup", "SERVER_FLAGS", "SERVER_KEYS", "DEFAULT_STEP_TIME", "parse_bytes"]
 
@@ -165,7 +173,7 @@ class ServerConfig:
                 raise ConfigError(f"{k} must be a name, got {show(v)}")
 
     @classmethod
-    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> "ServerConfig":
+    def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> ServerConfig:
         """Flags (by dest) over layers (by scenario key)."""
         kw = {}
         for dest, key in SERVER_KEYS.items():

@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import ConfigError, check_at_most, check_bool, check_int_at_least, check_nonneg, check_positive, show
+from ..core.errors import (
+    ConfigError,
+    check_at_most,
+    check_bool,
+    check_int_at_least,
+    check_nonneg,
+    check_positive,
+    show,
+)
 
 __all__ = ["GPU", "Model", "DTYPES", "WEIGHT_DTYPES", "KV_DTYPES", "dtype_bytes", "weight_bytes_per_param",
            "check_weights", "check_kv_dtype"]

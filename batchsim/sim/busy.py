@@ -11,7 +11,7 @@ a finite run, which bisection tolerates).
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -26,7 +26,7 @@ from the same distribution.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import simpy

@@ -122,7 +122,7 @@ class Grid2D:
         return {"rows": self.x.tolist(), "columns": self.y.tolist(), "seconds": self.z.tolist()}
 
     @classmethod
-    def from_dict(cls, d: dict, name: str) -> "Grid2D":
+    def from_dict(cls, d: dict, name: str) -> Grid2D:
         missing = [k for k in ("rows", "columns", "seconds") if k not in d]
         if missing:
             raise ConfigError(f"{name} grid needs rows, columns and seconds, and has no {' or '.join(missing)}")

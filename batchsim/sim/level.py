@@ -57,6 +57,6 @@ class LevelStepTime(ScaledStepTime):
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
         return np.asarray(self.inner._decode_times(d, attn_read), dtype=np.float64) * self.decode
 
-    def for_policy(self, name: str) -> "StepTimeModel":
+    def for_policy(self, name: str) -> StepTimeModel:
         inner = self.inner.for_policy(name)
         return self if inner is self.inner else LevelStepTime(inner, self.prefill, self.decode)

@@ -36,7 +36,7 @@ def probe_scheduler(address: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
-    except socket.timeout:
+    except TimeoutError:
         raise ConfigError(f"scheduler {address}: cannot connect within {timeout:g} s") from None
     except OSError as e:
         raise ConfigError(f"scheduler {address}: cannot connect ({e.strerror or e})") from None
@@ -49,7 +49,7 @@ def probe_scheduler(address: str, timeout: float) -> None:
             sock.settimeout(left)
             try:
                 chunk = sock.recv(8 - len(got))
-            except socket.timeout:
+            except TimeoutError:
                 break
             except OSError as e:
                 raise ConfigError(f"scheduler {address}: the connection failed ({e.strerror or e})") from None

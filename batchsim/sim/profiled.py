@@ -99,7 +99,7 @@ class ProfiledStepTime(StepTimeModel):
     def __repr__(self) -> str:
         return f"ProfiledStepTime({self.source or 'measured grid'}, plan={self.plan})"
 
-    def for_policy(self, name: str) -> "ProfiledStepTime":
+    def for_policy(self, name: str) -> ProfiledStepTime:
         """This model with the gap between steps measured for that policy (its decisions cost more or less)."""
         from dataclasses import replace
 
@@ -177,7 +177,7 @@ class ProfiledStepTime(StepTimeModel):
         Path(path).write_text(json.dumps({**self.as_dict(), **more}, indent=2) + "\n")
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "calibration") -> "ProfiledStepTime":
+    def from_dict(cls, data: dict, where: str = "calibration") -> ProfiledStepTime:
         if data.get("version") != PROFILE_VERSION:
             raise ConfigError(f"{where}: version must be {PROFILE_VERSION} (re-run python -m realrun profile), "
                               f"got {data.get('version')!r}")

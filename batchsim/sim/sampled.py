@@ -195,7 +195,7 @@ class SampledStepTime(StepTimeModel):
             self._move(idle)
         return self.inner.wake_penalty(idle)
 
-    def for_policy(self, name: str) -> "StepTimeModel":
+    def for_policy(self, name: str) -> StepTimeModel:
         inner = self.inner.for_policy(name)
         if inner is self.inner:
             return self

@@ -9,7 +9,7 @@ Pass ``processes=[f]`` to add your own SimPy processes to the run (``f(env, serv
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..core.driver import UserProcess, check_processes, drive
 from ..core.errors import check_choice

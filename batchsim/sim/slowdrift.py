@@ -71,7 +71,7 @@ class SlowDrift:
         return {"sd": round(self.sd, 5), "tau_s": round(self.tau_s, 5)}
 
     @classmethod
-    def from_dict(cls, d, where: str) -> "SlowDrift":
+    def from_dict(cls, d, where: str) -> SlowDrift:
         if not isinstance(d, dict):
             raise ConfigError(f"{where}: slow drift must be a table with sd and tau_s, got {show(d)}")
         try:

@@ -53,7 +53,7 @@ def _unit_mean(q: np.ndarray) -> np.ndarray:
 
 def ratio_quantiles(samples, levels: int = LEVELS) -> list[float]:
     """``levels`` quantiles of time / mean of one point's timings, leaving out those over twice their
-    median, as the profile's mean does (``realrun.measure.robust_mean``): what is left of the spread is
+    median, as the profile's mean does (``realrun.timing.measure.robust_mean``): what is left of the spread is
     the pass's own, and the quantiles' mean is the mean the model prices."""
     t = np.asarray(samples, dtype=np.float64)
     t = t[t <= 2 * np.median(t)]
@@ -198,7 +198,7 @@ class StepSpread:
                 **({"slow": self.slow.as_dict()} if self.slow is not None else {})}
 
     @classmethod
-    def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> "StepSpread":
+    def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> StepSpread:
         if not isinstance(d, dict):
             raise ConfigError(f"{where}: spread must be a table of decode and prefill quantiles, got {show(d)}")
         for part in ("decode", "prefill"):

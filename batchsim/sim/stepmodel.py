@@ -59,7 +59,7 @@ class StepTimeModel(ABC):
         a pass or a few, and numpy's calls cost more than their arithmetic); None: it cannot."""
         return None
 
-    def put_back(self, seconds) -> None:
+    def put_back(self, seconds) -> None:  # noqa: B027 - a hook: most models draw nothing, so nothing to put back
         """``seconds``, priced by the last call for passes that never ran (a repeat cut at an
         arrival), in order. A model that draws each pass's time (``ExponentialStepTime``) prices
         the next passes with them, so each pass gets the draw it would get priced one at a time
@@ -71,7 +71,7 @@ class StepTimeModel(ABC):
         to run: a real server wakes late from its sleep and runs its first passes cold."""
         return 0.0, 0.0
 
-    def for_policy(self, name: str) -> "StepTimeModel":
+    def for_policy(self, name: str) -> StepTimeModel:
         """The model as it applies to one policy (a profiled model knows each policy's own overhead)."""
         return self
 

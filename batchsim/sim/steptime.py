@@ -34,7 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ConfigError, check_at_most, check_choice, check_nonneg, check_positive, is_number, show
+from ..core.errors import (
+    ConfigError,
+    check_at_most,
+    check_choice,
+    check_nonneg,
+    check_positive,
+    is_number,
+    show,
+)
 from ..core.plan import PLANS, Pass
 from ..core.step import Step
 from .stepmodel import StepTimeModel
@@ -166,7 +174,7 @@ class LinearStepTime(StepTimeModel):
         Path(path).write_text(json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n")
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "LinearStepTime":
+    def from_json(cls, path: str | Path) -> LinearStepTime:
         from ..core.files import read_json
 
         p = Path(path)
@@ -234,7 +242,7 @@ class ScaledStepTime(StepTimeModel):
         late, extra = self.inner.wake_penalty(idle)
         return late * self.factor, extra * self.factor
 
-    def for_policy(self, name: str) -> "StepTimeModel":
+    def for_policy(self, name: str) -> StepTimeModel:
         inner = self.inner.for_policy(name)
         return self if inner is self.inner else ScaledStepTime(inner, self.factor)
 

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..core.errors import ConfigError, check_at_most, check_int_at_least, show
 

@@ -89,7 +89,7 @@ class MG1:
         return self.mean_wait + self.mean_service
 
     @classmethod
-    def steps_of(cls, arrival_rate: float, step_seconds: float, tokens: np.ndarray | list[int]) -> "MG1":
+    def steps_of(cls, arrival_rate: float, step_seconds: float, tokens: np.ndarray | list[int]) -> MG1:
         """A taxi on a constant step time: a request of k output tokens takes k steps.
 
         ``tokens`` is the output-length distribution given by its values (all equally
@@ -371,7 +371,7 @@ class ContinuousCapacity:
             check_nonneg("mean_prompt_output", self.mean_prompt_output)
 
     @classmethod
-    def from_samples(cls, step_time: StepTimeModel, max_seqs: int, prompts, outputs) -> "ContinuousCapacity":
+    def from_samples(cls, step_time: StepTimeModel, max_seqs: int, prompts, outputs) -> ContinuousCapacity:
         p = np.asarray(prompts, dtype=np.float64)
         o = np.asarray(outputs, dtype=np.float64)
         if not len(o) or len(p) != len(o):

@@ -35,7 +35,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from batchsim.teach.slides_fit import SlideError, code_px, table_px, trim_output, trim_table, visible
+from batchsim.teach.slides_fit import (
+    SlideError,
+    code_px,
+    table_px,
+    trim_output,
+    trim_table,
+    visible,
+)
 
 __all__ = ["Visual", "Slide", "lesson_slides", "MAX_LINES", "LINE_CHARS", "visible"]
 

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import html
 import io
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from . import lessons
-from ..machine.catalog import DEFAULT_CATALOG
 from ..core.errors import ConfigError
 from ..core.policies import POLICY_NAMES
+from ..machine.catalog import DEFAULT_CATALOG
+from . import lessons
 
 __all__ = [
     "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "fleet_ui", "roofline_ui", "prefill_stall_ui",

@@ -3,8 +3,8 @@
 Read ``batchsim/textbook/server.py`` first: the server is one SimPy process (``Server.serve``:
 decide, run a pass, record it), and ``go_down()`` / ``come_back()`` are the few lines above it.
 You add a process of your own beside it, as in SimPy's gas-station and bank examples:
-``textbook.simulate(..., processes=[f])`` (``from batchsim import textbook``), where
-``f(env, servers)`` is a generator function. ``env`` is the SimPy environment (``env.now``,
+``textbook.simulate(..., processes=[f])``, with ``textbook`` the package ``batchsim.textbook``
+and ``f(env, servers)`` a generator function. ``env`` is the SimPy environment (``env.now``,
 ``yield env.timeout(seconds)``); ``servers`` are the run's servers: ``servers[0].go_down()``
 has server 0 finish the pass it is running and then run nothing, ``servers[0].come_back()``
 has it decide again at once. Requests that arrive while it is down wait in its queue.
@@ -32,7 +32,7 @@ Check your work:  pytest course/labs -k lab6
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def outage(start: float, duration: float, server: int = 0) -> Callable:

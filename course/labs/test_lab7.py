@@ -45,7 +45,14 @@ def test_lab7_a_measured_ttft(lab):
 def _replay(path: Path, policy: str, knobs: dict, limits: bool = True) -> dict:
     """batchsim's replay of a record's arrivals, as the lab asks for it (``limits``: the sidecar's
     context_len and KV budget), for naming a student's mistake, never for printing."""
-    from batchsim import load_step_time, make_policy, read_trace, simulate, summarize, trace_workload
+    from batchsim import (
+        load_step_time,
+        make_policy,
+        read_trace,
+        simulate,
+        summarize,
+        trace_workload,
+    )
     from batchsim.core.limits import ServerLimits
 
     meta = json.loads(Path(str(path) + ".json").read_text())

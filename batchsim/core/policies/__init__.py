@@ -6,8 +6,8 @@ from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError, show
-from ..notes import note
 from ..knobs import DEFAULTS, KNOBS, POLICY_NAMES, READS
+from ..notes import note
 from .base import Policy
 from .blocks import BlockPool
 from .continuous import Continuous

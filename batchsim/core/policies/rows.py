@@ -223,10 +223,10 @@ class RunningRows:
             if c.completes:
                 left[i] -= 1
                 prefilled.append(c.request_id)
-                l = left.item(i)
-                ending = ending or l <= 0
+                n_left = left.item(i)
+                ending = ending or n_left <= 0
                 joined_kv.append(kv.item(i))
-                joined_left.append(l)
+                joined_left.append(n_left)
             else:
                 under_way = True
         return prefilled, joined_kv, joined_left, ending, under_way

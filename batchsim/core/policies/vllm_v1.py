@@ -31,7 +31,7 @@ predict vLLM rather than an idealised vLLM:
    everything known. Seen in vLLM's own timestamps: without this rule, batchsim's time to
    first token came out a fifth short at 50-85 % busy.
 
-``realrun.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with no
+``realrun.reference.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with no
 clock (``tests/test_vllm_referee.py``). Prefix caching is off in every run we compare.
 """
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
-
-from ...machine.cost import cost_summary
-from ..figures import POLICY_COLORS
 from ...core.metrics import SLO, summarize
+from ...core.workload import Workload
+from ...machine.cost import cost_summary
 from ...machine.server import Server
 from ...sim.simulator import simulate
-from ...core.workload import Workload
+from ..figures import POLICY_COLORS
 
 __all__ = ["LESSON_GPU", "LESSON_MODEL", "CLAIM", "POLICY_COLORS", "lesson_server", "run_each", "tick_labels"]
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from matplotlib.figure import Figure
 
 from ...core.arrivals import Poisson
 from ...core.errors import check_choice, check_int_at_least, check_nonneg, check_positive
 from ...core.lengths import Uniform
-from ..figures import POLICY_COLORS, draw_cdf, draw_timeline
 from ...core.metrics import format_table
 from ...core.policies import POLICY_NAMES, make_policy
-from ...machine.server import Server
 from ...core.workload import make_workload
+from ...machine.server import Server
+from ..figures import POLICY_COLORS, draw_cdf, draw_timeline
 from ..scenarios.base import column_notes
 from ._common import LESSON_GPU, LESSON_MODEL, lesson_server, run_each, tick_labels
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from matplotlib.figure import Figure
 
 from ...core.arrivals import Constant
-from ...machine.cost import implied_price_per_hour
 from ...core.errors import check_int_at_least
 from ...core.lengths import Fixed
 from ...core.metrics import format_table
 from ...core.policies import Static
 from ...core.workload import make_workload
-from ._common import LESSON_GPU, LESSON_MODEL, CLAIM, lesson_server, run_each
-
+from ...machine.cost import implied_price_per_hour
+from ._common import CLAIM, LESSON_GPU, LESSON_MODEL, lesson_server, run_each
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from ...core.arrivals import Poisson
 from ...core.config import FleetConfig
 from ...core.errors import check_int_at_least, check_positive
 from ...core.fleet import fleet_summaries
 from ...core.lengths import LogNormal, Uniform
-from ...core.arrivals import Poisson
 from ...core.metrics import format_table
 from ...core.policies import Continuous, Taxi
 from ...core.workload import make_workload

@@ -7,7 +7,7 @@ from one pool as it grows, wherever a free block lies; only its last block is pa
 
 The pool is drawn as it fills in a run: each prompt's blocks at its prefill, then one token per
 row per decode step, a new block taken from the free list (lowest number first, as
-``realrun.paged.pool.KVPool`` does) whenever a row's last block is full. So the blocks of one
+``realrun.engine.paged.pool.KVPool`` does) whenever a row's last block is full. So the blocks of one
 request are scattered: that is why attention reads them through a block table.
 """
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from matplotlib.figure import Figure
 
 from ...core.arrivals import Constant
 from ...core.errors import ConfigError, check_int_at_least, check_positive
 from ...core.lengths import Fixed
-from ..figures import POLICY_COLORS, draw_step_series
 from ...core.metrics import format_table
 from ...core.policies import Continuous, Static
 from ...core.workload import make_workload
+from ..figures import POLICY_COLORS, draw_step_series
 from ._common import LESSON_GPU, lesson_server, run_each
 
 

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ...core.errors import check_int_at_least, check_positive
 from ...core.policies import Continuous
 from ...core.workload import Workload
-from ._common import LESSON_GPU, LESSON_MODEL, run_each, lesson_server
+from ._common import LESSON_GPU, LESSON_MODEL, lesson_server, run_each
 
 __all__ = ["prefill_stall", "prefill_knee"]
 

@@ -8,17 +8,22 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ...core.arrivals import Gamma
-from ...core.errors import ConfigError, check_choice, check_int_at_least, check_nonneg, check_positive
+from ...core.errors import (
+    ConfigError,
+    check_choice,
+    check_int_at_least,
+    check_nonneg,
+    check_positive,
+)
 from ...core.lengths import LogNormal
-from ..figures import POLICY_COLORS, draw_cdf
 from ...core.metrics import SLO, format_table, streams_by_default
 from ...core.policies import POLICY_NAMES, make_policy
 from ...core.traces import Trace, read_trace
 from ...core.workload import Workload, make_workload, trace_workload
 from ...traces import AZURE_TRACE, find_trace
+from ..figures import POLICY_COLORS, draw_cdf
 from ..scenarios.base import column_notes
 from ._common import LESSON_GPU, LESSON_MODEL, lesson_server, run_each
-
 
 #: A synthetic stand-in for the Azure 2023 conversation trace, for ``trace="synthetic"`` (or a
 #: package built without its data), fitted to the statistics in batchsim/traces/README.md: about
@@ -122,7 +127,6 @@ def real_day(policy: str = "continuous", max_batch: int = 64, slo_ttft: float = 
     ax.legend(fontsize=8)
     ax = axes[1, 0]
     for name in POLICY_NAMES:
-        r = results[name].records
         draw_cdf(ax, _delivered_ttft(results[name]), name, POLICY_COLORS[name], lw=3 if name == policy else 1.2)
     ax.axvline(slo_ttft, color="tab:red", ls="--", lw=1)
     ax.set_xscale("log")

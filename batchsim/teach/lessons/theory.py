@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from matplotlib.figure import Figure
 
 from ...core.arrivals import Poisson
 from ...core.errors import ConfigError, check_int_at_least, check_positive
 from ...core.lengths import Fixed
-from ..figures import mean_ci
 from ...core.metrics import summarize
 from ...core.policies import Static, make_policy
+from ...core.workload import make_workload
 from ...sim.simulator import simulate
 from ...sim.steptime import ConstantStepTime
 from ...sim.theory import MD1, bus_fill_wait
-from ...core.workload import make_workload
+from ..figures import mean_ci
 
 
 def theory_vs_simulation(load: float = 0.7, replications: int = 10, seats: int = 8, requests: int = 2000,

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from .canvas import COLORS, new_figure, log_x
+from .canvas import COLORS, log_x, new_figure
 
 __all__ = ["latency_cdf_figure", "timeline_figure", "step_series", "batch_kv_figure"]
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-from .canvas import COLORS, new_figure, plain, log_x
+from .canvas import COLORS, log_x, new_figure, plain
 
 __all__ = ["tradeoff_figure", "sweep_figure", "cost_figure", "batch_sweep_figure"]
 

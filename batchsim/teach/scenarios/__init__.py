@@ -10,9 +10,18 @@ a scenario may instead bring its own ``runner``. ``base`` holds the machinery,
     python -m batchsim run taxi-vs-bus     # run one, print the table, write figures
 """
 
-from .base import SCENARIOS, Run, Scenario, ScenarioReport, get_scenario, register, run_policies, run_set
-from .library import FLAGSHIP, SERVER, batch_capacity
 from . import fleet as _fleet  # noqa: F401 - registers the fleet scenario
+from .base import (
+    SCENARIOS,
+    Run,
+    Scenario,
+    ScenarioReport,
+    get_scenario,
+    register,
+    run_policies,
+    run_set,
+)
+from .library import FLAGSHIP, SERVER, batch_capacity
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",

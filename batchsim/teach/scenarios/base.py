@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-
-from .execute import RunPlan, extent_flag, plan_runs, server_limits, simulate_plan, size_of
-from .knobs import policies_from_args
 from ...core import rejections, sizing
 from ...core.config import WorkloadConfig
-from ...core.flags import given
 from ...core.errors import ConfigError
+from ...core.flags import given
 from ...core.metrics import SUMMARY_KEYS, TTFT_NOTE, format_table, table_notes
 from ...sim.simulator import RunResult
 from ...traces import check_trace_file, served_record_note
+from .execute import RunPlan, extent_flag, plan_runs, server_limits, simulate_plan, size_of
+from .knobs import policies_from_args
 
 __all__ = [
     "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",

@@ -16,8 +16,8 @@ from typing import NamedTuple
 from ...core import sizing
 from ...core.config import FleetConfig, PolicyConfig, WorkloadConfig, slo_config
 from ...core.errors import check_positive
-from ...core.fleet import fleet_summaries
 from ...core.flags import given, resolve_arg
+from ...core.fleet import fleet_summaries
 from ...core.limits import ServerLimits
 from ...core.metrics import SLO
 from ...machine.cost import cost_summary

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from ...core.config import POLICY_DEFAULTS, WORKLOAD_DEFAULTS, PolicyConfig, WorkloadConfig, policy_names, slo_config
+from ...core.config import (
+    POLICY_DEFAULTS,
+    WORKLOAD_DEFAULTS,
+    PolicyConfig,
+    WorkloadConfig,
+    policy_names,
+    slo_config,
+)
 from ...core.flags import given, resolve_arg
 from ...core.metrics import SLO
 from ...core.policies import Policy

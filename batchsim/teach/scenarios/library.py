@@ -10,16 +10,18 @@ import argparse
 
 import numpy as np
 
-from .knobs import (
-    WORKLOAD_DEFAULTS, policies_from_args, slo_from_args, step_time_from_args,
-)
-from ...machine.cost import implied_price_per_hour, required_throughput
-from ...machine.server import DEFAULT_SERVER
 from ...core.flags import resolve_arg
 from ...core.lengths import parse_length
 from ...core.step import Chunk, Step
-
+from ...machine.cost import implied_price_per_hour, required_throughput
+from ...machine.server import DEFAULT_SERVER
 from .base import Run, Scenario, ScenarioReport, policy_label, register, run_policies, run_set
+from .knobs import (
+    WORKLOAD_DEFAULTS,
+    policies_from_args,
+    slo_from_args,
+    step_time_from_args,
+)
 
 FLAGSHIP = "taxi-vs-bus"
 
@@ -203,7 +205,7 @@ def _memory_wall(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport
         "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "mean_ttft_delivered",
         "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size", "kv_peak_tokens", "kv_peak_gb", "preemptions"])
     seen = set()
-    for label, res in report.results.items():
+    for _label, res in report.results.items():
         srv = res.meta["server"]
         if srv is None or res.meta["part"] in seen:
             continue

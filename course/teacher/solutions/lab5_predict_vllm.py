@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batchsim import Poisson, Uniform, load_step_time, make_policy, make_workload, simulate, summarize
+from batchsim import (
+    Poisson,
+    Uniform,
+    load_step_time,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+)
 from batchsim.core.limits import ServerLimits
 
 # The data sits beside the student's lab (the teacher's folder may be handed out without it).
