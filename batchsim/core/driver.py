@@ -83,6 +83,8 @@ class Run:
         self.trace: list | None = [] if trace else None
         self._outstanding = [0] * len(self.servers)  # what the router sees, refilled at each arrival
         self.fleet = router is not None  # a router picks each request's server only as it arrives
+        self.pulls = False  # the lone server reads the arrivals itself (``pull_arrivals``)
+        self.come = 0  # requests handed over so far, when it does
 
     def arrivals(self):
         """The arrivals process: each request at its own time, routed, handed to its server's policy.
@@ -100,6 +102,19 @@ class Run:
             hand_over(request(i), a)
             self.next_arrival = arrival(i + 1) if i + 1 < n else math.inf
         self.close(arrival(n - 1) if n else 0.0)
+
+    def pull_arrivals(self) -> None:
+        """No arrivals process: the lone server reads the arrivals itself between its steps
+        (``ServerProcess._take_arrivals``), as the textbook's server does. ``drive`` chooses it where
+        nothing else shares the clock (no router, no process of the user's, a clock that jumps): then
+        the only events would be the arrivals' and the steps' ends, and taking each arrival when the
+        server next decides is what the arrivals process does, without an event (and a step's end
+        that would wait for it) per request."""
+        self.pulls = True
+        n = len(self.workload)
+        self.next_arrival = self.workload.arrivals.item(0) if n else math.inf
+        if not n:
+            self.close(0.0)
 
     def hand_over(self, request, now: float) -> str | None:
         """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy queues
@@ -214,7 +229,10 @@ def drive(
         router.start(n_rep)
     env = executors[0].environment()  # on the wall clock every executor shares one clock
     run = Run(env, workload, policies, executors, router if n_rep > 1 else None, rec, trace, None)
-    env.process(run.guard(run.arrivals() if arrivals is None else arrivals(run)))
+    if arrivals is None and not processes and not run.fleet and getattr(env, "jumps", False):
+        run.pull_arrivals()
+    else:
+        env.process(run.guard(run.arrivals() if arrivals is None else arrivals(run)))
     for s in run.servers:
         s.process = env.process(s.process_body())
     for f in processes:

@@ -145,8 +145,12 @@ def fold_events(events: list, first_token: np.ndarray, last_token: np.ndarray, i
     if not events:
         return
     ids, counts, first, last, inner = _event_rows(events)
-    # A stable sort keeps each request's events in time order; on 32-bit keys it is twice as fast.
-    key = ids.astype(np.int32) if len(ids) and ids.max() < 2**31 else ids
+    # A stable sort keeps each request's events in time order. The ids of one chunk lie in a narrow
+    # window (the requests running meanwhile): as 16-bit offsets from the lowest they sort by radix,
+    # several times faster than 32-bit keys, themselves twice as fast as 64-bit ones; the order of
+    # equal keys is the same, so the permutation is too.
+    lo, hi = int(ids.min()), int(ids.max())
+    key = (ids - lo).astype(np.uint16) if hi - lo < 2**16 else ids.astype(np.int32) if hi < 2**31 else ids
     order = np.argsort(key, kind="stable")
     ids = ids[order]
     first = first[order]

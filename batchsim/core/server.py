@@ -56,12 +56,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from heapq import heappush
 from typing import TYPE_CHECKING, Protocol
 
 import simpy
-from simpy.events import NORMAL, URGENT
 
+from .at import ARRIVAL, At, AtMixin, schedule_at, server_priority
 from .executor import Executor
 from .standstill import StandStill
 from .step import Wait
@@ -71,47 +70,6 @@ if TYPE_CHECKING:
     from .recorder import Recorder
 
 __all__ = ["ServerProcess", "RunShared", "At", "AtMixin", "ARRIVAL", "server_priority", "schedule_at", "guarded"]
-
-#: Arrivals come first among the events of one instant.
-ARRIVAL = URGENT
-
-
-def server_priority(index: int) -> int:
-    """Server ``index``'s events of one instant come after the arrivals and the servers before it."""
-    return NORMAL + index
-
-
-class At(simpy.Timeout):
-    """A timeout that fires at the absolute time ``t`` (not ``now + delay``), with ``priority``."""
-
-    def __init__(self, env: simpy.Environment, t: float, priority: int = NORMAL, value=None) -> None:
-        if t < env.now:
-            raise ValueError(f"cannot schedule an event in the past: {t} < now {env.now}")
-        # Event.__init__'s fields, set here as simpy.Timeout does (it has no hook for an absolute time).
-        self.env = env
-        self.callbacks = []
-        self._value = value
-        self._delay = t - env.now
-        self._ok = True
-        schedule_at(env, self, t, priority)
-
-
-def schedule_at(env: simpy.Environment, event: simpy.Event, t: float, priority: int = NORMAL) -> None:
-    """Put a triggered ``event`` on ``env``'s queue at the absolute time ``t`` (>= now).
-
-    Environment.schedule adds a delay to now; the queue entry is the same tuple with t itself."""
-    heappush(env._queue, (t, priority, next(env._eid), event))
-
-
-class AtMixin:
-    """Adds ``at`` (and ``jump``) to an environment: both clocks are one of these."""
-
-    def at(self, t: float, priority: int = NORMAL, value=None) -> At:
-        return At(self, t, priority, value)  # type: ignore[arg-type]
-
-    def jump(self, t: float) -> bool:
-        """Move the clock to ``t`` at once, if that is the same as yielding an event at ``t``; whether it did."""
-        return False  # a wall clock must wait for ``t`` to come
 
 
 def guarded(body: Iterable, ended: Callable[[BaseException | None], None]):
@@ -177,7 +135,10 @@ class ServerProcess:
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
         env, policy, run = self.env, self.policy, self.run
+        pulls = run.pulls
         while True:
+            if pulls and run.next_arrival <= env.now:
+                self._take_arrivals(env.now)
             while self.down:  # back and down again at one instant: it runs nothing
                 yield self._back
             if self._withdrawn:
@@ -190,10 +151,37 @@ class ServerProcess:
             else:
                 yield from self._run(action)
 
+    def _take_arrivals(self, now: float) -> None:
+        """A lone server reads the arrivals itself (``Run.pull_arrivals``): every request due by ``now``
+        is handed over at its own time, in order, then the run closed after the last. Textbook:
+        ``serve``'s ``while come < len(requests) and requests[come].arrival <= clock.now``.
+
+        Where the arrivals process would hand a request over while a step runs, this hands it over
+        when the step ends, with the same time: the policy queues it and is asked nothing before the
+        step's end, so the next decision sees the same queue (a repeat was told beforehand where to
+        stop, ``stop_at``)."""
+        run = self.run
+        arrivals, request = run.workload.arrivals, run.workload.request
+        n = len(arrivals)
+        i, a = run.come, run.next_arrival
+        while a <= now:
+            run.hand_over(request(i), a)
+            i += 1
+            a = run.next_arrival = arrivals.item(i) if i < n else math.inf
+        run.come = i
+        if i == n and not run.closed:
+            run.close(arrivals.item(n - 1))
+
     def _sleep(self, until: float | None):
         """Wait until ``until`` (None: no deadline) or until an arrival wakes us."""
         env = self.env
         self._still.check(self.policy, env.now, until, self.steps, self.run.closed)  # or the run would hang
+        if self.run.pulls:
+            # Nothing else shares the clock: it jumps to the deadline or the next arrival, whichever
+            # comes first (``Run.pull_arrivals``). Textbook: ``yield clock.at(max(wake, clock.now))``.
+            wake = self.run.next_arrival if until is None else min(until, self.run.next_arrival)
+            if wake < math.inf and env.jump(max(wake, env.now)):
+                return
         # A deadline already past is "now": the policy is asked again at once (not forever: StandStill).
         # Without a deadline, a bell the next passenger rings (cheaper than an interrupt: no exception).
         if until is None:

@@ -41,6 +41,8 @@ __all__ = ["SimExecutor", "ReplayExecutor", "ReplayDiverged", "SimClock"]
 class SimClock(AtMixin, simpy.Environment):
     """SimPy's simulated clock: nothing takes time but what a process yields."""
 
+    jumps = True
+
     def jump(self, t: float) -> bool:
         """Textbook: ``yield clock.at(end)`` in ``serve``, with nothing else due before ``end``."""
         # With no event due at or before t, yielding an event at t would have the environment pop that

@@ -186,6 +186,8 @@ class RunningRows:
         # Lockstep: every row present before the step decoded, so the kept longest context and fewest
         # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
         lockstep = isinstance(decoding, slice)
+        if lockstep and not prefill and decoding.stop == self.n and not self.partial:
+            return self._decode_run(done, least_left, held)
         prefilled, joined_kv, joined_left, ending, under_way = self._prefilled(prefill, chunk_rows)
         if n_decode:
             self._decoded(decoding, n_decode, done, lockstep)
@@ -206,6 +208,34 @@ class RunningRows:
             # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
             self.forget()
         elif self.fill is None:
+            self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
+        return token_ids, counts, finished, grown, freed
+
+    def _decode_run(self, done: int, least_left: int, held: int):
+        """``account`` for the commonest step: a run of decode passes by every row, nothing prefilled.
+        The same updates in the same order as the general path (``_decoded``, ``_move_kept``,
+        ``_grown``, ``_tokens``, ``_finish``), each reduced to what such a step needs. Textbook:
+        ``Continuous.step_done`` for a pass with no prefill, ``done`` times over."""
+        kv, left, n = self.kv, self.left, self.n
+        kv += done  # views of the table: updated in place
+        left -= done
+        self.kv_sum += done * n
+        if self.kv_max is not None:
+            self.kv_max += done
+        if self.least is not None:
+            self.least -= done
+        fill = self.fill
+        if fill is not None:
+            grown = fill.growth(done)
+            fill.advance(done)
+        else:
+            bs = self.block_size
+            grown = int(np.add.reduce((kv + (bs - 1)) // bs)) - held
+        counts = np.empty(n, dtype=np.int64)
+        counts.fill(done)
+        token_ids = self.ids.copy()  # drop() below would overwrite the view
+        finished, freed = self._finish() if done >= least_left else ((), None)
+        if self.fill is None:
             self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
         return token_ids, counts, finished, grown, freed
 
