@@ -87,16 +87,40 @@ __version__ = "0.1.0"
 
 __all__ = [
     # workloads
-    "Poisson", "Gamma", "Fixed", "Uniform", "LogNormal",
-    "Request", "Workload", "make_workload", "read_trace", "trace_workload",
+    "Poisson",
+    "Gamma",
+    "Fixed",
+    "Uniform",
+    "LogNormal",
+    "Request",
+    "Workload",
+    "make_workload",
+    "read_trace",
+    "trace_workload",
     # policies
-    "Taxi", "Static", "Dynamic", "Continuous", "make_policy",
+    "Taxi",
+    "Static",
+    "Dynamic",
+    "Continuous",
+    "make_policy",
     # step times
-    "ConstantStepTime", "LinearStepTime", "load_step_time", "Server",
+    "ConstantStepTime",
+    "LinearStepTime",
+    "load_step_time",
+    "Server",
     # running
-    "simulate", "ConfigError", "BatchsimNote",
+    "simulate",
+    "ConfigError",
+    "BatchsimNote",
     # results
-    "summarize", "SLO", "format_table", "fleet_summaries",
+    "summarize",
+    "SLO",
+    "format_table",
+    "fleet_summaries",
     # theory
-    "MM1", "MD1", "MG1", "BulkService", "bus_fill_wait",
+    "MM1",
+    "MD1",
+    "MG1",
+    "BulkService",
+    "bus_fill_wait",
 ]

@@ -12,6 +12,7 @@ log, rejections, KV peak, preemptions).
 Run it on the tree before a change and after (a git worktree of the old commit), and compare.
 It measured the SimPy driver against the plain loop it replaced: 1,961 of 1,961 identical.
 """
+
 import hashlib
 import json
 import subprocess
@@ -42,7 +43,17 @@ from batchsim.core.recorder import Recorder
 from batchsim.core.router import make_router
 from batchsim.sim.simulator import ReplayExecutor, result_of
 
-ARR = ("arrival", "start", "first_token", "finish", "last_token", "tokens", "preemptions", "itl_max")
+ARR = (
+    "arrival",
+    "start",
+    "first_token",
+    "finish",
+    "last_token",
+    "tokens",
+    "preemptions",
+    "itl_max",
+)
+
 
 def digest(res):
     h = hashlib.sha256()
@@ -58,25 +69,44 @@ def digest(res):
     h.update(repr((res.kv_peak_tokens, res.preemptions)).encode())
     return h.hexdigest()[:16]
 
+
 def sdigest(s):
-    return hashlib.sha256(repr(sorted((k, repr(v)) for k, v in s.items())).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(sorted((k, repr(v)) for k, v in s.items())).encode()).hexdigest()[
+        :16
+    ]
+
 
 DY = LinearStepTime(c0=2**-7, c1=2**-14, c2=2**-11, c3=2**-18, plan="grouped")
 NOISY = LinearStepTime(c0=0.0123, c1=3.1e-5, c2=4.4e-4, c3=1.7e-6, plan="grouped")
+
+
 def dyadic(n, rate, seed):
     wl = make_workload(Poisson(rate), Uniform(4, 90), Uniform(1, 40), n=n, seed=seed)
-    return Workload.from_arrays(np.round(wl.arrivals * 1024) / 1024, wl.prompt_tokens, wl.output_tokens, "dyadic")
+    return Workload.from_arrays(
+        np.round(wl.arrivals * 1024) / 1024, wl.prompt_tokens, wl.output_tokens, "dyadic"
+    )
 
-POL = [("taxi", {}), ("static", {"max_batch": 4}), ("dynamic", {"max_batch": 4, "max_wait": 0.03}),
-       ("continuous", {"max_seqs": 6, "chunked_prefill": False}),
-       ("continuous", {"max_seqs": 6, "max_batched_tokens": 24, "block_size": 4}),
-       ("continuous", {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4}),
-       ("continuous", {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4, "scheduler": "vllm-v1"}),
-       ("continuous", {"max_seqs": 64, "scheduler": "vllm-v1"})]
+
+POL = [
+    ("taxi", {}),
+    ("static", {"max_batch": 4}),
+    ("dynamic", {"max_batch": 4, "max_wait": 0.03}),
+    ("continuous", {"max_seqs": 6, "chunked_prefill": False}),
+    ("continuous", {"max_seqs": 6, "max_batched_tokens": 24, "block_size": 4}),
+    ("continuous", {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4}),
+    (
+        "continuous",
+        {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4, "scheduler": "vllm-v1"},
+    ),
+    ("continuous", {"max_seqs": 64, "scheduler": "vllm-v1"}),
+]
 out = {}
-wls = {"dy": dyadic(200, 12.0, 3), "dy-heavy": dyadic(300, 40.0, 4),
-       "po": make_workload(Poisson(6.0), Uniform(32, 512), LogNormal(128, 96), n=400, seed=1),
-       "gam": make_workload(Gamma(20.0, 4.0), Uniform(8, 200), Uniform(1, 60), n=300, seed=2)}
+wls = {
+    "dy": dyadic(200, 12.0, 3),
+    "dy-heavy": dyadic(300, 40.0, 4),
+    "po": make_workload(Poisson(6.0), Uniform(32, 512), LogNormal(128, 96), n=400, seed=1),
+    "gam": make_workload(Gamma(20.0, 4.0), Uniform(8, 200), Uniform(1, 60), n=300, seed=2),
+}
 for wname, wl in wls.items():
     for i, (name, kw) in enumerate(POL):
         for kv in (None, 160, 2000):
@@ -93,17 +123,36 @@ for wname, wl in wls.items():
                         for router in ("round-robin", "least-loaded", "least-kv", "random"):
                             k2 = f"fleet{reps}/{router}/{wname}/{name}{i}/kv{kv}/{st_name}"
                             try:
-                                res = simulate(wl, make_policy(name, **kw), st, limits=lim, replicas=reps, router=router, router_seed=7)
+                                res = simulate(
+                                    wl,
+                                    make_policy(name, **kw),
+                                    st,
+                                    limits=lim,
+                                    replicas=reps,
+                                    router=router,
+                                    router_seed=7,
+                                )
                                 out[k2] = digest(res)
                             except Exception as e:
                                 out[k2] = f"error {type(e).__name__}: {e}"
                 if st_name != "default" and kv is None:
                     for reps in (1, 3):
                         try:
-                            s = summarize(simulate(wl, make_policy(name, **kw), st, limits=lim, replicas=reps, records="summary"))
+                            s = summarize(
+                                simulate(
+                                    wl,
+                                    make_policy(name, **kw),
+                                    st,
+                                    limits=lim,
+                                    replicas=reps,
+                                    records="summary",
+                                )
+                            )
                             out[f"summary{reps}/{wname}/{name}{i}/{st_name}"] = sdigest(s)
                         except Exception as e:
-                            out[f"summary{reps}/{wname}/{name}{i}/{st_name}"] = f"error {type(e).__name__}: {e}"
+                            out[f"summary{reps}/{wname}/{name}{i}/{st_name}"] = (
+                                f"error {type(e).__name__}: {e}"
+                            )
                 if st_name != "default":
                     try:
                         w = wall_run(wl, make_policy(name, **kw), st, lim, trace=True)
@@ -113,22 +162,55 @@ for wname, wl in wls.items():
                         rr = result_of(run, rp, "replay", lim, wl)
                         out[f"replay/{wname}/{name}{i}/kv{kv}/{st_name}"] = digest(rr)
                     except Exception as e:
-                        out[f"wall/{wname}/{name}{i}/kv{kv}/{st_name}"] = f"error {type(e).__name__}: {e}"
+                        out[f"wall/{wname}/{name}{i}/kv{kv}/{st_name}"] = (
+                            f"error {type(e).__name__}: {e}"
+                        )
                     if kv is None:
                         for reps in (2, 3):
                             clock = FakeClock()
                             engines = [PricedEngine(clock, st) for _ in range(reps)]
                             pols = [make_policy(name, **kw) for _ in range(reps)]
-                            run = drive(wl, pols, [WallExecutor(e, clock, clock.sleep, t0=0.0) for e in engines], lim,
-                                        router=make_router("least-loaded"), recorder=Recorder(wl, replicas=reps))
-                            out[f"wallfleet{reps}/{wname}/{name}{i}/{st_name}"] = digest(result_of(run, pols, "f", lim, wl))
+                            run = drive(
+                                wl,
+                                pols,
+                                [WallExecutor(e, clock, clock.sleep, t0=0.0) for e in engines],
+                                lim,
+                                router=make_router("least-loaded"),
+                                recorder=Recorder(wl, replicas=reps),
+                            )
+                            out[f"wallfleet{reps}/{wname}/{name}{i}/{st_name}"] = digest(
+                                result_of(run, pols, "f", lim, wl)
+                            )
 # the scenarios through the CLI
-for sc in ["taxi-vs-bus", "laundromat", "rush-hour", "mixed-lengths", "chat-vs-offline", "memory-wall", "cost-10x", "batch-size-sweep", "fleet"]:
-    p = subprocess.run([sys.executable, "-m", "batchsim", "run", sc, "--json", "--no-plots"], capture_output=True, text=True, cwd=ROOT)
-    out[f"cli/{sc}"] = hashlib.sha256((p.stdout + str(p.returncode)).encode()).hexdigest()[:16] + f" rc{p.returncode}"
+for sc in [
+    "taxi-vs-bus",
+    "laundromat",
+    "rush-hour",
+    "mixed-lengths",
+    "chat-vs-offline",
+    "memory-wall",
+    "cost-10x",
+    "batch-size-sweep",
+    "fleet",
+]:
+    p = subprocess.run(
+        [sys.executable, "-m", "batchsim", "run", sc, "--json", "--no-plots"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    out[f"cli/{sc}"] = (
+        hashlib.sha256((p.stdout + str(p.returncode)).encode()).hexdigest()[:16]
+        + f" rc{p.returncode}"
+    )
 json.dump(out, open(sys.argv[1], "w"), indent=0, sort_keys=True)
-print(len(out), "fingerprints;", sum(1 for v in out.values() if str(v).startswith("error")), "errors")
+print(
+    len(out), "fingerprints;", sum(1 for v in out.values() if str(v).startswith("error")), "errors"
+)
 if len(sys.argv) > 3 and sys.argv[2] == "--against":
     ref = json.load(open(sys.argv[3]))
     diff = sorted(k for k in ref if ref[k] != out.get(k))
-    print(f"{len(ref) - len(diff)} of {len(ref)} identical" + (": differ: " + ", ".join(diff[:20]) if diff else ""))
+    print(
+        f"{len(ref) - len(diff)} of {len(ref)} identical"
+        + (": differ: " + ", ".join(diff[:20]) if diff else "")
+    )

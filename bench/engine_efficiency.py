@@ -54,20 +54,30 @@ from realrun.reference.vllm.serve import run_vllm
 def workload(seed: int = 0) -> Workload:
     rng = np.random.default_rng(seed)
     n = 64
-    return Workload.from_arrays(np.zeros(n), rng.integers(8, 65, n), rng.integers(8, 129, n),
-                                "64 at once, prompts uniform 8..64, outputs uniform 8..128")
+    return Workload.from_arrays(
+        np.zeros(n),
+        rng.integers(8, 65, n),
+        rng.integers(8, 129, n),
+        "64 at once, prompts uniform 8..64, outputs uniform 8..128",
+    )
 
 
 def _engines(wl, lm, ours, padded, hfgen) -> tuple[dict, object]:
     """The runs to interleave, by name, and vLLM's server (None where it cannot start)."""
     runs = {
-        "ours-continuous": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours),
-        "ours-padded": lambda: run_real(wl, Continuous(max_seqs=64, max_batched_tokens=4096), padded),
+        "ours-continuous": lambda: run_real(
+            wl, Continuous(max_seqs=64, max_batched_tokens=4096), ours
+        ),
+        "ours-padded": lambda: run_real(
+            wl, Continuous(max_seqs=64, max_batched_tokens=4096), padded
+        ),
         "ours-static16": lambda: run_real(wl, Static(16), ours),
         "hf-generate": lambda: run_real(wl, Static(16), hfgen),
     }
     if has_hf_continuous(lm):
-        runs["hf-continuous"] = lambda: run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)[0]
+        runs["hf-continuous"] = lambda: run_hf_continuous(
+            wl, lm, max_seqs=64, max_batched_tokens=4096
+        )[0]
     else:
         print("hf-continuous: not in this transformers; left out")
     server = _vllm(lm)
@@ -87,9 +97,14 @@ def _rounds(runs: dict, wl, useful: int, rounds: int) -> tuple[dict[str, list[fl
             t = time.perf_counter()
             res = go()
             s = summarize(res)
-            assert s["completed"] == len(wl) and s["total_output_tokens"] == useful, (name, s["completed"])
+            assert s["completed"] == len(wl) and s["total_output_tokens"] == useful, (
+                name,
+                s["completed"],
+            )
             tps[name].append(s["output_throughput"])
-            line.append(f"{name} {s['output_throughput']:7.0f} tok/s ({time.perf_counter() - t:5.2f} s)")
+            line.append(
+                f"{name} {s['output_throughput']:7.0f} tok/s ({time.perf_counter() - t:5.2f} s)"
+            )
             last[name] = res
         print(f"round {r + 1}: " + " | ".join(line))
     return tps, last
@@ -100,10 +115,18 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="tiny-gpt2")
-    p.add_argument("--json", default=None, metavar="PATH", help="also write the figures to PATH (lesson 5's data)")
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="PATH",
+        help="also write the figures to PATH (lesson 5's data)",
+    )
     args = p.parse_args(argv)
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
-        print(f"engine_efficiency: error: --json: no folder {os.path.dirname(os.path.abspath(args.json))!r}", file=sys.stderr)
+        print(
+            f"engine_efficiency: error: --json: no folder {os.path.dirname(os.path.abspath(args.json))!r}",
+            file=sys.stderr,
+        )
         return 2
     host_s = yardstick()
     lm = load_model(args.model, device="cpu", threads=args.threads)
@@ -112,8 +135,10 @@ def main(argv=None) -> int:
     print(f"model: {lm.describe()}")
     print(f"workload: {wl.description}; {useful} useful output tokens")
     load_before = os.getloadavg()
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; host yardstick "
-          f"(10M-iteration Python loop) {host_s:.2f} s")
+    print(
+        f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}; host yardstick "
+        f"(10M-iteration Python loop) {host_s:.2f} s"
+    )
     ours, padded, hfgen = Engine(lm), Engine(lm, kv="padded"), HFGenerateEngine(lm)
     print(f"ours: KV {ours.kv_note}")
     runs, server = _engines(wl, lm, ours, padded, hfgen)
@@ -124,7 +149,9 @@ def main(argv=None) -> int:
     _kv_bytes(last["ours-continuous"].meta, last["ours-padded"].meta)
     outputs["hf-generate"] = {k: list(v) for k, v in hfgen.outputs().items()}
     if "hf-continuous" in runs:
-        _, outputs["hf-continuous"] = run_hf_continuous(wl, lm, max_seqs=64, max_batched_tokens=4096)
+        _, outputs["hf-continuous"] = run_hf_continuous(
+            wl, lm, max_seqs=64, max_batched_tokens=4096
+        )
     if server is not None:
         outputs["vllm"] = dict(enumerate(last["vllm"].meta["outputs"]))
         server.close()
@@ -144,37 +171,68 @@ def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
         print(f"{k:18s} {v:12.0f}   {', '.join(f'{x:.0f}' for x in tps[k])}")
     r_gen = med["ours-continuous"] / med["hf-generate"]
     print()
-    print(f"ours-continuous / hf-generate(static 16) = {r_gen:.2f}x   (target >= 2x: {'met' if r_gen >= 2 else 'MISSED'})")
+    print(
+        f"ours-continuous / hf-generate(static 16) = {r_gen:.2f}x   (target >= 2x: {'met' if r_gen >= 2 else 'MISSED'})"
+    )
     if "hf-continuous" in med:
         r_cont = med["ours-continuous"] / med["hf-continuous"]
-        print(f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: {'met' if r_cont >= 1.5 else 'MISSED'})")
+        print(
+            f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: {'met' if r_cont >= 1.5 else 'MISSED'})"
+        )
     if "vllm" in med:
         r_v = med["ours-continuous"] / med["vllm"]
-        print(f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: {'met' if r_v >= 1.0 else 'MISSED'})")
-    print(f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x")
-    print(f"ours paged / ours padded (the KV layout alone)            = {med['ours-continuous'] / med['ours-padded']:.2f}x")
+        print(
+            f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: {'met' if r_v >= 1.0 else 'MISSED'})"
+        )
+    print(
+        f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x"
+    )
+    print(
+        f"ours paged / ours padded (the KV layout alone)            = {med['ours-continuous'] / med['ours-padded']:.2f}x"
+    )
     hf = [k for k in ("ours-padded", "hf-generate", "hf-continuous") if k in outputs]
     same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(n))
     print(f"greedy tokens identical across ours and {', '.join(hf)}: {'yes' if same else 'NO'}")
     if "vllm" in outputs:
         agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(n))
-        print(f"greedy tokens identical to vLLM's: {agree} of {n} requests (other kernels: near-ties may break otherwise)")
+        print(
+            f"greedy tokens identical to vLLM's: {agree} of {n} requests (other kernels: near-ties may break otherwise)"
+        )
     return same
 
 
-def _write_figures(args, argv, lm, wl, useful: int, tps: dict, med: dict, same: bool, last: dict, host: tuple) -> None:
+def _write_figures(
+    args, argv, lm, wl, useful: int, tps: dict, med: dict, same: bool, last: dict, host: tuple
+) -> None:
     """The run's figures as JSON at ``args.json``: what lesson 5 quotes (``course/data/engine-kv.json``)."""
-    kv_keys = ("kv_layout", "kv_block_size", "kv_pool_blocks", "kv_pool_bytes", "kv_peak_blocks", "kv_peak_bytes_used",
-               "kv_pool_regrown")
+    kv_keys = (
+        "kv_layout",
+        "kv_block_size",
+        "kv_pool_blocks",
+        "kv_pool_bytes",
+        "kv_peak_blocks",
+        "kv_peak_bytes_used",
+        "kv_pool_regrown",
+    )
     host_s, load_before = host
     figures = {
-        "command": "python bench/engine_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": lm.describe(), "workload": wl.description, "useful_tokens": useful, "rounds": args.rounds,
-        "tokens_per_s": tps, "median_tokens_per_s": med, "greedy_identical": same,
+        "command": "python bench/engine_efficiency.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "model": lm.describe(),
+        "workload": wl.description,
+        "useful_tokens": useful,
+        "rounds": args.rounds,
+        "tokens_per_s": tps,
+        "median_tokens_per_s": med,
+        "greedy_identical": same,
         "paged": {k: last["ours-continuous"].meta.get(k) for k in kv_keys},
         "padded_peak_bytes": last["ours-padded"].meta.get("kv_peak_bytes_measured"),
-        "host": {"cores": os.cpu_count(), "yardstick_s": round(host_s, 3), "load_average_before": load_before,
-                 "load_average_after": os.getloadavg()},
+        "host": {
+            "cores": os.cpu_count(),
+            "yardstick_s": round(host_s, 3),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+        },
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     with open(args.json, "w") as f:
@@ -189,11 +247,15 @@ def _kv_bytes(paged: dict, padded: dict) -> None:
     if paged.get("kv_layout") != "paged":
         print("KV bytes: ours did not run paged here; no comparison")
         return
-    print(f"KV bytes, paged: pool of {paged['kv_pool_blocks']} blocks x {paged['kv_block_size']} tokens = "
-          f"{paged['kv_pool_bytes'] / mib:.1f} MiB reserved once; at most {paged['kv_peak_blocks']} blocks held = "
-          f"{paged['kv_peak_bytes_used'] / mib:.1f} MiB; grown mid-run {paged['kv_pool_regrown']} times")
-    print(f"KV bytes, padded rectangle: buffers peak {padded['kv_peak_bytes_measured'] / mib:.1f} MiB "
-          f"({padded['kv_peak_bytes_measured'] / max(1, paged['kv_peak_bytes_used']):.2f}x the blocks held)")
+    print(
+        f"KV bytes, paged: pool of {paged['kv_pool_blocks']} blocks x {paged['kv_block_size']} tokens = "
+        f"{paged['kv_pool_bytes'] / mib:.1f} MiB reserved once; at most {paged['kv_peak_blocks']} blocks held = "
+        f"{paged['kv_peak_bytes_used'] / mib:.1f} MiB; grown mid-run {paged['kv_pool_regrown']} times"
+    )
+    print(
+        f"KV bytes, padded rectangle: buffers peak {padded['kv_peak_bytes_measured'] / mib:.1f} MiB "
+        f"({padded['kv_peak_bytes_measured'] / max(1, paged['kv_peak_bytes_used']):.2f}x the blocks held)"
+    )
 
 
 def _vllm(lm):
@@ -205,7 +267,11 @@ def _vllm(lm):
         return None
     from realrun.reference.vllm import VLLMServer, knobs_for, save_model
 
-    knobs = knobs_for(Continuous(max_seqs=64, max_batched_tokens=4096, block_size=32), save_model(lm.name), lm.n_positions)
+    knobs = knobs_for(
+        Continuous(max_seqs=64, max_batched_tokens=4096, block_size=32),
+        save_model(lm.name),
+        lm.n_positions,
+    )
     server = VLLMServer(knobs, lm.kv_bytes_per_token)
     print(f"vllm: {server.describe()}")
     return server

@@ -36,8 +36,13 @@ WARMUP = 3
 
 def pct(xs) -> dict:
     a = np.asarray(xs, dtype=float) * 1e3
-    return {"p10_ms": float(np.percentile(a, 10)), "p50_ms": float(np.median(a)), "p90_ms": float(np.percentile(a, 90)),
-            "max_ms": float(a.max()), "n": int(a.size)}
+    return {
+        "p10_ms": float(np.percentile(a, 10)),
+        "p50_ms": float(np.median(a)),
+        "p90_ms": float(np.percentile(a, 90)),
+        "max_ms": float(a.max()),
+        "n": int(a.size),
+    }
 
 
 def sync_round_trip(device: str, n: int, sleep: float) -> dict:
@@ -54,11 +59,17 @@ def sync_round_trip(device: str, n: int, sleep: float) -> dict:
     return pct(out[WARMUP:])
 
 
-def engine_passes(model: str, device: str, threads: int, kv: str, rows: int, ctx: int, passes: int) -> dict:
+def engine_passes(
+    model: str, device: str, threads: int, kv: str, rows: int, ctx: int, passes: int
+) -> dict:
     lm = load_model(model, device=device, threads=threads)
     engine = Engine(lm, kv=kv)
     ids = list(range(rows))
-    engine.start(Workload(tuple(Request(i, 0.0, ctx + passes + WARMUP + 1, 1 << 30) for i in ids), "host check"))
+    engine.start(
+        Workload(
+            tuple(Request(i, 0.0, ctx + passes + WARMUP + 1, 1 << 30) for i in ids), "host check"
+        )
+    )
     engine.fill_rows(ids, [ctx] * rows)
     engine.pass_log.clear()
     cuda = device.startswith("cuda")
@@ -67,10 +78,14 @@ def engine_passes(model: str, device: str, threads: int, kv: str, rows: int, ctx
         torch.cuda.synchronize()
         a.record()
     t = time.perf_counter()
-    engine.execute(Step(decode=tuple(ids), kv_read=rows * ctx, decode_width=ctx, repeat=passes + WARMUP))
+    engine.execute(
+        Step(decode=tuple(ids), kv_read=rows * ctx, decode_width=ctx, repeat=passes + WARMUP)
+    )
     wall = time.perf_counter() - t
     r = pct([x for _, x in engine.pass_log][WARMUP:])
-    r.update(threads=threads, kv=kv, rows=rows, ctx=ctx, wall_per_pass_ms=wall / (passes + WARMUP) * 1e3)
+    r.update(
+        threads=threads, kv=kv, rows=rows, ctx=ctx, wall_per_pass_ms=wall / (passes + WARMUP) * 1e3
+    )
     if cuda:
         b.record()
         b.synchronize()
@@ -86,21 +101,36 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gpt2-random")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--passes", type=int, default=40, help="decode passes timed per case (default 40)")
+    ap.add_argument(
+        "--passes", type=int, default=40, help="decode passes timed per case (default 40)"
+    )
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print("gpu_host: --device cuda, but torch sees no GPU (--device cpu for a dry run)", file=sys.stderr)
+        print(
+            "gpu_host: --device cuda, but torch sees no GPU (--device cpu for a dry run)",
+            file=sys.stderr,
+        )
         return 2
     if a.passes < 5:
         print(f"gpu_host: --passes must be at least 5, got {a.passes}", file=sys.stderr)
         return 2
-    out: dict = {"device": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu",
-                 "torch": torch.__version__, "model": a.model, "sync": {}, "engine": []}
+    out: dict = {
+        "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__,
+        "model": a.model,
+        "sync": {},
+        "engine": [],
+    }
     for name, sleep in (("back to back", 0.0), ("after a 2 ms sleep", 0.002)):
         r = out["sync"][name] = sync_round_trip(a.device, 300, sleep)
-        print(f"sync round trip, {name}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f}, max {r['max_ms']:.3f}", flush=True)
-    print(f"\n{'kv':>6} {'threads':>7} {'rows':>4} {'pass p10/p50/p90 ms':>22} {'max':>7} {'device ms':>9}")
+        print(
+            f"sync round trip, {name}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f}, max {r['max_ms']:.3f}",
+            flush=True,
+        )
+    print(
+        f"\n{'kv':>6} {'threads':>7} {'rows':>4} {'pass p10/p50/p90 ms':>22} {'max':>7} {'device ms':>9}"
+    )
     # The block pool's engine runs on the CPU only (its packed body is the CPU kernel's); on CUDA the
     # engine holds its KV in padded rows, so only those are timed there.
     layouts = ("padded",) if a.device.startswith("cuda") else ("paged", "padded")
@@ -110,12 +140,20 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     r = engine_passes(a.model, a.device, threads, kv, rows, 256, a.passes)
                 except Exception as e:  # one case that fails is reported; the rest still run
-                    print(f"{kv:>6} {threads:>7} {rows:>4} FAILED: {type(e).__name__}: {e}", flush=True)
+                    print(
+                        f"{kv:>6} {threads:>7} {rows:>4} FAILED: {type(e).__name__}: {e}",
+                        flush=True,
+                    )
                     continue
                 out["engine"].append(r)
-                dev = f"{r['device_per_pass_ms']:9.2f}" if "device_per_pass_ms" in r else f"{'-':>9}"
-                print(f"{kv:>6} {threads:>7} {rows:>4} {r['p10_ms']:6.2f} {r['p50_ms']:6.2f} {r['p90_ms']:7.2f} "
-                      f"{r['max_ms']:7.2f} {dev}", flush=True)
+                dev = (
+                    f"{r['device_per_pass_ms']:9.2f}" if "device_per_pass_ms" in r else f"{'-':>9}"
+                )
+                print(
+                    f"{kv:>6} {threads:>7} {rows:>4} {r['p10_ms']:6.2f} {r['p50_ms']:6.2f} {r['p90_ms']:7.2f} "
+                    f"{r['max_ms']:7.2f} {dev}",
+                    flush=True,
+                )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

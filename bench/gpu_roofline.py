@@ -38,9 +38,25 @@ import torch
 
 # Llama-3-8B (its config.json on the model card): hidden 4096, 32 layers, 32 query heads and 8 KV
 # heads of 128, MLP 14,336, vocabulary 128,256.
-LLAMA8B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "mlp": 14336, "vocab": 128256}
+LLAMA8B = {
+    "layers": 32,
+    "hidden": 4096,
+    "heads": 32,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "mlp": 14336,
+    "vocab": 128256,
+}
 # A shape small enough for a CPU dry run of every section.
-SMALL = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "mlp": 512, "vocab": 1000}
+SMALL = {
+    "layers": 2,
+    "hidden": 256,
+    "heads": 4,
+    "kv_heads": 2,
+    "head_dim": 64,
+    "mlp": 512,
+    "vocab": 1000,
+}
 
 
 class Timer:
@@ -81,7 +97,12 @@ def spread(xs: list[float]) -> dict:
 def layer_weights(shape: dict) -> list[tuple[int, int]]:
     """(in, out) of each weight matrix of one layer: fused QKV, output, fused gate+up, down."""
     h, d, kv = shape["hidden"], shape["head_dim"], shape["kv_heads"]
-    return [(h, shape["heads"] * d + 2 * kv * d), (shape["heads"] * d, h), (h, 2 * shape["mlp"]), (shape["mlp"], h)]
+    return [
+        (h, shape["heads"] * d + 2 * kv * d),
+        (shape["heads"] * d, h),
+        (h, 2 * shape["mlp"]),
+        (shape["mlp"], h),
+    ]
 
 
 def copy_bandwidth(t: Timer, device: str, nbytes: int, repeats: int) -> dict:
@@ -97,13 +118,20 @@ def gemm_peak(t: Timer, device: str, n: int, dtype: torch.dtype, repeats: int) -
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     r = spread(t.seconds(lambda: a @ b, repeats))
-    r["flops_per_s"] = 2.0 * n ** 3 / r["median_s"]
+    r["flops_per_s"] = 2.0 * n**3 / r["median_s"]
     r["n"] = n
     return r
 
 
-def linear_sweep(t: Timer, device: str, shape: dict, dtype: torch.dtype, tokens: list[int], repeats: int,
-                 fp8: bool = False) -> list[dict]:
+def linear_sweep(
+    t: Timer,
+    device: str,
+    shape: dict,
+    dtype: torch.dtype,
+    tokens: list[int],
+    repeats: int,
+    fp8: bool = False,
+) -> list[dict]:
     """Every weight of every layer times M tokens, for each M; bytes and FLOPs counted as batchsim does."""
     mats = []
     for _ in range(shape["layers"]):
@@ -116,7 +144,9 @@ def linear_sweep(t: Timer, device: str, shape: dict, dtype: torch.dtype, tokens:
     rows = []
     for m in tokens:
         x = torch.randn(m, shape["hidden"], device=device, dtype=dtype) * 0.1
-        wide = {k: torch.randn(m, k, device=device, dtype=dtype) * 0.1 for k, _ in layer_weights(shape)}
+        wide = {
+            k: torch.randn(m, k, device=device, dtype=dtype) * 0.1 for k, _ in layer_weights(shape)
+        }
         xs = [x if w.shape[1] == shape["hidden"] else wide[w.shape[1]] for w in mats]
         if fp8:  # one FP8 copy per distinct input width, shared by the layers as in bf16
             wide8 = {k: v.to(torch.float8_e4m3fn) for k, v in wide.items()}
@@ -127,12 +157,16 @@ def linear_sweep(t: Timer, device: str, shape: dict, dtype: torch.dtype, tokens:
                 for a, w in zip(xs, mats):
                     torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         else:
+
             def run(xs=xs, mats=mats):
                 for a, w in zip(xs, mats):
                     a @ w.t()
+
         r = spread(t.seconds(run, repeats))
         # Activations read in and written out (out_dtype bf16 for FP8): small beside the weights until M is large.
-        act_bytes = sum(a.numel() * a.element_size() + a.shape[0] * w.shape[0] * 2 for a, w in zip(xs, mats))
+        act_bytes = sum(
+            a.numel() * a.element_size() + a.shape[0] * w.shape[0] * 2 for a, w in zip(xs, mats)
+        )
         r.update(tokens=m, flops=2.0 * params * m, weight_bytes=wbytes, bytes=wbytes + act_bytes)
         r["flops_per_s"] = r["flops"] / r["median_s"]
         r["bytes_per_s"] = r["bytes"] / r["median_s"]
@@ -142,8 +176,14 @@ def linear_sweep(t: Timer, device: str, shape: dict, dtype: torch.dtype, tokens:
     return rows
 
 
-def decode_attention(t: Timer, device: str, shape: dict, dtype: torch.dtype, cases: list[tuple[int, int]],
-                     repeats: int) -> list[dict]:
+def decode_attention(
+    t: Timer,
+    device: str,
+    shape: dict,
+    dtype: torch.dtype,
+    cases: list[tuple[int, int]],
+    repeats: int,
+) -> list[dict]:
     """One decode token per row against ``ctx`` cached tokens, every layer: KV bytes read over time.
 
     Grouped-query attention is written as flash-decoding does: the query heads that share a KV
@@ -160,6 +200,7 @@ def decode_attention(t: Timer, device: str, shape: dict, dtype: torch.dtype, cas
         def run(ks=ks, vs=vs, q=q):
             for k, v in zip(ks, vs):
                 torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
         r = spread(t.seconds(run, repeats))
         kv_bytes = 2 * layers * batch * ctx * hk * d * torch.finfo(dtype).bits // 8
         r.update(batch=batch, ctx=ctx, kv_bytes=kv_bytes, bytes_per_s=kv_bytes / r["median_s"])
@@ -175,14 +216,27 @@ def has_fp8(device: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run; use --small)")
-    ap.add_argument("--small", action="store_true", help="a small shape and few repeats: checks every section runs")
-    ap.add_argument("--repeats", type=int, default=9, help="timed runs per point (median and p10-p90 kept)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--device", default="cuda", help="cuda (default) or cpu (a dry run; use --small)"
+    )
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="a small shape and few repeats: checks every section runs",
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=9, help="timed runs per point (median and p10-p90 kept)"
+    )
     ap.add_argument("--json", default=None, help="write every figure here as JSON")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print("gpu_roofline: --device cuda, but torch sees no GPU; use --device cpu --small for a dry run", file=sys.stderr)
+        print(
+            "gpu_roofline: --device cuda, but torch sees no GPU; use --device cpu --small for a dry run",
+            file=sys.stderr,
+        )
         return 2
     if a.repeats < 3:
         print(f"gpu_roofline: --repeats must be at least 3, got {a.repeats}", file=sys.stderr)
@@ -191,8 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     shape = SMALL if small else LLAMA8B
     dtype = torch.bfloat16 if a.device.startswith("cuda") else torch.float32
     t = Timer(a.device)
-    out: dict = {"device": torch.cuda.get_device_name() if t.cuda else "cpu", "torch": torch.__version__,
-                 "dtype": str(dtype).replace("torch.", ""), "shape": shape, "date": time.strftime("%Y-%m-%d")}
+    out: dict = {
+        "device": torch.cuda.get_device_name() if t.cuda else "cpu",
+        "torch": torch.__version__,
+        "dtype": str(dtype).replace("torch.", ""),
+        "shape": shape,
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
     def section(name, fn):
         t0 = time.perf_counter()
@@ -205,19 +264,34 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
         print(f"[{name}: {time.perf_counter() - t0:.1f} s]", flush=True)
 
-    section("copy", lambda: copy_bandwidth(t, a.device, (1 << 24) if small else (4 << 30), a.repeats))
+    section(
+        "copy", lambda: copy_bandwidth(t, a.device, (1 << 24) if small else (4 << 30), a.repeats)
+    )
     if "error" not in out["copy"]:
         print(f"copy: {out['copy']['bytes_per_s'] / 1e12:.2f} TB/s (read+written)", flush=True)
     section("gemm_peak", lambda: gemm_peak(t, a.device, 256 if small else 8192, dtype, a.repeats))
     if "error" not in out["gemm_peak"]:
-        print(f"gemm {out['gemm_peak']['n']}^3: {out['gemm_peak']['flops_per_s'] / 1e12:.0f} TFLOP/s", flush=True)
+        print(
+            f"gemm {out['gemm_peak']['n']}^3: {out['gemm_peak']['flops_per_s'] / 1e12:.0f} TFLOP/s",
+            flush=True,
+        )
     tokens = [1, 16, 64] if small else [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
     section("linear", lambda: linear_sweep(t, a.device, shape, dtype, tokens, a.repeats))
     if has_fp8(a.device):
-        section("linear_fp8", lambda: linear_sweep(t, a.device, shape, dtype, [m for m in tokens if m >= 16],
-                                                   a.repeats, fp8=True))
-    cases = [(1, 64), (4, 64)] if small else [(1, 4096), (16, 2048), (64, 1024), (256, 1024), (128, 2048), (32, 8192)]
-    section("decode_attention", lambda: decode_attention(t, a.device, shape, dtype, cases, a.repeats))
+        section(
+            "linear_fp8",
+            lambda: linear_sweep(
+                t, a.device, shape, dtype, [m for m in tokens if m >= 16], a.repeats, fp8=True
+            ),
+        )
+    cases = (
+        [(1, 64), (4, 64)]
+        if small
+        else [(1, 4096), (16, 2048), (64, 1024), (256, 1024), (128, 2048), (32, 8192)]
+    )
+    section(
+        "decode_attention", lambda: decode_attention(t, a.device, shape, dtype, cases, a.repeats)
+    )
 
     for name in ("linear", "linear_fp8"):
         rows = out.get(name)
@@ -226,13 +300,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{name}: every weight of {shape['layers']} layers x M tokens")
         print(f"{'M':>6} {'median ms':>10} {'p10-p90 ms':>15} {'TFLOP/s':>8} {'TB/s':>6}")
         for r in rows:
-            print(f"{r['tokens']:>6} {r['median_s'] * 1e3:>10.3f} {r['p10_s'] * 1e3:>7.3f}-{r['p90_s'] * 1e3:<7.3f} "
-                  f"{r['flops_per_s'] / 1e12:>8.1f} {r['bytes_per_s'] / 1e12:>6.2f}")
+            print(
+                f"{r['tokens']:>6} {r['median_s'] * 1e3:>10.3f} {r['p10_s'] * 1e3:>7.3f}-{r['p90_s'] * 1e3:<7.3f} "
+                f"{r['flops_per_s'] / 1e12:>8.1f} {r['bytes_per_s'] / 1e12:>6.2f}"
+            )
     if isinstance(out.get("decode_attention"), list):
         print("\ndecode attention (SDPA, KV heads read once), every layer")
         for r in out["decode_attention"]:
-            print(f"batch {r['batch']:>4} ctx {r['ctx']:>5}: {r['median_s'] * 1e3:8.3f} ms, KV {r['kv_bytes'] / 1e9:6.2f} GB, "
-                  f"{r['bytes_per_s'] / 1e12:5.2f} TB/s")
+            print(
+                f"batch {r['batch']:>4} ctx {r['ctx']:>5}: {r['median_s'] * 1e3:8.3f} ms, KV {r['kv_bytes'] / 1e9:6.2f} GB, "
+                f"{r['bytes_per_s'] / 1e12:5.2f} TB/s"
+            )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -24,8 +24,17 @@ import numpy as np
 
 from realrun.judge.interval import interval_for
 
-__all__ = ["COVERED", "HeldOut", "Z", "coverage_lines", "held_up", "hold_out", "run_rounds", "shape_lines",
-           "sharpness"]
+__all__ = [
+    "COVERED",
+    "HeldOut",
+    "Z",
+    "coverage_lines",
+    "held_up",
+    "hold_out",
+    "run_rounds",
+    "shape_lines",
+    "sharpness",
+]
 
 #: The metrics held-out runs are checked on: those the course holds a tolerance for.
 COVERED = ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput")
@@ -58,12 +67,15 @@ class HeldOut:
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
         if (self.inside_after is None) != (self.half_after is None):
-            raise ValueError(f"inside_after and half_after are both given or both None, got {self.inside_after} "
-                             f"and {self.half_after}")
+            raise ValueError(
+                f"inside_after and half_after are both given or both None, got {self.inside_after} "
+                f"and {self.half_after}"
+            )
 
 
-def run_rounds(labels: list[str], run_once: Callable[[str], dict], count: int,
-               rng: np.random.Generator) -> dict[str, list[dict]]:
+def run_rounds(
+    labels: list[str], run_once: Callable[[str], dict], count: int, rng: np.random.Generator
+) -> dict[str, list[dict]]:
     """``count`` rounds, each running every label once (``run_once(label) -> summary``) in an order
     shuffled by ``rng``, as the compare's own repeats are, so a slow minute spreads over every policy."""
     if count < 0:
@@ -87,20 +99,39 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
         for k in COVERED:
             part = row.parts[k]
             before = interval_for(row.predicted.get(k), part, report.spread, 1, row.ref_runs)
-            after = (interval_for(row.predicted_at_passes.get(k), part, report.spread, 1, repeats)
-                     if row.predicted_at_passes is not None else None)
+            after = (
+                interval_for(row.predicted_at_passes.get(k), part, report.spread, 1, repeats)
+                if row.predicted_at_passes is not None
+                else None
+            )
             values = tuple(s.get(k) for s in runs[row.label])
             for j, m in enumerate(values):
-                if m is None or before is None or (row.predicted_at_passes is not None and after is None):
+                if (
+                    m is None
+                    or before is None
+                    or (row.predicted_at_passes is not None and after is None)
+                ):
                     continue
-                out.append(HeldOut(shape, row.label, k, j, bool(before[0] <= m <= before[1]),
-                                   None if after is None else bool(after[0] <= m <= after[1]),
-                                   _half(before), None if after is None else _half(after), part.seed_sd, values))
+                out.append(
+                    HeldOut(
+                        shape,
+                        row.label,
+                        k,
+                        j,
+                        bool(before[0] <= m <= before[1]),
+                        None if after is None else bool(after[0] <= m <= after[1]),
+                        _half(before),
+                        None if after is None else _half(after),
+                        part.seed_sd,
+                        values,
+                    )
+                )
     return out
 
 
-def hold_out(shape: str, report, run_once: Callable[[str], dict], count: int,
-             rng: np.random.Generator) -> list[HeldOut]:
+def hold_out(
+    shape: str, report, run_once: Callable[[str], dict], count: int, rng: np.random.Generator
+) -> list[HeldOut]:
     """``count`` fresh runs of every whole row of ``report`` (rounds in a shuffled order), each held up to
     its intervals (``held_up``). The runs come after the compare's, so none of them set its level."""
     labels = [r.label for r in report.rows if not r.partial and r.parts]
@@ -119,10 +150,12 @@ def sharpness(rows: list[HeldOut]) -> tuple[float, float]:
     first = rows[0]
     vals = [x for x in first.values if x is not None and x > 0]
     sd = float(np.log(vals).std(ddof=1)) if len(vals) > 1 else float("nan")
-    denom = Z * math.sqrt(sd ** 2 + first.seed_sd ** 2)
+    denom = Z * math.sqrt(sd**2 + first.seed_sd**2)
     if not (denom > 0 and math.isfinite(denom)):
         return float("nan"), float("nan")
-    return first.half_before / denom, (first.half_after / denom if first.half_after is not None else float("nan"))
+    return first.half_before / denom, (
+        first.half_after / denom if first.half_after is not None else float("nan")
+    )
 
 
 def _groups(rows: list[HeldOut], key) -> dict:
@@ -134,7 +167,11 @@ def _groups(rows: list[HeldOut], key) -> dict:
 
 def _count(rows: list[HeldOut], after: bool) -> tuple[int, int]:
     """(inside, of) before the runs, or at the passes' level over the rows that have one."""
-    flags = [r.inside_after for r in rows if r.inside_after is not None] if after else [r.inside_before for r in rows]
+    flags = (
+        [r.inside_after for r in rows if r.inside_after is not None]
+        if after
+        else [r.inside_before for r in rows]
+    )
     return sum(flags), len(flags)
 
 
@@ -145,23 +182,33 @@ def _of(inside: int, n: int, width: int = 2) -> str:
 def coverage_lines(rows: list[HeldOut]) -> list[str]:
     """The table: per shape, policy and metric, held-out runs inside each interval and its sharpness; then
     the share over all of them and the median sharpness."""
-    out = [("\n== coverage: held-out runs inside their 90 % one-run interval (target 80-95 %); sharpness: half-width / "
-            "(1.645 x the held-out runs' sd, with the seeds'), median (target <= 1.5x)"),
-           (f"{'shape':7s} {'policy':11s} {'metric':18s} | {'before':>9s} {'at passes':>9s} | {'sharp before':>12s} "
-            f"{'at passes':>9s}")]
+    out = [
+        (
+            "\n== coverage: held-out runs inside their 90 % one-run interval (target 80-95 %); sharpness: half-width / "
+            "(1.645 x the held-out runs' sd, with the seeds'), median (target <= 1.5x)"
+        ),
+        (
+            f"{'shape':7s} {'policy':11s} {'metric':18s} | {'before':>9s} {'at passes':>9s} | {'sharp before':>12s} "
+            f"{'at passes':>9s}"
+        ),
+    ]
     sharp_b, sharp_a = [], []
     for (shape, pol, k), rs in _groups(rows, lambda r: (r.shape, r.policy, r.metric)).items():
         sb, sa = sharpness(rs)
         sharp_b.append(sb)
         sharp_a.append(sa)
-        out.append(f"{shape:7s} {pol:11s} {k:18s} | {_of(*_count(rs, False))} {_of(*_count(rs, True))} | {sb:>11.2f}x "
-                   f"{sa:>8.2f}x")
+        out.append(
+            f"{shape:7s} {pol:11s} {k:18s} | {_of(*_count(rs, False))} {_of(*_count(rs, True))} | {sb:>11.2f}x "
+            f"{sa:>8.2f}x"
+        )
     if rows:
         b, n = _count(rows, False)
         a, na = _count(rows, True)
         at = f"{a} of {na} ({a / na:.0%})" if na else "none made"
-        out.append(f"all: inside the interval made before the runs {b} of {n} ({b / n:.0%}); at the passes' level {at}; "
-                   f"sharpness median {_median(sharp_b):.2f}x before, {_median(sharp_a):.2f}x at the passes' level")
+        out.append(
+            f"all: inside the interval made before the runs {b} of {n} ({b / n:.0%}); at the passes' level {at}; "
+            f"sharpness median {_median(sharp_b):.2f}x before, {_median(sharp_a):.2f}x at the passes' level"
+        )
     return out
 
 
@@ -174,8 +221,10 @@ def shape_lines(rows: list[HeldOut]) -> list[str]:
         b, n = _count(rs, False)
         a, na = _count(rs, True)
         at = f"{a} of {na} ({a / na:.0%})" if na else "-"
-        out.append(f"{shape:8s} inside before {b} of {n} ({b / n:.0%}), at passes {at}; sharpness median "
-                   f"{_median([s[0] for s in sharp]):.2f}x before, {_median([s[1] for s in sharp]):.2f}x at passes")
+        out.append(
+            f"{shape:8s} inside before {b} of {n} ({b / n:.0%}), at passes {at}; sharpness median "
+            f"{_median([s[0] for s in sharp]):.2f}x before, {_median([s[1] for s in sharp]):.2f}x at passes"
+        )
     return out
 
 

@@ -42,44 +42,74 @@ def _cell(values: list[float], fmt: str = "8.1f") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rate", type=float, default=4.0, help="Poisson arrivals per second (default 4)")
+    ap.add_argument(
+        "--rate", type=float, default=4.0, help="Poisson arrivals per second (default 4)"
+    )
     ap.add_argument("--requests", type=int, default=40, help="requests per run (default 40)")
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens (default 32)")
     ap.add_argument("--output", type=int, default=32, help="output tokens (default 32)")
-    ap.add_argument("--rounds", type=int, default=3, help="runs per server, interleaved (default 3)")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="runs per server, interleaved (default 3)"
+    )
     args = ap.parse_args(argv)
     from realrun.classroom.load import run_load
     from realrun.reference.vllm.http_server import vllm_served
     from realrun.reference.vllm.tokenizer import save_served_model
 
-    print(f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s; load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s; load average {os.getloadavg()[0]:.2f} "
+        f"on {os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         folder = save_served_model("tiny-gpt2", tmp / "tiny-gpt2-seed0")
-        with vllm_served(folder, log=tmp / "vllm.log") as vllm, served("--threads", "1", tmp=tmp) as ours:
+        with (
+            vllm_served(folder, log=tmp / "vllm.log") as vllm,
+            served("--threads", "1", tmp=tmp) as ours,
+        ):
             print(f"vllm serve answered /health after {vllm.startup_s:.0f} s")
             servers = {"ours": ours.url, "vllm": vllm.url}
-            warm = make_workload(Poisson(args.rate), Fixed(args.prompt), Fixed(args.output), n=4, seed=999)
+            warm = make_workload(
+                Poisson(args.rate), Fixed(args.prompt), Fixed(args.output), n=4, seed=999
+            )
             for url in servers.values():
-                run_load(url, warm)  # one-off costs (first passes, allocations) before anything is timed
+                run_load(
+                    url, warm
+                )  # one-off costs (first passes, allocations) before anything is timed
             runs: dict[str, list[dict]] = {k: [] for k in servers}
             for r in range(args.rounds):
-                wl = make_workload(Poisson(args.rate), Fixed(args.prompt), Fixed(args.output), n=args.requests, seed=r)
+                wl = make_workload(
+                    Poisson(args.rate),
+                    Fixed(args.prompt),
+                    Fixed(args.output),
+                    n=args.requests,
+                    seed=r,
+                )
                 for name in list(servers) if r % 2 == 0 else list(servers)[::-1]:
                     runs[name].append(run_load(servers[name], wl).summary())
-            print(f"workload: {args.requests} requests, Poisson {args.rate:g}/s, prompt {args.prompt}, output "
-                  f"{args.output} tokens; {args.rounds} rounds; load average now {os.getloadavg()[0]:.2f}")
-            print(f"{'(ms, median of rounds ± half range)':<36}{'ours':>18}{'vllm serve':>18}{'vllm/ours':>11}")
+            print(
+                f"workload: {args.requests} requests, Poisson {args.rate:g}/s, prompt {args.prompt}, output "
+                f"{args.output} tokens; {args.rounds} rounds; load average now {os.getloadavg()[0]:.2f}"
+            )
+            print(
+                f"{'(ms, median of rounds ± half range)':<36}{'ours':>18}{'vllm serve':>18}{'vllm/ours':>11}"
+            )
             for label, key in ROWS:
                 for q in ("median", "p90", "p99"):
                     f = f"{q}_{key}_ms"
                     a, b = ([x[f] for x in runs[n]] for n in servers)
-                    print(f"{label + ' ' + ('p50' if q == 'median' else q):<36}{_cell(a):>18}{_cell(b):>18}"
-                          f"{statistics.median(b) / statistics.median(a):>10.2f}x")
-            for label, f in (("requests/s", "request_throughput"), ("output tokens/s", "output_throughput")):
+                    print(
+                        f"{label + ' ' + ('p50' if q == 'median' else q):<36}{_cell(a):>18}{_cell(b):>18}"
+                        f"{statistics.median(b) / statistics.median(a):>10.2f}x"
+                    )
+            for label, f in (
+                ("requests/s", "request_throughput"),
+                ("output tokens/s", "output_throughput"),
+            ):
                 a, b = ([x[f] for x in runs[n]] for n in servers)
-                print(f"{label:<36}{_cell(a):>18}{_cell(b):>18}{statistics.median(b) / statistics.median(a):>10.2f}x")
+                print(
+                    f"{label:<36}{_cell(a):>18}{_cell(b):>18}{statistics.median(b) / statistics.median(a):>10.2f}x"
+                )
             failed = {n: sum(x["failed"] for x in runs[n]) for n in servers}
             print(f"failed requests: ours {failed['ours']}, vllm {failed['vllm']}")
     return 0

@@ -30,7 +30,7 @@ from batchsim.core.workload import make_workload  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    server_flags = argv[argv.index("--") + 1:] if "--" in argv else []
+    server_flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="1,2,4,8,16,32,64,128", help="concurrent clients to try")
@@ -46,29 +46,42 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp, served(*server_flags, tmp=Path(tmp)) as srv:
-        print(f"server: {srv.url} {' '.join(server_flags) or '(defaults)'}; prompt {args.prompt}, output {args.output}")
+        print(
+            f"server: {srv.url} {' '.join(server_flags) or '(defaults)'}; prompt {args.prompt}, output {args.output}"
+        )
         rows: dict[int, list[dict]] = {n: [] for n in levels}
         for r in range(args.repeats):
             for n in levels if r % 2 == 0 else levels[::-1]:  # interleaved, alternating order
                 k = max(8, n * args.per_stream)
-                wl = make_workload(Constant(1e6), Fixed(args.prompt), Fixed(args.output), n=k, seed=r)
+                wl = make_workload(
+                    Constant(1e6), Fixed(args.prompt), Fixed(args.output), n=k, seed=r
+                )
                 rep = run_load(srv.url, wl, max_concurrency=n)
                 rows[n].append(rep.summary())
-        print(f"{'streams':>7} {'TTFT p50 ms':>16} {'TTFT p90 ms':>12} {'TPOT p50 ms':>16} {'out tok/s':>16}  failed")
+        print(
+            f"{'streams':>7} {'TTFT p50 ms':>16} {'TTFT p90 ms':>12} {'TPOT p50 ms':>16} {'out tok/s':>16}  failed"
+        )
         first_over = None
         for n in levels:
             s = rows[n]
 
             def spread(key: str, s=s) -> str:
                 v = [x[key] for x in s if x.get(key) is not None]
-                return f"{statistics.median(v):7.0f} ±{(max(v) - min(v)) / 2:5.0f}" if v else "      -"
+                return (
+                    f"{statistics.median(v):7.0f} ±{(max(v) - min(v)) / 2:5.0f}" if v else "      -"
+                )
 
             p50 = statistics.median(x["median_ttft_ms"] for x in s)
             if first_over is None and p50 > 1000:
                 first_over = n
-            print(f"{n:>7} {spread('median_ttft_ms'):>16} {statistics.median(x['p90_ttft_ms'] for x in s):>12.0f} "
-                  f"{spread('median_tpot_ms'):>16} {spread('output_throughput'):>16}  {sum(x['failed'] for x in s)}")
-        print("median TTFT passed 1 s first at", f"{first_over} streams" if first_over else "none of these levels")
+            print(
+                f"{n:>7} {spread('median_ttft_ms'):>16} {statistics.median(x['p90_ttft_ms'] for x in s):>12.0f} "
+                f"{spread('median_tpot_ms'):>16} {spread('output_throughput'):>16}  {sum(x['failed'] for x in s)}"
+            )
+        print(
+            "median TTFT passed 1 s first at",
+            f"{first_over} streams" if first_over else "none of these levels",
+        )
     return 0
 
 

@@ -59,17 +59,36 @@ from realrun.engine.model import load_model  # noqa: E402
 from realrun.timing.pass_level import priced_passes  # noqa: E402
 
 FAMILIES = {
-    "short": (Uniform(16, 128), Uniform(16, 96), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,
-                                                                "chunked_prefill": False}),
-    "long-prompt": (Uniform(400, 900), Uniform(8, 48), "continuous", {"max_seqs": 32, "max_batched_tokens": 256,
-                                                                      "chunked_prefill": True}),
-    "long-context": (Uniform(500, 800), Uniform(96, 192), "continuous", {"max_seqs": 32, "max_batched_tokens": 1024,
-                                                                         "chunked_prefill": False}),
+    "short": (
+        Uniform(16, 128),
+        Uniform(16, 96),
+        "continuous",
+        {"max_seqs": 32, "max_batched_tokens": 1024, "chunked_prefill": False},
+    ),
+    "long-prompt": (
+        Uniform(400, 900),
+        Uniform(8, 48),
+        "continuous",
+        {"max_seqs": 32, "max_batched_tokens": 256, "chunked_prefill": True},
+    ),
+    "long-context": (
+        Uniform(500, 800),
+        Uniform(96, 192),
+        "continuous",
+        {"max_seqs": 32, "max_batched_tokens": 1024, "chunked_prefill": False},
+    ),
     "padded": (Uniform(300, 450), Uniform(8, 32), "static", {"max_batch": 8}),
     "taxi": (Uniform(16, 512), Uniform(16, 64), "taxi", {}),
 }
-KINDS = ("decode short", "decode long", "prefill short", "prefill long", "chunk + past", "chunk + decode",
-         "padded batch")
+KINDS = (
+    "decode short",
+    "decode long",
+    "prefill short",
+    "prefill long",
+    "chunk + past",
+    "chunk + decode",
+    "padded batch",
+)
 LONG = 256
 
 
@@ -94,7 +113,9 @@ def kind_of(p) -> str:
 def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
     """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
     out: dict[str, list[float]] = {}
-    for p, priced, secs in priced_passes(run, model.for_policy(policy)):  # a step after an idle: its cold start too
+    for p, priced, secs in priced_passes(
+        run, model.for_policy(policy)
+    ):  # a step after an idle: its cold start too
         for key in (kind_of(p), "all"):
             acc = out.setdefault(key, [0.0, 0.0])
             acc[0] += secs
@@ -104,23 +125,37 @@ def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="gpt2-6l", help="gpt2-6l (default), tiny-gpt2 or another offline model")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every family (default 3)")
-    ap.add_argument("--seconds", type=float, default=8.0, help="seconds of arrivals per run (default 8)")
+    ap.add_argument(
+        "--model", default="gpt2-6l", help="gpt2-6l (default), tiny-gpt2 or another offline model"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds of every family (default 3)"
+    )
+    ap.add_argument(
+        "--seconds", type=float, default=8.0, help="seconds of arrivals per run (default 8)"
+    )
     ap.add_argument("--load", type=float, default=0.7, help="simulated busy fraction (default 0.7)")
     ap.add_argument("--only", default=",".join(FAMILIES), help="comma-separated families")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--save", default=None, metavar="PATH", help="write the profile's calibration here")
-    ap.add_argument("--calibration", default=None, metavar="PATH",
-                    help="price with this calibration instead of profiling (one made by --save on this machine)")
+    ap.add_argument(
+        "--save", default=None, metavar="PATH", help="write the profile's calibration here"
+    )
+    ap.add_argument(
+        "--calibration",
+        default=None,
+        metavar="PATH",
+        help="price with this calibration instead of profiling (one made by --save on this machine)",
+    )
     a = ap.parse_args(argv)
     families = a.only.split(",")
     lm = load_model(a.model, device="cpu", threads=a.threads)
     engine = Engine(lm)
     limits = limits_for(lm)
     print(f"model: {lm.describe()}; engine KV: {engine.kv_note}")
-    print(f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+    )
     units, builders = {}, {}
     for name in families:
         prompt, output, pol, knobs = FAMILIES[name]
@@ -128,8 +163,13 @@ def main(argv=None) -> int:
         builders[name] = lambda pol=pol, knobs=knobs: make_policy(pol, **knobs)
     # One profile for every family: each family's workload stacked (the grid covers all of them).
     order = np.argsort(np.concatenate([u.arrivals for u in units.values()]), kind="stable")
-    stacked = Workload.from_arrays(*(np.concatenate([getattr(u, f) for u in units.values()])[order]
-                                     for f in ("arrivals", "prompt_tokens", "output_tokens")), "every family")
+    stacked = Workload.from_arrays(
+        *(
+            np.concatenate([getattr(u, f) for u in units.values()])[order]
+            for f in ("arrivals", "prompt_tokens", "output_tokens")
+        ),
+        "every family",
+    )
     notes: list[str] = []
     t0 = time.monotonic()
     if a.calibration:
@@ -138,12 +178,23 @@ def main(argv=None) -> int:
         model = load_calibration(a.calibration)
         print(f"priced with {a.calibration} (not profiled now)")
     else:
-        prof = sized_profile(engine, stacked, builders, [b() for b in builders.values()], limits, budget_s=240.0,
-                             say=lambda s: print(s, file=sys.stderr, flush=True), notes=notes, busy=a.load)
+        prof = sized_profile(
+            engine,
+            stacked,
+            builders,
+            [b() for b in builders.values()],
+            limits,
+            budget_s=240.0,
+            say=lambda s: print(s, file=sys.stderr, flush=True),
+            notes=notes,
+            busy=a.load,
+        )
         print("\n".join(notes))
         print(prof.text())
-        print(f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot "
-              f"{time.monotonic() - t0:.0f} s")
+        print(
+            f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot "
+            f"{time.monotonic() - t0:.0f} s"
+        )
         if a.save:
             prof.write(a.save)
         model = prof.model
@@ -158,8 +209,12 @@ def main(argv=None) -> int:
         for name in rng.permutation(families):
             res = run_real(workloads[name], builders[name](), engine, limits=limits, trace=True)
             rows.append((r, name, ratios(res, model, FAMILIES[name][2])))
-            print(f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
-                  f"{rows[-1][2]['all'][0] / rows[-1][2]['all'][1]:.3f}x their price", file=sys.stderr, flush=True)
+            print(
+                f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
+                f"{rows[-1][2]['all'][0] / rows[-1][2]['all'][1]:.3f}x their price",
+                file=sys.stderr,
+                flush=True,
+            )
     _print(rows, families, a)
     return 0
 
@@ -168,20 +223,32 @@ def _print(rows, families, a) -> None:
     level = {}
     for r in range(a.rounds):
         level[r] = float(np.median([v["all"][0] / v["all"][1] for rr, _, v in rows if rr == r]))
-    print("\nround levels (median over families of measured/priced, all passes): "
-          + ", ".join(f"{level[r]:.3f}" for r in range(a.rounds)))
-    print(f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} {'s/run':>6}")
+    print(
+        "\nround levels (median over families of measured/priced, all passes): "
+        + ", ".join(f"{level[r]:.3f}" for r in range(a.rounds))
+    )
+    print(
+        f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} {'s/run':>6}"
+    )
     summary: dict[str, list[float]] = {}
     for fam in families:
-        kinds = sorted({k for _, f, v in rows if f == fam for k in v}, key=lambda k: (k == "all", k))
+        kinds = sorted(
+            {k for _, f, v in rows if f == fam for k in v}, key=lambda k: (k == "all", k)
+        )
         for k in kinds:
             raw = [v[k][0] / v[k][1] for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
-            out = [v[k][0] / v[k][1] / level[r] for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
+            out = [
+                v[k][0] / v[k][1] / level[r]
+                for r, f, v in rows
+                if f == fam and k in v and v[k][1] > 0
+            ]
             secs = np.mean([v[k][0] for _, f, v in rows if f == fam and k in v])
             if k != "all":
                 summary.setdefault(k, []).extend(out)
-            print(f"{fam:<13} {k:<15} {np.median(raw):>8.3f} [{min(raw):.3f}-{max(raw):.3f}] "
-                  f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {secs:6.1f}")
+            print(
+                f"{fam:<13} {k:<15} {np.median(raw):>8.3f} [{min(raw):.3f}-{max(raw):.3f}] "
+                f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {secs:6.1f}"
+            )
     print("\nby kind of pass, level out (median over every run that had it):")
     for k in KINDS:
         if k in summary:

@@ -41,27 +41,37 @@ def main(argv: list[str] | None = None) -> int:
         print("--requests and --repeat must be at least 1", file=sys.stderr)
         return 2
     sticks = [yardstick()]
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}; {args.requests:,} requests per policy, median of "
-          f"{args.repeat}; {DEFAULT_STEP_TIME!r}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}; {args.requests:,} requests per policy, median of "
+        f"{args.repeat}; {DEFAULT_STEP_TIME!r}"
+    )
     head = f"{'policy':<11}{'rate/s':>7}{'passes':>11}{'textbook s':>12}{'fast s':>8}{'faster':>8}"
     print(head + "\n" + "-" * len(head))
     for name, rate in ISSUE_LOADS.items():
         wl = workload(rate, args.requests)
         book, fast = [], []
         for _ in range(args.repeat):  # in turns: a neighbour's load falls on both alike
-            t, a = timed(lambda wl=wl, name=name: textbook.simulate(wl, name, DEFAULT_STEP_TIME, **SETTINGS))
+            t, a = timed(
+                lambda wl=wl, name=name: textbook.simulate(wl, name, DEFAULT_STEP_TIME, **SETTINGS)
+            )
             book.append(t)
-            t, b = timed(lambda wl=wl, name=name: simulate(wl, make_policy(name, **SETTINGS), DEFAULT_STEP_TIME))
+            t, b = timed(
+                lambda wl=wl, name=name: simulate(
+                    wl, make_policy(name, **SETTINGS), DEFAULT_STEP_TIME
+                )
+            )
             fast.append(t)
             if a["duration"] != b["duration"] or a["completed"] != b["completed"]:
                 raise SystemExit(f"{name}: the textbook and the fast path disagree")
         tb, fs = statistics.median(book), statistics.median(fast)
         print(f"{name:<11}{rate:>7.2f}{a['steps']:>11,}{tb:>12.3f}{fs:>8.3f}{tb / fs:>7.1f}x")
     sticks.append(yardstick())
-    print(f"yardstick (10M-iteration Python loop, bench/host.py): "
-          f"{sticks[0]:.3f} s before, {sticks[1]:.3f} s after; "
-          f"load average at the end {os.getloadavg()[0]:.2f}")
+    print(
+        f"yardstick (10M-iteration Python loop, bench/host.py): "
+        f"{sticks[0]:.3f} s before, {sticks[1]:.3f} s after; "
+        f"load average at the end {os.getloadavg()[0]:.2f}"
+    )
     return 0
 
 

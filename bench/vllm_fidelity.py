@@ -41,24 +41,79 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from held_out import COVERED, coverage_lines, hold_out, shape_lines  # bench/ is the script's own folder
+from held_out import (  # bench/ is the script's own folder
+    COVERED,
+    coverage_lines,
+    hold_out,
+    shape_lines,
+)
 
 SHAPES = {
     # name: realrun flags. The rate is only the shape's unit: --load sets each shape's rate so that the
     # simulated server is busy that share of the time (realrun compare --busy), as this host's speed
     # moves (at these fixed rates, short and mixed ran 95 % busy on a slower day).
-    "short": ["--arrival", "poisson", "--rate", "9", "--requests", "120", "--prompt-len", "uniform:16,128",
-              "--output-len", "uniform:16,96"],
-    "bursty": ["--arrival", "gamma:3", "--rate", "11", "--requests", "100", "--prompt-len", "uniform:16,256",
-               "--output-len", "lognormal:64,48"],
-    "long": ["--arrival", "poisson", "--rate", "5", "--requests", "80", "--prompt-len", "uniform:400,900",
-             "--output-len", "uniform:8,48"],
-    "mixed": ["--arrival", "poisson", "--rate", "6", "--requests", "100", "--prompt-len", "lognormal:200,180",
-              "--output-len", "lognormal:96,64"],
+    "short": [
+        "--arrival",
+        "poisson",
+        "--rate",
+        "9",
+        "--requests",
+        "120",
+        "--prompt-len",
+        "uniform:16,128",
+        "--output-len",
+        "uniform:16,96",
+    ],
+    "bursty": [
+        "--arrival",
+        "gamma:3",
+        "--rate",
+        "11",
+        "--requests",
+        "100",
+        "--prompt-len",
+        "uniform:16,256",
+        "--output-len",
+        "lognormal:64,48",
+    ],
+    "long": [
+        "--arrival",
+        "poisson",
+        "--rate",
+        "5",
+        "--requests",
+        "80",
+        "--prompt-len",
+        "uniform:400,900",
+        "--output-len",
+        "uniform:8,48",
+    ],
+    "mixed": [
+        "--arrival",
+        "poisson",
+        "--rate",
+        "6",
+        "--requests",
+        "100",
+        "--prompt-len",
+        "lognormal:200,180",
+        "--output-len",
+        "lognormal:96,64",
+    ],
     # Past capacity (about 13 requests/s for "short"): the queue grows for the whole run, so the
     # tail is waiting time, where a step-time error compounds. Outside the goal's 50-85 % busy band.
-    "saturated": ["--arrival", "poisson", "--rate", "20", "--requests", "120", "--prompt-len", "uniform:16,128",
-                  "--output-len", "uniform:16,96"],
+    "saturated": [
+        "--arrival",
+        "poisson",
+        "--rate",
+        "20",
+        "--requests",
+        "120",
+        "--prompt-len",
+        "uniform:16,128",
+        "--output-len",
+        "uniform:16,96",
+    ],
 }
 GOALS = {"p50_e2e": 10, "p99_e2e": 20, "p50_ttft": 15}
 COLUMNS = ("p50_ttft", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "request_throughput")
@@ -70,12 +125,28 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--max-seqs", default="32")
     p.add_argument("--max-batched-tokens", default="512")
-    p.add_argument("--repeats", type=int, default=3, help="measurements per shape, each against the same prediction")
-    p.add_argument("--seeds", type=int, default=5, help="simulations with sampled step times per prediction")
-    p.add_argument("--load", type=float, default=0.7,
-                   help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated shape)")
-    p.add_argument("--coverage", type=int, default=0, metavar="H",
-                   help="H held-out runs per shape after its compare, each held up to its one-run interval (default 0: none)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="measurements per shape, each against the same prediction",
+    )
+    p.add_argument(
+        "--seeds", type=int, default=5, help="simulations with sampled step times per prediction"
+    )
+    p.add_argument(
+        "--load",
+        type=float,
+        default=0.7,
+        help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated shape)",
+    )
+    p.add_argument(
+        "--coverage",
+        type=int,
+        default=0,
+        metavar="H",
+        help="H held-out runs per shape after its compare, each held up to its one-run interval (default 0: none)",
+    )
     args = p.parse_args(argv)
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
@@ -93,16 +164,43 @@ def main(argv=None) -> int:
             # another level); after the compare's runs, so none of them set its level or its spread.
             from batchsim import summarize
 
-            held.extend(hold_out(name, report, lambda label: summarize(run_once(label)), args.coverage,
-                                 np.random.default_rng(0xC0FE)))
-            held_notes.append(f"{name}: held out {args.coverage} runs; this machine's run-to-run spread "
-                              f"{report.spread.text()}")
+            held.extend(
+                hold_out(
+                    name,
+                    report,
+                    lambda label: summarize(run_once(label)),
+                    args.coverage,
+                    np.random.default_rng(0xC0FE),
+                )
+            )
+            held_notes.append(
+                f"{name}: held out {args.coverage} runs; this machine's run-to-run spread "
+                f"{report.spread.text()}"
+            )
 
         with contextlib.redirect_stdout(out):
-            code = _compare(["compare", "--engine", "vllm", "--model", args.model, *SHAPES[name], "--max-seqs",
-                             args.max_seqs, "--max-batched-tokens", args.max_batched_tokens, "--repeats", str(args.repeats),
-                             "--seeds", str(args.seeds), *(["--busy", str(args.load)] if name != "saturated" else []),
-                             "--json", "--no-plots"], then if args.coverage else None)
+            code = _compare(
+                [
+                    "compare",
+                    "--engine",
+                    "vllm",
+                    "--model",
+                    args.model,
+                    *SHAPES[name],
+                    "--max-seqs",
+                    args.max_seqs,
+                    "--max-batched-tokens",
+                    args.max_batched_tokens,
+                    "--repeats",
+                    str(args.repeats),
+                    "--seeds",
+                    str(args.seeds),
+                    *(["--busy", str(args.load)] if name != "saturated" else []),
+                    "--json",
+                    "--no-plots",
+                ],
+                then if args.coverage else None,
+            )
         if code != 0:
             print(f"{name}: compare failed (exit {code})")
             continue
@@ -111,20 +209,44 @@ def main(argv=None) -> int:
         busy = run["measured"].get("busy_fraction") or 0.0
         drift = next((n for n in obj["notes"] if n.startswith("drift")), "")
         m = re.search(r"take ([+-]\d+) %", drift)
-        rows.append((name, busy, run["error_pct"], run["decomposition"], m.group(1) + "%" if m else "-", run))
-        print(f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
-              + "; ".join(n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")))
+        rows.append(
+            (
+                name,
+                busy,
+                run["error_pct"],
+                run["decomposition"],
+                m.group(1) + "%" if m else "-",
+                run,
+            )
+        )
+        print(
+            f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
+            + "; ".join(
+                n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")
+            )
+        )
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
-    print(f"{'shape':8s} {'busy':>5s} " + " ".join(f"{c:>12s}" for c in COLUMNS)
-          + f" {'p50E2E ±':>9s} {'drift':>6s}   step-time error (a)")
+    print(
+        f"{'shape':8s} {'busy':>5s} "
+        + " ".join(f"{c:>12s}" for c in COLUMNS)
+        + f" {'p50E2E ±':>9s} {'drift':>6s}   step-time error (a)"
+    )
     worst = {k: 0.0 for k in GOALS}
     for name, busy, err, dec, drift, run in rows:
-        cells = " ".join(f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}" for c in COLUMNS)
+        cells = " ".join(
+            f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}" for c in COLUMNS
+        )
         sp = (run.get("repeat_spread_pct") or {}).get("p50_e2e")
         steps = dec.get("steps", {}) if dec else {}
-        a = f"{steps['total_error_pct']:+.1f}% total, {steps['mean_abs_error_pct']:.1f}% mean|e|" if steps.get("n") else "-"
-        print(f"{name:8s} {busy:5.0%} {cells} {'-' if sp is None else f'{sp:.1f}%':>9s} {drift:>6s}   {a}")
+        a = (
+            f"{steps['total_error_pct']:+.1f}% total, {steps['mean_abs_error_pct']:.1f}% mean|e|"
+            if steps.get("n")
+            else "-"
+        )
+        print(
+            f"{name:8s} {busy:5.0%} {cells} {'-' if sp is None else f'{sp:.1f}%':>9s} {drift:>6s}   {a}"
+        )
         for k in GOALS:
             if err.get(k) is not None and 0.5 <= busy <= 0.85:
                 worst[k] = max(worst[k], abs(err[k]))
@@ -132,7 +254,9 @@ def main(argv=None) -> int:
     print(_verdicts(rows))
     print()
     for k, goal in GOALS.items():
-        print(f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})")
+        print(
+            f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})"
+        )
     if args.coverage:
         print()
         print("\n".join(held_notes))
@@ -167,17 +291,28 @@ def _verdicts(rows) -> str:
     for name, busy, _, _, _, run in rows:
         v = {k: x for k, x in (run.get("verdicts") or {}).items() if x is not None}
         iv = {k: x for k, x in (run.get("interval_one_run") or {}).items() if x is not None}
-        held = [lo <= rep[k] <= hi for k, (lo, hi) in iv.items() if k in COVERED for rep in run.get("repeats") or []
-                if rep.get(k) is not None]
-        counts = ", ".join(f"{sum(x == kind for x in v.values())} {kind}" for kind in ("agrees", "disagrees", "cannot tell"))
-        lines.append(f"{name:8s} {busy:5.0%}  {counts}; runs inside their one-run interval: {sum(held)} of {len(held)}")
+        held = [
+            lo <= rep[k] <= hi
+            for k, (lo, hi) in iv.items()
+            if k in COVERED
+            for rep in run.get("repeats") or []
+            if rep.get(k) is not None
+        ]
+        counts = ", ".join(
+            f"{sum(x == kind for x in v.values())} {kind}"
+            for kind in ("agrees", "disagrees", "cannot tell")
+        )
+        lines.append(
+            f"{name:8s} {busy:5.0%}  {counts}; runs inside their one-run interval: {sum(held)} of {len(held)}"
+        )
         if 0.5 <= busy <= 0.85:
             inside += held
     if inside:
-        lines.append(f"at 50-85 % busy: runs inside their one-run 90 % interval {sum(inside)} of {len(inside)} "
-                     f"({sum(inside) / len(inside):.0%}, target 80-95 %)")
+        lines.append(
+            f"at 50-85 % busy: runs inside their one-run 90 % interval {sum(inside)} of {len(inside)} "
+            f"({sum(inside) / len(inside):.0%}, target 80-95 %)"
+        )
     return "\n".join(lines)
-
 
 
 if __name__ == "__main__":

@@ -56,12 +56,21 @@ class Notebook:
         if self.course:
             intro += ["", f"Goes with {self.course}."]
         add("md", "\n".join(intro))
-        add("code", "# Parameters: CI runs this notebook small by overriding this cell.\n" + self.parameters.strip(),
-            ("parameters",))
+        add(
+            "code",
+            "# Parameters: CI runs this notebook small by overriding this cell.\n"
+            + self.parameters.strip(),
+            ("parameters",),
+        )
         for kind, src in self.cells:
             add(kind, src)
-        qs = ["## Questions to think about", ""] + [f"{i}. {q}" for i, q in enumerate(self.questions, 1)]
-        qs += ["", "Write your answers down before you discuss them: your teacher goes through them in class."]
+        qs = ["## Questions to think about", ""] + [
+            f"{i}. {q}" for i, q in enumerate(self.questions, 1)
+        ]
+        qs += [
+            "",
+            "Write your answers down before you discuss them: your teacher goes through them in class.",
+        ]
         add("md", "\n".join(qs))
         nb.cells = cells
         return nb
@@ -76,6 +85,7 @@ REAL_IMPORTS = """
 %matplotlib inline
 from realrun.classroom import lesson, widgets
 """
+
 
 def _std(panel: str, before: str, between: str) -> tuple[tuple[str, str], ...]:
     """The usual body: a story, the imports, the slider panel (its figure and table at the starting
@@ -165,8 +175,11 @@ steeper, the better. Where a curve crosses the dotted line is its p99.""",
             """
 **Your turn.** Pick each policy in the dropdown and read its timeline. Then raise the load until the
 padded policies fall behind, and find the load where continuous batching does too.""",
-        ) + (
-            ("md", """
+        )
+        + (
+            (
+                "md",
+                """
 ## Prefill and decode: the long prompt
 
 A request is served in two phases. **Prefill** computes the whole prompt in one pass and produces the
@@ -177,11 +190,15 @@ the step that is everyone else's next token.
 
 Below, 32 chats are decoding when someone pastes an 8,192-token document. Prefilled whole, it makes
 one step as long as the prefill itself, and every chat's next token waits for it. With **chunked
-prefill** (vLLM, Sarathi) the prompt goes through 512 tokens per step, beside the decodes."""),
+prefill** (vLLM, Sarathi) the prompt goes through 512 tokens per step, beside the decodes.""",
+            ),
             ("code", "stall = widgets.prefill_stall_ui()\nstall"),
-            ("md", """
+            (
+                "md",
+                """
 **Your turn.** Make the prompt longer, the chunks smaller and larger, and add running requests. Which
-gap would a chat user notice? What does chunking cost the person who pasted the document?"""),
+gap would a chat user notice? What does chunking cost the person who pasted the document?""",
+            ),
         ),
         questions=(
             "In the dynamic timeline, why do some batches leave with fewer than 16 requests? What sets when they "
@@ -264,8 +281,11 @@ now multiply: 10 requests/s x 3,600 s x $0.10 = $3,600 for one GPU-hour.""",
             """
 **Your turn.** Pick other GPUs (their catalog price comes with them), change the price, and move the
 batch size. Compare the saving from batching with the difference between GPUs.""",
-        ) + (
-            ("md", """
+        )
+        + (
+            (
+                "md",
+                """
 ## More buses, or bigger buses?
 
 When traffic grows, one answer is more GPUs behind a router (a *fleet*); another is bigger batches
@@ -274,13 +294,17 @@ to B, one GPU running batches of N x B (the same seats, one bus), and N taxis. E
 the hour, busy or idle. The router decides which GPU takes each request as it arrives:
 *least-loaded* picks the one holding the fewest requests, *least-kv* the one with the least KV cache
 in use, *round-robin* takes turns, *random* rolls a die. The right-hand chart shows how the router
-split the requests over the fleet."""),
+split the requests over the fleet.""",
+            ),
             ("code", "fleet_panel = widgets.fleet_ui(requests=FLEET_REQUESTS)\nfleet_panel"),
-            ("md", """
+            (
+                "md",
+                """
 **Your turn.** Move the number of GPUs and the batch per GPU, and compare the bill and the p99 of the
 fleet with the one big bus. Raise the arrival rate, one request/s at a time, until the one GPU's p99
 is clearly worse than the fleet's. Switch the router to random, then round-robin, and watch the split
-and the p99."""),
+and the p99.""",
+            ),
         ),
         questions=(
             "What price per GPU-hour do the claim's figures imply for the batched case (100 RPS at $0.01)? "
@@ -400,25 +424,39 @@ then raise them to 50: how does the error bar change? Change the seats on the bu
             "that on a laptop CPU the model is tiny and random (timing is real, the text is not), and that the "
             "same notebook runs GPT-2 on a classroom GPU.",
         ),
-        parameters=("MODEL = 'tiny-gpt2'  # offline default; 'gpt2' on a GPU machine with the weights cached\n"
-                    "DEVICE = 'cpu'       # 'cuda' in the GPU lab\nREQUESTS = 24\nSEED = 0"),
+        parameters=(
+            "MODEL = 'tiny-gpt2'  # offline default; 'gpt2' on a GPU machine with the weights cached\n"
+            "DEVICE = 'cpu'       # 'cuda' in the GPU lab\nREQUESTS = 24\nSEED = 0"
+        ),
         cells=(
-            ("md", """
+            (
+                "md",
+                """
 Everything so far was predicted. This notebook measures. `realrun` runs the very same policy
 objects as the simulator on a real model: a GPT-2-shaped network with random weights that needs no
 download (`tiny-gpt2`), on this machine's CPU. First it profiles the model (times forward passes of
 several shapes) and builds the simulator's step-time model from the timings; then it serves one
 small workload both ways, simulated with that calibration and for real, and puts the numbers side by
 side, with where the error comes from: the cost model's price of the passes that ran, and a replay
-that proves both clocks scheduled the same steps."""),
+that proves both clocks scheduled the same steps.""",
+            ),
             ("code", REAL_IMPORTS),
-            ("code", "summary, fig = lesson.predicted_vs_measured(policy='continuous', rate=4.0, requests=REQUESTS,\n"
-                     "                                            model=MODEL, device=DEVICE, seed=SEED)\n"
-                     "print(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig"),
-            ("md", """
+            (
+                "code",
+                "summary, fig = lesson.predicted_vs_measured(policy='continuous', rate=4.0, requests=REQUESTS,\n"
+                "                                            model=MODEL, device=DEVICE, seed=SEED)\n"
+                "print(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig",
+            ),
+            (
+                "md",
+                """
 **Your turn.** Choose a policy and a load and press *Run* (each run measures the real model for a
-few seconds, so it waits for the button rather than following the sliders)."""),
-            ("code", "panel = widgets.measured_ui(requests=REQUESTS, model=MODEL, device=DEVICE, seed=SEED)\npanel"),
+few seconds, so it waits for the button rather than following the sliders).""",
+            ),
+            (
+                "code",
+                "panel = widgets.measured_ui(requests=REQUESTS, model=MODEL, device=DEVICE, seed=SEED)\npanel",
+            ),
         ),
         questions=(
             "Which figure does the simulator predict best, and which worst? Give one cause for the worst.",
@@ -443,8 +481,10 @@ few seconds, so it waits for the button rather than following the sliders)."""),
             "how to choose a policy and a batch size that meet it, and what the choice costs,",
             "why a configuration that looks fine on average can fail its SLO for minutes at a time.",
         ),
-        parameters=("MINUTES = 5.0   # how much of the trace to replay\n"
-                    "TRACE = None    # None: the Azure trace that ships with batchsim; 'synthetic': a fit to it"),
+        parameters=(
+            "MINUTES = 5.0   # how much of the trace to replay\n"
+            "TRACE = None    # None: the Azure trace that ships with batchsim; 'synthetic': a fit to it"
+        ),
         cells=_std(
             "real_day_ui(minutes=MINUTES, trace=TRACE)",
             """
@@ -487,14 +527,20 @@ def write(check: bool = False) -> int:
         else:
             path.write_text(text)
     if stale:
-        print("stale notebooks (run python notebooks/build.py): " + ", ".join(stale), file=sys.stderr)
+        print(
+            "stale notebooks (run python notebooks/build.py): " + ", ".join(stale), file=sys.stderr
+        )
         return 1
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="only check that the committed notebooks are up to date")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that the committed notebooks are up to date",
+    )
     return write(p.parse_args(argv).check)
 
 

@@ -28,7 +28,15 @@ _WHERE = {
     "engine.paged.pool": ("KVPool",),
     "engine.paged.attention": ("paged_attention",),
     "engine.model": ("OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model"),
-    "timing.profile": ("GRIDS", "Grid", "Profile", "fit_linear", "grid_for_workload", "measure", "profile"),
+    "timing.profile": (
+        "GRIDS",
+        "Grid",
+        "Profile",
+        "fit_linear",
+        "grid_for_workload",
+        "measure",
+        "profile",
+    ),
     "clock.runner": ("context_reason", "run_real"),
 }
 _MODULE_OF = {name: mod for mod, names in _WHERE.items() for name in names}

@@ -26,9 +26,11 @@ import time
 
 BURN = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    sum(range(1000))\n"
 #: A burner that comes and goes: ON seconds of work, OFF seconds asleep, starting ``phase`` seconds in.
-BURST = ("import time\nend = time.monotonic() + {limit}\ntime.sleep({phase})\n"
-         "while time.monotonic() < end:\n    stop = time.monotonic() + {on}\n"
-         "    while time.monotonic() < stop:\n        sum(range(1000))\n    time.sleep({off})\n")
+BURST = (
+    "import time\nend = time.monotonic() + {limit}\ntime.sleep({phase})\n"
+    "while time.monotonic() < end:\n    stop = time.monotonic() + {on}\n"
+    "    while time.monotonic() < stop:\n        sum(range(1000))\n    time.sleep({off})\n"
+)
 
 
 def _bursts(text: str) -> tuple[float, float]:
@@ -45,15 +47,29 @@ def _bursts(text: str) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--burners", type=int, default=2, help="CPU-bound processes beside the command (default 2)")
-    ap.add_argument("--limit", type=float, default=3600.0, help="seconds after which the burners stop anyway (default 3600)")
-    ap.add_argument("--bursts", metavar="ON,OFF", default=None,
-                    help="burn ON seconds, sleep OFF seconds, over and over (default: burn all the time)")
+    ap.add_argument(
+        "--burners", type=int, default=2, help="CPU-bound processes beside the command (default 2)"
+    )
+    ap.add_argument(
+        "--limit",
+        type=float,
+        default=3600.0,
+        help="seconds after which the burners stop anyway (default 3600)",
+    )
+    ap.add_argument(
+        "--bursts",
+        metavar="ON,OFF",
+        default=None,
+        help="burn ON seconds, sleep OFF seconds, over and over (default: burn all the time)",
+    )
     ap.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
-        print("busy: give the command after --, e.g. python scripts/busy.py -- make test", file=sys.stderr)
+        print(
+            "busy: give the command after --, e.g. python scripts/busy.py -- make test",
+            file=sys.stderr,
+        )
         return 2
     if not 0 <= a.burners <= 64:
         print(f"busy: --burners must be 0 to 64, got {a.burners}", file=sys.stderr)
@@ -71,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         how = "CPU-bound processes"
     else:  # out of step: burner i starts its first burst i/n of a cycle late
         on, off = bursts
-        code_of = [BURST.format(limit=a.limit, on=on, off=off, phase=(on + off) * i / max(a.burners, 1))
-                   for i in range(a.burners)]
+        code_of = [
+            BURST.format(limit=a.limit, on=on, off=off, phase=(on + off) * i / max(a.burners, 1))
+            for i in range(a.burners)
+        ]
         how = f"processes burning {on:g} s in every {on + off:g} s"
     burners = [subprocess.Popen([sys.executable, "-c", c]) for c in code_of]
     print(f"busy: {a.burners} {how} running beside: {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -88,8 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             b.kill()
         for b in burners:
             b.wait()
-    print(f"busy: the command exited {code} after {time.monotonic() - t0:.0f} s beside {a.burners} burners "
-          f"(load average now {os.getloadavg()[0]:.1f})", file=sys.stderr)
+    print(
+        f"busy: the command exited {code} after {time.monotonic() - t0:.0f} s beside {a.burners} burners "
+        f"(load average now {os.getloadavg()[0]:.1f})",
+        file=sys.stderr,
+    )
     return code
 
 

@@ -42,7 +42,12 @@ def lab_checks(n: int) -> int:
     count = 0
     for node in ast.parse((COURSE / "labs" / f"test_lab{n}.py").read_text()).body:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-            cases = [len(d.args[1].elts) for d in node.decorator_list if isinstance(d, ast.Call)
-                     and getattr(d.func, "attr", "") == "parametrize" and isinstance(d.args[1], (ast.List, ast.Tuple))]
+            cases = [
+                len(d.args[1].elts)
+                for d in node.decorator_list
+                if isinstance(d, ast.Call)
+                and getattr(d.func, "attr", "") == "parametrize"
+                and isinstance(d.args[1], (ast.List, ast.Tuple))
+            ]
             count += cases[0] if cases else 1
     return count

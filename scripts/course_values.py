@@ -14,7 +14,6 @@ from course_format import Figure, cli_block, fixed
 __all__ = ["LESSONS"]
 
 
-
 def lesson1(v: dict[str, str], figure: Figure) -> None:
     """Lesson 1, the taxi and the bus (notebook 1)."""
     from batchsim.teach import lessons
@@ -35,7 +34,9 @@ def lesson1(v: dict[str, str], figure: Figure) -> None:
     for k in ("taxi", "static", "dynamic"):
         v[f"l1.low_{k}_mean"] = fixed(low["policies"][k]["mean_e2e"], 2)
         v[f"l1.low_{k}_per_1000"] = fixed(low["policies"][k]["cost_per_request"] * 1000, 3)
-        v[f"l1.low_{k}_busy_per_1000"] = fixed(low["policies"][k]["cost_per_request_busy"] * 1000, 3)
+        v[f"l1.low_{k}_busy_per_1000"] = fixed(
+            low["policies"][k]["cost_per_request_busy"] * 1000, 3
+        )
         v[f"l1.low_{k}_busy"] = f"{low['policies'][k]['busy_fraction']:.0%}"
     for rate in (30, 2):
         for seats in (4, 16, 64):
@@ -45,7 +46,10 @@ def lesson1(v: dict[str, str], figure: Figure) -> None:
             v[f"l1.r{rate}_b{seats}_p99"] = fixed(st["p99_e2e"], 1)
             v[f"l1.r{rate}_b{seats}_per_1000"] = fixed(st["cost_per_request"] * 1000, 3)
             v[f"l1.r{rate}_b{seats}_busy"] = f"{st['busy_fraction']:.0%}"
-            if (rate, seats) == (30, 64):  # the run's start is a visible part of a short run: the panel's note
+            if (rate, seats) == (
+                30,
+                64,
+            ):  # the run's start is a visible part of a short run: the panel's note
                 e = r["edges"]["static"]
                 v["l1.r30_b64_first_s"] = fixed(e["first_departure_s"], 1)
                 v["l1.r30_b64_first_share"] = f"{e['share_of_run']:.0%}"
@@ -57,7 +61,6 @@ def lesson1(v: dict[str, str], figure: Figure) -> None:
     v["l1.r30_b64_long_p99"] = fixed(long["policies"]["static"]["p99_e2e"], 1)
     v["cli.taxi-vs-bus"] = cli_block(["run", "taxi-vs-bus"])
     v["cli.laundromat"] = cli_block(["run", "laundromat"])
-
 
 
 def lesson2(v: dict[str, str], figure: Figure) -> None:
@@ -90,7 +93,6 @@ def lesson2(v: dict[str, str], figure: Figure) -> None:
     p8k, _ = lessons.roofline(gpu="A100-80GB", model="llama-3-8b", batch=1, context=0, prompt=8192)
     v["l2.prefill8k_ms"] = fixed(p8k["prefill_ms"], 0)
     v["l2.decode32_tps"] = fixed(r32["tokens_per_s"], 0)
-
 
 
 def lesson2_published(v: dict[str, str], figure: Figure) -> None:
@@ -132,8 +134,10 @@ def lesson2_knees(v: dict[str, str]) -> None:
     from batchsim.machine.server import Server
     from batchsim.teach import lessons
 
-    rows = ["| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | knee (512 cached) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | knee (512 cached) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     knees, knee_kv = {}, {}
     for g in ("T4", "A100-80GB", "H100-SXM"):
         for m in ("gpt2", "llama-3-8b"):
@@ -151,13 +155,18 @@ def lesson2_knees(v: dict[str, str]) -> None:
                 srv = Server.named(g, m)
                 need = k512 * 512 * srv.kv.bytes_per_token / 1e9
                 fits = srv.kv.max_batch(512)
-                k512_txt = (f"{k512}" if k512 <= fits else
-                            f"{k512}: needs {fixed(need, 0)} GB of KV, room for {fits} rows")
+                k512_txt = (
+                    f"{k512}"
+                    if k512 <= fits
+                    else f"{k512}: needs {fixed(need, 0)} GB of KV, room for {fits} rows"
+                )
                 knee_kv[(g, m)] = (k512, need, fits, srv.kv.bytes_per_token * srv.kv.tokens / 1e9)
             else:
                 k512_txt = "none"
-            rows.append(f"| {g} | {m} | {fixed(a['step_ms'], 2)} ms | {fixed(a['tokens_per_s'], 0)} | "
-                        f"{fixed(b['tokens_per_s'], 0)} | {a['knee']} | {k512_txt} |")
+            rows.append(
+                f"| {g} | {m} | {fixed(a['step_ms'], 2)} ms | {fixed(a['tokens_per_s'], 0)} | "
+                f"{fixed(b['tokens_per_s'], 0)} | {a['knee']} | {k512_txt} |"
+            )
     v["l2.knee_table"] = "\n".join(rows)
     k, need, fits, room = knee_kv[("H100-SXM", "llama-3-8b")]
     v["l2.h100_knee512"] = str(k)

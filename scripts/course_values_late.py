@@ -27,7 +27,6 @@ def lesson4(v: dict[str, str], figure: Figure) -> None:
     v["cli.batch-size-sweep"] = cli_block(["run", "batch-size-sweep"])
 
 
-
 def lesson5(v: dict[str, str], figure: Figure) -> None:
     """Lesson 5, the KV cache (notebook 3)."""
     from batchsim.machine.catalog import DEFAULT_CATALOG
@@ -52,21 +51,28 @@ def lesson5(v: dict[str, str], figure: Figure) -> None:
     # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
     v["l5.verdict"] = (
         f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
-        if ct >= st_ else
-        f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}: here optimistic admission *loses*. Every one of the "
+        if ct >= st_
+        else f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}: here optimistic admission *loses*. Every one of the "
         f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
         "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
         "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
-        "fewer running rows (a lower `max_seqs`) stop the thrashing.")
-    g3, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b")
+        "fewer running rows (a lower `max_seqs`) stop the thrashing."
+    )
+    g3, _ = lessons.memory_wall(
+        kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b"
+    )
     v["l5.gqa_rows"] = str(g3["rows_that_fit"])
-    rows = ["| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
+        "|---|---|---|---|---|",
+    ]
     for m in ("gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b"):
         mm = DEFAULT_CATALOG.model(m)
         b = kv_budget(gpu, mm, "fp16", 0.9)
-        rows.append(f"| {m} | {fixed(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | {fixed(mm.weight_bytes('fp16') / 1e9, 1)} GB "
-                    f"| {fixed(b.tokens, 0)} tokens | {b.max_batch(4096)} |")
+        rows.append(
+            f"| {m} | {fixed(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | {fixed(mm.weight_bytes('fp16') / 1e9, 1)} GB "
+            f"| {fixed(b.tokens, 0)} tokens | {b.max_batch(4096)} |"
+        )
         if m == "llama-2-7b":
             v["l5.a100_l2_rows_4096"] = str(b.max_batch(4096))
     v["l5.a100_table"] = "\n".join(rows)
@@ -92,9 +98,14 @@ def _lesson5_engine(v: dict[str, str], figure: Figure) -> None:
     paged, padded = med["ours-continuous"], med["ours-padded"]
     held, padded_bytes = m["paged"]["kv_peak_bytes_used"], m["padded_peak_bytes"]
     v["l5.eng_command"] = m["command"]
-    size = re.search(r"([\d.]+[MB]) params", m["model"])  # "gpt2-random (offline, ...; 124.4M params) on cpu, ..."
-    v["l5.eng_model"] = m["model"].split(" (")[0] + (f", {size.group(1)} parameters" if size else "") + \
-        (", random weights" if "random" in m["model"] else "")
+    size = re.search(
+        r"([\d.]+[MB]) params", m["model"]
+    )  # "gpt2-random (offline, ...; 124.4M params) on cpu, ..."
+    v["l5.eng_model"] = (
+        m["model"].split(" (")[0]
+        + (f", {size.group(1)} parameters" if size else "")
+        + (", random weights" if "random" in m["model"] else "")
+    )
     v["l5.eng_workload"] = m["workload"]
     v["l5.eng_rounds"] = str(m["rounds"])
     v["l5.eng_yardstick"] = fixed(m["host"]["yardstick_s"], 2)
@@ -108,16 +119,22 @@ def _lesson5_engine(v: dict[str, str], figure: Figure) -> None:
     ratio = padded_bytes / held
     # The sentence follows the numbers: the speed claim only where every round agrees with it.
     faster = min(rounds["ours-continuous"]) > max(rounds["ours-padded"])
-    speed = (f"and the pool ran {fixed(paged / padded, 2)}x as fast (every round of the pool beat every round of the "
-             "rectangle): attention reads only real tokens, and nothing is ever copied to make room"
-             if faster else
-             f"at about the same speed ({fixed(paged / padded, 2)}x, within the rounds' spread): on this model "
-             "the products, not the cache, take most of a pass")
-    same = "Greedy tokens were identical either way." if m["greedy_identical"] else \
-        "Greedy tokens differed somewhere: a bug to report."
-    v["l5.eng_verdict"] = (f"The blocks held {fixed(ratio, 1)}x less memory than the rectangle's buffers, {speed}. "
-                           f"{same}")
-
+    speed = (
+        f"and the pool ran {fixed(paged / padded, 2)}x as fast (every round of the pool beat every round of the "
+        "rectangle): attention reads only real tokens, and nothing is ever copied to make room"
+        if faster
+        else f"at about the same speed ({fixed(paged / padded, 2)}x, within the rounds' spread): on this model "
+        "the products, not the cache, take most of a pass"
+    )
+    same = (
+        "Greedy tokens were identical either way."
+        if m["greedy_identical"]
+        else "Greedy tokens differed somewhere: a bug to report."
+    )
+    v["l5.eng_verdict"] = (
+        f"The blocks held {fixed(ratio, 1)}x less memory than the rectangle's buffers, {speed}. "
+        f"{same}"
+    )
 
 
 def lesson6_cost(v: dict[str, str], figure: Figure) -> None:
@@ -139,20 +156,26 @@ def lesson6_cost(v: dict[str, str], figure: Figure) -> None:
     v["l6.claim_price"] = fixed(s["claim_implied_price"], 0)
     v["l6.claim_factor"] = fixed(s["claim_implied_price"] / s["price_per_hour"], 0)
     v["l6.table"] = "```\n" + s["table"] + "\n```"
-    rows = ["| GPU | assumed $/hour | $/1M tokens, batch 1 | $/1M tokens, batch 32 | saving |", "|---|---|---|---|---|"]
+    rows = [
+        "| GPU | assumed $/hour | $/1M tokens, batch 1 | $/1M tokens, batch 32 | saving |",
+        "|---|---|---|---|---|",
+    ]
     for g in ("T4", "L4", "A10G", "A100-80GB", "H100-SXM", "H200"):
         try:
             c, _ = lessons.cost(gpu=g, max_batch=32)
         except ConfigError:
-            rows.append(f"| {g} | {fixed(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not fit | | |")
+            rows.append(
+                f"| {g} | {fixed(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not fit | | |"
+            )
             continue
-        rows.append(f"| {g} | {fixed(c['price_per_hour'], 2)} | {fixed(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
-                    f"{fixed(c['cost_per_1m_tokens'], 2)} | {fixed(c['saving'], 0)}x |")
+        rows.append(
+            f"| {g} | {fixed(c['price_per_hour'], 2)} | {fixed(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
+            f"{fixed(c['cost_per_1m_tokens'], 2)} | {fixed(c['saving'], 0)}x |"
+        )
     v["l6.gpu_table"] = "\n".join(rows)
     c128, _ = lessons.cost(gpu="A100-80GB", max_batch=128)
     v["l6.per_m_b128"] = fixed(c128["cost_per_1m_tokens"], 2)
     v["cli.cost-10x"] = cli_block(["run", "cost-10x"])
-
 
 
 def lesson6_fleet(v: dict[str, str], figure: Figure) -> None:
@@ -178,7 +201,9 @@ def lesson6_fleet(v: dict[str, str], figure: Figure) -> None:
     # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4, answer 6).
     flip = lessons.fleet_flip()
     if flip["rate"] is None or flip["below"] is None:
-        raise SystemExit(f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}")
+        raise SystemExit(
+            f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}"
+        )
     v["l6.fleet_flip_rate"] = str(flip["rate"])
     v["l6.fleet_flip_below"] = str(flip["below"])
     v["l6.fleet_flip_big_p99"] = fixed(flip["big_p99"], 2)
@@ -187,7 +212,6 @@ def lesson6_fleet(v: dict[str, str], figure: Figure) -> None:
     v["l6.fleet_flip_below_many_p99"] = fixed(flip["below_many_p99"], 2)
     v["l6.fleet_flip_max"] = str(lessons.FLIP_MAX_RATE)
     v["cli.fleet"] = cli_block(["run", "fleet"])
-
 
 
 def lesson8(v: dict[str, str], figure: Figure) -> None:
@@ -203,9 +227,10 @@ def lesson8(v: dict[str, str], figure: Figure) -> None:
     v["l8.cost64"] = fixed(s["policies"]["continuous"]["cost_per_request"] * 1000, 3)
 
 
-
 #: Lab 8's runs: lesson 9's worked example is dynamic's p50 E2E among them.
-LAB8_RUNS = Path(__file__).resolve().parent.parent / "course" / "labs" / "data" / "lab8-repeated-runs.json"
+LAB8_RUNS = (
+    Path(__file__).resolve().parent.parent / "course" / "labs" / "data" / "lab8-repeated-runs.json"
+)
 #: Two other predictions (s) held against the same runs: the lesson's three verdicts.
 L9_OTHERS = (0.83, 0.75)
 
@@ -223,30 +248,64 @@ def lesson9(v: dict[str, str]) -> None:
     v["l9.runs"] = ", ".join(fixed(x, 2) for x in runs[:-1]) + f" and {fixed(runs[-1], 2)} s"
     v["l9.pred"] = fixed(predicted, 2)
     v["l9.tol"] = fixed(tol, 0)
-    v["l9.each"] = ", ".join(pct((predicted / m - 1) * 100) for m in runs)  # e^ln(p/m) - 1 = p/m - 1
+    v["l9.each"] = ", ".join(
+        pct((predicted / m - 1) * 100) for m in runs
+    )  # e^ln(p/m) - 1 = p/m - 1
     sd, df = pooled_log_sd([runs])
     j = judge(predicted, runs, tol, sd, df)
-    v.update({"l9.err": pct(j.error_pct), "l9.sd": fixed(sd * 100, 1), "l9.df": str(df), "l9.t": fixed(t90(df), 2),
-              "l9.half": fixed(j.resolvable_pct, 1), "l9.low": pct(j.low_pct), "l9.high": pct(j.high_pct),
-              "l9.verdict": j.verdict, "l9.need10": str(runs_to_show(tol, sd, df)), "l9.need5": str(runs_to_show(5, sd, df))})
+    v.update(
+        {
+            "l9.err": pct(j.error_pct),
+            "l9.sd": fixed(sd * 100, 1),
+            "l9.df": str(df),
+            "l9.t": fixed(t90(df), 2),
+            "l9.half": fixed(j.resolvable_pct, 1),
+            "l9.low": pct(j.low_pct),
+            "l9.high": pct(j.high_pct),
+            "l9.verdict": j.verdict,
+            "l9.need10": str(runs_to_show(tol, sd, df)),
+            "l9.need5": str(runs_to_show(5, sd, df)),
+        }
+    )
     psd, pdf = pooled_log_sd([lab["measured"][p]["p50_e2e"] for p in lab["measured"]])
     jp = judge(predicted, runs, tol, psd, pdf)
-    v.update({"l9.psd": fixed(psd * 100, 1), "l9.pdf": str(pdf), "l9.pt": fixed(t90(pdf), 2),
-              "l9.phalf": fixed(jp.resolvable_pct, 1), "l9.plow": pct(jp.low_pct), "l9.phigh": pct(jp.high_pct),
-              "l9.pverdict": jp.verdict})
-    rows = [f"| predicted | error | 90 % interval | verdict at ±{fixed(tol, 0)} % |", "|---|---|---|---|"]
+    v.update(
+        {
+            "l9.psd": fixed(psd * 100, 1),
+            "l9.pdf": str(pdf),
+            "l9.pt": fixed(t90(pdf), 2),
+            "l9.phalf": fixed(jp.resolvable_pct, 1),
+            "l9.plow": pct(jp.low_pct),
+            "l9.phigh": pct(jp.high_pct),
+            "l9.pverdict": jp.verdict,
+        }
+    )
+    rows = [
+        f"| predicted | error | 90 % interval | verdict at ±{fixed(tol, 0)} % |",
+        "|---|---|---|---|",
+    ]
     for p in (predicted, *L9_OTHERS):
         jj = judge(p, runs, tol, sd, df)
-        rows.append(f"| {fixed(p, 2)} s | {pct(jj.error_pct, 0)} | {pct(jj.low_pct, 0)} to {pct(jj.high_pct, 0)} | "
-                    f"**{jj.verdict}** |")
+        rows.append(
+            f"| {fixed(p, 2)} s | {pct(jj.error_pct, 0)} | {pct(jj.low_pct, 0)} to {pct(jj.high_pct, 0)} | "
+            f"**{jj.verdict}** |"
+        )
     v["l9.verdict_table"] = "\n".join(rows)
     level = ASSUMED.sd
     v["l9.level"] = fixed(level * 100, 0)
-    rows = ["| runs R | spread " + fixed(psd * 100, 1) + f" % ({pdf} degrees of freedom) | spread {fixed(level * 100, 0)} % "
-            "(taken as known) |", "|---|---|---|"]
+    rows = [
+        "| runs R | spread "
+        + fixed(psd * 100, 1)
+        + f" % ({pdf} degrees of freedom) | spread {fixed(level * 100, 0)} % "
+        "(taken as known) |",
+        "|---|---|---|",
+    ]
     for r in (1, 2, 3, 5, 10, 20):
         # The smallest difference r runs can show: the half-width of their interval, whatever they measured.
-        small = [fixed(judge(1.0, [1.0] * r, tol, s, d).resolvable_pct, 1) for s, d in ((psd, pdf), (level, None))]
+        small = [
+            fixed(judge(1.0, [1.0] * r, tol, s, d).resolvable_pct, 1)
+            for s, d in ((psd, pdf), (level, None))
+        ]
         rows.append(f"| {r} | ±{small[0]} % | ±{small[1]} % |")
     v["l9.smallest_table"] = "\n".join(rows)
     v["l9.level_need10"] = str(runs_to_show(10, level, None))
@@ -269,27 +328,50 @@ def _lab8_answers(v: dict[str, str], lab: dict) -> None:
     from realrun.judge.interval import ASSUMED
     from realrun.judge.verdict import TARGETS
 
-    rows = ["| metric (tolerance) | spread | policy | error | 90 % interval | verdict |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| metric (tolerance) | spread | policy | error | 90 % interval | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     counts = {"agrees": 0, "disagrees": 0, "cannot tell": 0}
     for metric in ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput"):
         tol = TARGETS[metric]
         sd, df = pooled_log_sd([lab["measured"][p][metric] for p in lab["measured"]])
         need = runs_to_show(tol, sd, df)
-        for k, (policy, runs) in enumerate((p, lab["measured"][p][metric]) for p in lab["measured"]):
+        for k, (policy, runs) in enumerate(
+            (p, lab["measured"][p][metric]) for p in lab["measured"]
+        ):
             j = judge(lab["predicted"][policy][metric], runs, tol, sd, df)
             counts[j.verdict] += 1
-            head = (f"| {metric} (±{fixed(tol, 0)} %) | {fixed(sd * 100, 1)} %, {df} df; "
-                    f"{need} run(s) show ±{fixed(tol, 0)} % |") if k == 0 else "| | |"
-            rows.append(f"{head} {policy} | {j.error_pct:+.1f} % | {j.low_pct:+.1f} to {j.high_pct:+.1f} % | {j.verdict} |")
+            head = (
+                (
+                    f"| {metric} (±{fixed(tol, 0)} %) | {fixed(sd * 100, 1)} %, {df} df; "
+                    f"{need} run(s) show ±{fixed(tol, 0)} % |"
+                )
+                if k == 0
+                else "| | |"
+            )
+            rows.append(
+                f"{head} {policy} | {j.error_pct:+.1f} % | {j.low_pct:+.1f} to {j.high_pct:+.1f} % | {j.verdict} |"
+            )
             if (metric, policy) == ("request_throughput", "static"):
-                v["l9.lab_static_thr"] = f"{j.error_pct:+.1f} % ({j.low_pct:+.1f} to {j.high_pct:+.1f} %)"
+                v["l9.lab_static_thr"] = (
+                    f"{j.error_pct:+.1f} % ({j.low_pct:+.1f} to {j.high_pct:+.1f} %)"
+                )
         if metric == "p50_ttft":
             v["l9.lab_ttft_sd"], v["l9.lab_ttft_need"] = fixed(sd * 100, 0), str(need)
     v["l9.lab_table"] = "\n".join(rows)
     v.update({f"l9.lab_{k.replace(' ', '_')}": str(n) for k, n in counts.items()})
     c = judge(0.19, [0.21], TARGETS["p50_ttft"], ASSUMED.sd, None)
-    v.update({"l9.c_err": f"{c.error_pct:+.0f} %", "l9.c_low": f"{c.low_pct:+.0f} %", "l9.c_high": f"{c.high_pct:+.0f} %",
-              "l9.c_half": fixed(c.resolvable_pct, 0), "l9.c_need": str(c.runs_needed), "l9.c_verdict": c.verdict})
+    v.update(
+        {
+            "l9.c_err": f"{c.error_pct:+.0f} %",
+            "l9.c_low": f"{c.low_pct:+.0f} %",
+            "l9.c_high": f"{c.high_pct:+.0f} %",
+            "l9.c_half": fixed(c.resolvable_pct, 0),
+            "l9.c_need": str(c.runs_needed),
+            "l9.c_verdict": c.verdict,
+        }
+    )
 
 
 def gpu_lab(v: dict[str, str]) -> None:
@@ -297,16 +379,20 @@ def gpu_lab(v: dict[str, str]) -> None:
     from batchsim.machine.server import Server
     from batchsim.teach import lessons
 
-    rows = ["| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| GPU | batch 1 | batch 8 | batch 32 | tokens/s at 32 | knee | prefill of 512 tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     for g in ("T4", "A100-80GB", "H100-SXM"):
         st = Server.named(g, "gpt2", dtype="fp16").step_time
         t = st.decode([1, 8, 32], 128)
         pre = st.prefill(512)
-        rows.append(f"| {g} | {fixed(t['step_s'][0] * 1e3, 2)} ms | {fixed(t['step_s'][1] * 1e3, 2)} ms | "
-                    f"{fixed(t['step_s'][2] * 1e3, 2)} ms | {fixed(t['tokens_per_s'][2], 0)} | "
-                    f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | {fixed(pre['step_s'] * 1e3, 2)} ms |")
+        rows.append(
+            f"| {g} | {fixed(t['step_s'][0] * 1e3, 2)} ms | {fixed(t['step_s'][1] * 1e3, 2)} ms | "
+            f"{fixed(t['step_s'][2] * 1e3, 2)} ms | {fixed(t['tokens_per_s'][2], 0)} | "
+            f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | {fixed(pre['step_s'] * 1e3, 2)} ms |"
+        )
     v["gpu.gpt2_table"] = "\n".join(rows)
     v["gpu.overhead_ms"] = fixed(Server.named("A100-80GB", "gpt2").step_time.overhead * 1e3, 1)
 

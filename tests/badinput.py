@@ -41,8 +41,10 @@ AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 GOOD_ROWS = "".join(f"{i * 0.2:.1f},{20 + i},{5 + i % 7}\n" for i in range(30))
 CAL = '{"model": "linear", "c0": %s, "c1": 2e-05, "c2": 5e-05, "c3": 1e-08}'
 GPU = '{"gpus": {"g": {"tflops": %s, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1.2%s}}}'
-MODEL = ('{"models": {"m": {"layers": %s, "hidden": 2048, "heads": 16, "kv_heads": 16, "head_dim": 128, '
-         '"vocab": 32000, "params": 1.3e9, "max_context": 4096}}}')
+MODEL = (
+    '{"models": {"m": {"layers": %s, "hidden": 2048, "heads": 16, "kv_heads": 16, "head_dim": 128, '
+    '"vocab": 32000, "params": 1.3e9, "max_context": 4096}}}'
+)
 
 #: name -> file content (bytes). Kept small: the whole suite writes under a megabyte (one file: 17 MB).
 FILES: dict[str, bytes] = {
@@ -73,8 +75,13 @@ FILES: dict[str, bytes] = {
     "empty": b"",
     "header_only": PLAIN.encode(),
     "bad_header": b"time,prompt,output\n0,1,1\n",
-    "azure_good": (AZURE + "".join(f"2023-11-16 18:15:{10 + i:02d}.6805900,{100 + i},{20 + i}\n" for i in range(20))).encode(),
-    "azure_bad_time": (AZURE + "2023-11-16 18:15:46.6805900,374,44\n16/11/2023 18:15,1,1\n").encode(),
+    "azure_good": (
+        AZURE
+        + "".join(f"2023-11-16 18:15:{10 + i:02d}.6805900,{100 + i},{20 + i}\n" for i in range(20))
+    ).encode(),
+    "azure_bad_time": (
+        AZURE + "2023-11-16 18:15:46.6805900,374,44\n16/11/2023 18:15,1,1\n"
+    ).encode(),
     "azure_nan_time": (AZURE + "nan,374,44\n").encode(),
     "bad_after_5": (PLAIN + "".join(f"{i},10,5\n" for i in range(5)) + "6,oops,5\n").encode(),
     # calibrations
@@ -96,9 +103,11 @@ FILES: dict[str, bytes] = {
     "cal_deep": b"[" * 100_000,
     # The profiled format (realrun profile writes it): an old version, a boolean where seconds belong.
     "cal_profiled_v1": b'{"model": "profiled", "version": 1}',
-    "cal_profiled_true": (b'{"model": "profiled", "version": 2, "join_cost": true, '
-                          b'"decode": {"rows": [1], "columns": [8], "seconds": [[0.001]]}, '
-                          b'"prefill": {"rows": [1], "columns": [8], "seconds": [[0.001]]}}'),
+    "cal_profiled_true": (
+        b'{"model": "profiled", "version": 2, "join_cost": true, '
+        b'"decode": {"rows": [1], "columns": [8], "seconds": [[0.001]]}, '
+        b'"prefill": {"rows": [1], "columns": [8], "seconds": [[0.001]]}}'
+    ),
     "cal_utf16": (CAL % "0.01").encode("utf-16"),
     # catalogs
     "cat_good": (GPU % ("100", "")).encode(),
@@ -125,8 +134,8 @@ FILES: dict[str, bytes] = {
     "cat_notjson": b"{gpus",
     "cat_binary": bytes(range(256)),
     "cat_toml_bad.toml": b"[gpus\n",
-    "cat_toml_nan.toml": b'[gpus.g]\ntflops = nan\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n',
-    "cat_toml_good.toml": b'[gpus.g]\ntflops = 100\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n',
+    "cat_toml_nan.toml": b"[gpus.g]\ntflops = nan\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n",
+    "cat_toml_good.toml": b"[gpus.g]\ntflops = 100\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n",
     "a_file": b"not a folder\n",
 }
 BIG_FILE = "cal_17mb"  # written on demand: 17 MB of JSON spaces
@@ -150,8 +159,12 @@ class Case:
     requests: int | None = None  # accept: the request count every run must conserve
     call: Callable | None = field(default=None, compare=False)  # an API case instead of argv
     main: str = "batchsim"
-    note: tuple[str, ...] = ()  # accept: each must appear in what was printed (the note that says why)
-    serve: str | None = None  # a service from badinput_fixtures to run meanwhile; {port} is its port
+    note: tuple[
+        str, ...
+    ] = ()  # accept: each must appear in what was printed (the note that says why)
+    serve: str | None = (
+        None  # a service from badinput_fixtures to run meanwhile; {port} is its port
+    )
     prepare: str | None = None  # a folder from badinput_fixtures to write under tmp first
 
     def args(self, tmp: Path) -> list[str]:
@@ -204,7 +217,9 @@ def run_case(case: Case, tmp: Path, timeout: int = WATCHDOG_S) -> tuple[object, 
 
     prepare(case.prepare, tmp)
     with serving(case.serve) as port:
-        return _run_case(case, tmp, timeout, [a.replace("{port}", str(port)) for a in case.args(tmp)])
+        return _run_case(
+            case, tmp, timeout, [a.replace("{port}", str(port)) for a in case.args(tmp)]
+        )
 
 
 def _run_case(case: Case, tmp: Path, timeout: int, argv) -> tuple[object, str, str]:
@@ -216,7 +231,11 @@ def _run_case(case: Case, tmp: Path, timeout: int, argv) -> tuple[object, str, s
             try:
                 if case.call is not None:
                     result: object = case.call(tmp)
-                    code: object = ("exception", AssertionError("the call returned False"), "") if result is False else 0
+                    code: object = (
+                        ("exception", AssertionError("the call returned False"), "")
+                        if result is False
+                        else 0
+                    )
                 else:
                     code = _mains()[case.main](list(argv) or case.args(tmp))
             except SystemExit as e:

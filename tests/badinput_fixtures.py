@@ -81,8 +81,14 @@ def _dask() -> Iterator[int]:
 
     from dask.distributed import LocalCluster
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None,
-                           silence_logs=logging.CRITICAL)
+    cluster = LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        dashboard_address=None,
+        silence_logs=logging.CRITICAL,
+    )
     try:
         yield int(cluster.scheduler_address.rsplit(":", 1)[1])
     finally:
@@ -114,7 +120,9 @@ def prepare(name: str | None, tmp: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(vocab_size=32000, n_layer=2, n_embd=64, n_head=2, n_positions=256)
-    assert cfg.eos_token_id == 50256 and cfg.pad_token_id is None  # the case is this config's defaults
+    assert (
+        cfg.eos_token_id == 50256 and cfg.pad_token_id is None
+    )  # the case is this config's defaults
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         GPT2LMHeadModel(cfg).save_pretrained(tmp / name)

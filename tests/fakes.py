@@ -26,7 +26,13 @@ class FakeClock:
 class PricedEngine:
     name = "priced"
 
-    def __init__(self, clock: FakeClock, step_time, fail_at: int | None = None, error: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        step_time,
+        fail_at: int | None = None,
+        error: BaseException | None = None,
+    ) -> None:
         self.clock, self.step_time, self.fail_at, self.error = clock, step_time, fail_at, error
         self.calls = 0
         self.released: list[int] = []
@@ -60,4 +66,3 @@ def wall_run(workload, policy, step_time, limits=None, trace: bool = False, **en
     if trace:
         res.meta["trace"] = run.trace
     return res
-

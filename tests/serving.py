@@ -63,7 +63,9 @@ class Served:
 
     def post(self, path: str, body, timeout: float = 60.0) -> tuple[int, dict, dict]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=data, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, json.loads(r.read()), dict(r.headers)
@@ -79,27 +81,37 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(*flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | None = None):  # a watchdog: it starts in seconds
+def served(
+    *flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | None = None
+):  # a watchdog: it starts in seconds
     port = free_port()
     log = tmp / f"serve-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with log.open("w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "realrun", "serve", "--port", str(port), *flags],
-                                cwd=cwd or ROOT, stdout=fh, stderr=subprocess.STDOUT,
-                                env=dict(env, PYTHONPATH=str(ROOT)) if cwd else env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "realrun", "serve", "--port", str(port), *flags],
+            cwd=cwd or ROOT,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=dict(env, PYTHONPATH=str(ROOT)) if cwd else env,
+        )
     srv = Served(proc, f"http://127.0.0.1:{port}", log)
     try:
         deadline = time.monotonic() + start_timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"realrun serve exited with {proc.returncode} before listening:\n{log.read_text()}")
+                raise RuntimeError(
+                    f"realrun serve exited with {proc.returncode} before listening:\n{log.read_text()}"
+                )
             try:
                 if srv.get("/health", timeout=2)[0] == 200:
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"realrun serve did not answer /health within {start_timeout:.0f} s:\n{log.read_text()}")
+                raise TimeoutError(
+                    f"realrun serve did not answer /health within {start_timeout:.0f} s:\n{log.read_text()}"
+                )
             time.sleep(0.2)
         yield srv
     finally:

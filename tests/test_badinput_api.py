@@ -36,25 +36,51 @@ def _result():
 
 #: (the call, the words its message must hold: the argument and the value)
 BATCHSIM_CASES = {
-    "make_workload('poisson', ...)": (lambda: make_workload("poisson", Uniform(2, 9), Uniform(1, 4), n=3),
-                                      ("arrival", "'poisson'", "Poisson(")),
+    "make_workload('poisson', ...)": (
+        lambda: make_workload("poisson", Uniform(2, 9), Uniform(1, 4), n=3),
+        ("arrival", "'poisson'", "Poisson("),
+    ),
     "make_workload(..., prompt_len='uniform:1,3')": (
-        lambda: make_workload(Poisson(1.0), "uniform:1,3", Uniform(1, 4), n=3), ("prompt_len", "'uniform:1,3'")),
+        lambda: make_workload(Poisson(1.0), "uniform:1,3", Uniform(1, 4), n=3),
+        ("prompt_len", "'uniform:1,3'"),
+    ),
     "summarize(None)": (lambda: batchsim.summarize(None), ("result", "None")),
-    "summarize(res, slo='fast')": (lambda: batchsim.summarize(_result(), slo="fast"), ("slo", "'fast'", "SLO(")),
-    "summarize(res, streaming='yes')": (lambda: batchsim.summarize(_result(), streaming="yes"), ("streaming", "'yes'")),
-    "from_arrays with a negative prompt": (lambda: Workload.from_arrays([0.0, 1.0], [5, -3], [2, 2]),
-                                           ("prompts", "-3", "request 1")),
-    "from_arrays with a zero output": (lambda: Workload.from_arrays([0.0, 1.0], [5, 3], [0, 2]),
-                                       ("outputs", "0", "request 0")),
-    "from_arrays with 2.5 tokens": (lambda: Workload.from_arrays([0.0], [2.5], [2]), ("prompts", "2.5")),
-    "from_arrays arriving before 0": (lambda: Workload.from_arrays([-1.0, 1.0], [5, 3], [2, 2]), ("arrival", "-1.0")),
-    "from_arrays of text": (lambda: Workload.from_arrays([0.0], ["many"], [2]), ("prompts", "'many'")),
+    "summarize(res, slo='fast')": (
+        lambda: batchsim.summarize(_result(), slo="fast"),
+        ("slo", "'fast'", "SLO("),
+    ),
+    "summarize(res, streaming='yes')": (
+        lambda: batchsim.summarize(_result(), streaming="yes"),
+        ("streaming", "'yes'"),
+    ),
+    "from_arrays with a negative prompt": (
+        lambda: Workload.from_arrays([0.0, 1.0], [5, -3], [2, 2]),
+        ("prompts", "-3", "request 1"),
+    ),
+    "from_arrays with a zero output": (
+        lambda: Workload.from_arrays([0.0, 1.0], [5, 3], [0, 2]),
+        ("outputs", "0", "request 0"),
+    ),
+    "from_arrays with 2.5 tokens": (
+        lambda: Workload.from_arrays([0.0], [2.5], [2]),
+        ("prompts", "2.5"),
+    ),
+    "from_arrays arriving before 0": (
+        lambda: Workload.from_arrays([-1.0, 1.0], [5, 3], [2, 2]),
+        ("arrival", "-1.0"),
+    ),
+    "from_arrays of text": (
+        lambda: Workload.from_arrays([0.0], ["many"], [2]),
+        ("prompts", "'many'"),
+    ),
     "Request(0, -1.0, 10, 10)": (lambda: Request(0, -1.0, 10, 10), ("arrival", "-1.0")),
     "Request(0, 0.0, 0, 10)": (lambda: Request(0, 0.0, 0, 10), ("prompt_tokens", "0")),
     "Request(-2, 0.0, 3, 10)": (lambda: Request(-2, 0.0, 3, 10), ("id", "-2")),
     "Request(0, nan, 3, 3)": (lambda: Request(0, float("nan"), 3, 3), ("arrival", "nan")),
-    "RushHour('5@2')": (lambda: RushHour("5@2"), ("phases", "'5@2'", "parse_arrival('rush-hour:5@2'")),
+    "RushHour('5@2')": (
+        lambda: RushHour("5@2"),
+        ("phases", "'5@2'", "parse_arrival('rush-hour:5@2'"),
+    ),
     "RushHour(((5, 2), (3,)))": (lambda: RushHour(((5, 2), (3,))), ("phases[1]", "(3,)")),
 }
 
@@ -113,7 +139,10 @@ def test_realrun_api_refuses_by_argument_and_value():
         (lambda: context_reason(5, 0, 1024), ("output", "0")),
         (lambda: context_reason(5, 5, 0), ("context_len", "0")),
         (lambda: Engine(None), ("lm", "None", "load_model")),
-        (lambda: run_real(_wl(), "continuous", object()), ("policy", "'continuous'", "make_policy('continuous')")),
+        (
+            lambda: run_real(_wl(), "continuous", object()),
+            ("policy", "'continuous'", "make_policy('continuous')"),
+        ),
         (lambda: run_real([1, 2], make_policy("taxi"), object()), ("workload", "[1, 2]")),
         (lambda: run_real(_wl(), make_policy("taxi"), None), ("engine", "None")),
         (lambda: prompt_ids(_wl().request(0), 0), ("vocab", "0")),
@@ -151,7 +180,11 @@ def test_a_busy_that_stretches_the_run_past_a_day_is_refused_once_it_sets_the_ra
     pytest.importorskip("transformers")
     from realrun.cli import main
 
-    err = _refused(main, ["compare", "--busy", "0.000001", "--calibration", "reference", "--requests", "8"], capsys)
+    err = _refused(
+        main,
+        ["compare", "--busy", "0.000001", "--calibration", "reference", "--requests", "8"],
+        capsys,
+    )
     assert "--busy 1e-06" in err and "more than a day" in err and "raise --busy" in err, err
 
 
@@ -174,15 +207,34 @@ def test_a_dask_scheduler_without_workers_is_an_error_naming_the_flag(capsys, mo
     # which only needs the refusal, gives it 1 s.
     assert tasks.WORKER_TIMEOUT + tasks.CONNECT_TIMEOUT <= 30
     monkeypatch.setattr(tasks, "WORKER_TIMEOUT", 1.0)
-    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster:
+    with distributed.LocalCluster(
+        n_workers=0,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+        silence_logs=logging.CRITICAL,
+    ) as cluster:
         address = cluster.scheduler_address
-        argv = ["sweep", "max_seqs=2,4", "--policy", "continuous", "--requests", "20", "--scheduler", address]
+        argv = [
+            "sweep",
+            "max_seqs=2,4",
+            "--policy",
+            "continuous",
+            "--requests",
+            "20",
+            "--scheduler",
+            address,
+        ]
         codes: list[int] = []
         run = threading.Thread(target=lambda: codes.append(main(argv)), daemon=True)
         run.start()
-        run.join(600)  # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s limit
-        assert codes, "sweep still waiting after 600 s on a scheduler without workers: the hang is back"
+        run.join(
+            600
+        )  # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s limit
+        assert codes, (
+            "sweep still waiting after 600 s on a scheduler without workers: the hang is back"
+        )
         err = capsys.readouterr().err.strip()
         assert codes == [2] and len(err.splitlines()) == 1, (codes, err)
     assert f"scheduler {address}" in err and "no worker" in err and "--scheduler" in err, err

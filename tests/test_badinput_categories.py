@@ -35,7 +35,9 @@ def test_every_category_has_cases_and_the_ids_are_new():
     from badinput_cases import API as OLD_API
     from badinput_cases import BATCHSIM, REALRUN
 
-    assert all(len(cases) >= 4 for cases in CATEGORIES.values()), {k: len(v) for k, v in CATEGORIES.items()}
+    assert all(len(cases) >= 4 for cases in CATEGORIES.values()), {
+        k: len(v) for k, v in CATEGORIES.items()
+    }
     ids = [c.id for c in NEW + BATCHSIM + OLD_API + REALRUN]
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
 

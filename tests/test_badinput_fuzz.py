@@ -21,22 +21,84 @@ from hypothesis import strategies as st
 from batchsim.cli import main
 
 RUN_FLAGS = [
-    "--rate", "--requests", "--duration", "--prompt-len", "--output-len", "--seed", "--arrival", "--max-batch",
-    "--max-wait", "--max-seqs", "--max-batched-tokens", "--block-size", "--step-time", "--gpu-price", "--mem-util",
-    "--compute-eff", "--memory-eff", "--step-overhead", "--kv-budget-tokens", "--kv-budget-bytes", "--slo-ttft",
-    "--slo-tpot", "--slo-e2e", "--policy", "--gpu", "--model", "--dtype", "--speedup",
+    "--rate",
+    "--requests",
+    "--duration",
+    "--prompt-len",
+    "--output-len",
+    "--seed",
+    "--arrival",
+    "--max-batch",
+    "--max-wait",
+    "--max-seqs",
+    "--max-batched-tokens",
+    "--block-size",
+    "--step-time",
+    "--gpu-price",
+    "--mem-util",
+    "--compute-eff",
+    "--memory-eff",
+    "--step-overhead",
+    "--kv-budget-tokens",
+    "--kv-budget-bytes",
+    "--slo-ttft",
+    "--slo-tpot",
+    "--slo-e2e",
+    "--policy",
+    "--gpu",
+    "--model",
+    "--dtype",
+    "--speedup",
 ]
 
-_special = st.sampled_from(["nan", "NaN", "inf", "-inf", "+inf", "Infinity", "1e308", "-1e308", "1e-308", "5e-324",
-                            "1e400", "0", "-0", "-1", "1", "2", "0.5", "1e3", "1e9", "1e12", "0x10", " 5 ", "",
-                            "9" * 30, "-" + "9" * 30, "1_000", "uniform:1,1e20", "lognormal:1e308,1", "gamma:1e308",
-                            "uniform:5,1", "trace:", "rush-hour:0@1", "20GB", "1e400GB", "taxi,", "A100-80GB"])
+_special = st.sampled_from(
+    [
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "+inf",
+        "Infinity",
+        "1e308",
+        "-1e308",
+        "1e-308",
+        "5e-324",
+        "1e400",
+        "0",
+        "-0",
+        "-1",
+        "1",
+        "2",
+        "0.5",
+        "1e3",
+        "1e9",
+        "1e12",
+        "0x10",
+        " 5 ",
+        "",
+        "9" * 30,
+        "-" + "9" * 30,
+        "1_000",
+        "uniform:1,1e20",
+        "lognormal:1e308,1",
+        "gamma:1e308",
+        "uniform:5,1",
+        "trace:",
+        "rush-hour:0@1",
+        "20GB",
+        "1e400GB",
+        "taxi,",
+        "A100-80GB",
+    ]
+)
 _numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
     st.floats(min_value=1e-12, max_value=1e12).map(lambda v: f"{v:g}"),
 )
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+)
 VALUES = st.one_of(_special, _numbers, _text)
 
 
@@ -74,8 +136,15 @@ def _check(argv: list[str]) -> None:
     assert len(lines) == 1, (argv, err)
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(flag=st.sampled_from(RUN_FLAGS), value=VALUES, second=st.sampled_from([None, *RUN_FLAGS]), value2=VALUES)
+@settings(
+    max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    flag=st.sampled_from(RUN_FLAGS),
+    value=VALUES,
+    second=st.sampled_from([None, *RUN_FLAGS]),
+    value2=VALUES,
+)
 def test_run_flags(flag, value, second, value2, tmp_path_factory):
     argv = ["run", "--policy", "taxi,continuous", "--no-plots", "--json", f"{flag}={value}"]
     if second is not None and second != flag:
@@ -88,12 +157,35 @@ def test_run_flags(flag, value, second, value2, tmp_path_factory):
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(flag=st.sampled_from(["--requests", "--seed"]), value=VALUES)
 def test_theory_flags(flag, value):
-    _check(["theory", "--json", f"{flag}={value}", *([] if flag == "--requests" else ["--requests", "100"])])
+    _check(
+        [
+            "theory",
+            "--json",
+            f"{flag}={value}",
+            *([] if flag == "--requests" else ["--requests", "100"]),
+        ]
+    )
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(flag=st.sampled_from(["--context", "--max-batch", "--prompt", "--compute-eff", "--memory-eff", "--step-overhead",
-                             "--mem-util", "--gpu-price", "--gpu", "--model", "--dtype"]), value=VALUES)
+@given(
+    flag=st.sampled_from(
+        [
+            "--context",
+            "--max-batch",
+            "--prompt",
+            "--compute-eff",
+            "--memory-eff",
+            "--step-overhead",
+            "--mem-util",
+            "--gpu-price",
+            "--gpu",
+            "--model",
+            "--dtype",
+        ]
+    ),
+    value=VALUES,
+)
 def test_roofline_flags(flag, value):
     _check(["roofline", "--json", "--no-plots", f"{flag}={value}"])
 

@@ -14,7 +14,9 @@ import pytest
 
 from realrun.judge.interval import MetricSpread, RunSpread
 
-_spec = importlib.util.spec_from_file_location("held_out", Path(__file__).resolve().parents[1] / "bench" / "held_out.py")
+_spec = importlib.util.spec_from_file_location(
+    "held_out", Path(__file__).resolve().parents[1] / "bench" / "held_out.py"
+)
 H = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("held_out", H)  # dataclasses look their module up by name
 _spec.loader.exec_module(H)
@@ -26,9 +28,15 @@ SEED_SD, ELASTICITY = 0.05, 2.0
 def _row(label="continuous", at_passes=True, repeats=3):
     """A compare's row: every covered metric predicted at 1.0 before the runs and 1.2 at the passes' level."""
     parts = {k: MetricSpread(SEED_SD, ELASTICITY) for k in H.COVERED}
-    return SimpleNamespace(label=label, partial=False, parts=parts, ref_runs=1, repeats=[{}] * repeats,
-                           predicted={k: 1.0 for k in H.COVERED},
-                           predicted_at_passes={k: 1.2 for k in H.COVERED} if at_passes else None)
+    return SimpleNamespace(
+        label=label,
+        partial=False,
+        parts=parts,
+        ref_runs=1,
+        repeats=[{}] * repeats,
+        predicted={k: 1.0 for k in H.COVERED},
+        predicted_at_passes={k: 1.2 for k in H.COVERED} if at_passes else None,
+    )
 
 
 def _report(*rows):
@@ -42,25 +50,34 @@ def _runs(*values):
 def test_the_intervals_are_the_compares_one_run_intervals_before_and_at_the_passes_level():
     # Before: one run around a level read from one run, sd^2 = s^2 + (e sigma)^2 (1 + 1/1);
     # at the passes' level, read from the compare's 3 repeats: (e sigma)^2 (1 + 1/3).
-    half_b = 1.645 * math.sqrt(SEED_SD ** 2 + (ELASTICITY * 0.10) ** 2 * 2)
-    half_a = 1.645 * math.sqrt(SEED_SD ** 2 + (ELASTICITY * 0.10) ** 2 * (1 + 1 / 3))
+    half_b = 1.645 * math.sqrt(SEED_SD**2 + (ELASTICITY * 0.10) ** 2 * 2)
+    half_a = 1.645 * math.sqrt(SEED_SD**2 + (ELASTICITY * 0.10) ** 2 * (1 + 1 / 3))
     assert half_b == pytest.approx(0.4725, abs=1e-4)
     inside_both, only_after, neither = 1.25, math.exp(half_b) * 1.01, 2.0
-    rows = H.held_up("short", _report(_row()), {"continuous": _runs(inside_both, only_after, neither)})
+    rows = H.held_up(
+        "short", _report(_row()), {"continuous": _runs(inside_both, only_after, neither)}
+    )
     assert len(rows) == 3 * len(H.COVERED)
     p50 = [r for r in rows if r.metric == "p50_e2e"]
     assert [r.inside_before for r in p50] == [True, False, False]
     assert [r.inside_after for r in p50] == [True, True, False]
-    assert all(r.half_before == pytest.approx(half_b) and r.half_after == pytest.approx(half_a) for r in rows)
+    assert all(
+        r.half_before == pytest.approx(half_b) and r.half_after == pytest.approx(half_a)
+        for r in rows
+    )
     assert p50[0].values == (inside_both, only_after, neither) and p50[0].seed_sd == SEED_SD
 
 
 def test_without_a_level_from_the_passes_nothing_is_counted_at_it():
     rows = H.held_up("short", _report(_row(at_passes=False)), {"continuous": _runs(1.0, 1.1)})
-    assert len(rows) == 2 * len(H.COVERED) and all(r.inside_after is None and r.half_after is None for r in rows)
+    assert len(rows) == 2 * len(H.COVERED) and all(
+        r.inside_after is None and r.half_after is None for r in rows
+    )
     lines = H.coverage_lines(rows)
     assert "at the passes' level none made" in lines[-1]
-    assert f"inside the interval made before the runs {len(rows)} of {len(rows)} (100%)" in lines[-1]
+    assert (
+        f"inside the interval made before the runs {len(rows)} of {len(rows)} (100%)" in lines[-1]
+    )
     assert "at passes -" in H.shape_lines(rows)[0]
 
 
@@ -76,7 +93,7 @@ def test_sharpness_is_the_half_width_against_what_the_held_out_runs_call_for():
     values = (1.0, 1.1, 1.3)
     rows = H.held_up("short", _report(_row()), {"continuous": _runs(*values)})
     group = [r for r in rows if r.metric == "p99_e2e"]
-    want = 1.645 * math.sqrt(float(np.log(values).std(ddof=1)) ** 2 + SEED_SD ** 2)
+    want = 1.645 * math.sqrt(float(np.log(values).std(ddof=1)) ** 2 + SEED_SD**2)
     before, after = H.sharpness(group)
     assert before == pytest.approx(group[0].half_before / want)
     assert after == pytest.approx(group[0].half_after / want)
@@ -86,14 +103,26 @@ def test_sharpness_is_the_half_width_against_what_the_held_out_runs_call_for():
 
 
 def test_the_table_counts_per_metric_and_over_all():
-    rows = H.held_up("short", _report(_row("a"), _row("b")), {"a": _runs(1.0, 2.0), "b": _runs(1.25, 1.3)})
+    rows = H.held_up(
+        "short", _report(_row("a"), _row("b")), {"a": _runs(1.0, 2.0), "b": _runs(1.25, 1.3)}
+    )
     lines = H.coverage_lines(rows)
     body = [x for x in lines if x.startswith("short")]
     assert len(body) == 2 * len(H.COVERED)
-    assert body[0].split("|")[1].split() == ["1", "of", "2", "1", "of", "2"]  # a: 1.0 inside both, 2.0 in neither
+    assert body[0].split("|")[1].split() == [
+        "1",
+        "of",
+        "2",
+        "1",
+        "of",
+        "2",
+    ]  # a: 1.0 inside both, 2.0 in neither
     assert body[-1].split("|")[1].split() == ["2", "of", "2", "2", "of", "2"]  # b: both inside both
     n = len(rows)
-    assert f"before the runs {3 * n // 4} of {n} (75%); at the passes' level {3 * n // 4} of {n} (75%)" in lines[-1]
+    assert (
+        f"before the runs {3 * n // 4} of {n} (75%); at the passes' level {3 * n // 4} of {n} (75%)"
+        in lines[-1]
+    )
     (line,) = H.shape_lines(rows)
     assert line.startswith("short") and f"inside before {3 * n // 4} of {n} (75%)" in line
 
@@ -101,10 +130,16 @@ def test_the_table_counts_per_metric_and_over_all():
 def test_held_out_rounds_run_every_label_count_times_in_a_seeded_shuffled_order():
     def order(seed):
         seen = []
-        runs = H.run_rounds(["a", "b", "c"], lambda label: seen.append(label) or {"p50_e2e": 1.0}, 4,
-                            np.random.default_rng(seed))
+        runs = H.run_rounds(
+            ["a", "b", "c"],
+            lambda label: seen.append(label) or {"p50_e2e": 1.0},
+            4,
+            np.random.default_rng(seed),
+        )
         assert {k: len(v) for k, v in runs.items()} == {"a": 4, "b": 4, "c": 4}
-        assert all(sorted(seen[i:i + 3]) == ["a", "b", "c"] for i in range(0, 12, 3))  # every round runs each once
+        assert all(
+            sorted(seen[i : i + 3]) == ["a", "b", "c"] for i in range(0, 12, 3)
+        )  # every round runs each once
         return seen
 
     assert order(7) == order(7)

@@ -39,8 +39,13 @@ NOTEBOOK = ROOT / "notebooks" / "01_why_batch.ipynb"
 ARTEFACTS = ROOT / "out" / "browser"
 SCREEN = {"width": 1366, "height": 768}  # the commonest laptop screen
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -51,12 +56,21 @@ def _chromium() -> str:
         if path:
             return path
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and cannot be (needs root and apt-get): apt-get install -y chromium")
+        pytest.skip(
+            "chromium is not installed and cannot be (needs root and apt-get): apt-get install -y chromium"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600, capture_output=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, timeout=900,
-                       capture_output=True)
+        subprocess.run(
+            ["apt-get", "update", "-qq"], check=True, env=env, timeout=600, capture_output=True
+        )
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"],
+            check=True,
+            env=env,
+            timeout=900,
+            capture_output=True,
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"chromium could not be installed with apt-get: {e}")
     path = shutil.which("chromium")
@@ -67,9 +81,15 @@ def _chromium() -> str:
 
 def _python_packages() -> None:
     """voila and playwright (the Python package only): pip-install them if absent."""
-    missing = [pkg for pkg, mod in (("voila", "voila"), ("playwright", "playwright")) if importlib.util.find_spec(mod) is None]
+    missing = [
+        pkg
+        for pkg, mod in (("voila", "voila"), ("playwright", "playwright"))
+        if importlib.util.find_spec(mod) is None
+    ]
     if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True, timeout=900)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *missing], check=True, timeout=900
+        )
         importlib.invalidate_caches()
 
 
@@ -126,12 +146,25 @@ def _voila(notebook: Path, tmp_path: Path):
     log = (tmp_path / "voila.log").open("w")
     env = dict(os.environ, MPLBACKEND="Agg", JUPYTER_PLATFORM_DIRS="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voila", str(notebook.relative_to(ROOT)), "--no-browser", f"--port={port}",
-         "--Voila.ip=127.0.0.1", "--VoilaConfiguration.show_tracebacks=True"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "voila",
+            str(notebook.relative_to(ROOT)),
+            "--no-browser",
+            f"--port={port}",
+            "--Voila.ip=127.0.0.1",
+            "--VoilaConfiguration.show_tracebacks=True",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
-        _wait_for_port(port, proc, timeout=600)  # a watchdog: voila starts in seconds, slowly on a busy laptop
+        _wait_for_port(
+            port, proc, timeout=600
+        )  # a watchdog: voila starts in seconds, slowly on a busy laptop
         yield f"http://127.0.0.1:{port}/"
     finally:
         _stop(proc, log, ARTEFACTS / f"voila-{notebook.stem}.log")
@@ -156,9 +189,13 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
             page.goto(voila_url, timeout=600_000)
             panel_img = page.locator(".widget-image").last
             panel_img.wait_for(state="visible")
-            page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
-                                   " return i && i.naturalWidth > 100; }")
-            images_on_page = page.evaluate("() => [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length")
+            page.wait_for_function(
+                "() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
+                " return i && i.naturalWidth > 100; }"
+            )
+            images_on_page = page.evaluate(
+                "() => [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length"
+            )
             # A student scrolls the panel to the top of the screen; then nothing more may be needed.
             panel_img.evaluate("i => i.closest('.widget-hbox').scrollIntoView({block: 'start'})")
             page.wait_for_timeout(300)
@@ -187,8 +224,10 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
                 "(old) => { const i = [...document.querySelectorAll('.widget-image')].pop(); return i && i.src !== old; }",
                 arg=before_src,
             )
-            page.wait_for_function("() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
-                                   " return i.complete && i.naturalWidth > 100; }")
+            page.wait_for_function(
+                "() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
+                " return i.complete && i.naturalWidth > 100; }"
+            )
             after = panel_img.screenshot(path=str(ARTEFACTS / "03_panel_after.png"))
             page.screenshot(path=str(ARTEFACTS / "04_screen_after.png"))
             readout_text = readout.inner_text()
@@ -198,7 +237,12 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
 
     def inside(box):
         left, top, right, bottom = box
-        return left >= 0 and top >= 0 and right <= SCREEN["width"] + 0.5 and bottom <= SCREEN["height"] + 0.5
+        return (
+            left >= 0
+            and top >= 0
+            and right <= SCREEN["width"] + 0.5
+            and bottom <= SCREEN["height"] + 0.5
+        )
 
     assert inside(geometry["slider"]), geometry
     assert inside(geometry["img"]), geometry
@@ -226,14 +270,19 @@ def test_notebook2_figure_stays_beside_the_sliders_and_its_table_is_whole(tmp_pa
     chromium = _chromium()
     from playwright.sync_api import sync_playwright
 
-    with _voila(ROOT / "notebooks" / "02_static_dynamic_continuous.ipynb", tmp_path) as url, sync_playwright() as pw:
+    with (
+        _voila(ROOT / "notebooks" / "02_static_dynamic_continuous.ipynb", tmp_path) as url,
+        sync_playwright() as pw,
+    ):
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=600_000)
         try:
             page = browser.new_page(viewport={"width": width, "height": SCREEN["height"]})
             page.set_default_timeout(600_000)  # watchdogs against a hang only
             page.goto(url, timeout=600_000)
-            page.wait_for_function("() => [...document.querySelectorAll('.widget-image')]"
-                                   ".some(i => i.complete && i.naturalWidth > 100)")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.widget-image')]"
+                ".some(i => i.complete && i.naturalWidth > 100)"
+            )
             geometry = page.evaluate("""() => {
                 const img = [...document.querySelectorAll('.widget-image')].find(i => i.naturalWidth > 100);
                 const row = img.closest('.widget-hbox');
@@ -250,11 +299,20 @@ def test_notebook2_figure_stays_beside_the_sliders_and_its_table_is_whole(tmp_pa
         finally:
             browser.close()
     left, top, right, w, h = geometry["img"]
-    assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, geometry  # beside
+    assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, (
+        geometry
+    )  # beside
     assert right <= geometry["page"] + 0.5, geometry
-    assert w <= geometry["natural"][0] + 0.5 and abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, geometry
+    assert (
+        w <= geometry["natural"][0] + 0.5
+        and abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02
+    ), geometry
     if width == SCREEN["width"]:
-        assert abs(w - geometry["natural"][0]) <= 1, geometry  # room enough: its natural size, not shrunk
+        assert abs(w - geometry["natural"][0]) <= 1, (
+            geometry
+        )  # room enough: its natural size, not shrunk
     table = geometry["table"]
     assert table is not None and table[0] <= geometry["page"] + 0.5, geometry
-    assert table[1] <= table[2] or table[3] == "auto", geometry  # whole, or scrolling in its own box
+    assert table[1] <= table[2] or table[3] == "auto", (
+        geometry
+    )  # whole, or scrolling in its own box

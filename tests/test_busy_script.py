@@ -13,18 +13,29 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "busy.py"
 
 #: The child prints the burners' pids (its siblings: children of busy.py) so the test can check them after.
-SIBLINGS = ("import os, subprocess; me = os.getpid(); ppid = os.getppid(); "
-            "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(ppid)], capture_output=True, text=True).stdout; "
-            "print(' '.join(p for p in out.split() if int(p) != me))")
+SIBLINGS = (
+    "import os, subprocess; me = os.getpid(); ppid = os.getppid(); "
+    "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(ppid)], capture_output=True, text=True).stdout; "
+    "print(' '.join(p for p in out.split() if int(p) != me))"
+)
 
 
 def _busy(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
-@pytest.mark.parametrize("flags, named", [(["--bursts", "0.5"], "--bursts"), (["--bursts", "0,1"], "--bursts"),
-                                          (["--bursts", "a,b"], "--bursts"), (["--burners", "-1"], "--burners"),
-                                          (["--limit", "0"], "--limit")])
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--bursts", "0.5"], "--bursts"),
+        (["--bursts", "0,1"], "--bursts"),
+        (["--bursts", "a,b"], "--bursts"),
+        (["--burners", "-1"], "--burners"),
+        (["--limit", "0"], "--limit"),
+    ],
+)
 def test_a_bad_flag_gets_one_line_naming_it_and_exit_2(flags, named):
     got = _busy(*flags, "--", sys.executable, "-c", "pass")
     assert got.returncode == 2
@@ -34,7 +45,9 @@ def test_a_bad_flag_gets_one_line_naming_it_and_exit_2(flags, named):
 
 @pytest.mark.parametrize("bursts", [[], ["--bursts", "0.05,0.05"]])
 def test_the_exit_code_passes_through_and_no_burner_outlives_the_command(bursts):
-    got = _busy("--burners", "2", *bursts, "--", sys.executable, "-c", f"{SIBLINGS}; raise SystemExit(3)")
+    got = _busy(
+        "--burners", "2", *bursts, "--", sys.executable, "-c", f"{SIBLINGS}; raise SystemExit(3)"
+    )
     assert got.returncode == 3
     pids = [int(p) for p in got.stdout.split()]
     assert len(pids) == 2  # the two burners ran beside the command

@@ -47,7 +47,9 @@ def test_prefill_and_decode_are_priced_apart():
     assert lv.durations(dec, 5) == pytest.approx(0.9 * m.durations(dec, 5))
     assert lv.durations(both, 1)[0] == pytest.approx(0.9 * m.durations(both, 1)[0] + 0.4 * p_pass)
     # A prefill-only step: its pass at 1.3x, the work around it (step_extra) with the machine (0.9x).
-    assert lv.durations(pre, 1)[0] == pytest.approx(1.3 * (m.durations(pre, 1)[0] - m.step_extra) + 0.9 * m.step_extra)
+    assert lv.durations(pre, 1)[0] == pytest.approx(
+        1.3 * (m.durations(pre, 1)[0] - m.step_extra) + 0.9 * m.step_extra
+    )
     assert lv.for_policy("taxi").prefill == 1.3 and spread_of(lv) is m.spread
     with pytest.raises(ConfigError, match="level prefill"):
         LevelStepTime(m, 0.0, 1.0)
@@ -55,10 +57,18 @@ def test_prefill_and_decode_are_priced_apart():
         LevelStepTime(m, 1.0, float("nan"))
 
 
-def _readings(prefill: float, decode: float, jitter: float, n: int = 8, seed: int = 0) -> list[CanaryReading]:
+def _readings(
+    prefill: float, decode: float, jitter: float, n: int = 8, seed: int = 0
+) -> list[CanaryReading]:
     rng = np.random.default_rng(seed)
-    return [CanaryReading(prefill * (1 + jitter * rng.standard_normal()), decode * (1 + jitter * rng.standard_normal()), 0.1)
-            for _ in range(n)]
+    return [
+        CanaryReading(
+            prefill * (1 + jitter * rng.standard_normal()),
+            decode * (1 + jitter * rng.standard_normal()),
+            0.1,
+        )
+        for _ in range(n)
+    ]
 
 
 def _pairs(readings):
@@ -69,25 +79,45 @@ def test_the_session_level_is_the_median_and_moves_only_beyond_its_error():
     lv = session_level(_pairs(_readings(1.3, 1.0, 0.05)))
     assert lv.readings == 8 and lv.prefill == pytest.approx(1.3, abs=0.06)
     p, d = lv.applied()
-    assert p == lv.prefill and d == 1.0  # the decode reading is within its error (and the canary's accuracy) of 1
-    assert lv.prefill_se == pytest.approx(1.2533 * np.std([r.prefill for r in _readings(1.3, 1.0, 0.05)], ddof=1) / math.sqrt(8))
-    steady = session_level(_pairs(_readings(1.15, 0.88, 0.005)))  # tight, but within the canary's accuracy
+    assert (
+        p == lv.prefill and d == 1.0
+    )  # the decode reading is within its error (and the canary's accuracy) of 1
+    assert lv.prefill_se == pytest.approx(
+        1.2533 * np.std([r.prefill for r in _readings(1.3, 1.0, 0.05)], ddof=1) / math.sqrt(8)
+    )
+    steady = session_level(
+        _pairs(_readings(1.15, 0.88, 0.005))
+    )  # tight, but within the canary's accuracy
     assert steady.applied() == (1.0, 1.0) and "not moved" in steady.text()
     one = session_level(_pairs(_readings(1.5, 1.5, 0.0, n=2)))
-    assert one.prefill_run_sd == 0.0 and one.model(model(), np.random.default_rng(0)) is not None  # too few runs to tell
+    assert (
+        one.prefill_run_sd == 0.0 and one.model(model(), np.random.default_rng(0)) is not None
+    )  # too few runs to tell
     assert session_level([]) is None
     # Drawn levels scatter around the applied one by its standard error: one seed's share of the band.
     draws = [lv.model(model(), np.random.default_rng(k)).prefill for k in range(400)]
     sd = math.hypot(lv.prefill_se, lv.prefill_run_sd) * p
-    assert np.mean(draws) == pytest.approx(p, abs=3 * sd / 20) and np.std(draws) == pytest.approx(sd, rel=0.2)
+    assert np.mean(draws) == pytest.approx(p, abs=3 * sd / 20) and np.std(draws) == pytest.approx(
+        sd, rel=0.2
+    )
 
 
 def test_the_run_to_run_spread_is_told_apart_from_the_canary_s_own_noise():
     rng = np.random.default_rng(3)
     runs = []
-    for level in 1.0 + 0.08 * rng.standard_normal(40):  # each run its own level, 8 % apart; the canary's noise 5 %
-        runs.append(tuple(CanaryReading(level * (1 + 0.05 * rng.standard_normal()), 1 + 0.05 * rng.standard_normal(), 0.1)
-                          for _ in range(2)))
+    for level in 1.0 + 0.08 * rng.standard_normal(
+        40
+    ):  # each run its own level, 8 % apart; the canary's noise 5 %
+        runs.append(
+            tuple(
+                CanaryReading(
+                    level * (1 + 0.05 * rng.standard_normal()),
+                    1 + 0.05 * rng.standard_normal(),
+                    0.1,
+                )
+                for _ in range(2)
+            )
+        )
     lv = session_level(runs)
     assert lv.prefill_run_sd == pytest.approx(0.08, abs=0.03)
     assert lv.decode_run_sd < 0.03  # noise alone: no run-to-run spread
@@ -105,7 +135,9 @@ def _compare(canary, level=True):
         count["k"] += 1
         return simulate(WL, policy, with_noise(machine, 100 + count["k"], "passes"))
 
-    return compare_policies(WL, pairs, measure, model(), seeds=3, repeats=2, canary=canary, noise="passes", level=level)
+    return compare_policies(
+        WL, pairs, measure, model(), seeds=3, repeats=2, canary=canary, noise="passes", level=level
+    )
 
 
 def test_a_canary_that_reads_the_machine_moves_the_prediction_onto_it():
@@ -120,7 +152,11 @@ def test_a_canary_that_reads_the_machine_moves_the_prediction_onto_it():
         assert abs(row.errors["p50_ttft"]) < 8 and row.verdicts["p50_ttft"] == "agrees"
         assert abs(row.errors["p50_e2e"]) < abs(row.errors_at_profile["p50_e2e"])
         d = row.as_dict()
-        assert len(d["canary"]) == 2 and d["canary"][0][0]["prefill"] > 1 and d["canary_s"][0] == [0.1, 0.1]
+        assert (
+            len(d["canary"]) == 2
+            and d["canary"][0][0]["prefill"] > 1
+            and d["canary_s"][0] == [0.1, 0.1]
+        )
         assert "error_pct_at_profile" in d
 
 

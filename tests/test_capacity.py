@@ -17,8 +17,24 @@ from batchsim.teach.scenarios.capacity import _PLAN, Candidate, Objective, evalu
 from batchsim.teach.scenarios.execute import plan_runs, simulate_plan
 from batchsim.teach.scenarios.steady import steady_misses
 
-BASE = ["plan", "--rate", "12", "--requests", "400", "--gpus", "A100-80GB,L4", "--policies", "taxi,continuous",
-        "--batch-sizes", "8,32", "--max-replicas", "16", "--scheduler", "none", "--slo-p99-e2e"]
+BASE = [
+    "plan",
+    "--rate",
+    "12",
+    "--requests",
+    "400",
+    "--gpus",
+    "A100-80GB,L4",
+    "--policies",
+    "taxi,continuous",
+    "--batch-sizes",
+    "8,32",
+    "--max-replicas",
+    "16",
+    "--scheduler",
+    "none",
+    "--slo-p99-e2e",
+]
 
 
 def planned(slo: float, *extra):
@@ -56,23 +72,33 @@ def test_pruning_finds_what_an_exhaustive_search_finds():
     rate = cfg["rate"]
     cheapest = None
     for gpu in ("A100-80GB", "L4"):
-        for cand in (Candidate(gpu, "taxi"), Candidate(gpu, "continuous", 8), Candidate(gpu, "continuous", 32)):
+        for cand in (
+            Candidate(gpu, "taxi"),
+            Candidate(gpu, "continuous", 8),
+            Candidate(gpu, "continuous", 32),
+        ):
             price = 2.5 if gpu == "A100-80GB" else 0.8
             cap = server_capacity(cand, cfg["model"], cfg["mean_prompt"], cfg["mean_output"])
             for n in range(1, 17):
                 if cheapest is not None and n * price >= cheapest:
                     break
-                _, s = evaluate(("x", flags, cand.defaults(cfg["model"], n, cfg["router"], 0.1), cand.policy))
+                _, s = evaluate(
+                    ("x", flags, cand.defaults(cfg["model"], n, cfg["router"], 0.1), cand.policy)
+                )
                 if not objective.misses(s) and not steady_misses(s, n, cap, rate, objective):
                     cheapest = n * price
                     break
     assert result.best.cost == pytest.approx(cheapest)
-    assert result.simulations < 40  # and it got there with far fewer simulations than every fleet of the space
+    assert (
+        result.simulations < 40
+    )  # and it got there with far fewer simulations than every fleet of the space
 
 
 def test_a_tighter_objective_costs_more():
     loose, _, _ = planned(20.0)
-    tight, _, _ = planned(6.0)  # (below about 5.3 s nothing meets it: the longest answers alone take that long)
+    tight, _, _ = planned(
+        6.0
+    )  # (below about 5.3 s nothing meets it: the longest answers alone take that long)
     assert tight.best.cost > loose.best.cost
 
 
@@ -81,19 +107,27 @@ def test_an_objective_nothing_meets_is_exit_2_and_names_the_closest(capsys):
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1
-    assert "no configuration meets p99 E2E <= 50 ms with up to 3 servers; the closest is" in lines[0]
+    assert (
+        "no configuration meets p99 E2E <= 50 ms with up to 3 servers; the closest is" in lines[0]
+    )
     assert "Pareto front" in out  # what was found is still shown
 
 
-@pytest.mark.parametrize("extra, words", [
-    ([], "plan needs an objective"),
-    (["--slo-p99-e2e", "5", "--gpus", "B200"], "gpus must be among"),
-    (["--slo-p99-e2e", "5", "--batch-sizes", "8,x"], "batch-sizes must be whole numbers"),
-    (["--slo-p99-e2e", "-1"], "slo_p99_e2e must be > 0"),
-    (["--slo-p99-e2e", "5", "--router", "nearest"], "router must be one of"),
-    (["--slo-p99-e2e", "5", "--max-replicas", "0"], "max-replicas must be an integer >= 1"),
-    (["--slo-p99-e2e", "5", "--scheduler", "tcp://x"], "scheduler must be local, none or tcp://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ([], "plan needs an objective"),
+        (["--slo-p99-e2e", "5", "--gpus", "B200"], "gpus must be among"),
+        (["--slo-p99-e2e", "5", "--batch-sizes", "8,x"], "batch-sizes must be whole numbers"),
+        (["--slo-p99-e2e", "-1"], "slo_p99_e2e must be > 0"),
+        (["--slo-p99-e2e", "5", "--router", "nearest"], "router must be one of"),
+        (["--slo-p99-e2e", "5", "--max-replicas", "0"], "max-replicas must be an integer >= 1"),
+        (
+            ["--slo-p99-e2e", "5", "--scheduler", "tcp://x"],
+            "scheduler must be local, none or tcp://HOST:PORT",
+        ),
+    ],
+)
 def test_bad_plans_are_one_line_and_exit_2(extra, words, capsys):
     code = main(["plan", "--rate", "5", "--requests", "50", *extra])
     err = capsys.readouterr().err.strip().splitlines()

@@ -13,7 +13,16 @@ from batchsim.machine.memory import kv_budget
 from batchsim.machine.server import Server
 
 REQUIRED_GPUS = ("T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H200", "cpu")
-REQUIRED_MODELS = ("distilgpt2", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-3-8b", "mistral-7b")
+REQUIRED_MODELS = (
+    "distilgpt2",
+    "gpt2",
+    "gpt2-medium",
+    "gpt2-large",
+    "gpt2-xl",
+    "llama-2-7b",
+    "llama-3-8b",
+    "mistral-7b",
+)
 
 
 def test_catalog_has_the_required_entries_with_prices_and_sources():
@@ -26,7 +35,11 @@ def test_catalog_has_the_required_entries_with_prices_and_sources():
 
 def test_datasheet_figures_and_ridge():
     a100 = DEFAULT_CATALOG.gpu("A100-80GB")
-    assert a100.peak_flops("fp16") == 312e12 and a100.bandwidth == 2039e9 and a100.memory_bytes == 80 * 2**30
+    assert (
+        a100.peak_flops("fp16") == 312e12
+        and a100.bandwidth == 2039e9
+        and a100.memory_bytes == 80 * 2**30
+    )
     # 312 TFLOP/s over 2.039 TB/s: about 153 FLOPs per byte before efficiencies.
     assert a100.ridge() == pytest.approx(153.0, rel=0.01)
     assert DEFAULT_CATALOG.gpu("H100-SXM").ridge() == pytest.approx(295.2, rel=0.01)
@@ -52,7 +65,9 @@ def test_gpt2_parameter_counts_follow_from_the_shapes(name):
     assert m.heads * m.head_dim == m.hidden
 
 
-@pytest.mark.parametrize("name,ffn", [("llama-2-7b", 11008), ("llama-3-8b", 14336), ("mistral-7b", 14336)])
+@pytest.mark.parametrize(
+    "name,ffn", [("llama-2-7b", 11008), ("llama-3-8b", 14336), ("mistral-7b", 14336)]
+)
 def test_llama_parameter_counts_follow_from_the_shapes(name, ffn):
     m = DEFAULT_CATALOG.model(name)
     assert m.params == _llama_params(m, ffn)
@@ -64,7 +79,9 @@ def test_weight_and_kv_bytes():
     assert gpt2.weight_bytes("fp32") == 4 * 124_439_808
     assert gpt2.kv_bytes_per_token("fp16") == 2 * 12 * 12 * 64 * 2 == 36_864
     assert l2.kv_bytes_per_token("fp16") == 2 * 32 * 32 * 128 * 2 == 524_288  # half a MiB per token
-    assert l3.kv_bytes_per_token("fp16") == l2.kv_bytes_per_token("fp16") // 4  # GQA: 8 KV heads, not 32
+    assert (
+        l3.kv_bytes_per_token("fp16") == l2.kv_bytes_per_token("fp16") // 4
+    )  # GQA: 8 KV heads, not 32
 
 
 def test_kv_budget_by_hand_for_gpt2_and_a_7b_model():
@@ -126,35 +143,78 @@ def test_entries_validate_and_are_frozen():
 
 def test_user_catalog_from_json_adds_and_overrides(tmp_path):
     f = tmp_path / "cat.json"
-    f.write_text(json.dumps({
-        "gpus": {"my-gpu": {"tflops": 100, "bandwidth_gbs": 1000, "memory_gb": 48, "price_per_hour": 1.25},
-                 "T4": {"tflops": 65, "bandwidth_gbs": 320, "memory_gb": 16, "price_per_hour": 0.11, "bf16": False}},
-        "models": {"tiny": {"layers": 4, "hidden": 256, "heads": 4, "kv_heads": 4, "head_dim": 64, "vocab": 1000,
-                            "params": 4.0e6, "max_context": 512}},
-    }))
+    f.write_text(
+        json.dumps(
+            {
+                "gpus": {
+                    "my-gpu": {
+                        "tflops": 100,
+                        "bandwidth_gbs": 1000,
+                        "memory_gb": 48,
+                        "price_per_hour": 1.25,
+                    },
+                    "T4": {
+                        "tflops": 65,
+                        "bandwidth_gbs": 320,
+                        "memory_gb": 16,
+                        "price_per_hour": 0.11,
+                        "bf16": False,
+                    },
+                },
+                "models": {
+                    "tiny": {
+                        "layers": 4,
+                        "hidden": 256,
+                        "heads": 4,
+                        "kv_heads": 4,
+                        "head_dim": 64,
+                        "vocab": 1000,
+                        "params": 4.0e6,
+                        "max_context": 512,
+                    }
+                },
+            }
+        )
+    )
     cat = load_catalog(f)
     assert cat.gpu("my-gpu").price_per_hour == 1.25
     assert cat.gpu("T4").price_per_hour == 0.11  # the file wins over the built-in entry
-    assert cat.model("tiny").params == 4_000_000 and cat.model("tiny").kv_bytes_per_token() == 2 * 4 * 4 * 64 * 2
+    assert (
+        cat.model("tiny").params == 4_000_000
+        and cat.model("tiny").kv_bytes_per_token() == 2 * 4 * 4 * 64 * 2
+    )
     assert cat.model("gpt2") is DEFAULT_CATALOG.model("gpt2")  # built-ins stay
     srv = Server.named("my-gpu", "tiny", cat)
-    act = 8192 * (4 * 256 + 3 * 1024) * 2 + 2 * 256 * 1000 * 4 + 2**29  # a GDDR-like entry: decimal GB
+    act = (
+        8192 * (4 * 256 + 3 * 1024) * 2 + 2 * 256 * 1000 * 4 + 2**29
+    )  # a GDDR-like entry: decimal GB
     assert srv.kv.tokens == int((48e9 * 0.9 - 8e6 - act) // 4096)
 
 
 def test_user_catalog_from_toml(tmp_path):
     f = tmp_path / "cat.toml"
-    f.write_text('[gpus.lab-gpu]\ntflops = 50\nbandwidth_gbs = 500\nmemory_gb = 24\nprice_per_hour = 0.7\n')
+    f.write_text(
+        "[gpus.lab-gpu]\ntflops = 50\nbandwidth_gbs = 500\nmemory_gb = 24\nprice_per_hour = 0.7\n"
+    )
     assert load_catalog(f).gpu("lab-gpu").bandwidth == 500e9
 
 
-@pytest.mark.parametrize("content,match", [
-    ('{"gpus": {"g": {"tflops": 1, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1, "colour": "red"}}}', "unknown field 'colour'"),
-    ('{"gpus": {"g": {"tflops": 1}}}', "gpus.g"),
-    ('{"gpus": {"g": {"tflops": 0, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1}}}', "tflops must be > 0"),
-    ('{"machines": {}}', "'gpus' and/or 'models'"),
-    ('{not json', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (
+            '{"gpus": {"g": {"tflops": 1, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1, "colour": "red"}}}',
+            "unknown field 'colour'",
+        ),
+        ('{"gpus": {"g": {"tflops": 1}}}', "gpus.g"),
+        (
+            '{"gpus": {"g": {"tflops": 0, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1}}}',
+            "tflops must be > 0",
+        ),
+        ('{"machines": {}}', "'gpus' and/or 'models'"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
     f = tmp_path / "bad.json"
     f.write_text(content)
@@ -164,15 +224,22 @@ def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
         load_catalog(tmp_path / "missing.json")
 
 
-@pytest.mark.parametrize("extra, words", [
-    ('"bf16": "no"', "bf16 must be true or false, got 'no'"),
-    ('"bf16": 0', "bf16 must be true or false, got 0"),
-    ('"default_dtype": 16', "default_dtype must be"),
-    ('"tflops_fp32": 1e308', "tflops_fp32 must be <="),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ('"bf16": "no"', "bf16 must be true or false, got 'no'"),
+        ('"bf16": 0', "bf16 must be true or false, got 0"),
+        ('"default_dtype": 16', "default_dtype must be"),
+        ('"tflops_fp32": 1e308', "tflops_fp32 must be <="),
+    ],
+)
 def test_catalog_values_of_the_wrong_type_are_refused(tmp_path, extra, words):
     f = tmp_path / "c.json"
-    f.write_text('{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, ' + extra + "}}}")
+    f.write_text(
+        '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, '
+        + extra
+        + "}}}"
+    )
     with pytest.raises(ConfigError, match=words):
         load_catalog(f)
 

@@ -23,32 +23,37 @@ SMALL = ["--requests", "120", "--no-plots"]
 def call(argv, capsys):
     try:
         code = main(argv)
-    except SystemExit as e:  # argparse's own errors (a non-number for a number) exit from parse_args
+    except (
+        SystemExit
+    ) as e:  # argparse's own errors (a non-number for a number) exit from parse_args
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 
 
-@pytest.mark.parametrize("argv, field, value", [
-    (["run", "--policy", "taxi", "--rate", "-1"], "rate", "-1"),
-    (["run", "--policy", "static", "--max-batch", "0"], "max_batch", "0"),
-    (["run", "--policy", "dynamic", "--max-batch", "0"], "max_batch", "0"),
-    (["run", "--policy", "bogus"], "policy", "bogus"),
-    (["compare", "--policy", "taxi,limo"], "policy", "limo"),
-    (["run", "--arrival", "trace:/no/such/trace.csv"], "trace", "/no/such/trace.csv"),
-    (["run", "--prompt-len", "uniform:5"], "prompt-len", "uniform:5"),
-    (["run", "--output-len", "lognormal:10,20"], "output-len", "10"),
-    (["run", "--output-len", "0"], "output-len", "0"),
-    (["run", "--requests", "0"], "requests", "0"),
-    (["run", "--policy", "dynamic", "--max-wait", "-1"], "max_wait", "-1"),
-    (["run", "--policy", "continuous", "--max-seqs", "0"], "max_seqs", "0"),
-    (["run", "--kv-budget-tokens", "0"], "kv-budget-tokens", "0"),
-    (["run", "--step-time", "-0.1"], "step-time", "-0.1"),
-    (["run", "--arrival", "weibull"], "arrival", "weibull"),
-    (["run", "no-such-scenario"], "scenario", "no-such-scenario"),
-    (["run", "--rate", "abc"], "--rate", "abc"),  # argparse's message, kept to one line
-    (["theory", "--requests", "5"], "requests", "5"),
-])
+@pytest.mark.parametrize(
+    "argv, field, value",
+    [
+        (["run", "--policy", "taxi", "--rate", "-1"], "rate", "-1"),
+        (["run", "--policy", "static", "--max-batch", "0"], "max_batch", "0"),
+        (["run", "--policy", "dynamic", "--max-batch", "0"], "max_batch", "0"),
+        (["run", "--policy", "bogus"], "policy", "bogus"),
+        (["compare", "--policy", "taxi,limo"], "policy", "limo"),
+        (["run", "--arrival", "trace:/no/such/trace.csv"], "trace", "/no/such/trace.csv"),
+        (["run", "--prompt-len", "uniform:5"], "prompt-len", "uniform:5"),
+        (["run", "--output-len", "lognormal:10,20"], "output-len", "10"),
+        (["run", "--output-len", "0"], "output-len", "0"),
+        (["run", "--requests", "0"], "requests", "0"),
+        (["run", "--policy", "dynamic", "--max-wait", "-1"], "max_wait", "-1"),
+        (["run", "--policy", "continuous", "--max-seqs", "0"], "max_seqs", "0"),
+        (["run", "--kv-budget-tokens", "0"], "kv-budget-tokens", "0"),
+        (["run", "--step-time", "-0.1"], "step-time", "-0.1"),
+        (["run", "--arrival", "weibull"], "arrival", "weibull"),
+        (["run", "no-such-scenario"], "scenario", "no-such-scenario"),
+        (["run", "--rate", "abc"], "--rate", "abc"),  # argparse's message, kept to one line
+        (["theory", "--requests", "5"], "requests", "5"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, field, value, capsys):
     if argv[0] != "theory":  # keep the runs small, without overriding the flag under test
         argv = argv + (["--no-plots"] if "--requests" in argv else SMALL)
@@ -71,7 +76,17 @@ def test_malformed_and_unreadable_traces(tmp_path, capsys):
 
 
 def test_run_json_has_the_summary(tmp_path, capsys):
-    argv = ["run", "--policy", "continuous", "--rate", "20", "--json", "--out", str(tmp_path), *SMALL]
+    argv = [
+        "run",
+        "--policy",
+        "continuous",
+        "--rate",
+        "20",
+        "--json",
+        "--out",
+        str(tmp_path),
+        *SMALL,
+    ]
     code, out, err = call(argv, capsys)
     assert code == 0, err
     obj = json.loads(out)
@@ -89,7 +104,17 @@ def test_run_json_has_the_summary(tmp_path, capsys):
 
 
 def test_compare_json_one_run_per_policy(tmp_path, capsys):
-    argv = ["compare", "--policy", "taxi,static,dynamic,continuous", "--rate", "10", "--json", "--out", str(tmp_path), *SMALL]
+    argv = [
+        "compare",
+        "--policy",
+        "taxi,static,dynamic,continuous",
+        "--rate",
+        "10",
+        "--json",
+        "--out",
+        str(tmp_path),
+        *SMALL,
+    ]
     code, out, err = call(argv, capsys)
     assert code == 0, err
     runs = json.loads(out)["runs"]
@@ -98,7 +123,9 @@ def test_compare_json_one_run_per_policy(tmp_path, capsys):
 
 
 def test_run_table(tmp_path, capsys):
-    code, out, err = call(["run", "--policy", "taxi,continuous", "--out", str(tmp_path), *SMALL], capsys)
+    code, out, err = call(
+        ["run", "--policy", "taxi,continuous", "--out", str(tmp_path), *SMALL], capsys
+    )
     assert code == 0, err
     assert "taxi" in out and "continuous" in out and "req/s" in out
 
@@ -106,7 +133,11 @@ def test_run_table(tmp_path, capsys):
 def test_scenarios_lists_the_flagship(capsys):
     code, out, err = call(["scenarios"], capsys)
     assert code == 0 and err == ""
-    names = [line.split()[0] for line in out.splitlines() if line.strip() and not line.startswith("run one")]
+    names = [
+        line.split()[0]
+        for line in out.splitlines()
+        if line.strip() and not line.startswith("run one")
+    ]
     assert FLAGSHIP in names
     assert set(names) == set(SCENARIOS)
 
@@ -127,7 +158,16 @@ def test_theory_command(capsys):
     assert set(obj) >= {"config", "runs", "notes"} and obj["config"]["requests"] == 2000
     cases = obj["runs"]
     names = [c["name"] for c in cases]
-    for expected in ("M/D/1", "M/M/1", "M/G/1", "bus fill", "M/M^(4,4)/1", "M/M^(1,4)/1", "M/M^(2,5)/1", "continuous capacity"):
+    for expected in (
+        "M/D/1",
+        "M/M/1",
+        "M/G/1",
+        "bus fill",
+        "M/M^(4,4)/1",
+        "M/M^(1,4)/1",
+        "M/M^(2,5)/1",
+        "continuous capacity",
+    ):
         assert expected in names
     for c in cases:
         assert c["theory"] > 0 and c["simulated"] > 0
@@ -138,16 +178,45 @@ def test_theory_command(capsys):
 
 
 def test_subprocess_bad_input():
-    p = subprocess.run([sys.executable, "-m", "batchsim", "run", "--max-batch", "0", "--policy", "static", "--no-plots"],
-                       capture_output=True, text=True, timeout=600)  # a watchdog against a hang, not a speed limit
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchsim",
+            "run",
+            "--max-batch",
+            "0",
+            "--policy",
+            "static",
+            "--no-plots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # a watchdog against a hang, not a speed limit
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == ["batchsim: error: max_batch must be an integer >= 1, got 0"]
+    assert p.stderr.strip().splitlines() == [
+        "batchsim: error: max_batch must be an integer >= 1, got 0"
+    ]
 
 
 # -- one contract: --out DIR/<scenario>/, records and figures; --json {config, runs, notes} -------------
 
+
 def test_out_writes_records_and_figures_under_the_scenario(tmp_path, capsys):
-    code, out, err = call(["run", "taxi-vs-bus", "--requests", "40", "--policy", "taxi,continuous", "--out", str(tmp_path)], capsys)
+    code, out, err = call(
+        [
+            "run",
+            "taxi-vs-bus",
+            "--requests",
+            "40",
+            "--policy",
+            "taxi,continuous",
+            "--out",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 0, err
     d = tmp_path / "taxi-vs-bus"
     names = sorted(p.name for p in d.iterdir())
@@ -164,17 +233,36 @@ def test_out_writes_records_and_figures_under_the_scenario(tmp_path, capsys):
 
 def test_two_scenarios_into_one_folder_keep_both_sets_of_files(tmp_path, capsys):
     for name in ("taxi-vs-bus", "mixed-lengths"):
-        code, _, err = call(["run", name, "--requests", "30", "--out", str(tmp_path), "--no-plots"], capsys)
+        code, _, err = call(
+            ["run", name, "--requests", "30", "--out", str(tmp_path), "--no-plots"], capsys
+        )
         assert code == 0, err
     a, b = tmp_path / "taxi-vs-bus", tmp_path / "mixed-lengths"
     assert (a / "taxi-requests.csv").is_file() and (b / "static-requests.csv").is_file()
-    assert not (b / "taxi-requests.csv").exists()  # mixed-lengths runs no taxi: the folders did not mix
+    assert not (
+        b / "taxi-requests.csv"
+    ).exists()  # mixed-lengths runs no taxi: the folders did not mix
 
 
 def test_rejected_requests_carry_their_reason_into_the_csv_and_under_the_table(tmp_path, capsys):
     # A KV budget of 512 tokens: requests whose prompt + output need more blocks than that are refused.
-    code, out, err = call(["run", "--policy", "continuous", "--requests", "60", "--step-time", "0.01",
-                           "--kv-budget-tokens", "512", "--out", str(tmp_path), "--no-plots"], capsys)
+    code, out, err = call(
+        [
+            "run",
+            "--policy",
+            "continuous",
+            "--requests",
+            "60",
+            "--step-time",
+            "0.01",
+            "--kv-budget-tokens",
+            "512",
+            "--out",
+            str(tmp_path),
+            "--no-plots",
+        ],
+        capsys,
+    )
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("continuous:") and "rejected" in ln)
     n = int(line.split(":")[1].split()[0])
@@ -184,13 +272,16 @@ def test_rejected_requests_carry_their_reason_into_the_csv_and_under_the_table(t
     assert f"{n} of 60 rejected" in line
 
 
-@pytest.mark.parametrize("argv", [
-    ["run", "--policy", "taxi", "--requests", "20", "--no-plots", "--json"],
-    ["compare", "--policy", "taxi,static", "--requests", "20", "--no-plots", "--json"],
-    ["theory", "--requests", "200", "--json"],
-    ["roofline", "--no-plots", "--json"],
-    ["sweep", "max_batch=2,4", "--requests", "20", "--no-plots", "--json", "--jobs", "1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--policy", "taxi", "--requests", "20", "--no-plots", "--json"],
+        ["compare", "--policy", "taxi,static", "--requests", "20", "--no-plots", "--json"],
+        ["theory", "--requests", "200", "--json"],
+        ["roofline", "--no-plots", "--json"],
+        ["sweep", "max_batch=2,4", "--requests", "20", "--no-plots", "--json", "--jobs", "1"],
+    ],
+)
 def test_every_command_prints_one_json_object_with_config_runs_notes(argv, capsys):
     code, out, err = call(argv, capsys)
     assert code == 0, err
@@ -218,7 +309,10 @@ def test_results_are_printed_before_a_failing_write(tmp_path, monkeypatch, capsy
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(files.Staging, "commit", full_disk)
-    code, out, err = call(["run", "--policy", "taxi", "--requests", "20", "--out", str(tmp_path), "--no-plots"], capsys)
+    code, out, err = call(
+        ["run", "--policy", "taxi", "--requests", "20", "--out", str(tmp_path), "--no-plots"],
+        capsys,
+    )
     assert code == 2 and "req/s" in out  # the table was printed, and survives the failure
     assert "No space left on device" in err and len(err.strip().splitlines()) == 1
     assert not any((tmp_path / "custom").iterdir())  # no partial file, no staging folder
@@ -247,11 +341,21 @@ def test_ctrl_c_prints_the_finished_runs_and_names_the_one_cut_short(tmp_path, m
         return real(*a, **k)
 
     monkeypatch.setattr(base, "simulate", interrupted_on_the_second)
-    code, out, err = call(["run", "--policy", "taxi,static,continuous", "--requests", "30", "--out", str(tmp_path)], capsys)
+    code, out, err = call(
+        ["run", "--policy", "taxi,static,continuous", "--requests", "30", "--out", str(tmp_path)],
+        capsys,
+    )
     assert code == 130
-    assert "taxi" in out and "interrupted (Ctrl-C) during static" in out and "continuous " not in out
-    assert err.strip().splitlines() == ["batchsim: interrupted (Ctrl-C) during static: it and any run after it did not finish"]
-    assert sorted(p.name for p in (tmp_path / "custom").iterdir()) == ["taxi-requests.csv", "taxi-steps.csv"]
+    assert (
+        "taxi" in out and "interrupted (Ctrl-C) during static" in out and "continuous " not in out
+    )
+    assert err.strip().splitlines() == [
+        "batchsim: interrupted (Ctrl-C) during static: it and any run after it did not finish"
+    ]
+    assert sorted(p.name for p in (tmp_path / "custom").iterdir()) == [
+        "taxi-requests.csv",
+        "taxi-steps.csv",
+    ]
 
 
 def test_staging_leaves_nothing_when_interrupted(tmp_path):
@@ -276,7 +380,25 @@ def test_ctrl_c_in_a_sweep_prints_the_values_that_finished(monkeypatch, capsys):
         return real(*a, **k)
 
     monkeypatch.setattr(base, "simulate", interrupted_on_the_second)
-    code, out, err = call(["sweep", "max_batch=2,4,8", "--policy", "static", "--requests", "30", "--jobs", "1",
-                           "--no-plots"], capsys)
-    assert code == 130 and "max_batch=2 static" in out and "max_batch=4 static" not in out.split("interrupted")[0]
-    assert err.strip().splitlines() == ["batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not finish"]
+    code, out, err = call(
+        [
+            "sweep",
+            "max_batch=2,4,8",
+            "--policy",
+            "static",
+            "--requests",
+            "30",
+            "--jobs",
+            "1",
+            "--no-plots",
+        ],
+        capsys,
+    )
+    assert (
+        code == 130
+        and "max_batch=2 static" in out
+        and "max_batch=4 static" not in out.split("interrupted")[0]
+    )
+    assert err.strip().splitlines() == [
+        "batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not finish"
+    ]

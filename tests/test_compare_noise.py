@@ -32,16 +32,29 @@ def test_verdicts():
     assert verdict(8.0, 10, None) == "agrees" and verdict(-10.0, 10, 2.0) == "agrees"
     assert verdict(14.0, 10, 15.0) == "within noise" and verdict(14.0, 10, 12.0) == "disagrees"
     assert verdict(14.0, 10, None) == "disagrees" and verdict(None, 10, 1.0) is None
-    reps = [{"x": 1.0, "n": 3, "s": "a"}, {"x": 1.2, "n": 3, "s": "b"}, {"x": 0.9, "n": 3, "s": "c"}]
+    reps = [
+        {"x": 1.0, "n": 3, "s": "a"},
+        {"x": 1.2, "n": 3, "s": "b"},
+        {"x": 0.9, "n": 3, "s": "c"},
+    ]
     assert median_summary(reps) == {"x": 1.0, "n": 3, "s": "a"}
-    assert noise_pct(reps, ["x"])["x"] == pytest.approx(20.0) and noise_pct(reps[:1], ["x"])["x"] is None
+    assert (
+        noise_pct(reps, ["x"])["x"] == pytest.approx(20.0)
+        and noise_pct(reps[:1], ["x"])["x"] is None
+    )
     lo, hi = band_of([{"x": float(v)} for v in range(101)], ["x"])["x"]
     assert (lo, hi) == (pytest.approx(5.0), pytest.approx(95.0))
 
 
 def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None, adjust=None):
-    pairs = [(n, make_policy(n, max_seqs=8) if n == "continuous" else make_policy(n), make_policy(n, max_seqs=8)
-              if n == "continuous" else make_policy(n)) for n in ("taxi", "continuous")]
+    pairs = [
+        (
+            n,
+            make_policy(n, max_seqs=8) if n == "continuous" else make_policy(n),
+            make_policy(n, max_seqs=8) if n == "continuous" else make_policy(n),
+        )
+        for n in ("taxi", "continuous")
+    ]
     count = {"k": 0}
 
     def measure(label, policy):
@@ -50,8 +63,16 @@ def _compare(measured_model, seeds=5, repeats=3, order_seed=0, log=None, adjust=
             log.append(label)
         return simulate(WL, policy, with_noise(measured_model, 100 + count["k"]))
 
-    return compare_policies(WL, pairs, measure, model(), seeds=seeds, repeats=repeats, order_seed=order_seed,
-                            adjust=adjust)
+    return compare_policies(
+        WL,
+        pairs,
+        measure,
+        model(),
+        seeds=seeds,
+        repeats=repeats,
+        order_seed=order_seed,
+        adjust=adjust,
+    )
 
 
 def test_repeats_are_interleaved_in_seeded_shuffled_rounds():
@@ -60,31 +81,58 @@ def test_repeats_are_interleaved_in_seeded_shuffled_rounds():
         _compare(model(), seeds=2, repeats=6, order_seed=seed, log=log)
     assert logs[0] == logs[1] != logs[2]  # the order is the seed's
     for log in logs:
-        rounds = [log[i:i + 2] for i in range(0, 12, 2)]
-        assert all(sorted(r) == ["continuous", "taxi"] for r in rounds)  # every round measures each once
-    assert len({tuple(r) for r in (logs[0][i:i + 2] for i in range(0, 12, 2))}) == 2  # and the order varies
+        rounds = [log[i : i + 2] for i in range(0, 12, 2)]
+        assert all(
+            sorted(r) == ["continuous", "taxi"] for r in rounds
+        )  # every round measures each once
+    assert (
+        len({tuple(r) for r in (logs[0][i : i + 2] for i in range(0, 12, 2))}) == 2
+    )  # and the order varies
 
 
 def test_same_model_measured_agrees_and_falls_in_its_band():
     report = _compare(model())
     for row in report.rows:
         assert len(row.repeats) == 3 and row.seeds == 5 and set(row.band) >= {"p50_e2e", "p99_ttft"}
-        assert row.measured["p50_e2e"] == pytest.approx(np.median([r["p50_e2e"] for r in row.repeats]))
+        assert row.measured["p50_e2e"] == pytest.approx(
+            np.median([r["p50_e2e"] for r in row.repeats])
+        )
         lo, hi = row.band["p50_e2e"]
         assert lo <= row.predicted["p50_e2e"] <= hi
         # The same model on both sides: never "disagrees"; "cannot tell" is honest where 3 runs are too few.
         assert not {row.verdicts[k] for k in ("p50_e2e", "p99_e2e", "mean_tpot")} & {"disagrees"}
         d = row.as_dict()
-        assert {"predicted", "predicted_band", "measured", "repeats", "verdicts", "in_band", "interval_one_run",
-                "interval_median", "judgements"} <= set(d)
+        assert {
+            "predicted",
+            "predicted_band",
+            "measured",
+            "repeats",
+            "verdicts",
+            "in_band",
+            "interval_one_run",
+            "interval_median",
+            "judgements",
+        } <= set(d)
         lo, hi = row.interval_one_run["p50_e2e"]
-        assert lo < row.predicted["p50_e2e"] < hi and hi - lo > row.band["p50_e2e"][1] - row.band["p50_e2e"][0]
+        assert (
+            lo < row.predicted["p50_e2e"] < hi
+            and hi - lo > row.band["p50_e2e"][1] - row.band["p50_e2e"][0]
+        )
         json.dumps(d)  # plain JSON
     text = format_compare(report, decomposition=False)
-    assert "one run, 90%" in text and "error [90% CI]" in text and "verdicts:" in text and "seeds' band" not in text
+    assert (
+        "one run, 90%" in text
+        and "error [90% CI]" in text
+        and "verdicts:" in text
+        and "seeds' band" not in text
+    )
     assert len(text.splitlines()) < 25  # one screen
     full = format_compare(report, decomposition=False, explain=True)
-    assert "seeds' band" in full and "mean TPOT" in full and "runs inside their one-run interval" in full
+    assert (
+        "seeds' band" in full
+        and "mean TPOT" in full
+        and "runs inside their one-run interval" in full
+    )
 
 
 def test_a_level_shift_the_runs_agree_on_is_called_the_machines():
@@ -93,7 +141,9 @@ def test_a_level_shift_the_runs_agree_on_is_called_the_machines():
     from batchsim.core.plan import Pass
 
     st, count = model(), {"k": 0}
-    passes = [Pass(prefill_tokens=40, prefill_rows=1, query=40)] * 20 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 200
+    passes = [Pass(prefill_tokens=40, prefill_rows=1, query=40)] * 20 + [
+        Pass(decode_rows=4, kv_read=400, attn_read=400)
+    ] * 200
 
     def measure(label, policy):
         count["k"] += 1
@@ -117,7 +167,10 @@ def test_an_adjustment_reaches_every_seeds_prediction():
     from realrun.reference.vllm.commands import delivered
 
     lag = 0.25
-    plain, late = _compare(model(), repeats=1), _compare(model(), repeats=1, adjust=lambda r: delivered(r, lag))
+    plain, late = (
+        _compare(model(), repeats=1),
+        _compare(model(), repeats=1, adjust=lambda r: delivered(r, lag)),
+    )
     for a, b in zip(plain.rows, late.rows):
         for k in ("p50_e2e", "p99_e2e", "p50_ttft", "p99_ttft"):
             assert b.predicted[k] == pytest.approx(a.predicted[k] + lag, abs=1e-9)
@@ -152,10 +205,17 @@ def test_rate_for_busy_reaches_the_asked_busy_fraction():
     assert f_cont > f_taxi
 
 
-@pytest.mark.parametrize("flags, words", [
-    (["--step-noise", "loud"], "step-noise"), (["--seeds", "0"], "seeds"), (["--repeats", "0"], "repeats"),
-    (["--busy", "1.5"], "busy"), (["--busy", "0"], "busy"), (["--seeds", "3", "--step-noise", "none"], "--seeds"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--step-noise", "loud"], "step-noise"),
+        (["--seeds", "0"], "seeds"),
+        (["--repeats", "0"], "repeats"),
+        (["--busy", "1.5"], "busy"),
+        (["--busy", "0"], "busy"),
+        (["--seeds", "3", "--step-noise", "none"], "--seeds"),
+    ],
+)
 def test_bad_compare_flags_are_one_line(flags, words, capsys):
     pytest.importorskip("torch")
     from realrun.cli import main
@@ -173,16 +233,42 @@ def test_cli_compare_with_seeds_repeats_and_busy(tmp_path, capsys, monkeypatch):
 
     cal = tmp_path / "cal.json"
     model().to_json(cal)
-    code = main(["compare", "--requests", "8", "--prompt-len", "uniform:4,24", "--output-len", "uniform:2,8", "--threads",
-                 "1", "--policy", "taxi,continuous", "--calibration", str(cal), "--repeats", "2", "--seeds", "3",
-                 "--busy", "0.5", "--no-plots", "--json", "--no-speed-check"])
+    code = main(
+        [
+            "compare",
+            "--requests",
+            "8",
+            "--prompt-len",
+            "uniform:4,24",
+            "--output-len",
+            "uniform:2,8",
+            "--threads",
+            "1",
+            "--policy",
+            "taxi,continuous",
+            "--calibration",
+            str(cal),
+            "--repeats",
+            "2",
+            "--seeds",
+            "3",
+            "--busy",
+            "0.5",
+            "--no-plots",
+            "--json",
+            "--no-speed-check",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     obj = json.loads(out)
     assert obj["config"]["seeds"] == 3 and obj["config"]["repeats"] == 2
     for r in obj["runs"]:
-        assert len(r["repeats"]) == 2 and set(r["predicted_band"]) and r["verdicts"]["p50_e2e"] in (
-            "agrees", "disagrees", "cannot tell")
+        assert (
+            len(r["repeats"]) == 2
+            and set(r["predicted_band"])
+            and r["verdicts"]["p50_e2e"] in ("agrees", "disagrees", "cannot tell")
+        )
         lo, hi = r["interval_one_run"]["p50_e2e"]
         assert lo <= r["predicted"]["p50_e2e"] <= hi
         assert len(r["canary_s"]) == 2

@@ -22,7 +22,11 @@ def _small_run():
 
 def test_cost_per_request_by_hand_idle_time_included():
     s = _small_run()
-    assert s["duration"] == pytest.approx(6.0) and s["completed"] == 3 and s["total_output_tokens"] == 6
+    assert (
+        s["duration"] == pytest.approx(6.0)
+        and s["completed"] == 3
+        and s["total_output_tokens"] == 6
+    )
     c = cost_summary(s, price_per_hour=3.6)  # $0.001 per second
     assert c["cost_total"] == pytest.approx(0.006)  # 6 s, of which 3 s idle, all paid
     assert c["cost_per_request"] == pytest.approx(0.002)
@@ -48,8 +52,23 @@ def test_required_throughput_and_implied_price():
 
 
 def test_cli_adds_cost_columns_that_match_the_hand_formula(capsys):
-    argv = ["run", "--policy", "taxi,continuous", "--requests", "60", "--rate", "4", "--gpu", "A100-80GB",
-            "--model", "gpt2", "--gpu-price", "2.0", "--json", "--no-plots"]
+    argv = [
+        "run",
+        "--policy",
+        "taxi,continuous",
+        "--requests",
+        "60",
+        "--rate",
+        "4",
+        "--gpu",
+        "A100-80GB",
+        "--model",
+        "gpt2",
+        "--gpu-price",
+        "2.0",
+        "--json",
+        "--no-plots",
+    ]
     assert main(argv) == 0
     obj = json.loads(capsys.readouterr().out)
     for run in obj["runs"]:
@@ -61,20 +80,55 @@ def test_cli_adds_cost_columns_that_match_the_hand_formula(capsys):
 
 
 def test_catalog_price_is_used_when_no_price_is_given(capsys):
-    assert main(["run", "--policy", "taxi", "--requests", "20", "--gpu", "H100-SXM", "--model", "gpt2", "--json", "--no-plots"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--policy",
+                "taxi",
+                "--requests",
+                "20",
+                "--gpu",
+                "H100-SXM",
+                "--model",
+                "gpt2",
+                "--json",
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     s = json.loads(capsys.readouterr().out)["summary"]
     assert s["gpu_price_per_hour"] == 3.50
 
 
 def test_no_price_no_cost_columns(capsys):
-    assert main(["run", "--policy", "taxi", "--requests", "20", "--step-time", "0.01", "--json", "--no-plots"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--policy",
+                "taxi",
+                "--requests",
+                "20",
+                "--step-time",
+                "0.01",
+                "--json",
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     assert "cost_per_request" not in json.loads(capsys.readouterr().out)["summary"]
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["run", "--gpu-price", "-1", "--gpu", "A100-80GB"], "gpu-price must be >= 0, got -1.0"),
-    (["run", "--gpu-price", "-2"], "gpu-price must be >= 0, got -2.0"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["run", "--gpu-price", "-1", "--gpu", "A100-80GB"], "gpu-price must be >= 0, got -1.0"),
+        (["run", "--gpu-price", "-2"], "gpu-price must be >= 0, got -2.0"),
+    ],
+)
 def test_negative_price_exits_2_with_one_line(argv, field, capsys):
     assert main(argv + ["--requests", "10", "--no-plots"]) == 2
     err = capsys.readouterr().err
@@ -88,17 +142,27 @@ def test_cost_10x_reproduces_the_ratio_and_prints_the_implied_price(tmp_path, ca
     from batchsim.cli import build_parser
     from batchsim.teach.scenarios import get_scenario
 
-    report = get_scenario("cost-10x").run(build_parser().parse_args(["run", "cost-10x", "--requests", "96"]))
+    report = get_scenario("cost-10x").run(
+        build_parser().parse_args(["run", "cost-10x", "--requests", "96"])
+    )
     c = report.config["cost10x"]
     assert 7 <= c["ratio"] <= 14  # the claim's "10x", from physics rather than from the claim
     s = report.summaries
-    assert s["taxi"]["cost_per_request"] / s["static-32"]["cost_per_request"] == pytest.approx(c["ratio"], rel=0.01)
-    assert c["ratio_continuous"] > c["ratio"]  # continuous batching does better than the claim's bus
+    assert s["taxi"]["cost_per_request"] / s["static-32"]["cost_per_request"] == pytest.approx(
+        c["ratio"], rel=0.01
+    )
+    assert (
+        c["ratio_continuous"] > c["ratio"]
+    )  # continuous batching does better than the claim's bus
     assert c["implied_price_per_hour"] == pytest.approx(3600.0)
     # A different price moves dollars, not the ratio.
-    r2 = get_scenario("cost-10x").run(build_parser().parse_args(["run", "cost-10x", "--requests", "96", "--gpu-price", "5"]))
+    r2 = get_scenario("cost-10x").run(
+        build_parser().parse_args(["run", "cost-10x", "--requests", "96", "--gpu-price", "5"])
+    )
     assert r2.config["cost10x"]["ratio"] == pytest.approx(c["ratio"])
-    assert r2.summaries["taxi"]["cost_per_request"] == pytest.approx(2 * s["taxi"]["cost_per_request"])
+    assert r2.summaries["taxi"]["cost_per_request"] == pytest.approx(
+        2 * s["taxi"]["cost_per_request"]
+    )
     assert np.isfinite(c["ratio"])
 
 
@@ -118,8 +182,12 @@ def test_busy_cost_measures_the_work_idle_cost_the_traffic():
     costs = {}
     for rate in (5.0, 0.5):
         wl = make_workload(Poisson(rate), Fixed(64), Fixed(8), n=200, seed=3)
-        costs[rate] = cost_summary(summarize(simulate(wl, make_policy("taxi"), ConstantStepTime(0.01))), 3.6)
+        costs[rate] = cost_summary(
+            summarize(simulate(wl, make_policy("taxi"), ConstantStepTime(0.01))), 3.6
+        )
     busy, quiet = costs[5.0], costs[0.5]
     assert quiet["cost_per_1m_tokens"] > 5 * busy["cost_per_1m_tokens"]
-    assert quiet["cost_per_1m_tokens_busy"] == pytest.approx(busy["cost_per_1m_tokens_busy"], rel=1e-9)
+    assert quiet["cost_per_1m_tokens_busy"] == pytest.approx(
+        busy["cost_per_1m_tokens_busy"], rel=1e-9
+    )
     assert quiet["cost_idle"] > 5 * busy["cost_idle"]

@@ -28,10 +28,18 @@ def test_course_numbers_and_figures_are_what_the_package_produces(tmp_path, caps
 
 
 def test_every_template_placeholder_is_filled_and_every_link_exists():
-    generated = [COURSE / "teacher" / "notes.md", COURSE / "gpu-lab.md", *sorted((COURSE / "lessons").glob("*.md"))]
+    generated = [
+        COURSE / "teacher" / "notes.md",
+        COURSE / "gpu-lab.md",
+        *sorted((COURSE / "lessons").glob("*.md")),
+    ]
     assert len(generated) == 11
-    hand_written = [COURSE / "README.md", COURSE / "labs" / "README.md", COURSE / "teacher" / "README.md",
-                    COURSE / "teacher" / "rubrics.md"]
+    hand_written = [
+        COURSE / "README.md",
+        COURSE / "labs" / "README.md",
+        COURSE / "teacher" / "README.md",
+        COURSE / "teacher" / "rubrics.md",
+    ]
     for md in generated + hand_written:
         text = md.read_text()
         assert "{{" not in text, md
@@ -73,7 +81,10 @@ def _student_material() -> list[Path]:
     templates, from which the lessons are written), and the GPU lab guide."""
     files = sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "notebooks" / "build.py"]
     files += sorted((COURSE / "labs").iterdir()) + sorted((COURSE / "lessons").glob("*.md"))
-    files += sorted((COURSE / "src" / "lessons").glob("*.md")) + [COURSE / "gpu-lab.md", COURSE / "src" / "gpu-lab.md"]
+    files += sorted((COURSE / "src" / "lessons").glob("*.md")) + [
+        COURSE / "gpu-lab.md",
+        COURSE / "src" / "gpu-lab.md",
+    ]
     return [f for f in files if f.is_file()]
 
 
@@ -83,7 +94,9 @@ def test_student_material_points_nowhere_into_the_teachers_edition():
     assert len(files) > 25
     for f in files:
         text = f.read_text()
-        if f.name == "build.py":  # the generator's own docstring explains the rule; the notebooks it writes are checked
+        if (
+            f.name == "build.py"
+        ):  # the generator's own docstring explains the rule; the notebooks it writes are checked
             text = text.split('"""', 2)[2]
         hits = sorted(set(m.group(0) for m in pointers.finditer(text)))
         assert not hits, f"{f.relative_to(ROOT)} points at the answers: {hits}"
@@ -93,12 +106,17 @@ def test_the_teachers_edition_holds_notes_solutions_and_rubrics():
     teacher = COURSE / "teacher"
     assert (teacher / "notes.md").is_file() and (teacher / "rubrics.md").is_file()
     assert sorted(p.name for p in (teacher / "solutions").glob("lab*.py")) == sorted(
-        p.name for p in (COURSE / "labs").glob("lab*.py"))
+        p.name for p in (COURSE / "labs").glob("lab*.py")
+    )
     rubrics = (teacher / "rubrics.md").read_text()
     for part in ("Lab 4, Part C", "Lab 8, Part C", "Lesson 8"):
         section = rubrics.split(f"## {part}")[1].split("\n## ")[0]
         # A rubric: criteria, each with levels a grader can tell apart.
-        assert section.count("|") > 20 and "excellent" in section.lower() and "missing" in section.lower(), part
+        assert (
+            section.count("|") > 20
+            and "excellent" in section.lower()
+            and "missing" in section.lower()
+        ), part
     assert not (COURSE / "solutions").exists() and not (COURSE / "teacher-notes.md").exists()
 
 
@@ -109,7 +127,10 @@ def _plan() -> dict[int, list[tuple[int, int, str]]]:
     for block in re.split(r"^### Session ", notes, flags=re.M)[1:]:
         n = int(block.split(":")[0])
         body = block.split("\n## ")[0]
-        plan[n] = [(int(a), int(b), what) for a, b, what in re.findall(r"^\| (\d+)-(\d+) \| ([^|]+)\|", body, flags=re.M)]
+        plan[n] = [
+            (int(a), int(b), what)
+            for a, b, what in re.findall(r"^\| (\d+)-(\d+) \| ([^|]+)\|", body, flags=re.M)
+        ]
     return plan
 
 
@@ -130,12 +151,18 @@ def test_the_plan_fills_nine_sessions_of_90_minutes_and_gives_every_lab_a_slot()
     assert all(30 <= m <= 60 for m in slots.values()), slots
     notes = (COURSE / "teacher" / "notes.md").read_text()
     for lab in range(1, 9):
-        assert f"**Lab {lab}, " in notes.split("## The labs: what right looks like")[1], f"lab {lab}: no common mistakes"
+        assert f"**Lab {lab}, " in notes.split("## The labs: what right looks like")[1], (
+            f"lab {lab}: no common mistakes"
+        )
 
 
 def test_the_syllabus_gives_each_lesson_the_minutes_the_lesson_states():
     readme = (COURSE / "README.md").read_text()
-    rows = [r for r in readme.split("## Syllabus")[1].split("\n\n")[2].splitlines() if re.match(r"\| \d+ \|", r)]
+    rows = [
+        r
+        for r in readme.split("## Syllabus")[1].split("\n\n")[2].splitlines()
+        if re.match(r"\| \d+ \|", r)
+    ]
     assert [int(r.split("|")[1]) for r in rows] == list(range(1, 10)) == sorted(_plan())
     minutes: dict[str, int] = {}
     for r in rows:
@@ -143,4 +170,8 @@ def test_the_syllabus_gives_each_lesson_the_minutes_the_lesson_states():
             minutes[target] = minutes.get(target, 0) + int(m)
     for md in sorted((COURSE / "lessons").glob("*.md")):
         stated = re.search(r"\*(\d+)(?:-\d+)? minutes", md.read_text()).group(1)
-        assert minutes.get(f"lessons/{md.name}") == int(stated), (md.name, stated, minutes.get(f"lessons/{md.name}"))
+        assert minutes.get(f"lessons/{md.name}") == int(stated), (
+            md.name,
+            stated,
+            minutes.get(f"lessons/{md.name}"),
+        )

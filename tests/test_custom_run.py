@@ -8,7 +8,9 @@ from batchsim.cli import main
 
 
 def _run(capsys, *flags):
-    assert main(["run", "--policy", "taxi", "--requests", "20", "--json", "--no-plots", *flags]) == 0
+    assert (
+        main(["run", "--policy", "taxi", "--requests", "20", "--json", "--no-plots", *flags]) == 0
+    )
     return json.loads(capsys.readouterr().out)
 
 

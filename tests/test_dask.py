@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-distributed = pytest.importorskip("dask.distributed", reason="Dask is the [dask] extra, which `make test` installs")
+distributed = pytest.importorskip(
+    "dask.distributed", reason="Dask is the [dask] extra, which `make test` installs"
+)
 
 import cloudpickle  # noqa: E402  (Dask's own dependency)
 
@@ -22,8 +24,22 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def sweep_args(*extra):
-    return build_parser().parse_args(["sweep", "max_seqs=4,16", "--policy", "continuous,dynamic", "--requests", "150",
-                                      "--rate", "8", "--replicas", "2", "--no-plots", *extra])
+    return build_parser().parse_args(
+        [
+            "sweep",
+            "max_seqs=4,16",
+            "--policy",
+            "continuous,dynamic",
+            "--requests",
+            "150",
+            "--rate",
+            "8",
+            "--replicas",
+            "2",
+            "--no-plots",
+            *extra,
+        ]
+    )
 
 
 def test_a_sweep_on_a_local_cluster_of_two_equals_the_serial_sweep():
@@ -32,7 +48,9 @@ def test_a_sweep_on_a_local_cluster_of_two_equals_the_serial_sweep():
     assert list(local) == list(serial) and len(serial) == 4
     assert local == serial  # every figure, to the last bit: same seeds, same code, another process
     assert any("local Dask cluster of 2 workers" in n for n in notes_local)
-    assert local["max_seqs=4 continuous"]["p99_e2e"] != local["max_seqs=16 continuous"]["p99_e2e"]  # not vacuous
+    assert (
+        local["max_seqs=4 continuous"]["p99_e2e"] != local["max_seqs=16 continuous"]["p99_e2e"]
+    )  # not vacuous
 
 
 def die_once(marker: str) -> int:
@@ -52,13 +70,26 @@ def test_a_worker_that_dies_is_replaced_and_no_result_is_lost(tmp_path):
 
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(monkeypatch, capsys):
     monkeypatch.setattr(tasks, "CONNECT_TIMEOUT", 0.5)
-    code = main(["sweep", "max_seqs=4,8", "--policy", "continuous", "--requests", "20", "--no-plots",
-                 "--scheduler", "tcp://127.0.0.1:9"])
+    code = main(
+        [
+            "sweep",
+            "max_seqs=4,8",
+            "--policy",
+            "continuous",
+            "--requests",
+            "20",
+            "--no-plots",
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "scheduler tcp://127.0.0.1:9: cannot connect" in err[0]
 
 
-@pytest.mark.parametrize("spec", ["lokal", "tcp://", "tcp://host", "tcp://host:0", "http://host:8786", "tcp://a b:1"])
+@pytest.mark.parametrize(
+    "spec", ["lokal", "tcp://", "tcp://host", "tcp://host:0", "http://host:8786", "tcp://a b:1"]
+)
 def test_a_malformed_scheduler_names_itself(spec):
     with pytest.raises(ConfigError, match="scheduler must be local, none or tcp://HOST:PORT"):
         tasks.check_scheduler(spec)

@@ -28,11 +28,17 @@ def test_delivered_ttft_of_a_static_batch_is_its_finish():
     assert s["p99_ttft_delivered"] == pytest.approx(s["p99_e2e"], rel=1e-12)
     # The token was produced earlier, at the end of the batch's prefill.
     multi = r.tokens > 1
-    assert np.all(r.first_token[multi] < r.finish[multi]) and s["mean_ttft"] < s["mean_ttft_delivered"]
+    assert (
+        np.all(r.first_token[multi] < r.finish[multi]) and s["mean_ttft"] < s["mean_ttft_delivered"]
+    )
     # One batch: all its rows share one finish, so delivered TTFT is the same for all of them.
-    one = simulate(make_workload(Poisson(1000.0), Fixed(64), Uniform(2, 40), n=8, seed=1), Static(8), STEP)
+    one = simulate(
+        make_workload(Poisson(1000.0), Fixed(64), Uniform(2, 40), n=8, seed=1), Static(8), STEP
+    )
     assert np.ptp(one.records.finish) == 0.0
-    assert summarize(one)["mean_ttft_delivered"] == pytest.approx(float((one.records.finish - one.records.arrival).mean()))
+    assert summarize(one)["mean_ttft_delivered"] == pytest.approx(
+        float((one.records.finish - one.records.arrival).mean())
+    )
 
 
 @pytest.mark.parametrize("policy", [Taxi(), Static(8), Dynamic(8, 0.05)])
@@ -64,11 +70,17 @@ def test_a_padded_policy_of_ones_own_is_recognised():
 
     assert not streams_by_default(Mine().describe())
     assert not streams_by_default("static") and not streams_by_default("Static(max_batch=8)")
-    assert streams_by_default(make_policy("continuous").describe()) and streams_by_default("continuous")
+    assert streams_by_default(make_policy("continuous").describe()) and streams_by_default(
+        "continuous"
+    )
 
 
 def test_the_ttft_slo_is_judged_on_the_delivered_token():
-    res = simulate(make_workload(Poisson(1000.0), Uniform(16, 256), Uniform(20, 60), n=8, seed=4), Static(8), STEP)
+    res = simulate(
+        make_workload(Poisson(1000.0), Uniform(16, 256), Uniform(20, 60), n=8, seed=4),
+        Static(8),
+        STEP,
+    )
     s = summarize(res)
     # An SLO between the produced and the delivered TTFT of every request: met if we looked at
     # production, missed by everyone a user could ask.
@@ -78,12 +90,16 @@ def test_the_ttft_slo_is_judged_on_the_delivered_token():
     limit = float((produced.max() + delivered.min()) / 2)
     assert summarize(res, SLO(ttft=limit))["slo_attainment"] == 0.0
     assert summarize(res, SLO(ttft=limit), streaming=True)["slo_attainment"] == 1.0
-    assert s["mean_step_time"] == pytest.approx(float(r.steps["duration"].sum() / r.steps["repeat"].sum()))
+    assert s["mean_step_time"] == pytest.approx(
+        float(r.steps["duration"].sum() / r.steps["repeat"].sum())
+    )
 
 
 def test_tables_say_which_ttft_they_show_and_an_hour_is_not_printed_in_ms():
-    rows = {"taxi": {"mean_ttft": 678.88, "mean_ttft_delivered": 680.5, "mean_tpot": 0.0065},
-            "continuous": {"mean_ttft": 0.035, "mean_ttft_delivered": 0.035, "mean_tpot": 0.0081}}
+    rows = {
+        "taxi": {"mean_ttft": 678.88, "mean_ttft_delivered": 680.5, "mean_tpot": 0.0065},
+        "continuous": {"mean_ttft": 0.035, "mean_ttft_delivered": 0.035, "mean_tpot": 0.0081},
+    }
     t = format_table(rows, ["mean_ttft", "mean_ttft_delivered", "mean_tpot"])
     head, _, taxi, cont = t.splitlines()
     assert "TTFT s" in head and "TTFT dlv s" in head and "TPOT ms" in head

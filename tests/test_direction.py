@@ -31,22 +31,41 @@ from batchsim.sim.theory import ContinuousCapacity
 STEP = LinearStepTime(0.01, 2e-5, 5e-5, 1e-8)
 
 
-def wait_at(policy_factory, rate, n=3000, output=Fixed(1), step=ConstantStepTime(0.1), prompt=Fixed(16), seed=3):
+def wait_at(
+    policy_factory,
+    rate,
+    n=3000,
+    output=Fixed(1),
+    step=ConstantStepTime(0.1),
+    prompt=Fixed(16),
+    seed=3,
+):
     wl = make_workload(Poisson(rate), prompt, output, n=n, seed=seed)
     return summarize(simulate(wl, policy_factory(), step))
 
 
 def test_more_load_more_waiting_taxi():
-    waits = [wait_at(Taxi, rate)["mean_queue_wait"] for rate in (2.0, 4.0, 6.0, 8.0)]  # rho 0.2 .. 0.8
+    waits = [
+        wait_at(Taxi, rate)["mean_queue_wait"] for rate in (2.0, 4.0, 6.0, 8.0)
+    ]  # rho 0.2 .. 0.8
     assert all(b > 1.3 * a for a, b in zip(waits, waits[1:])), waits
 
 
 def test_more_load_more_waiting_continuous():
     prompt, output = Uniform(32, 256), Uniform(5, 200)
     probe = make_workload(Poisson(1.0), prompt, output, n=2000, seed=3)
-    cap = ContinuousCapacity.from_samples(STEP, 16, probe.prompt_tokens, probe.output_tokens).max_rate
+    cap = ContinuousCapacity.from_samples(
+        STEP, 16, probe.prompt_tokens, probe.output_tokens
+    ).max_rate
     rows = [
-        wait_at(lambda: Continuous(max_seqs=16), load * cap, n=2000, output=output, step=STEP, prompt=prompt)
+        wait_at(
+            lambda: Continuous(max_seqs=16),
+            load * cap,
+            n=2000,
+            output=output,
+            step=STEP,
+            prompt=prompt,
+        )
         for load in (0.3, 0.6, 0.9)
     ]
     waits = [s["mean_queue_wait"] for s in rows]
@@ -59,7 +78,10 @@ def test_more_load_more_waiting_continuous():
 
 def test_the_bus_fills_faster_under_more_load():
     """The one policy that goes the other way at low load: more riders, a shorter wait for the bus."""
-    waits = [wait_at(lambda: Static(8), rate, step=ConstantStepTime(0.001))["mean_queue_wait"] for rate in (2.0, 4.0, 8.0)]
+    waits = [
+        wait_at(lambda: Static(8), rate, step=ConstantStepTime(0.001))["mean_queue_wait"]
+        for rate in (2.0, 4.0, 8.0)
+    ]
     assert all(b < 0.6 * a for a, b in zip(waits, waits[1:])), waits
 
 
@@ -67,7 +89,13 @@ def test_larger_max_wait_larger_batches():
     # Moderate load and short answers, so the server is often free and the timer decides.
     # (Near saturation the server is never free when the timer fires and max_wait stops mattering.)
     rows = [
-        wait_at(lambda w=w: Dynamic(max_batch=32, max_wait=w), 20.0, n=2000, output=Uniform(1, 4), step=STEP)
+        wait_at(
+            lambda w=w: Dynamic(max_batch=32, max_wait=w),
+            20.0,
+            n=2000,
+            output=Uniform(1, 4),
+            step=STEP,
+        )
         for w in (0.0, 0.02, 0.1, 0.4)
     ]
     sizes = [s["mean_batch_size"] for s in rows]
@@ -96,7 +124,12 @@ def test_continuous_beats_static_on_mixed_output_lengths():
 def test_same_seed_identical_summary(name):
     def once():
         wl = make_workload(Poisson(30.0), Uniform(16, 300), LogNormal(60, 40), n=800, seed=11)
-        res = simulate(wl, make_policy(name, max_batch=8, max_seqs=16, max_batched_tokens=512), STEP, kv_budget_tokens=6000)
+        res = simulate(
+            wl,
+            make_policy(name, max_batch=8, max_seqs=16, max_batched_tokens=512),
+            STEP,
+            kv_budget_tokens=6000,
+        )
         return summarize(res), res.records
 
     (s1, r1), (s2, r2) = once(), once()

@@ -12,9 +12,13 @@ def test_jupyter_lab_runs_after_the_documented_setup():
     # The syllabus's first command. `make test` installs ".[all]", which includes the notebooks extra.
     exe = shutil.which("jupyter")
     assert exe, "no `jupyter` on PATH: the notebooks extra must bring jupyterlab"
-    out = subprocess.run([exe, "lab", "--version"], capture_output=True, text=True, timeout=600)  # a watchdog against a hang, not a speed limit
+    out = subprocess.run(
+        [exe, "lab", "--version"], capture_output=True, text=True, timeout=600
+    )  # a watchdog against a hang, not a speed limit
     assert out.returncode == 0, out.stderr[-500:]
-    assert out.stdout.strip().split(".")[0].isdigit() and int(out.stdout.split(".")[0]) >= 4, out.stdout
+    assert out.stdout.strip().split(".")[0].isdigit() and int(out.stdout.split(".")[0]) >= 4, (
+        out.stdout
+    )
 
 
 def test_doctor_passes_on_a_machine_set_up_as_documented(capsys):
@@ -33,7 +37,9 @@ def test_doctor_builds_the_slider_panel(capsys):
 
 def test_doctor_names_what_is_missing_and_how_to_install_it(monkeypatch, capsys):
     real = doctor._version
-    monkeypatch.setattr(doctor, "_version", lambda d: "" if d in ("jupyterlab", "voila") else real(d))
+    monkeypatch.setattr(
+        doctor, "_version", lambda d: "" if d in ("jupyterlab", "voila") else real(d)
+    )
     assert main(["doctor", "--no-widgets"]) == 1
     out = capsys.readouterr().out
     fix = [line for line in out.splitlines() if "FIX" in line]
@@ -57,7 +63,9 @@ def test_a_trace_that_does_not_exist_is_bad_input(tmp_path, capsys):
 
 def test_doctor_reads_a_given_trace(tmp_path, capsys):
     p = tmp_path / "t.csv"
-    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,100,10\n2023-11-16 18:15:47.5,200,20\n")
+    p.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,100,10\n2023-11-16 18:15:47.5,200,20\n"
+    )
     assert main(["doctor", "--no-widgets", "--trace", str(p)]) == 0
     assert "2 requests" in capsys.readouterr().out
 
@@ -70,7 +78,10 @@ def test_doctor_help_says_what_it_checks(capsys):
 
 def test_voila_without_its_templates_is_named_with_the_fix(monkeypatch, tmp_path):
     # A venv made with --system-site-packages: voila imports, but Jupyter's data path is the venv's own.
-    monkeypatch.setattr("jupyter_core.paths.jupyter_path", lambda *parts: [str(tmp_path / "share" / "jupyter" / "voila" / "templates")])
+    monkeypatch.setattr(
+        "jupyter_core.paths.jupyter_path",
+        lambda *parts: [str(tmp_path / "share" / "jupyter" / "voila" / "templates")],
+    )
     ok, text = doctor._check_voila()
     assert ok is False
     assert "page templates are not on Jupyter's data path" in text

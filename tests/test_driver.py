@@ -32,12 +32,23 @@ from batchsim.sim.simulator import ReplayDiverged, ReplayExecutor, SimExecutor
 
 # Dyadic coefficients: every step time is a sum of multiples of 2^-20, exactly representable.
 DYADIC = LinearStepTime(c0=2**-7, c1=2**-14, c2=2**-11, c3=2**-18, plan="grouped")
-RECORD_ARRAYS = ("arrival", "start", "first_token", "finish", "last_token", "tokens", "preemptions", "itl_max")
+RECORD_ARRAYS = (
+    "arrival",
+    "start",
+    "first_token",
+    "finish",
+    "last_token",
+    "tokens",
+    "preemptions",
+    "itl_max",
+)
 
 
 def dyadic_workload(n: int, rate: float, seed: int, prompt=(4, 90), output=(1, 40)) -> Workload:
     wl = make_workload(Poisson(rate), Uniform(*prompt), Uniform(*output), n=n, seed=seed)
-    return Workload.from_arrays(np.round(wl.arrivals * 1024) / 1024, wl.prompt_tokens, wl.output_tokens, "dyadic")
+    return Workload.from_arrays(
+        np.round(wl.arrivals * 1024) / 1024, wl.prompt_tokens, wl.output_tokens, "dyadic"
+    )
 
 
 def assert_identical(a, b) -> None:
@@ -54,7 +65,11 @@ CASES = [
     ("static", {"max_batch": 4}, None),
     ("dynamic", {"max_batch": 4, "max_wait": 0.03}, None),
     ("continuous", {"max_seqs": 6, "chunked_prefill": False}, None),
-    ("continuous", {"max_seqs": 6, "max_batched_tokens": 24, "block_size": 4}, None),  # chunked prefill
+    (
+        "continuous",
+        {"max_seqs": 6, "max_batched_tokens": 24, "block_size": 4},
+        None,
+    ),  # chunked prefill
     ("continuous", {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4}, 160),  # preemptions
     ("static", {"max_batch": 4}, 200),  # batches cut by memory
 ]
@@ -94,8 +109,13 @@ def test_replay_of_measured_step_times_reproduces_the_run_exactly():
         run = drive(wl, make_policy(name), ReplayExecutor(measured.meta["trace"]))
         replayed = run.recorder.records()
         for k in RECORD_ARRAYS:
-            np.testing.assert_allclose(getattr(replayed, k), getattr(measured.records, k), rtol=1e-12, atol=1e-12,
-                                       err_msg=f"{name}: {k}")
+            np.testing.assert_allclose(
+                getattr(replayed, k),
+                getattr(measured.records, k),
+                rtol=1e-12,
+                atol=1e-12,
+                err_msg=f"{name}: {k}",
+            )
 
 
 def test_replay_notices_a_different_schedule():
@@ -133,7 +153,10 @@ def test_a_stalled_policy_is_an_error_on_both_clocks():
         wall_run(wl, Stalls(), DYADIC)
 
 
-@pytest.mark.parametrize("error, word", [(KeyboardInterrupt(), "interrupted"), (StopRun("stopped: out of memory"), "out of memory")])
+@pytest.mark.parametrize(
+    "error, word",
+    [(KeyboardInterrupt(), "interrupted"), (StopRun("stopped: out of memory"), "out of memory")],
+)
 def test_a_run_cut_short_keeps_what_it_measured(error, word):
     wl = make_workload(Poisson(20.0), Uniform(4, 20), Uniform(2, 10), n=30, seed=2)
     clock = FakeClock(100.0)

@@ -44,7 +44,10 @@ def test_agrees_disagrees_and_cannot_tell():
     assert unsure.runs_needed == math.ceil((0.1645 / math.log(1.1)) ** 2) == 3
     assert "cannot tell" in unsure.text() and "3 would show" in unsure.text()
     # The prediction's own seeds widen the interval.
-    assert judge(1.0, [1.0], 10.0, 0.05, None, sd_centre=0.2, seeds=1).high_pct > judge(1.0, [1.0], 10.0, 0.05, None).high_pct
+    assert (
+        judge(1.0, [1.0], 10.0, 0.05, None, sd_centre=0.2, seeds=1).high_pct
+        > judge(1.0, [1.0], 10.0, 0.05, None).high_pct
+    )
 
 
 def test_more_runs_settle_what_one_cannot():
@@ -53,8 +56,8 @@ def test_more_runs_settle_what_one_cannot():
     assert judge(1.03, runs[:1], 10.0, 0.1, None).verdict == "cannot tell"
     assert judge(1.03, runs, 10.0, 0.1, None).verdict == "agrees"
     assert runs_to_show(10.0, 0.1, None) < runs_to_show(5.0, 0.1, None)
-    assert runs_to_show(10.0, 0.1, None, centre_var=0.1 ** 2) is None  # the seeds alone fill ±10 %
-    assert runs_to_show(10.0, 0.1, None, centre_var=0.01 ** 2) > runs_to_show(10.0, 0.1, None)
+    assert runs_to_show(10.0, 0.1, None, centre_var=0.1**2) is None  # the seeds alone fill ±10 %
+    assert runs_to_show(10.0, 0.1, None, centre_var=0.01**2) > runs_to_show(10.0, 0.1, None)
 
 
 def test_the_interval_holds_the_true_error_nine_times_in_ten():
@@ -70,11 +73,14 @@ def test_the_interval_holds_the_true_error_nine_times_in_ten():
     assert 0.88 <= held / 4000 <= 0.92
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"tolerance_pct": 0.0, "sd": 0.1, "df": None}, "tolerance_pct"),
-    ({"tolerance_pct": 10.0, "sd": -0.1, "df": None}, "sd"),
-    ({"tolerance_pct": 10.0, "sd": float("nan"), "df": None}, "sd"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"tolerance_pct": 0.0, "sd": 0.1, "df": None}, "tolerance_pct"),
+        ({"tolerance_pct": 10.0, "sd": -0.1, "df": None}, "sd"),
+        ({"tolerance_pct": 10.0, "sd": float("nan"), "df": None}, "sd"),
+    ],
+)
 def test_bad_arguments_name_themselves(kwargs, field):
     with pytest.raises(ValueError, match=field):
         judge(1.0, [1.0], **kwargs)
@@ -95,14 +101,18 @@ def test_the_cannot_tell_line_gives_repeats_within_reach_and_says_when_none_woul
         return Judgement("cannot tell", 5.0, -30.0, 40.0, 10.0, 35.0, need, 2, "passes")
 
     def report(needs):
-        rows = [SimpleNamespace(label=f"p{i}", judgements={"p50_e2e": j(n)}, causes={}, pass_level=None)
-                for i, n in enumerate(needs)]
+        rows = [
+            SimpleNamespace(label=f"p{i}", judgements={"p50_e2e": j(n)}, causes={}, pass_level=None)
+            for i, n in enumerate(needs)
+        ]
         return SimpleNamespace(spread=None, rows=rows)
 
     (line,) = machine_lines(report([4, 9]), keys=("p50_e2e",))
     assert "9 runs would settle the hardest (p1 p50 E2E at ±10 %): --repeats 9" in line
     (line,) = machine_lines(report([4, 1048]), keys=("p50_e2e",))
     assert "--repeats 4" in line and "all but 1" in line and "--repeats 1048" not in line
-    assert f"1 would need more than {MANY_RUNS} runs (the hardest, p1 p50 E2E at ±10 %, 1048)" in line
+    assert (
+        f"1 would need more than {MANY_RUNS} runs (the hardest, p1 p50 E2E at ±10 %, 1048)" in line
+    )
     (line,) = machine_lines(report([1048]), keys=("p50_e2e",))
     assert "--repeats" not in line and "not repeats" in line

@@ -17,20 +17,35 @@ def test_fast_chunk_is_a_chunk():
     assert repr(c) == repr(Chunk(7, 3, 5, False)) and type(c) is Chunk
 
 
-@pytest.mark.parametrize("prefill, decode, kv_read, width, repeat, padding", list(itertools.product(
-    [(), (Chunk(1, 0, 4),), (Chunk(1, 0, 4), Chunk(2, 8, 3, False))],
-    [(), (5,), (5, 6, 9)],
-    [0, 17],
-    [0, 12],
-    [0, 1, 4],
-    # (padded_rows, prefill_padding, kv_padding), as the padded policies pass them; 20 > kv_read is refused
-    [(0, 0, 0), (1, 6, 5), (2, 0, 20)],
-)))
+@pytest.mark.parametrize(
+    "prefill, decode, kv_read, width, repeat, padding",
+    list(
+        itertools.product(
+            [(), (Chunk(1, 0, 4),), (Chunk(1, 0, 4), Chunk(2, 8, 3, False))],
+            [(), (5,), (5, 6, 9)],
+            [0, 17],
+            [0, 12],
+            [0, 1, 4],
+            # (padded_rows, prefill_padding, kv_padding), as the padded policies pass them; 20 > kv_read is refused
+            [(0, 0, 0), (1, 6, 5), (2, 0, 20)],
+        )
+    ),
+)
 def test_fast_step_is_step(prefill, decode, kv_read, width, repeat, padding):
     padded_rows, prefill_padding, kv_padding = padding
-    kw = dict(prefill=prefill, decode=decode, padded_rows=padded_rows, prefill_padding=prefill_padding,
-              kv_read=kv_read, kv_padding=kv_padding, decode_width=width, repeat=repeat,
-              interruptible=True, preempted=(3,), kv_in_use=40)
+    kw = dict(
+        prefill=prefill,
+        decode=decode,
+        padded_rows=padded_rows,
+        prefill_padding=prefill_padding,
+        kv_read=kv_read,
+        kv_padding=kv_padding,
+        decode_width=width,
+        repeat=repeat,
+        interruptible=True,
+        preempted=(3,),
+        kv_in_use=40,
+    )
     pad = dict(padded_rows=padded_rows, prefill_padding=prefill_padding, kv_padding=kv_padding)
     try:
         want = Step(**kw)
@@ -39,7 +54,12 @@ def test_fast_step_is_step(prefill, decode, kv_read, width, repeat, padding):
             fast_step(prefill, decode, kv_read, width, repeat, True, (3,), 40, **pad)
         return
     got = fast_step(prefill, decode, kv_read, width, repeat, True, (3,), 40, **pad)
-    assert got == want and hash(got) == hash(want) and repr(got) == repr(want) and vars(got) == vars(want)
+    assert (
+        got == want
+        and hash(got) == hash(want)
+        and repr(got) == repr(want)
+        and vars(got) == vars(want)
+    )
     with pytest.raises(AttributeError):
         got.repeat = 2  # still frozen
 

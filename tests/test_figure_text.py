@@ -96,8 +96,11 @@ def test_a_slide_version_is_the_figure_a_row_at_a_time_each_text_raised_or_wrapp
         fig = new_figure(10, 6)
         for (r, c), ax in zip([(0, 0), (0, 1), (1, 0), (1, 1)], fig.subplots(2, 2).flat):
             ax.bar(["the taxi alone", "a bus that waits for sixteen", "a timetable"], [1, 2, 3])
-            ax.set_title(f"panel {r}{c}: a title long enough to need two lines on a slide, even "
-                         "one panel wide", fontsize=8)
+            ax.set_title(
+                f"panel {r}{c}: a title long enough to need two lines on a slide, even "
+                "one panel wide",
+                fontsize=8,
+            )
             ax.set_ylabel("requests", fontsize=7)
         fig.suptitle("four panels")
         return fig
@@ -146,10 +149,21 @@ def test_raised_text_stays_on_the_figure_and_axis_labels_within_their_axes(drawn
     for name, fig in drawn.items():
         fig.draw_without_rendering()
         W, H = fig.bbox.width, fig.bbox.height
-        off = [t.get_text() for t in plots.texts(fig)
-               if (lambda b: b.x0 < -1 or b.y0 < -1 or b.x1 > W + 1 or b.y1 > H + 1)(t.get_window_extent())]
+        off = [
+            t.get_text()
+            for t in plots.texts(fig)
+            if (lambda b: b.x0 < -1 or b.y0 < -1 or b.x1 > W + 1 or b.y1 > H + 1)(
+                t.get_window_extent()
+            )
+        ]
         assert not off, (name, off)
         for ax in fig.axes:
             box = ax.get_window_extent()
-            assert ax.xaxis.label.get_window_extent().width <= box.width + 1, (name, ax.xaxis.label.get_text())
-            assert ax.yaxis.label.get_window_extent().height <= box.height + 1, (name, ax.yaxis.label.get_text())
+            assert ax.xaxis.label.get_window_extent().width <= box.width + 1, (
+                name,
+                ax.xaxis.label.get_text(),
+            )
+            assert ax.yaxis.label.get_window_extent().height <= box.height + 1, (
+                name,
+                ax.yaxis.label.get_text(),
+            )

@@ -41,7 +41,15 @@ def assert_same(a, b, what=""):
     for k in ARRAYS:
         np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=f"{what} {k}")
     assert list(a.rejected) == list(b.rejected)
-    for k in ("start", "duration", "repeat", "batch_size", "prompt_tokens", "decode_rows", "kv_in_use"):
+    for k in (
+        "start",
+        "duration",
+        "repeat",
+        "batch_size",
+        "prompt_tokens",
+        "decode_rows",
+        "kv_in_use",
+    ):
         np.testing.assert_array_equal(a.steps[k], b.steps[k], err_msg=f"{what} steps[{k}]")
 
 
@@ -57,18 +65,37 @@ def test_a_fleet_of_one_is_the_single_server(name, router):
 
 
 @pytest.mark.parametrize("name", ["taxi", "dynamic", "continuous"])
-@pytest.mark.parametrize("router, rate", [("round-robin", 0.3), ("least-loaded", 0.3), ("least-kv", 0.3),
-                                          ("random", 0.3), ("least-loaded", 12.0), ("least-kv", 12.0)])
+@pytest.mark.parametrize(
+    "router, rate",
+    [
+        ("round-robin", 0.3),
+        ("least-loaded", 0.3),
+        ("least-kv", 0.3),
+        ("random", 0.3),
+        ("least-loaded", 12.0),
+        ("least-kv", 12.0),
+    ],
+)
 def test_each_server_is_a_single_server_fed_what_the_router_gave_it(name, router, rate):
     """(static is left out: after the last arrival it departs half full, and that moment is the fleet's
     last arrival, not the server's own.)"""
     wl = workload(400, rate)
     limits = ServerLimits(kv_budget_tokens=4000)
-    fleet = simulate(wl, make_policy(name, **KNOBS), STEP, limits=limits, replicas=3, router=router, router_seed=5)
+    fleet = simulate(
+        wl,
+        make_policy(name, **KNOBS),
+        STEP,
+        limits=limits,
+        replicas=3,
+        router=router,
+        router_seed=5,
+    )
     got = fleet.records.replica
     assert sorted(set(got.tolist())) == [0, 1, 2]
     for i in range(3):
-        alone = simulate(wl.subset(np.flatnonzero(got == i)), make_policy(name, **KNOBS), STEP, limits=limits)
+        alone = simulate(
+            wl.subset(np.flatnonzero(got == i)), make_policy(name, **KNOBS), STEP, limits=limits
+        )
         mine = replica_result(fleet, i)
         assert_same(mine.records, alone.records, f"{router} server {i}")
         assert (mine.kv_peak_tokens, mine.preemptions) == (alone.kv_peak_tokens, alone.preemptions)
@@ -104,7 +131,14 @@ def test_least_loaded_never_picks_a_busier_server(name):
 @pytest.mark.parametrize("router", ROUTER_NAMES)
 def test_nothing_is_lost_across_servers(router):
     wl = workload(600, 20.0)
-    fleet = simulate(wl, make_policy("continuous", **KNOBS), STEP, kv_budget_tokens=1500, replicas=3, router=router)
+    fleet = simulate(
+        wl,
+        make_policy("continuous", **KNOBS),
+        STEP,
+        kv_budget_tokens=1500,
+        replicas=3,
+        router=router,
+    )
     whole, parts = fleet_summaries(fleet)
     assert whole["arrived"] == sum(p["arrived"] for p in parts) == 600
     assert whole["completed"] == sum(p["completed"] for p in parts)
@@ -113,15 +147,20 @@ def test_nothing_is_lost_across_servers(router):
     assert whole["steps"] == sum(p["steps"] for p in parts)
     assert whole["preemptions"] == sum(p["preemptions"] for p in parts)
     assert whole["busy_fraction"] == pytest.approx(np.mean([p["busy_fraction"] for p in parts]))
-    assert all(p["duration"] == whole["duration"] for p in parts)  # every server is rented for the whole run
+    assert all(
+        p["duration"] == whole["duration"] for p in parts
+    )  # every server is rented for the whole run
     r = fleet.records
     np.testing.assert_array_equal(r.tokens[r.completed_mask], wl.output_tokens[r.completed_mask])
 
 
 def test_the_random_router_is_seeded():
     wl = workload(200, 5.0)
+
     def go(seed):
-        return simulate(wl, make_policy("taxi"), STEP, replicas=3, router="random", router_seed=seed).records.replica
+        return simulate(
+            wl, make_policy("taxi"), STEP, replicas=3, router="random", router_seed=seed
+        ).records.replica
 
     np.testing.assert_array_equal(go(1), go(1))
     assert (go(1) != go(2)).any()
@@ -131,14 +170,23 @@ def test_the_random_router_is_seeded():
 
 def test_more_servers_wait_less():
     wl = workload(800, 3.0)
-    p99 = [summarize(simulate(wl, make_policy("taxi"), STEP, replicas=k, router="least-loaded"))["p99_e2e"]
-           for k in (1, 2, 4)]
+    p99 = [
+        summarize(simulate(wl, make_policy("taxi"), STEP, replicas=k, router="least-loaded"))[
+            "p99_e2e"
+        ]
+        for k in (1, 2, 4)
+    ]
     assert p99[0] > p99[1] > p99[2]
 
 
-@pytest.mark.parametrize("kw, words", [({"replicas": 0}, "replicas must be an integer >= 1"),
-                                       ({"replicas": 2, "router": "fastest"}, "router must be one of"),
-                                       ({"replicas": 1.5}, "replicas must be an integer")])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"replicas": 0}, "replicas must be an integer >= 1"),
+        ({"replicas": 2, "router": "fastest"}, "router must be one of"),
+        ({"replicas": 1.5}, "replicas must be an integer"),
+    ],
+)
 def test_bad_fleets_are_refused_naming_the_field(kw, words):
     with pytest.raises(ConfigError, match=words):
         simulate(workload(5, 1.0), make_policy("taxi"), STEP, **kw)

@@ -32,26 +32,35 @@ def test_hbm_cards_count_gib_and_gddr_cards_decimal_gb():
 
 def test_every_catalogue_entry_cites_its_source():
     for g in C.gpus.values():
-        assert g.source and ("datasheet" in g.source or "calibrated" in g.source or "spec" in g.source), g.name
+        assert g.source and (
+            "datasheet" in g.source or "calibrated" in g.source or "spec" in g.source
+        ), g.name
     for m in C.models.values():
         assert m.source.startswith("huggingface.co/") and m.source.endswith("config.json"), m.name
     for name in ("H200", "L40S", "MI300X"):
-        assert C.gpu(name).tflops_fp8 > C.gpu(name).tflops  # FP8 tensor cores: twice the 16-bit roof
+        assert (
+            C.gpu(name).tflops_fp8 > C.gpu(name).tflops
+        )  # FP8 tensor cores: twice the 16-bit roof
     assert C.gpu("A100-80GB").tflops_fp8 == 0  # Ampere has none
     assert C.model("llama-3-70b").layers == 80 and C.model("llama-3-70b").kv_heads == 8
 
 
-@pytest.mark.parametrize("gpu,model,util,tokens,logged_tokens,source", [
-    # vllm-project/vllm PR 10511 (2024-12-13): `vllm serve meta-llama/Meta-Llama-3-8B` on an H100, 0.90:
-    # available_kv_cache_memory 53.29 GiB = 436,551 tokens of 128 KiB.
-    ("H100-SXM", "llama-3-8b", 0.9, 8192, 53.29 * GIB / 131072, "vllm PR 10511"),
-    # vllm-project/vllm PR 2031 (2023-12-12): Llama2-7B, TP 1, one A100-80GB: 7,351 GPU blocks of 16 tokens;
-    # max_num_batched_tokens was then the model's context, 4,096.
-    ("A100-80GB", "llama-2-7b", 0.9, 4096, 7351 * 16, "vllm PR 2031"),
-])
+@pytest.mark.parametrize(
+    "gpu,model,util,tokens,logged_tokens,source",
+    [
+        # vllm-project/vllm PR 10511 (2024-12-13): `vllm serve meta-llama/Meta-Llama-3-8B` on an H100, 0.90:
+        # available_kv_cache_memory 53.29 GiB = 436,551 tokens of 128 KiB.
+        ("H100-SXM", "llama-3-8b", 0.9, 8192, 53.29 * GIB / 131072, "vllm PR 10511"),
+        # vllm-project/vllm PR 2031 (2023-12-12): Llama2-7B, TP 1, one A100-80GB: 7,351 GPU blocks of 16 tokens;
+        # max_num_batched_tokens was then the model's context, 4,096.
+        ("A100-80GB", "llama-2-7b", 0.9, 4096, 7351 * 16, "vllm PR 2031"),
+    ],
+)
 def test_kv_budget_within_5_percent_of_vllms_log(gpu, model, util, tokens, logged_tokens, source):
     b = kv_budget(C.gpu(gpu), C.model(model), "fp16", util, max_batched_tokens=tokens)
-    assert abs(b.tokens / logged_tokens - 1) <= 0.05, f"{source}: {b.tokens:,} against {logged_tokens:,.0f} logged"
+    assert abs(b.tokens / logged_tokens - 1) <= 0.05, (
+        f"{source}: {b.tokens:,} against {logged_tokens:,.0f} logged"
+    )
 
 
 def test_the_activation_reserve_follows_the_profiling_pass_and_shows_in_the_budget_line():
@@ -59,7 +68,9 @@ def test_the_activation_reserve_follows_the_profiling_pass_and_shows_in_the_budg
     # vLLM PR 10511 logged a PyTorch activation peak of 1.26 GiB for this model at 8,192 tokens; ours,
     # without the 0.5 GiB outside PyTorch, is within 15 % of it.
     assert abs((activation_bytes(m, 8192) - 0.5 * GIB) / (1.26 * GIB) - 1) < 0.15
-    assert activation_bytes(m, 2048) < activation_bytes(m, 8192)  # a smaller pass, a smaller reserve
+    assert activation_bytes(m, 2048) < activation_bytes(
+        m, 8192
+    )  # a smaller pass, a smaller reserve
     line = Server.named("H100-SXM", "llama-3-8b").kv.describe()
     assert "80 GiB x 0.9" in line and "weights 14.96 GiB" in line and "activations 1.65 GiB" in line
 
@@ -75,21 +86,30 @@ def test_fp8_and_int4_weights_shrink_the_bytes_but_keep_16_bit_embeddings():
 def test_fp8_weights_speed_decode_everywhere_and_prefill_only_on_fp8_tensor_cores():
     m = C.model("llama-3-8b")
     for gpu in ("H100-SXM", "A100-80GB"):
-        bf, f8 = (RooflineStepTime(C.gpu(gpu), m, "bf16", weights=w, overhead=0.0) for w in ("bf16", "fp8"))
+        bf, f8 = (
+            RooflineStepTime(C.gpu(gpu), m, "bf16", weights=w, overhead=0.0)
+            for w in ("bf16", "fp8")
+        )
         # batch 1 is memory-bound: time in proportion to the bytes read
         assert f8.decode([1])["step_s"][0] / bf.decode([1])["step_s"][0] == pytest.approx(
-            m.weight_bytes("fp8") / m.weight_bytes("bf16"), rel=0.01)
+            m.weight_bytes("fp8") / m.weight_bytes("bf16"), rel=0.01
+        )
         ratio = f8.prefill(8192)["step_s"] / bf.prefill(8192)["step_s"]
         if gpu == "H100-SXM":
             assert ratio < 0.6  # 1,979 against 989 dense TFLOP/s
         else:
-            assert ratio == pytest.approx(1.0, rel=0.02)  # weight-only on an A100: the products stay 16-bit
+            assert ratio == pytest.approx(
+                1.0, rel=0.02
+            )  # weight-only on an A100: the products stay 16-bit
 
 
 def test_fp8_kv_cache_doubles_the_tokens_and_halves_what_a_row_reads():
     g, m = C.gpu("H100-SXM"), C.model("llama-3-8b")
     b16, b8 = kv_budget(g, m, "bf16"), kv_budget(g, m, "bf16", kv_dtype="fp8")
-    assert b8.bytes_per_token * 2 == b16.bytes_per_token and b8.tokens in (2 * b16.tokens, 2 * b16.tokens + 1)
+    assert b8.bytes_per_token * 2 == b16.bytes_per_token and b8.tokens in (
+        2 * b16.tokens,
+        2 * b16.tokens + 1,
+    )
     s16, s8 = (RooflineStepTime(g, m, "bf16", kv_dtype=k, overhead=0.0) for k in ("bf16", "fp8"))
     assert s8.decode([64], 8192)["memory_s"][0] < s16.decode([64], 8192)["memory_s"][0]
 
@@ -102,7 +122,9 @@ def test_a_70b_model_needs_tensor_parallelism_and_pays_for_every_gpu():
     for tp in (2, 4, 8):
         s = Server.named("H100-SXM", "llama-3-70b", tp=tp)
         assert s.price == tp * one_gpu
-        assert s.step_time.weight_bytes == pytest.approx(C.model("llama-3-70b").weight_bytes("fp16") / tp)
+        assert s.step_time.weight_bytes == pytest.approx(
+            C.model("llama-3-70b").weight_bytes("fp16") / tp
+        )
         assert s.kv.tokens > 0
         steps[tp] = s.step_time.decode([1])["step_s"][0]
     assert steps[8] < steps[4] < steps[2]  # more GPUs read their shares at once ...
@@ -120,32 +142,70 @@ def test_the_all_reduce_is_priced_from_the_link():
     assert RooflineStepTime(C.gpu("H100-SXM"), m, "bf16").allreduce_s(8192) == 0.0
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"gpu": "cpu", "tp": 2}, "no GPU-to-GPU link"),
-    ({"gpu": "T4", "tp": 8}, "tp must be at most 4"),
-    ({"gpu": "H100-SXM", "tp": 3}, "does not divide"),
-    ({"gpu": "H100-SXM", "weights": "fp4"}, "weights must be one of"),
-    ({"gpu": "H100-SXM", "kv_dtype": "int4"}, "kv-dtype must be one of"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"gpu": "cpu", "tp": 2}, "no GPU-to-GPU link"),
+        ({"gpu": "T4", "tp": 8}, "tp must be at most 4"),
+        ({"gpu": "H100-SXM", "tp": 3}, "does not divide"),
+        ({"gpu": "H100-SXM", "weights": "fp4"}, "weights must be one of"),
+        ({"gpu": "H100-SXM", "kv_dtype": "int4"}, "kv-dtype must be one of"),
+    ],
+)
 def test_bad_precision_and_splits_are_refused_naming_the_knob(kw, match):
     with pytest.raises(ConfigError, match=match):
         Server.named(kw.pop("gpu"), "llama-3-8b", **kw)
 
 
 def test_run_json_names_every_machine_knob(capsys):
-    rc = main(["run", "--gpu", "H100-SXM", "--model", "llama-3-70b", "--tp", "4", "--weights", "fp8", "--kv-dtype",
-               "fp8", "--engine-profile", "vllm", "--policy", "continuous", "--requests", "30", "--rate", "2",
-               "--json", "--no-plots"])
+    rc = main(
+        [
+            "run",
+            "--gpu",
+            "H100-SXM",
+            "--model",
+            "llama-3-70b",
+            "--tp",
+            "4",
+            "--weights",
+            "fp8",
+            "--kv-dtype",
+            "fp8",
+            "--engine-profile",
+            "vllm",
+            "--policy",
+            "continuous",
+            "--requests",
+            "30",
+            "--rate",
+            "2",
+            "--json",
+            "--no-plots",
+        ]
+    )
     assert rc == 0
     srv = json.loads(capsys.readouterr().out)["config"]["server"]
-    assert (srv["tp"], srv["weights"], srv["kv_dtype"], srv["engine_profile"]) == (4, "fp8", "fp8", "vllm")
-    assert srv["price_per_hour"] == 4 * srv["gpu_price_per_hour"] and srv["activation_reserve_bytes"] > 0
+    assert (srv["tp"], srv["weights"], srv["kv_dtype"], srv["engine_profile"]) == (
+        4,
+        "fp8",
+        "fp8",
+        "vllm",
+    )
+    assert (
+        srv["price_per_hour"] == 4 * srv["gpu_price_per_hour"]
+        and srv["activation_reserve_bytes"] > 0
+    )
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["--weights", "fp4"], "weights"), (["--kv-dtype", "q4"], "kv-dtype"), (["--tp", "0"], "tp"),
-    (["--engine-profile", "sglang"], "engine-profile"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["--weights", "fp4"], "weights"),
+        (["--kv-dtype", "q4"], "kv-dtype"),
+        (["--tp", "0"], "tp"),
+        (["--engine-profile", "sglang"], "engine-profile"),
+    ],
+)
 def test_bad_machine_flags_are_one_line_and_exit_2(capsys, argv, field):
     assert main(["run", "--requests", "5", "--no-plots", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -153,8 +213,24 @@ def test_bad_machine_flags_are_one_line_and_exit_2(capsys, argv, field):
 
 
 def test_sweep_varies_the_split_and_the_precision(capsys):
-    argv = ["sweep", "tp=2,4", "--gpu", "H100-SXM", "--model", "llama-3-70b", "--policy", "continuous",
-            "--requests", "60", "--rate", "2", "--no-plots", "--scheduler", "none", "--json"]
+    argv = [
+        "sweep",
+        "tp=2,4",
+        "--gpu",
+        "H100-SXM",
+        "--model",
+        "llama-3-70b",
+        "--policy",
+        "continuous",
+        "--requests",
+        "60",
+        "--rate",
+        "2",
+        "--no-plots",
+        "--scheduler",
+        "none",
+        "--json",
+    ]
     assert main(argv) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     tpot = {r["label"].split()[0]: r["summary"]["mean_tpot"] for r in runs}
@@ -168,15 +244,45 @@ def test_a_catalog_file_adds_a_gpu_with_gib_fp8_and_a_link(tmp_path):
     from batchsim.machine.catalog import load_catalog
 
     f = tmp_path / "cat.json"
-    f.write_text(json.dumps({"gpus": {"my-hbm": {
-        "tflops": 500, "bandwidth_gbs": 4000, "memory_gb": 96, "price_per_hour": 2.0, "memory_gib": True,
-        "tflops_fp8": 1000, "link": "NVLink", "link_gbs": 900, "link_latency_us": 8, "max_tp": 4,
-        "source": "a test entry"}}}))
+    f.write_text(
+        json.dumps(
+            {
+                "gpus": {
+                    "my-hbm": {
+                        "tflops": 500,
+                        "bandwidth_gbs": 4000,
+                        "memory_gb": 96,
+                        "price_per_hour": 2.0,
+                        "memory_gib": True,
+                        "tflops_fp8": 1000,
+                        "link": "NVLink",
+                        "link_gbs": 900,
+                        "link_latency_us": 8,
+                        "max_tp": 4,
+                        "source": "a test entry",
+                    }
+                }
+            }
+        )
+    )
     g = load_catalog(f).gpu("my-hbm")
     assert g.memory_bytes == 96 * GIB and g.peak_flops("fp8") == 1000e12 and g.max_tp == 4
     s = Server(g, C.model("llama-3-8b"), "bf16", weights="fp8", tp=2)
     assert s.price == 4.0 and s.step_time.allreduce_s(1) > 0
-    f.write_text(json.dumps({"gpus": {"bad": {"tflops": 1, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 0,
-                                              "max_tp": 0}}}))
+    f.write_text(
+        json.dumps(
+            {
+                "gpus": {
+                    "bad": {
+                        "tflops": 1,
+                        "bandwidth_gbs": 1,
+                        "memory_gb": 1,
+                        "price_per_hour": 0,
+                        "max_tp": 0,
+                    }
+                }
+            }
+        )
+    )
     with pytest.raises(ConfigError, match="max_tp"):
         load_catalog(f)

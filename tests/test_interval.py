@@ -26,7 +26,9 @@ from realrun.judge.interval import (
 def test_median_share_is_a_medians_variance():
     assert median_share(1) == 1.0 and median_share(2) == 0.5
     # The exact variance of the median of 3 and 5 standard normals: 0.4487 and 0.2868.
-    assert median_share(3) == pytest.approx(0.4487, rel=0.02) and median_share(5) == pytest.approx(0.2868, rel=0.02)
+    assert median_share(3) == pytest.approx(0.4487, rel=0.02) and median_share(5) == pytest.approx(
+        0.2868, rel=0.02
+    )
     rng = np.random.default_rng(0)
     for r in (3, 7):
         draws = np.median(rng.standard_normal((200_000, r)), axis=1)
@@ -38,7 +40,9 @@ def test_median_share_is_a_medians_variance():
 def test_elasticity_of_a_proportional_metric_is_one_and_of_a_fixed_one_zero():
     assert elasticity(1.0 / 1.1, 1.1) == pytest.approx(1.0)
     assert elasticity(2.0, 2.0) == 0.0
-    assert elasticity(1.0 / 1.1 ** 3, 1.1 ** 3) == pytest.approx(3.0)  # waits compounding near saturation
+    assert elasticity(1.0 / 1.1**3, 1.1**3) == pytest.approx(
+        3.0
+    )  # waits compounding near saturation
     assert elasticity(1.0, 1e9) == MAX_ELASTICITY and elasticity(None, 1.0) == 0.0
 
 
@@ -50,7 +54,7 @@ def test_the_interval_holds_nine_runs_in_ten_of_its_own_model(repeats, ref_runs)
     held, trials = 0, 5000
     for _ in range(trials):
         ref = np.exp(rng.normal(0, sigma, ref_runs)).mean()  # the level the prediction was read at
-        centre = truth * ref ** e
+        centre = truth * ref**e
         runs = truth * np.exp(e * rng.normal(0, sigma, repeats) + rng.normal(0, luck, repeats))
         lo, hi = interval_for(centre, part, spread, repeats, ref_runs)
         held += lo <= float(np.median(runs)) <= hi
@@ -67,15 +71,25 @@ def test_more_runs_narrow_the_median_but_not_below_the_shared_level():
 def test_spread_from_runs_is_within_policies_and_needs_two_df():
     levels = {"taxi": [1.0, math.exp(0.2)], "static": [1.5, 1.5 * math.exp(0.2)]}
     s = RunSpread.from_levels(levels)
-    assert s.sd == pytest.approx(math.sqrt(0.02)) and s.df == 2 and s.runs == 4 and "passes" in s.source
+    assert (
+        s.sd == pytest.approx(math.sqrt(0.02))
+        and s.df == 2
+        and s.runs == 4
+        and "passes" in s.source
+    )
     assert RunSpread.from_levels({"taxi": [1.0, 1.1], "static": [1.3]}) is None
     assert 0.10 <= ASSUMED.sd <= 0.30 and "assumed" in ASSUMED.source
 
 
-@pytest.mark.parametrize("make, field", [
-    (lambda: RunSpread(-0.1, "x"), "sd"), (lambda: RunSpread(0.1, "x", runs=-1), "runs"),
-    (lambda: MetricSpread(-1.0, 1.0), "seed_sd"), (lambda: MetricSpread(0.0, 1.0).log_sd(ASSUMED, 1, 0), "ref_runs"),
-])
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: RunSpread(-0.1, "x"), "sd"),
+        (lambda: RunSpread(0.1, "x", runs=-1), "runs"),
+        (lambda: MetricSpread(-1.0, 1.0), "seed_sd"),
+        (lambda: MetricSpread(0.0, 1.0).log_sd(ASSUMED, 1, 0), "ref_runs"),
+    ],
+)
 def test_bad_values_name_the_field(make, field):
     with pytest.raises(ValueError, match=field):
         make()

@@ -60,18 +60,25 @@ def test_a_pass_that_jitters_more_than_the_machine_is_called_the_engines():
     loops, asked = _steady_loops({"torch loop": 0.2, "python loop": 0.5})
     got = pass_jitter(eng, passes=40, yardsticks=loops)
     assert got["passes"] == 40
-    assert len(asked) == 1 and min(abs(asked[0] - 0.001), abs(asked[0] - 0.004)) < 1e-12  # sized to one pass
+    assert (
+        len(asked) == 1 and min(abs(asked[0] - 0.001), abs(asked[0] - 0.004)) < 1e-12
+    )  # sized to one pass
     # Half 1 ms, half 4 ms: the pass's p90 / p10 is 4 (spread 3), its median one of the two or between.
     assert abs(got["pass"]["spread"] - 3.0) < 1e-6
     assert 0.001 - 1e-9 <= got["pass"]["median_s"] <= 0.004 + 1e-9
-    assert abs(got["torch loop"]["spread"] - 0.2) < 1e-9 and abs(got["python loop"]["spread"] - 0.5) < 1e-9
+    assert (
+        abs(got["torch loop"]["spread"] - 0.2) < 1e-9
+        and abs(got["python loop"]["spread"] - 0.5) < 1e-9
+    )
     assert abs(got["excess"] - (3.0 - 0.5)) < 1e-6  # above the noisier loop, not the quieter
     assert "engine's own" in _whose(got["excess"])
     assert eng.started == [1, 0]  # the engine is left empty, as doctor's next probe expects
 
 
 def test_a_pass_that_jitters_as_the_loops_do_is_the_machines():
-    got = pass_jitter(_Engine(), passes=40, yardsticks=_steady_loops({"torch loop": 3.0, "python loop": 3.5})[0])
+    got = pass_jitter(
+        _Engine(), passes=40, yardsticks=_steady_loops({"torch loop": 3.0, "python loop": 3.5})[0]
+    )
     assert abs(got["excess"] - (3.0 - 3.5)) < 1e-6
     assert "this machine's, not the engine's" in _whose(got["excess"])
 

@@ -43,20 +43,38 @@ def lab_url(tmp_path):
     books = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", books, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     port = _free_port()
-    env = dict(os.environ, MPLBACKEND="Agg", JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-               # the notebook imports the package from the checkout, as a student's kernel does
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        MPLBACKEND="Agg",
+        JUPYTER_PLATFORM_DIRS="1",
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        # the notebook imports the package from the checkout, as a student's kernel does
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
     log = (tmp_path / "lab.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-         f"--ServerApp.root_dir={books}", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.extension_manager=readonly",  # offline: no look at the package index
-         *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
-        cwd=books, stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.root_dir={books}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",  # offline: no look at the package index
+            *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        ],
+        cwd=books,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         _wait_for_port(port, proc, timeout=600, name="jupyterlab")  # a watchdog only
@@ -71,21 +89,29 @@ def test_notebook2_in_jupyterlab_keeps_its_figure_beside_the_sliders(lab_url):
 
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=WATCHDOG_MS)
+        browser = pw.chromium.launch(
+            executable_path=chromium, args=CHROMIUM_ARGS, timeout=WATCHDOG_MS
+        )
         try:
             page = browser.new_page(viewport=SCREEN)
             page.set_default_timeout(WATCHDOG_MS)
             page.goto(lab_url, timeout=WATCHDOG_MS)
             page.locator(".jp-Notebook .jp-Cell").first.wait_for(state="visible")
             # The status bar says "Idle" once the kernel is up; before that, Run All Cells is greyed out.
-            page.wait_for_function("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                                   ".some(e => /\\bIdle\\b/.test(e.textContent))")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
+                ".some(e => /\\bIdle\\b/.test(e.textContent))"
+            )
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            page.wait_for_function("() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
-                                   ".some(i => i.complete && i.naturalWidth > 100)")
-            page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
-                          ".find(i => i.naturalWidth > 100).closest('.widget-hbox').scrollIntoView({block: 'start'})")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
+                ".some(i => i.complete && i.naturalWidth > 100)"
+            )
+            page.evaluate(
+                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
+                ".find(i => i.naturalWidth > 100).closest('.widget-hbox').scrollIntoView({block: 'start'})"
+            )
             geometry = page.evaluate("""() => {
                 const img = [...document.querySelectorAll('.jp-OutputArea .widget-image')]
                     .find(i => i.naturalWidth > 100);
@@ -104,11 +130,17 @@ def test_notebook2_in_jupyterlab_keeps_its_figure_beside_the_sliders(lab_url):
         finally:
             browser.close()
     left, top, right, w, h = geometry["img"]
-    assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, geometry  # beside
+    assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, (
+        geometry
+    )  # beside
     assert right <= geometry["output_right"] + 0.5, geometry  # inside the notebook's page, not cut
     assert w <= geometry["natural"][0] + 0.5, geometry
-    assert abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, geometry  # not stretched
+    assert abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, (
+        geometry
+    )  # not stretched
     assert w >= 480 - 0.5, geometry  # shrunk no further than the layout allows before it wraps
     table = geometry["table"]
     assert table is not None and table[0] <= geometry["output_right"] + 0.5, geometry
-    assert table[1] <= table[2] or table[3] == "auto", geometry  # whole, or scrolling in its own box
+    assert table[1] <= table[2] or table[3] == "auto", (
+        geometry
+    )  # whole, or scrolling in its own box

@@ -18,8 +18,12 @@ from realrun.engine.paged.build_lock import OURS, TORCHS, KernelBusy, build_once
 
 def _dead_pid() -> int:
     """The id of a process that has finished (and been reaped), so no process holds it now."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(done.stdout)
 
 
@@ -65,9 +69,15 @@ def test_a_live_build_elsewhere_is_waited_on_with_a_line_then_given_up(tmp_path)
     lines: list[str] = []
     built = []
     with pytest.raises(KernelBusy, match="more than 0.3 s"):
-        build_once(tmp_path, lambda: built.append(1), lines.append, wait_s=0.3, compiled=False, poll_s=0.05)
+        build_once(
+            tmp_path, lambda: built.append(1), lines.append, wait_s=0.3, compiled=False, poll_s=0.05
+        )
     assert built == []
-    assert len(lines) == 1 and f"waiting for process {os.getpid()}" in lines[0] and "at most 0.3 s" in lines[0]
+    assert (
+        len(lines) == 1
+        and f"waiting for process {os.getpid()}" in lines[0]
+        and "at most 0.3 s" in lines[0]
+    )
     assert (tmp_path / OURS).exists()  # the live holder's lock is left alone
 
 
@@ -89,14 +99,20 @@ def test_the_waiter_builds_once_the_holder_lets_go(tmp_path):
     assert said_waiting.is_set() and len(lines) == 1
 
 
-def test_the_engine_falls_back_to_the_reference_when_the_build_stays_busy(tmp_path, monkeypatch, capsys):
+def test_the_engine_falls_back_to_the_reference_when_the_build_stays_busy(
+    tmp_path, monkeypatch, capsys
+):
     torch = pytest.importorskip("torch")
     import torch.utils.cpp_extension as cpp
 
     from realrun.engine.paged import attention
 
     monkeypatch.setattr(cpp, "_get_build_directory", lambda name, verbose: str(tmp_path))
-    monkeypatch.setattr(cpp, "load_inline", lambda *a, **k: pytest.fail("must not build while another holds the lock"))
+    monkeypatch.setattr(
+        cpp,
+        "load_inline",
+        lambda *a, **k: pytest.fail("must not build while another holds the lock"),
+    )
     monkeypatch.setenv("REALRUN_KERNEL_WAIT_S", "0.2")
     (tmp_path / OURS).write_text(f"{os.getpid()} {socket.gethostname()}\n")
     attention._kernel.cache_clear()
@@ -108,6 +124,8 @@ def test_the_engine_falls_back_to_the_reference_when_the_build_stays_busy(tmp_pa
         q = torch.randn(3, 2, 4)
         pool = torch.randn(2, 2, 4, 4)
         args = (q, pool, pool, torch.tensor([[1]]), torch.tensor([3]), torch.tensor([0, 3]), 0.5)
-        assert torch.allclose(attention.paged_attention(*args), attention.attention_reference(*args))
+        assert torch.allclose(
+            attention.paged_attention(*args), attention.attention_reference(*args)
+        )
     finally:
         attention._kernel.cache_clear()  # the next caller loads the real build afresh

@@ -37,13 +37,37 @@ def _help(parser: argparse.ArgumentParser, argv: list[str]) -> str:
 
 def test_the_knobs_are_the_ones_the_policies_have_always_had():
     assert K.POLICY_NAMES == ("taxi", "static", "dynamic", "continuous")
-    assert K.DEFAULTS == {"max_batch": 8, "max_wait": 0.05, "max_seqs": 64, "max_batched_tokens": 2048,
-                          "block_size": 16, "chunked_prefill": True, "scheduler": "batchsim"}
-    assert READS == {"taxi": (), "static": ("max_batch",), "dynamic": ("max_batch", "max_wait"),
-                     "continuous": ("max_seqs", "max_batched_tokens", "block_size", "chunked_prefill", "scheduler")}
+    assert K.DEFAULTS == {
+        "max_batch": 8,
+        "max_wait": 0.05,
+        "max_seqs": 64,
+        "max_batched_tokens": 2048,
+        "block_size": 16,
+        "chunked_prefill": True,
+        "scheduler": "batchsim",
+    }
+    assert READS == {
+        "taxi": (),
+        "static": ("max_batch",),
+        "dynamic": ("max_batch", "max_wait"),
+        "continuous": (
+            "max_seqs",
+            "max_batched_tokens",
+            "block_size",
+            "chunked_prefill",
+            "scheduler",
+        ),
+    }
     # PolicyConfig's fields, in this order, are what realrun's predict and serve read and write.
-    assert [f.name for f in fields(PolicyConfig)] == ["name", "max_batch", "max_wait", "max_seqs",
-                                                      "max_batched_tokens", "block_size", "chunked_prefill"]
+    assert [f.name for f in fields(PolicyConfig)] == [
+        "name",
+        "max_batch",
+        "max_wait",
+        "max_seqs",
+        "max_batched_tokens",
+        "block_size",
+        "chunked_prefill",
+    ]
 
 
 @pytest.mark.parametrize("name", K.POLICY_NAMES)
@@ -51,9 +75,16 @@ def test_each_default_is_what_make_policy_builds_and_policyconfig_holds(name):
     policy, config = make_policy(name), PolicyConfig(name)
     for knob in READS[name]:
         if knob != "scheduler":  # a flavour is a class, not an attribute
-            assert getattr(policy, knob) == K.DEFAULTS[knob] == getattr(config, knob) == POLICY_DEFAULTS[knob]
+            assert (
+                getattr(policy, knob)
+                == K.DEFAULTS[knob]
+                == getattr(config, knob)
+                == POLICY_DEFAULTS[knob]
+            )
     assert repr(config.build()) == repr(policy)
-    assert type(make_policy(name, scheduler="vllm-v1")).__name__ == ("VLLMV1" if name == "continuous" else type(policy).__name__)
+    assert type(make_policy(name, scheduler="vllm-v1")).__name__ == (
+        "VLLMV1" if name == "continuous" else type(policy).__name__
+    )
 
 
 def test_each_flag_shows_the_default_make_policy_uses():
@@ -66,7 +97,9 @@ def test_each_flag_shows_the_default_make_policy_uses():
         shown = ("on" if default else "off") if isinstance(default, bool) else str(default)
         assert f"{flag} " in text
         assert f"(default {shown})" in K.knob_help(knob)
-        assert K.knob_help(knob).replace(" ", "") in text.replace(" ", ""), knob  # argparse breaks at "--no-"
+        assert K.knob_help(knob).replace(" ", "") in text.replace(" ", ""), (
+            knob
+        )  # argparse breaks at "--no-"
     assert "--scheduler" not in {f.flag for f in POLICY_FLAGS}  # batchsim's --scheduler is Dask's
 
 
@@ -87,7 +120,9 @@ def test_realrun_help_still_says_its_own_defaults():
     from realrun.cli import build_parser
 
     text = _help(build_parser(), ["run", "--help"])
-    assert "the oldest request may wait before the batch leaves (default 0.1)" in text  # realrun's, not 0.05
+    assert (
+        "the oldest request may wait before the batch leaves (default 0.1)" in text
+    )  # realrun's, not 0.05
     assert "the most requests running at once (default 32)" in text
 
 
@@ -113,24 +148,29 @@ def test_a_knob_two_policies_read_has_one_default():
     class BigBus(K.StaticKnobs):
         max_batch: int = K.knob(32, "seats")
 
-    with pytest.raises(TypeError, match="max_batch defaults to 8, another policy's max_batch to 32"):
+    with pytest.raises(
+        TypeError, match="max_batch defaults to 8, another policy's max_batch to 32"
+    ):
         K.knob_defaults({"static": BigBus, "dynamic": K.DynamicKnobs})
 
 
-@pytest.mark.parametrize("make, field, value", [
-    (lambda: K.StaticKnobs(max_batch=0), "max_batch", "0"),
-    (lambda: K.StaticKnobs(max_batch=1.5), "max_batch", "1.5"),
-    (lambda: K.DynamicKnobs(max_wait=-1), "max_wait", "-1"),
-    (lambda: K.DynamicKnobs(max_wait=float("nan")), "max_wait", "nan"),
-    (lambda: K.ContinuousKnobs(block_size=True), "block_size", "True"),
-    (lambda: K.ContinuousKnobs(chunked_prefill="no"), "chunked_prefill", "'no'"),
-    (lambda: K.ContinuousKnobs(scheduler="vllm-v0"), "scheduler", "'vllm-v0'"),
-    (lambda: make_policy("dynamic", max_wait=1e308), "max_wait", "1e+308"),
-    (lambda: make_policy("continuous", max_seqs=0), "max_seqs", "0"),
-    (lambda: PolicyConfig("continuous", max_batched_tokens=-3), "max_batched_tokens", "-3"),
-    (lambda: PolicyConfig("taxi", max_wait=math.inf), "max_wait", "inf"),
-    (lambda: policy_names("taxi,limo"), "policy", "limo"),
-])
+@pytest.mark.parametrize(
+    "make, field, value",
+    [
+        (lambda: K.StaticKnobs(max_batch=0), "max_batch", "0"),
+        (lambda: K.StaticKnobs(max_batch=1.5), "max_batch", "1.5"),
+        (lambda: K.DynamicKnobs(max_wait=-1), "max_wait", "-1"),
+        (lambda: K.DynamicKnobs(max_wait=float("nan")), "max_wait", "nan"),
+        (lambda: K.ContinuousKnobs(block_size=True), "block_size", "True"),
+        (lambda: K.ContinuousKnobs(chunked_prefill="no"), "chunked_prefill", "'no'"),
+        (lambda: K.ContinuousKnobs(scheduler="vllm-v0"), "scheduler", "'vllm-v0'"),
+        (lambda: make_policy("dynamic", max_wait=1e308), "max_wait", "1e+308"),
+        (lambda: make_policy("continuous", max_seqs=0), "max_seqs", "0"),
+        (lambda: PolicyConfig("continuous", max_batched_tokens=-3), "max_batched_tokens", "-3"),
+        (lambda: PolicyConfig("taxi", max_wait=math.inf), "max_wait", "inf"),
+        (lambda: policy_names("taxi,limo"), "policy", "limo"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_field_and_the_value(make, field, value):
     with pytest.raises(ConfigError) as e:
         make()
@@ -140,7 +180,9 @@ def test_bad_values_are_refused_naming_the_field_and_the_value(make, field, valu
 def test_good_values_pass_as_any_number_a_caller_holds():
     assert K.StaticKnobs(max_batch=np.int64(4)).max_batch == 4
     assert PolicyConfig("static", max_batch=np.int64(4)).build().max_batch == 4
-    assert PolicyConfig("continuous", chunked_prefill=None).build().chunked_prefill is True  # None: the default
+    assert (
+        PolicyConfig("continuous", chunked_prefill=None).build().chunked_prefill is True
+    )  # None: the default
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_sqes'"):
         make_policy("continuous", max_sqes=4)
 
@@ -163,17 +205,29 @@ def test_the_vllm_side_asks_make_policy_for_the_flavour():
 
     p = sim_policy(PolicyConfig("continuous", max_seqs=12, block_size=8, chunked_prefill=False))
     assert type(p).__name__ == "VLLMV1"
-    assert (p.max_seqs, p.max_batched_tokens, p.block_size, p.chunked_prefill) == (12, 2048, 8, False)
+    assert (p.max_seqs, p.max_batched_tokens, p.block_size, p.chunked_prefill) == (
+        12,
+        2048,
+        8,
+        False,
+    )
     with pytest.raises(ConfigError, match="policy must be continuous, got static"):
         sim_policy(PolicyConfig("static"))
 
 
-@pytest.mark.parametrize("argv, field, value", [
-    (["run", "--policy", "static", "--max-batch", "0"], "max_batch", "0"),
-    (["run", "--policy", "continuous", "--block-size", "-2"], "block_size", "-2"),
-    (["run", "--policy", "dynamic", "--max-wait", "1e9"], "max_wait", "1000000000.0"),
-    (["run", "--policy", "continuous", "--max-batched-tokens", "2000000000"], "max_batched_tokens", "2000000000"),
-])
+@pytest.mark.parametrize(
+    "argv, field, value",
+    [
+        (["run", "--policy", "static", "--max-batch", "0"], "max_batch", "0"),
+        (["run", "--policy", "continuous", "--block-size", "-2"], "block_size", "-2"),
+        (["run", "--policy", "dynamic", "--max-wait", "1e9"], "max_wait", "1000000000.0"),
+        (
+            ["run", "--policy", "continuous", "--max-batched-tokens", "2000000000"],
+            "max_batched_tokens",
+            "2000000000",
+        ),
+    ],
+)
 def test_the_cli_exits_2_with_one_line_on_a_bad_knob(argv, field, value, capsys):
     code = main([*argv, "--requests", "20", "--no-plots"])
     err = capsys.readouterr().err

@@ -26,15 +26,28 @@ LAB_FILES = sorted(p.name for p in LABS.glob("lab*.py"))
 def _pytest(env_extra: dict) -> tuple[int, str]:
     # Not an xdist worker's variables either: the inner pytest is a run of its own, on one process
     # (with them, a plugin such as pytest-benchmark takes it for a worker and refuses to start).
-    env = {k: v for k, v in os.environ.items() if k != "BATCHSIM_LABS" and not k.startswith("PYTEST_XDIST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "BATCHSIM_LABS" and not k.startswith("PYTEST_XDIST")
+    }
     env.update(MPLBACKEND="Agg", **env_extra)
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(LABS), "-q", "-p", "no:cacheprovider"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(LABS), "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
 def _counts(out: str) -> dict[str, int]:
-    return {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", out.splitlines()[-1])}
+    return {
+        k: int(n)
+        for n, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", out.splitlines()[-1])
+    }
 
 
 def _load(name: str, path: Path):
@@ -55,9 +68,17 @@ def test_every_lab_has_a_solution_a_check_and_gaps():
         assert "your code here" in student and "your code here" not in solution, name
 
         def public(src: str) -> set[str]:
-            return {n.name for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | {
-                t.id for n in ast.parse(src).body if isinstance(n, ast.Assign) for t in n.targets
-                if isinstance(t, ast.Name) and not t.id.startswith("_")}
+            return {
+                n.name
+                for n in ast.parse(src).body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            } | {
+                t.id
+                for n in ast.parse(src).body
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name) and not t.id.startswith("_")
+            }
 
         assert public(student) <= public(solution), name
 
@@ -87,7 +108,12 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
     sol = _load("_lab4_solution", SOLUTIONS / "lab4_calibrate.py")
     checks = _load("_lab4_checks", LABS / "test_lab4.py")
     p, d, k, t = checks._profile(np.random.default_rng(2))
-    ref = fit_linear([ProfilePoint("x", int(a), int(b), float(c), float(s), 0.0) for a, b, c, s in zip(p, d, k, t)])
+    ref = fit_linear(
+        [
+            ProfilePoint("x", int(a), int(b), float(c), float(s), 0.0)
+            for a, b, c, s in zip(p, d, k, t)
+        ]
+    )
     mine = sol.fit(p, d, k, t)
     assert np.allclose(mine.times(p, d, k), ref.times(p, d, k), rtol=0.05)
 
@@ -102,18 +128,25 @@ def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
     from realrun.judge.verdict import TARGETS
 
     sol = _load("_lab8_solution", SOLUTIONS / "lab8_how_sure.py")
-    given = _load("_lab8_student", LABS / "lab8_how_sure.py")  # its t90 and targets are given, not a gap
+    given = _load(
+        "_lab8_student", LABS / "lab8_how_sure.py"
+    )  # its t90 and targets are given, not a gap
     checks = _load("_lab8_checks", LABS / "test_lab8.py")
     for df in [None, *range(1, 300)]:
         assert sol.t90(df) == given.t90(df) == pytest.approx(t90(df), rel=1e-12), df
     assert sol.TOLERANCE_PCT == given.TOLERANCE_PCT == {k: TARGETS[k] for k in sol.TOLERANCE_PCT}
     # The checks' worked example is lesson 9's, which scripts/course_values_late.py reads from the same runs.
-    assert (checks.PREDICTED, checks.MEASURED) == (sol.RUNS["predicted"]["dynamic"]["p50_e2e"],
-                                                   sol.RUNS["measured"]["dynamic"]["p50_e2e"])
+    assert (checks.PREDICTED, checks.MEASURED) == (
+        sol.RUNS["predicted"]["dynamic"]["p50_e2e"],
+        sol.RUNS["measured"]["dynamic"]["p50_e2e"],
+    )
     for metric, tol in sol.TOLERANCE_PCT.items():
         groups = {p: sol.RUNS["measured"][p][metric] for p in sol.RUNS["measured"]}
         sd, df = pooled_log_sd(list(groups.values()))
-        assert (sd, df) == (pytest.approx(checks.SPREAD[metric][0], rel=1e-4), checks.SPREAD[metric][1]), metric
+        assert (sd, df) == (
+            pytest.approx(checks.SPREAD[metric][0], rel=1e-4),
+            checks.SPREAD[metric][1],
+        ), metric
         assert sol.pooled_spread(list(groups.values())) == (pytest.approx(sd, rel=1e-12), df)
         for policy, runs in groups.items():
             j = judge(sol.RUNS["predicted"][policy][metric], runs, tol, sd, df)
@@ -126,11 +159,21 @@ def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
         df = None if rng.random() < 0.2 else int(rng.integers(1, 200))
         j = judge(pred, runs, tol, sd, df)
         err, lo, hi = sol.error_interval(pred, runs, sd, df)
-        assert (err, lo, hi) == (pytest.approx(j.error_pct), pytest.approx(j.low_pct), pytest.approx(j.high_pct))
+        assert (err, lo, hi) == (
+            pytest.approx(j.error_pct),
+            pytest.approx(j.low_pct),
+            pytest.approx(j.high_pct),
+        )
         assert sol.verdict(lo, hi, tol) == j.verdict
         assert sol.smallest_difference(sd, df, len(runs)) == pytest.approx(j.resolvable_pct)
         assert sol.runs_needed(tol, sd, df) == j.runs_needed
-        centre, seed_sd, e, level, ref = pred, sd / 3, float(rng.uniform(0, 3)), sd, int(rng.integers(1, 5))
+        centre, seed_sd, e, level, ref = (
+            pred,
+            sd / 3,
+            float(rng.uniform(0, 3)),
+            sd,
+            int(rng.integers(1, 5)),
+        )
         want = interval_for(centre, MetricSpread(seed_sd, e), RunSpread(level, "lab 8"), 1, ref)
         assert sol.one_run_interval(centre, seed_sd, e, level, ref) == pytest.approx(tuple(want))
     assert sol.main(["3"]) == 0 and "cannot tell" in capsys.readouterr().out
@@ -141,8 +184,15 @@ def test_student_labs_name_no_reference_implementation():
     # A check whose oracle is the package's own class tells the student where to copy from.
     for path in sorted(LABS.glob("*.py")):
         text = path.read_text()
-        for name in ("Dynamic", "padded.py", "fit_linear", "realrun.timing.profile", "solutions", "realrun.judge.equivalence",
-                     "realrun.judge.interval"):
+        for name in (
+            "Dynamic",
+            "padded.py",
+            "fit_linear",
+            "realrun.timing.profile",
+            "solutions",
+            "realrun.judge.equivalence",
+            "realrun.judge.interval",
+        ):
             assert name not in text, f"{path.name} names {name}"
 
 
@@ -150,7 +200,10 @@ def test_lab1_part_b_is_judged_on_its_own(tmp_path):
     # A right formula with a wrong bus (it leaves twice as late as the timetable says): Part A's
     # check must fail and Part B's must pass, since Part B's waits do not come from the student's bus.
     text = (SOLUTIONS / "lab1_timetable.py").read_text()
-    wrong = text.replace("return self.queue[0].arrival + self.max_wait", "return self.queue[0].arrival + 2 * self.max_wait")
+    wrong = text.replace(
+        "return self.queue[0].arrival + self.max_wait",
+        "return self.queue[0].arrival + 2 * self.max_wait",
+    )
     assert wrong != text
     (tmp_path / "lab1_timetable.py").write_text(wrong)
     lab = _load("_lab1_wrong_part_a", tmp_path / "lab1_timetable.py")
@@ -160,11 +213,18 @@ def test_lab1_part_b_is_judged_on_its_own(tmp_path):
     for rate, wait in [(2.0, 0.5), (0.5, 0.2), (10.0, 0.3)]:
         checks.test_lab1_part_b_prediction_matches_simulation(lab, rate, wait)
     right = lab.predict_mean_wait(2.0, 0.5)
-    for formula, way in ((lambda rate, max_wait: max_wait, "above"), (lambda rate, max_wait: max_wait / 2, "below")):
-        lab.predict_mean_wait = formula  # a wrong formula still fails, saying which way, never the answer
+    for formula, way in (
+        (lambda rate, max_wait: max_wait, "above"),
+        (lambda rate, max_wait: max_wait / 2, "below"),
+    ):
+        lab.predict_mean_wait = (
+            formula  # a wrong formula still fails, saying which way, never the answer
+        )
         with pytest.raises(pytest.fail.Exception, match=f"Part B.* {way} the mean wait") as failed:
             checks.test_lab1_part_b_prediction_matches_simulation(lab, 2.0, 0.5)
-        assert f"{right:.2f}" not in str(failed.value) and f"{right:.3f}"[:-1] not in str(failed.value)
+        assert f"{right:.2f}" not in str(failed.value) and f"{right:.3f}"[:-1] not in str(
+            failed.value
+        )
 
 
 def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
@@ -176,7 +236,9 @@ def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
     (tmp_path / "lab6_outage.py").write_text(wrong)
     lab = _load("_lab6_wrong_part_a", tmp_path / "lab6_outage.py")
     checks = _load("_lab6_checks", LABS / "test_lab6.py")
-    with pytest.raises(AssertionError, match="steps started during the outage|the moment the server comes back"):
+    with pytest.raises(
+        AssertionError, match="steps started during the outage|the moment the server comes back"
+    ):
         checks.test_a_nothing_starts_on_the_server_while_it_is_down(lab)
     checks.test_b_predicted_wait_in_the_outage(lab)
     checks.test_c_router(lab)
@@ -199,21 +261,33 @@ def test_lab7_checks_name_the_mistake_and_never_the_answer():
         "another statistic": lambda r, c, p, k: right(r, c, p, k)["mean_ttft"],
         # (The policy's default knobs and a run without the limits are named too, where they differ: on the
         # shipped records, light traffic and short prompts, they give the right figure, so no mistake.)
-        "policy's replay": lambda r, c, p, k: right(r, c, "static" if p == "continuous" else "continuous",
-                                                    {"max_batch": 8} if p == "continuous" else {})["p50_ttft"],
+        "policy's replay": lambda r, c, p, k: right(
+            r,
+            c,
+            "static" if p == "continuous" else "continuous",
+            {"max_batch": 8} if p == "continuous" else {},
+        )["p50_ttft"],
         "check the workload": lambda r, c, p, k: right(r, c, p, k)["p50_ttft"] * 1.5,
     }
 
     def figures(x: float) -> list[str]:
         return [f"{x * 1e3:.1f}", f"{x * 1e3:.0f} ms", f"{x:.3f}", f"{x:.4f}", repr(x)]
 
-    answers = [f for w in ("static", "continuous") for v in (expected[w]["predicted_p50_ttft"],
-                                                             *expected[w]["what_if"].values()) for f in figures(v)]
+    answers = [
+        f
+        for w in ("static", "continuous")
+        for v in (expected[w]["predicted_p50_ttft"], *expected[w]["what_if"].values())
+        for f in figures(v)
+    ]
     for words, wrong in mistakes.items():
         lab.what_if = lambda r, c, p, k, wrong=wrong: wrong(r, c, p, k)
-        lab.predict_p50_ttft = lambda r, c, wrong=wrong: wrong(r, c, lab.sidecar(r)["policy"], lab.sidecar(r)["policy_knobs"])
-        for check in (lambda: checks.test_lab7_b_prediction_is_batchsims(lab, "continuous"),
-                      lambda: checks.test_lab7_c_what_if(lab)):
+        lab.predict_p50_ttft = lambda r, c, wrong=wrong: wrong(
+            r, c, lab.sidecar(r)["policy"], lab.sidecar(r)["policy_knobs"]
+        )
+        for check in (
+            lambda: checks.test_lab7_b_prediction_is_batchsims(lab, "continuous"),
+            lambda: checks.test_lab7_c_what_if(lab),
+        ):
             with pytest.raises(pytest.fail.Exception) as e:
                 check()
             text = str(e.value)

@@ -48,7 +48,15 @@ ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 #: ``clock`` (the wall-clock driver), ``timing`` (the passes timed: profile, canary, drift), ``judge``
 #: (predicted against measured, and the verdicts), ``reference`` (what our engine is held against:
 #: Hugging Face, vLLM, the course's shipped reference), ``classroom`` (serve, load, the lesson), ``cli``.
-REALRUN_RANKS = {"engine": 0, "clock": 1, "timing": 2, "judge": 3, "reference": 4, "classroom": 5, "cli": 6}
+REALRUN_RANKS = {
+    "engine": 0,
+    "clock": 1,
+    "timing": 2,
+    "judge": 3,
+    "reference": 4,
+    "classroom": 5,
+    "cli": 6,
+}
 #: realrun's only modules outside the layers: its front door (each public name imported from its layer
 #: when first used) and ``python -m realrun``.
 REALRUN_UNRANKED = {"", "__main__"}
@@ -58,8 +66,7 @@ REALRUN_ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 REALRUN_ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 #: Private names taken from another module: (importer, module, name), with the reason.
-ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
-}
+ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,8 @@ def modules(package: str = PACKAGE) -> dict[str, tuple[Path, bool]]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 # Import statements sit only among statements: the walk skips expressions, most of a tree's nodes.
@@ -140,7 +148,9 @@ def read_graph(package: str = PACKAGE) -> Graph:
         for node, kind in _imports(tree):
             # (module, name taken from it or None, the local name bound to that module or None)
             named: list[tuple[str, str | None, str | None]] = []
-            if isinstance(node, ast.Import):  # ``import a.b`` binds ``a``, not ``a.b``; ``import a.b as m`` binds it
+            if isinstance(
+                node, ast.Import
+            ):  # ``import a.b`` binds ``a``, not ``a.b``; ``import a.b as m`` binds it
                 named = [(a.name, None, a.asname) for a in node.names]
             else:
                 base = node.module or ""
@@ -149,7 +159,11 @@ def read_graph(package: str = PACKAGE) -> Graph:
                     base = ".".join(up + ([node.module] if node.module else []))
                 for a in node.names:
                     full = f"{base}.{a.name}"
-                    named.append((full, None, a.asname or a.name) if full in mods else (base, a.name, a.asname or a.name))
+                    named.append(
+                        (full, None, a.asname or a.name)
+                        if full in mods
+                        else (base, a.name, a.asname or a.name)
+                    )
             for target, name, local in named:
                 root = target.split(".")[0]
                 if root in FORBIDDEN_ROOTS:
@@ -169,8 +183,13 @@ def read_graph(package: str = PACKAGE) -> Graph:
         # first: walking every expression of every module would cost most of this test's time.
         if any(re.search(rf"\b{re.escape(local)}\._", text) for local in bound):
             for node in ast.walk(tree):
-                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
-                        and _private(node.attr) and bound[node.value.id] != mod:
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in bound
+                    and _private(node.attr)
+                    and bound[node.value.id] != mod
+                ):
                     graph.private.append((mod, bound[node.value.id], node.attr, node.lineno))
     return graph
 
@@ -191,7 +210,9 @@ def circles(arrows: list[Arrow]) -> list[list[Arrow]]:
     on_stack: set[str] = set()
     groups: list[list[str]] = []
 
-    def visit(v: str) -> None:  # recursion is fine: the import graph is a few hundred modules deep at most
+    def visit(
+        v: str,
+    ) -> None:  # recursion is fine: the import graph is a few hundred modules deep at most
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -218,9 +239,13 @@ def circles(arrows: list[Arrow]) -> list[list[Arrow]]:
     return [_shortest_circle(group[0], set(group), out) for group in groups]
 
 
-def _shortest_circle(start: str, members: set[str], out: dict[str, dict[str, Arrow]]) -> list[Arrow]:
+def _shortest_circle(
+    start: str, members: set[str], out: dict[str, dict[str, Arrow]]
+) -> list[Arrow]:
     """The fewest arrows from ``start`` back to itself inside one group (breadth first)."""
-    came: dict[str, Arrow | None] = {start: None}  # the arrow by which each module was first reached
+    came: dict[str, Arrow | None] = {
+        start: None
+    }  # the arrow by which each module was first reached
     frontier = [start]
     while frontier:
         nxt = []
@@ -235,7 +260,9 @@ def _shortest_circle(start: str, members: set[str], out: dict[str, dict[str, Arr
                     came[w] = a
                     nxt.append(w)
         frontier = nxt
-    raise AssertionError(f"{start}: a group of modules that import one another has a circle through each")
+    raise AssertionError(
+        f"{start}: a group of modules that import one another has a circle through each"
+    )
 
 
 def layer(module: str) -> str:
@@ -245,7 +272,9 @@ def layer(module: str) -> str:
 
 def test_every_part_of_batchsim_has_a_layer():
     unknown = sorted({layer(m) for m in modules()} - set(RANKS) - UNRANKED)
-    assert not unknown, f"give these parts of batchsim a rank in RANKS (or a reason in UNRANKED): {unknown}"
+    assert not unknown, (
+        f"give these parts of batchsim a rank in RANKS (or a reason in UNRANKED): {unknown}"
+    )
 
 
 def test_no_import_circle():
@@ -253,24 +282,36 @@ def test_no_import_circle():
     arrows = [a for a in graph.arrows if (a.source, a.target) not in ALLOWED_ARROWS]
     found = circles(arrows)
     assert not found, "import circles among batchsim's modules:\n" + "\n".join(
-        "  " + "\n    ".join(str(a) for a in chain) for chain in found)
+        "  " + "\n    ".join(str(a) for a in chain) for chain in found
+    )
 
 
 def test_no_arrow_runs_back_up():
     graph = read_graph()
-    up = [a for a in graph.arrows if layer(a.source) in RANKS and layer(a.target) in RANKS
-          and RANKS[layer(a.target)] > RANKS[layer(a.source)] and (a.source, a.target) not in ALLOWED_ARROWS]
+    up = [
+        a
+        for a in graph.arrows
+        if layer(a.source) in RANKS
+        and layer(a.target) in RANKS
+        and RANKS[layer(a.target)] > RANKS[layer(a.source)]
+        and (a.source, a.target) not in ALLOWED_ARROWS
+    ]
     assert not up, "arrows running back up (a lower layer importing a higher one):\n" + "\n".join(
-        f"  {a}: {layer(a.source)} must not import {layer(a.target)}" for a in up)
-    assert not graph.forbidden, "batchsim imports what it must not (torch is realrun's; realrun sits on top):\n" + \
-        "\n".join(f"  {m} -> {t} (line {n})" for m, t, n in graph.forbidden)
+        f"  {a}: {layer(a.source)} must not import {layer(a.target)}" for a in up
+    )
+    assert not graph.forbidden, (
+        "batchsim imports what it must not (torch is realrun's; realrun sits on top):\n"
+        + "\n".join(f"  {m} -> {t} (line {n})" for m, t, n in graph.forbidden)
+    )
 
 
 def test_no_module_takes_another_modules_private_names():
     graph = read_graph()
     taken = [p for p in graph.private if p[:3] not in ALLOWED_PRIVATE]
-    assert not taken, "private names taken from another module (make them public, or move them):\n" + "\n".join(
-        f"  {m} takes {t}.{name} (line {n})" for m, t, name, n in taken)
+    assert not taken, (
+        "private names taken from another module (make them public, or move them):\n"
+        + "\n".join(f"  {m} takes {t}.{name} (line {n})" for m, t, name, n in taken)
+    )
 
 
 def test_the_allow_lists_hold_only_what_still_happens():
@@ -287,30 +328,44 @@ def test_realrun_has_no_circle_and_takes_no_private_name():
     graph = read_graph("realrun")
     found = circles(graph.arrows)
     assert not found, "import circles among realrun's modules:\n" + "\n".join(
-        "  " + "\n    ".join(str(a) for a in chain) for chain in found)
+        "  " + "\n    ".join(str(a) for a in chain) for chain in found
+    )
     taken = [p for p in graph.private if p[:3] not in REALRUN_ALLOWED_PRIVATE]
-    assert not taken, "realrun: private names taken from another module (make them public, or move them):\n" + \
-        "\n".join(f"  {m} takes {t}.{name} (line {n})" for m, t, name, n in taken)
+    assert not taken, (
+        "realrun: private names taken from another module (make them public, or move them):\n"
+        + "\n".join(f"  {m} takes {t}.{name} (line {n})" for m, t, name, n in taken)
+    )
     stale = [k for k in REALRUN_ALLOWED_PRIVATE if k not in {p[:3] for p in graph.private}]
     assert not stale, f"fixed, so take them off REALRUN_ALLOWED_PRIVATE: {stale}"
 
 
 def test_every_part_of_realrun_has_a_layer():
     unknown = sorted({layer(m) for m in modules("realrun")} - set(REALRUN_RANKS) - REALRUN_UNRANKED)
-    assert not unknown, f"put these realrun modules in a layer (a subpackage ranked in REALRUN_RANKS): {unknown}"
+    assert not unknown, (
+        f"put these realrun modules in a layer (a subpackage ranked in REALRUN_RANKS): {unknown}"
+    )
 
 
 def _up(arrows: list[Arrow], ranks: dict[str, int]) -> list[Arrow]:
     """The arrows from a ranked layer into a higher one."""
-    return [a for a in arrows if layer(a.source) in ranks and layer(a.target) in ranks
-            and ranks[layer(a.target)] > ranks[layer(a.source)]]
+    return [
+        a
+        for a in arrows
+        if layer(a.source) in ranks
+        and layer(a.target) in ranks
+        and ranks[layer(a.target)] > ranks[layer(a.source)]
+    ]
 
 
 def _between_layers(arrows: list[Arrow]) -> list[Arrow]:
     """The arrows as from layer to layer (one per pair of layers), for circles among the layers themselves."""
-    return [Arrow(f"realrun.{layer(a.source)}", f"realrun.{layer(a.target)}", a.line, f"{a.kind}: {a}")
-            for a in arrows if layer(a.source) != layer(a.target)
-            and layer(a.source) in REALRUN_RANKS and layer(a.target) in REALRUN_RANKS]
+    return [
+        Arrow(f"realrun.{layer(a.source)}", f"realrun.{layer(a.target)}", a.line, f"{a.kind}: {a}")
+        for a in arrows
+        if layer(a.source) != layer(a.target)
+        and layer(a.source) in REALRUN_RANKS
+        and layer(a.target) in REALRUN_RANKS
+    ]
 
 
 def test_realrun_layers_have_no_circle_and_no_arrow_back_up():
@@ -318,11 +373,16 @@ def test_realrun_layers_have_no_circle_and_no_arrow_back_up():
     arrows = [a for a in graph.arrows if (a.source, a.target) not in REALRUN_ALLOWED_ARROWS]
     found = circles(_between_layers(arrows))
     assert not found, "import circles among realrun's layers:\n" + "\n".join(
-        "  " + "\n    ".join(a.kind for a in chain) for chain in found)
+        "  " + "\n    ".join(a.kind for a in chain) for chain in found
+    )
     up = _up(arrows, REALRUN_RANKS)
-    assert not up, "realrun: arrows running back up (a lower layer importing a higher one):\n" + "\n".join(
-        f"  {a}: {layer(a.source)} must not import {layer(a.target)}" for a in up)
-    stale = [k for k in REALRUN_ALLOWED_ARROWS if k not in {(a.source, a.target) for a in graph.arrows}]
+    assert not up, (
+        "realrun: arrows running back up (a lower layer importing a higher one):\n"
+        + "\n".join(f"  {a}: {layer(a.source)} must not import {layer(a.target)}" for a in up)
+    )
+    stale = [
+        k for k in REALRUN_ALLOWED_ARROWS if k not in {(a.source, a.target) for a in graph.arrows}
+    ]
     assert not stale, f"fixed, so take them off REALRUN_ALLOWED_ARROWS: {stale}"
     assert all(REALRUN_ALLOWED_ARROWS.values())
 
@@ -339,6 +399,15 @@ def test_the_checks_see_a_circle_an_arrow_back_up_and_a_private_name():
     assert _private("_get") and not _private("__all__") and not _private("get")
     # realrun's layers: an engine importing the CLI runs up, and two layers importing each other close a circle.
     e, k = "realrun.engine.model", "realrun.cli.run"
-    assert _up([Arrow(e, k, 1, "function")], REALRUN_RANKS) and not _up([Arrow(k, e, 1, "module")], REALRUN_RANKS)
-    (ring,) = circles(_between_layers([Arrow(e, k, 1, "function"), Arrow(k, "realrun.engine.inputs", 2, "module")]))
-    assert [x.source for x in ring] in (["realrun.engine", "realrun.cli"], ["realrun.cli", "realrun.engine"])
+    assert _up([Arrow(e, k, 1, "function")], REALRUN_RANKS) and not _up(
+        [Arrow(k, e, 1, "module")], REALRUN_RANKS
+    )
+    (ring,) = circles(
+        _between_layers(
+            [Arrow(e, k, 1, "function"), Arrow(k, "realrun.engine.inputs", 2, "module")]
+        )
+    )
+    assert [x.source for x in ring] in (
+        ["realrun.engine", "realrun.cli"],
+        ["realrun.cli", "realrun.engine"],
+    )

@@ -51,8 +51,12 @@ def test_why_batch_says_when_a_short_runs_first_bus_hides_what_the_bus_carries()
     e, st = s["edges"]["static"], s["policies"]["static"]
     from batchsim import Poisson, Uniform, make_workload
 
-    arrivals = make_workload(Poisson(30.0), Uniform(32, 256), Uniform(16, 64), n=400, seed=0).arrivals
-    assert e["first_departure_s"] == pytest.approx(float(arrivals[63]))  # the 64th passenger's arrival
+    arrivals = make_workload(
+        Poisson(30.0), Uniform(32, 256), Uniform(16, 64), n=400, seed=0
+    ).arrivals
+    assert e["first_departure_s"] == pytest.approx(
+        float(arrivals[63])
+    )  # the 64th passenger's arrival
     assert e["share_of_run"] > 0.1 and st["busy_fraction"] < 0.9 < e["busy_after"]
     assert e["throughput_after"] > st["request_throughput"] + 3
     note = next(n for n in s["notes"] if n.startswith("bus: wait for 64"))
@@ -68,7 +72,9 @@ def test_why_batch_dollars_scale_with_the_price_and_runs_repeat_with_the_seed():
     b, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=4.0, seed=3)
     c, _ = lessons.why_batch(rate=5.0, requests=100, price_per_hour=2.0, seed=3)
     for k in a["policies"]:
-        assert b["policies"][k]["cost_per_request"] == pytest.approx(2 * a["policies"][k]["cost_per_request"])
+        assert b["policies"][k]["cost_per_request"] == pytest.approx(
+            2 * a["policies"][k]["cost_per_request"]
+        )
         s = a["policies"][k]
         assert s["cost_per_request"] == pytest.approx(2.0 / 3600 * s["duration"] / s["completed"])
     assert a["table"] == c["table"]
@@ -95,7 +101,9 @@ def test_batching_policies_rejects_an_unknown_policy():
 
 
 def test_memory_wall_matches_the_hand_computation():
-    s, _ = lessons.memory_wall(kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, requests=40)
+    s, _ = lessons.memory_wall(
+        kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, requests=40
+    )
     # Llama-2-7B fp16: 2 x 32 layers x 32 KV heads x 128 x 2 bytes = 524,288 bytes per token.
     assert s["kv_bytes_per_token"] == 2 * 32 * 32 * 128 * 2
     assert s["kv_budget_tokens"] == int(8e9 // 524_288) == 15_258
@@ -113,9 +121,13 @@ def test_memory_wall_matches_the_hand_computation():
 
 def test_the_two_kv_layouts_count_what_a_hand_count_gives():
     # Rows of 10, 40 and 25 tokens in blocks of 16: a rectangle 3 x 40 = 120 slots; blocks 1 + 3 + 2 = 6 = 96.
-    s, fig = lessons.kv_layouts(requests=((4, 6), (30, 10), (20, 5)), block_size=16, blocks_per_line=4)
+    s, fig = lessons.kv_layouts(
+        requests=((4, 6), (30, 10), (20, 5)), block_size=16, blocks_per_line=4
+    )
     assert (s["tokens"], s["rectangle_tokens"], s["blocks"], s["block_tokens"]) == (75, 120, 6, 96)
-    assert s["rectangle_padding_pct"] == pytest.approx(100 * 45 / 120) and s["block_waste_pct"] == pytest.approx(100 * 21 / 96)
+    assert s["rectangle_padding_pct"] == pytest.approx(100 * 45 / 120) and s[
+        "block_waste_pct"
+    ] == pytest.approx(100 * 21 / 96)
     assert "3 x 40 = 120" in s["table"] and len(fig.axes) == 2
     # Equal lengths pad nothing; a spread of lengths pads the rectangle, never the blocks past one per row.
     even, _ = lessons.kv_layouts(requests=((16, 16),) * 4)
@@ -151,9 +163,13 @@ def test_cost_falls_with_batch_and_adds_up():
     price = DEFAULT_CATALOG.gpu("A100-80GB").price_per_hour
     assert s["price_per_hour"] == price
     # $/request = $/hour x hours / requests, and $/1M tokens likewise (128 tokens per request here)
-    assert b32["cost_per_request"] == pytest.approx(price * b32["duration"] / 3600 / b32["completed"])
+    assert b32["cost_per_request"] == pytest.approx(
+        price * b32["duration"] / 3600 / b32["completed"]
+    )
     assert b32["cost_per_1m_tokens"] == pytest.approx(b32["cost_per_request"] / 128 * 1e6)
-    assert s["saving"] == pytest.approx(rows["batch 1"]["cost_per_request"] / b32["cost_per_request"])
+    assert s["saving"] == pytest.approx(
+        rows["batch 1"]["cost_per_request"] / b32["cost_per_request"]
+    )
     assert s["saving"] > 10
     assert len(fig.axes) == 3
 
@@ -191,7 +207,9 @@ def test_theory_agrees_with_simulation_within_the_stated_tolerance():
         # M/D/1 and bus-fill means from 8 x 1500 requests: within 10 % of theory.
         assert abs(r["error"]) < 0.10, (name, r)
         assert r["ci95"] > 0
-    assert s["rows"]["bus of 8"]["theory"] == pytest.approx(7 / (2 * 25.0))  # (N-1)/(2 lambda), lambda = 0.5/0.02
+    assert s["rows"]["bus of 8"]["theory"] == pytest.approx(
+        7 / (2 * 25.0)
+    )  # (N-1)/(2 lambda), lambda = 0.5/0.02
     assert len(fig.axes) == 3
 
 
@@ -216,8 +234,14 @@ def test_real_day_synthetic_continuous_meets_a_chat_slo_and_padded_batches_do_no
     assert att["continuous"] > 0.9
     assert att["static"] < 0.5 and att["taxi"] < 0.5
     assert s["best"] == "continuous"
-    strict, _ = lessons.real_day(policy="continuous", max_batch=64, minutes=1.0, trace="synthetic", slo_ttft=0.2,
-                                 slo_tpot_ms=20.0)
+    strict, _ = lessons.real_day(
+        policy="continuous",
+        max_batch=64,
+        minutes=1.0,
+        trace="synthetic",
+        slo_ttft=0.2,
+        slo_tpot_ms=20.0,
+    )
     assert all(strict["slo_attainment"][k] <= att[k] for k in att)
     assert len(fig.axes) == 4
 
@@ -266,7 +290,9 @@ def test_prefill_is_compute_bound_from_the_start_and_decode_is_not():
 
 
 def test_a_long_prompt_stalls_everyone_unless_chunked():
-    s, fig = lessons.prefill_stall(prompt_tokens=8192, running=16, chunk_tokens=512, output_tokens=200)
+    s, fig = lessons.prefill_stall(
+        prompt_tokens=8192, running=16, chunk_tokens=512, output_tokens=200
+    )
     whole, chunked = s["modes"]["whole prompt"], s["modes"]["chunks of 512"]
     # Whole: the running requests' worst gap is the prefill itself (one step holds all of it).
     assert whole["stall_steps"] == 1 and chunked["stall_steps"] == 16
@@ -276,7 +302,9 @@ def test_a_long_prompt_stalls_everyone_unless_chunked():
     assert chunked["worst_gap_ms"] > s["decode_ms"]
     # The price: the newcomer's own first token comes a little later.
     assert whole["long_ttft_ms"] <= chunked["long_ttft_ms"] < 1.3 * whole["long_ttft_ms"]
-    smaller, _ = lessons.prefill_stall(prompt_tokens=8192, running=16, chunk_tokens=256, output_tokens=200)
+    smaller, _ = lessons.prefill_stall(
+        prompt_tokens=8192, running=16, chunk_tokens=256, output_tokens=200
+    )
     assert smaller["modes"]["chunks of 256"]["worst_gap_ms"] < chunked["worst_gap_ms"]
     assert isinstance(fig, Figure)
     with pytest.raises(ConfigError, match="chunk_tokens"):
@@ -295,7 +323,11 @@ def test_published_record_is_the_validation_table_drawn():
     assert s["points"] == len(rows) == len(validation.points())
     assert [r["error"] for r in s["rows"]] == [r["error"] for r in rows]
     assert s["within_target"] == sum(abs(r["error"]) <= TARGET[r["family"]] for r in rows)
-    assert s["beyond_worst"] == sum(abs(r["error"]) > WORST for r in rows) == 0  # the course's bound holds
+    assert (
+        s["beyond_worst"] == sum(abs(r["error"]) > WORST for r in rows) == 0
+    )  # the course's bound holds
     assert s["per_engine"]["trt-llm throughput"]["median"] <= TARGET["throughput"]
-    assert len(s["kv"]) == len(validation.kv_points()) and all(abs(k["error"]) <= 0.05 for k in s["kv"])
+    assert len(s["kv"]) == len(validation.kv_points()) and all(
+        abs(k["error"]) <= 0.05 for k in s["kv"]
+    )
     assert "median |error|" in s["table"] and len(fig.axes) == 2

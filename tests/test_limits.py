@@ -55,8 +55,12 @@ def cases(draw):
     elif kind == "dynamic":
         policy = Dynamic(draw(st.integers(1, 6)), draw(st.sampled_from([0.0, 0.05])))
     else:
-        policy = Continuous(max_seqs=draw(st.integers(1, 8)), max_batched_tokens=draw(st.integers(8, 400)),
-                            block_size=draw(st.sampled_from([1, 4, 16])), chunked_prefill=draw(st.booleans()))
+        policy = Continuous(
+            max_seqs=draw(st.integers(1, 8)),
+            max_batched_tokens=draw(st.integers(8, 400)),
+            block_size=draw(st.sampled_from([1, 4, 16])),
+            chunked_prefill=draw(st.booleans()),
+        )
     return wl, policy, limits
 
 
@@ -77,7 +81,12 @@ def never_fits(policy, limits: ServerLimits, p: int, o: int) -> bool:
 
 def check_limits(wl, policy, limits, res) -> None:
     r = res.records
-    expect = np.array([never_fits(policy, limits, int(p), int(o)) for p, o in zip(wl.prompt_tokens, wl.output_tokens)])
+    expect = np.array(
+        [
+            never_fits(policy, limits, int(p), int(o))
+            for p, o in zip(wl.prompt_tokens, wl.output_tokens)
+        ]
+    )
     np.testing.assert_array_equal(r.rejected_mask, expect)
     assert r.completed_mask[~expect].all(), "a request that fits was not served"
     summarize(res)
@@ -102,9 +111,13 @@ def check_limits(wl, policy, limits, res) -> None:
 
 @settings(max_examples=200, **SETTINGS)
 @given(case=cases())
-@example(case=(  # the repro: each fits a 1,024-position model alone, not all together
-    Workload.from_arrays([0, 0, 0, 0], [1000, 10, 500, 20], [4, 1000, 500, 20]), Static(4),
-    ServerLimits(context_len=1024)))
+@example(
+    case=(  # the repro: each fits a 1,024-position model alone, not all together
+        Workload.from_arrays([0, 0, 0, 0], [1000, 10, 500, 20], [4, 1000, 500, 20]),
+        Static(4),
+        ServerLimits(context_len=1024),
+    )
+)
 def test_limits_hold_and_both_clocks_reject_the_same(case):
     wl, policy, limits = case
     import copy

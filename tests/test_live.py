@@ -62,8 +62,14 @@ def _live(policy, hold_after: int | None = None):
     out: dict = {}
 
     def run():
-        out["drive"] = drive(Workload(()), policy, LiveExecutor(engine, inbox, clock), None,
-                             arrivals=LiveArrivals(inbox), recorder=rec)
+        out["drive"] = drive(
+            Workload(()),
+            policy,
+            LiveExecutor(engine, inbox, clock),
+            None,
+            arrivals=LiveArrivals(inbox),
+            recorder=rec,
+        )
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
@@ -72,7 +78,9 @@ def _live(policy, hold_after: int | None = None):
 
 def test_a_request_during_a_long_repeat_joins_at_the_next_pass():
     policy = make_policy("continuous", max_seqs=8)
-    inbox, th, out, engine = _live(policy)  # (the sleeps below only spread the arrivals; no result hangs on them)
+    inbox, th, out, engine = _live(
+        policy
+    )  # (the sleeps below only spread the arrivals; no result hangs on them)
     inbox.submit(8, 400)  # a repeat of ~400 passes (1.6 s) starts
     time.sleep(0.1)
     late = [inbox.submit(8, 5) for _ in range(3)]
@@ -101,8 +109,12 @@ def test_withdrawn_requests_leave_and_nothing_is_lost_or_duplicated(name):
     inbox, th, out, engine = _live(policy, hold_after=2)
     ids = [inbox.submit(8 + i, 30 + 10 * i) for i in range(10)]
     assert engine.reached.wait(WATCHDOG_S), "watchdog: the engine never ran two passes"
-    inbox.withdraw(ids[1], "the client disconnected after 2 tokens")  # running (or in the first batch)
-    inbox.withdraw(ids[9], "the client disconnected before its first token")  # queued behind the others
+    inbox.withdraw(
+        ids[1], "the client disconnected after 2 tokens"
+    )  # running (or in the first batch)
+    inbox.withdraw(
+        ids[9], "the client disconnected before its first token"
+    )  # queued behind the others
     engine.go.set()
     inbox.close()
     th.join(WATCHDOG_S)
@@ -131,7 +143,9 @@ def test_the_recorder_grows_and_ids_rise_with_arrival_times():
     with pytest.raises(ValueError):
         rec.add(Request(9, 1.0, 3, 4))
     r = rec.records()
-    assert len(r) == 5 and np.allclose(r.arrival, [0, 0.1, 0.2, 0.3, 0.4]) and np.isnan(r.finish).all()
+    assert (
+        len(r) == 5 and np.allclose(r.arrival, [0, 0.1, 0.2, 0.3, 0.4]) and np.isnan(r.finish).all()
+    )
 
 
 def test_a_growing_recorder_rejects_only_the_requests_it_was_given():

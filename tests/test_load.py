@@ -35,11 +35,31 @@ from realrun.classroom.load import LoadConfig, LoadReport, prompt_for, run_load 
 
 ROOT = Path(__file__).resolve().parents[1]
 # The names `vllm bench serve --save-result --save-detailed` writes (vllm/benchmarks/serve.py, 0.x):
-VLLM_FIELDS = ["duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-               "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls",
-               "latencies", "start_times", "errors", "model_id", "num_prompts", "request_rate", "burstiness",
-               "max_concurrency"]
-VLLM_STATS = [f"{k}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for k in ("mean", "median", "std", "p99")]
+VLLM_FIELDS = [
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "errors",
+    "model_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+]
+VLLM_STATS = [
+    f"{k}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for k in ("mean", "median", "std", "p99")
+]
 
 
 class Fake:
@@ -48,10 +68,21 @@ class Fake:
     def __init__(self) -> None:
         self.reset()
 
-    def reset(self, first: float = 0.02, gap: float = 0.005, per_chunk: int = 1, usage: bool = True,
-              fail: int | None = None, fail_every: int = 1, models: tuple[str, ...] = ("fake-model",),
-              hold_until: int = 0, key: str | None = None) -> None:
-        self.key = key  # when set, as `realrun serve --api-key`: a 401 without "Authorization: Bearer KEY"
+    def reset(
+        self,
+        first: float = 0.02,
+        gap: float = 0.005,
+        per_chunk: int = 1,
+        usage: bool = True,
+        fail: int | None = None,
+        fail_every: int = 1,
+        models: tuple[str, ...] = ("fake-model",),
+        hold_until: int = 0,
+        key: str | None = None,
+    ) -> None:
+        self.key = (
+            key  # when set, as `realrun serve --api-key`: a 401 without "Authorization: Bearer KEY"
+        )
         self.auths: list[str | None] = []
         self.first, self.gap, self.per_chunk, self.usage = first, gap, per_chunk, usage
         self.hold_until = hold_until  # no answer starts before this many requests came
@@ -63,14 +94,18 @@ class Fake:
     def _refused(self, request: HTTPRequest):
         self.auths.append(request.headers.get("authorization"))
         if self.key is not None and self.auths[-1] != f"Bearer {self.key}":
-            return JSONResponse({"error": {"message": "missing or wrong API key", "code": 401}}, status_code=401)
+            return JSONResponse(
+                {"error": {"message": "missing or wrong API key", "code": 401}}, status_code=401
+            )
         return None
 
     async def list_models(self, request: HTTPRequest):
         self.gets += 1
         if (no := self._refused(request)) is not None:
             return no
-        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        )
 
     async def complete(self, request: HTTPRequest):
         self.received.append(time.perf_counter())
@@ -80,10 +115,14 @@ class Fake:
         k = len(self.bodies)
         self.bodies.append(body)
         if self.fail is not None and k % self.fail_every == 0:
-            return JSONResponse({"error": {"message": f"no room for request {k}", "type": "x", "code": self.fail}},
-                                status_code=self.fail)
+            return JSONResponse(
+                {"error": {"message": f"no room for request {k}", "type": "x", "code": self.fail}},
+                status_code=self.fail,
+            )
         chat = request.url.path.endswith("/chat/completions")
-        return StreamingResponse(self._stream(int(body["max_tokens"]), chat), media_type="text/event-stream")
+        return StreamingResponse(
+            self._stream(int(body["max_tokens"]), chat), media_type="text/event-stream"
+        )
 
     async def _stream(self, n: int, chat: bool):
         def event(obj) -> str:
@@ -100,27 +139,44 @@ class Fake:
                 await asyncio.sleep(self.gap)
             m = min(self.per_chunk, n - sent)
             sent += m
-            choice = {"index": 0, "delta": {"content": "ab" * m}} if chat else {"index": 0, "text": "ab" * m}
+            choice = (
+                {"index": 0, "delta": {"content": "ab" * m}}
+                if chat
+                else {"index": 0, "text": "ab" * m}
+            )
             choice["finish_reason"] = "length" if sent == n else None
             yield event({"choices": [choice]})
         if self.usage:
-            yield event({"choices": [], "usage": {"prompt_tokens": 16, "completion_tokens": n, "total_tokens": 16 + n}})
+            yield event(
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 16, "completion_tokens": n, "total_tokens": 16 + n},
+                }
+            )
         yield "data: [DONE]\n\n"
 
 
 @pytest.fixture(scope="module")
 def server():
     fake = Fake()
-    app = Starlette(routes=[Route("/v1/models", fake.list_models),
-                            Route("/v1/completions", fake.complete, methods=["POST"]),
-                            Route("/v1/chat/completions", fake.complete, methods=["POST"])])
+    app = Starlette(
+        routes=[
+            Route("/v1/models", fake.list_models),
+            Route("/v1/completions", fake.complete, methods=["POST"]),
+            Route("/v1/chat/completions", fake.complete, methods=["POST"]),
+        ]
+    )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11"))
+    srv = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11")
+    )
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 600  # a watchdog against a hang; the fake starts in well under a second
+    deadline = (
+        time.monotonic() + 600
+    )  # a watchdog against a hang; the fake starts in well under a second
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.01)
     assert srv.started, "the fake server did not start"
@@ -138,7 +194,9 @@ def fake(server):
 
 
 def workload(n=10, rate=50.0, prompt=16, output=8, arrival="constant"):
-    return WorkloadConfig(arrival=arrival, rate=rate, requests=n, prompt_len=prompt, output_len=output).build()
+    return WorkloadConfig(
+        arrival=arrival, rate=rate, requests=n, prompt_len=prompt, output_len=output
+    ).build()
 
 
 def free_port() -> int:
@@ -167,6 +225,7 @@ def cli(argv: list[str]) -> int:
 
 # -- what is measured --------------------------------------------------------------------------
 
+
 def test_timings_match_the_servers_delays(fake):
     wl = workload(n=10, output=8)
     rep = run_load(fake.url, wl, seed=3)
@@ -189,7 +248,9 @@ def test_timings_match_the_servers_delays(fake):
         assert body["model"] == "fake-model"
         assert body["max_tokens"] == 8 and body["ignore_eos"] is True and body["temperature"] == 0
         assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-        assert len(body["prompt"]) == 16 and all(isinstance(i, int) and 0 <= i < 256 for i in body["prompt"])
+        assert len(body["prompt"]) == 16 and all(
+            isinstance(i, int) and 0 <= i < 256 for i in body["prompt"]
+        )
 
 
 def test_prompts_are_seeded_by_request_and_match_the_real_engines():
@@ -207,13 +268,19 @@ def test_prompts_are_seeded_by_request_and_match_the_real_engines():
 def test_a_chunk_of_several_tokens_is_counted_from_usage(fake, usage, expected_tokens):
     fake.reset(per_chunk=3, usage=usage)
     rep = run_load(fake.url, workload(n=3, output=8))
-    assert [r.output_tokens for r in rep.results] == [expected_tokens] * 3  # without usage: one per chunk
-    assert all(len(r.itl) == 2 for r in rep.results)  # 3 chunks, 2 gaps: an ITL is a gap between chunks
+    assert [r.output_tokens for r in rep.results] == [
+        expected_tokens
+    ] * 3  # without usage: one per chunk
+    assert all(
+        len(r.itl) == 2 for r in rep.results
+    )  # 3 chunks, 2 gaps: an ITL is a gap between chunks
 
 
 def test_chat_role_chunk_is_not_the_first_token(fake):
     fake.reset(first=0.03)
-    rep = run_load(LoadConfig(url=fake.url + "/v1/", endpoint="/v1/chat/completions"), workload(n=3, output=4))
+    rep = run_load(
+        LoadConfig(url=fake.url + "/v1/", endpoint="/v1/chat/completions"), workload(n=3, output=4)
+    )
     assert rep.completed == 3 and all(r.output_tokens == 4 for r in rep.results)
     assert min(r.ttft for r in rep.results) >= 0.03
     body = fake.bodies[0]
@@ -227,7 +294,9 @@ def test_arrivals_are_open_loop(fake):
     wl = workload(n=6, rate=20.0, output=4)
     rep = run_load(fake.url, wl)
     assert rep.completed == 6 and len(fake.received) == 6
-    assert all(r.start >= r.arrival - 1e-6 for r in rep.results)  # none sent before its arrival time
+    assert all(
+        r.start >= r.arrival - 1e-6 for r in rep.results
+    )  # none sent before its arrival time
     assert [r.arrival for r in rep.results] == sorted(r.arrival for r in rep.results)
 
 
@@ -245,7 +314,10 @@ def test_http_errors_are_failed_requests_with_their_message(fake, status):
     rep = run_load(fake.url, workload(n=6))
     assert (rep.completed, rep.failed) == (3, 3)
     bad = [r for r in rep.results if not r.success]
-    assert all(r.status == status and r.error.startswith(f"HTTP {status}: no room for request") for r in bad)
+    assert all(
+        r.status == status and r.error.startswith(f"HTTP {status}: no room for request")
+        for r in bad
+    )
     s = rep.summary()
     assert s["output_lens"].count(0) == 3 and s["total_output_tokens"] == 3 * 8
     assert sum(e != "" for e in s["errors"]) == 3
@@ -259,10 +331,29 @@ def test_a_request_past_its_timeout_fails(fake):
 
 # -- the command line ---------------------------------------------------------------------------
 
+
 def test_json_has_vllms_names_and_consistent_numbers(fake, tmp_path, capsys):
     out = tmp_path / "load.json"
-    rc = cli(["load", "--url", fake.url, "--requests", "8", "--rate", "40", "--arrival", "gamma:2",
-              "--prompt-len", "16", "--output-len", "uniform:4,12", "--json", str(out), "--no-progress"])
+    rc = cli(
+        [
+            "load",
+            "--url",
+            fake.url,
+            "--requests",
+            "8",
+            "--rate",
+            "40",
+            "--arrival",
+            "gamma:2",
+            "--prompt-len",
+            "16",
+            "--output-len",
+            "uniform:4,12",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0 and "completed / failed      8 / 0" in text and "TTFT" in text
     d = json.loads(out.read_text())
@@ -286,7 +377,10 @@ def test_a_trace_brings_its_own_arrivals_and_lengths(fake, tmp_path, capsys):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,5,3\n0.05,7,2\n0.1,9,4\n")
     out = tmp_path / "t.json"
-    assert cli(["load", "--url", fake.url, "--trace", str(trace), "--json", str(out), "--no-progress"]) == 0
+    assert (
+        cli(["load", "--url", fake.url, "--trace", str(trace), "--json", str(out), "--no-progress"])
+        == 0
+    )
     d = json.loads(out.read_text())
     assert d["output_lens"] == [3, 2, 4] and d["request_rate"] == "trace"
     assert sorted(len(b["prompt"]) for b in fake.bodies) == [5, 7, 9]
@@ -309,18 +403,23 @@ def test_the_field_names_are_vllms_own():
     assert 'f"p{p_word}_{metric_attribute_name}_ms"' in text
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--url", "notaurl"], ["url", "'notaurl'"]),
-    (["--rate", "-1"], ["rate", "-1"]),
-    (["--max-concurrency", "0"], ["max_concurrency", "0"]),
-    (["--timeout", "nan"], ["timeout", "nan"]),
-    (["--endpoint", "/v1/embeddings"], ["endpoint", "'/v1/embeddings'"]),
-    (["--requests", "4", "--duration", "2"], ["--requests", "--duration"]),
-    (["--json", "/no/such/folder/x.json"], ["json", "/no/such/folder", "does not exist"]),
-    (["--api-key", " "], ["api_key"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--url", "notaurl"], ["url", "'notaurl'"]),
+        (["--rate", "-1"], ["rate", "-1"]),
+        (["--max-concurrency", "0"], ["max_concurrency", "0"]),
+        (["--timeout", "nan"], ["timeout", "nan"]),
+        (["--endpoint", "/v1/embeddings"], ["endpoint", "'/v1/embeddings'"]),
+        (["--requests", "4", "--duration", "2"], ["--requests", "--duration"]),
+        (["--json", "/no/such/folder/x.json"], ["json", "/no/such/folder", "does not exist"]),
+        (["--api-key", " "], ["api_key"]),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2_before_any_request(fake, capsys, argv, words):
-    base = ([] if "--url" in argv else ["--url", fake.url]) + ([] if "--requests" in argv else ["--requests", "4"])
+    base = ([] if "--url" in argv else ["--url", fake.url]) + (
+        [] if "--requests" in argv else ["--requests", "4"]
+    )
     rc = cli(["load", *base, *argv])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -333,14 +432,33 @@ def test_an_unreachable_server_is_named(capsys):
     rc = cli(["load", "--url", f"http://127.0.0.1:{port}", "--requests", "2"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.strip() == f"realrun load: error: cannot connect to http://127.0.0.1:{port}: connection refused"
+    assert (
+        err.strip()
+        == f"realrun load: error: cannot connect to http://127.0.0.1:{port}: connection refused"
+    )
 
 
 def test_a_server_that_lists_no_model_asks_for_one(fake, capsys):
     fake.reset(models=())
     assert cli(["load", "--url", fake.url, "--requests", "2"]) == 2
     assert "give --model NAME" in capsys.readouterr().err and fake.bodies == []
-    assert cli(["load", "--url", fake.url, "--requests", "2", "--rate", "50", "--model", "mine", "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "load",
+                "--url",
+                fake.url,
+                "--requests",
+                "2",
+                "--rate",
+                "50",
+                "--model",
+                "mine",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert {b["model"] for b in fake.bodies} == {"mine"}
 
 
@@ -349,12 +467,34 @@ def test_a_server_that_wants_a_key_is_asked_with_it(fake, capsys):
     # Without the key: one line naming the flag, before any request leaves (not a table of 401s).
     assert cli(["load", "--url", fake.url, "--requests", "2"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "401" in err and "--api-key" in err and fake.bodies == []
-    assert cli(["load", "--url", fake.url, "--requests", "2", "--model", "m"]) == 2  # the probe checks it too
+    assert (
+        len(err.strip().splitlines()) == 1
+        and "401" in err
+        and "--api-key" in err
+        and fake.bodies == []
+    )
+    assert (
+        cli(["load", "--url", fake.url, "--requests", "2", "--model", "m"]) == 2
+    )  # the probe checks it too
     assert "--api-key" in capsys.readouterr().err and fake.bodies == []
     fake.reset(key="class-key")
-    assert cli(["load", "--url", fake.url, "--requests", "3", "--rate", "50", "--api-key", "class-key",
-                "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "load",
+                "--url",
+                fake.url,
+                "--requests",
+                "3",
+                "--rate",
+                "50",
+                "--api-key",
+                "class-key",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert len(fake.bodies) == 3 and set(fake.auths) == {"Bearer class-key"}
 
 
@@ -376,9 +516,29 @@ if importlib.util.find_spec("realrun.cli.serve") is None:  # until `serve` exist
 def test_ctrl_c_prints_what_was_measured_and_exits_130(fake, tmp_path):
     fake.reset(first=0.01, gap=0.01)
     body = "from realrun.cli import main; sys.exit(main(sys.argv[1:]))"
-    w = Watched(["-c", _SCRIPT.format(body=body), "load", "--url", fake.url, "--requests", "200", "--rate", "20",
-                 "--arrival", "constant", "--output-len", "4", "--progress"], ROOT, module=False)
-    w.wait_for_count(200, 5)  # five answered, as the client's own bar counts them; the 200th is 10 s away
+    w = Watched(
+        [
+            "-c",
+            _SCRIPT.format(body=body),
+            "load",
+            "--url",
+            fake.url,
+            "--requests",
+            "200",
+            "--rate",
+            "20",
+            "--arrival",
+            "constant",
+            "--output-len",
+            "4",
+            "--progress",
+        ],
+        ROOT,
+        module=False,
+    )
+    w.wait_for_count(
+        200, 5
+    )  # five answered, as the client's own bar counts them; the 200th is 10 s away
     code, out, err = w.interrupt()
     assert code == 130, err
     assert "interrupted" in out and "completed / failed" in out and "Traceback" not in err
@@ -395,11 +555,19 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     import realrun.classroom.load
     import realrun.cli.load
 
-    monkeypatch.setattr(realrun.classroom, "load", realrun.classroom.load)  # the fresh import rebinds it
+    monkeypatch.setattr(
+        realrun.classroom, "load", realrun.classroom.load
+    )  # the fresh import rebinds it
     monkeypatch.setattr(realrun.cli, "load", realrun.cli.load)
-    monkeypatch.setitem(sys.modules, "httpx", None)  # `import httpx` now fails, as where it is not installed
-    for name in [m for m in sys.modules if m in ("realrun.classroom.load", "realrun.cli.load")
-                 or m.startswith("realrun.classroom.load.")]:
+    monkeypatch.setitem(
+        sys.modules, "httpx", None
+    )  # `import httpx` now fails, as where it is not installed
+    for name in [
+        m
+        for m in sys.modules
+        if m in ("realrun.classroom.load", "realrun.cli.load")
+        or m.startswith("realrun.classroom.load.")
+    ]:
         monkeypatch.delitem(sys.modules, name)  # imported afresh below; restored after the test
     fresh = importlib.import_module("realrun.cli.load")
     p = argparse.ArgumentParser(prog="realrun")
@@ -413,20 +581,40 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     from realrun.cli.run_setup import REALRUN_DEFAULTS as d
 
     words = " ".join(text.split())
-    for flag, value in (("--rate RATE", f"{d['rate']:g}"), ("--requests REQUESTS", d["requests"]),
-                        ("--prompt-len PROMPT_LEN", d["prompt_len"]), ("--output-len OUTPUT_LEN", d["output_len"])):
+    for flag, value in (
+        ("--rate RATE", f"{d['rate']:g}"),
+        ("--requests REQUESTS", d["requests"]),
+        ("--prompt-len PROMPT_LEN", d["prompt_len"]),
+        ("--output-len OUTPUT_LEN", d["output_len"]),
+    ):
         help_of = words.rsplit(flag, 1)[1].split(" --", 1)[0]
         assert f"(default {value})" in help_of, (flag, help_of)
 
 
 def test_report_refuses_results_out_of_order():
     with pytest.raises(ValueError, match="id order"):
-        LoadReport(url="u", endpoint="/v1/completions", model="m", workload="w", requests=2, duration=1.0,
-                   results=tuple(run_result(i) for i in (1, 0)))
+        LoadReport(
+            url="u",
+            endpoint="/v1/completions",
+            model="m",
+            workload="w",
+            requests=2,
+            duration=1.0,
+            results=tuple(run_result(i) for i in (1, 0)),
+        )
 
 
 def run_result(i: int):
     from realrun.classroom.load import RequestResult
 
-    return RequestResult(id=i, arrival=0.0, start=0.0, prompt_len=1, max_tokens=1, success=True, output_tokens=1,
-                         ttft=0.01, latency=0.01)
+    return RequestResult(
+        id=i,
+        arrival=0.0,
+        start=0.0,
+        prompt_len=1,
+        max_tokens=1,
+        success=True,
+        output_tokens=1,
+        ttft=0.01,
+        latency=0.01,
+    )

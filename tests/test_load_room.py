@@ -42,11 +42,18 @@ def test_chat_load_sends_exactly_prompt_len_tokens_to_our_server(tmp_path):
     assert [r.prompt_len for r in report.results] == [100] * 6  # the server's own count (usage)
 
 
-@pytest.mark.parametrize("argv,flag", [(["serve", "--record", "/proc/x.csv"], "--record"),
-                                       (["load", "--json", "/proc/x.json"], "--json")])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["serve", "--record", "/proc/x.csv"], "--record"),
+        (["load", "--json", "/proc/x.json"], "--json"),
+    ],
+)
 def test_an_output_in_a_system_folder_names_the_flag_and_why(argv, flag, capsys):
     from realrun import cli
 
     assert cli.main(argv) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and flag in lines[0] and "/proc" in lines[0] and "system folder" in lines[0], lines
+    assert (
+        len(lines) == 1 and flag in lines[0] and "/proc" in lines[0] and "system folder" in lines[0]
+    ), lines

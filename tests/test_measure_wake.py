@@ -15,7 +15,9 @@ import pytest
 from realrun.timing.grid import Grid
 from realrun.timing.measure import WAKE_PAIRS, _wake
 
-measure = importlib.import_module("realrun.timing.measure")  # the module: the package's name is a function
+measure = importlib.import_module(
+    "realrun.timing.measure"
+)  # the module: the package's name is a function
 
 PASS_S = 0.010  # every pass of the fake engine, warm
 REAL_SLEEP = time.sleep
@@ -66,8 +68,14 @@ def seen_sleep(monkeypatch):
 
 
 def grid(idles) -> Grid:
-    return Grid(decode_rows=(1,), decode_widths=(32,), prefill_rows=(1,), prefill_lengths=(32,),
-                repeats=1, wake_idle=tuple(idles))
+    return Grid(
+        decode_rows=(1,),
+        decode_widths=(32,),
+        prefill_rows=(1,),
+        prefill_lengths=(32,),
+        repeats=1,
+        wake_idle=tuple(idles),
+    )
 
 
 def test_the_extra_is_the_cold_start_and_never_falls_as_the_idle_grows():

@@ -65,8 +65,12 @@ def test_committed_notebooks_are_what_build_py_writes_and_carry_no_outputs():
         assert nb.cells[-1].source.startswith("## Questions to think about"), name
         # Notebooks are thin: a notebook calls the package, it defines nothing of its own.
         for c in code:
-            tree = ast.parse("\n".join(line for line in c.source.splitlines() if not line.startswith("%")))
-            assert not any(isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Lambda)) for n in ast.walk(tree)), name
+            tree = ast.parse(
+                "\n".join(line for line in c.source.splitlines() if not line.startswith("%"))
+            )
+            assert not any(
+                isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Lambda)) for n in ast.walk(tree)
+            ), name
 
 
 def _parameters(nb) -> dict:
@@ -85,7 +89,9 @@ def _small(nb, overrides: dict):
     unknown = set(overrides) - set(params)
     assert not unknown, f"overrides {unknown} are not in the parameters cell {sorted(params)}"
     idx = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    src = "# injected by tests/test_notebooks.py\n" + "\n".join(f"{k} = {v!r}" for k, v in overrides.items())
+    src = "# injected by tests/test_notebooks.py\n" + "\n".join(
+        f"{k} = {v!r}" for k, v in overrides.items()
+    )
     cell = nbformat.v4.new_code_cell(src)
     cell.metadata["tags"] = ["injected-parameters"]
     nb.cells.insert(idx + 1, cell)
@@ -100,16 +106,23 @@ def test_notebook_runs_top_to_bottom_small(name):
     report = nbformat.v4.new_code_cell(
         "# injected by tests/test_notebooks.py\n"
         "print('panel drew', None if panel.result is None else widgets.png_size(panel.image.value))\n"
-        "print('panel table', bool(panel.table.value) and len(panel.table.value))")
+        "print('panel table', bool(panel.table.value) and len(panel.table.value))"
+    )
     nb.cells.append(report)
     saved = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONPATH")}
-    os.environ["MPLBACKEND"] = "Agg"  # the kernel inherits it; %matplotlib inline still shows figures
+    os.environ["MPLBACKEND"] = (
+        "Agg"  # the kernel inherits it; %matplotlib inline still shows figures
+    )
     # The kernel imports this checkout's package, whatever else is installed.
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else []))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])
+    )
     try:
         # timeout: a watchdog per cell against a hung kernel, not a speed check (notebook 7, the
         # slowest, took 108 s in all on a loaded 2-core machine).
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}}).execute()
+        NotebookClient(
+            nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}}
+        ).execute()
     finally:
         for k, v in saved.items():
             if v is None:
@@ -118,7 +131,9 @@ def test_notebook_runs_top_to_bottom_small(name):
                 os.environ[k] = v
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), "no slider panel"
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), (
+        "no slider panel"
+    )
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     drew = "".join(o.get("text", "") for o in report.outputs)
     figures = sum("image/png" in o.get("data", {}) for o in outputs)

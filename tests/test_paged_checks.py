@@ -34,27 +34,71 @@ def _with(index: int, value):
 Q, PK, PV, TABLE, CTX, START = range(6)
 
 BAD = {
-    "block id past the pool": (lambda: _with(TABLE, lambda t: t.index_put((torch.tensor(3), torch.tensor(7)),
-                                                                            torch.tensor(10**6))),
-                               "table[3, 7]", "1000000"),
-    "negative block id": (lambda: _with(TABLE, lambda t: t.index_put((torch.tensor(0), torch.tensor(0)),
-                                                                       torch.tensor(-1))), "table[0, 0]", "-1"),
-    "context past its blocks": (lambda: _with(CTX, torch.tensor([1, 5, 17, 300])), "ctx[3] = 300", "8 per row"),
+    "block id past the pool": (
+        lambda: _with(
+            TABLE, lambda t: t.index_put((torch.tensor(3), torch.tensor(7)), torch.tensor(10**6))
+        ),
+        "table[3, 7]",
+        "1000000",
+    ),
+    "negative block id": (
+        lambda: _with(
+            TABLE, lambda t: t.index_put((torch.tensor(0), torch.tensor(0)), torch.tensor(-1))
+        ),
+        "table[0, 0]",
+        "-1",
+    ),
+    "context past its blocks": (
+        lambda: _with(CTX, torch.tensor([1, 5, 17, 300])),
+        "ctx[3] = 300",
+        "8 per row",
+    ),
     "negative context": (lambda: _with(CTX, torch.tensor([1, 5, -17, 30])), "ctx[2]", "-17"),
-    "fewer context than queries": (lambda: _with(CTX, torch.tensor([1, 4, 17, 30])), "ctx[1]", "5 queries"),
+    "fewer context than queries": (
+        lambda: _with(CTX, torch.tensor([1, 4, 17, 30])),
+        "ctx[1]",
+        "5 queries",
+    ),
     "q_start too short": (lambda: _with(START, torch.tensor([0, 1, 6])), "q_start", "(3,)"),
-    "q_start short of q": (lambda: _with(START, torch.tensor([0, 1, 6, 7, 10])), "q_start[-1]", "10"),
+    "q_start short of q": (
+        lambda: _with(START, torch.tensor([0, 1, 6, 7, 10])),
+        "q_start[-1]",
+        "10",
+    ),
     "q_start not from 0": (lambda: _with(START, torch.tensor([1, 1, 6, 7, 14])), "q_start[0]", "1"),
-    "q_start falling": (lambda: _with(START, torch.tensor([0, 6, 1, 7, 14])), "q_start", "q_start[1] = 6"),
+    "q_start falling": (
+        lambda: _with(START, torch.tensor([0, 6, 1, 7, 14])),
+        "q_start",
+        "q_start[1] = 6",
+    ),
     "q of two dims": (lambda: _with(Q, lambda q: q.reshape(14, -1)), "q must be", "(14, 24)"),
-    "pools of another head_dim": (lambda: [a[..., :4] if i in (PK, PV) else a for i, a in enumerate(_ragged())],
-                                  "pool_k must have q's heads 3 and head_dim 8", "(21, 3, 4, 4)"),
+    "pools of another head_dim": (
+        lambda: [a[..., :4] if i in (PK, PV) else a for i, a in enumerate(_ragged())],
+        "pool_k must have q's heads 3 and head_dim 8",
+        "(21, 3, 4, 4)",
+    ),
     "pool_v unlike pool_k": (lambda: _with(PV, lambda p: p[:-1]), "pool_v", "(20, 3, 4, 8)"),
     "float table": (lambda: _with(TABLE, lambda t: t.float()), "table", "torch.float32"),
-    "float64 pool with float32 q": (lambda: _with(PK, lambda p: p.double()), "pool_k", "torch.float64"),
-    "integer q": (lambda: _with(Q, lambda q: q.long()), "q must hold floating-point", "torch.int64"),
-    "a list for a tensor": (lambda: _with(CTX, [1, 5, 17, 30]), "ctx must be a torch.Tensor", "list"),
-    "table of other rows": (lambda: _with(TABLE, lambda t: t[:3]), "table must be [rows=4", "(3, 8)"),
+    "float64 pool with float32 q": (
+        lambda: _with(PK, lambda p: p.double()),
+        "pool_k",
+        "torch.float64",
+    ),
+    "integer q": (
+        lambda: _with(Q, lambda q: q.long()),
+        "q must hold floating-point",
+        "torch.int64",
+    ),
+    "a list for a tensor": (
+        lambda: _with(CTX, [1, 5, 17, 30]),
+        "ctx must be a torch.Tensor",
+        "list",
+    ),
+    "table of other rows": (
+        lambda: _with(TABLE, lambda t: t[:3]),
+        "table must be [rows=4",
+        "(3, 8)",
+    ),
 }
 
 
@@ -91,8 +135,10 @@ LAYOUTS = {
     "pool_v transposed": lambda a: a.__setitem__(PV, _transposed_copy(a[PV], (0, 2))),
     "table transposed": lambda a: a.__setitem__(TABLE, _transposed_copy(a[TABLE], (0, 1))),
     "table int32": lambda a: a.__setitem__(TABLE, a[TABLE].int()),
-    "ctx and q_start strided": lambda a: (a.__setitem__(CTX, torch.stack([a[CTX], a[CTX]], 1)[:, 0]),
-                                          a.__setitem__(START, torch.stack([a[START], a[START]], 1)[:, 0])),
+    "ctx and q_start strided": lambda a: (
+        a.__setitem__(CTX, torch.stack([a[CTX], a[CTX]], 1)[:, 0]),
+        a.__setitem__(START, torch.stack([a[START], a[START]], 1)[:, 0]),
+    ),
 }
 
 
@@ -113,7 +159,10 @@ def test_the_build_name_follows_the_cpus_instruction_sets(monkeypatch, tmp_path)
         path = tmp_path / "cpuinfo"
         path.write_text(cpuinfo)
         real_open = open
-        monkeypatch.setattr("builtins.open", lambda f, *a, **k: real_open(path if f == "/proc/cpuinfo" else f, *a, **k))
+        monkeypatch.setattr(
+            "builtins.open",
+            lambda f, *a, **k: real_open(path if f == "/proc/cpuinfo" else f, *a, **k),
+        )
         try:
             return attention._build_name()
         finally:
@@ -123,5 +172,7 @@ def test_the_build_name_follows_the_cpus_instruction_sets(monkeypatch, tmp_path)
     avx512 = name_for(model + "flags\t\t: fpu sse2 avx2 avx512f\n")
     avx2 = name_for(model + "flags\t\t: fpu sse2 avx2\n")
     assert avx512 != avx2  # same model name, different instruction sets: different builds
-    assert avx2 == name_for(model + "flags\t\t: fpu sse2 avx2\n\nprocessor\t: 1\nflags\t\t: other\n")
+    assert avx2 == name_for(
+        model + "flags\t\t: fpu sse2 avx2\n\nprocessor\t: 1\nflags\t\t: other\n"
+    )
     assert _build_name().startswith("realrun_paged_")

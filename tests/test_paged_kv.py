@@ -52,7 +52,10 @@ def _ragged(seed: int, heads=3, dim=8, bs=4, contexts=(1, 5, 17, 30), queries=(1
     g = torch.Generator().manual_seed(seed)
     blocks = [-(-c // bs) for c in contexts]
     nb = sum(blocks) + 5
-    pk, pv = torch.randn(nb, heads, bs, dim, generator=g), torch.randn(nb, heads, bs, dim, generator=g)
+    pk, pv = (
+        torch.randn(nb, heads, bs, dim, generator=g),
+        torch.randn(nb, heads, bs, dim, generator=g),
+    )
     order = torch.randperm(nb, generator=g).tolist()
     table = torch.zeros(len(contexts), max(blocks), dtype=torch.long)
     at = 0
@@ -67,8 +70,8 @@ def _ragged(seed: int, heads=3, dim=8, bs=4, contexts=(1, 5, 17, 30), queries=(1
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_attention_over_blocks_equals_torchs_per_row(seed):
     q, pk, pv, table, ctx, starts = _ragged(seed)
-    out = paged_attention(q, pk, pv, table, ctx, starts, 8 ** -0.5)
-    ref = attention_reference(q, pk, pv, table, ctx, starts, 8 ** -0.5)
+    out = paged_attention(q, pk, pv, table, ctx, starts, 8**-0.5)
+    ref = attention_reference(q, pk, pv, table, ctx, starts, 8**-0.5)
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)
     # And the reference is torch's attention on each row's tokens laid out contiguously, causal.
     D, bs = q.shape[2], pk.shape[2]
@@ -77,7 +80,7 @@ def test_attention_over_blocks_equals_torchs_per_row(seed):
     v = torch.cat([pv[int(blk)] for blk in table[r, : -(-n // bs)]], dim=1)[:, :n]
     for i in range(b - a):
         pos = n - (b - a) + i
-        w = torch.softmax((q[a + i][:, None] * k[:, : pos + 1]).sum(-1) * D ** -0.5, dim=-1)
+        w = torch.softmax((q[a + i][:, None] * k[:, : pos + 1]).sum(-1) * D**-0.5, dim=-1)
         assert torch.allclose(out[a + i], (w[..., None] * v[:, : pos + 1]).sum(1), atol=1e-5)
 
 
@@ -107,22 +110,34 @@ def test_a_padded_batch_holds_fewer_bytes_in_blocks_than_in_its_rectangle(paged,
     assert a.meta["kv_peak_bytes_used"] < b.meta["kv_peak_bytes_measured"]
 
 
-def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(paged, workload, monkeypatch):
+def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(
+    paged, workload, monkeypatch
+):
     # generate()'s semantics, which the plan prices: a static batch's prefill computes rows x its longest
     # prompt. Every pass that runs is counted here, in tokens, against the plan's prefill_tokens.
     fed: list[int] = []
     inner = paged.paged._forward
-    monkeypatch.setattr(paged.paged, "_forward", lambda rows, tokens, *a: fed.append(len(tokens)) or inner(rows, tokens, *a))
+    monkeypatch.setattr(
+        paged.paged,
+        "_forward",
+        lambda rows, tokens, *a: fed.append(len(tokens)) or inner(rows, tokens, *a),
+    )
     res = run_real(workload, make_policy("static", max_batch=4), paged)
     prefills = [p for p, _ in paged.pass_log if p.prefill_rows]
-    assert prefills and any(p.prefill_tokens > sum(c.length for c in p.chunks) for p in prefills)  # some padding
+    assert prefills and any(
+        p.prefill_tokens > sum(c.length for c in p.chunks) for p in prefills
+    )  # some padding
     assert sum(fed) == sum(p.prefill_tokens + p.decode_rows for p, _ in paged.pass_log)
-    assert paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0  # the padding's blocks came back
+    assert (
+        paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0
+    )  # the padding's blocks came back
     # (That the padding changes nobody's tokens: test_realrun_engine.py's one-at-a-time equality, static included.)
 
 
 def test_the_reference_attention_serves_when_the_kernel_cannot(lm, paged, workload, monkeypatch):
-    want = run_real(workload, make_policy("continuous", max_seqs=4, block_size=4), paged) and dict(paged.outputs())
+    want = run_real(workload, make_policy("continuous", max_seqs=4, block_size=4), paged) and dict(
+        paged.outputs()
+    )
     monkeypatch.setattr(pool_module, "paged_attention", attention_reference)
     run_real(workload, make_policy("continuous", max_seqs=4, block_size=4), paged)
     assert paged.outputs() == want
@@ -135,7 +150,12 @@ def test_an_unknown_kv_layout_is_refused(lm):
 
 def test_the_profilers_rows_fit_a_pool_that_grows_between_runs(paged):
     paged.start(make_workload(Poisson(10.0), Uniform(4, 8), Uniform(2, 4), n=40, seed=0))
-    paged.fill_rows(list(range(40)), [300] * 40)  # more than the last run's pool: it grows, outside any run
-    assert len(paged.paged.running) == 40 and paged.paged.pool.used_blocks >= 40 * 300 // paged.paged.pool.block_size
+    paged.fill_rows(
+        list(range(40)), [300] * 40
+    )  # more than the last run's pool: it grows, outside any run
+    assert (
+        len(paged.paged.running) == 40
+        and paged.paged.pool.used_blocks >= 40 * 300 // paged.paged.pool.block_size
+    )
     paged.release(list(range(40)))
     assert paged.paged.pool.used_blocks == 0

@@ -24,15 +24,30 @@ sys.path.insert(0, str(Path(__file__).parent))  # test_canary_level, for the las
 MODEL = LinearStepTime(0.004, 2e-5, 5e-5, 1e-8)
 
 
-def _run(prefill_level: float, decode_level: float, n: int = 400, noise: float = 0.0, seed: int = 0, drift=None):
+def _run(
+    prefill_level: float,
+    decode_level: float,
+    n: int = 400,
+    noise: float = 0.0,
+    seed: int = 0,
+    drift=None,
+):
     """A measured run of ``n`` passes (every tenth a prefill) at the given levels; ``drift(i)`` multiplies pass i."""
     rng = np.random.default_rng(seed)
     passes = []
     for i in range(n):
-        p = Pass(prefill_tokens=64, prefill_rows=1, query=64) if i % 10 == 0 else Pass(decode_rows=8, kv_read=8 * 100,
-                                                                                      attn_read=8 * 100)
+        p = (
+            Pass(prefill_tokens=64, prefill_rows=1, query=64)
+            if i % 10 == 0
+            else Pass(decode_rows=8, kv_read=8 * 100, attn_read=8 * 100)
+        )
         level = prefill_level if p.prefill_rows else decode_level
-        secs = MODEL.pass_time(p) * level * (1 + noise * rng.standard_normal()) * (drift(i) if drift else 1.0)
+        secs = (
+            MODEL.pass_time(p)
+            * level
+            * (1 + noise * rng.standard_normal())
+            * (drift(i) if drift else 1.0)
+        )
         passes.append((p, secs))
     return SimpleNamespace(meta={"passes": passes})
 
@@ -52,25 +67,42 @@ def test_several_runs_pool_their_passes():
 def test_slow_drift_widens_the_error_more_than_independent_noise_of_the_same_size():
     # The same per-pass spread (about 10 %), once independent, once as a slow wave over the run.
     indep = pass_level([_run(1.0, 1.0, n=2000, noise=0.1, seed=1)], MODEL, "continuous")
-    wave = pass_level([_run(1.0, 1.0, n=2000, drift=lambda i: 1 + 0.14 * math.sin(i / 2000 * 2 * math.pi))],
-                      MODEL, "continuous")
+    wave = pass_level(
+        [_run(1.0, 1.0, n=2000, drift=lambda i: 1 + 0.14 * math.sin(i / 2000 * 2 * math.pi))],
+        MODEL,
+        "continuous",
+    )
     assert indep.decode == pytest.approx(1.0, abs=0.02)
-    assert wave.decode_se > 3 * indep.decode_se  # batch means see the wave; a naive sd / sqrt(n) would not
+    assert (
+        wave.decode_se > 3 * indep.decode_se
+    )  # batch means see the wave; a naive sd / sqrt(n) would not
 
 
 def test_contradiction_is_beyond_the_tolerance_and_the_error():
     pl = pass_level([_run(1.0, 1.0)], MODEL, "continuous")
     assert pl.contradicts(1.0 + CONTRADICTS * 0.9, 1.0) == []
     assert pl.contradicts(1.5, 1.0) == ["prefill"] and pl.contradicts(1.0, 0.7) == ["decode"]
-    only_decode = pass_level([SimpleNamespace(meta={"passes": [(Pass(decode_rows=1, kv_read=10, attn_read=10), 0.005)]})],
-                             MODEL, "taxi")
-    assert only_decode.prefill is None and only_decode.contradicts(3.0, only_decode.decode) == []  # no prefill ran
+    only_decode = pass_level(
+        [
+            SimpleNamespace(
+                meta={"passes": [(Pass(decode_rows=1, kv_read=10, attn_read=10), 0.005)]}
+            )
+        ],
+        MODEL,
+        "taxi",
+    )
+    assert (
+        only_decode.prefill is None and only_decode.contradicts(3.0, only_decode.decode) == []
+    )  # no prefill ran
 
 
 def test_the_model_at_the_level_prices_each_kind_at_its_own():
     pl = pass_level([_run(1.3, 0.9)], MODEL, "continuous")
     m = pl.model(MODEL)
-    pre, dec = Pass(prefill_tokens=64, prefill_rows=1, query=64), Pass(decode_rows=8, kv_read=800, attn_read=800)
+    pre, dec = (
+        Pass(prefill_tokens=64, prefill_rows=1, query=64),
+        Pass(decode_rows=8, kv_read=800, attn_read=800),
+    )
     assert m.pass_time(pre) == pytest.approx(1.3 * MODEL.pass_time(pre))
     assert m.pass_time(dec) == pytest.approx(0.9 * MODEL.pass_time(dec))
 
@@ -91,27 +123,40 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
 
     readings = iter(_readings(1.3, 1.0, 0.03, n=8, seed=1))
     st = model()
-    passes = [(Pass(prefill_tokens=300, prefill_rows=1, query=300), None)] * 30 + \
-        [(Pass(decode_rows=4, kv_read=1200, attn_read=1200), None)] * 300
+    passes = [(Pass(prefill_tokens=300, prefill_rows=1, query=300), None)] * 30 + [
+        (Pass(decode_rows=4, kv_read=1200, attn_read=1200), None)
+    ] * 300
     count = {"k": 0}
 
     def measure(label, policy):
         count["k"] += 1
         res = simulate(WL, policy, with_noise(st, 100 + count["k"], "passes"))
-        res.meta["passes"] = [(p, st.for_policy(policy.name).pass_time(p)) for p, _ in passes]  # at the profile's price
+        res.meta["passes"] = [
+            (p, st.for_policy(policy.name).pass_time(p)) for p, _ in passes
+        ]  # at the profile's price
         return res
 
     pairs = [(n, make_policy(n), make_policy(n)) for n in ("taxi", "static")]
-    report = compare_policies(WL, pairs, measure, st, seeds=3, repeats=2, canary=lambda: next(readings), noise="passes")
+    report = compare_policies(
+        WL, pairs, measure, st, seeds=3, repeats=2, canary=lambda: next(readings), noise="passes"
+    )
     assert report.level is not None and report.level.applied()[0] == pytest.approx(1.3, abs=0.05)
     for row in report.rows:
         assert row.predicted_at_profile is None  # not moved: the canaries' level was contradicted
-        assert row.pass_level.prefill == pytest.approx(1.0) and row.pass_level.decode == pytest.approx(1.0)
+        assert row.pass_level.prefill == pytest.approx(
+            1.0
+        ) and row.pass_level.decode == pytest.approx(1.0)
         assert row.predicted_at_passes is not None and set(row.errors_at_passes) == set(row.errors)
         assert row.as_dict()["pass_level"]["prefill_passes"] == 60  # both repeats' passes
     notes = "\n".join(report.notes)
-    assert "is contradicted by the runs' own passes" in notes and "predicted at the profile's level" in notes
-    assert "predicted again at that level (each run predicted at its own passes' level, the median taken) (after the run" in notes
+    assert (
+        "is contradicted by the runs' own passes" in notes
+        and "predicted at the profile's level" in notes
+    )
+    assert (
+        "predicted again at that level (each run predicted at its own passes' level, the median taken) (after the run"
+        in notes
+    )
     assert isinstance(next(iter(report.rows)).canary[0][0], CanaryReading)
 
 
@@ -144,7 +189,9 @@ def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
     bare = SimpleNamespace(meta={"passes": passes})
     assert run_level(bare, _Wakes(), "taxi") == pytest.approx(1.6)
     # A log out of step with the passes is not trusted.
-    assert run_level(SimpleNamespace(meta={"passes": passes, "pass_idle": idle[:-1]}), _Wakes(), "taxi") == pytest.approx(1.6)
+    assert run_level(
+        SimpleNamespace(meta={"passes": passes, "pass_idle": idle[:-1]}), _Wakes(), "taxi"
+    ) == pytest.approx(1.6)
 
 
 def test_the_engine_logs_the_idle_before_each_step():
@@ -176,7 +223,9 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
 
     wl = make_workload(Poisson(9.0), Uniform(50, 150), Uniform(8, 24), n=150, seed=3)
     slow = LevelStepTime(MODEL, speed, speed)
-    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 300
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [
+        Pass(decode_rows=4, kv_read=400, attn_read=400)
+    ] * 300
 
     def measure(label, policy):
         res = simulate(wl, policy, slow)
@@ -184,24 +233,36 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
         return res
 
     kw = {"static": {"max_batch": 4}}
-    pairs = [(n, make_policy(n, **kw.get(n, {})), make_policy(n, **kw.get(n, {}))) for n in ("taxi", "dynamic", "static")]
+    pairs = [
+        (n, make_policy(n, **kw.get(n, {})), make_policy(n, **kw.get(n, {})))
+        for n in ("taxi", "dynamic", "static")
+    ]
     report = compare_policies(wl, pairs, measure, MODEL, repeats=2, level=False)
     line, d = verdict_line(report), verdict_dict(report)
-    assert report.machine_level.decode == pytest.approx(speed) and report.machine_level.prefill == pytest.approx(speed)
+    assert report.machine_level.decode == pytest.approx(
+        speed
+    ) and report.machine_level.prefill == pytest.approx(speed)
     if speed == 1.0:
         assert all(r.predicted_at_machine is None for r in report.rows)
         assert "this machine ran" not in line and "ranking by p99 E2E preserved" in line
         assert d["judged_at"] == "the level predicted at"
         return
     rows = {r.label: r for r in report.rows}
-    assert rows["taxi"].predicted["p99_e2e"] < rows["static"].predicted["p99_e2e"]  # as made: another machine's
+    assert (
+        rows["taxi"].predicted["p99_e2e"] < rows["static"].predicted["p99_e2e"]
+    )  # as made: another machine's
     assert rows["taxi"].measured["p99_e2e"] > rows["static"].measured["p99_e2e"]
-    assert rows["taxi"].predicted_at_machine["p99_e2e"] > rows["static"].predicted_at_machine["p99_e2e"]
+    assert (
+        rows["taxi"].predicted_at_machine["p99_e2e"]
+        > rows["static"].predicted_at_machine["p99_e2e"]
+    )
     assert line.startswith("verdict: this machine ran its passes at prefill 2.000x")
     assert "(at the level predicted at, the ranking was NOT preserved)" in line
     assert "): ranking by p99 E2E preserved (dynamic < static < taxi" in line
     assert d["ranking_preserved"] is True and d["judged_at"].startswith("this machine's level")
-    assert any("the verdict judges the prediction again at this machine's level" in n for n in report.notes)
+    assert any(
+        "the verdict judges the prediction again at this machine's level" in n for n in report.notes
+    )
     assert rows["taxi"].as_dict()["predicted_at_machine"] == rows["taxi"].predicted_at_machine
 
 
@@ -214,7 +275,9 @@ def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
 
     wl = make_workload(Poisson(4.0), Uniform(50, 150), Uniform(8, 24), n=60, seed=5)
     slow = LevelStepTime(MODEL, 2.0, 2.0)
-    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 300
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 30 + [
+        Pass(decode_rows=4, kv_read=400, attn_read=400)
+    ] * 300
 
     def measure(label, policy):
         res = simulate(wl, policy, slow)
@@ -234,7 +297,9 @@ def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_tak
     from realrun.judge.compare import compare_policies
 
     wl = make_workload(Poisson(30.0), Uniform(50, 150), Uniform(8, 24), n=80, seed=7)
-    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 20 + [Pass(decode_rows=4, kv_read=400, attn_read=400)] * 200
+    passes = [Pass(prefill_tokens=100, prefill_rows=1, query=100)] * 20 + [
+        Pass(decode_rows=4, kv_read=400, attn_read=400)
+    ] * 200
     levels = iter([1.0, 3.0, 1.0])
 
     def measure(label, policy):
@@ -243,12 +308,21 @@ def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_tak
         res.meta["passes"] = [(p, MODEL.pass_time(p) * f) for p in passes]
         return res
 
-    report = compare_policies(wl, [("continuous", make_policy("continuous"), make_policy("continuous"))], measure,
-                              MODEL, seeds=1, repeats=3, level=False)
+    report = compare_policies(
+        wl,
+        [("continuous", make_policy("continuous"), make_policy("continuous"))],
+        measure,
+        MODEL,
+        seeds=1,
+        repeats=3,
+        level=False,
+    )
     row = report.rows[0]
     assert 1.5 < row.pass_level.decode < 2.0  # pooled: the ratio of totals leans to the slow run
     at_one = summarize(simulate(wl, make_policy("continuous"), LevelStepTime(MODEL, 1.0, 1.0)))
     pooled = summarize(simulate(wl, make_policy("continuous"), row.pass_level.model(MODEL)))
     assert row.predicted_at_passes["p50_e2e"] == pytest.approx(at_one["p50_e2e"], rel=1e-12)
     assert pooled["p50_e2e"] > 1.2 * at_one["p50_e2e"]  # the pooled level would have said otherwise
-    assert row.errors_at_passes["p50_e2e"] == pytest.approx(0.0, abs=1e-9)  # the median run is the 1.0x one
+    assert row.errors_at_passes["p50_e2e"] == pytest.approx(
+        0.0, abs=1e-9
+    )  # the median run is the 1.0x one

@@ -43,8 +43,12 @@ def test_a_high_rate_run_is_capped_and_warns_that_it_is_shorter_than_the_objecti
 
 def test_a_short_run_keeps_headroom_below_theorys_capacity():
     o = Objective(p99_e2e=10.0)
-    assert steady_misses({}, 10, 10.0, 95.0, o) == []  # a long enough run: 95 % load is judged by measurement
-    assert steady_misses({}, 10, 10.0, 95.0, o, max_load=0.9)[0].startswith("loaded to 95% of theory's capacity")
+    assert (
+        steady_misses({}, 10, 10.0, 95.0, o) == []
+    )  # a long enough run: 95 % load is judged by measurement
+    assert steady_misses({}, 10, 10.0, 95.0, o, max_load=0.9)[0].startswith(
+        "loaded to 95% of theory's capacity"
+    )
 
 
 def test_theory_refuses_a_fleet_that_carries_less_than_the_traffic():
@@ -57,9 +61,15 @@ def test_a_growing_queue_is_measured_and_a_steady_one_is_not():
     o = Objective(p99_e2e=60.0)
     flags = {"rate": 40.0, "requests": 1500}
     cand = Candidate("A100-80GB", "continuous", 32)
-    _, small = evaluate(("small", flags, cand.defaults("llama-3-8b", 1, "least-loaded", 0.1), "continuous"))
-    _, big = evaluate(("big", flags, cand.defaults("llama-3-8b", 8, "least-loaded", 0.1), "continuous"))
-    assert small["e2e_last"] > 1.25 * small["e2e_mid"]  # one A100 at 40 requests/s: the queue grows all run
+    _, small = evaluate(
+        ("small", flags, cand.defaults("llama-3-8b", 1, "least-loaded", 0.1), "continuous")
+    )
+    _, big = evaluate(
+        ("big", flags, cand.defaults("llama-3-8b", 8, "least-loaded", 0.1), "continuous")
+    )
+    assert (
+        small["e2e_last"] > 1.25 * small["e2e_mid"]
+    )  # one A100 at 40 requests/s: the queue grows all run
     assert any(m.startswith("queue grows") for m in steady_misses(small, 1, None, 40.0, o))
     assert steady_misses(big, 8, None, 40.0, o) == []
 
@@ -67,20 +77,59 @@ def test_a_growing_queue_is_measured_and_a_steady_one_is_not():
 def test_an_unreachable_rate_is_refused_in_one_line(capsys):
     assert main(["plan", "--rate", "1e9", "--slo-p99-e2e", "10", "--scheduler", "none"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "steady state cannot be reached" in err[0] and "4,096 a plan may try" in err[0]
+    assert (
+        len(err) == 1
+        and "steady state cannot be reached" in err[0]
+        and "4,096 a plan may try" in err[0]
+    )
 
 
 def test_a_rate_beyond_the_fleets_tried_names_the_fleet_that_cannot_keep_up(capsys):
-    argv = ["plan", "--rate", "400", "--requests", "2000", "--gpus", "A100-80GB", "--policies", "continuous",
-            "--batch-sizes", "32", "--tp", "1", "--max-replicas", "4", "--scheduler", "none", "--slo-p99-e2e", "10"]
+    argv = [
+        "plan",
+        "--rate",
+        "400",
+        "--requests",
+        "2000",
+        "--gpus",
+        "A100-80GB",
+        "--policies",
+        "continuous",
+        "--batch-sizes",
+        "32",
+        "--tp",
+        "1",
+        "--max-replicas",
+        "4",
+        "--scheduler",
+        "none",
+        "--slo-p99-e2e",
+        "10",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no configuration meets" in err[0] and "cannot keep up" in err[0]
 
 
 def test_the_plan_prints_how_it_judged_steady_state(capsys):
-    argv = ["plan", "--rate", "12", "--gpus", "A100-80GB", "--policies", "continuous", "--batch-sizes", "32",
-            "--tp", "1", "--scheduler", "none", "--slo-p99-e2e", "20", "--json"]
+    argv = [
+        "plan",
+        "--rate",
+        "12",
+        "--gpus",
+        "A100-80GB",
+        "--policies",
+        "continuous",
+        "--batch-sizes",
+        "32",
+        "--tp",
+        "1",
+        "--scheduler",
+        "none",
+        "--slo-p99-e2e",
+        "20",
+        "--json",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["config"]["steady_state"].startswith("steady state:")
@@ -89,11 +138,31 @@ def test_the_plan_prints_how_it_judged_steady_state(capsys):
 
 
 def test_a_70b_model_plans_over_tensor_parallel_splits_and_pays_for_every_gpu(capsys):
-    argv = ["plan", "--model", "llama-3-70b", "--gpus", "H100-SXM", "--rate", "2", "--requests", "300",
-            "--policies", "continuous", "--batch-sizes", "32", "--scheduler", "none", "--slo-p99-e2e", "60", "--json"]
+    argv = [
+        "plan",
+        "--model",
+        "llama-3-70b",
+        "--gpus",
+        "H100-SXM",
+        "--rate",
+        "2",
+        "--requests",
+        "300",
+        "--policies",
+        "continuous",
+        "--batch-sizes",
+        "32",
+        "--scheduler",
+        "none",
+        "--slo-p99-e2e",
+        "60",
+        "--json",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["config"]["tp"] == {"H100-SXM": [2, 4]}  # the two smallest splits that hold 141 GB of weights
+    assert out["config"]["tp"] == {
+        "H100-SXM": [2, 4]
+    }  # the two smallest splits that hold 141 GB of weights
     ans = out["answer"]
     assert "TP" in ans["config"]
     tp = int(ans["config"].split("TP")[1].split()[0])
@@ -101,25 +170,62 @@ def test_a_70b_model_plans_over_tensor_parallel_splits_and_pays_for_every_gpu(ca
 
 
 def test_plan_takes_runs_machine_flags(capsys):
-    argv = ["plan", "--model", "llama-3-70b", "--gpus", "H100-SXM", "--rate", "2", "--requests", "300", "--tp", "4",
-            "--weights", "fp8", "--kv-dtype", "fp8", "--engine-profile", "vllm", "--compute-eff", "0.5",
-            "--policies", "continuous", "--batch-sizes", "32", "--scheduler", "none", "--slo-p99-e2e", "60", "--json"]
+    argv = [
+        "plan",
+        "--model",
+        "llama-3-70b",
+        "--gpus",
+        "H100-SXM",
+        "--rate",
+        "2",
+        "--requests",
+        "300",
+        "--tp",
+        "4",
+        "--weights",
+        "fp8",
+        "--kv-dtype",
+        "fp8",
+        "--engine-profile",
+        "vllm",
+        "--compute-eff",
+        "0.5",
+        "--policies",
+        "continuous",
+        "--batch-sizes",
+        "32",
+        "--scheduler",
+        "none",
+        "--slo-p99-e2e",
+        "60",
+        "--json",
+    ]
     assert main(argv) == 0
     cfg = json.loads(capsys.readouterr().out)["config"]
     assert cfg["tp"] == {"H100-SXM": [4]}
     m = cfg["machine"]
-    assert (m["weights"], m["kv_dtype"], m["engine_profile"], m["compute_eff"]) == ("fp8", "fp8", "vllm", 0.5)
+    assert (m["weights"], m["kv_dtype"], m["engine_profile"], m["compute_eff"]) == (
+        "fp8",
+        "fp8",
+        "vllm",
+        0.5,
+    )
     from batchsim.machine.engines import engine_profile
 
-    assert m["memory_eff"] == engine_profile("vllm").memory_eff  # the preset's, where no flag overrides it
+    assert (
+        m["memory_eff"] == engine_profile("vllm").memory_eff
+    )  # the preset's, where no flag overrides it
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["--tp", "3", "--model", "llama-3-70b", "--gpus", "H100-SXM"], "tp"),
-    (["--weights", "fp4"], "weights"),
-    (["--tp", "1", "--model", "llama-3-70b", "--gpus", "A100-80GB,H100-SXM"], "--tp"),
-    (["--engine-profile", "tgi"], "engine-profile"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["--tp", "3", "--model", "llama-3-70b", "--gpus", "H100-SXM"], "tp"),
+        (["--weights", "fp4"], "weights"),
+        (["--tp", "1", "--model", "llama-3-70b", "--gpus", "A100-80GB,H100-SXM"], "--tp"),
+        (["--engine-profile", "tgi"], "engine-profile"),
+    ],
+)
 def test_bad_machine_flags_of_plan_are_one_line(capsys, argv, field):
     assert main(["plan", "--rate", "2", "--slo-p99-e2e", "20", "--scheduler", "none", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -127,9 +233,36 @@ def test_bad_machine_flags_of_plan_are_one_line(capsys, argv, field):
 
 
 def test_plan_parser_accepts_every_machine_flag_of_run():
-    args = build_parser().parse_args(["plan", "--slo-p99-e2e", "5", "--calibration", "x.json", "--weights", "int4",
-                                      "--kv-dtype", "fp8", "--tp", "2", "--engine-profile", "trt-llm", "--compute-eff",
-                                      "0.5", "--memory-eff", "0.7", "--step-overhead", "0.001", "--mem-util", "0.85"])
-    assert (args.weights, args.kv_dtype, args.tp, args.engine_profile, args.calibration) == \
-        ("int4", "fp8", 2, "trt-llm", "x.json")
+    args = build_parser().parse_args(
+        [
+            "plan",
+            "--slo-p99-e2e",
+            "5",
+            "--calibration",
+            "x.json",
+            "--weights",
+            "int4",
+            "--kv-dtype",
+            "fp8",
+            "--tp",
+            "2",
+            "--engine-profile",
+            "trt-llm",
+            "--compute-eff",
+            "0.5",
+            "--memory-eff",
+            "0.7",
+            "--step-overhead",
+            "0.001",
+            "--mem-util",
+            "0.85",
+        ]
+    )
+    assert (args.weights, args.kv_dtype, args.tp, args.engine_profile, args.calibration) == (
+        "int4",
+        "fp8",
+        2,
+        "trt-llm",
+        "x.json",
+    )
     assert plan  # the entry point the CLI calls

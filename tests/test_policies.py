@@ -41,7 +41,9 @@ def test_taxi_one_request_prefill_then_decodes():
     assert p.on_arrival(req(0, 10, 3), 0.0) is None
     assert p.on_arrival(req(1, 4, 1), 0.0) is None
     step, out = run_step(p, 0.0)
-    assert step.prefill == (Chunk(0, 0, 10, True),) and step.decode == () and step.prefill_padding == 0
+    assert (
+        step.prefill == (Chunk(0, 0, 10, True),) and step.decode == () and step.prefill_padding == 0
+    )
     assert step.kv_in_use == 13  # prompt + output reserved up front
     assert counts(out) == {0: 1} and out.finished == ()
     step, out = run_step(p, 0.1)
@@ -68,10 +70,20 @@ def test_static_waits_for_n_then_pads_like_generate():
     assert counts(out) == {0: 1, 1: 1, 2: 1}
     # Decode until the shortest answer is done (shape holds), then with one padded row.
     step, out = run_step(p, 0.3)
-    assert step.decode == (0, 1, 2) and step.repeat == 1 and step.padded_rows == 0 and step.kv_read == 27
+    assert (
+        step.decode == (0, 1, 2)
+        and step.repeat == 1
+        and step.padded_rows == 0
+        and step.kv_read == 27
+    )
     assert counts(out) == {0: 1, 1: 1, 2: 1} and out.finished == ()
     step, out = run_step(p, 0.4)
-    assert step.decode == (0, 1, 2) and step.repeat == 2 and step.padded_rows == 1 and step.kv_read == 30
+    assert (
+        step.decode == (0, 1, 2)
+        and step.repeat == 2
+        and step.padded_rows == 1
+        and step.kv_read == 30
+    )
     assert counts(out) == {1: 2, 2: 2}
     assert out.finished == (0, 1, 2)  # everyone leaves when the longest is done, row 0 included
     assert p.kv_in_use == 0 and p.idle
@@ -134,7 +146,9 @@ def test_continuous_admits_fifo_up_to_max_seqs_and_repeats_decodes():
     assert counts(out) == {0: 1, 1: 1}
     step, out = run_step(p, 0.1)
     # Nothing can join (the batch is full), so the decodes run until the first finishes.
-    assert step.decode == (0, 1) and step.repeat == 2 and not step.interruptible and step.kv_read == 60
+    assert (
+        step.decode == (0, 1) and step.repeat == 2 and not step.interruptible and step.kv_read == 60
+    )
     assert counts(out) == {0: 2, 1: 2} and set(out.finished) == {0, 1}
     step, out = run_step(p, 0.3)
     assert [c.request_id for c in step.prefill] == [2]
@@ -151,7 +165,9 @@ def test_continuous_token_budget_with_and_without_chunking():
     p.start(None)
     p.on_arrival(req(1, 30, 2), 0.0)
     p.on_arrival(req(2, 30, 2), 0.0)
-    assert p.on_arrival(req(0, 120, 2), 0.0) is None  # longer than the budget, but it fits in memory
+    assert (
+        p.on_arrival(req(0, 120, 2), 0.0) is None
+    )  # longer than the budget, but it fits in memory
     step, _ = run_step(p, 0.0)
     assert [c.request_id for c in step.prefill] == [1]  # the second prompt waits for the next step
     step, _ = run_step(p, 0.1)
@@ -216,7 +232,9 @@ def test_continuous_recompute_longer_than_the_token_budget_is_readmitted():
     """Only the prompt is checked against max_batched_tokens on arrival; after a preemption
     the context to recompute is longer. Without chunked prefill it must still get back in
     (alone in a step's prefill) rather than wait forever at the head of the queue."""
-    p = Continuous(max_seqs=4, max_batched_tokens=64, block_size=4, watermark=0.0, chunked_prefill=False)
+    p = Continuous(
+        max_seqs=4, max_batched_tokens=64, block_size=4, watermark=0.0, chunked_prefill=False
+    )
     p.start(200)
     for i in range(3):
         p.on_arrival(req(i, 60, 30), 0.0)
@@ -257,16 +275,19 @@ def test_make_policy_by_name():
         make_policy("limo")
 
 
-@pytest.mark.parametrize("make, field", [
-    (lambda: Static(0), "max_batch"),
-    (lambda: Dynamic(4, -0.1), "max_wait"),
-    (lambda: Dynamic(0, 0.1), "max_batch"),
-    (lambda: Continuous(max_seqs=0), "max_seqs"),
-    (lambda: Continuous(max_batched_tokens=0), "max_batched_tokens"),
-    (lambda: Continuous(block_size=0), "block_size"),
-    (lambda: Continuous(watermark=1.0), "watermark"),
-    (lambda: Static(2.5), "max_batch"),
-])
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: Static(0), "max_batch"),
+        (lambda: Dynamic(4, -0.1), "max_wait"),
+        (lambda: Dynamic(0, 0.1), "max_batch"),
+        (lambda: Continuous(max_seqs=0), "max_seqs"),
+        (lambda: Continuous(max_batched_tokens=0), "max_batched_tokens"),
+        (lambda: Continuous(block_size=0), "block_size"),
+        (lambda: Continuous(watermark=1.0), "watermark"),
+        (lambda: Static(2.5), "max_batch"),
+    ],
+)
 def test_bad_settings_name_the_field(make, field):
     with pytest.raises(ConfigError, match=field):
         make()
@@ -279,5 +300,11 @@ def test_start_resets_state():
     run_step(p, 0.0)
     assert p.kv_in_use > 0
     p.start(64)
-    assert p.idle and p.kv_in_use == 0 and p.kv_peak == 0 and p.preemptions == 0 and p.free_blocks == 16
+    assert (
+        p.idle
+        and p.kv_in_use == 0
+        and p.kv_peak == 0
+        and p.preemptions == 0
+        and p.free_blocks == 16
+    )
     assert np.asarray(p.running_ids).size == 0

@@ -32,23 +32,48 @@ from realrun.cli.predict import main  # noqa: E402
 
 MODEL = LinearStepTime(c0=0.004, c1=2e-5, c2=3e-4, c3=1e-7, source="test")
 WL = make_workload(Poisson(12.0), Uniform(16, 96), Uniform(8, 48), n=80, seed=4)
-KNOBS = {"static": {"max_batch": 4, "max_wait": 0.05}, "continuous": {"max_seqs": 8, "max_batched_tokens": 512,
-                                                                       "block_size": 16, "chunked_prefill": True}}
+KNOBS = {
+    "static": {"max_batch": 4, "max_wait": 0.05},
+    "continuous": {
+        "max_seqs": 8,
+        "max_batched_tokens": 512,
+        "block_size": 16,
+        "chunked_prefill": True,
+    },
+}
 KEYS = [k for k, *_ in PREDICT_METRICS]
 
 
 def _meta(policy: str, context_len: int | None = 1024) -> dict:
     cfg = PolicyConfig(policy, **KNOBS[policy])
-    return {"model": "tiny-gpt2", "device": "cpu", "dtype": "fp32", "threads": 1, "policy": policy,
-            "policy_knobs": KNOBS[policy], "policy_repr": cfg.build().describe(), "kv_budget_tokens": None,
-            "context_len": context_len}
+    return {
+        "model": "tiny-gpt2",
+        "device": "cpu",
+        "dtype": "fp32",
+        "threads": 1,
+        "policy": policy,
+        "policy_knobs": KNOBS[policy],
+        "policy_repr": cfg.build().describe(),
+        "kv_budget_tokens": None,
+        "context_len": context_len,
+    }
 
 
-def _record(tmp_path: Path, policy: str = "continuous", step_time=MODEL, wl=WL, context_len: int | None = 1024,
-            name: str = "r.csv") -> Path:
+def _record(
+    tmp_path: Path,
+    policy: str = "continuous",
+    step_time=MODEL,
+    wl=WL,
+    context_len: int | None = 1024,
+    name: str = "r.csv",
+) -> Path:
     meta = _meta(policy, context_len)
-    run = simulate(wl, PolicyConfig(policy, **KNOBS[policy]).build(), step_time,
-                   limits=ServerLimits(context_len=context_len))
+    run = simulate(
+        wl,
+        PolicyConfig(policy, **KNOBS[policy]).build(),
+        step_time,
+        limits=ServerLimits(context_len=context_len),
+    )
     path = tmp_path / name
     write_record(run.records, path, meta)
     return path
@@ -90,7 +115,9 @@ def test_same_spread_other_luck_is_not_called_wrong(tmp_path):
     rec = read_record(str(path))
     p = predict_record(rec, m, seeds=7)
     assert p.band and p.seeds == 7
-    assert "disagrees" not in {p.verdicts[k] for k in ("p50_ttft", "p50_e2e", "mean_tpot", "request_throughput")}, p.verdicts
+    assert "disagrees" not in {
+        p.verdicts[k] for k in ("p50_ttft", "p50_e2e", "mean_tpot", "request_throughput")
+    }, p.verdicts
     # Seeded: the same prediction twice; the CLI prints the same numbers.
     q = predict_record(rec, m, seeds=7)
     assert p.predicted == q.predicted and p.band == q.band
@@ -108,7 +135,9 @@ def test_cli_json_and_figure(tmp_path, capsys):
     run = obj["runs"][0]
     assert set(run["verdict"].values()) == {"agrees"} and run["seeds"] == 1
     assert obj["config"]["served"]["policy"] == "static"
-    assert any("kept no spread" in n for n in obj["notes"])  # a linear calibration: mean only, said so
+    assert any(
+        "kept no spread" in n for n in obj["notes"]
+    )  # a linear calibration: mean only, said so
     assert (out / "predict-ttft-cdf.png").stat().st_size > 1000
     assert main([str(path), "--calibration", str(cal)]) == 0
     text = capsys.readouterr().out
@@ -138,7 +167,11 @@ def test_a_request_left_part_way_weighs_on_the_others_and_is_left_out(tmp_path):
     lines[-1] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n")
     rec = read_record(str(path))
-    assert rec.never_ran == 0 and rec.left_out == {"cut": 1} and int(rec.workload.output_tokens[-1]) == 3
+    assert (
+        rec.never_ran == 0
+        and rec.left_out == {"cut": 1}
+        and int(rec.workload.output_tokens[-1]) == 3
+    )
     p = predict_record(rec, MODEL)
     assert p.compared == len(WL) - 1
 
@@ -167,8 +200,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "sidecar" in err and "lone.csv.json" in err and "batchsim run --trace" in err
     side = Path(str(path) + ".json")
     meta = json.loads(side.read_text())
-    for change, words in (({"policy": "bus"}, "bus"), ({"policy_knobs": {"max_seqs": 0}}, "max_seqs"),
-                          ({"policy_knobs": {"speed": 3}}, "speed"), ({"context_len": -5}, "context_len")):
+    for change, words in (
+        ({"policy": "bus"}, "bus"),
+        ({"policy_knobs": {"max_seqs": 0}}, "max_seqs"),
+        ({"policy_knobs": {"speed": 3}}, "speed"),
+        ({"context_len": -5}, "context_len"),
+    ):
         side.write_text(json.dumps({**meta, **change}))
         err = _bad([str(path), "--calibration", str(cal)], capsys)
         assert words in err and "sidecar" in err, err
@@ -183,9 +220,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     err = _bad([str(broken), "--calibration", str(cal)], capsys)
     assert "start_s" in err and "soon" in err and "line 4" in err
     assert "seeds" in _bad([str(path), "--calibration", str(cal), "--seeds", "0"], capsys)
-    assert "step-noise" in _bad([str(path), "--calibration", str(cal), "--step-noise", "loud"], capsys)
-    assert "give one of them" in _bad([str(path), "--calibration", str(cal), "--seeds", "3", "--step-noise", "none"], capsys)
-    assert "spread" in _bad([str(path), "--calibration", str(cal), "--step-noise", "profiled"], capsys)
+    assert "step-noise" in _bad(
+        [str(path), "--calibration", str(cal), "--step-noise", "loud"], capsys
+    )
+    assert "give one of them" in _bad(
+        [str(path), "--calibration", str(cal), "--seeds", "3", "--step-noise", "none"], capsys
+    )
+    assert "spread" in _bad(
+        [str(path), "--calibration", str(cal), "--step-noise", "profiled"], capsys
+    )
     assert "calibration" in _bad([str(path), "--calibration", str(tmp_path / "none.json")], capsys)
     assert "--seeds" in _bad([str(path), "--seeds", "many"], capsys)
 
@@ -197,7 +240,9 @@ def test_measured_figures_come_from_the_record_columns(tmp_path):
     p = predict_record(read_record(str(path)), MODEL)
     assert p.measured["p90_ttft"] == pytest.approx(np.percentile(first - arrival, 90), abs=1e-9)
     assert p.measured["p99_e2e"] == pytest.approx(np.percentile(finish - arrival, 99), abs=1e-9)
-    assert p.measured["request_throughput"] == pytest.approx(len(rows) / (finish.max() - arrival.min()), rel=1e-9)
+    assert p.measured["request_throughput"] == pytest.approx(
+        len(rows) / (finish.max() - arrival.min()), rel=1e-9
+    )
 
 
 # -- lab 7's shipped records: what the lab's checks expect is what realrun predict says ------------
@@ -230,11 +275,20 @@ def test_lab7_data_is_what_predict_gives(which):
 def test_lab7_solo_is_one_server_and_four_clients_on_this_machine():
     cmds = _lab7().solo("static", "r1.csv", port=8123, dry_run=True)
     serve, *loads = cmds
-    assert serve[2:4] == ["realrun", "serve"] and "--record" in serve and serve[serve.index("--host") + 1] == "127.0.0.1"
+    assert (
+        serve[2:4] == ["realrun", "serve"]
+        and "--record" in serve
+        and serve[serve.index("--host") + 1] == "127.0.0.1"
+    )
     assert serve[serve.index("--max-batch") + 1] == "8"
     assert len(loads) == 4 and all(c[2:4] == ["realrun", "load"] for c in loads)
     assert {c[c.index("--url") + 1] for c in loads} == {"http://127.0.0.1:8123"}
-    assert len({c[c.index("--seed") + 1] for c in loads}) == 4  # four students, four different arrival streams
+    assert (
+        len({c[c.index("--seed") + 1] for c in loads}) == 4
+    )  # four students, four different arrival streams
     # One machine, one address: each student sends a key of its own and the server tells them apart by it.
-    assert serve[serve.index("--client-by") + 1] == "key" and len({c[c.index("--api-key") + 1] for c in loads}) == 4
+    assert (
+        serve[serve.index("--client-by") + 1] == "key"
+        and len({c[c.index("--api-key") + 1] for c in loads}) == 4
+    )
     assert "--max-batch" not in _lab7().solo("continuous", dry_run=True)[0]

@@ -34,9 +34,20 @@ from realrun.timing.profile_size import (  # noqa: E402
     within_budget,
 )
 
-TINY = Grid(decode_rows=(1, 4), decode_widths=(8, 32), prefill_rows=(1, 2), prefill_lengths=(8, 16),
-            max_prefill_tokens=64, past=((8, 8),), join=((2, 16, 8),), policies=("taxi",),
-            repeats=2, rounds=2, validation=2, wake_idle=(0.001,))
+TINY = Grid(
+    decode_rows=(1, 4),
+    decode_widths=(8, 32),
+    prefill_rows=(1, 2),
+    prefill_lengths=(8, 16),
+    max_prefill_tokens=64,
+    past=((8, 8),),
+    join=((2, 16, 8),),
+    policies=("taxi",),
+    repeats=2,
+    rounds=2,
+    validation=2,
+    wake_idle=(0.001,),
+)
 PRICE = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-8)
 
 
@@ -61,7 +72,9 @@ def test_the_schedule_is_what_measure_ticks_through(engine):
     meas = measure(engine, TINY, progress=bar)
     assert bar.n == len(schedule(meas["grid"])) and bar.closed and meas["rounds_timed"] == 2
     kinds = [k for k, *_ in schedule(TINY)]
-    assert kinds.count("probe") == 1 and kinds.count("gap") == 1 and kinds.count("past") == TINY.rounds
+    assert (
+        kinds.count("probe") == 1 and kinds.count("gap") == 1 and kinds.count("past") == TINY.rounds
+    )
 
 
 def test_a_budget_leaves_out_the_rounds_that_would_overrun_it_and_the_ticks_still_add_up(engine):
@@ -78,7 +91,9 @@ def test_the_pilot_prices_a_pass_from_the_engine(engine):
 
 def test_a_sparse_workload_reaches_one_row_and_a_burst_reaches_many():
     cont = {"continuous": lambda: make_policy("continuous", max_seqs=32, max_batched_tokens=1024)}
-    sparse = Workload.from_arrays([0.0, 100.0, 200.0, 300.0], [500, 900, 700, 800], [20, 20, 20, 20])
+    sparse = Workload.from_arrays(
+        [0.0, 100.0, 200.0, 300.0], [500, 900, 700, 800], [20, 20, 20, 20]
+    )
     assert reach(sparse, cont, PRICE) == Reach(1, 900)
     burst = make_workload(Poisson(1000.0), Uniform(16, 64), Uniform(16, 32), n=40, seed=0)
     got = reach(burst, cont, PRICE)
@@ -86,18 +101,29 @@ def test_a_sparse_workload_reaches_one_row_and_a_burst_reaches_many():
 
 
 def test_the_grid_goes_as_far_as_the_workload_reaches_and_no_further_than_the_policy():
-    wl = Workload.from_arrays([100.0 * i for i in range(40)], [500 + 10 * i for i in range(40)], [20] * 40)
-    pols = [make_policy("continuous", max_seqs=32, max_batched_tokens=1024), make_policy("static", max_batch=8)]
+    wl = Workload.from_arrays(
+        [100.0 * i for i in range(40)], [500 + 10 * i for i in range(40)], [20] * 40
+    )
+    pols = [
+        make_policy("continuous", max_seqs=32, max_batched_tokens=1024),
+        make_policy("static", max_batch=8),
+    ]
     whole = grid_for_policies(wl, pols)
     sized = grid_for_policies(wl, pols, Reach(2, 890))
-    assert whole.decode_rows[-1] == 32 and sized.decode_rows[-1] == 2 and sized.prefill_rows[-1] == 2
-    assert sized.max_prefill_tokens == 2 * 890  # a padded pass of the rows reached, at the longest prompt
+    assert (
+        whole.decode_rows[-1] == 32 and sized.decode_rows[-1] == 2 and sized.prefill_rows[-1] == 2
+    )
+    assert (
+        sized.max_prefill_tokens == 2 * 890
+    )  # a padded pass of the rows reached, at the longest prompt
     assert grid_for_policies(wl, pols, Reach(64, 10**6)).decode_rows[-1] == 32
 
 
 def test_a_grid_over_budget_is_thinned_until_it_fits_and_one_under_it_is_kept():
-    big = grid_for_policies(make_workload(Poisson(5.0), Uniform(16, 1000), Uniform(16, 200), n=50, seed=0),
-                            [make_policy("continuous", max_seqs=64, max_batched_tokens=2048)])
+    big = grid_for_policies(
+        make_workload(Poisson(5.0), Uniform(16, 1000), Uniform(16, 200), n=50, seed=0),
+        [make_policy("continuous", max_seqs=64, max_batched_tokens=2048)],
+    )
     slow = LinearStepTime(5e-3, 2e-4, 1e-3, 1e-7)
     full = estimate(big, slow)
     thin, est = within_budget(big, slow, full / 4)
@@ -125,7 +151,9 @@ def test_progress_says_what_is_left_scaled_by_how_the_ticks_so_far_ran():
 
 
 def test_the_costs_follow_the_schedule():
-    assert len(point_costs(TINY, PRICE)) == len(schedule(TINY)) and min(point_costs(TINY, PRICE)) > 0
+    assert (
+        len(point_costs(TINY, PRICE)) == len(schedule(TINY)) and min(point_costs(TINY, PRICE)) > 0
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "100000"])

@@ -28,7 +28,9 @@ def test_a_short_run_prints_nothing_and_a_long_one_a_line_every_interval():
     # After 10 s, then every 30 s (looked at every 10 requests): at 10, 40, 70 s, and the last line.
     assert len(lines) == 4, lines
     assert "\r" not in out.getvalue()
-    assert lines[0].startswith("serving continuous: 1,010 of 10,000 requests (10%) in 10 s; about 1 min 30 s left")
+    assert lines[0].startswith(
+        "serving continuous: 1,010 of 10,000 requests (10%) in 10 s; about 1 min 30 s left"
+    )
     assert lines[-1] == "serving continuous: 10,000 of 10,000 requests (100%) in 1 min 40 s, done"
 
     quiet, clock = io.StringIO(), Clock()
@@ -53,8 +55,24 @@ def test_a_long_scenario_run_without_a_terminal_prints_lines_not_a_bar(capsys, m
 
     ticks = iter(range(0, 10**9, 7))  # every look at the clock: 7 s later
     monkeypatch.setattr(progress_lines, "clock_now", lambda: float(next(ticks)))
-    code = main(["run", "--policy", "continuous", "--requests", "20000", "--rate", "20", "--summary-only",
-                 "--no-plots"])
+    code = main(
+        [
+            "run",
+            "--policy",
+            "continuous",
+            "--requests",
+            "20000",
+            "--rate",
+            "20",
+            "--summary-only",
+            "--no-plots",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0
-    assert "simulating continuous" in err and "of 20,000 requests" in err and "left" in err and "\r" not in err
+    assert (
+        "simulating continuous" in err
+        and "of 20,000 requests" in err
+        and "left" in err
+        and "\r" not in err
+    )

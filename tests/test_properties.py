@@ -86,9 +86,9 @@ def policies(draw) -> Policy:
 
 step_times = st.one_of(
     st.floats(1e-3, 0.2).map(ConstantStepTime),
-    st.tuples(st.floats(1e-3, 0.05), st.floats(0, 1e-3), st.floats(0, 1e-3), st.floats(0, 1e-5)).map(
-        lambda c: LinearStepTime(*c)
-    ),
+    st.tuples(
+        st.floats(1e-3, 0.05), st.floats(0, 1e-3), st.floats(0, 1e-3), st.floats(0, 1e-5)
+    ).map(lambda c: LinearStepTime(*c)),
 )
 # None (unlimited), tiny budgets that force rejections and preemptions, and roomy ones.
 kv_budgets = st.one_of(st.none(), st.integers(1, 300), st.integers(300, 5000))
@@ -107,12 +107,18 @@ def check_invariants(wl: Workload, policy: Policy, res, kv: int | None) -> None:
     assert int(done.sum()) + int(rej.sum()) == n
     np.testing.assert_array_equal(r.arrival, wl.arrivals)
     np.testing.assert_array_equal(r.tokens[done], wl.output_tokens[done])
-    assert (r.tokens[rej] == 0).all() and np.isnan(r.start[rej]).all() and np.isnan(r.finish[rej]).all()
+    assert (
+        (r.tokens[rej] == 0).all()
+        and np.isnan(r.start[rej]).all()
+        and np.isnan(r.finish[rej]).all()
+    )
     assert all(isinstance(reason, str) and reason for reason, x in zip(r.rejected, rej) if x)
     summarize(res)  # its conservation check must hold too
 
     # Timestamps of each request run forwards.
-    a, s, f1, fl, fin = (x[done] for x in (r.arrival, r.start, r.first_token, r.last_token, r.finish))
+    a, s, f1, fl, fin = (
+        x[done] for x in (r.arrival, r.start, r.first_token, r.last_token, r.finish)
+    )
     assert (s >= a - EPS).all()
     assert (f1 > s).all(), "the first token comes at the end of a step, after its start"
     assert (fl >= f1).all() and (fin >= fl - EPS).all()
@@ -125,7 +131,10 @@ def check_invariants(wl: Workload, policy: Policy, res, kv: int | None) -> None:
     assert (np.diff(t0) >= 0).all()
     assert (t0[:-1] + dur[:-1] <= t0[1:] + EPS).all(), "steps overlap"
     assert (steps["batch_size"] >= 1).all()
-    assert (steps["batch_size"] <= policy.max_rows).all(), (steps["batch_size"].max(), policy.max_rows)
+    assert (steps["batch_size"] <= policy.max_rows).all(), (
+        steps["batch_size"].max(),
+        policy.max_rows,
+    )
     assert (steps["padded_rows"] <= steps["decode_rows"]).all()
     assert (steps["repeat"] >= 1).all()
     assert int(steps["preempted"].sum()) == int(r.preemptions.sum()) == res.preemptions
@@ -187,7 +196,9 @@ def check_padded(wl: Workload, policy: Policy, res, kv: int | None) -> None:
         last_arrival = float(wl.arrivals[-1])
         if kv is None:
             early = starts < last_arrival - EPS
-            assert (sizes[early] == policy.max_batch).all(), "the bus left before its seats were taken"
+            assert (sizes[early] == policy.max_batch).all(), (
+                "the bus left before its seats were taken"
+            )
     elif isinstance(policy, Dynamic):
         deadline = oldest + policy.max_wait
         # Never later than needed: at the deadline, or when the server came free.
@@ -195,7 +206,9 @@ def check_padded(wl: Workload, policy: Policy, res, kv: int | None) -> None:
         if kv is None:
             # Never early: a batch that is not full waited for its deadline.
             part = sizes < policy.max_batch
-            assert (starts[part] >= deadline[part] - EPS).all(), "dynamic batch left before max_wait"
+            assert (starts[part] >= deadline[part] - EPS).all(), (
+                "dynamic batch left before max_wait"
+            )
 
 
 @settings(max_examples=250, **SETTINGS)
@@ -324,7 +337,9 @@ def assert_same_run(fast, slow) -> None:
     # Sums of step times are associated differently (t0 + sum vs ((t0 + d1) + d2)...), so the
     # times agree to rounding, not bit for bit; any real divergence is a whole step or more.
     for name in ("arrival", "start", "first_token", "last_token", "finish", "itl_max"):
-        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-9, err_msg=name)
+        np.testing.assert_allclose(
+            getattr(a, name), getattr(b, name), rtol=0, atol=1e-9, err_msg=name
+        )
     assert fast.kv_peak_tokens == slow.kv_peak_tokens
     assert fast.preemptions == slow.preemptions
     sa, sb = a.steps, b.steps
@@ -336,13 +351,17 @@ def assert_same_run(fast, slow) -> None:
     first = np.cumsum(reps) - reps  # the slow run's index of each fast row's first repetition
     np.testing.assert_array_equal(sa["kv_in_use"], sb["kv_in_use"][first])
     np.testing.assert_allclose(sa["start"], sb["start"][first], rtol=0, atol=1e-9)
-    np.testing.assert_allclose(sa["duration"], np.add.reduceat(sb["duration"], first), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        sa["duration"], np.add.reduceat(sb["duration"], first), rtol=0, atol=1e-9
+    )
 
 
 @settings(max_examples=200, **SETTINGS)
 @given(wl=workloads(max_n=25), policy=policies(), step_time=step_times, kv=kv_budgets)
 @example(  # continuous decoding long runs interrupted by arrivals, tight KV so runs are cut by blocks
-    wl=Workload.from_arrays(np.arange(12) * 0.037, [20] * 12, [40, 3, 25, 7, 33, 1, 12, 40, 5, 18, 2, 29]),
+    wl=Workload.from_arrays(
+        np.arange(12) * 0.037, [20] * 12, [40, 3, 25, 7, 33, 1, 12, 40, 5, 18, 2, 29]
+    ),
     policy=Continuous(max_seqs=4, max_batched_tokens=64, block_size=4),
     step_time=LinearStepTime(0.01, 1e-4, 2e-4, 1e-6),
     kv=160,
@@ -360,8 +379,14 @@ def test_shortcut_comparison_is_not_vacuous():
     The wrapper must actually split repeated steps, and the comparison must see a changed run."""
     rng = np.random.default_rng(7)
     n = 300
-    wl = Workload.from_arrays(np.cumsum(rng.exponential(0.05, n)), rng.integers(4, 200, n), rng.integers(1, 120, n))
-    for make in (lambda: Continuous(max_seqs=8, max_batched_tokens=256, block_size=8), lambda: Static(4), lambda: Dynamic(4, 0.05)):
+    wl = Workload.from_arrays(
+        np.cumsum(rng.exponential(0.05, n)), rng.integers(4, 200, n), rng.integers(1, 120, n)
+    )
+    for make in (
+        lambda: Continuous(max_seqs=8, max_batched_tokens=256, block_size=8),
+        lambda: Static(4),
+        lambda: Dynamic(4, 0.05),
+    ):
         st_ = LinearStepTime(0.008, 1e-5, 3e-4, 1e-7)
         fast = simulate(wl, make(), st_, kv_budget_tokens=3000)
         wrapper = OneStepAtATime(make())

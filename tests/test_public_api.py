@@ -42,10 +42,15 @@ def test_star_import_gives_exactly_the_face():
 
 
 def test_nothing_is_re_exported_beside_the_face():
-    public = {n for n, v in vars(batchsim).items()
-              if not n.startswith("_") and not isinstance(v, types.ModuleType)}
-    assert public == set(batchsim.__all__), (sorted(public - set(batchsim.__all__)),
-                                              sorted(set(batchsim.__all__) - public))
+    public = {
+        n
+        for n, v in vars(batchsim).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+    }
+    assert public == set(batchsim.__all__), (
+        sorted(public - set(batchsim.__all__)),
+        sorted(set(batchsim.__all__) - public),
+    )
 
 
 def test_every_name_of_the_face_lives_in_a_module_of_its_own():
@@ -82,8 +87,13 @@ def _imported_from_the_front(text: str) -> set[str]:
 
 def test_the_docs_lessons_labs_and_notebooks_import_only_what_the_face_has():
     # Code blocks in Markdown and notebooks are not run by the quick tests: read them here.
-    texts = [ROOT / "README.md", *(ROOT / "course").rglob("*.md"), *(ROOT / "docs").rglob("*.md"),
-             *(ROOT / "course").rglob("*.py"), ROOT / "notebooks" / "build.py"]
+    texts = [
+        ROOT / "README.md",
+        *(ROOT / "course").rglob("*.md"),
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "course").rglob("*.py"),
+        ROOT / "notebooks" / "build.py",
+    ]
     wrong = {}
     for path in texts:
         extra = _imported_from_the_front(path.read_text()) - set(batchsim.__all__) - SUBPACKAGES
@@ -103,4 +113,6 @@ def test_the_reader_of_imports_sees_a_name_the_face_lacks():
     text = "```python\nfrom batchsim import (\n    simulate,  # run\n    Recorder,\n)\n```\n"
     assert _imported_from_the_front(text) - set(batchsim.__all__) == {"Recorder"}
     assert _imported_from_the_front("from batchsim import Poisson, textbook  # x") == {
-        "Poisson", "textbook"}
+        "Poisson",
+        "textbook",
+    }

@@ -29,13 +29,18 @@ def _run(argv: list[str], capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_the_trace_line_replays_the_shipped_trace_from_the_repository_root(monkeypatch, tmp_path, capsys):
+def test_the_trace_line_replays_the_shipped_trace_from_the_repository_root(
+    monkeypatch, tmp_path, capsys
+):
     monkeypatch.chdir(ROOT)  # the README's commands run from the repository root
     monkeypatch.delenv("BATCHSIM_TRACES", raising=False)
     argv = _line("run --arrival trace:")
     out = _run(argv, capsys)
     (run,) = out["runs"]
-    assert run["summary"]["completed"] == 2000 and "azure_llm_2023_conv.csv" in out["config"]["workload"]
+    assert (
+        run["summary"]["completed"] == 2000
+        and "azure_llm_2023_conv.csv" in out["config"]["workload"]
+    )
 
 
 def test_the_sweep_line_runs_on_the_server_every_run_uses(capsys):
@@ -47,7 +52,9 @@ def test_the_sweep_line_runs_on_the_server_every_run_uses(capsys):
     argv[i + 1] = "none"  # where the runs happen, not what they are: no Dask cluster in a unit test
     out = _run([*argv, "--requests", "60"], capsys)
     notes = "\n".join(out["notes"])
-    assert "llama-3-8b (fp16) on A100-80GB" in notes and "Roofline(" in notes and "KV budget" in notes
+    assert (
+        "llama-3-8b (fp16) on A100-80GB" in notes and "Roofline(" in notes and "KV budget" in notes
+    )
     assert len(out["runs"]) == 4
     assert all(r["summary"]["cost_per_1m_tokens"] > 0 for r in out["runs"])
     bills = [r["summary"]["cost_per_1m_tokens"] for r in out["runs"]]

@@ -23,7 +23,18 @@ from batchsim.sim.profiled import ProfiledStepTime  # noqa: E402
 from batchsim.sim.steptime import LinearStepTime, load_step_time  # noqa: E402
 from realrun.cli import main  # noqa: E402
 
-SMALL = ["--requests", "6", "--rate", "40", "--prompt-len", "uniform:4,24", "--output-len", "uniform:2,10", "--threads", "1"]
+SMALL = [
+    "--requests",
+    "6",
+    "--rate",
+    "40",
+    "--prompt-len",
+    "uniform:4,24",
+    "--output-len",
+    "uniform:2,10",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -45,22 +56,63 @@ def call(argv, capsys):
 
 
 def test_compare_prints_a_table_and_writes_a_figure(tmp_path, calibration, capsys):
-    code, out, err = call(["compare", *SMALL, "--policy", "taxi,continuous", "--calibration", str(calibration),
-                           "--out", str(tmp_path)], capsys)
+    code, out, err = call(
+        [
+            "compare",
+            *SMALL,
+            "--policy",
+            "taxi,continuous",
+            "--calibration",
+            str(calibration),
+            "--out",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 0, err
-    for word in ("predicted", "one run, 90%", "measured", "error", "taxi", "continuous", "req/s", "p50 E2E s",
-                 "schedule:", "timing is real, the text is not", "--explain"):
+    for word in (
+        "predicted",
+        "one run, 90%",
+        "measured",
+        "error",
+        "taxi",
+        "continuous",
+        "req/s",
+        "p50 E2E s",
+        "schedule:",
+        "timing is real, the text is not",
+        "--explain",
+    ):
         assert word in out
     assert "p99 TTFT ms" not in out  # one screen: the toleranced metrics only
-    fig = tmp_path / "realrun-compare" / "predicted_vs_measured.png"  # --out DIR writes DIR/<scenario>/
+    fig = (
+        tmp_path / "realrun-compare" / "predicted_vs_measured.png"
+    )  # --out DIR writes DIR/<scenario>/
     assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     d = tmp_path / "realrun-compare"
-    assert (d / "taxi-measured-requests.csv").is_file() and (d / "continuous-predicted-steps.csv").is_file()
+    assert (d / "taxi-measured-requests.csv").is_file() and (
+        d / "continuous-predicted-steps.csv"
+    ).is_file()
 
 
 def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibration, capsys):
-    code, out, _ = call(["compare", *SMALL, "--policy", "static,dynamic", "--max-batch", "3", "--calibration",
-                         str(calibration), "--out", str(tmp_path), "--no-plots", "--json"], capsys)
+    code, out, _ = call(
+        [
+            "compare",
+            *SMALL,
+            "--policy",
+            "static,dynamic",
+            "--max-batch",
+            "3",
+            "--calibration",
+            str(calibration),
+            "--out",
+            str(tmp_path),
+            "--no-plots",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0
     obj = json.loads(out)
     assert [r["label"] for r in obj["runs"]] == ["static", "dynamic"]
@@ -75,19 +127,51 @@ def test_compare_json_has_predicted_and_measured_per_policy(tmp_path, calibratio
         assert d["replay_max_diff_s"] < 1e-9 and d["passes"]["decode"]["n"] > 0
 
 
-def test_compare_explain_shows_every_metric_the_notes_and_where_the_error_came_from(tmp_path, calibration, capsys):
-    code, out, err = call(["compare", *SMALL, "--policy", "taxi", "--calibration", str(calibration), "--no-plots",
-                           "--explain", "--out", str(tmp_path)], capsys)
+def test_compare_explain_shows_every_metric_the_notes_and_where_the_error_came_from(
+    tmp_path, calibration, capsys
+):
+    code, out, err = call(
+        [
+            "compare",
+            *SMALL,
+            "--policy",
+            "taxi",
+            "--calibration",
+            str(calibration),
+            "--no-plots",
+            "--explain",
+            "--out",
+            str(tmp_path),
+        ],
+        capsys,
+    )
     assert code == 0, err
-    for word in ("p99 TTFT ms", "mean TPOT ms", "seeds' band", "where the error comes from", "(b) replay",
-                 "error = (predicted - measured) / measured"):
+    for word in (
+        "p99 TTFT ms",
+        "mean TPOT ms",
+        "seeds' band",
+        "where the error comes from",
+        "(b) replay",
+        "error = (predicted - measured) / measured",
+    ):
         assert word in out
     assert "more notes" not in out
 
 
 def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
-    code, out, err = call(["compare", *SMALL, "--policy", "continuous", "--out", str(tmp_path), "--no-plots", "--explain"],
-                          capsys)
+    code, out, err = call(
+        [
+            "compare",
+            *SMALL,
+            "--policy",
+            "continuous",
+            "--out",
+            str(tmp_path),
+            "--no-plots",
+            "--explain",
+        ],
+        capsys,
+    )
     assert code == 0, err
     cal = tmp_path / "realrun-compare" / "calibration.json"
     assert cal.is_file() and "calibration (profiled now" in out
@@ -96,11 +180,16 @@ def test_compare_profiles_first_when_no_calibration_is_given(tmp_path, capsys):
 
 
 def test_run_json_is_batchsims_shape(capsys):
-    code, out, _ = call(["run", *SMALL, "--policy", "dynamic", "--max-batch", "4", "--json"], capsys)
+    code, out, _ = call(
+        ["run", *SMALL, "--policy", "dynamic", "--max-batch", "4", "--json"], capsys
+    )
     assert code == 0
     obj = json.loads(out)
     assert obj["summary"]["completed"] == 6 and obj["runs"][0]["summary"] == obj["summary"]
-    assert obj["runs"][0]["meta"]["random_weights"] is True and obj["runs"][0]["meta"]["peak_rss_bytes"] > 0
+    assert (
+        obj["runs"][0]["meta"]["random_weights"] is True
+        and obj["runs"][0]["meta"]["peak_rss_bytes"] > 0
+    )
     # the same keys batchsim's summary has
     from batchsim import (
         ConstantStepTime,
@@ -111,12 +200,18 @@ def test_run_json_is_batchsims_shape(capsys):
         simulate,
     )
 
-    sim = simulate(make_workload(Poisson(1.0), Uniform(1, 2), Uniform(1, 2), n=3), make_policy("taxi"), ConstantStepTime(0.1))
+    sim = simulate(
+        make_workload(Poisson(1.0), Uniform(1, 2), Uniform(1, 2), n=3),
+        make_policy("taxi"),
+        ConstantStepTime(0.1),
+    )
     assert set(obj["summary"]) == set(summarize(sim))
 
 
 def test_run_with_the_hf_generate_engine(capsys):
-    code, out, _ = call(["run", *SMALL, "--policy", "static", "--max-batch", "3", "--engine", "hf-generate"], capsys)
+    code, out, _ = call(
+        ["run", *SMALL, "--policy", "static", "--max-batch", "3", "--engine", "hf-generate"], capsys
+    )
     assert code == 0 and "static (hf-generate)" in out
 
 
@@ -128,7 +223,10 @@ def test_profile_command_writes_a_calibration(tmp_path, capsys):
     assert "python -m batchsim run --calibration" in out
     assert out.index("held-out") < out.index("calibration written")  # results first, then the file
     # ... or a folder, as --out is everywhere else; as JSON, one {config, runs, notes} object
-    code, out, _ = call(["profile", "--threads", "1", "--repeats", "1", "--out", str(tmp_path / "d"), "--json"], capsys)
+    code, out, _ = call(
+        ["profile", "--threads", "1", "--repeats", "1", "--out", str(tmp_path / "d"), "--json"],
+        capsys,
+    )
     obj = json.loads(out)
     assert code == 0 and {"config", "runs", "notes"} <= set(obj)
     written = Path(obj["calibration"])
@@ -139,7 +237,15 @@ def test_profile_command_writes_a_calibration(tmp_path, capsys):
 def test_doctor(capsys):
     code, out, _ = call(["doctor", "--threads", "1"], capsys)
     assert code == 0
-    for word in ("torch", "transformers", "device", "threads", "1 torch intra-op", "random", "peak RSS"):
+    for word in (
+        "torch",
+        "transformers",
+        "device",
+        "threads",
+        "1 torch intra-op",
+        "random",
+        "peak RSS",
+    ):
         assert word in out
     code, out, _ = call(["doctor", "--threads", "1", "--json"], capsys)
     obj = json.loads(out)
@@ -205,8 +311,20 @@ def test_bad_input_exits_2_with_one_line(argv, word, capsys):
 
 
 def test_run_json_has_config_runs_notes_and_rejections(capsys):
-    code, out, _ = call(["run", *SMALL, "--policy", "continuous", "--kv-budget-tokens", "24", "--block-size", "4",
-                         "--json"], capsys)
+    code, out, _ = call(
+        [
+            "run",
+            *SMALL,
+            "--policy",
+            "continuous",
+            "--kv-budget-tokens",
+            "24",
+            "--block-size",
+            "4",
+            "--json",
+        ],
+        capsys,
+    )
     obj = json.loads(out)
     assert code == 0 and {"config", "runs", "notes"} <= set(obj)
     rej = obj["runs"][0]["rejections"]
@@ -217,17 +335,28 @@ def test_run_json_has_config_runs_notes_and_rejections(capsys):
 def test_a_long_real_run_says_how_long_before_it_starts(capsys):
     from realrun.cli import RunSetup, build_parser  # RunSetup lives in realrun.cli.run_setup
 
-    RunSetup(build_parser().parse_args(["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]))
+    RunSetup(
+        build_parser().parse_args(
+            ["run", "--requests", "3", "--rate", "0.01", "--threads", "1", "--no-plots"]
+        )
+    )
     err = capsys.readouterr().err
     assert "realrun: note: this will take at least" in err and "min" in err
 
 
 def test_realrun_does_not_import_batchsims_command_line():
-    code = ("import sys, realrun.cli, realrun.cli.run, realrun.cli.doctor; "
-            "bad = [m for m in sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; "
-            "assert not bad, bad")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,  # a watchdog, not a speed limit
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    code = (
+        "import sys, realrun.cli, realrun.cli.run, realrun.cli.doctor; "
+        "bad = [m for m in sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; "
+        "assert not bad, bad"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a watchdog, not a speed limit
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     assert p.returncode == 0, p.stderr
 
 
@@ -242,7 +371,12 @@ def test_cuda_asked_without_a_gpu(capsys):
 
 def test_module_entry_point_as_a_subprocess():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, "-m", "realrun", "run", "--model", "no-such-org/no-such-model"],
-                       capture_output=True, text=True, env=env, timeout=600)  # a watchdog against a hang, not a speed limit
+    p = subprocess.run(
+        [sys.executable, "-m", "realrun", "run", "--model", "no-such-org/no-such-model"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )  # a watchdog against a hang, not a speed limit
     assert p.returncode == 2
     assert "tiny-gpt2" in _one_line(p.stderr)

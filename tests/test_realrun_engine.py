@@ -78,9 +78,17 @@ CASES = [
     ("static", {"max_batch": 4}, None),
     ("dynamic", {"max_batch": 4, "max_wait": 0.002}, None),
     ("continuous", {"max_seqs": 5}, None),
-    ("continuous", {"max_seqs": 8, "max_batched_tokens": 16, "chunked_prefill": True, "block_size": 4}, None),
+    (
+        "continuous",
+        {"max_seqs": 8, "max_batched_tokens": 16, "chunked_prefill": True, "block_size": 4},
+        None,
+    ),
     ("continuous", {"max_seqs": 8, "block_size": 4}, 72),  # preempts: recompute after eviction
-    ("continuous", {"max_seqs": 8, "max_batched_tokens": 12, "chunked_prefill": True, "block_size": 4}, 60),
+    (
+        "continuous",
+        {"max_seqs": 8, "max_batched_tokens": 12, "chunked_prefill": True, "block_size": 4},
+        60,
+    ),
 ]
 
 
@@ -101,7 +109,9 @@ def test_batched_equals_alone(engine, workload, reference, name, kw, kv):
 
 
 @pytest.mark.parametrize("name, kw, kv", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_paged_and_padded_give_the_same_tokens_and_the_pool_never_grows(engine, padded, workload, name, kw, kv):
+def test_paged_and_padded_give_the_same_tokens_and_the_pool_never_grows(
+    engine, padded, workload, name, kw, kv
+):
     paged = engine
     a = run_real(workload, make_policy(name, **kw), paged, kv_budget_tokens=kv)
     b = run_real(workload, make_policy(name, **kw), padded, kv_budget_tokens=kv)
@@ -125,10 +135,14 @@ def test_tiny_kv_budget_loses_and_duplicates_nothing(engine, lm):
     """Under a budget so small that requests are turned away and others evicted again and again."""
     wl = make_workload(Poisson(500.0), Uniform(4, 30), Uniform(1, 30), n=16, seed=11)
     budget = 48
-    res = run_real(wl, make_policy("continuous", max_seqs=16, block_size=4), engine, kv_budget_tokens=budget)
+    res = run_real(
+        wl, make_policy("continuous", max_seqs=16, block_size=4), engine, kv_budget_tokens=budget
+    )
     r = res.records
     done, rejected = r.completed_mask, r.rejected_mask
-    assert (done ^ rejected).all(), "every request is either completed or rejected, never both or neither"
+    assert (done ^ rejected).all(), (
+        "every request is either completed or rejected, never both or neither"
+    )
     assert rejected.any() and done.any() and res.preemptions > 0
     for i in np.flatnonzero(rejected):
         assert "KV" in r.rejected[i]
@@ -172,7 +186,9 @@ def test_hf_continuous_baseline_same_tokens(lm, workload, reference):
 def test_stop_on_eos_cuts_at_the_first_eos(lm, workload, reference):
     eos = lm.eos_token_id
     with_eos = [r.id for r in workload.requests if eos in reference[r.id]]
-    assert with_eos, "the reference needs a request that produces EOS for this test to mean anything"
+    assert with_eos, (
+        "the reference needs a request that produces EOS for this test to mean anything"
+    )
     eng = Engine(lm, stop_on_eos=True)
     res = run_real(workload, make_policy("continuous", max_seqs=8), eng)
     for rid in with_eos:
@@ -190,7 +206,11 @@ def test_text_prompts_are_used_and_cut_to_length(lm):
     assert prompt_ids(req, lm.vocab_size, lm.tokenizer) == list(b"abababa")
     # seeded per request: the same request gets the same prompt, another request another one
     a = prompt_ids(Request(2, 0.0, 8, 1), lm.vocab_size)
-    assert a == prompt_ids(Request(2, 0.0, 8, 1), lm.vocab_size) != prompt_ids(Request(3, 0.0, 8, 1), lm.vocab_size)
+    assert (
+        a
+        == prompt_ids(Request(2, 0.0, 8, 1), lm.vocab_size)
+        != prompt_ids(Request(3, 0.0, 8, 1), lm.vocab_size)
+    )
 
 
 def _one_row(shapes, rid: int, w: int) -> KVBatch:

@@ -30,8 +30,14 @@ def wall_fleet(wl, name, n, router="least-loaded"):
     engines = [PricedEngine(clock, STEP) for _ in range(n)]
     t0 = clock()
     policies = [make_policy(name, max_seqs=4, max_batch=4) for _ in range(n)]
-    run = drive(wl, policies, [WallExecutor(e, clock, clock.sleep, t0=t0) for e in engines], LIMITS,
-                router=make_router(router) if n > 1 else None, recorder=Recorder(wl, replicas=n))
+    run = drive(
+        wl,
+        policies,
+        [WallExecutor(e, clock, clock.sleep, t0=t0) for e in engines],
+        LIMITS,
+        router=make_router(router) if n > 1 else None,
+        recorder=Recorder(wl, replicas=n),
+    )
     return result_of(run, policies, "fake wall clock", LIMITS, wl), engines
 
 
@@ -63,8 +69,21 @@ def test_realrun_run_with_two_replicas_serves_everyone(capsys):
     pytest.importorskip("torch")
     from realrun.cli import main
 
-    code = main(["run", "--replicas", "2", "--router", "round-robin", "--policy", "continuous", "--requests", "10",
-                 "--json", "--no-plots"])
+    code = main(
+        [
+            "run",
+            "--replicas",
+            "2",
+            "--router",
+            "round-robin",
+            "--policy",
+            "continuous",
+            "--requests",
+            "10",
+            "--json",
+            "--no-plots",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     whole, parts = out["summary"], out["runs"][0]["servers"]

@@ -19,7 +19,9 @@ def small_figures(monkeypatch):
 
 
 def test_predicted_vs_measured_on_the_tiny_real_model():
-    s, fig = lesson.predicted_vs_measured(policy="static", rate=4.0, requests=6, max_batch=4, repeats=2)
+    s, fig = lesson.predicted_vs_measured(
+        policy="static", rate=4.0, requests=6, max_batch=4, repeats=2
+    )
     pred, meas = s["predicted"], s["measured"]
     # Same workload both ways: everyone served, nobody lost.
     assert pred["completed"] == meas["completed"] == 6
@@ -51,8 +53,13 @@ def test_measured_panel_waits_for_the_button_then_runs_the_real_model():
     assert panel.image.layout.display != "none" and panel.image.value[:4] == b"\x89PNG"
     # The notes in a student's words; the profile's every figure folded under "details".
     html = panel.table.value
-    assert "<details><summary>details</summary>" in html and "after sleeping" in html.split("<details>", 1)[1]
-    assert "after sleeping" not in html.split("<details>", 1)[0] and "shapes it did not time" in html
+    assert (
+        "<details><summary>details</summary>" in html
+        and "after sleeping" in html.split("<details>", 1)[1]
+    )
+    assert (
+        "after sleeping" not in html.split("<details>", 1)[0] and "shapes it did not time" in html
+    )
     first = panel.image.value
     panel.controls["policy"].value = "continuous"
     panel.run_button.click()

@@ -54,8 +54,15 @@ def long_prompt_trace() -> Workload:
     return Workload.from_arrays(arrivals, prompts, outputs, "long prompts")
 
 
-@pytest.mark.parametrize("policy, kw", [("static", {"max_batch": 4}), ("dynamic", {"max_batch": 4, "max_wait": 0.01}),
-                                        ("taxi", {}), ("continuous", {"max_seqs": 4})])
+@pytest.mark.parametrize(
+    "policy, kw",
+    [
+        ("static", {"max_batch": 4}),
+        ("dynamic", {"max_batch": 4, "max_wait": 0.01}),
+        ("taxi", {}),
+        ("continuous", {"max_seqs": 4}),
+    ],
+)
 def test_same_rejections_with_the_same_reasons_on_both_clocks(lm, policy, kw):
     wl = long_prompt_trace()
     real = run_real(wl, make_policy(policy, **kw), Engine(lm))
@@ -76,9 +83,24 @@ def test_the_issues_command_line_repro_completes(tmp_path, capsys):
     from realrun.cli import main
 
     trace = tmp_path / "p.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0,10,300\n0,500,100\n0,20,20\n")
-    code = main(["run", "--no-plots", "--policy", "static", "--max-batch", "4", "--trace", str(trace),
-                 "--threads", "1", "--json"])
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0,10,300\n0,500,100\n0,20,20\n"
+    )
+    code = main(
+        [
+            "run",
+            "--no-plots",
+            "--policy",
+            "static",
+            "--max-batch",
+            "4",
+            "--trace",
+            str(trace),
+            "--threads",
+            "1",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     s = out["runs"][0]["summary"]

@@ -18,11 +18,29 @@ from batchsim.sim.steptime import load_step_time  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
 from realrun.timing.grid import Grid, doubling, grid_for_workload  # noqa: E402
-from realrun.timing.profile import HELDOUT_WARN_PCT, ProfilePoint, fit_linear, pass_errors, point_pass, profile  # noqa: E402
+from realrun.timing.profile import (  # noqa: E402
+    HELDOUT_WARN_PCT,
+    ProfilePoint,
+    fit_linear,
+    pass_errors,
+    point_pass,
+    profile,
+)
 
-TINY = Grid(decode_rows=(1, 4, 8), decode_widths=(8, 32), prefill_rows=(1, 2, 4), prefill_lengths=(8, 16, 32),
-            max_prefill_tokens=64, past=((16, 16),), join=((2, 16, 8),), policies=("taxi", "continuous"),
-            repeats=2, rounds=1, validation=4, wake_idle=(0.001, 0.01))
+TINY = Grid(
+    decode_rows=(1, 4, 8),
+    decode_widths=(8, 32),
+    prefill_rows=(1, 2, 4),
+    prefill_lengths=(8, 16, 32),
+    max_prefill_tokens=64,
+    past=((16, 16),),
+    join=((2, 16, 8),),
+    policies=("taxi", "continuous"),
+    repeats=2,
+    rounds=1,
+    validation=4,
+    wake_idle=(0.001, 0.01),
+)
 
 
 def _points(c, shapes, noise=0.0, seed=0):
@@ -65,7 +83,9 @@ def test_grid_for_workload_covers_the_workload():
     assert g.decode_widths[-1] >= int((wl.prompt_tokens + wl.output_tokens).max())
     assert g.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and g.past == ()
     chunked = grid_for_workload(wl, max_rows=16, max_prefill=64, chunk=64)
-    assert chunked.prefill_lengths[-1] == 64 and chunked.past and all(q == 64 for q, _ in chunked.past)
+    assert (
+        chunked.prefill_lengths[-1] == 64 and chunked.past and all(q == 64 for q, _ in chunked.past)
+    )
     # A chunking policy beside one that prefills whole prompts: chunks over their past, and whole prompts too.
     both = grid_for_workload(wl, max_rows=16, max_prefill=512, chunk=64, whole_prompts=True)
     assert both.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and both.past == chunked.past
@@ -79,7 +99,10 @@ def test_grid_for_policies_gives_unchunked_policies_their_whole_prompts():
     chunky = make_policy("continuous", max_batched_tokens=256, chunked_prefill=True)
     alone = grid_for_policies(wl, [chunky])
     assert alone.prefill_lengths[-1] == 256 and alone.past
-    for other in (make_policy("taxi"), make_policy("continuous", max_batched_tokens=1024, chunked_prefill=False)):
+    for other in (
+        make_policy("taxi"),
+        make_policy("continuous", max_batched_tokens=1024, chunked_prefill=False),
+    ):
         g = grid_for_policies(wl, [chunky, other])
         assert g.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and g.past == alone.past
 
@@ -95,12 +118,18 @@ def calibration(tmp_path_factory):
 def test_profile_times_every_shape_and_holds_some_out(calibration):
     prof, path = calibration
     kinds = [q.kind for q in prof.points]
-    assert kinds.count("decode") == 6 and kinds.count("prefill") == 8 and kinds.count("past") == 1  # 4 x 32 > 64
+    assert (
+        kinds.count("decode") == 6 and kinds.count("prefill") == 8 and kinds.count("past") == 1
+    )  # 4 x 32 > 64
     assert any(k.startswith("validation-") for k in kinds)
     assert all(q.seconds > 0 and q.samples >= 1 for q in prof.points)
     m = prof.model
-    assert isinstance(m, ProfiledStepTime) and m.plan == "paged"  # the engine runs on its block pool here (a CPU)
-    assert set(m.policy_gaps) == {"taxi", "continuous"} and all(g > 0 for g in m.policy_gaps.values())
+    assert (
+        isinstance(m, ProfiledStepTime) and m.plan == "paged"
+    )  # the engine runs on its block pool here (a CPU)
+    assert set(m.policy_gaps) == {"taxi", "continuous"} and all(
+        g > 0 for g in m.policy_gaps.values()
+    )
     assert m.wake_idle == (0.001, 0.01) and m.wake_late >= 0
     # The model prices the grid's own shapes close to their (monotone-made) measurements.
     grid_pts = [q for q in prof.points if q.kind in ("decode", "prefill")]
@@ -108,7 +137,9 @@ def test_profile_times_every_shape_and_holds_some_out(calibration):
     h = prof.heldout
     assert h["shapes"] >= 2 and h["max_pct"] >= h["mean_pct"] >= 0
     data = json.loads(path.read_text())
-    assert data["model"] == "profiled" and data["version"] == 2 and data["model_name"] == "tiny-gpt2"
+    assert (
+        data["model"] == "profiled" and data["version"] == 2 and data["model_name"] == "tiny-gpt2"
+    )
     assert data["random_weights"] is True and len(data["points"]) == len(prof.points)
     assert "linear" in data and "heldout" in data
 
@@ -117,19 +148,40 @@ def test_a_profile_whose_held_out_shapes_ran_slow_says_to_profile_again(calibrat
     prof, _ = calibration
     assert "warning" not in prof.text() or prof.heldout_mean_pct > HELDOUT_WARN_PCT
     # A burst of other work while the held-out shapes were timed: they ran twice as slow as the grid says.
-    burst = [replace(q, seconds=q.seconds * 2) if q.kind.startswith("validation-") else q for q in prof.points]
+    burst = [
+        replace(q, seconds=q.seconds * 2) if q.kind.startswith("validation-") else q
+        for q in prof.points
+    ]
     slow = replace(prof, points=burst)
     assert slow.heldout_mean_pct > HELDOUT_WARN_PCT
     warning = [line for line in slow.text().splitlines() if "warning" in line]
-    assert len(warning) == 1 and "profile again" in warning[0] and f"{slow.heldout_mean_pct:.0f} %" in warning[0]
+    assert (
+        len(warning) == 1
+        and "profile again" in warning[0]
+        and f"{slow.heldout_mean_pct:.0f} %" in warning[0]
+    )
 
 
 def test_calibration_round_trips_into_batchsim(calibration, capsys):
     prof, path = calibration
     loaded = load_step_time(path)
     for q in prof.points:
-        assert loaded.pass_time(point_pass(q)) == pytest.approx(prof.model.pass_time(point_pass(q)), rel=1e-12)
-    code = batchsim_main(["run", "--calibration", str(path), "--requests", "30", "--policy", "continuous", "--json", "--no-plots"])
+        assert loaded.pass_time(point_pass(q)) == pytest.approx(
+            prof.model.pass_time(point_pass(q)), rel=1e-12
+        )
+    code = batchsim_main(
+        [
+            "run",
+            "--calibration",
+            str(path),
+            "--requests",
+            "30",
+            "--policy",
+            "continuous",
+            "--json",
+            "--no-plots",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     obj = json.loads(out)

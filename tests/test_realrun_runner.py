@@ -39,10 +39,25 @@ class FakeEngine(PricedEngine):
 
     name = "fake"
 
-    def __init__(self, clock: FakeClock, d: float, n_positions: int = 10_000, fail_at: int | None = None, error=None) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        d: float,
+        n_positions: int = 10_000,
+        fail_at: int | None = None,
+        error=None,
+    ) -> None:
         super().__init__(clock, ConstantStepTime(d), fail_at=fail_at, error=error)
-        self.lm = SimpleNamespace(n_positions=n_positions, device="cpu", name="fake", source="test", random_weights=True,
-                                  dtype="fp32", threads=1, kv_bytes_per_token=0)
+        self.lm = SimpleNamespace(
+            n_positions=n_positions,
+            device="cpu",
+            name="fake",
+            source="test",
+            random_weights=True,
+            dtype="fp32",
+            threads=1,
+            kv_bytes_per_token=0,
+        )
 
 
 def FakeClockAt100() -> FakeClock:
@@ -54,7 +69,10 @@ POLICIES = [
     ("static", {"max_batch": 4}),
     ("dynamic", {"max_batch": 4, "max_wait": 0.03}),
     ("continuous", {"max_seqs": 6}),
-    ("continuous", {"max_seqs": 6, "max_batched_tokens": 24, "chunked_prefill": True, "block_size": 4}),
+    (
+        "continuous",
+        {"max_seqs": 6, "max_batched_tokens": 24, "chunked_prefill": True, "block_size": 4},
+    ),
 ]
 
 
@@ -70,7 +88,9 @@ def test_runner_writes_the_simulators_records(name, kw, kv):
     sim = simulate(wl, make_policy(name, **kw), ConstantStepTime(d), kv_budget_tokens=kv)
     clock = FakeClockAt100()
     eng = FakeEngine(clock, d)
-    real = run_real(wl, make_policy(name, **kw), eng, kv_budget_tokens=kv, clock=clock, sleep=clock.sleep)
+    real = run_real(
+        wl, make_policy(name, **kw), eng, kv_budget_tokens=kv, clock=clock, sleep=clock.sleep
+    )
     a, b = sim.records, real.records
     for f in ("start", "first_token", "finish", "last_token", "itl_max"):
         assert _close(getattr(a, f), getattr(b, f)), f
@@ -89,11 +109,26 @@ def test_records_schema_equals_batchsims(tmp_path):
     wl = make_workload(Poisson(50.0), Uniform(4, 20), Uniform(1, 10), n=10, seed=1)
     sim = simulate(wl, make_policy("continuous"), ConstantStepTime(0.01))
     clock = FakeClockAt100()
-    real = run_real(wl, make_policy("continuous"), FakeEngine(clock, 0.01), clock=clock, sleep=clock.sleep)
+    real = run_real(
+        wl, make_policy("continuous"), FakeEngine(clock, 0.01), clock=clock, sleep=clock.sleep
+    )
     a, b = sim.records, real.records
-    for f in ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "tokens",
-              "preemptions", "itl_max"):
-        assert getattr(a, f).dtype == getattr(b, f).dtype and getattr(a, f).shape == getattr(b, f).shape, f
+    for f in (
+        "arrival",
+        "prompt_tokens",
+        "output_tokens",
+        "start",
+        "first_token",
+        "finish",
+        "last_token",
+        "tokens",
+        "preemptions",
+        "itl_max",
+    ):
+        assert (
+            getattr(a, f).dtype == getattr(b, f).dtype
+            and getattr(a, f).shape == getattr(b, f).shape
+        ), f
     assert set(a.steps) == set(b.steps) == set(STEP_FIELDS)
     assert all(a.steps[k].dtype == b.steps[k].dtype for k in STEP_FIELDS)
     assert list(a.request_rows()[0]) == list(b.request_rows()[0]) == list(REQUEST_FIELDS)
@@ -105,7 +140,13 @@ def test_records_schema_equals_batchsims(tmp_path):
     assert set(summarize(sim)) == set(summarize(real))
 
 
-@pytest.mark.parametrize("error, word", [(KeyboardInterrupt(), "interrupted"), (torch.OutOfMemoryError("CUDA out of memory"), "out of memory")])
+@pytest.mark.parametrize(
+    "error, word",
+    [
+        (KeyboardInterrupt(), "interrupted"),
+        (torch.OutOfMemoryError("CUDA out of memory"), "out of memory"),
+    ],
+)
 def test_a_stopped_run_keeps_what_was_measured(error, word):
     wl = make_workload(Poisson(20.0), Uniform(4, 20), Uniform(2, 10), n=30, seed=2)
     clock = FakeClockAt100()
@@ -121,11 +162,19 @@ def test_a_stopped_run_keeps_what_was_measured(error, word):
 
 
 def test_prompts_longer_than_the_context_are_rejected_with_the_reason():
-    assert context_reason(100, 25, 124) is None  # positions 0..123: the last token is never fed back
+    assert (
+        context_reason(100, 25, 124) is None
+    )  # positions 0..123: the last token is never fed back
     assert "context of 124" in context_reason(100, 26, 124)
     wl = make_workload(Poisson(50.0), Uniform(10, 60), Uniform(1, 5), n=20, seed=4)
     clock = FakeClockAt100()
-    res = run_real(wl, make_policy("continuous"), FakeEngine(clock, 0.01, n_positions=40), clock=clock, sleep=clock.sleep)
+    res = run_real(
+        wl,
+        make_policy("continuous"),
+        FakeEngine(clock, 0.01, n_positions=40),
+        clock=clock,
+        sleep=clock.sleep,
+    )
     r = res.records
     too_long = wl.prompt_tokens + wl.output_tokens - 1 > 40
     assert too_long.any() and (~too_long).any()
@@ -141,7 +190,12 @@ def test_compare_stops_at_ctrl_c():
     clock = FakeClockAt100()
     eng = FakeEngine(clock, 0.01, fail_at=5, error=KeyboardInterrupt())
     pairs = [(n, make_policy(n), make_policy(n)) for n in ("taxi", "continuous")]
-    report = compare_policies(wl, pairs, lambda label, p: run_real(wl, p, eng, clock=clock, sleep=clock.sleep), ConstantStepTime(0.01))
+    report = compare_policies(
+        wl,
+        pairs,
+        lambda label, p: run_real(wl, p, eng, clock=clock, sleep=clock.sleep),
+        ConstantStepTime(0.01),
+    )
     assert [r.label for r in report.rows] == ["taxi"]
     assert "interrupted" in report.notes[0]
     assert "taxi" in format_compare(report)

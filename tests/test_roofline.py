@@ -30,7 +30,9 @@ def test_gpt2_decode_at_batch_1_is_memory_bound_and_costs_a_weight_read():
     assert t["step_s"][0] == pytest.approx(by_hand, rel=0.20)
     # Without overhead and at full bandwidth the step *is* the weight read, to within the KV bytes.
     bare = rf(overhead=0.0, memory_eff=1.0)
-    assert bare.step_time(decode_rows=1, kv_read=128) == pytest.approx(GPT2.weight_bytes() / A100.bandwidth, rel=0.05)
+    assert bare.step_time(decode_rows=1, kv_read=128) == pytest.approx(
+        GPT2.weight_bytes() / A100.bandwidth, rel=0.05
+    )
 
 
 def test_decode_turns_compute_bound_at_large_batch():
@@ -52,9 +54,13 @@ def test_knee_matches_a_hand_computation():
     # compute(B) = B (2P + a) / F, memory(B) = (W + B kv) / BW; the knee is the first B with compute >= memory.
     F = A100.peak_flops("fp16") * st.compute_eff
     BW = A100.bandwidth * st.memory_eff
-    per_row = (2 * GPT2.params + GPT2.attention_flops_per_pair()) / F - GPT2.kv_bytes_per_token() / BW
+    per_row = (
+        2 * GPT2.params + GPT2.attention_flops_per_pair()
+    ) / F - GPT2.kv_bytes_per_token() / BW
     assert knee_batch(st, 0) == math.ceil(GPT2.weight_bytes() / BW / per_row)
-    assert 64 < knee_batch(st, 0) < 160  # near the A100's ridge of ~153 FLOPs/byte, less the efficiencies
+    assert (
+        64 < knee_batch(st, 0) < 160
+    )  # near the A100's ridge of ~153 FLOPs/byte, less the efficiencies
     # H100's ridge is about twice the A100's, so is its knee.
     assert knee_batch(rf(gpu="H100-SXM"), 0) == pytest.approx(2 * knee_batch(st, 0), rel=0.1)
     # GPT-2's cache is large next to its weights: at 512 tokens of context decode never turns compute-bound.
@@ -75,7 +81,9 @@ def test_chunked_prefill_conserves_attention_flops():
 
     def flops_time(step):
         (p,) = plan_step(step, st.plan)
-        return st.components([p.prefill_tokens], [p.decode_rows], [p.attn_read], [p.attn_pairs])[0][0]
+        return st.components([p.prefill_tokens], [p.decode_rows], [p.attn_read], [p.attn_pairs])[0][
+            0
+        ]
 
     assert flops_time(first) + flops_time(second) == pytest.approx(flops_time(whole), rel=1e-12)
     # 1000 tokens attend to 1000*1001/2 pairs: that is what durations() prices beyond 2 x params x tokens.
@@ -91,7 +99,9 @@ def test_padded_prefill_computes_every_row_at_the_longest_prompt():
     unpadded = Step(prefill=(Chunk(0, 0, 10), Chunk(1, 0, 100)))
     assert st.durations(padded, 1)[0] > st.durations(unpadded, 1)[0]
     c, _ = st.components(np.array([200.0]), np.zeros(1), np.zeros(1), np.array([2 * 100 * 101 / 2]))
-    assert st.durations(padded, 1)[0] == pytest.approx(max(c[0], st.components([200.0], [0.0], [0.0])[1][0]))
+    assert st.durations(padded, 1)[0] == pytest.approx(
+        max(c[0], st.components([200.0], [0.0], [0.0])[1][0])
+    )
 
 
 def test_repeated_decode_steps_read_a_growing_cache():
@@ -125,7 +135,9 @@ def test_batching_pays_in_simulation_on_a_roofline_server():
     wl = Workload.from_arrays(np.linspace(0, 5, 100), np.full(100, 200), np.full(100, 64))
     st = rf(model="llama-3-8b")
     taxi = summarize(simulate(wl, make_policy("taxi"), st))
-    cont = summarize(simulate(wl, make_policy("continuous", max_seqs=64), st, kv_budget_tokens=400_000))
+    cont = summarize(
+        simulate(wl, make_policy("continuous", max_seqs=64), st, kv_budget_tokens=400_000)
+    )
     assert cont["request_throughput"] > 3 * taxi["request_throughput"]
     # A taxi decode step is the weight read: TPOT close to the batch-1 step time.
     assert taxi["mean_tpot"] == pytest.approx(st.step_time(decode_rows=1, kv_read=232), rel=0.05)
@@ -145,19 +157,37 @@ def test_roofline_command_prints_the_table_the_knee_and_writes_a_plot(tmp_path, 
 def test_roofline_command_at_a_context_and_as_json(capsys):
     import json
 
-    assert main(["roofline", "--gpu", "H100-SXM", "--model", "llama-3-8b", "--context", "512", "--json", "--no-plots"]) == 0
+    assert (
+        main(
+            [
+                "roofline",
+                "--gpu",
+                "H100-SXM",
+                "--model",
+                "llama-3-8b",
+                "--context",
+                "512",
+                "--json",
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     obj = json.loads(capsys.readouterr().out)
     assert obj["context"] == 512 and len(obj["rows"]) == 10
     assert obj["knee"]["512"] == knee_batch(rf(model="llama-3-8b", gpu="H100-SXM"), 512)
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["roofline", "--gpu", "V100"], "gpu must be one of"),
-    (["roofline", "--model", "gpt5"], "model must be one of"),
-    (["roofline", "--gpu", "T4", "--model", "llama-3-8b"], "does not fit on gpu T4"),
-    (["roofline", "--model", "gpt2", "--context", "5000"], "context must be <="),
-    (["roofline", "--gpu-price", "-1"], "gpu-price must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["roofline", "--gpu", "V100"], "gpu must be one of"),
+        (["roofline", "--model", "gpt5"], "model must be one of"),
+        (["roofline", "--gpu", "T4", "--model", "llama-3-8b"], "does not fit on gpu T4"),
+        (["roofline", "--model", "gpt2", "--context", "5000"], "context must be <="),
+        (["roofline", "--gpu-price", "-1"], "gpu-price must be >= 0"),
+    ],
+)
 def test_roofline_bad_input_exits_2_with_one_line(argv, field, capsys):
     assert main(argv + ["--no-plots"]) == 2
     err = capsys.readouterr().err

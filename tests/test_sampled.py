@@ -22,7 +22,9 @@ from batchsim.sim.sampled import SampledStepTime, with_noise
 from batchsim.sim.spread import LEVELS, SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import ScaledStepTime, load_step_time
 
-UNIFORM = np.linspace(0.1, 1.9, LEVELS)  # ratios uniform on [0.1, 1.9]: mean 1, CV 0.9 / sqrt(3) = 0.52
+UNIFORM = np.linspace(
+    0.1, 1.9, LEVELS
+)  # ratios uniform on [0.1, 1.9]: mean 1, CV 0.9 / sqrt(3) = 0.52
 CV_UNIFORM = 0.9 / np.sqrt(3)
 
 
@@ -33,8 +35,12 @@ def model(z_decode=0.004, z_prefill=0.01, ratios=UNIFORM, lag1=0.0) -> ProfiledS
     dz = z_decode * np.array([[1.0, 1.5], [2.0, 3.0]])
     pz = z_prefill * np.array([[1.0, 4.0], [3.0, 12.0]])
     q = np.broadcast_to(np.asarray(ratios, dtype=float), (2, 2, len(ratios)))
-    spread = StepSpread(SpreadGrid(dx, dy, q, "decode"), SpreadGrid(px, py, q, "prefill"), lag1=lag1)
-    return ProfiledStepTime(Grid2D(dx, dy, dz, "decode"), Grid2D(px, py, pz, "prefill"), step_extra=1e-4, spread=spread)
+    spread = StepSpread(
+        SpreadGrid(dx, dy, q, "decode"), SpreadGrid(px, py, q, "prefill"), lag1=lag1
+    )
+    return ProfiledStepTime(
+        Grid2D(dx, dy, dz, "decode"), Grid2D(px, py, pz, "prefill"), step_extra=1e-4, spread=spread
+    )
 
 
 def decode_step(rows=4, width=100, repeat=1) -> Step:
@@ -66,7 +72,10 @@ def test_same_seed_same_times_other_seed_other_times():
     da, db, dc = a.durations(step, 50), b.durations(step, 50), c.durations(step, 50)
     assert np.array_equal(da, db) and not np.array_equal(da, dc)
     wl = make_workload(Poisson(20.0), Fixed(64), Fixed(16), n=80, seed=1)
-    runs = [summarize(simulate(wl, make_policy("continuous", max_seqs=8), with_noise(model(), seed=k))) for k in (5, 5, 6)]
+    runs = [
+        summarize(simulate(wl, make_policy("continuous", max_seqs=8), with_noise(model(), seed=k)))
+        for k in (5, 5, 6)
+    ]
     assert runs[0] == runs[1] and runs[0]["p99_e2e"] != runs[2]["p99_e2e"]
     # Mean-only is the model itself, untouched.
     assert with_noise(model(), seed=1, noise="none").__class__ is ProfiledStepTime
@@ -100,7 +109,9 @@ def test_correlated_passes_share_their_luck():
     r_ind, r_cor = ind / base, cor / base
     assert np.corrcoef(r_cor[:-1], r_cor[1:])[0, 1] == pytest.approx(0.8, abs=0.05)
     assert abs(np.corrcoef(r_ind[:-1], r_ind[1:])[0, 1]) < 0.03
-    assert r_cor.mean() == pytest.approx(1.0, abs=0.03) and r_cor.std() == pytest.approx(r_ind.std(), rel=0.05)
+    assert r_cor.mean() == pytest.approx(1.0, abs=0.03) and r_cor.std() == pytest.approx(
+        r_ind.std(), rel=0.05
+    )
     # Sums of 50 passes' deviations: sqrt((1 + rho) / (1 - rho)) = 3 times wider when correlated.
     sums_ind = (ind - base).reshape(-1, 50).sum(1)
     sums_cor = (cor - base).reshape(-1, 50).sum(1)
@@ -114,7 +125,9 @@ def test_spread_from_timings():
     assert len(q) == LEVELS and np.all(np.diff(q) >= 0) and q[-1] < 2
     g = SpreadGrid([1.0], [1.0], q[None, None, :])
     assert g.cv()[0, 0] == pytest.approx(0.2, rel=0.15)
-    runs = [0.002 * (1 + 0.1 * np.sin(np.arange(16) / 3)) for _ in range(8)]  # slow drifts: correlated
+    runs = [
+        0.002 * (1 + 0.1 * np.sin(np.arange(16) / 3)) for _ in range(8)
+    ]  # slow drifts: correlated
     assert lag1_of(runs) > 0.8
     assert lag1_of([rng.normal(1, 0.1, 16) for _ in range(50)]) < 0.2
 
@@ -140,14 +153,17 @@ def test_calibration_file_keeps_the_spread_and_old_files_still_load(tmp_path):
         with_noise(old, seed=1)
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"decode": [[[1.0, 0.5]] * 2] * 2}, r"quantiles \[0\]\[0\] must not decrease"),
-    ({"decode": [[[1.0, "x"]] * 2] * 2}, "quantiles must be numbers"),
-    ({"decode": [[[0.0, 1.0]] * 2] * 2}, r"quantile \[0\]\[0\]\[0\] must be a ratio"),
-    ({"decode": [[[1.0, 1.0]] * 2]}, "must be a 2 x 2 table"),
-    ({"lag1": 1.5}, "lag1 must be a correlation"),
-    ({"prefill": None}, "spread needs prefill quantiles"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"decode": [[[1.0, 0.5]] * 2] * 2}, r"quantiles \[0\]\[0\] must not decrease"),
+        ({"decode": [[[1.0, "x"]] * 2] * 2}, "quantiles must be numbers"),
+        ({"decode": [[[0.0, 1.0]] * 2] * 2}, r"quantile \[0\]\[0\]\[0\] must be a ratio"),
+        ({"decode": [[[1.0, 1.0]] * 2]}, "must be a 2 x 2 table"),
+        ({"lag1": 1.5}, "lag1 must be a correlation"),
+        ({"prefill": None}, "spread needs prefill quantiles"),
+    ],
+)
 def test_bad_spreads_are_one_line_naming_the_file(tmp_path, change, words):
     data = model().as_dict()
     data["spread"] = {**data["spread"], **change}
@@ -160,7 +176,12 @@ def test_bad_spreads_are_one_line_naming_the_file(tmp_path, change, words):
 
 def test_prefill_and_grouped_steps_are_sampled_per_pass():
     m = model()
-    step = Step(prefill=(Chunk(9, 0, 100, True), Chunk(10, 0, 30, True)), decode=(1, 2), kv_read=200, decode_width=100)
+    step = Step(
+        prefill=(Chunk(9, 0, 100, True), Chunk(10, 0, 30, True)),
+        decode=(1, 2),
+        kv_read=200,
+        decode_width=100,
+    )
     s = with_noise(m, seed=4)
     d = np.array([s.durations(step, 1)[0] for _ in range(8000)])
     assert d.mean() == pytest.approx(m.durations(step, 1)[0], rel=0.02)

@@ -22,8 +22,17 @@ from batchsim.sim.steptime import ConstantStepTime, LinearStepTime
 from batchsim.teach.scenarios import FLAGSHIP, SCENARIOS, get_scenario
 from batchsim.traces import AZURE_TRACE, SHIPPED
 
-NAMES = ("taxi-vs-bus", "laundromat", "rush-hour", "chat-vs-offline", "memory-wall", "mixed-lengths", "cost-10x",
-         "azure-conv", "batch-size-sweep")
+NAMES = (
+    "taxi-vs-bus",
+    "laundromat",
+    "rush-hour",
+    "chat-vs-offline",
+    "memory-wall",
+    "mixed-lengths",
+    "cost-10x",
+    "azure-conv",
+    "batch-size-sweep",
+)
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -62,13 +71,25 @@ def test_scenarios_list(capsys):
 
 
 def test_flags_override_scenario_defaults():
-    r = run("taxi-vs-bus", "--requests", "40", "--gpu", "H100-SXM", "--model", "mistral-7b", "--policy", "taxi")
+    r = run(
+        "taxi-vs-bus",
+        "--requests",
+        "40",
+        "--gpu",
+        "H100-SXM",
+        "--model",
+        "mistral-7b",
+        "--policy",
+        "taxi",
+    )
     assert r.config["server"]["gpu"] == "H100-SXM" and r.config["server"]["model"] == "mistral-7b"
     assert r.summaries["taxi"]["gpu_price_per_hour"] == 3.50
     r = run("taxi-vs-bus", "--requests", "40", "--step-time", "0.02", "--policy", "taxi")
     assert "ConstantStepTime(seconds=0.02)" in r.config["step_time"]
     # the KV budget still follows the scenario's GPU and model
-    assert r.config["kv_budget_tokens"] == 453_767  # 80 GiB x 0.9 - weights - activations (batchsim.machine.memory)
+    assert (
+        r.config["kv_budget_tokens"] == 453_767
+    )  # 80 GiB x 0.9 - weights - activations (batchsim.machine.memory)
 
 
 def _ns(**kw):
@@ -79,27 +100,41 @@ def test_step_time_precedence(tmp_path):
     cal = tmp_path / "cal.json"
     LinearStepTime(0.003, 1e-5).to_json(cal)
     scen = {"gpu": "A100-80GB", "model": "gpt2"}
-    assert isinstance(step_time_from_args(_ns(calibration=str(cal), step_time=0.1, gpu="H200"), scen), LinearStepTime)
+    assert isinstance(
+        step_time_from_args(_ns(calibration=str(cal), step_time=0.1, gpu="H200"), scen),
+        LinearStepTime,
+    )
     assert isinstance(step_time_from_args(_ns(step_time=0.1, gpu="H200"), scen), ConstantStepTime)
     st = step_time_from_args(_ns(gpu="H200"), {**scen, "step_time_model": ConstantStepTime(1.0)})
     assert isinstance(st, RooflineStepTime) and st.gpu.name == "H200" and st.model.name == "gpt2"
-    assert step_time_from_args(_ns(), {**scen, "step_time_model": ConstantStepTime(1.0)}) == ConstantStepTime(1.0)
+    assert step_time_from_args(
+        _ns(), {**scen, "step_time_model": ConstantStepTime(1.0)}
+    ) == ConstantStepTime(1.0)
     st = step_time_from_args(_ns(), scen)
     assert isinstance(st, RooflineStepTime) and st.gpu.name == "A100-80GB"
     assert step_time_from_args(_ns(), {}).source == "illustrative default"
     # Naming only a model runs it on the default GPU; efficiencies come through.
     st = step_time_from_args(_ns(sim_model="gpt2-xl", compute_eff=0.3, step_overhead=0.002), {})
-    assert (st.gpu.name, st.model.name, st.compute_eff, st.overhead) == ("A100-80GB", "gpt2-xl", 0.3, 0.002)
+    assert (st.gpu.name, st.model.name, st.compute_eff, st.overhead) == (
+        "A100-80GB",
+        "gpt2-xl",
+        0.3,
+        0.002,
+    )
 
 
 def test_kv_budget_precedence_and_bytes():
     scen = {"gpu": "A100-80GB", "model": "gpt2"}
-    act = 8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29  # the activation reserve (machine.memory)
+    act = (
+        8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29
+    )  # the activation reserve (machine.memory)
     assert kv_budget_from_args(_ns(), scen) == 2_067_583
     assert kv_budget_from_args(_ns(kv_budget_tokens=1000), scen) == 1000
     assert kv_budget_from_args(_ns(kv_budget_bytes="1GB"), scen) == 1_000_000_000 // 36_864
     assert kv_budget_from_args(_ns(kv_budget_bytes="1GiB"), scen) == 2**30 // 36_864
-    assert kv_budget_from_args(_ns(mem_util=0.5), scen) == int((40 * 2**30 - 248_879_616 - act) // 36_864)
+    assert kv_budget_from_args(_ns(mem_util=0.5), scen) == int(
+        (40 * 2**30 - 248_879_616 - act) // 36_864
+    )
     assert kv_budget_from_args(_ns(), {**scen, "kv_budget_tokens": 777}) == 777
     assert kv_budget_from_args(_ns(), {}) is None
     with pytest.raises(ConfigError, match="kv-budget-bytes needs a server"):
@@ -111,15 +146,27 @@ def test_kv_budget_precedence_and_bytes():
     assert price_from_args(_ns(gpu_price=0.5), {}) == 0.5
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["run", "taxi-vs-bus", "--gpu", "V100"], "gpu must be one of T4, L4, A10G, L40S, A100-40GB, A100-80GB, H100-SXM, H200, MI300X, cpu, got 'V100'"),
-    (["run", "taxi-vs-bus", "--model", "gpt5"], "model must be one of distilgpt2"),
-    (["run", "--gpu", "T4", "--model", "llama-3-8b"], "model llama-3-8b does not fit on gpu T4"),
-    (["run", "--gpu", "A100-80GB", "--dtype", "fp8"], "dtype must be one of fp32, fp16, bf16, got 'fp8'"),
-    (["run", "--gpu", "A100-80GB", "--mem-util", "1.5"], "mem-util must be in (0, 1], got 1.5"),
-    (["run", "taxi-vs-bus", "--gpu-price", "-1"], "gpu-price must be >= 0, got -1.0"),
-    (["run", "nope"], "scenario must be one of"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (
+            ["run", "taxi-vs-bus", "--gpu", "V100"],
+            "gpu must be one of T4, L4, A10G, L40S, A100-40GB, A100-80GB, H100-SXM, H200, MI300X, cpu, got 'V100'",
+        ),
+        (["run", "taxi-vs-bus", "--model", "gpt5"], "model must be one of distilgpt2"),
+        (
+            ["run", "--gpu", "T4", "--model", "llama-3-8b"],
+            "model llama-3-8b does not fit on gpu T4",
+        ),
+        (
+            ["run", "--gpu", "A100-80GB", "--dtype", "fp8"],
+            "dtype must be one of fp32, fp16, bf16, got 'fp8'",
+        ),
+        (["run", "--gpu", "A100-80GB", "--mem-util", "1.5"], "mem-util must be in (0, 1], got 1.5"),
+        (["run", "taxi-vs-bus", "--gpu-price", "-1"], "gpu-price must be >= 0, got -1.0"),
+        (["run", "nope"], "scenario must be one of"),
+    ],
+)
 def test_bad_server_input_exits_2_with_one_line(argv, field, capsys):
     assert main(argv + ["--requests", "10", "--no-plots"]) == 2
     err = capsys.readouterr().err
@@ -128,9 +175,12 @@ def test_bad_server_input_exits_2_with_one_line(argv, field, capsys):
 
 # --- the stories hold -------------------------------------------------------------------------
 
+
 def test_taxi_vs_bus_taxi_saturates_and_batching_copes():
     s = run("taxi-vs-bus", "--requests", "200").summaries
-    assert s["taxi"]["busy_fraction"] > 0.99 and s["taxi"]["request_throughput"] < 1.0  # ~0.73 req/s < 2 arriving
+    assert (
+        s["taxi"]["busy_fraction"] > 0.99 and s["taxi"]["request_throughput"] < 1.0
+    )  # ~0.73 req/s < 2 arriving
     for p in ("static", "dynamic", "continuous"):
         assert s[p]["request_throughput"] > 1.8 * s["taxi"]["request_throughput"]
         assert s[p]["mean_e2e"] < s["taxi"]["mean_e2e"] / 5
@@ -140,8 +190,12 @@ def test_taxi_vs_bus_taxi_saturates_and_batching_copes():
 
 def test_laundromat_answer_flips_with_load():
     s = run("laundromat", "--requests", "96").summaries
-    assert s["low: taxi"]["mean_e2e"] < s["low: static-8"]["mean_e2e"] / 4  # waiting for 8 loads hurts when quiet
-    assert s["high: taxi"]["mean_e2e"] > s["high: static-8"]["mean_e2e"] * 2  # the taxi falls behind when busy
+    assert (
+        s["low: taxi"]["mean_e2e"] < s["low: static-8"]["mean_e2e"] / 4
+    )  # waiting for 8 loads hurts when quiet
+    assert (
+        s["high: taxi"]["mean_e2e"] > s["high: static-8"]["mean_e2e"] * 2
+    )  # the taxi falls behind when busy
     assert s["high: dynamic-8"]["mean_e2e"] <= s["high: static-8"]["mean_e2e"]
 
 
@@ -161,25 +215,39 @@ def test_mixed_lengths_continuous_wins_most():
 def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
     r = run("memory-wall", "--requests", "80", "--rate", "1.0")
     s = r.summaries
-    assert s["short: continuous-128"]["preemptions"] == 0 and s["long: continuous-128"]["preemptions"] > 0
+    assert (
+        s["short: continuous-128"]["preemptions"] == 0
+        and s["long: continuous-128"]["preemptions"] > 0
+    )
     budget = r.config["kv_budget_tokens"]
-    assert budget == 45_329  # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
+    assert (
+        budget == 45_329
+    )  # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
     for _label, x in s.items():
         assert x["kv_peak_tokens"] <= budget
-    assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1  # memory, not max_batch=64, caps it
+    assert (
+        s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1
+    )  # memory, not max_batch=64, caps it
     assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
     # The notes count in words that agree with the counts, and the rows a full cache holds are memory's
     # budget over the tokens each held then: one arithmetic, not two numbers for one limit.
     res = r.results["long: continuous-128"]
     hit = np.bincount(res.records.preemptions)
-    evicted = next(n for n in r.notes if n.startswith("long: continuous-128: ") and "for 80 requests" in n)
+    evicted = next(
+        n for n in r.notes if n.startswith("long: continuous-128: ") and "for 80 requests" in n
+    )
     many = int((res.records.preemptions > 0).sum())
     assert (f"the worst {len(hit) - 1} times" in evicted) == (len(hit) > 2)
-    assert (f"{many} requests evicted once each" in evicted or many == 1 or len(hit) > 2) and "1 times" not in evicted
+    assert (
+        f"{many} requests evicted once each" in evicted or many == 1 or len(hit) > 2
+    ) and "1 times" not in evicted
     full = next((n for n in r.notes if "% full for" in n), None)
     if full is not None:
-        m = re.search(r"Then it holds (\d+) rows of about ([\d,]+) tokens each, all that fits in 90-100 % of memory's "
-                      r"([\d,]+) tokens", full)
+        m = re.search(
+            r"Then it holds (\d+) rows of about ([\d,]+) tokens each, all that fits in 90-100 % of memory's "
+            r"([\d,]+) tokens",
+            full,
+        )
         rows, held, total = int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", ""))
         assert total == budget and 0.85 * budget <= rows * held <= 1.05 * budget, full
 
@@ -187,7 +255,10 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
 def test_chat_vs_offline_notes_and_batches():
     r = run("chat-vs-offline", "--requests", "80")
     s = r.summaries
-    assert s["offline: continuous-256"]["output_throughput"] > s["offline: continuous-16"]["output_throughput"]
+    assert (
+        s["offline: continuous-256"]["output_throughput"]
+        > s["offline: continuous-16"]["output_throughput"]
+    )
     assert s["offline: continuous-256"]["mean_batch_size"] > 16
     assert "goodput" in s["chat: continuous-16"]
     assert any(n.startswith("price of latency") for n in r.notes)
@@ -210,7 +281,9 @@ def test_batch_size_sweep_at_one_rate_finds_the_largest_batch_meeting_the_slo():
             assert t == pytest.approx(rate, rel=0.15)  # a big enough bus serves the traffic
     p99 = [x["p99_e2e"] for x in s]
     low = int(np.argmin(p99))
-    assert 0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]  # the U: drowns, then waits to fill
+    assert (
+        0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]
+    )  # the U: drowns, then waits to fill
     meets = [b for b, x in zip(sw["values"], s) if x["p99_e2e"] <= sw["slo"]]
     assert sw["best"] == max(meets)
     r2 = run("batch-size-sweep", "--requests", "300", "--slo-e2e", "1000")
@@ -237,17 +310,29 @@ def test_azure_conv_replays_the_trace_when_it_is_present(tmp_path, monkeypatch):
 def test_azure_conv_says_when_it_uses_the_synthetic_fit(monkeypatch, tmp_path):
     import sys
 
-    monkeypatch.setattr(sys.modules["batchsim.traces"], "find_trace", lambda *a, **k: None)  # a wheel without its data
+    monkeypatch.setattr(
+        sys.modules["batchsim.traces"], "find_trace", lambda *a, **k: None
+    )  # a wheel without its data
     syn = run("azure-conv", "--duration", "30")
     assert syn.config["traffic"]["source"] == "synthetic fit"
-    assert "synthetic" in syn.notes[0] and "no trace file" in syn.notes[0] and "batchsim.traces fetch" in syn.notes[0]
+    assert (
+        "synthetic" in syn.notes[0]
+        and "no trace file" in syn.notes[0]
+        and "batchsim.traces fetch" in syn.notes[0]
+    )
     chosen = run("azure-conv", "--duration", "30", "--arrival", "gamma:1.1")
-    assert chosen.config["traffic"]["source"] == "synthetic fit" and "--arrival given" in chosen.notes[0]
+    assert (
+        chosen.config["traffic"]["source"] == "synthetic fit"
+        and "--arrival given" in chosen.notes[0]
+    )
 
 
 def test_azure_conv_replays_a_trace_given_with_the_flag():
     rep = run("azure-conv", "--trace", str(SHIPPED / AZURE_TRACE), "--requests", "100")
-    assert rep.summaries["continuous"]["completed"] == 100 and rep.config["traffic"]["source"] == "trace"
+    assert (
+        rep.summaries["continuous"]["completed"] == 100
+        and rep.config["traffic"]["source"] == "trace"
+    )
 
 
 def test_a_served_record_replayed_says_it_is_not_a_prediction_of_the_room(tmp_path):
@@ -263,9 +348,15 @@ def test_a_served_record_replayed_says_it_is_not_a_prediction_of_the_room(tmp_pa
     assert "tiny-gpt2 on cpu, static" in note and f"python -m realrun predict {lab}" in note
     bare = tmp_path / "room.csv"
     shutil.copy(lab, bare)
-    assert not any("record of a real server" in n for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes)
+    assert not any(
+        "record of a real server" in n
+        for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes
+    )
     (tmp_path / "room.csv.json").write_text("[1, 2]")
-    assert not any("record of a real server" in n for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes)
+    assert not any(
+        "record of a real server" in n
+        for n in run("azure-conv", "--trace", str(bare), "--requests", "20").notes
+    )
 
 
 def test_same_seed_same_table_and_json_shape(capsys):
@@ -281,8 +372,13 @@ def test_column_notes_explain_only_the_kinds_of_ttft_a_table_shows():
     from batchsim.core.metrics import TTFT_NOTE
     from batchsim.teach.scenarios.base import column_notes
 
-    produced, delivered = column_notes(["mean_ttft", "p99_ttft"]), column_notes(["p99_ttft_delivered"])
+    produced, delivered = (
+        column_notes(["mean_ttft", "p99_ttft"]),
+        column_notes(["p99_ttft_delivered"]),
+    )
     assert produced[0].startswith("TTFT = first token produced") and "TTFT dlv" not in produced[0]
-    assert delivered[0].startswith("TTFT dlv = first token delivered") and "TTFT =" not in delivered[0]
+    assert (
+        delivered[0].startswith("TTFT dlv = first token delivered") and "TTFT =" not in delivered[0]
+    )
     assert column_notes(["mean_ttft", "mean_ttft_delivered"]) == [TTFT_NOTE]
     assert column_notes(["p99_e2e"]) == []

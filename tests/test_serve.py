@@ -32,17 +32,24 @@ def server(tmp_path_factory):
         yield srv
 
 
-async def _stream(client: httpx.AsyncClient, url: str, prompt, max_tokens: int, stop_after: int | None = None) -> dict:
+async def _stream(
+    client: httpx.AsyncClient, url: str, prompt, max_tokens: int, stop_after: int | None = None
+) -> dict:
     """One streaming completion: the content chunks, the finish reason and the usage it reported."""
-    body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     chunks, finish, usage, done = 0, None, None, False
     async with client.stream("POST", url + "/v1/completions", json=body) as r:
         assert r.status_code == 200, await r.aread()
         async for line in r.aiter_lines():
             if not line.startswith("data: "):
                 continue
-            data = line[len("data: "):]
+            data = line[len("data: ") :]
             if data == "[DONE]":
                 done = True
                 break
@@ -62,9 +69,15 @@ def test_the_openai_client_streams_a_completion(server):
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
     model = client.models.list().data[0].id
-    stream = client.completions.create(model=model, prompt="The bus leaves when", max_tokens=12, stream=True,
-                                       temperature=0, extra_body={"ignore_eos": True},
-                                       stream_options={"include_usage": True})
+    stream = client.completions.create(
+        model=model,
+        prompt="The bus leaves when",
+        max_tokens=12,
+        stream=True,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+        stream_options={"include_usage": True},
+    )
     pieces, finish, usage = 0, None, None
     for ev in stream:
         if ev.choices:
@@ -74,8 +87,13 @@ def test_the_openai_client_streams_a_completion(server):
             usage = ev.usage
     assert pieces == 12 and finish == "length"
     assert usage.completion_tokens == 12 and usage.prompt_tokens > 0
-    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=5,
-                                          temperature=0, extra_body={"ignore_eos": True})
+    chat = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=5,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
     assert chat.usage.completion_tokens == 5 and chat.choices[0].finish_reason == "length"
 
 
@@ -83,7 +101,10 @@ def test_64_streams_each_get_exactly_their_tokens_and_a_killed_one_leaves_the_ot
     async def main():
         async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
             lengths = [8 + (i * 7) % 40 for i in range(64)]
-            tasks = [_stream(client, server.url, [1 + i % 200, 2, 3, 4 + i % 50], n) for i, n in enumerate(lengths)]
+            tasks = [
+                _stream(client, server.url, [1 + i % 200, 2, 3, 4 + i % 50], n)
+                for i, n in enumerate(lengths)
+            ]
             killed = asyncio.ensure_future(_stream(client, server.url, [9] * 20, 200, stop_after=3))
             results = await asyncio.gather(*tasks)
             cut = await killed
@@ -93,7 +114,12 @@ def test_64_streams_each_get_exactly_their_tokens_and_a_killed_one_leaves_the_ot
     lengths, results, cut = asyncio.run(main())
     assert cut["cut"] and cut["chunks"] == 3
     for n, r in zip(lengths, results):
-        assert r["done"] and r["chunks"] == n and r["finish"] == "length" and r["usage"]["completion_tokens"] == n
+        assert (
+            r["done"]
+            and r["chunks"] == n
+            and r["finish"] == "length"
+            and r["usage"]["completion_tokens"] == n
+        )
     # The one that left is withdrawn before the next step: running falls back to 0, and its 200 tokens
     # were never all made (the others' total is exact, the killed one's is far short of 200).
     for _ in range(100):
@@ -128,7 +154,9 @@ BAD = [
 
 
 @pytest.mark.parametrize("body,status,param", BAD, ids=[str(i) for i in range(len(BAD))])
-def test_a_bad_request_is_a_4xx_naming_its_field_and_the_server_stays_up(server, body, status, param):
+def test_a_bad_request_is_a_4xx_naming_its_field_and_the_server_stays_up(
+    server, body, status, param
+):
     code, obj, _ = server.post("/v1/completions", body)
     assert code == status, obj
     assert obj["error"]["param"] == param and obj["error"]["message"]
@@ -136,7 +164,9 @@ def test_a_bad_request_is_a_4xx_naming_its_field_and_the_server_stays_up(server,
 
 
 def test_chat_messages_are_checked_and_unknown_routes_are_json_404s(server):
-    code, obj, _ = server.post("/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": 3})
+    code, obj, _ = server.post(
+        "/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": 3}
+    )
     assert code == 400 and obj["error"]["param"] == "messages[0]"
     code, obj, _ = server.post("/v1/chat/completions", {"messages": [], "max_tokens": 3})
     assert code == 400 and obj["error"]["param"] == "messages"
@@ -148,9 +178,15 @@ def test_chat_messages_are_checked_and_unknown_routes_are_json_404s(server):
 def test_metrics_speak_prometheus_with_vllm_names(server):
     code, text = server.get("/metrics")
     assert code == 200
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket",
-                 "realrun:step_duration_seconds_count", "realrun:kv_blocks_in_use"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "realrun:step_duration_seconds_count",
+        "realrun:kv_blocks_in_use",
+    ):
         assert f"\n{name}{{" in "\n" + text, name
     state = json.loads(server.get("/v1/state")[1])
     assert {"running", "waiting", "kv_blocks_used", "tokens_per_s", "steps"} <= set(state)
@@ -162,7 +198,10 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
     # (A static bus larger than the queue is refused at start-up: it could never leave; a dynamic batch
     # waits out its max_wait even when the stop comes, so neither would show a full queue here.)
     record = tmp_path / "r.csv"
-    with served("--max-seqs", "1", "--max-queue", "1", "--record", str(record), tmp=tmp_path) as srv:
+    with served(
+        "--max-seqs", "1", "--max-queue", "1", "--record", str(record), tmp=tmp_path
+    ) as srv:
+
         async def main():
             async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
                 first = asyncio.ensure_future(_stream(client, srv.url, [5, 6, 7], 60))
@@ -171,7 +210,9 @@ def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
                 second = asyncio.ensure_future(_stream(client, srv.url, [1, 2], 9))
                 while srv.metric("vllm:num_requests_waiting") < 1:
                     await asyncio.sleep(0.05)
-                r = await client.post(srv.url + "/v1/completions", json={"prompt": [1], "max_tokens": 2})
+                r = await client.post(
+                    srv.url + "/v1/completions", json={"prompt": [1], "max_tokens": 2}
+                )
                 assert r.status_code == 503 and r.headers.get("Retry-After")
                 assert "queue is full" in r.json()["error"]["message"]
                 srv.terminate()
@@ -194,8 +235,12 @@ def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(
 
     async def main():
         async with httpx.AsyncClient(timeout=600) as client:  # a watchdog against a hang only
-            tasks = [asyncio.ensure_future(_stream(client, server.url, [3, 1, 4, 1, 5, 9][: 1 + i % 6], 80))
-                     for i in range(8)]
+            tasks = [
+                asyncio.ensure_future(
+                    _stream(client, server.url, [3, 1, 4, 1, 5, 9][: 1 + i % 6], 80)
+                )
+                for i in range(8)
+            ]
             for _ in range(200):
                 if server.metric("vllm:num_requests_running") >= 8:
                     break
@@ -204,7 +249,9 @@ def test_sigterm_with_streams_in_flight_finishes_them_all_and_writes_the_record(
             return await asyncio.gather(*tasks)
 
     results = asyncio.run(main())
-    assert all(r["done"] and r["chunks"] == 80 and r["finish"] == "length" for r in results), results
+    assert all(r["done"] and r["chunks"] == 80 and r["finish"] == "length" for r in results), (
+        results
+    )
     code, log = server.stop()
     assert code == 0, log
     assert "wrote the record" in log
@@ -236,7 +283,9 @@ SERVE_BAD = [
 
 
 @pytest.mark.parametrize("flags,field", SERVE_BAD, ids=[" ".join(f) for f, _ in SERVE_BAD])
-def test_bad_serve_flags_are_one_line_and_exit_2_before_the_model_loads(flags, field, capsys, monkeypatch):
+def test_bad_serve_flags_are_one_line_and_exit_2_before_the_model_loads(
+    flags, field, capsys, monkeypatch
+):
     from realrun import cli
     from realrun.cli import run as commands
 

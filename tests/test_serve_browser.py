@@ -26,7 +26,10 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
-pytest.importorskip("playwright", reason="needs the playwright Python package (pip install playwright; no `playwright install`)")
+pytest.importorskip(
+    "playwright",
+    reason="needs the playwright Python package (pip install playwright; no `playwright install`)",
+)
 
 from serving import served  # noqa: E402
 from test_browser import CHROMIUM_ARGS, _chromium  # noqa: E402 - one way to find the browser, not two
@@ -42,7 +45,12 @@ def _load(url: str, errors: list, done: list) -> None:
 
     async def one(client: httpx.AsyncClient, i: int) -> None:
         await asyncio.sleep(i * SPREAD_S / REQUESTS)
-        body = {"prompt": [1 + i, 2, 3, 4], "max_tokens": MAX_TOKENS, "stream": True, "ignore_eos": True}
+        body = {
+            "prompt": [1 + i, 2, 3, 4],
+            "max_tokens": MAX_TOKENS,
+            "stream": True,
+            "ignore_eos": True,
+        }
         async with client.stream("POST", url + "/v1/completions", json=body) as r:
             if r.status_code != 200:
                 errors.append(f"request {i}: HTTP {r.status_code}")
@@ -93,7 +101,10 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
     done: list[int] = []
     page_errors: list[str] = []
     # 4 rows and a KV budget: the batch hits its limit, a queue forms, and both limit lines are drawn.
-    with served("--max-seqs", "4", "--kv-budget-tokens", "512", tmp=tmp_path) as srv, sync_playwright() as pw:
+    with (
+        served("--max-seqs", "4", "--kv-budget-tokens", "512", tmp=tmp_path) as srv,
+        sync_playwright() as pw,
+    ):
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=600_000)
         try:
             page = browser.new_page(viewport=SCREEN)
@@ -107,25 +118,39 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
             load = threading.Thread(target=_load, args=(srv.url, errors, done), daemon=True)
             started = time.monotonic()
             load.start()
-            page.wait_for_function("() => +document.getElementById('n-running').textContent > 0"
-                                   " && +document.getElementById('n-tps').textContent > 0")
+            page.wait_for_function(
+                "() => +document.getElementById('n-running').textContent > 0"
+                " && +document.getElementById('n-tps').textContent > 0"
+            )
             # Well into the load (the last request arrives at 3 s), so the charts have a history to show.
             page.wait_for_timeout(max(0, 2500 - 1000 * (time.monotonic() - started)))
             page.screenshot(path=str(ARTEFACTS / "dashboard.png"))
-            during = {k: _number(page, k) for k in ("n-running", "n-tps", "n-waiting", "n-finished")}
+            during = {
+                k: _number(page, k) for k in ("n-running", "n-tps", "n-waiting", "n-finished")
+            }
             bars_busy = page.evaluate(BAR_PIXELS)
-            fits = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            assert load.is_alive(), "the load had ended before the screenshot: it would not show the batch busy"
+            fits = page.evaluate(
+                "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
+            assert load.is_alive(), (
+                "the load had ended before the screenshot: it would not show the batch busy"
+            )
 
             load.join(600)
-            assert not load.is_alive(), "watchdog: the load did not finish within 600 s (a hang, not a slow machine)"
-            page.wait_for_function(f"() => +document.getElementById('n-finished').textContent >= {REQUESTS}"
-                                   " && document.getElementById('n-running').textContent === '0'")
+            assert not load.is_alive(), (
+                "watchdog: the load did not finish within 600 s (a hang, not a slow machine)"
+            )
+            page.wait_for_function(
+                f"() => +document.getElementById('n-finished').textContent >= {REQUESTS}"
+                " && document.getElementById('n-running').textContent === '0'"
+            )
             after = {k: _number(page, k) for k in ("n-running", "n-waiting", "n-finished")}
 
             # A failed poll raises the banner; the next good one takes it down.
             page.route("**/v1/state", lambda route: route.abort())
-            page.wait_for_selector("#banner", state="visible", timeout=600_000)  # polls come twice a second
+            page.wait_for_selector(
+                "#banner", state="visible", timeout=600_000
+            )  # polls come twice a second
             banner = page.locator("#banner").inner_text()
             page.unroute("**/v1/state")
             page.wait_for_selector("#banner", state="hidden", timeout=600_000)
@@ -137,7 +162,11 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
     assert not page_errors, page_errors
     assert during["n-running"] > 0 and during["n-tps"] > 0, during
     assert bars_idle == 0, f"{bars_idle} bar-coloured pixels before any request"
-    assert bars_busy > 500, f"only {bars_busy} bar-coloured pixels in the batch chart during the load"
-    assert fits[0] <= SCREEN["width"] and fits[1] <= SCREEN["height"], f"the page is {fits} at {SCREEN}"
+    assert bars_busy > 500, (
+        f"only {bars_busy} bar-coloured pixels in the batch chart during the load"
+    )
+    assert fits[0] <= SCREEN["width"] and fits[1] <= SCREEN["height"], (
+        f"the page is {fits} at {SCREEN}"
+    )
     assert after == {"n-running": 0, "n-waiting": 0, "n-finished": REQUESTS}, after
     assert "unreachable" in banner.lower(), banner

@@ -14,8 +14,15 @@ from realrun.classroom.serve.protocol import RequestError  # noqa: E402
 
 def _request(host: str, key: str | None = None) -> Request:
     headers = [(b"authorization", f"Bearer {key}".encode())] if key is not None else []
-    return Request({"type": "http", "method": "POST", "path": "/v1/completions", "headers": headers,
-                    "client": (host, 50000)})
+    return Request(
+        {
+            "type": "http",
+            "method": "POST",
+            "path": "/v1/completions",
+            "headers": headers,
+            "client": (host, 50000),
+        }
+    )
 
 
 def test_by_address_one_machine_is_one_client_whatever_key_it_sends():
@@ -25,9 +32,14 @@ def test_by_address_one_machine_is_one_client_whatever_key_it_sends():
 
 
 def test_by_key_students_sharing_a_machine_are_told_apart_and_no_key_falls_back_to_the_address():
-    a, b = client_id(_request("127.0.0.1", "student-1"), "key"), client_id(_request("127.0.0.1", "student-2"), "key")
+    a, b = (
+        client_id(_request("127.0.0.1", "student-1"), "key"),
+        client_id(_request("127.0.0.1", "student-2"), "key"),
+    )
     assert a != b
-    assert client_id(_request("10.0.0.9", "student-1"), "key") == a  # the key, wherever it is sent from
+    assert (
+        client_id(_request("10.0.0.9", "student-1"), "key") == a
+    )  # the key, wherever it is sent from
     assert client_id(_request("127.0.0.1"), "key") == client_id(_request("127.0.0.1"))
     # The id names neither the key nor the address.
     assert "student" not in a and "127" not in client_id(_request("127.0.0.1"))

@@ -26,11 +26,17 @@ def _refused(argv, capsys, monkeypatch) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--max-queue", "0"], "max-queue"),
-    (["--policy", "static", "--max-batch", "8", "--max-queue", "4"], "max-queue"),
-    (["--host", "192.0.2.1", "--port", "0"], "host"),  # TEST-NET-1 (RFC 5737): never this machine's address
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--max-queue", "0"], "max-queue"),
+        (["--policy", "static", "--max-batch", "8", "--max-queue", "4"], "max-queue"),
+        (
+            ["--host", "192.0.2.1", "--port", "0"],
+            "host",
+        ),  # TEST-NET-1 (RFC 5737): never this machine's address
+    ],
+)
 def test_impossible_flags_are_one_line_naming_the_flag(argv, flag, capsys, monkeypatch):
     line = _refused(argv, capsys, monkeypatch)
     assert flag in line and "Traceback" not in line, line
@@ -56,4 +62,6 @@ def test_a_static_bus_the_queue_can_hold_is_accepted(capsys, monkeypatch):
 
     monkeypatch.setattr(commands, "load", loaded)
     with pytest.raises(RuntimeError, match="reached the model"):
-        cli.main(["serve", "--policy", "static", "--max-batch", "4", "--max-queue", "4", "--port", "0"])
+        cli.main(
+            ["serve", "--policy", "static", "--max-batch", "4", "--max-queue", "4", "--port", "0"]
+        )

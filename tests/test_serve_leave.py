@@ -37,8 +37,10 @@ async def _raw(url: str, body: dict) -> tuple[asyncio.StreamReader, asyncio.Stre
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     data = json.dumps(body).encode()
-    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+    )
     await writer.drain()
     return reader, writer
 
@@ -55,11 +57,14 @@ def test_a_client_who_leaves_a_full_batch_frees_the_seat_for_the_one_waiting(str
     record = tmp_path / "class.csv"
     long = {"max_tokens": LONG, "ignore_eos": True}
     with served("--max-seqs", "2", "--record", str(record), tmp=tmp_path) as srv:
+
         async def main():
             reader, writer = await _raw(srv.url, {"prompt": [1, 2, 3], "stream": streamed, **long})
             stays = asyncio.ensure_future(_whole(srv.url, {"prompt": [4, 5, 6], **long}))
             await _until(srv, "vllm:num_requests_running", 2)
-            short = asyncio.ensure_future(_whole(srv.url, {"prompt": [7, 8, 9], "max_tokens": 3, "ignore_eos": True}))
+            short = asyncio.ensure_future(
+                _whole(srv.url, {"prompt": [7, 8, 9], "max_tokens": 3, "ignore_eos": True})
+            )
             await _until(srv, "vllm:num_requests_waiting", 1)
             if streamed:  # a few tokens read, then gone
                 while (await reader.read(4096)).count(b"data: ") < 3:
@@ -72,7 +77,9 @@ def test_a_client_who_leaves_a_full_batch_frees_the_seat_for_the_one_waiting(str
         code, log = srv.stop()
     assert code == 0, log
     assert short["usage"]["completion_tokens"] == 3
-    assert not stays_done_then, "the waiting request was served only after both long answers had ended"
+    assert not stays_done_then, (
+        "the waiting request was served only after both long answers had ended"
+    )
     assert stays["usage"]["completion_tokens"] == LONG
     rows = list(csv.DictReader(record.read_text().splitlines()))
     assert len(rows) == 3
@@ -80,19 +87,26 @@ def test_a_client_who_leaves_a_full_batch_frees_the_seat_for_the_one_waiting(str
     assert left["rejected"].startswith("cancelled: the client disconnected"), left
     assert 0 < int(left["tokens"]) < LONG and left["output_tokens"] == left["tokens"], left
     assert stayed["rejected"] == "" and stayed["tokens"] == str(LONG)
-    assert float(waited["finish_s"]) < float(stayed["finish_s"])  # it took the seat the leaver freed
+    assert float(waited["finish_s"]) < float(
+        stayed["finish_s"]
+    )  # it took the seat the leaver freed
 
 
 def test_a_client_who_leaves_the_queue_is_recorded_cancelled_with_no_tokens(tmp_path):
     record = tmp_path / "class.csv"
     with served("--max-seqs", "1", "--record", str(record), tmp=tmp_path) as srv:
+
         async def main():
-            runs = asyncio.ensure_future(_whole(srv.url, {"prompt": [1, 2], "max_tokens": 300, "ignore_eos": True}))
+            runs = asyncio.ensure_future(
+                _whole(srv.url, {"prompt": [1, 2], "max_tokens": 300, "ignore_eos": True})
+            )
             await _until(srv, "vllm:num_requests_running", 1)
             _, writer = await _raw(srv.url, {"prompt": [3, 4], "max_tokens": 5})
             await _until(srv, "vllm:num_requests_waiting", 1)
             writer.close()
-            while srv.metric("vllm:num_requests_waiting") > 0:  # gone from the queue while the other runs
+            while (
+                srv.metric("vllm:num_requests_waiting") > 0
+            ):  # gone from the queue while the other runs
                 await asyncio.sleep(0.05)
             return runs.done(), await runs
 

@@ -31,16 +31,40 @@ def _refused(body, chat=False) -> RequestError:
     return e.value
 
 
-@pytest.mark.parametrize("field,value", [("stop", "\n"), ("stop", ["a"]), ("logprobs", 2), ("echo", True),
-                                         ("logit_bias", {"5": 10}), ("suffix", "x"), ("stop_token_ids", [3]),
-                                         ("best_of", 3), ("min_p", 0.1), ("guided_json", {}), ("frobnicate", 1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("stop", "\n"),
+        ("stop", ["a"]),
+        ("logprobs", 2),
+        ("echo", True),
+        ("logit_bias", {"5": 10}),
+        ("suffix", "x"),
+        ("stop_token_ids", [3]),
+        ("best_of", 3),
+        ("min_p", 0.1),
+        ("guided_json", {}),
+        ("frobnicate", 1),
+    ],
+)
 def test_a_field_not_honoured_is_a_400_naming_it(field, value):
     e = _refused({"prompt": "hi", field: value})
     assert e.param == field and field in e.message
 
 
-@pytest.mark.parametrize("field,value", [("stop", None), ("stop", []), ("logprobs", None), ("echo", False),
-                                         ("logit_bias", {}), ("user", "ann"), ("seed", 7), ("temperature", 0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("stop", None),
+        ("stop", []),
+        ("logprobs", None),
+        ("echo", False),
+        ("logit_bias", {}),
+        ("user", "ann"),
+        ("seed", 7),
+        ("temperature", 0),
+    ],
+)
 def test_a_field_at_the_value_that_asks_for_nothing_is_accepted(field, value):
     assert _parse({"prompt": "hi", field: value}).max_tokens == 16
 
@@ -58,18 +82,39 @@ def test_deeply_nested_json_is_a_400_not_a_recursion_error():
 
 
 def test_chat_content_may_be_a_list_of_text_parts_and_runs_to_the_context_by_default():
-    parts = _parse({"messages": [{"role": "user", "content": [{"type": "text", "text": "he"},
-                                                             {"type": "text", "text": "llo"}]}]}, chat=True)
+    parts = _parse(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
+                }
+            ]
+        },
+        chat=True,
+    )
     plain = _parse({"messages": [{"role": "user", "content": "hello"}]}, chat=True)
-    assert parts.prompt == plain.prompt == tuple(TOK.encode(chat_text([{"role": "user", "content": "hello"}])))
-    assert plain.max_tokens == CONTEXT - len(plain.prompt)  # no max_tokens: to the context's end, as OpenAI
+    assert (
+        parts.prompt
+        == plain.prompt
+        == tuple(TOK.encode(chat_text([{"role": "user", "content": "hello"}])))
+    )
+    assert plain.max_tokens == CONTEXT - len(
+        plain.prompt
+    )  # no max_tokens: to the context's end, as OpenAI
     assert _parse({"prompt": "hello"}).max_tokens == 16  # a completion's default stays OpenAI's 16
-    e = _refused({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, chat=True)
+    e = _refused(
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+        chat=True,
+    )
     assert e.param == "messages[0]"
 
 
 def test_pieces_of_a_split_character_add_up_to_the_whole_text():
-    ids = TOK.encode("né 😀 ok") + [0xff, 0xfe]  # two bytes no character begins with, as random weights print
+    ids = TOK.encode("né 😀 ok") + [
+        0xFF,
+        0xFE,
+    ]  # two bytes no character begins with, as random weights print
     text = IncrementalText(TOK)
     pieces = [text.push(i) for i in ids] + [text.flush()]
     assert "".join(pieces) == text.text == TOK.decode(ids)
@@ -87,13 +132,18 @@ def test_a_stream_adds_up_to_the_same_requests_whole_text(tmp_path):
         async with httpx.AsyncClient(timeout=600) as c:
             whole = (await c.post(url + "/v1/completions", json=body)).json()["choices"][0]["text"]
             pieces = []
-            async with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as r:
+            async with c.stream(
+                "POST", url + "/v1/completions", json={**body, "stream": True}
+            ) as r:
                 async for line in r.aiter_lines():
                     if line.startswith("data: {"):
                         pieces += [ch["text"] for ch in json.loads(line[6:])["choices"]]
             return whole, "".join(pieces)
 
-    with served("--kv-budget-tokens", "256", "--max-seqs", "8", tmp=tmp_path) as srv:  # tight: rows preempted
+    with served(
+        "--kv-budget-tokens", "256", "--max-seqs", "8", tmp=tmp_path
+    ) as srv:  # tight: rows preempted
+
         async def main():
             return await asyncio.gather(*(both(srv.url, [3 + i, 200 - i, 7]) for i in range(8)))
 

@@ -31,9 +31,25 @@ WATCHDOG_S = 600
 @pytest.fixture(scope="module")
 def room(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("room")
-    with served("--max-connections", "8", "--header-timeout", "1", "--body-timeout", "1", "--max-body-bytes", "4096",
-                "--api-key", KEY, "--max-seqs", "1", "--max-queue-per-client", "1", "--record",
-                str(tmp / "class.csv"), tmp=tmp) as srv:
+    with served(
+        "--max-connections",
+        "8",
+        "--header-timeout",
+        "1",
+        "--body-timeout",
+        "1",
+        "--max-body-bytes",
+        "4096",
+        "--api-key",
+        KEY,
+        "--max-seqs",
+        "1",
+        "--max-queue-per-client",
+        "1",
+        "--record",
+        str(tmp / "class.csv"),
+        tmp=tmp,
+    ) as srv:
         srv.record = tmp / "class.csv"
         yield srv
 
@@ -56,8 +72,11 @@ def test_half_sent_heads_beyond_the_cap_give_way_and_health_still_answers(room):
         try:
             async with httpx.AsyncClient(timeout=WATCHDOG_S) as c:
                 health = await c.get(room.url + "/health")
-                done = await c.post(room.url + "/v1/completions", json={"prompt": [1, 2], "max_tokens": 2},
-                                    headers=AUTH)
+                done = await c.post(
+                    room.url + "/v1/completions",
+                    json={"prompt": [1, 2], "max_tokens": 2},
+                    headers=AUTH,
+                )
             try:  # the oldest gave way to a newer connection: its 408, or a reset if it came before the read
                 first = await held[0][0].read()
             except ConnectionResetError:
@@ -71,16 +90,25 @@ def test_half_sent_heads_beyond_the_cap_give_way_and_health_still_answers(room):
 
     health, done, first = asyncio.run(asyncio.wait_for(main(), WATCHDOG_S))
     assert health.status_code == 200 and done.status_code == 200, (health.text, done.text)
-    assert first == b"reset" or (first.startswith(b"HTTP/1.1 408") and b"--header-timeout" in first), first
+    assert first == b"reset" or (
+        first.startswith(b"HTTP/1.1 408") and b"--header-timeout" in first
+    ), first
 
 
 def test_a_head_or_a_body_dribbled_past_its_limit_is_a_408(room):
     async def main():
-        r1, w1 = await _open(room, b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the blank line never comes
+        r1, w1 = await _open(
+            room, b"GET /health HTTP/1.1\r\nHost: x\r\n"
+        )  # the blank line never comes
         head = await r1.read()
         body = b'{"prompt": [1, 2], "max_tokens": 2}'
-        r2, w2 = await _open(room, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
-                             + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body[:5]))
+        r2, w2 = await _open(
+            room,
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + KEY.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body[:5]),
+        )
         late = await r2.readuntil(b"}}")
         w1.close()
         w2.close()
@@ -98,7 +126,9 @@ def test_a_body_over_the_cap_is_a_413_before_it_is_read(room):
 
 def test_the_room_key_is_needed_on_v1_routes_only(room):
     assert _complete(room, {"prompt": [1], "max_tokens": 1}, headers={}).status_code == 401
-    wrong = _complete(room, {"prompt": [1], "max_tokens": 1}, headers={"Authorization": "Bearer nope"})
+    wrong = _complete(
+        room, {"prompt": [1], "max_tokens": 1}, headers={"Authorization": "Bearer nope"}
+    )
     assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == "Bearer"
     assert httpx.get(room.url + "/v1/models", timeout=WATCHDOG_S).status_code == 401
     assert httpx.get(room.url + "/v1/models", headers=AUTH, timeout=WATCHDOG_S).status_code == 200
@@ -114,7 +144,9 @@ def test_one_client_cannot_fill_the_queue_and_the_record_names_it(room):
             first = asyncio.ensure_future(c.post(room.url + "/v1/completions", json=body))
             while room.metric("vllm:num_requests_running") < 1:
                 await asyncio.sleep(0.05)
-            second = asyncio.ensure_future(c.post(room.url + "/v1/completions", json={**body, "max_tokens": 3}))
+            second = asyncio.ensure_future(
+                c.post(room.url + "/v1/completions", json={**body, "max_tokens": 3})
+            )
             while room.metric("vllm:num_requests_waiting") < 1:
                 await asyncio.sleep(0.05)
             state = json.loads(room.get("/v1/state")[1])

@@ -54,10 +54,24 @@ def _rows(path) -> list[dict]:
 STATES = {
     # flags, requests (tokens, streamed), the metric that shows the state, how much of it
     "idle": ((), (), None, 0),
-    "bus-waiting": (("--policy", "static", "--max-batch", "8"), ((5, True), (5, False)), "vllm:num_requests_waiting", 2),
-    "long-streams": ((), ((1000, True), (1000, True), (1000, False)), "vllm:generation_tokens_total", 30),
-    "static-long": (("--policy", "static", "--max-batch", "2"), ((1000, True), (1000, False)),
-                    "vllm:generation_tokens_total", 30),
+    "bus-waiting": (
+        ("--policy", "static", "--max-batch", "8"),
+        ((5, True), (5, False)),
+        "vllm:num_requests_waiting",
+        2,
+    ),
+    "long-streams": (
+        (),
+        ((1000, True), (1000, True), (1000, False)),
+        "vllm:generation_tokens_total",
+        30,
+    ),
+    "static-long": (
+        ("--policy", "static", "--max-batch", "2"),
+        ((1000, True), (1000, False)),
+        "vllm:generation_tokens_total",
+        30,
+    ),
 }
 
 
@@ -66,6 +80,7 @@ def test_a_stop_in_any_state_writes_every_request_and_exits_0(state, tmp_path):
     flags, asks, metric, level = STATES[state]
     record = tmp_path / "class.csv"
     with served("--record", str(record), "--drain-timeout", "1", *flags, tmp=tmp_path) as srv:
+
         async def main():
             tasks = [asyncio.ensure_future(_ask(srv.url, n, s)) for n, s in asks]
             if metric is not None:

@@ -28,14 +28,34 @@ def random_steps(rng: np.random.Generator, n: int = 300):
             m = int(rng.integers(1, SHORT_REPEAT + 1))
             yield Step(decode=decode, kv_read=kv, decode_width=width, repeat=m), m
         else:
-            chunks = tuple(Chunk(i, int(rng.integers(0, 2000)), int(rng.integers(1, 4000))) for i in range(int(rng.integers(1, 5))))
-            yield Step(prefill=chunks, decode=decode, kv_read=kv + sum(c.start for c in chunks), decode_width=width), 1
+            chunks = tuple(
+                Chunk(i, int(rng.integers(0, 2000)), int(rng.integers(1, 4000)))
+                for i in range(int(rng.integers(1, 5)))
+            )
+            yield (
+                Step(
+                    prefill=chunks,
+                    decode=decode,
+                    kv_read=kv + sum(c.start for c in chunks),
+                    decode_width=width,
+                ),
+                1,
+            )
 
 
-MODELS = [LinearStepTime(0.01, 2e-5, 5e-5, 1e-8), LinearStepTime(3e-3, 7.1e-6, 1.3e-4, 3.3e-9, plan="grouped")]
-for gpu, model, dtype in (("A100-80GB", "llama-3-8b", "fp16"), ("H100-SXM", "llama-3-8b", "fp16"), ("L4", "llama-3-8b", "fp16")):
+MODELS = [
+    LinearStepTime(0.01, 2e-5, 5e-5, 1e-8),
+    LinearStepTime(3e-3, 7.1e-6, 1.3e-4, 3.3e-9, plan="grouped"),
+]
+for gpu, model, dtype in (
+    ("A100-80GB", "llama-3-8b", "fp16"),
+    ("H100-SXM", "llama-3-8b", "fp16"),
+    ("L4", "llama-3-8b", "fp16"),
+):
     try:
-        MODELS.append(RooflineStepTime(DEFAULT_CATALOG.gpu(gpu), DEFAULT_CATALOG.model(model), dtype))
+        MODELS.append(
+            RooflineStepTime(DEFAULT_CATALOG.gpu(gpu), DEFAULT_CATALOG.model(model), dtype)
+        )
     except Exception:  # noqa: BLE001 - a catalog without that entry: the others still test the path
         pass
 
@@ -64,4 +84,6 @@ def test_roofline_takes_the_short_path_and_a_subclass_that_prices_its_own_way_do
             return 2 * super().times(p, d, kv)
 
     slow = Slower(roof.gpu, roof.model, roof.dtype)
-    assert slow.short_durations(step, 4) is None  # its own times: durations prices it, not the short path
+    assert (
+        slow.short_durations(step, 4) is None
+    )  # its own times: durations prices it, not the short path

@@ -41,6 +41,7 @@ def outage(start: float, duration: float, server: int = 0):
         servers[server].go_down()
         yield env.timeout(duration)
         servers[server].come_back()
+
     return maintenance
 
 
@@ -93,7 +94,9 @@ def test_a_user_process_sees_the_environment_and_the_servers():
         yield env.timeout(1.0)
         seen["outstanding at 1 s"] = [s.outstanding for s in servers]
 
-    res = simulate(wl, make_policy("continuous"), DYADIC, replicas=2, router="round-robin", processes=[look])
+    res = simulate(
+        wl, make_policy("continuous"), DYADIC, replicas=2, router="round-robin", processes=[look]
+    )
     assert isinstance(seen["env"], simpy.Environment)
     assert [type(s) for s in seen["servers"]] == [ServerProcess, ServerProcess]
     assert [s.policy.name for s in seen["servers"]] == ["continuous"] * 2
@@ -121,7 +124,9 @@ def test_a_process_that_never_ends_does_not_keep_the_run_going():
 @pytest.mark.parametrize("name", ["taxi", "static", "dynamic", "continuous"])
 def test_an_outage_stops_the_server_and_its_queue_waits(name):
     wl = make_workload(Poisson(2.0), Uniform(32, 128), LogNormal(64, 48), n=150, seed=3)
-    st = ConstantStepTime(0.001)  # a taxi busy about 13 % of the time: the backlog drains in about a second
+    st = ConstantStepTime(
+        0.001
+    )  # a taxi busy about 13 % of the time: the backlog drains in about a second
     res = simulate(wl, make_policy(name, max_batch=4), st, processes=[outage(20.0, 10.0)])
     base = simulate(wl, make_policy(name, max_batch=4), st)
     r = res.records
@@ -133,9 +138,13 @@ def test_an_outage_stops_the_server_and_its_queue_waits(name):
     waited = r.start[during] - r.arrival[during]
     # Arrivals uniform over the outage wait for its rest: about half of it, on a server this lightly loaded.
     assert waited.mean() == pytest.approx(5.0, rel=0.25)
-    assert summarize(res)["p99_ttft"] > summarize(base)["p99_ttft"] + 5.0  # direction: an outage means waiting
+    assert (
+        summarize(res)["p99_ttft"] > summarize(base)["p99_ttft"] + 5.0
+    )  # direction: an outage means waiting
     before = r.arrival < 15.0
-    np.testing.assert_array_equal(r.finish[before], base.records.finish[before])  # the past is untouched
+    np.testing.assert_array_equal(
+        r.finish[before], base.records.finish[before]
+    )  # the past is untouched
 
 
 def test_least_loaded_routes_around_a_server_that_is_down():
@@ -143,7 +152,14 @@ def test_least_loaded_routes_around_a_server_that_is_down():
     st = ConstantStepTime(0.01)
     ttft = {}
     for router in ("round-robin", "least-loaded"):
-        res = simulate(wl, make_policy("continuous"), st, replicas=2, router=router, processes=[outage(30.0, 30.0)])
+        res = simulate(
+            wl,
+            make_policy("continuous"),
+            st,
+            replicas=2,
+            router=router,
+            processes=[outage(30.0, 30.0)],
+        )
         assert res.records.completed_mask.all()
         ttft[router] = summarize(res)["mean_ttft"]
     assert ttft["least-loaded"] < 0.5 * ttft["round-robin"]
@@ -160,11 +176,14 @@ def test_a_server_down_for_good_is_an_error_not_a_hang():
         simulate(wl, make_policy("continuous"), DYADIC, processes=[break_it])
 
 
-@pytest.mark.parametrize("bad, word", [
-    ("not a list", "processes must be a list"),
-    ([42], "processes must be functions"),
-    ([lambda env, servers: None], "must be a generator function"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ("not a list", "processes must be a list"),
+        ([42], "processes must be functions"),
+        ([lambda env, servers: None], "must be a generator function"),
+    ],
+)
 def test_a_bad_process_is_a_config_error(bad, word):
     wl = make_workload(Poisson(4.0), Uniform(8, 32), Uniform(1, 10), n=5, seed=5)
     with pytest.raises(ConfigError, match=word):
@@ -188,7 +207,12 @@ def test_the_same_user_process_gives_the_same_records_on_both_clocks():
     sim = simulate(wl, make_policy("continuous", max_seqs=6), DYADIC, processes=[outage(2.0, 1.5)])
     clock = FakeClock()
     policy = make_policy("continuous", max_seqs=6)
-    run = drive(wl, policy, WallExecutor(PricedEngine(clock, DYADIC), clock, clock.sleep), processes=[outage(2.0, 1.5)])
+    run = drive(
+        wl,
+        policy,
+        WallExecutor(PricedEngine(clock, DYADIC), clock, clock.sleep),
+        processes=[outage(2.0, 1.5)],
+    )
     wall = result_of(run, policy, "fake wall clock", as_limits(None), wl)
     assert_identical(sim, wall)
     starts = sim.records.steps["start"]
@@ -197,8 +221,24 @@ def test_the_same_user_process_gives_the_same_records_on_both_clocks():
 
 def test_same_seed_same_result_with_a_process():
     wl = make_workload(Poisson(4.0), Uniform(32, 128), LogNormal(64, 48), n=200, seed=9)
-    a = simulate(wl, make_policy("dynamic"), DYADIC, replicas=3, router="random", router_seed=4, processes=[outage(5.0, 5.0, 1)])
-    b = simulate(wl, make_policy("dynamic"), DYADIC, replicas=3, router="random", router_seed=4, processes=[outage(5.0, 5.0, 1)])
+    a = simulate(
+        wl,
+        make_policy("dynamic"),
+        DYADIC,
+        replicas=3,
+        router="random",
+        router_seed=4,
+        processes=[outage(5.0, 5.0, 1)],
+    )
+    b = simulate(
+        wl,
+        make_policy("dynamic"),
+        DYADIC,
+        replicas=3,
+        router="random",
+        router_seed=4,
+        processes=[outage(5.0, 5.0, 1)],
+    )
     assert_identical(a, b)
     for k in RECORD_ARRAYS:
         assert np.isfinite(getattr(a.records, k)).all() or k == "start"
@@ -237,8 +277,13 @@ def test_a_model_that_prices_a_pass_below_zero_cannot_move_the_clock_backwards()
     assert (np.diff(st["start"]) >= 0).all()
 
 
-@pytest.mark.parametrize("policy", [make_policy("continuous", max_seqs=16),
-                                    make_policy("continuous", scheduler="vllm-v1", max_seqs=16)])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        make_policy("continuous", max_seqs=16),
+        make_policy("continuous", scheduler="vllm-v1", max_seqs=16),
+    ],
+)
 def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(policy, monkeypatch):
     """A lone server knows its next passenger's arrival and prices a repeat only up to it; the same run
     with that knowledge taken away (as in a fleet, where the arrival interrupts the repeat) gives the
@@ -250,7 +295,9 @@ def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(pol
     real = ServerProcess._interrupt
 
     def counted(self):
-        kicks["n"] += self.process is not None and self._bell is None  # a process interrupt, not a bell
+        kicks["n"] += (
+            self.process is not None and self._bell is None
+        )  # a process interrupt, not a bell
         real(self)
 
     monkeypatch.setattr(ServerProcess, "_interrupt", counted)

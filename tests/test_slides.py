@@ -58,7 +58,10 @@ def built(tmp_path_factory) -> Path:
 
 
 def _decks() -> dict[str, list[Slide]]:
-    return {p.name: lesson_slides(p.read_text(), p.name) for p in sorted(LESSONS.glob("[0-9][0-9]-*.md"))}
+    return {
+        p.name: lesson_slides(p.read_text(), p.name)
+        for p in sorted(LESSONS.glob("[0-9][0-9]-*.md"))
+    }
 
 
 def test_a_deck_per_lesson_and_a_handout(built):
@@ -72,7 +75,10 @@ def test_every_section_and_every_figure_of_a_lesson_is_on_its_slides(built):
         text = lesson.read_text()
         deck = (built / f"{lesson.stem}.html").read_text()
         for heading in re.findall(r"^## (.+)$", text, flags=re.M):
-            assert f"<h2>{heading.replace('&', '&amp;')}" in deck.replace("&#x27;", "'"), (lesson.name, heading)
+            assert f"<h2>{heading.replace('&', '&amp;')}" in deck.replace("&#x27;", "'"), (
+                lesson.name,
+                heading,
+            )
         figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
         linked = re.findall(r"<img src='([^']+)'", deck)
         # Each figure is shown in its slide versions (make course draws them), a slide a part.
@@ -98,11 +104,18 @@ def test_a_figure_is_shown_in_its_slide_versions_in_order_or_as_itself_where_it_
     lessons, figures = tmp_path / "lessons", tmp_path / "figures"
     lessons.mkdir()
     (figures / slides.SLIDE_VERSIONS).mkdir(parents=True)
-    for name in ("f.png", "g.png", "slides/f-2.png", "slides/f-10.png", "slides/f-1.png",
-                 "slides/f-low-1.png"):  # another figure's part, whose name starts alike
+    for name in (
+        "f.png",
+        "g.png",
+        "slides/f-2.png",
+        "slides/f-10.png",
+        "slides/f-1.png",
+        "slides/f-low-1.png",
+    ):  # another figure's part, whose name starts alike
         (figures / name).write_bytes(name.encode())
-    (lessons / "01-l.md").write_text("# L\n\n## A\n\n![f](../figures/f.png)\n\n"
-                                     "## B\n\n![g](../figures/g.png)\n")
+    (lessons / "01-l.md").write_text(
+        "# L\n\n## A\n\n![f](../figures/f.png)\n\n## B\n\n![g](../figures/g.png)\n"
+    )
     out = tmp_path / "out"
     assert slides.main(["--lessons", str(lessons), "--out", str(out)]) == 0
     deck = (out / "01-l.html").read_text()
@@ -116,13 +129,18 @@ def test_each_slide_is_a_visual_or_short_lines_and_never_the_lessons_prose():
     for name, deck in _decks().items():
         text = (LESSONS / name).read_text()
         # A paragraph of the lesson (prose, not a list, table, code or comment) is not on any slide.
-        prose = [" ".join(b.split()) for b in re.split(r"\n\s*\n", re.sub(r"<!--.*?-->", "", text, flags=re.S))
-                 if b.strip() and not re.match(r"\s*([-*|#>!`]|\d+\.|    )", b)]
+        prose = [
+            " ".join(b.split())
+            for b in re.split(r"\n\s*\n", re.sub(r"<!--.*?-->", "", text, flags=re.S))
+            if b.strip() and not re.match(r"\s*([-*|#>!`]|\d+\.|    )", b)
+        ]
         said = " ".join(visible(ln) for s in deck for ln in s.lines)
         for para in prose:
             assert visible(para)[:50] not in said, (name, para[:80])
         for s in deck:
-            assert len(s.lines) <= MAX_LINES and all(len(visible(ln)) <= LINE_CHARS for ln in s.lines), (name, s)
+            assert len(s.lines) <= MAX_LINES and all(
+                len(visible(ln)) <= LINE_CHARS for ln in s.lines
+            ), (name, s)
             assert s.opening or s.visual or s.lines, f"{name}: slide {s.title!r} holds nothing"
             # A line that points at a picture ("the timeline (left)") stands beside that picture.
             if any(re.search(r"\((left|right)\)|panel|timeline|the figure", ln) for ln in s.lines):
@@ -130,9 +148,13 @@ def test_each_slide_is_a_visual_or_short_lines_and_never_the_lessons_prose():
 
 
 def test_a_slide_block_captions_the_visual_before_it_and_cuts_it_to_its_columns():
-    text = ("# Lesson 0. Fleet\n\n<!-- slide\nten minutes\n-->\n\n## A fleet\n\nProse a reader reads, "
-            "not a slide.\n\n```\n" + OUTPUT + "\n```\n\n<!-- slide\ncolumns: policy | servers | $/1M tok\nOne big bus is "
-            "cheapest\n-->\n\n![A fleet](f.png)\n\n## Why\n\n<!-- slide\nBecause a step reads the weights once\n-->\n")
+    text = (
+        "# Lesson 0. Fleet\n\n<!-- slide\nten minutes\n-->\n\n## A fleet\n\nProse a reader reads, "
+        "not a slide.\n\n```\n"
+        + OUTPUT
+        + "\n```\n\n<!-- slide\ncolumns: policy | servers | $/1M tok\nOne big bus is "
+        "cheapest\n-->\n\n![A fleet](f.png)\n\n## Why\n\n<!-- slide\nBecause a step reads the weights once\n-->\n"
+    )
     title, output, figure, why = lesson_slides(text)
     assert title.opening and title.lines == ("ten minutes",)
     assert output.kind == "code" and output.lines == ("One big bus is cheapest",)
@@ -140,8 +162,17 @@ def test_a_slide_block_captions_the_visual_before_it_and_cuts_it_to_its_columns(
     assert shown[0] == "$ python -m batchsim run fleet"  # the command a student types stays
     # One table: the per-server one has no "servers" column; the notes and the description are gone.
     assert [ln.split()[0] for ln in shown[1:]] == ["policy", "----------------", "1", "4"]
-    assert "server 0" not in output.visual.text and "workload" not in output.visual.text and "done" not in shown[1]
-    assert shown[1].split() == ["policy", "servers", "$/1M", "tok"] and shown[-1].split() == ["4", "taxis", "4", "10.64"]
+    assert (
+        "server 0" not in output.visual.text
+        and "workload" not in output.visual.text
+        and "done" not in shown[1]
+    )
+    assert shown[1].split() == ["policy", "servers", "$/1M", "tok"] and shown[-1].split() == [
+        "4",
+        "taxis",
+        "4",
+        "10.64",
+    ]
     assert figure.kind == "figure" and figure.lines == () and figure.visual.alt == "A fleet"
     assert why.kind == "text" and why.lines == ("Because a step reads the weights once",)
     assert "Prose" not in " ".join(ln for s in (title, output, figure, why) for ln in s.lines)
@@ -164,14 +195,24 @@ def test_a_slide_block_may_give_its_slide_shorter_code_or_a_table_of_its_own():
 
 def test_columns_name_what_exists_and_every_table_that_has_them_is_cut():
     both = trim_output(OUTPUT, ["policy", "p99 E2E s"])  # both tables have these two
-    assert "4 taxis / server 0" in both and sum(ln.startswith("---") for ln in both.splitlines()) == 2
-    with pytest.raises(SlideError, match=r"'busy' in no table of the output; its tables have policy \| servers"):
+    assert (
+        "4 taxis / server 0" in both and sum(ln.startswith("---") for ln in both.splitlines()) == 2
+    )
+    with pytest.raises(
+        SlideError, match=r"'busy' in no table of the output; its tables have policy \| servers"
+    ):
         trim_output(OUTPUT, ["policy", "busy"])
     with pytest.raises(SlideError, match="no table"):
         trim_output("$ echo hi\nhi", ["policy"])
     table = "| GPU | $/hour | note |\n|---|---|---|\n| T4 | 0.50 | does not fit, a long note |"
-    assert trim_table(table, ["GPU", "$/hour"]).splitlines() == ["| GPU | $/hour |", "|---|---|", "| T4 | 0.50 |"]
-    with pytest.raises(SlideError, match=r"'price' not in the table, whose columns are GPU \| \$/hour \| note"):
+    assert trim_table(table, ["GPU", "$/hour"]).splitlines() == [
+        "| GPU | $/hour |",
+        "|---|---|",
+        "| T4 | 0.50 |",
+    ]
+    with pytest.raises(
+        SlideError, match=r"'price' not in the table, whose columns are GPU \| \$/hour \| note"
+    ):
         trim_table(table, ["price"])
 
 
@@ -182,8 +223,12 @@ def test_what_a_slide_cannot_hold_is_refused_with_the_field_and_the_value():
         Slide("t", ("x" * (LINE_CHARS + 1),))
     with pytest.raises(SlideError, match=r"kind must be one of figure, table, code, got 'video'"):
         Visual("video", "a.mp4")
-    wide = "```\n" + "\n".join(" ".join(f"col{j:02d}" for j in range(30)) for _ in range(3)) + "\n```"
-    with pytest.raises(SlideError, match=r"x.md, 'Wide': output is 179 characters wide.*columns: a \| b"):
+    wide = (
+        "```\n" + "\n".join(" ".join(f"col{j:02d}" for j in range(30)) for _ in range(3)) + "\n```"
+    )
+    with pytest.raises(
+        SlideError, match=r"x.md, 'Wide': output is 179 characters wide.*columns: a \| b"
+    ):
         lesson_slides(f"# L\n\n## Wide\n\n{wide}\n", "x.md")
     with pytest.raises(SlideError, match="no table or output comes right before"):
         lesson_slides("# L\n\n## S\n\nProse.\n\n<!-- slide\ncolumns: a\n-->\n")
@@ -193,7 +238,9 @@ def test_a_bad_lesson_is_one_line_and_exit_code_2(tmp_path, capsys):
     (tmp_path / "01-bad.md").write_text("# L\n\n## S\n\n<!-- slide\n" + "a line\n" * 4 + "-->\n")
     assert slides.main(["--lessons", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and err.startswith("slides: error: 01-bad.md, 'S': lines must be at most 3")
+    assert err.count("\n") == 0 and err.startswith(
+        "slides: error: 01-bad.md, 'S': lines must be at most 3"
+    )
     assert slides.main(["--lessons", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
     assert "lessons must be a folder" in capsys.readouterr().err
 
@@ -247,20 +294,28 @@ def measure(folder: Path) -> dict[str, list[dict]]:
     """Every deck under ``folder``, slide by slide, measured in headless Chromium at 1280x720."""
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
     if chromium is None:
-        pytest.skip("no Chromium on PATH (chromium or chromium-browser): the slides' layout cannot be measured; "
-                    "apt-get install chromium to run this check")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed "
-                                   "(pip install playwright; Debian's Chromium is used, nothing is downloaded)")
+        pytest.skip(
+            "no Chromium on PATH (chromium or chromium-browser): the slides' layout cannot be measured; "
+            "apt-get install chromium to run this check"
+        )
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="Playwright's Python package is not installed "
+        "(pip install playwright; Debian's Chromium is used, nothing is downloaded)",
+    )
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        browser = pw.chromium.launch(
+            executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             out = {}
             for deck in sorted(folder.glob("[0-9][0-9]-*.html")):
                 page.goto(deck.resolve().as_uri())
                 # A watchdog against a hang only: the figures are local files.
-                page.wait_for_function("() => [...document.images].every(i => i.complete)",
-                                       timeout=600_000)
+                page.wait_for_function(
+                    "() => [...document.images].every(i => i.complete)", timeout=600_000
+                )
                 out[deck.name] = page.evaluate(_MEASURE)
             page.emulate_media(media="print")
             page.goto((folder / "handout.html").resolve().as_uri())
@@ -273,25 +328,37 @@ def measure(folder: Path) -> dict[str, list[dict]]:
 def test_in_chromium_at_1280x720_no_text_under_24_px_no_row_wraps_nothing_runs_off(built):
     m = measure(built)
     height = m.pop("handout height px")
-    assert height <= (297 - 24) / 25.4 * 96, f"the handout is {height} px tall: more than one A4 page"
+    assert height <= (297 - 24) / 25.4 * 96, (
+        f"the handout is {height} px tall: more than one A4 page"
+    )
     slides_seen = [(deck, s) for deck, ss in m.items() for s in ss]
     assert len(slides_seen) > 80
     # Every text element: its computed size, and the size the 1280x720 screen shows it at (0.97 x).
-    small = [(d, s["slide"], round(s["min_px"], 2), s["min_css_px"], s["min_text"])
-             for d, s in slides_seen if s["min_px"] < FLOOR_PX or s["min_css_px"] < FLOOR_PX]
+    small = [
+        (d, s["slide"], round(s["min_px"], 2), s["min_css_px"], s["min_text"])
+        for d, s in slides_seen
+        if s["min_px"] < FLOOR_PX or s["min_css_px"] < FLOOR_PX
+    ]
     assert not small, f"text under {FLOOR_PX} px at 1280x720 (shown px, CSS px): {small}"
     wrapped = [(d, s["slide"], s["wrapped"][:3]) for d, s in slides_seen if s["wrapped"]]
     assert not wrapped, f"table rows that wrap: {wrapped}"
     cut = [(d, s["slide"]) for d, s in slides_seen if s["output"] or s["cut_title"] or s["over"]]
     assert not cut, f"output wrapped or run off, cut headings, content past slide or body: {cut}"
-    wordy = [(d, s["slide"], s["text_lines"]) for d, s in slides_seen if s["text_lines"] > MAX_LINES]
-    assert not wordy, f"slides with more than {MAX_LINES} lines of text beside their visual: {wordy}"
+    wordy = [
+        (d, s["slide"], s["text_lines"]) for d, s in slides_seen if s["text_lines"] > MAX_LINES
+    ]
+    assert not wordy, (
+        f"slides with more than {MAX_LINES} lines of text beside their visual: {wordy}"
+    )
     # A figure's smallest text is drawn at the slide floor (tests/test_figure_text.py draws each):
     # shown at its natural size it stays there; shrunk to fit, it would not.
     mcf = make_course_figures()
     drawn_px = mcf.slide_floor_pt() * mcf.DPI / 72
     figures = [(d, s["slide"], src, scale) for d, s in slides_seen for src, scale in s["figures"]]
     assert len(figures) >= len(mcf.COURSE_FIGURES)
-    shrunk = [(d, k, src, round(drawn_px * scale, 2)) for d, k, src, scale in figures
-              if drawn_px * scale < FLOOR_PX]
+    shrunk = [
+        (d, k, src, round(drawn_px * scale, 2))
+        for d, k, src, scale in figures
+        if drawn_px * scale < FLOOR_PX
+    ]
     assert not shrunk, f"figures whose smallest text shows under {FLOOR_PX} px: {shrunk}"

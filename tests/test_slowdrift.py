@@ -36,6 +36,7 @@ def model() -> ProfiledStepTime:
     """test_sampled's grid with a narrow spread of each pass (CV 6 %), so a drift stands out of it."""
     return _model(ratios=np.linspace(0.9, 1.1, LEVELS))
 
+
 PASS_S = 0.017
 
 
@@ -52,7 +53,9 @@ def _probe(sd: float, tau: float, n: int, fast: float, seed: int) -> np.ndarray:
 def _with_slow(sd: float, tau: float, base: ProfiledStepTime | None = None) -> ProfiledStepTime:
     m = base or model()
     sp = m.spread
-    return dataclasses.replace(m, spread=StepSpread(sp.decode, sp.prefill, sp.lag1, SlowDrift(sd, tau)))
+    return dataclasses.replace(
+        m, spread=StepSpread(sp.decode, sp.prefill, sp.lag1, SlowDrift(sd, tau))
+    )
 
 
 @pytest.mark.parametrize("sd, tau", [(0.15, 0.3), (0.25, 1.0)])
@@ -72,10 +75,15 @@ def test_independent_noise_shows_no_drift_and_a_short_probe_tells_nothing():
     assert fit_slow_drift(_probe(0.2, 0.5, 30, 0.05, 1)) is None
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"sd": -0.1, "tau_s": 1.0}, "slow drift sd"), ({"sd": 0.1, "tau_s": 0.0}, "slow drift tau_s"),
-    ({"sd": "big", "tau_s": 1.0}, "slow drift sd"), ({"sd": 0.1, "tau_s": float("nan")}, "slow drift tau_s"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"sd": -0.1, "tau_s": 1.0}, "slow drift sd"),
+        ({"sd": 0.1, "tau_s": 0.0}, "slow drift tau_s"),
+        ({"sd": "big", "tau_s": 1.0}, "slow drift sd"),
+        ({"sd": 0.1, "tau_s": float("nan")}, "slow drift tau_s"),
+    ],
+)
 def test_a_bad_drift_names_its_field(kw, words):
     with pytest.raises(ConfigError, match=words):
         SlowDrift(**kw)
@@ -101,7 +109,9 @@ def test_sampling_keeps_the_mean_and_adds_correlation_over_many_passes():
 
     slow = series(_with_slow(0.2, 0.1), "profiled")
     passes = series(_with_slow(0.2, 0.1), "passes")
-    assert slow.mean() == pytest.approx(mean, rel=0.05) and passes.mean() == pytest.approx(mean, rel=0.03)
+    assert slow.mean() == pytest.approx(mean, rel=0.05) and passes.mean() == pytest.approx(
+        mean, rel=0.03
+    )
 
     def lag(x, k):
         x = np.log(x) - np.log(x).mean()
@@ -111,7 +121,9 @@ def test_sampling_keeps_the_mean_and_adds_correlation_over_many_passes():
     assert np.array_equal(slow, series(_with_slow(0.2, 0.1), "profiled"))  # same seed, same times
     assert not np.array_equal(slow, series(_with_slow(0.2, 0.1), "profiled", seed=4))
     # A repeated step prices its passes along the same drift, a pass at a time.
-    rep = with_noise(_with_slow(0.2, 0.5), 5).durations(Step(decode=(0,), kv_read=64, decode_width=64, repeat=4000), 4000)
+    rep = with_noise(_with_slow(0.2, 0.5), 5).durations(
+        Step(decode=(0,), kv_read=64, decode_width=64, repeat=4000), 4000
+    )
     assert lag(rep, 10) > 0.3
 
 
@@ -120,7 +132,10 @@ def test_a_wandering_machine_makes_requests_wait_longer():
     base = _with_slow(0.3, 1.0)
     waits = {}
     for noise in ("passes", "profiled"):
-        runs = [summarize(simulate(wl, make_policy("taxi"), with_noise(base, k, noise))) for k in range(3)]
+        runs = [
+            summarize(simulate(wl, make_policy("taxi"), with_noise(base, k, noise)))
+            for k in range(3)
+        ]
         waits[noise] = float(np.median([r["mean_ttft"] for r in runs]))
         busy = float(np.median([r["busy_fraction"] for r in runs]))
         assert 0.5 < busy < 0.95  # a loaded server, where the queue shows the noise

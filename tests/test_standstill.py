@@ -36,7 +36,11 @@ def test_a_policy_that_waits_until_now_forever_is_stopped_and_named():
     with pytest.raises(NoProgress) as e:
         simulate(wl, StuckAtDeadline(), ConstantStepTime(0.01))
     msg = str(e.value)
-    assert msg.startswith("stuck: at t=") and f"{LIMIT:,} times in a row" in msg and "Wait(until=" in msg
+    assert (
+        msg.startswith("stuck: at t=")
+        and f"{LIMIT:,} times in a row" in msg
+        and "Wait(until=" in msg
+    )
 
 
 def test_the_count_starts_again_at_a_new_instant_or_after_a_step():
@@ -68,8 +72,27 @@ def test_lab1_with_the_strict_comparison_fails_in_seconds_saying_why(tmp_path):
     for f in ("conftest.py", "test_lab1.py"):
         shutil.copy(ROOT / "course" / "labs" / f, tmp_path / f)
     # timeout: a watchdog against the very hang this guards against, not a speed limit.
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:benchmark",
-                        "-k", "each_bus_leaves", str(tmp_path / "test_lab1.py"), "--labs", str(tmp_path)],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:benchmark",
+            "-k",
+            "each_bus_leaves",
+            str(tmp_path / "test_lab1.py"),
+            "--labs",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 1, p.stdout[-2000:]
     assert "NoProgress" in p.stdout and "(>= rather than >)" in p.stdout, p.stdout[-2000:]

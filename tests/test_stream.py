@@ -54,14 +54,20 @@ def recorded(wl, name, **rec_kw):
 def test_folding_in_chunks_equals_one_fold_at_the_end(name):
     wl = workload(600, rate=4.0 if name != "continuous" else 15.0)
     whole = recorded(wl, name, fold_rows=10**12, step_chunk=10**12)
-    assert whole.tokens.sum() > 0 and len(whole.steps["start"]) > 500  # many folds and packs at small k
+    assert (
+        whole.tokens.sum() > 0 and len(whole.steps["start"]) > 500
+    )  # many folds and packs at small k
     for rows, steps in ((1, 1), (7, 3), (257, 64), (1 << 16, 4096)):
         part = recorded(wl, name, fold_rows=rows, step_chunk=steps)
         for k in ARRAYS:
-            np.testing.assert_array_equal(getattr(part, k), getattr(whole, k), err_msg=f"{k}, fold every {rows}")
+            np.testing.assert_array_equal(
+                getattr(part, k), getattr(whole, k), err_msg=f"{k}, fold every {rows}"
+            )
         assert part.rejected == whole.rejected
         for k, v in whole.steps.items():
-            np.testing.assert_array_equal(part.steps[k], v, err_msg=f"steps[{k}], packed every {steps}")
+            np.testing.assert_array_equal(
+                part.steps[k], v, err_msg=f"steps[{k}], packed every {steps}"
+            )
 
 
 def test_a_step_log_kept_as_totals_sums_what_the_kept_log_sums():
@@ -70,8 +76,13 @@ def test_a_step_log_kept_as_totals_sums_what_the_kept_log_sums():
     totals = recorded(wl, "continuous", steps="summary", step_chunk=100)
     a, b = kept.step_totals(), totals.step_totals()
     assert len(totals.steps["start"]) == 0 and b.count == len(kept.steps["start"]) > 100
-    assert (a.reps, a.batch_hist, a.max_batch, a.batch_reps, a.padded_reps) == (b.reps, b.batch_hist, b.max_batch,
-                                                                              b.batch_reps, b.padded_reps)
+    assert (a.reps, a.batch_hist, a.max_batch, a.batch_reps, a.padded_reps) == (
+        b.reps,
+        b.batch_hist,
+        b.max_batch,
+        b.batch_reps,
+        b.padded_reps,
+    )
     assert b.busy == pytest.approx(a.busy, rel=1e-12) and b.last_end == a.last_end
 
 
@@ -88,21 +99,58 @@ def test_the_step_log_streams_to_a_csv_file(tmp_path):
 SLO_ = SLO(ttft=0.2, e2e=3.0)
 
 
-@pytest.mark.parametrize("name, rate, replicas", [("continuous", 15.0, 1), ("dynamic", 1.5, 1), ("taxi", 0.6, 1),
-                                                   ("continuous", 30.0, 3), ("static", 4.0, 2)])
+@pytest.mark.parametrize(
+    "name, rate, replicas",
+    [
+        ("continuous", 15.0, 1),
+        ("dynamic", 1.5, 1),
+        ("taxi", 0.6, 1),
+        ("continuous", 30.0, 3),
+        ("static", 4.0, 2),
+    ],
+)
 def test_summary_only_agrees_with_the_full_run(name, rate, replicas):
     wl = workload(2500, rate=rate, seed=9)
     kw = dict(limits=None, kv_budget_tokens=30_000, replicas=replicas, router="least-loaded")
     full = simulate(wl, make_policy(name, max_seqs=32), STEP, **kw)
     summ = simulate(wl, make_policy(name, max_seqs=32), STEP, records="summary", slo=SLO_, **kw)
     a, b = summarize(full, SLO_), summarize(summ, SLO_)
-    for k in ("arrived", "completed", "rejected", "total_output_tokens", "steps", "max_batch_size", "batch_size_hist",
-              "kv_peak_tokens", "preemptions", "goodput", "slo_attainment", "duration"):
+    for k in (
+        "arrived",
+        "completed",
+        "rejected",
+        "total_output_tokens",
+        "steps",
+        "max_batch_size",
+        "batch_size_hist",
+        "kv_peak_tokens",
+        "preemptions",
+        "goodput",
+        "slo_attainment",
+        "duration",
+    ):
         assert a[k] == b[k], k
-    for k in ("mean_ttft", "mean_e2e", "mean_tpot", "mean_queue_wait", "mean_itl", "busy_fraction", "request_throughput"):
+    for k in (
+        "mean_ttft",
+        "mean_e2e",
+        "mean_tpot",
+        "mean_queue_wait",
+        "mean_itl",
+        "busy_fraction",
+        "request_throughput",
+    ):
         assert b[k] == pytest.approx(a[k], rel=1e-9, abs=1e-12), k
     alpha = b["sketch_relative_error"]
-    for k in ("p50_ttft", "p90_ttft", "p99_ttft", "p99_e2e", "p50_e2e", "p99_tpot", "p99_itl_max", "p99_queue_wait"):
+    for k in (
+        "p50_ttft",
+        "p90_ttft",
+        "p99_ttft",
+        "p99_e2e",
+        "p50_e2e",
+        "p99_tpot",
+        "p99_itl_max",
+        "p99_queue_wait",
+    ):
         assert abs(b[k] - a[k]) <= alpha * abs(a[k]) * (1 + 1e-9) + 1e-15, (k, a[k], b[k])
 
 
@@ -139,14 +187,17 @@ def test_a_tiny_ring_grows_and_changes_nothing():
 
 # -- the sketch itself -------------------------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.lists(st.one_of(st.just(0.0), st.floats(1e-7, 1e5)), min_size=1, max_size=400),
-       st.sampled_from([0.5, 0.9, 0.99, 0.0, 1.0]))
+@given(
+    st.lists(st.one_of(st.just(0.0), st.floats(1e-7, 1e5)), min_size=1, max_size=400),
+    st.sampled_from([0.5, 0.9, 0.99, 0.0, 1.0]),
+)
 def test_sketch_quantiles_are_within_the_stated_error(values, q):
     v = np.array(values)
     sk = QuantileSketch(0.01)
     sk.add(v[: len(v) // 2])
-    sk.add(v[len(v) // 2:])
+    sk.add(v[len(v) // 2 :])
     exact = float(np.percentile(v, q * 100))
     assert abs(sk.quantile(q) - exact) <= 0.01 * exact * (1 + 1e-9) + 1e-300
 
@@ -159,7 +210,11 @@ def test_sketches_merge_as_one_stream():
     left.add(a)
     right.add(b)
     both = left.merge(right)
-    assert both.n == one.n and both.quantile(0.99) == one.quantile(0.99) and both.quantile(0.01) == one.quantile(0.01)
+    assert (
+        both.n == one.n
+        and both.quantile(0.99) == one.quantile(0.99)
+        and both.quantile(0.01) == one.quantile(0.01)
+    )
     assert QuantileSketch().quantile(0.5) is None
     with pytest.raises(ValueError):
         one.add(np.array([-1.0]))

@@ -65,10 +65,25 @@ from batchsim.core.limits import ServerLimits
 from batchsim.sim.steptime import ExponentialStepTime
 
 SEEDS = range(500)
-PROFILE = (Path(__file__).resolve().parent.parent / "realrun" / "reference" / "data"
-           / "reference-calibration-tiny-gpt2-cpu.json")
-PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
-               "last_token", "tokens", "preemptions", "itl_max")
+PROFILE = (
+    Path(__file__).resolve().parent.parent
+    / "realrun"
+    / "reference"
+    / "data"
+    / "reference-calibration-tiny-gpt2-cpu.json"
+)
+PER_REQUEST = (
+    "arrival",
+    "prompt_tokens",
+    "output_tokens",
+    "start",
+    "first_token",
+    "finish",
+    "last_token",
+    "tokens",
+    "preemptions",
+    "itl_max",
+)
 #: Summary figures that sum the step log's durations: equal to 1e-12 relative (see the docstring).
 FROM_THE_LOG = ("busy_fraction", "mean_step_time")
 
@@ -140,10 +155,13 @@ def policies_of(name: str, rng: np.random.Generator):
     if name == "dynamic":
         b, wait = int(rng.integers(1, 7)), float(rng.choice([0.0, 0.01, 0.1, 0.5]))
         return Dynamic(b, wait), textbook.Dynamic(b, wait)
-    knobs = dict(max_seqs=int(rng.integers(1, 9)), max_batched_tokens=int(rng.integers(8, 400)),
-                 block_size=int(rng.choice([1, 2, 4, 16])),
-                 chunked_prefill=bool(rng.random() < 0.6),
-                 watermark=float(rng.choice([0.0, 0.01, 0.2])))
+    knobs = dict(
+        max_seqs=int(rng.integers(1, 9)),
+        max_batched_tokens=int(rng.integers(8, 400)),
+        block_size=int(rng.choice([1, 2, 4, 16])),
+        chunked_prefill=bool(rng.random() < 0.6),
+        watermark=float(rng.choice([0.0, 0.01, 0.2])),
+    )
     return Continuous(**knobs), textbook.Continuous(**knobs)
 
 
@@ -177,11 +195,18 @@ def assert_same(fast, book, label: str = "") -> None:
             differs &= ~(np.isnan(x) & np.isnan(y))
         if differs.any():
             i = int(np.flatnonzero(differs)[0])
-            raise AssertionError(f"{label}: {name} of request {i}: "
-                                 f"fast {x[i]!r}, textbook {y[i]!r}")
+            raise AssertionError(
+                f"{label}: {name} of request {i}: fast {x[i]!r}, textbook {y[i]!r}"
+            )
     assert a.rejected == b.rejected, f"{label}: rejected"
-    for name in ("policy", "step_time", "kv_budget_tokens", "kv_peak_tokens", "preemptions",
-                 "workload"):
+    for name in (
+        "policy",
+        "step_time",
+        "kv_budget_tokens",
+        "kv_peak_tokens",
+        "preemptions",
+        "workload",
+    ):
         assert getattr(fast, name) == getattr(book, name), f"{label}: {name}"
     sa, sb = a.steps, b.steps
     reps = sa["repeat"]
@@ -192,8 +217,12 @@ def assert_same(fast, book, label: str = "") -> None:
     assert np.array_equal(sa["start"], sb["start"][first]), f"{label}: step starts"
     assert np.array_equal(sa["kv_in_use"], sb["kv_in_use"][first]), f"{label}: kv_in_use"
     if len(reps):
-        np.testing.assert_allclose(np.add.reduceat(sb["duration"], first), sa["duration"],
-                                   rtol=1e-9, err_msg=f"{label}: step durations")
+        np.testing.assert_allclose(
+            np.add.reduceat(sb["duration"], first),
+            sa["duration"],
+            rtol=1e-9,
+            err_msg=f"{label}: step durations",
+        )
     s, t = summarize(fast), summarize(book)
     assert s.keys() == t.keys(), label
     for k in s:
@@ -211,8 +240,11 @@ def exercised(fast, book, policy, put_back: int) -> set[str]:
         tags.add("random runs cut")  # draws of passes an arrival cut off, put back
     if (fast.records.steps["repeat"] > 1).any():
         tags.add("runs of passes")  # the fast path priced several passes as one step
-    if fast.kv_budget_tokens is None and policy.name == "continuous" and (
-            (steps["prompt_tokens"][1:] == 0) & (np.diff(steps["kv_in_use"]) > 0)).any():
+    if (
+        fast.kv_budget_tokens is None
+        and policy.name == "continuous"
+        and ((steps["prompt_tokens"][1:] == 0) & (np.diff(steps["kv_in_use"]) > 0)).any()
+    ):
         tags.add("no budget, rows grew a block")  # a decode pass's KV counts its new blocks
     if fast.preemptions:
         tags.add("preempted")
@@ -234,11 +266,23 @@ def exercised(fast, book, policy, put_back: int) -> set[str]:
 PROMISED = {
     "taxi": {"rejected": 50, "runs of passes": 300},
     "static": {"rejected": 50, "runs of passes": 300, "padded rows": 200},
-    "dynamic": {"rejected": 50, "runs of passes": 300, "padded rows": 200,
-                "left on its deadline": 200},
-    "continuous": {"rejected": 50, "runs of passes": 300, "preempted": 75, "chunked": 250,
-                   "unchunked": 150, "token budget binds": 100, "prompt split across passes": 100,
-                   "random runs cut": 25, "no budget, rows grew a block": 60},
+    "dynamic": {
+        "rejected": 50,
+        "runs of passes": 300,
+        "padded rows": 200,
+        "left on its deadline": 200,
+    },
+    "continuous": {
+        "rejected": 50,
+        "runs of passes": 300,
+        "preempted": 75,
+        "chunked": 250,
+        "unchunked": 150,
+        "token budget binds": 100,
+        "prompt split across passes": 100,
+        "random runs cut": 25,
+        "no budget, rows grew a block": 60,
+    },
 }
 
 
@@ -336,9 +380,15 @@ def outage_tags(book, maintenance: Maintenance) -> set[str]:
 
 #: How many of the SEEDS must exercise each kind of outage, per policy (every policy the same).
 #: ``compared``: cases compared (every one: none is set aside).
-OUTAGES_PROMISED = {"compared": len(SEEDS), "down while a pass ran": 30, "down between passes": 75,
-                    "arrived while down": 75, "back at once": 15,
-                    "a pass started as it came back": 40, "a process that never ends": 30}
+OUTAGES_PROMISED = {
+    "compared": len(SEEDS),
+    "down while a pass ran": 30,
+    "down between passes": 75,
+    "arrived while down": 75,
+    "back at once": 15,
+    "a pass started as it came back": 40,
+    "a process that never ends": 30,
+}
 
 
 @pytest.mark.parametrize("name", list(textbook.POLICIES))
@@ -357,8 +407,12 @@ def test_an_outage_gives_the_fast_paths_records(name):
 def run_with(processes, engine, arrival: float = 0.0):
     """One request (a 10-token prompt, 100 tokens out) at 10 ms a pass, with ``processes``."""
     wl = Workload.from_arrays([arrival], [10], [100])
-    return engine(wl, make_policy("continuous") if engine is simulate else "continuous",
-                  ConstantStepTime(0.01), processes=processes)
+    return engine(
+        wl,
+        make_policy("continuous") if engine is simulate else "continuous",
+        ConstantStepTime(0.01),
+        processes=processes,
+    )
 
 
 def down_between(*times):
@@ -421,8 +475,14 @@ def test_the_comparison_sees_one_ulp():
 def test_same_seed_same_records_another_seed_others():
     def run(seed: int):
         wl = make_workload(Poisson(8.0), Uniform(4, 120), Uniform(1, 30), n=40, seed=seed)
-        return textbook.simulate(wl, "continuous", LinearStepTime(0.01, 1e-5, 3e-4, 1e-7),
-                                 kv_budget_tokens=300, max_seqs=4, block_size=4)
+        return textbook.simulate(
+            wl,
+            "continuous",
+            LinearStepTime(0.01, 1e-5, 3e-4, 1e-7),
+            kv_budget_tokens=300,
+            max_seqs=4,
+            block_size=4,
+        )
 
     first, again, other = run(11), run(11), run(12)
     assert_same(first, again, "same seed")
@@ -447,26 +507,33 @@ def test_knobs_by_name_take_the_fast_paths_defaults():
     assert repr(textbook.make_policy("static", max_batch=4, max_seqs=2)) == "Static(max_batch=4)"
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda wl, st: textbook.simulate([1, 2], "taxi", st), "workload"),
-    (lambda wl, st: textbook.simulate(wl, "bus", st), "policy"),
-    (lambda wl, st: textbook.simulate(wl, Taxi(), st), "policy"),  # the fast path's policy
-    (lambda wl, st: textbook.simulate(wl, "taxi", 0.01), "step_time"),
-    (lambda wl, st: textbook.simulate(wl, "static", st, max_batch=0), "max_batch"),
-    (lambda wl, st: textbook.simulate(wl, "dynamic", st, max_wait=-1), "max_wait"),
-    (lambda wl, st: textbook.simulate(wl, "continuous", st, block_size=2.5), "block_size"),
-    (lambda wl, st: textbook.simulate(wl, "continuous", st, chunked_prefill="no"),
-     "chunked_prefill"),
-    (lambda wl, st: textbook.simulate(wl, "continuous", st, max_seq=4), "max_seq"),
-    (lambda wl, st: textbook.simulate(wl, "continuous", st, scheduler="vllm-v1"), "scheduler"),
-    (lambda wl, st: textbook.simulate(wl, textbook.Taxi(), st, max_batch=2), "knobs"),
-    (lambda wl, st: textbook.simulate(wl, "taxi", st, kv_budget_tokens=-5), "kv_budget_tokens"),
-    (lambda wl, st: textbook.simulate(wl, "taxi", st, limits=1000), "limits"),
-    (lambda wl, st: textbook.Continuous(watermark=1.5), "watermark"),
-    (lambda wl, st: textbook.simulate(wl, "taxi", st, processes=print), "processes"),
-    (lambda wl, st: textbook.simulate(wl, "taxi", st, processes=[lambda env, servers: 1]),
-     "process"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda wl, st: textbook.simulate([1, 2], "taxi", st), "workload"),
+        (lambda wl, st: textbook.simulate(wl, "bus", st), "policy"),
+        (lambda wl, st: textbook.simulate(wl, Taxi(), st), "policy"),  # the fast path's policy
+        (lambda wl, st: textbook.simulate(wl, "taxi", 0.01), "step_time"),
+        (lambda wl, st: textbook.simulate(wl, "static", st, max_batch=0), "max_batch"),
+        (lambda wl, st: textbook.simulate(wl, "dynamic", st, max_wait=-1), "max_wait"),
+        (lambda wl, st: textbook.simulate(wl, "continuous", st, block_size=2.5), "block_size"),
+        (
+            lambda wl, st: textbook.simulate(wl, "continuous", st, chunked_prefill="no"),
+            "chunked_prefill",
+        ),
+        (lambda wl, st: textbook.simulate(wl, "continuous", st, max_seq=4), "max_seq"),
+        (lambda wl, st: textbook.simulate(wl, "continuous", st, scheduler="vllm-v1"), "scheduler"),
+        (lambda wl, st: textbook.simulate(wl, textbook.Taxi(), st, max_batch=2), "knobs"),
+        (lambda wl, st: textbook.simulate(wl, "taxi", st, kv_budget_tokens=-5), "kv_budget_tokens"),
+        (lambda wl, st: textbook.simulate(wl, "taxi", st, limits=1000), "limits"),
+        (lambda wl, st: textbook.Continuous(watermark=1.5), "watermark"),
+        (lambda wl, st: textbook.simulate(wl, "taxi", st, processes=print), "processes"),
+        (
+            lambda wl, st: textbook.simulate(wl, "taxi", st, processes=[lambda env, servers: 1]),
+            "process",
+        ),
+    ],
+)
 def test_bad_input_is_a_value_error_naming_the_argument(call, field):
     wl = Workload.from_arrays([0.0, 0.1], [5, 5], [3, 3])
     with pytest.raises(ValueError, match=field):

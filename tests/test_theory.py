@@ -73,7 +73,9 @@ def test_single_server_formulas_agree():
     assert MM1(lam, 1 / s).mean_queue_length == pytest.approx(lam * 0.225, rel=1e-12)  # Little
     # A taxi on a constant step: uniform 1..9 tokens of 0.02 s.
     g = MG1.steps_of(5.0, 0.02, range(1, 10))
-    assert g.mean_service == pytest.approx(0.1) and g.service_second_moment == pytest.approx(0.0004 * 285 / 9)
+    assert g.mean_service == pytest.approx(0.1) and g.service_second_moment == pytest.approx(
+        0.0004 * 285 / 9
+    )
 
 
 def test_bus_fill_wait():
@@ -82,7 +84,10 @@ def test_bus_fill_wait():
     assert BusFill(8, 10.0).mean_wait == bus_fill_wait(8, 10.0)
 
 
-@pytest.mark.parametrize("lam, mu, a, b", [(0.7, 1.0, 1, 1), (2.0, 1.0, 1, 4), (2.0, 1.0, 2, 5), (2.0, 1.0, 4, 4), (5.0, 2.0, 3, 8)])
+@pytest.mark.parametrize(
+    "lam, mu, a, b",
+    [(0.7, 1.0, 1, 1), (2.0, 1.0, 1, 4), (2.0, 1.0, 2, 5), (2.0, 1.0, 4, 4), (5.0, 2.0, 3, 8)],
+)
 def test_bulk_service_against_numerical_markov_chain(lam, mu, a, b):
     """Solve the same chain numerically (truncated generator matrix) and compare."""
     q = BulkService(lam, mu, a, b)
@@ -132,25 +137,32 @@ def test_continuous_capacity_formula():
     rng = np.random.default_rng(0)
     p, o = rng.integers(16, 129, 5000), rng.integers(5, 101, 5000)
     from_samples = ContinuousCapacity.from_samples(step, 16, p, o)
-    assert from_samples.mean_work == pytest.approx(float(request_work(step, p, o).mean()), rel=1e-12)
+    assert from_samples.mean_work == pytest.approx(
+        float(request_work(step, p, o).mean()), rel=1e-12
+    )
     # w for one request by hand: P=10, O=4 -> c1*10 + c2*3 + c3*(10 + 11 + 12)
-    assert request_work(step, np.array([10]), np.array([4]))[0] == pytest.approx(2e-4 + 1.5e-4 + 33e-7)
+    assert request_work(step, np.array([10]), np.array([4]))[0] == pytest.approx(
+        2e-4 + 1.5e-4 + 33e-7
+    )
 
 
-@pytest.mark.parametrize("make", [
-    lambda: MM1(5.0, 5.0),
-    lambda: MD1(5.0, 0.2),
-    lambda: MG1(1.0, 1.0, 2.0),
-    lambda: MG1(1.0, 0.5, 0.1),  # second moment below mean^2
-    lambda: BulkService(4.0, 1.0, 2, 4),  # rho = 1
-    lambda: BulkService(1.0, 1.0, 3, 2),  # b < a
-    lambda: BulkService(-1.0, 1.0, 1, 2),
-    lambda: GeneralBulkPolicy(0, 2),
-    lambda: GeneralBulkPolicy(3, 2),
-    lambda: bus_fill_wait(0, 1.0),
-    lambda: ContinuousCapacity(ExponentialStepTime(0.1), 4, 10, 10),
-    lambda: ContinuousCapacity(ConstantStepTime(0.1), 4, 10, 0.5),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MM1(5.0, 5.0),
+        lambda: MD1(5.0, 0.2),
+        lambda: MG1(1.0, 1.0, 2.0),
+        lambda: MG1(1.0, 0.5, 0.1),  # second moment below mean^2
+        lambda: BulkService(4.0, 1.0, 2, 4),  # rho = 1
+        lambda: BulkService(1.0, 1.0, 3, 2),  # b < a
+        lambda: BulkService(-1.0, 1.0, 1, 2),
+        lambda: GeneralBulkPolicy(0, 2),
+        lambda: GeneralBulkPolicy(3, 2),
+        lambda: bus_fill_wait(0, 1.0),
+        lambda: ContinuousCapacity(ExponentialStepTime(0.1), 4, 10, 10),
+        lambda: ContinuousCapacity(ConstantStepTime(0.1), 4, 10, 0.5),
+    ],
+)
 def test_bad_inputs_raise_config_error(make):
     with pytest.raises(ConfigError):
         make()
@@ -233,14 +245,20 @@ def test_static_bus_fill_at_low_load():
     # Spread over 16 seeds at 20k: sd 0.8 %. Tolerance 3 %.
     res = poisson_run(Static(8), 10.0, ConstantStepTime(0.001), 20_000)
     assert mean_queue_wait(res) == pytest.approx(bus_fill_wait(8, 10.0), rel=0.03)
-    assert summarize(res)["mean_batch_size"] == pytest.approx(8, rel=1e-3)  # only the last bus is partial
+    assert summarize(res)["mean_batch_size"] == pytest.approx(
+        8, rel=1e-3
+    )  # only the last bus is partial
 
 
-@pytest.mark.parametrize("policy, a, b", [
-    (Static(4), 4, 4),  # the bus that waits for N is M/M^(N,N)/1
-    (Dynamic(4, 0.0), 1, 4),  # a dynamic batcher that never waits is M/M^(1,b)/1
-    (GeneralBulkPolicy(2, 5), 2, 5),  # Neuts' rule in general
-], ids=["static", "dynamic", "general"])
+@pytest.mark.parametrize(
+    "policy, a, b",
+    [
+        (Static(4), 4, 4),  # the bus that waits for N is M/M^(N,N)/1
+        (Dynamic(4, 0.0), 1, 4),  # a dynamic batcher that never waits is M/M^(1,b)/1
+        (GeneralBulkPolicy(2, 5), 2, 5),  # Neuts' rule in general
+    ],
+    ids=["static", "dynamic", "general"],
+)
 def test_bulk_service(policy, a, b):
     # One prefill step per batch (1 token) with exponential step times: exponential batch
     # service whatever the batch size. lambda = 2, mu = 1. Spread over 16 seeds at 20k:
@@ -257,10 +275,14 @@ def test_continuous_capacity_is_the_saturation_throughput():
     step = LinearStepTime(0.01, 2e-5, 5e-5, 1e-7)
     for max_seqs, output in ((16, Uniform(5, 100)), (8, Fixed(50))):
         probe = make_workload(Poisson(1.0), Uniform(16, 128), output, n=4000, seed=SEED)
-        cap = ContinuousCapacity.from_samples(step, max_seqs, probe.prompt_tokens, probe.output_tokens)
+        cap = ContinuousCapacity.from_samples(
+            step, max_seqs, probe.prompt_tokens, probe.output_tokens
+        )
 
         def run(load, cap=cap, output=output, max_seqs=max_seqs):
-            wl = make_workload(Poisson(load * cap.max_rate), Uniform(16, 128), output, n=4000, seed=SEED)
+            wl = make_workload(
+                Poisson(load * cap.max_rate), Uniform(16, 128), output, n=4000, seed=SEED
+            )
             return simulate(wl, Continuous(max_seqs=max_seqs, max_batched_tokens=2048), step)
 
         over = run(2.0)
@@ -269,12 +291,12 @@ def test_continuous_capacity_is_the_saturation_throughput():
         assert saturated_throughput(over) == pytest.approx(cap.max_rate, rel=0.02)
         under = run(0.8)
         assert saturated_throughput(under) == pytest.approx(0.8 * cap.max_rate, rel=0.06)
-        w_under = (under.records.start - under.records.arrival)
-        w_over = (over.records.start - over.records.arrival)
+        w_under = under.records.start - under.records.arrival
+        w_over = over.records.start - over.records.arrival
         q = len(w_under) // 4
         assert w_under[-q:].mean() < 20 * step.c0  # bounded: a few steps
         # Fluid limit: the backlog grows at lambda - mu*, so a request arriving at t waits
         # (lambda / mu* - 1) t, here t itself. Fitted over the second half of arrivals.
         a = over.records.arrival
-        slope = np.polyfit(a[len(a) // 2:], w_over[len(a) // 2:], 1)[0]
+        slope = np.polyfit(a[len(a) // 2 :], w_over[len(a) // 2 :], 1)[0]
         assert slope == pytest.approx(2.0 - 1.0, rel=0.05)

@@ -24,8 +24,11 @@ from batchsim.machine.roofline import DEFAULT_COMPUTE_EFF, DEFAULT_MEMORY_EFF, D
 
 TARGET = {"throughput": 0.15, "TPOT": 0.15, "TTFT": 0.25}
 #: The roofline's own knobs, without a preset (what ``batchsim run`` uses without --engine-profile).
-DEFAULTS = {"compute_eff": DEFAULT_COMPUTE_EFF, "memory_eff": DEFAULT_MEMORY_EFF,
-            "overhead": DEFAULT_OVERHEAD}
+DEFAULTS = {
+    "compute_eff": DEFAULT_COMPUTE_EFF,
+    "memory_eff": DEFAULT_MEMORY_EFF,
+    "overhead": DEFAULT_OVERHEAD,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +41,22 @@ def test_every_point_names_its_source_hardware_engine_precision_lengths_and_conc
     assert len(pts) >= 40 and {p.engine for p in pts} == set(ENGINE_NAMES)
     for p in pts:
         assert p.source and p.engine_version and p.hardware and p.checkpoint
-        assert p.weights in ("bf16", "fp16", "fp8", "int4") and p.kv_dtype in ("bf16", "fp16", "fp8")
+        assert p.weights in ("bf16", "fp16", "fp8", "int4") and p.kv_dtype in (
+            "bf16",
+            "fp16",
+            "fp8",
+        )
         assert p.prompt > 0 and p.output > 0 and p.concurrency and p.requests > 0
     for name in ENGINE_NAMES:
         assert engine_profile(name).source and engine_profile(name).fitted_on
 
 
 def test_each_point_is_within_its_tolerance(rows):
-    out = [f"{r['id']}: {r['predicted']:.4g} against {r['measured']:.4g} published ({r['error']:+.1%})"
-           for r in rows if abs(r["error"]) > r["tolerance"]]
+    out = [
+        f"{r['id']}: {r['predicted']:.4g} against {r['measured']:.4g} published ({r['error']:+.1%})"
+        for r in rows
+        if abs(r["error"]) > r["tolerance"]
+    ]
     assert not out, "\n".join(out)
 
 
@@ -68,7 +78,9 @@ def test_the_presets_matter(rows):
 @pytest.mark.parametrize("k", V.kv_points(), ids=lambda k: k["id"])
 def test_kv_budget_within_5_percent_of_vllms_log(k):
     got = V.kv_predict(k)
-    assert abs(got / k["kv_tokens"] - 1) <= k["tolerance"], f"{got:,} tokens against {k['kv_tokens']:,} ({k['source']})"
+    assert abs(got / k["kv_tokens"] - 1) <= k["tolerance"], (
+        f"{got:,} tokens against {k['kv_tokens']:,} ({k['source']})"
+    )
 
 
 def test_a_workload_is_the_points_own_run_request_by_request():
@@ -129,8 +141,11 @@ def test_the_vllm_preset_is_its_fits_minimum():
 
 def test_the_fitted_preset_beats_the_defaults_on_vllms_points(rows):
     # The defaults are 28-42 % fast on the runs of 160-320 requests at once (issue 39): not the fit.
-    busy = [p for p in V.points() if p.engine == "vllm" and p.workload and p.requests >= 160
-            and p.family == "throughput"]
+    busy = [
+        p
+        for p in V.points()
+        if p.engine == "vllm" and p.workload and p.requests >= 160 and p.family == "throughput"
+    ]
     fitted = {r["id"]: r["error"] for r in rows}
     before = np.array([V.predict(p, knobs=DEFAULTS) / p.value - 1 for p in busy])
     after = np.array([fitted[p.id] for p in busy])

@@ -31,8 +31,11 @@ MAX_SEQS, BUDGET, BLOCK, KV = 8, 128, 32, 1536
 
 # vLLM's import and start-up raise deprecation and future warnings from inside vLLM and torch
 # (torch.jit, torch.distributed): not ours to fix; everything else is still an error.
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.filterwarnings("ignore::FutureWarning"),
-              pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,9 @@ def lm():
 def server(models, lm):
     path = save_model("tiny-gpt2")
     assert (path / "config.json").is_file() and path.parent == models
-    knobs = knobs_for(Continuous(MAX_SEQS, BUDGET, BLOCK), path, lm.n_positions, kv_budget_tokens=KV)
+    knobs = knobs_for(
+        Continuous(MAX_SEQS, BUDGET, BLOCK), path, lm.n_positions, kv_budget_tokens=KV
+    )
     srv = VLLMServer(knobs, lm.kv_bytes_per_token)
     yield srv
     srv.close()
@@ -78,7 +83,9 @@ def test_every_request_is_served_once_with_its_tokens(served, poisson):
     outs = served.meta["outputs"]
     assert [len(outs[i]) for i in range(len(poisson))] == poisson.output_tokens.tolist()
     s = summarize(served)
-    assert s["completed"] == len(poisson) and s["total_output_tokens"] == int(poisson.output_tokens.sum())
+    assert s["completed"] == len(poisson) and s["total_output_tokens"] == int(
+        poisson.output_tokens.sum()
+    )
 
 
 def test_timestamps_are_monotone(served):
@@ -96,7 +103,9 @@ def test_vllms_steps_are_logged_within_its_knobs(served, poisson):
     assert len(st["start"]) == served.meta["vllm_steps"] > int(poisson.output_tokens.max())
     assert (np.diff(st["start"]) >= -1e-9).all() and (st["duration"] > 0).all()
     assert (st["batch_size"] <= MAX_SEQS).all()
-    assert (st["prompt_tokens"] + st["decode_rows"] <= BUDGET).all()  # vLLM counts decodes in its budget
+    assert (
+        st["prompt_tokens"] + st["decode_rows"] <= BUDGET
+    ).all()  # vLLM counts decodes in its budget
     assert int(st["prompt_tokens"].sum()) >= int(poisson.prompt_tokens.sum())
     assert 0 < summarize(served)["busy_fraction"] < 1
 
@@ -110,12 +119,19 @@ def test_greedy_tokens_agree_with_our_engine(served, lm, poisson):
     # Two sets of fp32 kernels: a near-tie in tiny-gpt2's flat logits may break either way, and
     # from there the sequences part; so the check is on the share of tokens agreed before parting.
     assert all(mine[i][0] == theirs[i][0] for i in range(n))
-    agreed = sum(next((k for k, (a, b) in enumerate(zip(mine[i], theirs[i])) if a != b), len(mine[i])) for i in range(n))
-    assert agreed >= 0.6 * int(poisson.output_tokens.sum()), f"{agreed} tokens agreed before the sequences parted"
+    agreed = sum(
+        next((k for k, (a, b) in enumerate(zip(mine[i], theirs[i])) if a != b), len(mine[i]))
+        for i in range(n)
+    )
+    assert agreed >= 0.6 * int(poisson.output_tokens.sum()), (
+        f"{agreed} tokens agreed before the sequences parted"
+    )
 
 
 def test_a_request_past_the_context_is_rejected_with_batchsims_reason(server, lm):
-    wl = Workload.from_arrays(np.array([0.0, 0.0]), np.array([1000, 10]), np.array([100, 5]), "one too long")
+    wl = Workload.from_arrays(
+        np.array([0.0, 0.0]), np.array([1000, 10]), np.array([100, 5]), "one too long"
+    )
     res = _serve(server, lm, wl)
     assert "exceeds the model's context of 1024 positions" in res.records.rejected[0]
     assert res.records.completed_mask.tolist() == [False, True]
@@ -155,15 +171,40 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     path = prof.write(tmp_path / "cal.json")
     back = load_step_time(path)
     assert back.plan == "fused" and np.allclose(back.decode.z, m.decode.z)
-    assert np.allclose(back.spread.decode.q, q, atol=1e-4) and back.spread.lag1 == pytest.approx(m.spread.lag1, abs=1e-4)
+    assert np.allclose(back.spread.decode.q, q, atol=1e-4) and back.spread.lag1 == pytest.approx(
+        m.spread.lag1, abs=1e-4
+    )
     assert json.loads(path.read_text())["engine"] == "vllm"
 
 
 def test_compare_engine_vllm_predicts_and_decomposes(models, tmp_path, capsys):
-    code = main(["compare", "--engine", "vllm", "--requests", "12", "--rate", "20", "--prompt-len", "uniform:8,48",
-                 "--output-len", "uniform:4,24", "--grid", "quick", "--seeds", "3", "--repeats", "2", "--busy", "0.6",
-                 "--json", "--no-plots",
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "compare",
+            "--engine",
+            "vllm",
+            "--requests",
+            "12",
+            "--rate",
+            "20",
+            "--prompt-len",
+            "uniform:8,48",
+            "--output-len",
+            "uniform:4,24",
+            "--grid",
+            "quick",
+            "--seeds",
+            "3",
+            "--repeats",
+            "2",
+            "--busy",
+            "0.6",
+            "--json",
+            "--no-plots",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     obj = json.loads(out)
@@ -175,12 +216,18 @@ def test_compare_engine_vllm_predicts_and_decomposes(models, tmp_path, capsys):
     for k in ("p50_e2e", "p99_e2e", "p50_ttft"):
         lo, hi = run["predicted_band"][k]
         assert lo <= run["predicted"][k] <= hi and lo < hi
-        assert run["verdicts"][k] in ("agrees", "disagrees", "cannot tell") and run["in_band"][k] in (True, False)
+        assert run["verdicts"][k] in ("agrees", "disagrees", "cannot tell") and run["in_band"][
+            k
+        ] in (True, False)
         assert run["repeat_spread_pct"][k] is not None
     # A canary of vLLM's own steps before and after each run, and the session's level from them.
-    assert len(run["canary"]) == 2 and all(x is not None and x["decode"] > 0 for pair in run["canary"] for x in pair)
+    assert len(run["canary"]) == 2 and all(
+        x is not None and x["decode"] > 0 for pair in run["canary"] for x in pair
+    )
     notes = "\n".join(obj["notes"])
-    assert "machine level over the runs (4 canaries)" in notes and "--busy 0.6: continuous at" in notes
+    assert (
+        "machine level over the runs (4 canaries)" in notes and "--busy 0.6: continuous at" in notes
+    )
     for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot"):
         assert run["error_pct"][k] is not None and np.isfinite(run["error_pct"][k])
         assert run["predicted"][k] > 0 and run["measured"][k] > 0

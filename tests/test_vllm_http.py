@@ -43,8 +43,11 @@ from realrun.reference.vllm.tokenizer import save_served_model  # noqa: E402
 # 16 output tokens. tiny-gpt2 on one thread serves it at roughly a third of its capacity.
 RATE, N, PROMPT, OUTPUT = 4.0, 40, 32, 16
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.filterwarnings("ignore::FutureWarning"),
-              pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,9 @@ def folder(tmp_path_factory):
 
 
 def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=600) as r:  # a watchdog against a hang only
         return json.loads(r.read())
 
@@ -64,17 +69,32 @@ def test_the_saved_tokenizer_reads_and_writes_text_as_byte_tokenizer_does(folder
     hf, ours = AutoTokenizer.from_pretrained(folder), ByteTokenizer()
     rng = np.random.default_rng(0)
     # ASCII, Latin-1, CJK, emoji, controls, and the specials' names as plain text.
-    points = np.concatenate([np.arange(0, 128), np.arange(160, 256), np.arange(0x4E00, 0x4E40), np.arange(0x1F600, 0x1F620)])
+    points = np.concatenate(
+        [
+            np.arange(0, 128),
+            np.arange(160, 256),
+            np.arange(0x4E00, 0x4E40),
+            np.arange(0x1F600, 0x1F620),
+        ]
+    )
     texts = ["", "hello", " two  spaces", "<|endoftext|><|bos|><|pad|>", "héllo wörld ✓\n\t"]
-    texts += ["".join(map(chr, rng.choice(points, size=int(rng.integers(1, 60))))) for _ in range(200)]
+    texts += [
+        "".join(map(chr, rng.choice(points, size=int(rng.integers(1, 60))))) for _ in range(200)
+    ]
     for t in texts:
         ids = hf.encode(t, add_special_tokens=False)
         assert ids == ours.encode(t), t
         assert hf.decode(ids) == t
-    for _ in range(200):  # any bytes, broken UTF-8 included, decode with the same replacement characters
+    for _ in range(
+        200
+    ):  # any bytes, broken UTF-8 included, decode with the same replacement characters
         ids = rng.integers(0, 256, size=int(rng.integers(1, 40))).tolist()
         assert hf.decode(ids) == ours.decode(ids), ids
-    assert (hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (ours.bos_token_id, ours.eos_token_id, ours.pad_token_id)
+    assert (hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (
+        ours.bos_token_id,
+        ours.eos_token_id,
+        ours.pad_token_id,
+    )
     assert hf.vocab_size == 256 and len(hf) == ours.vocab_size == 259
     assert hf.decode([104, 257, 105], skip_special_tokens=True) == "hi"
 
@@ -89,19 +109,55 @@ class TestVLLMBenchOnOurServer:
     @pytest.fixture(scope="class")
     def ours(self, tmp_path_factory):
         with served("--threads", "1", tmp=tmp_path_factory.mktemp("ours")) as srv:
-            srv.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4})  # the first pass pays one-off costs
+            srv.post(
+                "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4}
+            )  # the first pass pays one-off costs
             yield srv
 
     @pytest.fixture(scope="class")
     def bench(self, ours, folder, tmp_path_factory):
         out = tmp_path_factory.mktemp("bench")
-        cmd = [sys.executable, "-m", "realrun.reference.vllm.bench", "serve", "--base-url", ours.url, "--model", str(folder),
-               "--served-model-name", "tiny-gpt2", "--dataset-name", "random", "--random-input-len", str(PROMPT),
-               "--random-output-len", str(OUTPUT), "--num-prompts", str(N), "--request-rate", str(RATE),
-               "--seed", "1", "--temperature", "0", "--disable-tqdm", "--save-result", "--save-detailed",
-               "--result-dir", str(out), "--result-filename", "bench.json"]
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                           env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+        cmd = [
+            sys.executable,
+            "-m",
+            "realrun.reference.vllm.bench",
+            "serve",
+            "--base-url",
+            ours.url,
+            "--model",
+            str(folder),
+            "--served-model-name",
+            "tiny-gpt2",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(PROMPT),
+            "--random-output-len",
+            str(OUTPUT),
+            "--num-prompts",
+            str(N),
+            "--request-rate",
+            str(RATE),
+            "--seed",
+            "1",
+            "--temperature",
+            "0",
+            "--disable-tqdm",
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            str(out),
+            "--result-filename",
+            "bench.json",
+        ]
+        p = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
+        )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         return json.loads((out / "bench.json").read_text()), p.stdout
 
@@ -114,8 +170,12 @@ class TestVLLMBenchOnOurServer:
         # vllm bench sets for its random dataset), and the prompt it sent, a few tokens either side of
         # 32 (it decodes random ids to text and re-encodes; broken UTF-8 comes back as more bytes).
         assert result["output_lens"] == [OUTPUT] * N and result["total_output_tokens"] == N * OUTPUT
-        assert all(PROMPT - 4 <= n <= PROMPT + 8 for n in result["input_lens"]), result["input_lens"]
-        assert all(len(itl) == OUTPUT - 1 for itl in result["itls"])  # our server streams one token a chunk
+        assert all(PROMPT - 4 <= n <= PROMPT + 8 for n in result["input_lens"]), result[
+            "input_lens"
+        ]
+        assert all(
+            len(itl) == OUTPUT - 1 for itl in result["itls"]
+        )  # our server streams one token a chunk
         assert ours.proc.poll() is None
 
     def test_the_two_load_generators_agree_on_our_servers_ttft(self, bench, ours, tmp_path):
@@ -131,16 +191,35 @@ class TestVLLMBenchOnOurServer:
         at ~8 ms) or counted the client's own lag, or seconds read as milliseconds.
         """
         path = tmp_path / "load.json"
-        rc = realrun_main(["load", "--url", ours.url, "--rate", str(RATE), "--requests", str(N), "--prompt-len", str(PROMPT),
-                           "--output-len", str(OUTPUT), "--seed", "1", "--json", str(path)])
+        rc = realrun_main(
+            [
+                "load",
+                "--url",
+                ours.url,
+                "--rate",
+                str(RATE),
+                "--requests",
+                str(N),
+                "--prompt-len",
+                str(PROMPT),
+                "--output-len",
+                str(OUTPUT),
+                "--seed",
+                "1",
+                "--json",
+                str(path),
+            ]
+        )
         assert rc == 0
         mine, theirs = json.loads(path.read_text()), bench[0]
         assert mine["completed"] == N and mine["output_lens"] == [OUTPUT] * N
         a, b = (np.array(d["ttfts"], dtype=float) for d in (theirs, mine))
         iqr = max(float(np.subtract(*np.percentile(x, [75, 25]))) for x in (a, b))
         gap = abs(float(np.median(a) - np.median(b)))
-        assert gap <= iqr, (f"median TTFT vllm bench {np.median(a) * 1e3:.1f} ms, realrun load {np.median(b) * 1e3:.1f} ms: "
-                            f"{gap * 1e3:.1f} ms apart, tolerance (the larger IQR) {iqr * 1e3:.1f} ms")
+        assert gap <= iqr, (
+            f"median TTFT vllm bench {np.median(a) * 1e3:.1f} ms, realrun load {np.median(b) * 1e3:.1f} ms: "
+            f"{gap * 1e3:.1f} ms apart, tolerance (the larger IQR) {iqr * 1e3:.1f} ms"
+        )
         # Both report the figure under vLLM's name, and it is the median of their own list.
         for d, x in ((theirs, a), (mine, b)):
             assert d["median_ttft_ms"] == pytest.approx(np.median(x) * 1e3, rel=1e-6)
@@ -154,7 +233,10 @@ class TestRealrunLoadOnVLLMServe:
 
     def test_vllm_serve_reads_text_with_our_tokenizer(self, vllm):
         text = "a<|endoftext|>é ✓"
-        got = _post(vllm.url + "/tokenize", {"model": "tiny-gpt2", "prompt": text, "add_special_tokens": False})
+        got = _post(
+            vllm.url + "/tokenize",
+            {"model": "tiny-gpt2", "prompt": text, "add_special_tokens": False},
+        )
         assert got["tokens"] == ByteTokenizer().encode(text)
 
     def test_realrun_load_completes_every_request_on_vllm_serve(self, vllm):
@@ -162,8 +244,12 @@ class TestRealrunLoadOnVLLMServe:
         report = run_load(LoadConfig(url=vllm.url), wl)
         assert report.model == "tiny-gpt2" and not report.interrupted
         assert [r.id for r in report.results] == list(range(len(wl)))
-        assert all(r.success for r in report.results), [r.error for r in report.results if not r.success]
-        for r in report.results:  # vLLM's usage: the token-id prompt as sent, exactly max_tokens out
+        assert all(r.success for r in report.results), [
+            r.error for r in report.results if not r.success
+        ]
+        for (
+            r
+        ) in report.results:  # vLLM's usage: the token-id prompt as sent, exactly max_tokens out
             assert r.output_tokens == r.max_tokens == int(wl.output_tokens[r.id])
             assert r.prompt_len == int(wl.prompt_tokens[r.id])
             assert 0 < r.ttft <= r.latency and len(r.itl) <= r.output_tokens - 1

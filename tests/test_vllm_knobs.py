@@ -20,17 +20,33 @@ from realrun.reference.vllm.knobs import VLLMKnobs, knobs_for  # noqa: E402
 
 
 def test_every_knob_maps_to_its_vllm_argument():
-    k = knobs_for(Continuous(max_seqs=12, max_batched_tokens=333, block_size=64, chunked_prefill=False), "/m", 256,
-                  kv_budget_tokens=1000, dtype="fp32")
+    k = knobs_for(
+        Continuous(max_seqs=12, max_batched_tokens=333, block_size=64, chunked_prefill=False),
+        "/m",
+        256,
+        kv_budget_tokens=1000,
+        dtype="fp32",
+    )
     a = k.engine_args()
     assert a["max_num_seqs"] == 12 and a["max_num_batched_tokens"] == 333 and a["block_size"] == 64
     assert a["enable_chunked_prefill"] is False
     assert a["num_gpu_blocks_override"] == 1000 // 64 == 15  # whole blocks of the budget
-    assert a["enable_prefix_caching"] is False and a["max_model_len"] == 256 and a["dtype"] == "float32"
+    assert (
+        a["enable_prefix_caching"] is False
+        and a["max_model_len"] == 256
+        and a["dtype"] == "float32"
+    )
     assert a["skip_tokenizer_init"] is True and a["model"] == "/m"
     text = "\n".join(k.mapping())
-    for words in ("max_num_seqs=12", "max_num_batched_tokens=333", "block_size=64", "enable_chunked_prefill=False",
-                  "num_gpu_blocks_override=15", "enable_prefix_caching=False", "max_model_len=256"):
+    for words in (
+        "max_num_seqs=12",
+        "max_num_batched_tokens=333",
+        "block_size=64",
+        "enable_chunked_prefill=False",
+        "num_gpu_blocks_override=15",
+        "enable_prefix_caching=False",
+        "max_model_len=256",
+    ):
         assert words in text
 
 
@@ -44,11 +60,16 @@ def test_knobs_refuse_what_vllm_would_refuse():
     with pytest.raises(ConfigError, match="block-size must be a multiple of 32 .* got 16"):
         VLLMKnobs("/m", 1024, block_size=16)
     VLLMKnobs("/m", 1024, block_size=16, device="cuda")  # GPU kernels take 16
-    with pytest.raises(ConfigError, match=r"kv-budget-tokens must hold one request of the model's whole context "
-                                          r"for vLLM \(at least 1,056 tokens .* got 1024"):
+    with pytest.raises(
+        ConfigError,
+        match=r"kv-budget-tokens must hold one request of the model's whole context "
+        r"for vLLM \(at least 1,056 tokens .* got 1024",
+    ):
         VLLMKnobs("/m", 1024, kv_budget_tokens=1024)
     assert VLLMKnobs("/m", 1024, kv_budget_tokens=1056).num_blocks == 33
-    with pytest.raises(ConfigError, match="max-batched-tokens must be at least the model's context"):
+    with pytest.raises(
+        ConfigError, match="max-batched-tokens must be at least the model's context"
+    ):
         VLLMKnobs("/m", 1024, max_num_batched_tokens=512, enable_chunked_prefill=False)
     with pytest.raises(ConfigError, match="policy must be continuous, got static"):
         knobs_for(Static(4), "/m", 1024)
@@ -67,8 +88,13 @@ def _one_line_exit_2(argv, capsys, *expect):
 
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_engine_vllm_with_policy_static_is_one_line(command, capsys):
-    _one_line_exit_2([command, "--engine", "vllm", "--policy", "static"], capsys, "engine vllm", "policy must be continuous",
-                     "static")
+    _one_line_exit_2(
+        [command, "--engine", "vllm", "--policy", "static"],
+        capsys,
+        "engine vllm",
+        "policy must be continuous",
+        "static",
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "compare"])
@@ -80,8 +106,12 @@ def test_vllm_not_installed_names_the_extra(command, capsys, monkeypatch):
 
 def test_block_size_not_a_multiple_of_32_on_the_cpu(capsys, monkeypatch):
     monkeypatch.setattr(server_mod, "has_vllm", lambda: True)
-    _one_line_exit_2(["run", "--engine", "vllm", "--device", "cpu", "--block-size", "16"], capsys,
-                     "block-size must be a multiple of 32", "got 16")
+    _one_line_exit_2(
+        ["run", "--engine", "vllm", "--device", "cpu", "--block-size", "16"],
+        capsys,
+        "block-size must be a multiple of 32",
+        "got 16",
+    )
 
 
 def test_a_model_vllm_cannot_load_is_one_line():

@@ -45,7 +45,9 @@ def test_make_policy_offers_the_flavour_by_name():
     p = make_policy("continuous", max_seqs=4, scheduler="vllm-v1")
     assert isinstance(p, VLLMV1) and p.name == "continuous" and 'scheduler="vllm-v1"' in repr(p)
     assert type(make_policy("continuous")) is Continuous
-    with pytest.raises(ConfigError, match="scheduler must be one of batchsim, vllm-v1, got 'vllm-v0'"):
+    with pytest.raises(
+        ConfigError, match="scheduler must be one of batchsim, vllm-v1, got 'vllm-v0'"
+    ):
         make_policy("continuous", scheduler="vllm-v0")
     assert VLLMV1().watermark == 0.0  # vLLM 0.32's default
 
@@ -53,7 +55,10 @@ def test_make_policy_offers_the_flavour_by_name():
 def test_decode_tokens_spend_the_budget():
     # 6 rows decoding and a budget of 10 tokens: a 20-token prompt gets 4 of them (batchsim's own: 10).
     reqs = [Request(i, 0.0, 1, 50) for i in range(6)] + [Request(6, 0.0, 20, 5)]
-    for make, chunk in ((lambda: VLLMV1(8, 10, 4, async_scheduling=False), 4), (lambda: Continuous(8, 10, 4), 10)):
+    for make, chunk in (
+        (lambda: VLLMV1(8, 10, 4, async_scheduling=False), 4),
+        (lambda: Continuous(8, 10, 4), 10),
+    ):
         pol = make()
         pol.start(None)
         for r in reqs[:6]:

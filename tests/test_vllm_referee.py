@@ -25,8 +25,11 @@ from realrun.reference.vllm.referee_table import markdown, textbook_table  # noq
 from realrun.reference.vllm.referee_workloads import CONFIGURATIONS, random_workload  # noqa: E402
 
 # vLLM's import raises deprecation and future warnings from inside vLLM and torch: not ours to fix.
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.filterwarnings("ignore::FutureWarning"),
-              pytest.mark.filterwarnings("ignore::ResourceWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
 
 #: Workloads per configuration: 12 configurations x 17 = 204 workloads of 1 to 200 requests.
 WORKLOADS = 17
@@ -68,7 +71,9 @@ def test_vllm_preempts_requests_whose_last_token_is_in_flight_only_with_async_sc
     # running request, one whose last token is in flight; it finishes when the token lands and never
     # runs again, so the referee reports it apart and batchsim lists no such preemption.
     late = {r.name: r.last_token_preemptions for r in rows}
-    assert all(r.batchsim_last_token_preemptions == r.last_token_preemptions for r in rows)  # the policy saw them
+    assert all(
+        r.batchsim_last_token_preemptions == r.last_token_preemptions for r in rows
+    )  # the policy saw them
     assert late["KV forces preemption, async"] > 0 and late["chunked prefill off, async"] > 0
     assert all(n == 0 for name, n in late.items() if name.endswith("sync") and "async" not in name)
 
@@ -80,7 +85,10 @@ def test_the_referee_catches_a_scheduler_that_differs(monkeypatch):
     assert referee(reqs, cfg).agrees
     v = referee(reqs, cfg, policy="continuous")
     assert not v.agrees and v.first.step == 2 and v.first.fields == ("tokens",)
-    assert dict(v.first.vllm.tokens) == {0: 1, 1: 15} and dict(v.first.batchsim.tokens) == {0: 1, 1: 16}
+    assert dict(v.first.vllm.tokens) == {0: 1, 1: 15} and dict(v.first.batchsim.tokens) == {
+        0: 1,
+        1: 16,
+    }
     assert "step 2 differs in tokens" in v.report()
     # batchsim's vllm-v1 told the wrong engine loop (async scheduling off) against vLLM's (on).
     on = RefereeConfig(max_seqs=8, max_batched_tokens=16, async_scheduling=True)
@@ -88,7 +96,9 @@ def test_the_referee_catches_a_scheduler_that_differs(monkeypatch):
     from realrun.reference.vllm import referee_policy
 
     real = referee_policy.make_referee_policy
-    monkeypatch.setattr(referee_policy, "make_referee_policy", lambda config, policy: real(cfg, policy))
+    monkeypatch.setattr(
+        referee_policy, "make_referee_policy", lambda config, policy: real(cfg, policy)
+    )
     assert not any(referee(random_workload(s, on, 40), on).agrees for s in range(3))
 
 
@@ -116,16 +126,24 @@ def test_kv_blocks_in_use_match_with_a_budget_that_forces_preemption():
     cfg = CONFIGURATIONS["KV forces preemption, async"]
     v = referee(random_workload(3, cfg, 120), cfg)
     assert v.agrees, v.report()
-    assert max(s.kv_blocks for s in v.vllm) == cfg.kv_blocks  # the budget binds, and is never passed
+    assert (
+        max(s.kv_blocks for s in v.vllm) == cfg.kv_blocks
+    )  # the budget binds, and is never passed
     assert any(s.preempted for s in v.vllm)
 
 
-@pytest.mark.parametrize("knobs, match", [
-    ({"max_seqs": 0}, "max_seqs must be an integer >= 1, got 0"),
-    ({"kv_blocks": 0}, "kv_blocks must be an integer >= 1, got 0"),
-    ({"async_scheduling": "no"}, "async_scheduling must be true or false, got 'no'"),
-    ({"chunked_prefill": False, "max_batched_tokens": 64}, "max_batched_tokens must be >= context_len"),
-])
+@pytest.mark.parametrize(
+    "knobs, match",
+    [
+        ({"max_seqs": 0}, "max_seqs must be an integer >= 1, got 0"),
+        ({"kv_blocks": 0}, "kv_blocks must be an integer >= 1, got 0"),
+        ({"async_scheduling": "no"}, "async_scheduling must be true or false, got 'no'"),
+        (
+            {"chunked_prefill": False, "max_batched_tokens": 64},
+            "max_batched_tokens must be >= context_len",
+        ),
+    ],
+)
 def test_bad_configurations_are_one_line(knobs, match):
     with pytest.raises(ConfigError, match=match):
         RefereeConfig(**knobs)
@@ -158,9 +176,18 @@ def test_the_textbook_policy_differs_from_vllm_where_and_why_the_table_says():
     for name, tally in table.items():
         assert sum(tally.values()) == 3 and not tally["other"], (name, tally)
         if name.endswith("async"):
-            assert tally["async"] > 0, (name, tally)  # a newcomer waits a step in vLLM, never in the textbook
+            assert tally["async"] > 0, (
+                name,
+                tally,
+            )  # a newcomer waits a step in vLLM, never in the textbook
     # Where neither the budget nor async scheduling decides anything, the textbook is vLLM, step for step.
     assert table["KV binds alone, sync"]["same"] == 3
-    assert table["roomy, sync"]["budget"] == 3 and table["max_batched_tokens binds, sync"]["budget"] == 3
+    assert (
+        table["roomy, sync"]["budget"] == 3
+        and table["max_batched_tokens binds, sync"]["budget"] == 3
+    )
     text = markdown(table)
-    assert text.startswith("| configuration | same | budget | async |") and "decodes spend vLLM's token budget" in text
+    assert (
+        text.startswith("| configuration | same | budget | async |")
+        and "decodes spend vLLM's token budget" in text
+    )

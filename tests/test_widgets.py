@@ -48,7 +48,9 @@ def _changed(panel: widgets.LessonPanel, **values) -> tuple[dict, dict]:
 def _same_as_direct_call(panel: widgets.LessonPanel) -> None:
     summary, _ = panel.fn(**panel.fixed, **panel.values())
     assert summary["table"] == panel.result[0]["table"]
-    assert summary["table"] in panel.table.value.replace("&gt;", ">").replace("&lt;", "<").replace("&#x27;", "'")
+    assert summary["table"] in panel.table.value.replace("&gt;", ">").replace("&lt;", "<").replace(
+        "&#x27;", "'"
+    )
 
 
 def test_every_lesson_has_a_panel_whose_sliders_do_not_update_continuously():
@@ -73,7 +75,8 @@ def test_why_batch_panel_more_traffic_more_taxi_latency():
     _same_as_direct_call(panel)
     before, after = _changed(panel, price_per_hour=5.0)
     assert after["policies"]["static"]["cost_per_request"] == pytest.approx(
-        before["policies"]["static"]["cost_per_request"] * 5.0 / before["price_per_hour"])
+        before["policies"]["static"]["cost_per_request"] * 5.0 / before["price_per_hour"]
+    )
 
 
 def test_policies_panel_switches_the_timeline():
@@ -135,12 +138,19 @@ def test_fleet_panel_reaches_the_rate_where_the_one_gpu_falls_behind_and_shows_i
     assert flip["rate"] == flip["below"] + 1
     panel = widgets.fleet_ui(**SMALL["fleet"])
     slider = panel.controls["rate"]
-    assert slider.min <= flip["below"] and slider.max >= lessons.FLIP_MAX_RATE >= flip["rate"] and slider.step == 1
+    assert (
+        slider.min <= flip["below"]
+        and slider.max >= lessons.FLIP_MAX_RATE >= flip["rate"]
+        and slider.step == 1
+    )
     p99 = lambda s: [r["p99_e2e"] for r in list(s["rows"].values())[:2]]  # noqa: E731 - the fleet, the one GPU
     _, at = _changed(panel, rate=flip["rate"])
     assert p99(at) == [flip["many_p99"], flip["big_p99"]] and p99(at)[1] > 1.2 * p99(at)[0]
     _, below = _changed(panel, rate=flip["below"])
-    assert p99(below) == [flip["below_many_p99"], flip["below_big_p99"]] and p99(below)[1] <= 1.2 * p99(below)[0]
+    assert (
+        p99(below) == [flip["below_many_p99"], flip["below_big_p99"]]
+        and p99(below)[1] <= 1.2 * p99(below)[0]
+    )
 
 
 def test_roofline_panel_bigger_batch_more_tokens():
@@ -172,7 +182,10 @@ def test_real_day_panel_tighter_slo_fewer_requests_within_it():
 def test_prefill_stall_panel_chunks_shorten_the_stall():
     panel = widgets.prefill_stall_ui(**SMALL["prefill_stall"])
     before, after = _changed(panel, chunk_tokens=2048)
-    assert after["modes"]["chunks of 2048"]["worst_gap_ms"] > before["modes"]["chunks of 512"]["worst_gap_ms"]
+    assert (
+        after["modes"]["chunks of 2048"]["worst_gap_ms"]
+        > before["modes"]["chunks of 512"]["worst_gap_ms"]
+    )
     _same_as_direct_call(panel)
 
 

@@ -69,7 +69,9 @@ def test_parse_length():
     assert parse_length("lognormal:128,96") == LogNormal(128.0, 96.0)
 
 
-@pytest.mark.parametrize("spec", ["uniform:5", "uniform:9,3", "lognormal:10,20", "0", "-3", "abc", "normal:1,2", ""])
+@pytest.mark.parametrize(
+    "spec", ["uniform:5", "uniform:9,3", "lognormal:10,20", "0", "-3", "abc", "normal:1,2", ""]
+)
 def test_parse_length_rejects(spec):
     with pytest.raises(ConfigError, match="prompt-len"):
         parse_length(spec, "prompt-len")
@@ -107,7 +109,16 @@ def test_rush_hour_rates_per_phase():
     d = RushHour(phases)
     assert d.period == 60.0
     assert d.mean_rate == pytest.approx((40 + 120 + 30) / 60)
-    assert [d.rate_at(t) for t in (0, 19.9, 20, 29.9, 30, 59.9, 60, 85)] == [2, 2, 12, 12, 1, 1, 2, 12]
+    assert [d.rate_at(t) for t in (0, 19.9, 20, 29.9, 30, 59.9, 60, 85)] == [
+        2,
+        2,
+        12,
+        12,
+        1,
+        1,
+        2,
+        12,
+    ]
     periods = 2000
     t = d.times(rng(5), duration=periods * d.period)
     phase_time = t % d.period
@@ -121,7 +132,9 @@ def test_rush_hour_rates_per_phase():
         assert abs(half - count / 2) <= 4 * math.sqrt(count / 4)
 
 
-@pytest.mark.parametrize("process", [Poisson(5.0), Gamma(5.0, 2.0), RushHour(((5.0, 1.0), (5.0, 9.0)))])
+@pytest.mark.parametrize(
+    "process", [Poisson(5.0), Gamma(5.0, 2.0), RushHour(((5.0, 1.0), (5.0, 9.0)))]
+)
 def test_duration_is_a_prefix_of_n(process):
     """The arrivals within a duration are the first arrivals of the same seed's n-request run."""
     D = 400.0
@@ -157,8 +170,19 @@ def test_parse_arrival():
             parse_arrival(bad, 3.0)
 
 
-@pytest.mark.parametrize("make", [lambda: Poisson(0.0), lambda: Poisson(-1.0), lambda: Gamma(1.0, 0.0), lambda: Constant(float("inf")),
-                                  lambda: RushHour(()), lambda: Fixed(0), lambda: Uniform(3, 2), lambda: Empirical(())])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Poisson(0.0),
+        lambda: Poisson(-1.0),
+        lambda: Gamma(1.0, 0.0),
+        lambda: Constant(float("inf")),
+        lambda: RushHour(()),
+        lambda: Fixed(0),
+        lambda: Uniform(3, 2),
+        lambda: Empirical(()),
+    ],
+)
 def test_bad_parameters(make):
     with pytest.raises(ConfigError):
         make()
@@ -171,7 +195,9 @@ def test_make_workload_by_count_and_by_duration():
     wl = make_workload(Poisson(10.0), Uniform(8, 64), Fixed(5), n=500, seed=9)
     assert len(wl) == 500 and [r.id for r in wl.requests] == list(range(500))
     assert (np.diff(wl.arrivals) >= 0).all()
-    assert ((wl.prompt_tokens >= 8) & (wl.prompt_tokens <= 64)).all() and (wl.output_tokens == 5).all()
+    assert ((wl.prompt_tokens >= 8) & (wl.prompt_tokens <= 64)).all() and (
+        wl.output_tokens == 5
+    ).all()
     wd = make_workload(Poisson(10.0), Uniform(8, 64), Fixed(5), duration=30.0, seed=9)
     assert (wd.arrivals < 30.0).all()
     assert abs(len(wd) - 300) <= 4 * math.sqrt(300)
@@ -191,26 +217,35 @@ def test_workload_validates_itself():
 
 # -- the workload's configuration: one place for every rule -----------------------------------------
 
+
 def test_workload_config_precedence_and_numpy_values():
     from batchsim.core.config import WorkloadConfig
 
-    c = WorkloadConfig.from_flags({"rate": np.float64(3.0)}, {"rate": 9.0, "requests": 50, "seed": 4})
+    c = WorkloadConfig.from_flags(
+        {"rate": np.float64(3.0)}, {"rate": 9.0, "requests": 50, "seed": 4}
+    )
     assert (c.rate, c.requests, c.seed) == (3.0, 50, 4)  # flag > scenario > package
     c = WorkloadConfig.from_flags({"duration": 10.0}, {"requests": 50})
-    assert (c.requests, c.duration) == (None, 10.0)  # a flag's extent replaces the scenario's other kind
+    assert (c.requests, c.duration) == (
+        None,
+        10.0,
+    )  # a flag's extent replaces the scenario's other kind
     wl = WorkloadConfig(rate=np.float64(2.0), requests=np.int64(7), seed=np.int64(1)).build()
     assert len(wl) == 7
 
 
-@pytest.mark.parametrize("flags, words", [
-    ({"requests": 5, "duration": 2.0}, "--requests and --duration"),
-    ({"trace": "t.csv", "rate": 3.0}, "--rate means nothing with a trace"),
-    ({"arrival": "trace:t.csv", "prompt_len": "10"}, "--prompt-len means nothing with a trace"),
-    ({"speedup": 2.0}, "--speedup replays a trace"),
-    ({"step_time": 0.1, "calibration": "c.json"}, "two step-time models"),
-    ({"kv_budget_tokens": 10, "kv_budget_bytes": "1GB"}, "two KV budgets"),
-    ({"compute_eff": 0.5, "step_time": 0.1}, "--compute-eff and --step-time"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        ({"requests": 5, "duration": 2.0}, "--requests and --duration"),
+        ({"trace": "t.csv", "rate": 3.0}, "--rate means nothing with a trace"),
+        ({"arrival": "trace:t.csv", "prompt_len": "10"}, "--prompt-len means nothing with a trace"),
+        ({"speedup": 2.0}, "--speedup replays a trace"),
+        ({"step_time": 0.1, "calibration": "c.json"}, "two step-time models"),
+        ({"kv_budget_tokens": 10, "kv_budget_bytes": "1GB"}, "two KV budgets"),
+        ({"compute_eff": 0.5, "step_time": 0.1}, "--compute-eff and --step-time"),
+    ],
+)
 def test_conflicting_flags_are_refused_naming_both(flags, words):
     from batchsim.core.flags import check_conflicts
 
@@ -222,5 +257,7 @@ def test_seed_and_extent_checks_of_make_workload():
     for bad in (-1, 1.5, "1", True):
         with pytest.raises(ConfigError, match="seed"):
             make_workload(Poisson(1.0), Fixed(1), Fixed(1), n=3, seed=bad)
-    wl = make_workload(Poisson(np.int64(2)), Fixed(np.int64(3)), Fixed(1), n=np.int64(4), seed=np.int64(0))
+    wl = make_workload(
+        Poisson(np.int64(2)), Fixed(np.int64(3)), Fixed(1), n=np.int64(4), seed=np.int64(0)
+    )
     assert len(wl) == 4 and set(wl.prompt_tokens) == {3}

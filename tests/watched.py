@@ -38,8 +38,14 @@ class Watched:
         # tests as a background job (``make test &``, ``nohup``, some CI runners) ignores SIGINT, an
         # ignored signal stays ignored across exec, and Python then installs no KeyboardInterrupt:
         # the child would run to its end and exit 0 with the signal lost.
-        self.p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  preexec_fn=_default_sigint)
+        self.p = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=_default_sigint,
+        )
         self.err = b""
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
@@ -52,11 +58,17 @@ class Watched:
         end = time.monotonic() + timeout
         while not done():
             if self.p.poll() is not None or time.monotonic() > end:
-                why = "it exited first" if self.p.poll() is not None else f"watchdog: nothing in {timeout:.0f} s (a hang?)"
+                why = (
+                    "it exited first"
+                    if self.p.poll() is not None
+                    else f"watchdog: nothing in {timeout:.0f} s (a hang?)"
+                )
                 self.p.kill()
                 self.p.wait()
                 self._close()
-                pytest.fail(f"never saw {what} ({why}); stderr: {self.err.decode(errors='replace')[-2000:]}")
+                pytest.fail(
+                    f"never saw {what} ({why}); stderr: {self.err.decode(errors='replace')[-2000:]}"
+                )
             time.sleep(0.02)
 
     def wait_for(self, phrase: str, timeout: float = WATCHDOG_S) -> None:

@@ -45,15 +45,35 @@ from .options import (
     policies_from_args,
 )
 
-__all__ = ["main", "build_parser", "OneLineParser", "add_run_args", "emit_report", "out_dir", "default_server"]
+__all__ = [
+    "main",
+    "build_parser",
+    "OneLineParser",
+    "add_run_args",
+    "emit_report",
+    "out_dir",
+    "default_server",
+]
 
 # Commands that live in modules of their own; each module has add_arguments(parser) and run(args) -> int.
 _EXTERNAL = {
     "theory": ("batchsim.cli.theory", "simulation against queueing theory, side by side"),
-    "roofline": ("batchsim.cli.roofline", "step time and tokens/s vs batch size on a GPU: why batching works"),
-    "sweep": ("batchsim.cli.sweep", "vary one knob (max_batch=1,2,4,...) and plot the throughput-latency trade-off"),
-    "plan": ("batchsim.cli.capacity", "capacity planning: the cheapest GPUs x servers x policy that meets a p99 objective"),
-    "doctor": ("batchsim.cli.doctor", "is this machine ready for class? notebooks, widgets, plotting, the trace"),
+    "roofline": (
+        "batchsim.cli.roofline",
+        "step time and tokens/s vs batch size on a GPU: why batching works",
+    ),
+    "sweep": (
+        "batchsim.cli.sweep",
+        "vary one knob (max_batch=1,2,4,...) and plot the throughput-latency trade-off",
+    ),
+    "plan": (
+        "batchsim.cli.capacity",
+        "capacity planning: the cheapest GPUs x servers x policy that meets a p99 objective",
+    ),
+    "doctor": (
+        "batchsim.cli.doctor",
+        "is this machine ready for class? notebooks, widgets, plotting, the trace",
+    ),
 }
 
 
@@ -73,8 +93,11 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     add_server_args(p)
     add_fleet_args(p)
     add_slo_args(p)
-    add_output_args(p, "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
-                       "(default: figures only, under out/SCENARIO/)")
+    add_output_args(
+        p,
+        "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
+        "(default: figures only, under out/SCENARIO/)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
     sub.add_parser("scenarios", help="list the named scenarios")
     run = sub.add_parser("run", help="run a named scenario or your own workload")
-    run.add_argument("scenario", nargs="?", default=None, help="a name from `scenarios` (default: your flags alone)")
+    run.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help="a name from `scenarios` (default: your flags alone)",
+    )
     add_run_args(run)
     cmp_ = sub.add_parser("compare", help="several policies on one identical workload")
     add_run_args(cmp_)
@@ -98,8 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
             if e.name != module:
                 raise
             continue
-        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)  # the docstring's examples, as written
+        sp = sub.add_parser(
+            name,
+            help=help_,
+            description=(mod.__doc__ or help_),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # the docstring's examples, as written
         mod.add_arguments(sp)
         sp.set_defaults(_module=mod)
     return p
@@ -137,20 +169,34 @@ def _slug(label: str) -> str:
 def _write_records(report, staging: Staging) -> list[Path]:
     paths = []
     for label, res in report.results.items():
-        paths += [staging.final(p) for p in res.records.write_csv(staging.dir, prefix=f"{_slug(label)}-")]
+        paths += [
+            staging.final(p) for p in res.records.write_csv(staging.dir, prefix=f"{_slug(label)}-")
+        ]
     return paths
 
 
 def _json(report) -> dict:
     labels = list(report.summaries)
     policies = report.config.get("policies", [])
-    runs = [{"label": k, "policy": policies[i] if i < len(policies) else k, "summary": report.summaries[k],
-             "rejections": rejections.counts(report.results[k].records.rejected)} for i, k in enumerate(labels)]
+    runs = [
+        {
+            "label": k,
+            "policy": policies[i] if i < len(policies) else k,
+            "summary": report.summaries[k],
+            "rejections": rejections.counts(report.results[k].records.rejected),
+        }
+        for i, k in enumerate(labels)
+    ]
     for r in runs:
         if r["label"] in report.replica_summaries:
             r["servers"] = report.replica_summaries[r["label"]]
-    obj = {"scenario": report.name, "config": report.config, "runs": runs, "notes": report.notes,
-           "figures": [str(f) for f in report.figures]}
+    obj = {
+        "scenario": report.name,
+        "config": report.config,
+        "runs": runs,
+        "notes": report.notes,
+        "figures": [str(f) for f in report.figures],
+    }
     if len(runs) == 1:
         obj["summary"] = runs[0]["summary"]
     return obj
@@ -174,7 +220,9 @@ def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
         if not getattr(args, "no_plots", False):
             from ..teach import plots
 
-            report.figures.extend(staging.final(p) for p in plots.figures_for_report(report, staging.dir))
+            report.figures.extend(
+                staging.final(p) for p in plots.figures_for_report(report, staging.dir)
+            )
         if as_json:
             obj = _json(report)
             obj["records"] = [str(p) for p in records]
@@ -210,7 +258,9 @@ def _run_scenario(args: argparse.Namespace) -> int:
         scenario = _CUSTOM_GPU
     if getattr(args, "summary_only", None):
         if getattr(args, "out", None):
-            raise ConfigError(f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one of them")
+            raise ConfigError(
+                f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one of them"
+            )
         args.no_plots = True  # a summary-only run keeps no per-request times to draw
     if _writes(args):
         check_out_dir(out_dir(args, scenario.name), "out")
@@ -219,11 +269,18 @@ def _run_scenario(args: argparse.Namespace) -> int:
     except Interrupted as e:
         return _interrupted(e, args, scenario.name)
     report.notes.extend(ignored_knob_notes(flags, policies_from_args(args, scenario.defaults)))
-    report.notes.extend(ignored_router_notes(flags, max((s.get("replicas", 1) for s in report.summaries.values()), default=1)))
+    report.notes.extend(
+        ignored_router_notes(
+            flags, max((s.get("replicas", 1) for s in report.summaries.values()), default=1)
+        )
+    )
     emit_report(report, args, scenario.name)
     if rejections.all_rejected(report.results):
-        print(f"batchsim: error: every request was rejected in every run, so nothing was served "
-              f"({rejections.lines(report.results)[0]})", file=sys.stderr)
+        print(
+            f"batchsim: error: every request was rejected in every run, so nothing was served "
+            f"({rejections.lines(report.results)[0]})",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
@@ -257,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as e:  # a command other than run/compare that runs scenarios
         return _interrupted(e, args, e.report.name)
     except MemoryError:
-        print("batchsim: error: out of memory: the run is larger than this machine holds; lower --requests, "
-              "--duration or --output-len", file=sys.stderr)
+        print(
+            "batchsim: error: out of memory: the run is larger than this machine holds; lower --requests, "
+            "--duration or --output-len",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("batchsim: interrupted (Ctrl-C)", file=sys.stderr)

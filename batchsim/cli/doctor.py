@@ -34,10 +34,16 @@ _FIX_CORE = "pip install -e .   (from the repository root)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trace", default=None,
-                   help="a trace file to check instead of the Azure trace that lesson 8 looks for")
-    p.add_argument("--no-widgets", action="store_true",
-                   help="skip building a slider panel (the slowest check, about a second)")
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="a trace file to check instead of the Azure trace that lesson 8 looks for",
+    )
+    p.add_argument(
+        "--no-widgets",
+        action="store_true",
+        help="skip building a slider panel (the slowest check, about a second)",
+    )
 
 
 def _version(dist: str) -> str:
@@ -119,10 +125,16 @@ def _check_voila() -> tuple[bool, str]:
 
     if not any(Path(d, "lab").is_dir() for d in jupyter_path("voila", "templates")):
         base = Path(sys.base_prefix, "share", "jupyter")
-        hint = (f"export JUPYTER_PATH={base}   (a venv made with --system-site-packages sees the system's voila "
-                f"but not its data), or pip install voila inside the venv"
-                if Path(base, "voila", "templates", "lab").is_dir() else _FIX_NOTEBOOKS)
-        return False, f"voila is installed but its page templates are not on Jupyter's data path: {hint}"
+        hint = (
+            f"export JUPYTER_PATH={base}   (a venv made with --system-site-packages sees the system's voila "
+            f"but not its data), or pip install voila inside the venv"
+            if Path(base, "voila", "templates", "lab").is_dir()
+            else _FIX_NOTEBOOKS
+        )
+        return (
+            False,
+            f"voila is installed but its page templates are not on Jupyter's data path: {hint}",
+        )
     return True, text + " (projects a notebook as a dashboard)"
 
 
@@ -148,8 +160,10 @@ def _check_trace(path: str | None) -> tuple[bool | None, str]:
             from ..traces import missing_trace_hint
 
             return None, missing_trace_hint(path)
-        return None, (f"{AZURE_TRACE} is in neither $BATCHSIM_TRACES, the cache nor the package (a wheel built "
-                      "without its data?): lesson 8 and azure-conv use a synthetic fit instead")
+        return None, (
+            f"{AZURE_TRACE} is in neither $BATCHSIM_TRACES, the cache nor the package (a wheel built "
+            "without its data?): lesson 8 and azure-conv use a synthetic fit instead"
+        )
     tr = read_trace(p)
     return True, f"{p}: {len(tr.arrival_s):,} requests over {tr.duration / 60:.0f} minutes"
 
@@ -184,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
         problems += ok is False
         print(f"  {mark} {label.ljust(width)}  {text}")
     if problems:
-        print(f"{problems} check(s) need fixing before class; the real-model side: python -m realrun doctor")
+        print(
+            f"{problems} check(s) need fixing before class; the real-model side: python -m realrun doctor"
+        )
         return 1
     print("ready for class. The real-model side (torch, a GPU): python -m realrun doctor")
     return 0

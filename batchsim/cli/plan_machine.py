@@ -25,26 +25,65 @@ from ..sim.steptime import load_step_time
 from ..teach.scenarios.capacity import Candidate, Objective, server_capacity
 from ..teach.scenarios.steady import SHORT_RUN_LOAD, secs
 
-__all__ = ["machine_of", "size_for_steady_state", "splits", "check_reachable", "MACHINE", "PLAN_REQUESTS",
-           "PLAN_MAX_REQUESTS", "SPAN_OBJECTIVES"]
+__all__ = [
+    "machine_of",
+    "size_for_steady_state",
+    "splits",
+    "check_reachable",
+    "MACHINE",
+    "PLAN_REQUESTS",
+    "PLAN_MAX_REQUESTS",
+    "SPAN_OBJECTIVES",
+]
 
 PLAN_REQUESTS = 2000
 PLAN_MAX_REQUESTS = 20_000
 SPAN_OBJECTIVES = 3
 #: Machine flags of ``run`` that plan takes too (--gpu and --model are its search space).
-MACHINE = ("calibration", "sim_dtype", "weights", "kv_dtype", "tp", "engine_profile", "compute_eff", "memory_eff",
-           "step_overhead", "mem_util")
-_KW = {"sim_dtype": "dtype", "weights": "weights", "kv_dtype": "kv_dtype", "compute_eff": "compute_eff",
-       "memory_eff": "memory_eff", "step_overhead": "overhead", "mem_util": "mem_util"}
+MACHINE = (
+    "calibration",
+    "sim_dtype",
+    "weights",
+    "kv_dtype",
+    "tp",
+    "engine_profile",
+    "compute_eff",
+    "memory_eff",
+    "step_overhead",
+    "mem_util",
+)
+_KW = {
+    "sim_dtype": "dtype",
+    "weights": "weights",
+    "kv_dtype": "kv_dtype",
+    "compute_eff": "compute_eff",
+    "memory_eff": "memory_eff",
+    "step_overhead": "overhead",
+    "mem_util": "mem_util",
+}
 
 
 def machine_of(args: argparse.Namespace) -> tuple[dict, dict]:
     """(the machine flags each simulated fleet gets, the same as ``Server`` keyword arguments); checked now."""
     given_ = {d: getattr(args, d, None) for d in MACHINE if getattr(args, d, None) is not None}
-    ServerConfig(**{("model" if d == "sim_model" else "dtype" if d == "sim_dtype" else "overhead" if d == "step_overhead"
-                     else d): v for d, v in given_.items()})
+    ServerConfig(
+        **{
+            (
+                "model"
+                if d == "sim_model"
+                else "dtype"
+                if d == "sim_dtype"
+                else "overhead"
+                if d == "step_overhead"
+                else d
+            ): v
+            for d, v in given_.items()
+        }
+    )
     if given_.get("calibration"):
-        load_step_time(given_["calibration"])  # a missing or bad file is one line now, not one per fleet
+        load_step_time(
+            given_["calibration"]
+        )  # a missing or bad file is one line now, not one per fleet
     kw = {**engine_profile(given_["engine_profile"]).knobs} if given_.get("engine_profile") else {}
     kw.update({_KW[d]: v for d, v in given_.items() if d in _KW})
     flags = {d: v for d, v in given_.items() if d != "tp"}  # the split is each candidate's own
@@ -62,7 +101,9 @@ def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = 
     span = float(wl.arrivals[-1] - wl.arrivals[0]) if len(wl) > 1 else 0.0
     rate = (len(wl) - 1) / span if span > 0 else math.inf
     horizon = _horizon(objective, float(wl.output_tokens.mean()))
-    need = 1.1 * SPAN_OBJECTIVES * horizon * rate  # 10 % over: random arrivals may span a little less
+    need = (
+        1.1 * SPAN_OBJECTIVES * horizon * rate
+    )  # 10 % over: random arrivals may span a little less
     if resize:
         n = int(min(max(len(wl), math.ceil(min(need, 1e12))), PLAN_MAX_REQUESTS))
         if n > len(wl):
@@ -71,14 +112,28 @@ def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = 
             span = float(wl.arrivals[-1] - wl.arrivals[0])
     short = need > len(wl)
     ratio = span / horizon if horizon > 0 else math.inf
-    checks = "every fleet is also held to theory's capacity and checked for a queue growing over the run"
+    checks = (
+        "every fleet is also held to theory's capacity and checked for a queue growing over the run"
+    )
     if not short:
-        return wl, (f"steady state: {len(wl):,} requests span {secs(span)} of arrivals, {ratio:.3g}x the objective's "
-                    f"{secs(horizon)}; {checks}"), 1.0
+        return (
+            wl,
+            (
+                f"steady state: {len(wl):,} requests span {secs(span)} of arrivals, {ratio:.3g}x the objective's "
+                f"{secs(horizon)}; {checks}"
+            ),
+            1.0,
+        )
     why = "the most plan simulates a fleet with; --requests sets more" if resize else "as given"
-    return wl, (f"steady state: warning: {len(wl):,} requests ({why}) span only {secs(span)} of arrivals, "
-                f"{ratio:.2g}x the objective's {secs(horizon)}, too short to show a queue growing slowly; {checks}, "
-                f"and none may be loaded past {SHORT_RUN_LOAD:.0%} of theory's capacity"), SHORT_RUN_LOAD
+    return (
+        wl,
+        (
+            f"steady state: warning: {len(wl):,} requests ({why}) span only {secs(span)} of arrivals, "
+            f"{ratio:.2g}x the objective's {secs(horizon)}, too short to show a queue growing slowly; {checks}, "
+            f"and none may be loaded past {SHORT_RUN_LOAD:.0%} of theory's capacity"
+        ),
+        SHORT_RUN_LOAD,
+    )
 
 
 def splits(args: argparse.Namespace, gpus: list[str], model: str, kw: dict) -> dict[str, list[int]]:
@@ -111,7 +166,9 @@ def splits(args: argparse.Namespace, gpus: list[str], model: str, kw: dict) -> d
     return out
 
 
-def check_reachable(cands: list[Candidate], model: str, rate: float, prompt: float, output: float, kw: dict) -> None:
+def check_reachable(
+    cands: list[Candidate], model: str, rate: float, prompt: float, output: float, kw: dict
+) -> None:
     """Refuse traffic that no fleet plan may try (``MAX_REPLICAS`` servers) can carry in steady state. Below
     that the search runs, marks each fleet that cannot keep up, and a miss names the closest."""
     from ..core.fleet import MAX_REPLICAS
@@ -120,11 +177,15 @@ def check_reachable(cands: list[Candidate], model: str, rate: float, prompt: flo
     caps = [(c, cap) for c, cap in caps if cap]
     if not caps:
         splits_ = sorted({f"{c.gpu} TP{c.tp}" if c.tp > 1 else c.gpu for c in cands})
-        raise ConfigError(f"model {model} fits on none of {', '.join(splits_)}: give a larger --tp (or leave it out: "
-                          "plan then tries the splits that hold it) or smaller --weights")
+        raise ConfigError(
+            f"model {model} fits on none of {', '.join(splits_)}: give a larger --tp (or leave it out: "
+            "plan then tries the splits that hold it) or smaller --weights"
+        )
     best, cap = max(caps, key=lambda x: x[1])
     if rate / cap > MAX_REPLICAS:
-        raise ConfigError(f"steady state cannot be reached: at {rate:,.4g} requests/s theory needs "
-                          f"{math.ceil(min(rate / cap, 1e18)):,} servers of the fastest candidate ({best.label()}, "
-                          f"{cap:,.3g} requests/s each at most), more than the {MAX_REPLICAS:,} a plan may try; plan "
-                          "will not judge a burst as if it were that rate")
+        raise ConfigError(
+            f"steady state cannot be reached: at {rate:,.4g} requests/s theory needs "
+            f"{math.ceil(min(rate / cap, 1e18)):,} servers of the fastest candidate ({best.label()}, "
+            f"{cap:,.3g} requests/s each at most), more than the {MAX_REPLICAS:,} a plan may try; plan "
+            "will not judge a burst as if it were that rate"
+        )

@@ -12,4 +12,11 @@ from ..sim.tasks import (
     worker_count,
 )
 
-__all__ = ["SCHEDULER_HELP", "add_scheduler_args", "check_scheduler", "dask_available", "run_tasks", "worker_count"]
+__all__ = [
+    "SCHEDULER_HELP",
+    "add_scheduler_args",
+    "check_scheduler",
+    "dask_available",
+    "run_tasks",
+    "worker_count",
+]

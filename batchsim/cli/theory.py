@@ -39,7 +39,14 @@ from ..sim.theory import (
     relative_error,
 )
 
-__all__ = ["Case", "compare_cases", "add_arguments", "run", "mean_queue_wait", "saturated_throughput"]
+__all__ = [
+    "Case",
+    "compare_cases",
+    "add_arguments",
+    "run",
+    "mean_queue_wait",
+    "saturated_throughput",
+]
 
 
 @dataclass(frozen=True)
@@ -84,22 +91,53 @@ def compare_cases(requests: int = 20_000, seed: int = 0) -> list[Case]:
         return mean_queue_wait(simulate(wl, policy, step))
 
     rows: list[tuple[str, str, Callable[[], float], float]] = [
-        ("M/D/1", "taxi, 1 token, step 0.12 s, 5 req/s",
-         lambda: wait(Taxi(), 5.0, ConstantStepTime(0.12)), MD1(5.0, 0.12).mean_wait),
-        ("M/M/1", "taxi, 1 token, exponential step of mean 0.1 s, 5 req/s",
-         lambda: wait(Taxi(), 5.0, _exp(0.1, seed)), MM1(5.0, 10.0).mean_wait),
-        ("M/G/1", "taxi, uniform 1..9 tokens, step 0.02 s, 5 req/s",
-         lambda: wait(Taxi(), 5.0, ConstantStepTime(0.02), Uniform(1, 9)), MG1.steps_of(5.0, 0.02, range(1, 10)).mean_wait),
-        ("bus fill", "static N=8, step 1 ms, 10 req/s",
-         lambda: wait(Static(8), 10.0, ConstantStepTime(0.001)), bus_fill_wait(8, 10.0)),
-        ("M/M^(4,4)/1", "static N=4, exponential batch time of mean 1 s, 2 req/s",
-         lambda: wait(Static(4), 2.0, _exp(1.0, seed)), BulkService(2.0, 1.0, 4, 4).mean_wait),
-        ("M/M^(1,4)/1", "dynamic max_batch=4 max_wait=0, exp. batch time 1 s, 2 req/s",
-         lambda: wait(Dynamic(4, 0.0), 2.0, _exp(1.0, seed)), BulkService(2.0, 1.0, 1, 4).mean_wait),
-        ("M/M^(2,5)/1", "go with 2..5 (Neuts' rule), exp. batch time 1 s, 2 req/s",
-         lambda: wait(GeneralBulkPolicy(2, 5), 2.0, _exp(1.0, seed)), BulkService(2.0, 1.0, 2, 5).mean_wait),
+        (
+            "M/D/1",
+            "taxi, 1 token, step 0.12 s, 5 req/s",
+            lambda: wait(Taxi(), 5.0, ConstantStepTime(0.12)),
+            MD1(5.0, 0.12).mean_wait,
+        ),
+        (
+            "M/M/1",
+            "taxi, 1 token, exponential step of mean 0.1 s, 5 req/s",
+            lambda: wait(Taxi(), 5.0, _exp(0.1, seed)),
+            MM1(5.0, 10.0).mean_wait,
+        ),
+        (
+            "M/G/1",
+            "taxi, uniform 1..9 tokens, step 0.02 s, 5 req/s",
+            lambda: wait(Taxi(), 5.0, ConstantStepTime(0.02), Uniform(1, 9)),
+            MG1.steps_of(5.0, 0.02, range(1, 10)).mean_wait,
+        ),
+        (
+            "bus fill",
+            "static N=8, step 1 ms, 10 req/s",
+            lambda: wait(Static(8), 10.0, ConstantStepTime(0.001)),
+            bus_fill_wait(8, 10.0),
+        ),
+        (
+            "M/M^(4,4)/1",
+            "static N=4, exponential batch time of mean 1 s, 2 req/s",
+            lambda: wait(Static(4), 2.0, _exp(1.0, seed)),
+            BulkService(2.0, 1.0, 4, 4).mean_wait,
+        ),
+        (
+            "M/M^(1,4)/1",
+            "dynamic max_batch=4 max_wait=0, exp. batch time 1 s, 2 req/s",
+            lambda: wait(Dynamic(4, 0.0), 2.0, _exp(1.0, seed)),
+            BulkService(2.0, 1.0, 1, 4).mean_wait,
+        ),
+        (
+            "M/M^(2,5)/1",
+            "go with 2..5 (Neuts' rule), exp. batch time 1 s, 2 req/s",
+            lambda: wait(GeneralBulkPolicy(2, 5), 2.0, _exp(1.0, seed)),
+            BulkService(2.0, 1.0, 2, 5).mean_wait,
+        ),
     ]
-    cases = [Case(name, setting, "mean queue wait (s)", theory, sim()) for name, setting, sim, theory in rows]
+    cases = [
+        Case(name, setting, "mean queue wait (s)", theory, sim())
+        for name, setting, sim, theory in rows
+    ]
     cases.append(_continuous_case(max(1000, requests // 5), seed))
     return cases
 
@@ -112,24 +150,60 @@ def _continuous_case(requests: int, seed: int) -> Case:
     # Twice the capacity: a backlog forms at once and keeps every step full.
     wl = make_workload(Poisson(2 * cap.max_rate), prompt, output, n=requests, seed=seed)
     thr = saturated_throughput(simulate(wl, Continuous(max_seqs=16, max_batched_tokens=2048), step))
-    return Case("continuous capacity", "max_seqs=16, linear step, prompts 16..128, outputs 5..100, overloaded",
-                "throughput (req/s)", cap.max_rate, thr)
+    return Case(
+        "continuous capacity",
+        "max_seqs=16, linear step, prompts 16..128, outputs 5..100, overloaded",
+        "throughput (req/s)",
+        cap.max_rate,
+        thr,
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--requests", type=int, default=20_000, help="requests per case (default 20000; more: smaller errors, slower)")
-    p.add_argument("--seed", type=int, default=0, help="seed for arrivals, lengths and random step times (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object {config, runs, notes} instead of a table")
-    p.add_argument(sizing.OVERRIDE_FLAG, dest="no_size_check", action="store_true",
-                   help="run even when the estimated time is far beyond this machine")
+    p.add_argument(
+        "--requests",
+        type=int,
+        default=20_000,
+        help="requests per case (default 20000; more: smaller errors, slower)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed for arrivals, lengths and random step times (default 0)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object {config, runs, notes} instead of a table",
+    )
+    p.add_argument(
+        sizing.OVERRIDE_FLAG,
+        dest="no_size_check",
+        action="store_true",
+        help="run even when the estimated time is far beyond this machine",
+    )
 
 
 def format_cases(cases: list[Case]) -> str:
     heads = ("case", "setting", "quantity", "theory", "simulated", "error")
-    body = [(c.name, c.setting, c.quantity, f"{c.theory:.4f}", f"{c.simulated:.4f}", f"{100 * c.error:+.1f} %") for c in cases]
+    body = [
+        (
+            c.name,
+            c.setting,
+            c.quantity,
+            f"{c.theory:.4f}",
+            f"{c.simulated:.4f}",
+            f"{100 * c.error:+.1f} %",
+        )
+        for c in cases
+    ]
     widths = [max(len(r[i]) for r in (heads, *body)) for i in range(len(heads))]
+
     def line(r):
-        return "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        return "  ".join(
+            c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+        )
 
     return "\n".join([line(heads), "  ".join("-" * w for w in widths), *map(line, body)])
 
@@ -146,10 +220,19 @@ def run(args: argparse.Namespace) -> int:
         sizing.check(sizing.estimate(args.requests, 5.0, runs=8))
     cases = compare_cases(args.requests, args.seed)
     if args.json:
-        print(dumps({"config": {"requests": args.requests, "seed": args.seed},
-                     "runs": [{**asdict(c), "error": c.error} for c in cases], "notes": [_NOTE]}))
+        print(
+            dumps(
+                {
+                    "config": {"requests": args.requests, "seed": args.seed},
+                    "runs": [{**asdict(c), "error": c.error} for c in cases],
+                    "notes": [_NOTE],
+                }
+            )
+        )
     else:
-        print(f"Simulation against queueing theory ({args.requests} requests per case, seed {args.seed})\n")
+        print(
+            f"Simulation against queueing theory ({args.requests} requests per case, seed {args.seed})\n"
+        )
         print(format_cases(cases))
         print(f"\n{_NOTE}")
     return 0

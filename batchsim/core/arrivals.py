@@ -25,8 +25,17 @@ import numpy as np
 from .errors import ConfigError, check_at_most, check_int_at_least, check_positive, show
 
 __all__ = [
-    "ArrivalProcess", "Poisson", "Gamma", "Constant", "RushHour", "parse_arrival",
-    "MIN_RATE", "MAX_RATE", "MIN_CV", "MAX_CV", "MAX_REQUESTS",
+    "ArrivalProcess",
+    "Poisson",
+    "Gamma",
+    "Constant",
+    "RushHour",
+    "parse_arrival",
+    "MIN_RATE",
+    "MAX_RATE",
+    "MIN_CV",
+    "MAX_CV",
+    "MAX_REQUESTS",
 ]
 
 #: One request in 30 years .. a billion a second: beyond both, the arithmetic of times breaks first.
@@ -41,7 +50,9 @@ MAX_REQUESTS = 100_000_000
 def check_rate(field: str, rate) -> None:
     check_positive(field, rate)
     if not (MIN_RATE <= float(rate) <= MAX_RATE):
-        raise ConfigError(f"{field} must be between {MIN_RATE:g} and {MAX_RATE:g} requests per second, got {show(rate)}")
+        raise ConfigError(
+            f"{field} must be between {MIN_RATE:g} and {MAX_RATE:g} requests per second, got {show(rate)}"
+        )
 
 
 def _check_extent(n: int | None, duration: float | None, mean_rate: float) -> None:
@@ -53,8 +64,10 @@ def _check_extent(n: int | None, duration: float | None, mean_rate: float) -> No
     if duration is not None:
         check_positive("duration", duration)
         if duration * mean_rate > MAX_REQUESTS:
-            raise ConfigError(f"duration {show(duration)} s at {mean_rate:g} requests/s would make "
-                              f"{duration * mean_rate:.3g} requests, more than the {MAX_REQUESTS:,} any machine holds")
+            raise ConfigError(
+                f"duration {show(duration)} s at {mean_rate:g} requests/s would make "
+                f"{duration * mean_rate:.3g} requests, more than the {MAX_REQUESTS:,} any machine holds"
+            )
 
 
 class ArrivalProcess:
@@ -65,7 +78,9 @@ class ArrivalProcess:
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         raise NotImplementedError
 
-    def times(self, rng: np.random.Generator, n: int | None = None, duration: float | None = None) -> np.ndarray:
+    def times(
+        self, rng: np.random.Generator, n: int | None = None, duration: float | None = None
+    ) -> np.ndarray:
         _check_extent(n, duration, self.mean_rate)
         if n is not None:
             return np.cumsum(self.gaps(rng, int(n)))
@@ -110,7 +125,9 @@ class Gamma(ArrivalProcess):
         check_rate("rate", self.rate)
         check_positive("cv", self.cv)
         if not (MIN_CV <= float(self.cv) <= MAX_CV):
-            raise ConfigError(f"cv must be between {MIN_CV:g} and {MAX_CV:g} (1 is Poisson), got {show(self.cv)}")
+            raise ConfigError(
+                f"cv must be between {MIN_CV:g} and {MAX_CV:g} (1 is Poisson), got {show(self.cv)}"
+            )
 
     @property
     def mean_rate(self) -> float:  # type: ignore[override]
@@ -148,9 +165,14 @@ class RushHour(ArrivalProcess):
 
     def __post_init__(self) -> None:
         if isinstance(self.phases, str) or not isinstance(self.phases, (tuple, list)):
-            hint = (f" (parse_arrival('rush-hour:{self.phases}', rate) reads the command line's form)"
-                    if isinstance(self.phases, str) else "")
-            raise ConfigError(f"phases must be ((seconds, rate), ...) pairs{hint}, got {show(self.phases)}")
+            hint = (
+                f" (parse_arrival('rush-hour:{self.phases}', rate) reads the command line's form)"
+                if isinstance(self.phases, str)
+                else ""
+            )
+            raise ConfigError(
+                f"phases must be ((seconds, rate), ...) pairs{hint}, got {show(self.phases)}"
+            )
         if not self.phases:
             raise ConfigError("phases must not be empty")
         for i, phase in enumerate(self.phases):
@@ -177,7 +199,9 @@ class RushHour(ArrivalProcess):
             t -= d
         return self.phases[-1][1]
 
-    def times(self, rng: np.random.Generator, n: int | None = None, duration: float | None = None) -> np.ndarray:
+    def times(
+        self, rng: np.random.Generator, n: int | None = None, duration: float | None = None
+    ) -> np.ndarray:
         _check_extent(n, duration, self.mean_rate)
         durations = np.array([d for d, _ in self.phases])
         rates = np.array([r for _, r in self.phases])
@@ -186,7 +210,11 @@ class RushHour(ArrivalProcess):
         if n is not None:
             unit = np.cumsum(rng.exponential(1.0, size=n))
         else:
-            unit = np.cumsum(rng.exponential(1.0, size=int(period_mass * (duration / self.period + 1) * 1.3) + 32))
+            unit = np.cumsum(
+                rng.exponential(
+                    1.0, size=int(period_mass * (duration / self.period + 1) * 1.3) + 32
+                )
+            )
         cycles, rem = np.divmod(unit, period_mass)
         edges = np.concatenate([[0.0], np.cumsum(mass)])
         k = np.clip(np.searchsorted(edges, rem, side="right") - 1, 0, len(mass) - 1)
@@ -196,7 +224,9 @@ class RushHour(ArrivalProcess):
             t = t[t < duration]
         return t
 
-    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:  # pragma: no cover - times() overrides
+    def gaps(
+        self, rng: np.random.Generator, n: int
+    ) -> np.ndarray:  # pragma: no cover - times() overrides
         return np.diff(self.times(rng, n=n), prepend=0.0)
 
 
@@ -205,7 +235,9 @@ def parse_arrival(spec: str, rate: float) -> ArrivalProcess:
     name, _, arg = str(spec).strip().partition(":")
     try:
         if name in ("poisson", "constant") and arg:
-            raise ConfigError(f"arrival {name} takes no parameter, got {spec!r} (the rate is --rate)")
+            raise ConfigError(
+                f"arrival {name} takes no parameter, got {spec!r} (the rate is --rate)"
+            )
         if name == "poisson":
             return Poisson(rate)
         if name == "gamma":
@@ -226,5 +258,9 @@ def parse_arrival(spec: str, rate: float) -> ArrivalProcess:
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError(f"arrival must be poisson, gamma:CV, constant or rush-hour[:S@R,...], got {show(spec)}") from None
-    raise ConfigError(f"arrival must be poisson, gamma:CV, constant, rush-hour or trace:PATH, got {show(spec)}")
+        raise ConfigError(
+            f"arrival must be poisson, gamma:CV, constant or rush-hour[:S@R,...], got {show(spec)}"
+        ) from None
+    raise ConfigError(
+        f"arrival must be poisson, gamma:CV, constant, rush-hour or trace:PATH, got {show(spec)}"
+    )

@@ -28,7 +28,9 @@ def server_priority(index: int) -> int:
 class At(simpy.Timeout):
     """A timeout that fires at the absolute time ``t`` (not ``now + delay``), with ``priority``."""
 
-    def __init__(self, env: simpy.Environment, t: float, priority: int = NORMAL, value=None) -> None:
+    def __init__(
+        self, env: simpy.Environment, t: float, priority: int = NORMAL, value=None
+    ) -> None:
         if t < env.now:
             raise ValueError(f"cannot schedule an event in the past: {t} < now {env.now}")
         # Event.__init__'s fields, set here as simpy.Timeout does (it has no hook for an absolute time).
@@ -40,7 +42,9 @@ class At(simpy.Timeout):
         schedule_at(env, self, t, priority)
 
 
-def schedule_at(env: simpy.Environment, event: simpy.Event, t: float, priority: int = NORMAL) -> None:
+def schedule_at(
+    env: simpy.Environment, event: simpy.Event, t: float, priority: int = NORMAL
+) -> None:
     """Put a triggered ``event`` on ``env``'s queue at the absolute time ``t`` (>= now).
 
     Environment.schedule adds a delay to now; the queue entry is the same tuple with t itself."""

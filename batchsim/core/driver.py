@@ -70,10 +70,27 @@ class Drive:
 class Run:
     """What the processes of one run share: the workload, the servers, the router, the records."""
 
-    def __init__(self, env: simpy.Environment, workload: Workload, policies: list[Policy],
-                 executors: list[Executor], router: Router | None, recorder: Recorder, trace: bool, bar) -> None:
-        self.env, self.workload, self.router, self.recorder, self.bar = env, workload, router, recorder, bar
-        self.servers = [ServerProcess(env, i, p, ex, self) for i, (p, ex) in enumerate(zip(policies, executors))]
+    def __init__(
+        self,
+        env: simpy.Environment,
+        workload: Workload,
+        policies: list[Policy],
+        executors: list[Executor],
+        router: Router | None,
+        recorder: Recorder,
+        trace: bool,
+        bar,
+    ) -> None:
+        self.env, self.workload, self.router, self.recorder, self.bar = (
+            env,
+            workload,
+            router,
+            recorder,
+            bar,
+        )
+        self.servers = [
+            ServerProcess(env, i, p, ex, self) for i, (p, ex) in enumerate(zip(policies, executors))
+        ]
         self.policies = policies
         self.arrived = 0
         self.closed = False  # every request has arrived
@@ -81,7 +98,9 @@ class Run:
         self.serving = len(self.servers)  # server processes not yet finished
         self.error: BaseException | None = None
         self.trace: list | None = [] if trace else None
-        self._outstanding = [0] * len(self.servers)  # what the router sees, refilled at each arrival
+        self._outstanding = [0] * len(
+            self.servers
+        )  # what the router sees, refilled at each arrival
         self.fleet = router is not None  # a router picks each request's server only as it arrives
         self.pulls = False  # the lone server reads the arrivals itself (``pull_arrivals``)
         self.come = 0  # requests handed over so far, when it does
@@ -93,7 +112,11 @@ class Run:
         Requests of one instant are all handed over before any server hears of them (a server
         woken by the first must see the second too), so the process yields only between instants."""
         env, wl, hand_over = self.env, self.workload, self.hand_over
-        request, arrival, n = wl.request, wl.arrivals.item, len(wl)  # a float at a time: no list of a million
+        request, arrival, n = (
+            wl.request,
+            wl.arrivals.item,
+            len(wl),
+        )  # a float at a time: no list of a million
         self.next_arrival = arrival(0) if n else math.inf
         for i in range(n):
             a = self.next_arrival  # each arrival time read once: it is the next one until it comes
@@ -173,18 +196,24 @@ class Run:
 def check_processes(processes) -> None:
     """``processes`` must be generator functions ``f(env, servers)``: refuse anything else before the run."""
     if isinstance(processes, (str, bytes)) or not isinstance(processes, (list, tuple)):
-        raise ConfigError(f"processes must be a list of functions f(env, servers), got {processes!r}")
+        raise ConfigError(
+            f"processes must be a list of functions f(env, servers), got {processes!r}"
+        )
     for f in processes:
         if not callable(f):
-            raise ConfigError(f"processes must be functions f(env, servers) that yield SimPy events, got {f!r}")
+            raise ConfigError(
+                f"processes must be functions f(env, servers) that yield SimPy events, got {f!r}"
+            )
 
 
 def _start(run: Run, f: UserProcess):
     """Start a user's process: ``f(env, servers)`` must give a generator (a function with ``yield``)."""
     gen = f(run.env, run.servers)
     if not inspect.isgenerator(gen):
-        raise ConfigError(f"process {getattr(f, '__name__', f)!r} must be a generator function f(env, servers) "
-                          f"that yields SimPy events (env.timeout(30), ...); it returned {gen!r}")
+        raise ConfigError(
+            f"process {getattr(f, '__name__', f)!r} must be a generator function f(env, servers) "
+            f"that yields SimPy events (env.timeout(30), ...); it returned {gen!r}"
+        )
     run.env.process(run.guard(gen))
 
 
@@ -215,9 +244,13 @@ def drive(
     executors = list(executor) if isinstance(executor, (list, tuple)) else [executor]
     n_rep = len(policies)
     if n_rep < 1 or len(executors) != n_rep:
-        raise ValueError(f"a fleet needs one executor per policy, got {n_rep} policies and {len(executors)} executors")
+        raise ValueError(
+            f"a fleet needs one executor per policy, got {n_rep} policies and {len(executors)} executors"
+        )
     if len({id(p) for p in policies}) != n_rep:
-        raise ValueError("each server of a fleet needs its own policy instance (they hold a run's state)")
+        raise ValueError(
+            "each server of a fleet needs its own policy instance (they hold a run's state)"
+        )
     if n_rep > 1 and router is None:
         raise ValueError("a fleet of several servers needs a router")
     check_processes(processes)
@@ -237,7 +270,9 @@ def drive(
         s.process = env.process(s.process_body())
     for f in processes:
         _start(run, f)
-    run.bar = _bar(progress, len(workload), f"{desc} {policies[0].name}" + (f" x{n_rep}" if n_rep > 1 else ""))
+    run.bar = _bar(
+        progress, len(workload), f"{desc} {policies[0].name}" + (f" x{n_rep}" if n_rep > 1 else "")
+    )
     stopped = _run_until_served(env, run)
     if stopped is not None:
         # Keep what was measured; every request not finished is accounted for, with the reason.
@@ -254,8 +289,11 @@ def _run_until_served(env: simpy.Environment, run: Run) -> str | None:
                 step()
         except simpy.core.EmptySchedule:
             down = [s.index for s in run.servers if s.down]
-            raise RuntimeError(f"the run cannot finish: server(s) {down} went down and nothing brings them back"
-                               if down else "the run cannot finish: no event left, yet requests remain") from None
+            raise RuntimeError(
+                f"the run cannot finish: server(s) {down} went down and nothing brings them back"
+                if down
+                else "the run cannot finish: no event left, yet requests remain"
+            ) from None
         if run.error is not None:
             raise run.error
     except KeyboardInterrupt:
@@ -277,4 +315,3 @@ def _bar(progress: bool | str, n: int, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=n, desc=desc, unit="req", leave=False)
-

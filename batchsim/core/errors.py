@@ -19,8 +19,20 @@ import numbers
 from typing import Any
 
 __all__ = [
-    "ConfigError", "check_positive", "check_nonneg", "check_int_at_least", "check_choice", "check_at_most",
-    "check_bool", "check_kv_tokens", "check_knob", "is_number", "is_integer", "show", "MAX_KV_TOKENS", "MAX_SECONDS",
+    "ConfigError",
+    "check_positive",
+    "check_nonneg",
+    "check_int_at_least",
+    "check_choice",
+    "check_at_most",
+    "check_bool",
+    "check_kv_tokens",
+    "check_knob",
+    "is_number",
+    "is_integer",
+    "show",
+    "MAX_KV_TOKENS",
+    "MAX_SECONDS",
     "KNOB_MAX",
 ]
 
@@ -34,7 +46,12 @@ MAX_KV_TOKENS = 10**12
 MAX_SECONDS = 86_400.0
 
 #: Upper bounds for the policies' integer knobs: far past any server, inside what the arrays hold.
-KNOB_MAX = {"max_batch": 1_000_000, "max_seqs": 1_000_000, "max_batched_tokens": 10**9, "block_size": 1_000_000}
+KNOB_MAX = {
+    "max_batch": 1_000_000,
+    "max_seqs": 1_000_000,
+    "max_batched_tokens": 10**9,
+    "block_size": 1_000_000,
+}
 
 
 class ConfigError(ValueError):
@@ -43,7 +60,11 @@ class ConfigError(ValueError):
 
 def is_number(value: Any) -> bool:
     """A real number that is not a bool (numpy scalars included)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and type(value).__name__ != "bool_"
+    )
 
 
 def is_integer(value: Any) -> bool:
@@ -88,7 +109,9 @@ def check_nonneg(field: str, value: Any) -> None:
 def check_at_most(field: str, value: Any, most: float, why: str = "") -> None:
     """An upper bound: huge finite numbers pass every lower bound and overflow later."""
     if _finite(field, value, f"<= {most:g}") > most:
-        raise ConfigError(f"{field} must be <= {most:g}{' (' + why + ')' if why else ''}, got {show(value)}")
+        raise ConfigError(
+            f"{field} must be <= {most:g}{' (' + why + ')' if why else ''}, got {show(value)}"
+        )
 
 
 def check_int_at_least(field: str, value: Any, least: int) -> None:

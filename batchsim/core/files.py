@@ -28,7 +28,18 @@ from typing import IO, Any
 
 from .errors import ConfigError
 
-__all__ = ["read_text", "read_json", "open_text", "check_out_dir", "check_out_file", "write_atomic", "Staging", "dumps", "finite", "MAX_TEXT_BYTES"]
+__all__ = [
+    "read_text",
+    "read_json",
+    "open_text",
+    "check_out_dir",
+    "check_out_file",
+    "write_atomic",
+    "Staging",
+    "dumps",
+    "finite",
+    "MAX_TEXT_BYTES",
+]
 
 #: The largest catalog or calibration file read whole: real ones are a few kilobytes, and a
 #: profile with every point stays under a megabyte. A bigger file is almost surely the wrong one.
@@ -52,9 +63,13 @@ def _check_is_file(what: str, p: Path) -> None:
 
 
 def _decode_error(what: str, p: Path, e: UnicodeDecodeError) -> ConfigError:
-    byte = e.object[e.start:e.start + 1].hex() if isinstance(e.object, (bytes, bytearray)) else "?"
-    return ConfigError(f"{_where(what, p)} is not UTF-8 text (byte 0x{byte} at offset {e.start}); "
-                       "save it as UTF-8 (CSV/JSON)")
+    byte = (
+        e.object[e.start : e.start + 1].hex() if isinstance(e.object, (bytes, bytearray)) else "?"
+    )
+    return ConfigError(
+        f"{_where(what, p)} is not UTF-8 text (byte 0x{byte} at offset {e.start}); "
+        "save it as UTF-8 (CSV/JSON)"
+    )
 
 
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
@@ -64,8 +79,10 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> s
     try:
         size = p.stat().st_size
         if size > max_bytes:
-            raise ConfigError(f"{_where(what, p)} is {size / 2**20:.0f} MiB, more than the {max_bytes / 2**20:.0f} MiB "
-                              "such a file can sensibly be; is it the right file?")
+            raise ConfigError(
+                f"{_where(what, p)} is {size / 2**20:.0f} MiB, more than the {max_bytes / 2**20:.0f} MiB "
+                "such a file can sensibly be; is it the right file?"
+            )
         data = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"{_where(what, p)} cannot be read: {e.strerror or e}") from None
@@ -90,7 +107,9 @@ def read_json(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> A
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{_where(what, p)} is not valid JSON: {e.msg} at line {e.lineno}") from None
+        raise ConfigError(
+            f"{_where(what, p)} is not valid JSON: {e.msg} at line {e.lineno}"
+        ) from None
     except ValueError as e:  # NaN / Infinity
         raise ConfigError(f"{_where(what, p)} is not valid JSON: {e}") from None
     except RecursionError:
@@ -116,20 +135,26 @@ class _Lines:
             raise StopIteration
         self.lineno += 1
         if len(raw) > MAX_LINE_BYTES:
-            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is longer than "
-                              f"{MAX_LINE_BYTES // 2**20} MiB: not a line of text")
+            raise ConfigError(
+                f"{_where(self.what, self.p)} line {self.lineno} is longer than "
+                f"{MAX_LINE_BYTES // 2**20} MiB: not a line of text"
+            )
         if self.lineno == 1:
             if raw.startswith(_UTF16_BOMS):
                 raise _utf16_error(self.what, self.p)
             if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as spreadsheets write
                 raw = raw[3:]
         if b"\x00" in raw:
-            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is not text (NUL bytes: binary, or UTF-16)")
+            raise ConfigError(
+                f"{_where(self.what, self.p)} line {self.lineno} is not text (NUL bytes: binary, or UTF-16)"
+            )
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{_where(self.what, self.p)} line {self.lineno} is not UTF-8 text "
-                              f"(byte 0x{raw[e.start:e.start + 1].hex()}); save it as UTF-8") from None
+            raise ConfigError(
+                f"{_where(self.what, self.p)} line {self.lineno} is not UTF-8 text "
+                f"(byte 0x{raw[e.start : e.start + 1].hex()}); save it as UTF-8"
+            ) from None
 
     def close(self) -> None:
         self.fh.close()
@@ -217,7 +242,9 @@ class Staging:
             self.dest.mkdir(parents=True, exist_ok=True)
             self.dir = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.dest))
         except OSError as e:
-            raise ConfigError(f"out {str(self.dest)!r} cannot be written: {e.strerror or e}") from None
+            raise ConfigError(
+                f"out {str(self.dest)!r} cannot be written: {e.strerror or e}"
+            ) from None
 
     def path(self, name: str) -> Path:
         """Where to write ``name`` now (inside the staging folder)."""
@@ -247,8 +274,10 @@ class Staging:
         if exc_type is not None:
             self.discard()
         if exc_type is not None and issubclass(exc_type, OSError):
-            raise ConfigError(f"out {str(self.dest)!r}: writing failed ({exc.strerror or exc}); "
-                              "the results above are complete, the files are not written") from None
+            raise ConfigError(
+                f"out {str(self.dest)!r}: writing failed ({exc.strerror or exc}); "
+                "the results above are complete, the files are not written"
+            ) from None
 
 
 def finite(obj: Any) -> Any:

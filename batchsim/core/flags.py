@@ -24,9 +24,25 @@ from .knobs import FLAG_KNOBS, KNOBS, flag_knobs, knob_defaults, knob_help
 from .knobs import knob_users as _users
 
 __all__ = [
-    "Flag", "add_flags", "flag_name", "dash_hint", "given", "resolve", "resolve_arg", "comma_list", "check_conflicts", "ignored_knob_notes",
-    "ignored_router_notes", "knob_users",
-    "trace_of", "policy_flags", "WORKLOAD_FLAGS", "POLICY_FLAGS", "SLO_FLAGS", "FLEET_FLAGS", "RECORDS_FLAGS",
+    "Flag",
+    "add_flags",
+    "flag_name",
+    "dash_hint",
+    "given",
+    "resolve",
+    "resolve_arg",
+    "comma_list",
+    "check_conflicts",
+    "ignored_knob_notes",
+    "ignored_router_notes",
+    "knob_users",
+    "trace_of",
+    "policy_flags",
+    "WORKLOAD_FLAGS",
+    "POLICY_FLAGS",
+    "SLO_FLAGS",
+    "FLEET_FLAGS",
+    "RECORDS_FLAGS",
 ]
 
 
@@ -60,22 +76,58 @@ def add_flags(parser, flags: tuple[Flag, ...], skip: tuple[str, ...] = ()) -> No
 
 
 WORKLOAD_FLAGS = (
-    Flag("--arrival", "arrival", str, "poisson (default), gamma:CV (bursty; CV=1 is Poisson), constant, "
-         "rush-hour[:S@R,...], or trace:PATH to replay a trace file"),
-    Flag("--trace", "trace", str, "replay this trace file (CSV: arrival_s,prompt_tokens,output_tokens, or Azure's "
-         "TIMESTAMP,ContextTokens,GeneratedTokens); its own arrivals and lengths, so no --rate or --prompt-len"),
+    Flag(
+        "--arrival",
+        "arrival",
+        str,
+        "poisson (default), gamma:CV (bursty; CV=1 is Poisson), constant, "
+        "rush-hour[:S@R,...], or trace:PATH to replay a trace file",
+    ),
+    Flag(
+        "--trace",
+        "trace",
+        str,
+        "replay this trace file (CSV: arrival_s,prompt_tokens,output_tokens, or Azure's "
+        "TIMESTAMP,ContextTokens,GeneratedTokens); its own arrivals and lengths, so no --rate or --prompt-len",
+    ),
     Flag("--rate", "rate", float, "mean arrivals per second (default 5)"),
-    Flag("--requests", "requests", int, "number of requests (default 500); with a trace, its first N rows"),
-    Flag("--duration", "duration", float, "seconds of arrivals instead of a request count (not with --requests)"),
-    Flag("--prompt-len", "prompt_len", str, "prompt tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default uniform:32,512)"),
-    Flag("--output-len", "output_len", str, "output tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default lognormal:128,96)"),
+    Flag(
+        "--requests",
+        "requests",
+        int,
+        "number of requests (default 500); with a trace, its first N rows",
+    ),
+    Flag(
+        "--duration",
+        "duration",
+        float,
+        "seconds of arrivals instead of a request count (not with --requests)",
+    ),
+    Flag(
+        "--prompt-len",
+        "prompt_len",
+        str,
+        "prompt tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default uniform:32,512)",
+    ),
+    Flag(
+        "--output-len",
+        "output_len",
+        str,
+        "output tokens: N, uniform:LO,HI or lognormal:MEAN,MEDIAN (default lognormal:128,96)",
+    ),
     Flag("--speedup", "speedup", float, "with a trace: replay this many times faster (default 1)"),
     Flag("--seed", "seed", int, "one seed for the whole workload (default 0)"),
 )
+
+
 def policy_flags(knobs: dict | None = None) -> tuple[Flag, ...]:
     """``--policy`` and one flag per knob of ``batchsim.core.knobs`` (its type, and help from the field)."""
     knobs = knobs or KNOBS
-    out = [Flag("--policy", "policy", str, f"one of {', '.join(knobs)}, or several separated by commas")]
+    out = [
+        Flag(
+            "--policy", "policy", str, f"one of {', '.join(knobs)}, or several separated by commas"
+        )
+    ]
     for name in flag_knobs(knobs):
         kind = type(knob_defaults(knobs)[name])
         spelling, text = "--" + name.replace("_", "-"), knob_help(name, knobs)
@@ -88,21 +140,36 @@ def policy_flags(knobs: dict | None = None) -> tuple[Flag, ...]:
 
 POLICY_FLAGS = policy_flags()
 FLEET_FLAGS = (
-    Flag("--replicas", "replicas", int, "servers in the fleet, each with its own policy and KV cache (default 1); "
-         "the bill is replicas x $/hour"),
-    Flag("--router", "router", str, "with --replicas > 1: which server takes each arrival: least-loaded (default: "
-         "fewest requests held), least-kv (least KV cache in use), round-robin or random"),
+    Flag(
+        "--replicas",
+        "replicas",
+        int,
+        "servers in the fleet, each with its own policy and KV cache (default 1); "
+        "the bill is replicas x $/hour",
+    ),
+    Flag(
+        "--router",
+        "router",
+        str,
+        "with --replicas > 1: which server takes each arrival: least-loaded (default: "
+        "fewest requests held), least-kv (least KV cache in use), round-robin or random",
+    ),
 )
 RECORDS_FLAGS = (
-    Flag("--summary-only", "summary_only", action="store_true",
-         help="keep sums and quantile sketches (p99 within 0.5 %%) instead of every request: ten million "
-              "requests in constant memory; no records or figures"),
+    Flag(
+        "--summary-only",
+        "summary_only",
+        action="store_true",
+        help="keep sums and quantile sketches (p99 within 0.5 %%) instead of every request: ten million "
+        "requests in constant memory; no records or figures",
+    ),
 )
 SLO_FLAGS = (
     Flag("--slo-ttft", "slo_ttft", float, "seconds to first token"),
     Flag("--slo-tpot", "slo_tpot", float, "seconds per output token"),
     Flag("--slo-e2e", "slo_e2e", float, "seconds end to end"),
 )
+
 
 def dash_hint(message: str, argv: list[str]) -> str:
     """argparse reads ``--rate -inf`` as two flags: name the value and the spelling that works."""
@@ -145,13 +212,17 @@ def comma_list(spec: Any, field: str, known, among: str = "one of") -> list[str]
         if n not in known:
             raise ConfigError(f"{field} must be {among} {', '.join(known)}, got {n!r}")
         if n in names[:i]:  # one row per name: a repeat would be run twice and shown once
-            raise ConfigError(f"{field} names {n} more than once (got {show(spec)}): list each once")
+            raise ConfigError(
+                f"{field} names {n} more than once (got {show(spec)}): list each once"
+            )
     return names
 
 
 def trace_of(flags: Mapping[str, Any]) -> str | None:
     arrival = str(flags.get("arrival") or "")
-    return flags.get("trace") or (arrival[len("trace:"):] if arrival.startswith("trace:") else None)
+    return flags.get("trace") or (
+        arrival[len("trace:") :] if arrival.startswith("trace:") else None
+    )
 
 
 def check_conflicts(flags: Mapping[str, Any]) -> None:
@@ -160,7 +231,9 @@ def check_conflicts(flags: Mapping[str, Any]) -> None:
 
     def both(a: str, b: str, why: str) -> None:
         if a in f and b in f:
-            raise ConfigError(f"{flag_name(a)} and {flag_name(b)} {why} (got {show(f[a])} and {show(f[b])})")
+            raise ConfigError(
+                f"{flag_name(a)} and {flag_name(b)} {why} (got {show(f[a])} and {show(f[b])})"
+            )
 
     both("requests", "duration", "both set the run's extent: give one")
     both("step_time", "calibration", "are two step-time models: give one")
@@ -169,10 +242,14 @@ def check_conflicts(flags: Mapping[str, Any]) -> None:
     if trace_of(f):
         for k in ("rate", "prompt_len", "output_len"):
             if k in f:
-                raise ConfigError(f"{flag_name(k)} means nothing with a trace, which brings its own arrivals and "
-                                  f"lengths (got {show(f[k])}); drop it, or use --speedup to replay faster")
+                raise ConfigError(
+                    f"{flag_name(k)} means nothing with a trace, which brings its own arrivals and "
+                    f"lengths (got {show(f[k])}); drop it, or use --speedup to replay faster"
+                )
     elif "speedup" in f:
-        raise ConfigError(f"--speedup replays a trace faster, and no --trace is given (got {show(f['speedup'])})")
+        raise ConfigError(
+            f"--speedup replays a trace faster, and no --trace is given (got {show(f['speedup'])})"
+        )
     for k in ("compute_eff", "memory_eff", "step_overhead"):
         for model in ("step_time", "calibration"):
             both(k, model, "do not mix: the first tunes the roofline model, the second replaces it")
@@ -193,9 +270,11 @@ def ignored_knob_notes(flags: Mapping[str, Any], names: list[str]) -> list[str]:
     notes = []
     for k, users in _KNOB_POLICIES.items():
         if flags.get(k) is not None and not set(users) & set(names):
-            notes.append(f"note: {flag_name(k)} {show(flags[k])} is ignored: only {' and '.join(users)} "
-                         f"read{'s' if len(users) == 1 else ''} it, "
-                         f"and this run has {', '.join(names)}")
+            notes.append(
+                f"note: {flag_name(k)} {show(flags[k])} is ignored: only {' and '.join(users)} "
+                f"read{'s' if len(users) == 1 else ''} it, "
+                f"and this run has {', '.join(names)}"
+            )
     return notes
 
 
@@ -207,6 +286,8 @@ def knob_users(knob: str) -> tuple[str, ...] | None:
 def ignored_router_notes(flags: Mapping[str, Any], replicas: int) -> list[str]:
     """A router chooses among servers: on a fleet of one, ``--router`` does nothing, and says so."""
     if flags.get("router") is not None and replicas <= 1:
-        return [f"note: --router {show(flags['router'])} is ignored: one server has no choice to make "
-                "(give --replicas N, N >= 2, for a fleet behind a router)"]
+        return [
+            f"note: --router {show(flags['router'])} is ignored: one server has no choice to make "
+            "(give --replicas N, N >= 2, for a fleet behind a router)"
+        ]
     return []

@@ -40,8 +40,14 @@ def replica_result(result, i: int):
         return result
     meta = dict(result.meta)
     meta.update(replica=i, rented_until=result.makespan)
-    return replace(result, records=result.records.for_replica(i), kv_peak_tokens=meta["replica_kv_peak"][i],
-                   preemptions=meta["replica_preemptions"][i], meta=meta, replicas=1)
+    return replace(
+        result,
+        records=result.records.for_replica(i),
+        kv_peak_tokens=meta["replica_kv_peak"][i],
+        preemptions=meta["replica_preemptions"][i],
+        meta=meta,
+        replicas=1,
+    )
 
 
 def fleet_summaries(result, slo=None, streaming: bool | None = None) -> tuple[dict, list[dict]]:
@@ -51,4 +57,6 @@ def fleet_summaries(result, slo=None, streaming: bool | None = None) -> tuple[di
     whole = summarize(result, slo, streaming)
     if result.replicas == 1:
         return whole, [whole]
-    return whole, [summarize(replica_result(result, i), slo, streaming) for i in range(result.replicas)]
+    return whole, [
+        summarize(replica_result(result, i), slo, streaming) for i in range(result.replicas)
+    ]

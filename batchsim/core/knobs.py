@@ -23,12 +23,29 @@ from typing import Any, ClassVar
 from .errors import ConfigError, check_choice, check_knob, show
 
 __all__ = [
-    "SCHEDULERS", "knob", "PolicyKnobs", "TaxiKnobs", "StaticKnobs", "DynamicKnobs", "ContinuousKnobs", "KNOBS", "POLICY_NAMES",
-    "READS", "DEFAULTS", "FLAG_KNOBS", "flag_knobs", "knob_defaults", "knob_users", "knob_help", "check_knob_value",
+    "SCHEDULERS",
+    "knob",
+    "PolicyKnobs",
+    "TaxiKnobs",
+    "StaticKnobs",
+    "DynamicKnobs",
+    "ContinuousKnobs",
+    "KNOBS",
+    "POLICY_NAMES",
+    "READS",
+    "DEFAULTS",
+    "FLAG_KNOBS",
+    "flag_knobs",
+    "knob_defaults",
+    "knob_users",
+    "knob_help",
+    "check_knob_value",
 ]
 
 
-def knob(default: Any, help: str, check: Callable[[str, Any], None] = check_knob, flag: bool = True) -> Any:
+def knob(
+    default: Any, help: str, check: Callable[[str, Any], None] = check_knob, flag: bool = True
+) -> Any:
     """One knob: its default, its help (said for this policy; the flag's help names the policy and
     the default), the check its value must pass (``check(field, value)`` raising ``ConfigError``),
     and whether the command line has a flag for it."""
@@ -86,16 +103,25 @@ class ContinuousKnobs(PolicyKnobs):
     max_seqs: int = knob(64, "the most requests running at once")
     max_batched_tokens: int = knob(2048, "prompt tokens per step")
     block_size: int = knob(16, "KV block size in tokens")
-    chunked_prefill: bool = knob(True, "split long prompts across steps (--no-chunked-prefill: admit a prompt "
-                                       "whole or not at all)")
+    chunked_prefill: bool = knob(
+        True,
+        "split long prompts across steps (--no-chunked-prefill: admit a prompt "
+        "whole or not at all)",
+    )
     # No flag: the command line picks the flavour by engine (realrun --engine vllm), and
     # batchsim's --scheduler is the one that runs simulations in parallel.
-    scheduler: str = knob("batchsim", "batchsim, the textbook scheduler, or vllm-v1, the order vLLM's V1 "
-                                      "scheduler works in", check=_check_scheduler, flag=False)
+    scheduler: str = knob(
+        "batchsim",
+        "batchsim, the textbook scheduler, or vllm-v1, the order vLLM's V1 scheduler works in",
+        check=_check_scheduler,
+        flag=False,
+    )
 
 
 #: Each policy's knobs, by the policy's name.
-KNOBS: dict[str, type[PolicyKnobs]] = {k.policy: k for k in (TaxiKnobs, StaticKnobs, DynamicKnobs, ContinuousKnobs)}
+KNOBS: dict[str, type[PolicyKnobs]] = {
+    k.policy: k for k in (TaxiKnobs, StaticKnobs, DynamicKnobs, ContinuousKnobs)
+}
 POLICY_NAMES = tuple(KNOBS)
 
 
@@ -111,8 +137,10 @@ def knob_defaults(knobs: dict[str, type[PolicyKnobs]] | None = None) -> dict[str
             if f.default is MISSING:
                 raise TypeError(f"{cls.__name__}.{f.name} needs a default")
             if f.name in out and out[f.name] != f.default:
-                raise TypeError(f"{cls.__name__}.{f.name} defaults to {show(f.default)}, another policy's "
-                                f"{f.name} to {show(out[f.name])}: one knob, one default")
+                raise TypeError(
+                    f"{cls.__name__}.{f.name} defaults to {show(f.default)}, another policy's "
+                    f"{f.name} to {show(out[f.name])}: one knob, one default"
+                )
             out.setdefault(f.name, f.default)
     return out
 
@@ -144,7 +172,12 @@ def knob_help(name: str, knobs: dict[str, type[PolicyKnobs]] | None = None) -> s
     (``static: seats on the bus (wait for this many); dynamic: the most per batch (default 8)``).
     realrun's command line rewrites the ``(default X)`` to its own defaults, so it is always there."""
     knobs = knobs or KNOBS
-    parts = [f"{p}: {f.metadata['help']}" for p, cls in knobs.items() for f in fields(cls) if f.name == name]
+    parts = [
+        f"{p}: {f.metadata['help']}"
+        for p, cls in knobs.items()
+        for f in fields(cls)
+        if f.name == name
+    ]
     default = knob_defaults(knobs)[name]
     shown = ("on" if default else "off") if isinstance(default, bool) else show(default)
     return f"{'; '.join(parts)} (default {shown})"

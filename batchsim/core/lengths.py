@@ -92,7 +92,9 @@ class LogNormal(LengthDist):
         if not (self.median_tokens >= 1):
             raise ConfigError(f"lognormal median must be >= 1, got {show(self.median_tokens)}")
         if not (self.mean_tokens > self.median_tokens):
-            raise ConfigError(f"lognormal mean must be > median, got mean={show(self.mean_tokens)} median={show(self.median_tokens)}")
+            raise ConfigError(
+                f"lognormal mean must be > median, got mean={show(self.mean_tokens)} median={show(self.median_tokens)}"
+            )
 
     @property
     def mean(self) -> float:  # type: ignore[override]
@@ -148,4 +150,6 @@ def parse_length(spec: str | int, field: str = "length") -> LengthDist:
         raise ConfigError(f"{field}: {e}") from None
     except ValueError:
         pass
-    raise ConfigError(f"{field} must be an integer, uniform:LO,HI or lognormal:MEAN,MEDIAN, got {show(text)}")
+    raise ConfigError(
+        f"{field} must be an integer, uniform:LO,HI or lognormal:MEAN,MEDIAN, got {show(text)}"
+    )

@@ -33,7 +33,9 @@ def _check_limit(field: str, value) -> None:
     if field == "kv_budget_tokens":
         check_kv_tokens(field, value)
     elif not is_integer(value) or value < 1:
-        raise ConfigError(f"{field} must be an integer >= 1 (or None for no limit), got {show(value)}")
+        raise ConfigError(
+            f"{field} must be an integer >= 1 (or None for no limit), got {show(value)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,10 @@ class ServerLimits:
     def context_reason(self, prompt: int, output: int) -> str | None:
         """Why a request cannot run within the model's context (None if it can)."""
         if self.context_len is not None and prompt + output - 1 > self.context_len:
-            return (f"prompt of {prompt} tokens + output of {output} exceeds the model's context of "
-                    f"{self.context_len} positions")
+            return (
+                f"prompt of {prompt} tokens + output of {output} exceeds the model's context of "
+                f"{self.context_len} positions"
+            )
         return None
 
     def step_tokens_reason(self, tokens: int, what: str = "prompt") -> str | None:
@@ -68,7 +72,10 @@ class ServerLimits:
     # -- a padded batch ---------------------------------------------------------------------
     def padded_batch_fits(self, rows: int, longest_prompt: int, longest_output: int) -> bool:
         """Whether a padded batch of this shape fits: KV reserved, positions used, prefill size."""
-        if self.kv_budget_tokens is not None and rows * (longest_prompt + longest_output) > self.kv_budget_tokens:
+        if (
+            self.kv_budget_tokens is not None
+            and rows * (longest_prompt + longest_output) > self.kv_budget_tokens
+        ):
             return False
         if self.context_len is not None and longest_prompt + longest_output - 1 > self.context_len:
             return False

@@ -64,7 +64,9 @@ class Inbox:
                 raise RuntimeError("the server is shutting down: no new requests")
             rid, t = self._next_id, self.now()
             self._next_id += 1
-            self._items.append((_ARRIVE, t, Request(rid, t, int(prompt_tokens), int(output_tokens)), payload))
+            self._items.append(
+                (_ARRIVE, t, Request(rid, t, int(prompt_tokens), int(output_tokens)), payload)
+            )
             self._cv.notify()
         return rid
 
@@ -158,10 +160,14 @@ class LiveArrivals:
     def __call__(self, run) -> simpy.events.ProcessGenerator:
         env = run.env
         if not isinstance(env, LiveClock):
-            raise TypeError(f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}")
+            raise TypeError(
+                f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}"
+            )
         rec = run.recorder
         if not isinstance(rec, GrowingRecorder):
-            raise TypeError("live arrivals need drive(..., recorder=GrowingRecorder()): nobody knows how many will come")
+            raise TypeError(
+                "live arrivals need drive(..., recorder=GrowingRecorder()): nobody knows how many will come"
+            )
         run.next_arrival = math.inf  # unknown: a real step is stopped by the inbox instead
         while True:
             env.delivery = env.event()
@@ -175,7 +181,11 @@ class LiveArrivals:
                     if self.on_decided is not None:
                         self.on_decided(what.id, reason)
                 elif kind == _WITHDRAW:
-                    server = run.servers[0] if run.router is None else run.servers[int(rec.replica[what])]
+                    server = (
+                        run.servers[0]
+                        if run.router is None
+                        else run.servers[int(rec.replica[what])]
+                    )
                     server.withdraw(what, extra)
                 elif not run.closed:
                     # What was admitted is served; the process stays, for clients that leave meanwhile.
@@ -185,8 +195,18 @@ class LiveArrivals:
 class GrowingRecorder(Recorder):
     """A ``Recorder`` for a run whose requests are not known in advance: ``add`` each as it arrives."""
 
-    _GROWN = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "itl_max",
-              "tokens", "preemptions")
+    _GROWN = (
+        "arrival",
+        "prompt_tokens",
+        "output_tokens",
+        "start",
+        "first_token",
+        "finish",
+        "last_token",
+        "itl_max",
+        "tokens",
+        "preemptions",
+    )
 
     def __init__(self, capacity: int = 1024, **kw) -> None:
         super().__init__(Workload(()), **kw)
@@ -207,7 +227,11 @@ class GrowingRecorder(Recorder):
             raise ValueError(f"requests must be added in id order: got {i}, expected {self.n}")
         if i >= len(self.arrival):
             self._grow(2 * len(self.arrival))
-        self.arrival[i], self.prompt_tokens[i], self.output_tokens[i] = request.arrival, request.prompt_tokens, request.output_tokens
+        self.arrival[i], self.prompt_tokens[i], self.output_tokens[i] = (
+            request.arrival,
+            request.prompt_tokens,
+            request.output_tokens,
+        )
         self.rejected.append(None)
         self.n = i + 1
 

@@ -45,8 +45,16 @@ from .result import RunResult
 from .stream_summary import summarize_stream
 from .summary_fields import SLO, latency_stats, step_fields, streams_by_default, summary_of  # noqa: F401 - re-exported
 
-__all__ = ["SLO", "summarize", "latency_stats", "format_table", "SUMMARY_KEYS", "streams_by_default", "table_notes",
-           "TTFT_NOTE"]
+__all__ = [
+    "SLO",
+    "summarize",
+    "latency_stats",
+    "format_table",
+    "SUMMARY_KEYS",
+    "streams_by_default",
+    "table_notes",
+    "TTFT_NOTE",
+]
 
 
 def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None = None) -> dict:
@@ -62,7 +70,9 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
     n_rejected = int(rejected.sum())
     in_flight = arrived - completed - n_rejected
     if in_flight != 0:
-        raise AssertionError(f"conservation broken: {arrived} arrived, {completed} completed, {n_rejected} rejected")
+        raise AssertionError(
+            f"conservation broken: {arrived} arrived, {completed} completed, {n_rejected} rejected"
+        )
     out_tokens = int(r.tokens[done].sum())
     ttft = (r.first_token - r.arrival)[done]
     streams = streams_by_default(result.policy) if streaming is None else bool(streaming)
@@ -76,31 +86,68 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
     gap_time = float((r.last_token - r.first_token)[done].sum())
     itl_max = r.itl_max[done]
     itl_max = itl_max[np.isfinite(itl_max)]
-    latency = {name: latency_stats(name, v) for name, v in
-               (("ttft", ttft), ("ttft_delivered", ttft_delivered), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait))}
-    itl = (gap_time / gaps if gaps else None, float(np.percentile(itl_max, 99)) if len(itl_max) else None)
+    latency = {
+        name: latency_stats(name, v)
+        for name, v in (
+            ("ttft", ttft),
+            ("ttft_delivered", ttft_delivered),
+            ("tpot", tpot),
+            ("e2e", e2e),
+            ("queue_wait", wait),
+        )
+    }
+    itl = (
+        gap_time / gaps if gaps else None,
+        float(np.percentile(itl_max, 99)) if len(itl_max) else None,
+    )
     goodput = None
     if slo is not None and slo.any:
         ok = slo.met(ttft_delivered, e2e, (r.finish - r.first_token)[done], r.tokens[done])
         goodput = (int(ok.sum()), float(ok.mean()) if completed else 0.0)
-    return summary_of(result, (arrived, completed, n_rejected), out_tokens, latency, streams, itl, r.step_totals(),
-                      goodput)
+    return summary_of(
+        result,
+        (arrived, completed, n_rejected),
+        out_tokens,
+        latency,
+        streams,
+        itl,
+        r.step_totals(),
+        goodput,
+    )
 
 
 def _check_summarize_args(result, slo, streaming) -> None:
     # Duck-typed, as the summary reads it: a result of another package's making with records is welcome.
-    if isinstance(result, (str, bytes, int, float, dict, list, tuple)) or not hasattr(result, "records"):
-        raise ConfigError(f"result must be a finished run (what simulate or run_real returns), got {show(result)}")
+    if isinstance(result, (str, bytes, int, float, dict, list, tuple)) or not hasattr(
+        result, "records"
+    ):
+        raise ConfigError(
+            f"result must be a finished run (what simulate or run_real returns), got {show(result)}"
+        )
     if slo is not None and not isinstance(slo, SLO):
-        raise ConfigError(f"slo must be an SLO (SLO(ttft=0.5, e2e=10), in seconds) or None, got {show(slo)}")
+        raise ConfigError(
+            f"slo must be an SLO (SLO(ttft=0.5, e2e=10), in seconds) or None, got {show(slo)}"
+        )
     if streaming is not None:
         check_bool("streaming", streaming)
 
 
 SUMMARY_KEYS = (
-    "completed", "rejected", "request_throughput", "output_throughput", "mean_ttft", "p99_ttft",
-    "mean_tpot", "mean_e2e", "p50_e2e", "p99_e2e", "mean_queue_wait", "busy_fraction",
-    "mean_batch_size", "kv_peak_tokens", "preemptions",
+    "completed",
+    "rejected",
+    "request_throughput",
+    "output_throughput",
+    "mean_ttft",
+    "p99_ttft",
+    "mean_tpot",
+    "mean_e2e",
+    "p50_e2e",
+    "p99_e2e",
+    "mean_queue_wait",
+    "busy_fraction",
+    "mean_batch_size",
+    "kv_peak_tokens",
+    "preemptions",
 )
 
 # How each column is shown: (header, key, format, scale)
@@ -139,8 +186,10 @@ _COLUMNS = {
 }
 
 #: What a table's TTFT columns mean; ``table_notes`` adds it under any table that shows one.
-TTFT_NOTE = ("TTFT = first token produced; TTFT dlv = first token delivered to the user (padded batches, like "
-             "generate(), deliver when the batch ends; a streaming server as soon as it is produced)")
+TTFT_NOTE = (
+    "TTFT = first token produced; TTFT dlv = first token delivered to the user (padded batches, like "
+    "generate(), deliver when the batch ends; a streaming server as soon as it is produced)"
+)
 
 # A column in ms whose values reach this many ms is shown in seconds instead: a TTFT of 678880 ms
 # is read more easily as 678.9 s.
@@ -163,7 +212,9 @@ def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMM
     columns = {}
     for k in keys:
         head, fmt, scale = _COLUMNS.get(k, (k, "{}", 1))
-        top = max((abs(s[k]) for s in rows.values() if isinstance(s.get(k), (int, float))), default=0.0)
+        top = max(
+            (abs(s[k]) for s in rows.values() if isinstance(s.get(k), (int, float))), default=0.0
+        )
         if scale == 1e3 and head.endswith(" ms") and top * 1e3 >= _TO_SECONDS_MS:
             head, fmt, scale = head[:-3] + " s", _SIGNIFICANT, 1
         columns[k] = (head, fmt, scale)
@@ -178,7 +229,12 @@ def format_table(rows: dict[str, dict], keys: tuple[str, ...] | list[str] = SUMM
             line.append("-" if v is None else fmt(x) if callable(fmt) else fmt.format(x))
         body.append(line)
     widths = [max(len(str(r[i])) for r in [heads] + body) for i in range(len(heads))]
-    def fmt_line(r):
-        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
 
-    return "\n".join([fmt_line(heads), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in body])
+    def fmt_line(r):
+        return "  ".join(
+            str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+        )
+
+    return "\n".join(
+        [fmt_line(heads), "  ".join("-" * w for w in widths)] + [fmt_line(r) for r in body]
+    )

@@ -88,8 +88,12 @@ class Pass:
         ``(prefill_rows, prefill_tokens / prefill_rows)``, the mean length, which equal chunks give."""
         lengths = [c.length for c in self.chunks]
         if not lengths or not self.prefill_rows:
-            return float(max(self.prefill_rows, 1)), max(1.0, self.prefill_tokens / max(self.prefill_rows, 1))
-        if self.prefill_tokens > sum(lengths):  # padded to ``query``: the padding is rows of its own
+            return float(max(self.prefill_rows, 1)), max(
+                1.0, self.prefill_tokens / max(self.prefill_rows, 1)
+            )
+        if self.prefill_tokens > sum(
+            lengths
+        ):  # padded to ``query``: the padding is rows of its own
             lengths += [self.query - n for n in lengths if n < self.query]
         s1 = float(sum(lengths))
         s2 = float(sum(n * n for n in lengths))
@@ -134,8 +138,14 @@ def _rect_prefill(group: tuple[Chunk, ...]) -> Pass:
     n = len(group)
     longest = max(c.length for c in group)
     past = max(c.start for c in group)
-    return Pass(prefill_tokens=n * longest, prefill_rows=n, query=longest,
-                kv_read=sum(c.start for c in group), attn_read=n * past, chunks=group)
+    return Pass(
+        prefill_tokens=n * longest,
+        prefill_rows=n,
+        query=longest,
+        kv_read=sum(c.start for c in group),
+        attn_read=n * past,
+        chunks=group,
+    )
 
 
 def _paged(step: Step, rows: int) -> list[Pass]:
@@ -144,9 +154,17 @@ def _paged(step: Step, rows: int) -> list[Pass]:
     passes = []
     if step.prefill:
         past = sum(c.start for c in step.prefill)
-        passes.append(Pass(prefill_tokens=step.prefill_tokens, prefill_rows=len(step.prefill),
-                           query=max(c.length for c in step.prefill), kv_read=past, attn_read=past,
-                           chunks=step.prefill, ragged=True))
+        passes.append(
+            Pass(
+                prefill_tokens=step.prefill_tokens,
+                prefill_rows=len(step.prefill),
+                query=max(c.length for c in step.prefill),
+                kv_read=past,
+                attn_read=past,
+                chunks=step.prefill,
+                ragged=True,
+            )
+        )
     if rows:
         # A padded batch's rows hold no padding in the pool: their own prompts and tokens only.
         kv = step.kv_read - step.kv_padding - sum(c.start for c in step.prefill)
@@ -163,9 +181,18 @@ def plan_step(step: Step, plan: str = "fused") -> list[Pass]:
     rows = len(step.decode)
     padded = step.prefill_padding > 0
     if plan == "fused" and not padded:
-        return [Pass(prefill_tokens=step.prefill_tokens, decode_rows=rows, prefill_rows=len(step.prefill),
-                     query=max((c.length for c in step.prefill), default=1), kv_read=step.kv_read,
-                     attn_read=step.kv_read, chunks=step.prefill, ragged=True)]
+        return [
+            Pass(
+                prefill_tokens=step.prefill_tokens,
+                decode_rows=rows,
+                prefill_rows=len(step.prefill),
+                query=max((c.length for c in step.prefill), default=1),
+                kv_read=step.kv_read,
+                attn_read=step.kv_read,
+                chunks=step.prefill,
+                ragged=True,
+            )
+        ]
     if plan not in PLANS:
         check_choice("plan", plan, PLANS)
     if plan == "paged":
@@ -175,8 +202,14 @@ def plan_step(step: Step, plan: str = "fused") -> list[Pass]:
         if padded:
             # One rectangle of rows x longest prompt: exactly the tokens the policy counted.
             n = len(step.prefill)
-            passes.append(Pass(prefill_tokens=step.prefill_tokens, prefill_rows=n,
-                               query=step.prefill_tokens // n, chunks=step.prefill))
+            passes.append(
+                Pass(
+                    prefill_tokens=step.prefill_tokens,
+                    prefill_rows=n,
+                    query=step.prefill_tokens // n,
+                    chunks=step.prefill,
+                )
+            )
         else:
             passes.extend(_rect_prefill(g) for g in prefill_groups(step.prefill, padded=False))
     if rows:

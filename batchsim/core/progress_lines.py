@@ -38,8 +38,15 @@ def span(seconds: float) -> str:
 class LineProgress:
     """``tqdm``'s ``update``/``close``, printed as a line every ``every`` seconds on ``stream``."""
 
-    def __init__(self, total: int, desc: str, stream: TextIO | None = None, first: float = 10.0,
-                 every: float = 30.0, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        stream: TextIO | None = None,
+        first: float = 10.0,
+        every: float = 30.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         if total < 1:
             raise ValueError(f"total must be >= 1, got {total!r}")
         self.total, self.desc, self.every = total, desc, every

@@ -40,21 +40,35 @@ class Recorder:
     a fleet, whose steps and requests carry the replica that served them.
     """
 
-    def __init__(self, workload: Workload, fold_rows: int = FOLD_ROWS, steps: str = "keep",
-                 steps_path: str | Path | None = None, replicas: int = 1, step_chunk: int = CHUNK) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        fold_rows: int = FOLD_ROWS,
+        steps: str = "keep",
+        steps_path: str | Path | None = None,
+        replicas: int = 1,
+        step_chunk: int = CHUNK,
+    ) -> None:
         n = len(workload)
         self.arrival = workload.arrivals
         self.prompt_tokens = workload.prompt_tokens
         self.output_tokens = workload.output_tokens
         nan = np.full(n, np.nan)
-        self.start, self.first_token, self.finish, self.last_token = nan.copy(), nan.copy(), nan.copy(), nan.copy()
+        self.start, self.first_token, self.finish, self.last_token = (
+            nan.copy(),
+            nan.copy(),
+            nan.copy(),
+            nan.copy(),
+        )
         self.itl_max = nan
         self.tokens = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.rejected: list[str | None] = [None] * n
         self.replica = np.zeros(n, dtype=np.int16) if replicas > 1 else None
         self.fold_rows = fold_rows
-        self.log = StepLog(keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk)
+        self.log = StepLog(
+            keep=steps == "keep", path=steps_path, replicas=replicas, chunk=step_chunk
+        )
         self._rows = self.log.rows  # the log's list of rows not yet packed, appended to directly
         self._ends = self.log.ends  # each server's last step end, as its clock had it
         self._events: list[tuple] = []
@@ -73,9 +87,13 @@ class Recorder:
         them, NaN, which is no request's."""
         for i in np.flatnonzero(np.isnan(self.finish[: len(self.rejected)])).tolist():
             if self.rejected[i] is None:
-                self.rejected[i] = reason if arrived is None or i < arrived else f"{reason} (never arrived)"
+                self.rejected[i] = (
+                    reason if arrived is None or i < arrived else f"{reason} (never arrived)"
+                )
 
-    def step(self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0) -> None:
+    def step(
+        self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0
+    ) -> None:
         """Record ``len(ends)`` repetitions of ``step`` that began at t_start and ended at ``ends``.
         Textbook: the end of ``serve``'s loop, once a pass (one row here for a run of passes)."""
         prefill = step.prefill
@@ -93,7 +111,9 @@ class Recorder:
         if len(ids):
             # Token bookkeeping is deferred: a list append here, one vectorised pass per chunk.
             self._events.append((ids, outcome.token_counts, ends, t_start))
-            self._buffered += len(ids) + len(ends)  # rows and step ends: both are kept until the fold
+            self._buffered += len(ids) + len(
+                ends
+            )  # rows and step ends: both are kept until the fold
             if self._buffered >= self.fold_rows:
                 self._fold()
         t_end = self._ends[replica] = float(ends[-1])
@@ -101,8 +121,17 @@ class Recorder:
             finish = self.finish
             for rid in outcome.finished:  # a request or two, mostly: cheaper than a fancy index
                 finish[rid] = t_end
-        row = (t_start, t_end - t_start, len(ends), len(prefill) + len(step.decode), prompt,
-               len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted))
+        row = (
+            t_start,
+            t_end - t_start,
+            len(ends),
+            len(prefill) + len(step.decode),
+            prompt,
+            len(step.decode),
+            step.padded_rows,
+            step.kv_in_use,
+            len(step.preempted),
+        )
         rows = self._rows
         rows.append(row if self.replica is None else row + (replica,))
         if len(rows) >= self.log.chunk:
@@ -116,8 +145,19 @@ class Recorder:
         self._fold()
         self.log.close()
         r = Records(
-            self.arrival, self.prompt_tokens, self.output_tokens, self.start, self.first_token, self.finish,
-            self.last_token, self.tokens, self.preemptions, self.itl_max, self.rejected, self.log.arrays(), self.replica,
+            self.arrival,
+            self.prompt_tokens,
+            self.output_tokens,
+            self.start,
+            self.first_token,
+            self.finish,
+            self.last_token,
+            self.tokens,
+            self.preemptions,
+            self.itl_max,
+            self.rejected,
+            self.log.arrays(),
+            self.replica,
             step_ends=list(self.log.ends),
         )
         if not self.log.keep:
@@ -125,8 +165,14 @@ class Recorder:
         return r
 
 
-def fold_events(events: list, first_token: np.ndarray, last_token: np.ndarray, itl_max: np.ndarray,
-                tokens: np.ndarray, slot=None) -> None:
+def fold_events(
+    events: list,
+    first_token: np.ndarray,
+    last_token: np.ndarray,
+    itl_max: np.ndarray,
+    tokens: np.ndarray,
+    slot=None,
+) -> None:
     """Fold buffered token events into per-request arrays, all in numpy.
 
     Each event is (ids, counts, ends, t_start): row ``id`` produced ``c`` tokens, one at the
@@ -150,7 +196,13 @@ def fold_events(events: list, first_token: np.ndarray, last_token: np.ndarray, i
     # several times faster than 32-bit keys, themselves twice as fast as 64-bit ones; the order of
     # equal keys is the same, so the permutation is too.
     lo, hi = int(ids.min()), int(ids.max())
-    key = (ids - lo).astype(np.uint16) if hi - lo < 2**16 else ids.astype(np.int32) if hi < 2**31 else ids
+    key = (
+        (ids - lo).astype(np.uint16)
+        if hi - lo < 2**16
+        else ids.astype(np.int32)
+        if hi < 2**31
+        else ids
+    )
     order = np.argsort(key, kind="stable")
     ids = ids[order]
     first = first[order]
@@ -179,7 +231,9 @@ def fold_events(events: list, first_token: np.ndarray, last_token: np.ndarray, i
     tokens[pos] += np.add.reduceat(counts, starts)
 
 
-def _event_rows(events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+def _event_rows(
+    events: list,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """One row per (event, id), in time order: (ids, token counts, first token's time, last token's
     time, longest gap inside the event's repetitions: None when no event repeated)."""
     id_list = [e[0] for e in events]
@@ -206,7 +260,7 @@ def _event_rows(events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             prev_end[estart] = np.fromiter((e[3] for e in events), dtype=np.float64, count=ne)
             durs = ends - prev_end
             durs = np.append(durs, np.nan)
-            hi = off[multi] + 1          # one past the row's last repetition
+            hi = off[multi] + 1  # one past the row's last repetition
             lo = hi - counts[multi] + 1  # the row's second repetition
             inner = np.full(len(ids), np.nan)
             inner[multi] = np.maximum.reduceat(durs, np.column_stack([lo, hi]).ravel())[::2]

@@ -26,8 +26,18 @@ from .steplog import STEP_FIELDS, StepTotals
 __all__ = ["Records", "STEP_FIELDS", "REQUEST_FIELDS"]
 
 REQUEST_FIELDS = (
-    "id", "arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish",
-    "tokens", "preemptions", "itl_mean", "itl_max", "rejected",
+    "id",
+    "arrival",
+    "prompt_tokens",
+    "output_tokens",
+    "start",
+    "first_token",
+    "finish",
+    "tokens",
+    "preemptions",
+    "itl_mean",
+    "itl_max",
+    "rejected",
 )
 
 
@@ -48,7 +58,9 @@ class Records:
     rejected: list[str | None]
     steps: dict[str, np.ndarray]
     replica: np.ndarray | None = None  # a fleet's: which server each request was routed to
-    totals_by_replica: list[StepTotals] | None = field(default=None, repr=False)  # a log kept as totals only
+    totals_by_replica: list[StepTotals] | None = field(
+        default=None, repr=False
+    )  # a log kept as totals only
     #: When each server's last step ended, as its clock had it (None: not known, as in records built
     #: by hand): the last row's start + duration can land an ulp off it (``batchsim.core.steplog``).
     step_ends: list[float | None] | None = field(default=None, repr=False)
@@ -107,7 +119,11 @@ class Records:
         mine = self.replica == i
         ids = np.flatnonzero(mine)
         steps = {k: v[self.steps["replica"] == i] for k, v in self.steps.items() if k != "replica"}
-        r = Records(*(getattr(self, k)[ids] for k in _PER_REQUEST), [self.rejected[j] for j in ids.tolist()], steps)
+        r = Records(
+            *(getattr(self, k)[ids] for k in _PER_REQUEST),
+            [self.rejected[j] for j in ids.tolist()],
+            steps,
+        )
         if self.totals_by_replica is not None:
             r.totals_by_replica = [self.totals_by_replica[i]]
         if self.step_ends is not None:
@@ -125,26 +141,30 @@ class Records:
     @property
     def itl_mean(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.tokens > 1, (self.last_token - self.first_token) / (self.tokens - 1), np.nan)
+            return np.where(
+                self.tokens > 1, (self.last_token - self.first_token) / (self.tokens - 1), np.nan
+            )
 
     def request_rows(self) -> list[dict]:
         itl = self.itl_mean
         rows = []
         for i in range(len(self)):
-            rows.append({
-                "id": i,
-                "arrival": float(self.arrival[i]),
-                "prompt_tokens": int(self.prompt_tokens[i]),
-                "output_tokens": int(self.output_tokens[i]),
-                "start": _f(self.start[i]),
-                "first_token": _f(self.first_token[i]),
-                "finish": _f(self.finish[i]),
-                "tokens": int(self.tokens[i]),
-                "preemptions": int(self.preemptions[i]),
-                "itl_mean": _f(itl[i]),
-                "itl_max": _f(self.itl_max[i]),
-                "rejected": self.rejected[i],
-            })
+            rows.append(
+                {
+                    "id": i,
+                    "arrival": float(self.arrival[i]),
+                    "prompt_tokens": int(self.prompt_tokens[i]),
+                    "output_tokens": int(self.output_tokens[i]),
+                    "start": _f(self.start[i]),
+                    "first_token": _f(self.first_token[i]),
+                    "finish": _f(self.finish[i]),
+                    "tokens": int(self.tokens[i]),
+                    "preemptions": int(self.preemptions[i]),
+                    "itl_mean": _f(itl[i]),
+                    "itl_max": _f(self.itl_max[i]),
+                    "rejected": self.rejected[i],
+                }
+            )
             if self.replica is not None:
                 rows[-1]["replica"] = int(self.replica[i])
         return rows
@@ -154,7 +174,9 @@ class Records:
         d.mkdir(parents=True, exist_ok=True)
         req_path, step_path = d / f"{prefix}requests.csv", d / f"{prefix}steps.csv"
         with req_path.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=REQUEST_FIELDS + (("replica",) if self.replica is not None else ()))
+            w = csv.DictWriter(
+                fh, fieldnames=REQUEST_FIELDS + (("replica",) if self.replica is not None else ())
+            )
             w.writeheader()
             w.writerows(self.request_rows())
         with step_path.open("w", newline="") as fh:
@@ -165,11 +187,26 @@ class Records:
         return req_path, step_path
 
     def to_json(self) -> str:
-        return json.dumps({"requests": self.request_rows(), "steps": {k: v.tolist() for k, v in self.steps.items()}})
+        return json.dumps(
+            {
+                "requests": self.request_rows(),
+                "steps": {k: v.tolist() for k, v in self.steps.items()},
+            }
+        )
 
 
-_PER_REQUEST = ("arrival", "prompt_tokens", "output_tokens", "start", "first_token", "finish", "last_token", "tokens",
-                "preemptions", "itl_max")
+_PER_REQUEST = (
+    "arrival",
+    "prompt_tokens",
+    "output_tokens",
+    "start",
+    "first_token",
+    "finish",
+    "last_token",
+    "tokens",
+    "preemptions",
+    "itl_max",
+)
 
 
 def _f(x: float) -> float | None:

@@ -79,4 +79,6 @@ def lines(results: dict) -> list[str]:
 
 def all_rejected(results: dict) -> bool:
     """True when no run served a single request (a misconfiguration, not a result)."""
-    return bool(results) and all(len(r.records) and not r.records.completed for r in results.values())
+    return bool(results) and all(
+        len(r.records) and not r.records.completed for r in results.values()
+    )

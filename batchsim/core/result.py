@@ -50,14 +50,24 @@ class RunResult:
         return float(max(ends)) if ends else 0.0
 
 
-def result_of(run: Drive, policy: Policy | Sequence[Policy], step_time: str, limits: ServerLimits, workload: Workload,
-              meta: dict | None = None, router: Router | None = None) -> RunResult:
+def result_of(
+    run: Drive,
+    policy: Policy | Sequence[Policy],
+    step_time: str,
+    limits: ServerLimits,
+    workload: Workload,
+    meta: dict | None = None,
+    router: Router | None = None,
+) -> RunResult:
     """The ``RunResult`` of a finished ``drive`` (of one server, or a fleet's policies)."""
     policies = [policy] if isinstance(policy, Policy) else list(policy)
     extra: dict = {"stopped": run.stopped}
     if len(policies) > 1:
-        extra.update(router=repr(router), replica_kv_peak=[p.kv_peak for p in policies],
-                     replica_preemptions=[p.preemptions for p in policies])
+        extra.update(
+            router=repr(router),
+            replica_kv_peak=[p.kv_peak for p in policies],
+            replica_preemptions=[p.preemptions for p in policies],
+        )
     return RunResult(
         records=run.recorder.records(),
         policy=policies[0].describe(),

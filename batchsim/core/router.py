@@ -25,7 +25,15 @@ import numpy as np
 
 from .errors import check_choice, check_int_at_least
 
-__all__ = ["Router", "RoundRobin", "LeastLoaded", "LeastKV", "RandomRouter", "ROUTER_NAMES", "make_router"]
+__all__ = [
+    "Router",
+    "RoundRobin",
+    "LeastLoaded",
+    "LeastKV",
+    "RandomRouter",
+    "ROUTER_NAMES",
+    "make_router",
+]
 
 ROUTER_NAMES = ("round-robin", "least-loaded", "least-kv", "random")
 
@@ -90,7 +98,9 @@ class RandomRouter(Router):
 
     def start(self, n: int) -> None:
         super().start(n)
-        self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x726F75]))  # a stream of its own
+        self.rng = np.random.default_rng(
+            np.random.SeedSequence([self.seed, 0x726F75])
+        )  # a stream of its own
 
     def choose(self, outstanding, policies) -> int:
         return int(self.rng.integers(self.n))

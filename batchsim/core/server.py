@@ -69,7 +69,16 @@ if TYPE_CHECKING:
     from .policies.base import Policy
     from .recorder import Recorder
 
-__all__ = ["ServerProcess", "RunShared", "At", "AtMixin", "ARRIVAL", "server_priority", "schedule_at", "guarded"]
+__all__ = [
+    "ServerProcess",
+    "RunShared",
+    "At",
+    "AtMixin",
+    "ARRIVAL",
+    "server_priority",
+    "schedule_at",
+    "guarded",
+]
 
 
 def guarded(body: Iterable, ended: Callable[[BaseException | None], None]):
@@ -113,20 +122,36 @@ class ServerProcess:
     ``steps``: steps it has run. ``process``: its SimPy process, once the run has started it.
     """
 
-    def __init__(self, env: simpy.Environment, index: int, policy: Policy, executor: Executor, run: RunShared) -> None:
-        self.env, self.index, self.policy, self.executor, self.run = env, index, policy, executor, run
+    def __init__(
+        self, env: simpy.Environment, index: int, policy: Policy, executor: Executor, run: RunShared
+    ) -> None:
+        self.env, self.index, self.policy, self.executor, self.run = (
+            env,
+            index,
+            policy,
+            executor,
+            run,
+        )
         self.priority = server_priority(index)
         self.outstanding = 0
         self.steps = 0
         self.process: simpy.Process | None = None
         self.waiting = False  # asleep: an arrival wakes it
-        self.cut_until = -math.inf  # running a priced repeat: an arrival at or before this boundary cuts it
-        self.down_cut_until = -math.inf  # running a priced repeat: go_down() at or before this boundary cuts it
+        self.cut_until = (
+            -math.inf
+        )  # running a priced repeat: an arrival at or before this boundary cuts it
+        self.down_cut_until = (
+            -math.inf
+        )  # running a priced repeat: go_down() at or before this boundary cuts it
         self.down = False
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
-        self._withdrawn: list[tuple[int, str]] = []  # (request, reason): clients gone, applied between steps
-        self._still = StandStill()  # a policy that waits "until now" forever stops the run, not hangs it
+        self._withdrawn: list[
+            tuple[int, str]
+        ] = []  # (request, reason): clients gone, applied between steps
+        self._still = (
+            StandStill()
+        )  # a policy that waits "until now" forever stops the run, not hangs it
 
     def process_body(self):
         """What SimPy runs: ``serve``, and the run told how it ended (``guarded``)."""
@@ -175,7 +200,9 @@ class ServerProcess:
     def _sleep(self, until: float | None):
         """Wait until ``until`` (None: no deadline) or until an arrival wakes us."""
         env = self.env
-        self._still.check(self.policy, env.now, until, self.steps, self.run.closed)  # or the run would hang
+        self._still.check(
+            self.policy, env.now, until, self.steps, self.run.closed
+        )  # or the run would hang
         if self.run.pulls:
             # Nothing else shares the clock: it jumps to the deadline or the next arrival, whichever
             # comes first (``Run.pull_arrivals``). Textbook: ``yield clock.at(max(wake, clock.now))``.
@@ -226,7 +253,9 @@ class ServerProcess:
                 end = None
             except simpy.Interrupt:
                 # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
-                k = bisect_left(ends, env.now) + 1  # numpy's searchsorted, side "left"; a list's too
+                k = (
+                    bisect_left(ends, env.now) + 1
+                )  # numpy's searchsorted, side "left"; a list's too
                 ends = ends[:k]
                 ex.cut(k)
                 end = None if env.jump(ends[-1]) else env.at(ends[-1], self.priority)
@@ -288,7 +317,9 @@ class ServerProcess:
             self.down = True
             self._back = self.env.event()
             self._rouse()  # asleep: it goes down now, not at its next decision
-            if self.env.now <= self.down_cut_until:  # in a priced run of passes: after the one running
+            if (
+                self.env.now <= self.down_cut_until
+            ):  # in a priced run of passes: after the one running
                 self.cut_until = self.down_cut_until = -math.inf
                 self._interrupt()
 
@@ -299,4 +330,6 @@ class ServerProcess:
             self._back.succeed()
 
     def __repr__(self) -> str:
-        return f"ServerProcess({self.index}, {self.policy.describe()}, outstanding={self.outstanding})"
+        return (
+            f"ServerProcess({self.index}, {self.policy.describe()}, outstanding={self.outstanding})"
+        )

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 
-__all__ = ["Size", "estimate", "combined", "check", "machine_memory", "OVERRIDE_FLAG", "LIMIT_SECONDS"]
+__all__ = [
+    "Size",
+    "estimate",
+    "combined",
+    "check",
+    "machine_memory",
+    "OVERRIDE_FLAG",
+    "LIMIT_SECONDS",
+]
 
 OVERRIDE_FLAG = "--no-size-check"
 #: The longest a run may be estimated to take before it is refused (an hour).
@@ -58,9 +66,11 @@ class Size:
     seconds: float
 
     def describe(self) -> str:
-        return (f"{self.requests:,.0f} requests x {self.runs} run{'s' if self.runs != 1 else ''}, "
-                f"{self.output_tokens:,.0f} output tokens each run: about {_bytes(self.memory_bytes)} and "
-                f"{_duration(self.seconds)}")
+        return (
+            f"{self.requests:,.0f} requests x {self.runs} run{'s' if self.runs != 1 else ''}, "
+            f"{self.output_tokens:,.0f} output tokens each run: about {_bytes(self.memory_bytes)} and "
+            f"{_duration(self.seconds)}"
+        )
 
 
 def _bytes(n: float) -> str:
@@ -82,7 +92,9 @@ def _duration(s: float) -> str:
     return f"{s:,.0f} s"
 
 
-def estimate(requests: float, mean_output_tokens: float, runs: int = 1, summary_only: bool = False) -> Size:
+def estimate(
+    requests: float, mean_output_tokens: float, runs: int = 1, summary_only: bool = False
+) -> Size:
     """The size of ``runs`` simulations of one workload, kept together as a report keeps them."""
     tokens = requests * mean_output_tokens
     per_request = _BYTES_PER_REQUEST_SUMMARY if summary_only else _BYTES_PER_REQUEST_RUNNING
@@ -96,12 +108,21 @@ def combined(sizes: list[Size], parallel: int = 1) -> Size:
     """Several runs (a sweep's values), ``parallel`` of them at a time in separate processes."""
     parallel = max(1, min(parallel, len(sizes)))
     biggest = max(sizes, key=lambda z: z.memory_bytes)
-    return Size(biggest.requests, biggest.output_tokens, sum(z.runs for z in sizes), biggest.memory_bytes * parallel,
-                sum(z.seconds for z in sizes) / parallel)
+    return Size(
+        biggest.requests,
+        biggest.output_tokens,
+        sum(z.runs for z in sizes),
+        biggest.memory_bytes * parallel,
+        sum(z.seconds for z in sizes) / parallel,
+    )
 
 
-def check(size: Size, memory: float | None = None, limit_seconds: float = LIMIT_SECONDS,
-          extent_flag: str = "--requests") -> None:
+def check(
+    size: Size,
+    memory: float | None = None,
+    limit_seconds: float = LIMIT_SECONDS,
+    extent_flag: str = "--requests",
+) -> None:
     """Refuse a run far beyond this machine, naming the flag to change (``extent_flag``: the one that
     set the request count, --requests or --duration)."""
     memory = machine_memory() if memory is None else memory
@@ -110,7 +131,9 @@ def check(size: Size, memory: float | None = None, limit_seconds: float = LIMIT_
     if not (too_big or too_long):
         return
     if too_big:
-        token_bound = size.output_tokens / max(size.requests, 1) * _BYTES_PER_TOKEN > size.memory_bytes / 2
+        token_bound = (
+            size.output_tokens / max(size.requests, 1) * _BYTES_PER_TOKEN > size.memory_bytes / 2
+        )
     else:
         token_bound = size.output_tokens * _SECONDS_PER_TOKEN > size.requests * _SECONDS_PER_REQUEST
     change = f"--output-len (or {extent_flag})" if token_bound else extent_flag
@@ -118,4 +141,6 @@ def check(size: Size, memory: float | None = None, limit_seconds: float = LIMIT_
         limit = f"more than this machine's {_bytes(memory)} of memory"
     else:
         limit = f"more than the {_duration(limit_seconds)} a run may take"
-    raise ConfigError(f"run too large: {size.describe()}, {limit}; lower {change}, or pass {OVERRIDE_FLAG} to run it anyway")
+    raise ConfigError(
+        f"run too large: {size.describe()}, {limit}; lower {change}, or pass {OVERRIDE_FLAG} to run it anyway"
+    )

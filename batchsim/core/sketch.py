@@ -82,7 +82,9 @@ class QuantileSketch:
         for s in (self, other):
             if len(s.counts):
                 out._cover(s.offset, s.offset + len(s.counts) - 1)
-                out.counts[s.offset - out.offset : s.offset - out.offset + len(s.counts)] += s.counts
+                out.counts[s.offset - out.offset : s.offset - out.offset + len(s.counts)] += (
+                    s.counts
+                )
         return out
 
     def _order_stat(self, k: int, cum: np.ndarray) -> float:

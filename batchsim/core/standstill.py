@@ -38,7 +38,9 @@ class StandStill:
         every request has arrived."""
         if until is None:
             if closed:  # nothing will ever wake it
-                raise NoProgress(f"{_name(policy)}: waits with no deadline and no arrival to come, but is not idle")
+                raise NoProgress(
+                    f"{_name(policy)}: waits with no deadline and no arrival to come, but is not idle"
+                )
             return
         if until > now:
             return
@@ -50,7 +52,8 @@ class StandStill:
                 f"{_name(policy)}: at t={now:.9g} s it answered Wait(until={until!r}) {LIMIT:,} times in a row, a wait for "
                 "a time that has already come, so the server would ask it again at the same instant forever. When "
                 "its deadline has come, a policy must run a step (or wait for a later time): check how it compares "
-                "the time with its deadline (>= rather than >).")
+                "the time with its deadline (>= rather than >)."
+            )
 
 
 def _name(policy) -> str:

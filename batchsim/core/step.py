@@ -92,7 +92,9 @@ class Step:
         if self.repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {self.repeat}")
         if not 0 <= self.kv_padding <= self.kv_read:
-            raise ValueError(f"kv_padding must be in [0, kv_read={self.kv_read}], got {self.kv_padding}")
+            raise ValueError(
+                f"kv_padding must be in [0, kv_read={self.kv_read}], got {self.kv_padding}"
+            )
         if self.repeat > 1 and self.prefill:
             raise ValueError("only decode-only steps repeat")
         if not self.prefill and not self.decode:
@@ -132,24 +134,59 @@ def fast_chunk(request_id: int, start: int, length: int, completes: bool) -> Chu
     return c
 
 
-def fast_step(prefill: tuple[Chunk, ...], decode: tuple[int, ...], kv_read: int, decode_width: int, repeat: int,
-              interruptible: bool, preempted: tuple[int, ...], kv_in_use: int, padded_rows: int = 0,
-              prefill_padding: int = 0, kv_padding: int = 0) -> Step:
+def fast_step(
+    prefill: tuple[Chunk, ...],
+    decode: tuple[int, ...],
+    kv_read: int,
+    decode_width: int,
+    repeat: int,
+    interruptible: bool,
+    preempted: tuple[int, ...],
+    kv_in_use: int,
+    padded_rows: int = 0,
+    prefill_padding: int = 0,
+    kv_padding: int = 0,
+) -> Step:
     """``Step(...)`` with these fields, built faster: for the policies, which decide a step every few
     tens of microseconds, and for which building the frozen dataclass was the largest single cost of a
     decision. The same checks, inline; a step they would refuse or complete (no ``decode_width`` given)
     goes through ``Step`` itself, so the result is always what ``Step`` gives.
     Textbook: ``Step(...)`` at the end of ``next_step`` (``batchsim/textbook/continuous.py``,
     ``padded.py``)."""
-    if (repeat < 1 or (repeat > 1 and prefill) or not (prefill or decode) or (decode and not decode_width)
-            or not 0 <= kv_padding <= kv_read):
-        return Step(prefill=prefill, decode=decode, padded_rows=padded_rows, prefill_padding=prefill_padding,
-                    kv_read=kv_read, kv_padding=kv_padding, decode_width=decode_width, repeat=repeat,
-                    interruptible=interruptible, preempted=preempted, kv_in_use=kv_in_use)
+    if (
+        repeat < 1
+        or (repeat > 1 and prefill)
+        or not (prefill or decode)
+        or (decode and not decode_width)
+        or not 0 <= kv_padding <= kv_read
+    ):
+        return Step(
+            prefill=prefill,
+            decode=decode,
+            padded_rows=padded_rows,
+            prefill_padding=prefill_padding,
+            kv_read=kv_read,
+            kv_padding=kv_padding,
+            decode_width=decode_width,
+            repeat=repeat,
+            interruptible=interruptible,
+            preempted=preempted,
+            kv_in_use=kv_in_use,
+        )
     s = _new(Step)
-    s.__dict__.update(prefill=prefill, decode=decode, padded_rows=padded_rows, prefill_padding=prefill_padding,
-                      kv_read=kv_read, kv_padding=kv_padding, decode_width=decode_width, repeat=repeat,
-                      interruptible=interruptible, preempted=preempted, kv_in_use=kv_in_use)
+    s.__dict__.update(
+        prefill=prefill,
+        decode=decode,
+        padded_rows=padded_rows,
+        prefill_padding=prefill_padding,
+        kv_read=kv_read,
+        kv_padding=kv_padding,
+        decode_width=decode_width,
+        repeat=repeat,
+        interruptible=interruptible,
+        preempted=preempted,
+        kv_in_use=kv_in_use,
+    )
     return s
 
 

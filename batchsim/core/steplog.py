@@ -33,8 +33,15 @@ import numpy as np
 __all__ = ["STEP_FIELDS", "STEP_DTYPES", "StepLog", "StepTotals", "empty_steps"]
 
 STEP_FIELDS = (
-    "start", "duration", "repeat", "batch_size", "prompt_tokens", "decode_rows", "padded_rows",
-    "kv_in_use", "preempted",
+    "start",
+    "duration",
+    "repeat",
+    "batch_size",
+    "prompt_tokens",
+    "decode_rows",
+    "padded_rows",
+    "kv_in_use",
+    "preempted",
 )
 STEP_DTYPES = (float, float, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64, np.int64)
 #: Rows gathered as tuples before they are packed into arrays.
@@ -52,7 +59,9 @@ class StepTotals:
 
     busy: float = 0.0
     reps: int = 0
-    batch_hist: dict[int, int] = field(default_factory=dict)  # rows -> repetitions with that many rows
+    batch_hist: dict[int, int] = field(
+        default_factory=dict
+    )  # rows -> repetitions with that many rows
     max_batch: int = 0
     batch_reps: int = 0  # sum of rows x repetitions
     padded_reps: int = 0
@@ -85,10 +94,17 @@ class StepTotals:
         self.count += len(reps)
 
     def merged(self, other: StepTotals) -> StepTotals:
-        t = StepTotals(self.busy + other.busy, self.reps + other.reps, dict(self.batch_hist),
-                       max(self.max_batch, other.max_batch), self.batch_reps + other.batch_reps,
-                       self.padded_reps + other.padded_reps, self.decode_reps + other.decode_reps,
-                       self.last_end, self.count + other.count)
+        t = StepTotals(
+            self.busy + other.busy,
+            self.reps + other.reps,
+            dict(self.batch_hist),
+            max(self.max_batch, other.max_batch),
+            self.batch_reps + other.batch_reps,
+            self.padded_reps + other.padded_reps,
+            self.decode_reps + other.decode_reps,
+            self.last_end,
+            self.count + other.count,
+        )
         for k, c in other.batch_hist.items():
             t.batch_hist[k] = t.batch_hist.get(k, 0) + c
         if other.last_end is not None:
@@ -102,7 +118,13 @@ class StepLog:
     ``replicas`` > 1 adds a ``replica`` column: which server of a fleet ran the step.
     """
 
-    def __init__(self, keep: bool = True, path: str | Path | None = None, replicas: int = 1, chunk: int = CHUNK) -> None:
+    def __init__(
+        self,
+        keep: bool = True,
+        path: str | Path | None = None,
+        replicas: int = 1,
+        chunk: int = CHUNK,
+    ) -> None:
         self.keep = keep
         self.chunk = chunk
         self.fields = STEP_FIELDS + (("replica",) if replicas > 1 else ())

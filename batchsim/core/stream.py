@@ -61,10 +61,15 @@ class StreamStats:
         self.sketches[name].add(v)
 
     def merged(self, other: StreamStats) -> StreamStats:
-        out = StreamStats(self.alpha, self.completed + other.completed, self.output_tokens + other.output_tokens,
-                          self.gaps + other.gaps, self.gap_time + other.gap_time,
-                          max((x for x in (self.last_finish, other.last_finish) if x is not None), default=None),
-                          self.slo_met + other.slo_met)
+        out = StreamStats(
+            self.alpha,
+            self.completed + other.completed,
+            self.output_tokens + other.output_tokens,
+            self.gaps + other.gaps,
+            self.gap_time + other.gap_time,
+            max((x for x in (self.last_finish, other.last_finish) if x is not None), default=None),
+            self.slo_met + other.slo_met,
+        )
         for k in SKETCHED:
             out.sums[k] = [self.sums[k][0] + other.sums[k][0], self.sums[k][1] + other.sums[k][1]]
             out.sketches[k] = self.sketches[k].merge(other.sketches[k])
@@ -77,8 +82,16 @@ class StreamRecords:
     ``rejected`` maps each reason to how many requests it turned away (``rejections`` reads it).
     """
 
-    def __init__(self, arrived: int, stats: list[StreamStats], rejected_by: list[Counter], totals: list[StepTotals],
-                 last_arrival: float | None, slo, streaming: bool) -> None:
+    def __init__(
+        self,
+        arrived: int,
+        stats: list[StreamStats],
+        rejected_by: list[Counter],
+        totals: list[StepTotals],
+        last_arrival: float | None,
+        slo,
+        streaming: bool,
+    ) -> None:
         self.arrived = arrived
         self.stats = stats
         self.rejected_by = rejected_by
@@ -120,8 +133,15 @@ class StreamRecords:
 
     def for_replica(self, i: int) -> StreamRecords:
         rej = self.rejected_by[i]
-        return StreamRecords(self.stats[i].completed + sum(rej.values()), [self.stats[i]], [rej],
-                             [self.totals_by_replica[i]], self.last_arrival, self.slo, self.streaming)
+        return StreamRecords(
+            self.stats[i].completed + sum(rej.values()),
+            [self.stats[i]],
+            [rej],
+            [self.totals_by_replica[i]],
+            self.last_arrival,
+            self.slo,
+            self.streaming,
+        )
 
 
 class StreamRecorder:
@@ -132,14 +152,24 @@ class StreamRecorder:
     count it later.
     """
 
-    def __init__(self, workload: Workload, slo=None, streaming: bool = True, replicas: int = 1,
-                 fold_rows: int = FOLD_ROWS, alpha: float = DEFAULT_RELATIVE_ERROR, capacity: int = 1 << 16,
-                 steps_path=None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        slo=None,
+        streaming: bool = True,
+        replicas: int = 1,
+        fold_rows: int = FOLD_ROWS,
+        alpha: float = DEFAULT_RELATIVE_ERROR,
+        capacity: int = 1 << 16,
+        steps_path=None,
+    ) -> None:
         self.arrival = workload.arrivals
         self.n = len(workload)
         self.slo, self.streaming = slo, streaming
         self.stats = [StreamStats(alpha) for _ in range(replicas)]
-        self.rejected_by: list[Counter] = [Counter() for _ in range(replicas)]  # per server, by reason
+        self.rejected_by: list[Counter] = [
+            Counter() for _ in range(replicas)
+        ]  # per server, by reason
         self.fold_rows = fold_rows
         self.log = StepLog(keep=False, path=steps_path, replicas=replicas)
         self._rows = self.log.rows
@@ -153,7 +183,9 @@ class StreamRecorder:
     # -- the ring of live requests ----------------------------------------------------------
     def _alloc(self, cap: int) -> None:
         self.cap, self.mask = cap, cap - 1
-        self.start, self.first_token, self.last_token, self.finish, self.itl_max = (np.full(cap, np.nan) for _ in range(5))
+        self.start, self.first_token, self.last_token, self.finish, self.itl_max = (
+            np.full(cap, np.nan) for _ in range(5)
+        )
         self.tokens = np.zeros(cap, dtype=np.int64)
         self.replica = np.zeros(cap, dtype=np.int16)
         self.done = np.zeros(cap, dtype=bool)
@@ -167,8 +199,19 @@ class StreamRecorder:
             cap *= 2
         ids = np.arange(self.lo, self.lo + self.cap)
         old = ids & self.mask
-        saved = [(name, getattr(self, name)[old]) for name in
-                 ("start", "first_token", "last_token", "finish", "itl_max", "tokens", "replica", "done")]
+        saved = [
+            (name, getattr(self, name)[old])
+            for name in (
+                "start",
+                "first_token",
+                "last_token",
+                "finish",
+                "itl_max",
+                "tokens",
+                "replica",
+                "done",
+            )
+        ]
         self._alloc(cap)
         new = ids & self.mask
         for name, values in saved:
@@ -188,7 +231,9 @@ class StreamRecorder:
         self._room_for(request_id)
         self.replica[request_id & self.mask] = replica
 
-    def step(self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0) -> None:
+    def step(
+        self, step: Step, t_start: float, ends, outcome: StepOutcome, replica: int = 0
+    ) -> None:
         prefill = step.prefill
         prompt = step.prefill_padding
         if prefill:
@@ -213,8 +258,17 @@ class StreamRecorder:
             self._finished.append(fin)
         if self._buffered >= self.fold_rows:
             self._fold()
-        row = (t_start, t_end - t_start, len(ends), len(prefill) + len(step.decode), prompt,
-               len(step.decode), step.padded_rows, step.kv_in_use, len(step.preempted))
+        row = (
+            t_start,
+            t_end - t_start,
+            len(ends),
+            len(prefill) + len(step.decode),
+            prompt,
+            len(step.decode),
+            step.padded_rows,
+            step.kv_in_use,
+            len(step.preempted),
+        )
         rows = self._rows
         rows.append(row if self.replicas == 1 else row + (replica,))
         if len(rows) >= self.log.chunk:
@@ -226,7 +280,9 @@ class StreamRecorder:
         self._fold()
         ids = np.arange(self.lo, self.n)
         open_ = np.ones(len(ids), dtype=bool)
-        slotted = ids < self.lo + self.cap  # later ids were never given a slot: nothing happened to them
+        slotted = (
+            ids < self.lo + self.cap
+        )  # later ids were never given a slot: nothing happened to them
         open_[slotted] = ~self.done[ids[slotted] & self.mask]
         left = ids[open_]
         before = int(np.count_nonzero(left < (self.n if arrived is None else arrived)))
@@ -239,7 +295,9 @@ class StreamRecorder:
     # -- folding finished requests into the stats ---------------------------------------------
     def _fold(self) -> None:
         ev, self._events, self._buffered = self._events, [], 0
-        fold_events(ev, self.first_token, self.last_token, self.itl_max, self.tokens, slot=self._slot)
+        fold_events(
+            ev, self.first_token, self.last_token, self.itl_max, self.tokens, slot=self._slot
+        )
         if self._finished:
             fin, self._finished = np.concatenate(self._finished), []
             self._account(fin)
@@ -248,7 +306,12 @@ class StreamRecorder:
     def _account(self, ids: np.ndarray) -> None:
         j = ids & self.mask
         arr = self.arrival[ids]
-        first, last, fin, tok = self.first_token[j], self.last_token[j], self.finish[j], self.tokens[j]
+        first, last, fin, tok = (
+            self.first_token[j],
+            self.last_token[j],
+            self.finish[j],
+            self.tokens[j],
+        )
         ttft = first - arr
         e2e = fin - arr
         delivered = ttft if self.streaming else e2e
@@ -256,8 +319,11 @@ class StreamRecorder:
             tpot = np.where(tok > 1, (fin - first) / (tok - 1), np.nan)
         slo = self.slo
         ok = slo.met(delivered, e2e, fin - first, tok) if slo is not None and slo.any else None
-        groups = [(0, slice(None))] if self.replicas == 1 else [
-            (r, self.replica[j] == r) for r in np.unique(self.replica[j]).tolist()]
+        groups = (
+            [(0, slice(None))]
+            if self.replicas == 1
+            else [(r, self.replica[j] == r) for r in np.unique(self.replica[j]).tolist()]
+        )
         for r, sel in groups:
             st = self.stats[r]
             st.completed += len(ids[sel])
@@ -266,8 +332,13 @@ class StreamRecorder:
             st.gap_time += float((last[sel] - first[sel]).sum())
             top = float(fin[sel].max())
             st.last_finish = top if st.last_finish is None else max(st.last_finish, top)
-            for name, v in (("ttft", ttft), ("e2e", e2e), ("queue_wait", self.start[j] - arr), ("tpot", tpot),
-                            ("itl_max", self.itl_max[j])):
+            for name, v in (
+                ("ttft", ttft),
+                ("e2e", e2e),
+                ("queue_wait", self.start[j] - arr),
+                ("tpot", tpot),
+                ("itl_max", self.itl_max[j]),
+            ):
                 st.add(name, v[sel])
             if ok is not None:
                 st.slo_met += int(np.count_nonzero(ok[sel]))
@@ -295,5 +366,12 @@ class StreamRecorder:
     def records(self) -> StreamRecords:
         self._fold()
         self.log.close()
-        return StreamRecords(self.n, self.stats, self.rejected_by, self.log.totals,
-                             float(self.arrival[-1]) if self.n else None, self.slo, self.streaming)
+        return StreamRecords(
+            self.n,
+            self.stats,
+            self.rejected_by,
+            self.log.totals,
+            float(self.arrival[-1]) if self.n else None,
+            self.slo,
+            self.streaming,
+        )

@@ -44,7 +44,9 @@ class SLO:
     def any(self) -> bool:
         return any(v is not None for v in (self.ttft, self.tpot, self.e2e))
 
-    def met(self, delivered: np.ndarray, e2e: np.ndarray, decode_time: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    def met(
+        self, delivered: np.ndarray, e2e: np.ndarray, decode_time: np.ndarray, tokens: np.ndarray
+    ) -> np.ndarray:
         """Per finished request: whether it met every objective set (``summarize`` and the summary-only
         records count goodput with this one rule). ``decode_time`` is first token to finish; a
         one-token request's TPOT is taken over one gap, so it is 0 and always met."""
@@ -65,7 +67,12 @@ def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
     if not len(v):
         return {f"mean_{name}": None, f"p50_{name}": None, f"p90_{name}": None, f"p99_{name}": None}
     p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return {f"mean_{name}": float(v.mean()), f"p50_{name}": float(p50), f"p90_{name}": float(p90), f"p99_{name}": float(p99)}
+    return {
+        f"mean_{name}": float(v.mean()),
+        f"p50_{name}": float(p50),
+        f"p90_{name}": float(p90),
+        f"p99_{name}": float(p99),
+    }
 
 
 def step_fields(totals, makespan: float, result) -> dict:
@@ -112,9 +119,17 @@ def streams_by_default(policy: Policy | str) -> bool:
     return not (m and m.group(1) in whole)
 
 
-def summary_of(result, counts: tuple[int, int, int], output_tokens: int, latency: dict[str, dict], streams: bool,
-               itl: tuple[float | None, float | None], totals, goodput: tuple[int, float] | None,
-               extra: dict | None = None) -> dict:
+def summary_of(
+    result,
+    counts: tuple[int, int, int],
+    output_tokens: int,
+    latency: dict[str, dict],
+    streams: bool,
+    itl: tuple[float | None, float | None],
+    totals,
+    goodput: tuple[int, float] | None,
+    extra: dict | None = None,
+) -> dict:
     """A run's summary, in the one order both kinds of records give it.
 
     ``counts``: (arrived, completed, rejected); ``latency``: each of ttft, ttft_delivered, tpot,

@@ -71,12 +71,16 @@ def _azure_time(text: str) -> float:
     # The trace carries 7 fractional digits, one more than datetime parses on Python 3.10.
     base, _, frac = text.strip().partition(".")
     if frac and not frac.isdigit():
-        raise ValueError(f"timestamp must look like 2023-11-16 18:15:46.6805900, got {text.strip()!r}")
+        raise ValueError(
+            f"timestamp must look like 2023-11-16 18:15:46.6805900, got {text.strip()!r}"
+        )
     try:
         # Naive arithmetic, not .timestamp(): local time zones and daylight saving must not move arrivals.
         t = (datetime.fromisoformat(base) - _EPOCH).total_seconds()
     except ValueError:
-        raise ValueError(f"timestamp must look like 2023-11-16 18:15:46.6805900, got {text.strip()!r}") from None
+        raise ValueError(
+            f"timestamp must look like 2023-11-16 18:15:46.6805900, got {text.strip()!r}"
+        ) from None
     return t + (float("0." + frac) if frac else 0.0)
 
 
@@ -106,11 +110,15 @@ def parse_token_count(text: str, field: str) -> int:
     if v < 1:
         raise ValueError(f"{field} must be >= 1, got {s!r}")
     if v > MAX_TOKENS:
-        raise ValueError(f"{field} must be <= {MAX_TOKENS:,} (no model reads more), got {s if len(s) < 30 else s[:27] + '...'}")
+        raise ValueError(
+            f"{field} must be <= {MAX_TOKENS:,} (no model reads more), got {s if len(s) < 30 else s[:27] + '...'}"
+        )
     return v
 
 
-def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float | None = None) -> Trace:
+def read_trace(
+    path: str | Path, max_rows: int | None = None, max_seconds: float | None = None
+) -> Trace:
     """Read a trace; stop after ``max_rows`` rows or at the first row ``max_seconds`` after the first."""
     p = Path(path)
     limit = MAX_TRACE_ROWS if max_rows is None else min(max_rows, MAX_TRACE_ROWS)
@@ -146,13 +154,18 @@ def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float
                     if len(row) != len(header):
                         raise ValueError(f"expected {len(header)} fields, got {len(row)}")
                     t = parse_t(row[0])
-                    pr, out = parse_token_count(row[1], header[1]), parse_token_count(row[2], header[2])
+                    pr, out = (
+                        parse_token_count(row[1], header[1]),
+                        parse_token_count(row[2], header[2]),
+                    )
                     if ts and t < ts[-1]:
                         raise ValueError("arrival times must not go backwards")
                 except ValueError as e:
                     shown = ",".join(row)
-                    raise ConfigError(f"trace {str(p)!r} line {lineno}: {e} in "
-                                      f"{shown if len(shown) < 80 else shown[:77] + '...'!r}") from None
+                    raise ConfigError(
+                        f"trace {str(p)!r} line {lineno}: {e} in "
+                        f"{shown if len(shown) < 80 else shown[:77] + '...'!r}"
+                    ) from None
                 if max_seconds is not None and ts and t - ts[0] >= max_seconds:
                     truncated = True
                     break
@@ -160,10 +173,20 @@ def read_trace(path: str | Path, max_rows: int | None = None, max_seconds: float
                 ps.append(pr)
                 os_.append(out)
         except csv.Error as e:
-            raise ConfigError(f"trace {str(p)!r} line {reader.line_num or lineno}: not a CSV row ({e})") from None
+            raise ConfigError(
+                f"trace {str(p)!r} line {reader.line_num or lineno}: not a CSV row ({e})"
+            ) from None
     if not ts:
         raise ConfigError(f"trace {str(p)!r} has no rows")
     if len(ts) >= MAX_TRACE_ROWS and truncated:
-        raise ConfigError(f"trace {str(p)!r} has more than {MAX_TRACE_ROWS:,} rows; replay a part with --requests or --duration")
+        raise ConfigError(
+            f"trace {str(p)!r} has more than {MAX_TRACE_ROWS:,} rows; replay a part with --requests or --duration"
+        )
     arr = np.asarray(ts, dtype=np.float64)
-    return Trace(str(p), arr - arr[0], np.asarray(ps, dtype=np.int64), np.asarray(os_, dtype=np.int64), truncated)
+    return Trace(
+        str(p),
+        arr - arr[0],
+        np.asarray(ps, dtype=np.int64),
+        np.asarray(os_, dtype=np.int64),
+        truncated,
+    )

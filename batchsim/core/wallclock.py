@@ -29,7 +29,9 @@ class WallClock(AtMixin, simpy.rt.RealtimeEnvironment):
     counted from ``t0`` (a fleet's executors share one). Never strict: a real step overruns its
     event's time by design (it runs, then its measured end is yielded)."""
 
-    def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None], t0: float) -> None:
+    def __init__(
+        self, clock: Callable[[], float], sleep: Callable[[float], None], t0: float
+    ) -> None:
         simpy.rt.RealtimeEnvironment.__init__(self, initial_time=0.0, factor=1.0, strict=False)
         self.clock, self.sleep = clock, sleep
         self.real_start = t0

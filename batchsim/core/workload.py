@@ -38,9 +38,16 @@ class Request:
     def __post_init__(self) -> None:
         # Every arrival makes one (``Workload.request``): plain ints and floats in range pass on one
         # comparison chain; anything else (numpy numbers, a wrong value) takes the slow path that names it.
-        if not (type(self.id) is int and self.id >= 0 and type(self.arrival) is float and 0.0 <= self.arrival < _INF
-                and type(self.prompt_tokens) is int and self.prompt_tokens >= 1
-                and type(self.output_tokens) is int and self.output_tokens >= 1):
+        if not (
+            type(self.id) is int
+            and self.id >= 0
+            and type(self.arrival) is float
+            and 0.0 <= self.arrival < _INF
+            and type(self.prompt_tokens) is int
+            and self.prompt_tokens >= 1
+            and type(self.output_tokens) is int
+            and self.output_tokens >= 1
+        ):
             _check_request(self)
 
 
@@ -72,22 +79,41 @@ class Workload:
         reqs = tuple(requests)
         for i, r in enumerate(reqs):
             if r.id != i:
-                raise ConfigError(f"request ids must be 0..n-1 in order, got id {r.id} at position {i}")
+                raise ConfigError(
+                    f"request ids must be 0..n-1 in order, got id {r.id} at position {i}"
+                )
         texts = tuple(r.text for r in reqs) if any(r.text is not None for r in reqs) else None
-        self._set(np.fromiter((r.arrival for r in reqs), dtype=np.float64, count=len(reqs)),
-                  np.fromiter((r.prompt_tokens for r in reqs), dtype=np.int64, count=len(reqs)),
-                  np.fromiter((r.output_tokens for r in reqs), dtype=np.int64, count=len(reqs)), texts, description)
+        self._set(
+            np.fromiter((r.arrival for r in reqs), dtype=np.float64, count=len(reqs)),
+            np.fromiter((r.prompt_tokens for r in reqs), dtype=np.int64, count=len(reqs)),
+            np.fromiter((r.output_tokens for r in reqs), dtype=np.int64, count=len(reqs)),
+            texts,
+            description,
+        )
 
-    def _set(self, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray, texts, description: str) -> None:
+    def _set(
+        self,
+        arrivals: np.ndarray,
+        prompts: np.ndarray,
+        outputs: np.ndarray,
+        texts,
+        description: str,
+    ) -> None:
         if not (len(arrivals) == len(prompts) == len(outputs)):
-            raise ConfigError(f"arrivals, prompts and outputs must be as long as each other, got "
-                              f"{len(arrivals)}, {len(prompts)} and {len(outputs)}")
+            raise ConfigError(
+                f"arrivals, prompts and outputs must be as long as each other, got "
+                f"{len(arrivals)}, {len(prompts)} and {len(outputs)}"
+            )
         bad = np.flatnonzero(~np.isfinite(arrivals))
         if len(bad):
             i = int(bad[0])
-            raise ConfigError(f"arrival times must be finite, got {float(arrivals[i])!r} for request {i}")
+            raise ConfigError(
+                f"arrival times must be finite, got {float(arrivals[i])!r} for request {i}"
+            )
         if len(arrivals) and arrivals[0] < 0:
-            raise ConfigError(f"arrival times must be >= 0, got {float(arrivals[0])!r} for request 0")
+            raise ConfigError(
+                f"arrival times must be >= 0, got {float(arrivals[0])!r} for request 0"
+            )
         # Named as from_arrays names them (a Request checks its own fields when it is made).
         for name, a in (("prompts", prompts), ("outputs", outputs)):
             # Fewer than one token is no request: taxi and continuous would count it differently.
@@ -98,8 +124,14 @@ class Workload:
         late = np.flatnonzero(arrivals[1:] < arrivals[:-1])
         if len(late):
             i = int(late[0]) + 1
-            raise ConfigError(f"arrivals must be sorted, request {i} arrives before request {i - 1}")
-        for name, a in (("arrivals", arrivals), ("prompt_tokens", prompts), ("output_tokens", outputs)):
+            raise ConfigError(
+                f"arrivals must be sorted, request {i} arrives before request {i - 1}"
+            )
+        for name, a in (
+            ("arrivals", arrivals),
+            ("prompt_tokens", prompts),
+            ("output_tokens", outputs),
+        ):
             a.setflags(write=False)  # shared with every run's records: nobody may move a request
             object.__setattr__(self, name, a)
         object.__setattr__(self, "texts", texts)
@@ -120,21 +152,36 @@ class Workload:
 
     def request(self, i: int) -> Request:
         """Request ``i`` as an object (made now, not stored)."""
-        return Request(i, self.arrivals.item(i), self.prompt_tokens.item(i), self.output_tokens.item(i),
-                       None if self.texts is None else self.texts[i])
+        return Request(
+            i,
+            self.arrivals.item(i),
+            self.prompt_tokens.item(i),
+            self.output_tokens.item(i),
+            None if self.texts is None else self.texts[i],
+        )
 
     def subset(self, ids, description: str | None = None) -> Workload:
         """The requests ``ids`` (in order), renumbered 0..k-1: what one replica of a fleet was given."""
         ids = np.asarray(ids, dtype=np.int64)
         texts = None if self.texts is None else tuple(self.texts[i] for i in ids.tolist())
-        return Workload._of(self.arrivals[ids], self.prompt_tokens[ids], self.output_tokens[ids], texts,
-                            self.description if description is None else description)
+        return Workload._of(
+            self.arrivals[ids],
+            self.prompt_tokens[ids],
+            self.output_tokens[ids],
+            texts,
+            self.description if description is None else description,
+        )
 
     @classmethod
     def _of(cls, arrivals, prompts, outputs, texts, description: str) -> Workload:
         wl = object.__new__(cls)
-        wl._set(_array("arrivals", arrivals, np.float64), _array("prompts", prompts, np.int64),
-                _array("outputs", outputs, np.int64), texts, description)
+        wl._set(
+            _array("arrivals", arrivals, np.float64),
+            _array("prompts", prompts, np.int64),
+            _array("outputs", outputs, np.int64),
+            texts,
+            description,
+        )
         return wl
 
     @classmethod
@@ -155,7 +202,9 @@ def _array(name: str, values, dtype) -> np.ndarray:
         frac = np.flatnonzero(~np.isfinite(a.astype(np.float64)) | (a.astype(np.float64) != out))
         if a.dtype.kind in "bc" or len(frac):
             i = int(frac[0]) if len(frac) else 0
-            raise ConfigError(f"{name} must be whole numbers of tokens, got {show(a[i].item())} for request {i}")
+            raise ConfigError(
+                f"{name} must be whole numbers of tokens, got {show(a[i].item())} for request {i}"
+            )
     return out
 
 
@@ -201,21 +250,37 @@ def make_workload(
 ) -> Workload:
     """N requests, or all that arrive within ``duration`` seconds."""
     if not isinstance(arrival, ArrivalProcess):
-        hint = f" (parse_arrival({arrival!r}, rate) reads the command line's form)" if isinstance(arrival, str) else ""
-        raise ConfigError(f"arrival must be an arrival process such as Poisson(5.0){hint}, got {show(arrival)}")
+        hint = (
+            f" (parse_arrival({arrival!r}, rate) reads the command line's form)"
+            if isinstance(arrival, str)
+            else ""
+        )
+        raise ConfigError(
+            f"arrival must be an arrival process such as Poisson(5.0){hint}, got {show(arrival)}"
+        )
     for name, dist in (("prompt_len", prompt_len), ("output_len", output_len)):
         if not isinstance(dist, LengthDist):
-            hint = f" (parse_length({dist!r}) reads the command line's form)" if isinstance(dist, str) else ""
-            raise ConfigError(f"{name} must be a length distribution such as Uniform(16, 128){hint}, got {show(dist)}")
+            hint = (
+                f" (parse_length({dist!r}) reads the command line's form)"
+                if isinstance(dist, str)
+                else ""
+            )
+            raise ConfigError(
+                f"{name} must be a length distribution such as Uniform(16, 128){hint}, got {show(dist)}"
+            )
     check_int_at_least("seed", seed, 0)
     a_rng, p_rng, o_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     times = arrival.times(a_rng, n=n, duration=duration)
     k = len(times)
     desc = f"{arrival!r}, prompt {prompt_len!r}, output {output_len!r}, seed {seed}"
-    return Workload.from_arrays(times, prompt_len.sample(p_rng, k), output_len.sample(o_rng, k), desc)
+    return Workload.from_arrays(
+        times, prompt_len.sample(p_rng, k), output_len.sample(o_rng, k), desc
+    )
 
 
-def trace_workload(trace: Trace, n: int | None = None, duration: float | None = None, speedup: float = 1.0) -> Workload:
+def trace_workload(
+    trace: Trace, n: int | None = None, duration: float | None = None, speedup: float = 1.0
+) -> Workload:
     """Replay a trace: its own arrivals and lengths, the first ``n`` rows or ``duration`` seconds.
 
     ``speedup`` > 1 compresses time (2.0 replays an hour of traffic in half an hour, at twice the rate).
@@ -228,11 +293,15 @@ def trace_workload(trace: Trace, n: int | None = None, duration: float | None = 
     with np.errstate(over="ignore"):
         t = trace.arrival_s / speedup
     if len(t) and not np.isfinite(t[-1]):
-        raise ConfigError(f"speedup {speedup!r} is too small: the replayed arrivals overflow to infinity")
+        raise ConfigError(
+            f"speedup {speedup!r} is too small: the replayed arrivals overflow to infinity"
+        )
     keep = np.ones(len(t), dtype=bool)
     if duration is not None:
         keep &= t < duration
     idx = np.nonzero(keep)[0]
     if n is not None:
         idx = idx[:n]
-    return Workload.from_arrays(t[idx], trace.prompt_tokens[idx], trace.output_tokens[idx], f"{trace!r} x{speedup:g}")
+    return Workload.from_arrays(
+        t[idx], trace.prompt_tokens[idx], trace.output_tokens[idx], f"{trace!r} x{speedup:g}"
+    )

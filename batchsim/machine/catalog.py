@@ -29,7 +29,17 @@ from ..core.files import read_json, read_text
 from .builtin import GPUS, MODELS
 from .specs import DTYPES, GPU, KV_DTYPES, WEIGHT_DTYPES, Model, dtype_bytes
 
-__all__ = ["GPU", "Model", "Catalog", "DTYPES", "WEIGHT_DTYPES", "KV_DTYPES", "dtype_bytes", "DEFAULT_CATALOG", "load_catalog"]
+__all__ = [
+    "GPU",
+    "Model",
+    "Catalog",
+    "DTYPES",
+    "WEIGHT_DTYPES",
+    "KV_DTYPES",
+    "dtype_bytes",
+    "DEFAULT_CATALOG",
+    "load_catalog",
+]
 
 
 def _lookup(kind: str, table: dict, name: str):
@@ -54,7 +64,11 @@ class Catalog:
         return _lookup("model", self.models, name)
 
     def merged(self, other: Catalog) -> Catalog:
-        return Catalog({**self.gpus, **other.gpus}, {**self.models, **other.models}, f"{self.source} + {other.source}")
+        return Catalog(
+            {**self.gpus, **other.gpus},
+            {**self.models, **other.models},
+            f"{self.source} + {other.source}",
+        )
 
 
 DEFAULT_CATALOG = Catalog()
@@ -74,12 +88,20 @@ def _entries(kind: str, cls, raw: Any, path: str) -> dict:
             raise ConfigError(f"catalog {path!r}: {kind}.{name} must be a table of fields")
         unknown = sorted(set(spec) - known)
         if unknown:
-            raise ConfigError(f"catalog {path!r}: {kind}.{name} has unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+            raise ConfigError(
+                f"catalog {path!r}: {kind}.{name} has unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            )
         spec = dict(spec)
         if cls is Model:
             # Files may write 6.7e9 for a parameter count: accept integral floats.
             for k, v in spec.items():
-                if isinstance(v, float) and k != "source" and math.isfinite(v) and v == int(v) and abs(v) < 2**63:
+                if (
+                    isinstance(v, float)
+                    and k != "source"
+                    and math.isfinite(v)
+                    and v == int(v)
+                    and abs(v) < 2**63
+                ):
                     spec[k] = int(v)
         spec.setdefault("source", path)
         try:
@@ -101,7 +123,9 @@ def load_catalog(path: str | Path | None = None, base: Catalog = DEFAULT_CATALOG
         try:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
-            raise ConfigError(f"catalog {str(p)!r}: TOML needs Python 3.11+ (tomllib); use JSON") from None
+            raise ConfigError(
+                f"catalog {str(p)!r}: TOML needs Python 3.11+ (tomllib); use JSON"
+            ) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
@@ -110,5 +134,9 @@ def load_catalog(path: str | Path | None = None, base: Catalog = DEFAULT_CATALOG
         data = read_json(p, "catalog")
     if not isinstance(data, dict) or not set(data) <= {"gpus", "models"}:
         raise ConfigError(f"catalog {str(p)!r} must hold 'gpus' and/or 'models' tables")
-    extra = Catalog(_entries("gpus", GPU, data.get("gpus"), str(p)), _entries("models", Model, data.get("models"), str(p)), str(p))
+    extra = Catalog(
+        _entries("gpus", GPU, data.get("gpus"), str(p)),
+        _entries("models", Model, data.get("models"), str(p)),
+        str(p),
+    )
     return base.merged(extra)

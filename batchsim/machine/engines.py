@@ -36,10 +36,14 @@ class EngineProfile:
         for f in ("compute_eff", "memory_eff"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0.001 <= v <= 1:
-                raise ConfigError(f"engine profile {self.name}: {f} must be in [0.001, 1], got {show(v)}")
+                raise ConfigError(
+                    f"engine profile {self.name}: {f} must be in [0.001, 1], got {show(v)}"
+                )
         check_nonneg(f"engine profile {self.name}: overhead", self.overhead)
         if not self.source.strip():
-            raise ConfigError(f"engine profile {self.name}: source must name where its numbers come from")
+            raise ConfigError(
+                f"engine profile {self.name}: source must name where its numbers come from"
+            )
 
     @property
     def held_out_ids(self) -> tuple[str, ...]:
@@ -48,7 +52,11 @@ class EngineProfile:
     @property
     def knobs(self) -> dict:
         """The ``Server`` arguments it sets."""
-        return {"compute_eff": self.compute_eff, "memory_eff": self.memory_eff, "overhead": self.overhead}
+        return {
+            "compute_eff": self.compute_eff,
+            "memory_eff": self.memory_eff,
+            "overhead": self.overhead,
+        }
 
 
 @lru_cache(maxsize=1)

@@ -40,8 +40,17 @@ from ..core.errors import (
 )
 from .specs import GPU, Model, check_kv_dtype, check_weights
 
-__all__ = ["KVBudget", "kv_budget", "activation_bytes", "DEFAULT_MEM_UTIL", "MAX_KV_TOKENS", "check_kv_tokens",
-           "PROFILE_TOKENS", "PROFILE_SEQS", "NON_TORCH_BYTES"]
+__all__ = [
+    "KVBudget",
+    "kv_budget",
+    "activation_bytes",
+    "DEFAULT_MEM_UTIL",
+    "MAX_KV_TOKENS",
+    "check_kv_tokens",
+    "PROFILE_TOKENS",
+    "PROFILE_SEQS",
+    "NON_TORCH_BYTES",
+]
 
 DEFAULT_MEM_UTIL = 0.9
 #: vLLM's profiling pass: 8,192 tokens (its default max_num_batched_tokens for an OpenAI server on a
@@ -56,8 +65,13 @@ def _gb(n: float) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def activation_bytes(model: Model, tokens: int = PROFILE_TOKENS, seqs: int = PROFILE_SEQS, tp: int = 1,
-                     act_bytes: int = 2) -> float:
+def activation_bytes(
+    model: Model,
+    tokens: int = PROFILE_TOKENS,
+    seqs: int = PROFILE_SEQS,
+    tp: int = 1,
+    act_bytes: int = 2,
+) -> float:
     """One GPU's activation reserve (bytes): the peak of a pass of ``tokens`` tokens, in 16-bit.
 
     Per token the peak holds the residual stream and its normalised copy, the attention's
@@ -95,7 +109,9 @@ class KVBudget:
         return int(self.tokens // tokens_per_row)
 
     def describe(self) -> str:
-        return f"{self.tokens:,} tokens = {_gb(self.tokens * self.bytes_per_token)}" + (f" ({self.explanation})" if self.explanation else "")
+        return f"{self.tokens:,} tokens = {_gb(self.tokens * self.bytes_per_token)}" + (
+            f" ({self.explanation})" if self.explanation else ""
+        )
 
 
 def kv_bytes_per_token(model: Model, kv_dtype: str, tp: int = 1) -> int:
@@ -106,10 +122,20 @@ def kv_bytes_per_token(model: Model, kv_dtype: str, tp: int = 1) -> int:
     return per_gpu * tp
 
 
-def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEFAULT_MEM_UTIL,
-              override_tokens: int | None = None, override_bytes: float | None = None, *, weights: str | None = None,
-              kv_dtype: str | None = None, tp: int = 1, max_batched_tokens: int = PROFILE_TOKENS,
-              max_seqs: int = PROFILE_SEQS) -> KVBudget:
+def kv_budget(
+    gpu: GPU,
+    model: Model,
+    dtype: str = "fp16",
+    mem_util: float = DEFAULT_MEM_UTIL,
+    override_tokens: int | None = None,
+    override_bytes: float | None = None,
+    *,
+    weights: str | None = None,
+    kv_dtype: str | None = None,
+    tp: int = 1,
+    max_batched_tokens: int = PROFILE_TOKENS,
+    max_seqs: int = PROFILE_SEQS,
+) -> KVBudget:
     """The KV budget of ``model`` on ``tp`` x ``gpu``; raises ConfigError naming both if the weights do not fit.
 
     ``weights``/``kv_dtype``: how weights and cache are stored (default: ``dtype``).
@@ -132,7 +158,9 @@ def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEF
             + ("" if tp > 1 else "; try --tp or smaller --weights")
         )
     if override_tokens is not None and override_bytes is not None:
-        raise ConfigError(f"give kv-budget-tokens or kv-budget-bytes, not both (got {show(override_tokens)} and {show(override_bytes)})")
+        raise ConfigError(
+            f"give kv-budget-tokens or kv-budget-bytes, not both (got {show(override_tokens)} and {show(override_bytes)})"
+        )
     if override_tokens is not None:
         check_kv_tokens("kv-budget-tokens", override_tokens)
         return KVBudget(int(override_tokens) * per_token, per_token, "set with --kv-budget-tokens")
@@ -140,8 +168,10 @@ def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEF
         check_positive("kv-budget-bytes", override_bytes)
         check_at_most("kv-budget-bytes", override_bytes, MAX_KV_TOKENS * per_token, "bytes")
         if override_bytes < per_token:
-            raise ConfigError(f"kv-budget-bytes {show(override_bytes)} holds no token of {model.name}'s KV cache "
-                              f"({per_token:,} bytes per token in {kv_dtype})")
+            raise ConfigError(
+                f"kv-budget-bytes {show(override_bytes)} holds no token of {model.name}'s KV cache "
+                f"({per_token:,} bytes per token in {kv_dtype})"
+            )
         return KVBudget(float(override_bytes), per_token, "set with --kv-budget-bytes")
     free = usable - w_gpu - act
     if free * tp < per_token:
@@ -150,7 +180,9 @@ def kv_budget(gpu: GPU, model: Model, dtype: str = "fp16", mem_util: float = DEF
             f"{_gb(usable)} usable - {_gb(w_gpu)} of weights - {_gb(act)} of activations"
         )
     each = " each" if tp > 1 else ""
-    why = (f"{on} {gpu.memory_label}{each} x {mem_util:g} - {model.name} {weights} weights {_gb(w_gpu)}{each} - "
-           f"activations {_gb(act)}{each} ({max_batched_tokens:,} tokens a step)"
-           + (f"; KV cache in {kv_dtype}" if kv_dtype != weights else ""))
+    why = (
+        f"{on} {gpu.memory_label}{each} x {mem_util:g} - {model.name} {weights} weights {_gb(w_gpu)}{each} - "
+        f"activations {_gb(act)}{each} ({max_batched_tokens:,} tokens a step)"
+        + (f"; KV cache in {kv_dtype}" if kv_dtype != weights else "")
+    )
     return KVBudget(free * tp, per_token, why)

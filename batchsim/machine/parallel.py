@@ -28,9 +28,15 @@ def check_tp(gpu: GPU, tp: int, model: Model | None = None) -> None:
     if tp == 1:
         return
     if gpu.link_gbs <= 0:
-        raise ConfigError(f"tp {show(tp)}: gpu {gpu.name} has no GPU-to-GPU link in the catalogue (link_gbs 0); "
-                          "use --tp 1 or a GPU with NVLink or PCIe figures")
+        raise ConfigError(
+            f"tp {show(tp)}: gpu {gpu.name} has no GPU-to-GPU link in the catalogue (link_gbs 0); "
+            "use --tp 1 or a GPU with NVLink or PCIe figures"
+        )
     if tp > gpu.max_tp:
-        raise ConfigError(f"tp must be at most {gpu.max_tp} for {gpu.name} (the GPUs of one node), got {show(tp)}")
+        raise ConfigError(
+            f"tp must be at most {gpu.max_tp} for {gpu.name} (the GPUs of one node), got {show(tp)}"
+        )
     if model is not None and model.heads % tp:
-        raise ConfigError(f"tp {show(tp)} does not divide {model.name}'s {model.heads} attention heads")
+        raise ConfigError(
+            f"tp {show(tp)} does not divide {model.name}'s {model.heads} attention heads"
+        )

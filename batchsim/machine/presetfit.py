@@ -67,8 +67,12 @@ def fit(engine: str, grid: dict = GRID) -> dict:
         if best is None or value < best[0]:
             best = (value, knobs)
     value, knobs = best
-    return {"knobs": knobs, "loss": value, "fitted": errors(fitted, knobs),
-            "held_out": errors(held, knobs)}
+    return {
+        "knobs": knobs,
+        "loss": value,
+        "fitted": errors(fitted, knobs),
+        "held_out": errors(held, knobs),
+    }
 
 
 def neighbours(knobs: dict, grid: dict = GRID) -> list[dict]:
@@ -89,16 +93,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"presetfit: {exc}", file=sys.stderr)
         return 2
     k = result["knobs"]
-    print(f"{engine}: compute_eff {k['compute_eff']:g}, memory_eff {k['memory_eff']:g}, "
-          f"overhead {k['overhead'] * 1e3:g} ms (loss {result['loss']:.4f})")
+    print(
+        f"{engine}: compute_eff {k['compute_eff']:g}, memory_eff {k['memory_eff']:g}, "
+        f"overhead {k['overhead'] * 1e3:g} ms (loss {result['loss']:.4f})"
+    )
     for label in ("fitted", "held_out"):
         errs = result[label]
         for pid, e in errs.items():
             print(f"  {label:<8} {pid:<48} {e:+.1%}")
         if errs:
             absolute = sorted(abs(e) for e in errs.values())
-            print(f"  {label}: {len(errs)} points, median |error| "
-                  f"{float(np.median(absolute)):.1%}, worst {absolute[-1]:.1%}")
+            print(
+                f"  {label}: {len(errs)} points, median |error| "
+                f"{float(np.median(absolute)):.1%}, worst {absolute[-1]:.1%}"
+            )
     return 0
 
 

@@ -57,7 +57,14 @@ from .memory import kv_bytes_per_token
 from .parallel import LINK_EFF, check_tp
 from .specs import check_kv_dtype, check_weights
 
-__all__ = ["RooflineStepTime", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "DEFAULT_OVERHEAD", "decode_table", "knee_batch"]
+__all__ = [
+    "RooflineStepTime",
+    "DEFAULT_COMPUTE_EFF",
+    "DEFAULT_MEMORY_EFF",
+    "DEFAULT_OVERHEAD",
+    "decode_table",
+    "knee_batch",
+]
 
 DEFAULT_COMPUTE_EFF = 0.6
 DEFAULT_MEMORY_EFF = 0.8
@@ -152,11 +159,20 @@ class RooflineStepTime(StepTimeModel):
         if self.tp == 1:
             return 0.0
         g = self.gpu
-        data = np.asarray(tokens, dtype=np.float64) * self.model.hidden * 2 * 2 * (self.tp - 1) / self.tp
+        data = (
+            np.asarray(tokens, dtype=np.float64)
+            * self.model.hidden
+            * 2
+            * 2
+            * (self.tp - 1)
+            / self.tp
+        )
         each = g.link_latency_us * 1e-6 + data / (g.link_gbs * 1e9 / 2 * LINK_EFF)
         return 2 * self.model.layers * each
 
-    def components(self, prefill_tokens, decode_rows, kv_read, attn_pairs=None) -> tuple[np.ndarray, np.ndarray]:
+    def components(
+        self, prefill_tokens, decode_rows, kv_read, attn_pairs=None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(compute seconds, memory seconds) for each step; no overhead.
 
         attn_pairs: query-key pairs the step's attention computes. ``durations`` knows them
@@ -169,7 +185,9 @@ class RooflineStepTime(StepTimeModel):
         tokens = p + d
         m = self.model
         pairs = kv + d if attn_pairs is None else np.asarray(attn_pairs, dtype=np.float64)
-        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * pairs
+        flops = (
+            2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * pairs
+        )
         if self.tp > 1:
             flops = flops / self.tp
         kvb = self.kv_bytes_per_token
@@ -180,28 +198,46 @@ class RooflineStepTime(StepTimeModel):
         c, mem = self.components(prefill_tokens, decode_rows, kv_read)
         t = np.maximum(c, mem) + self.overhead
         if self.tp > 1:
-            t = t + self.allreduce_s(np.asarray(prefill_tokens, dtype=np.float64) + np.asarray(decode_rows, dtype=np.float64))
+            t = t + self.allreduce_s(
+                np.asarray(prefill_tokens, dtype=np.float64)
+                + np.asarray(decode_rows, dtype=np.float64)
+            )
         return t
 
     def pass_time(self, p: Pass) -> float:
         # The chunks say how many query-key pairs the prompt's attention computes; the bare
         # three numbers of ``times`` cannot.
-        c, mem = self.components([float(p.prefill_tokens)], [float(p.decode_rows)], [float(p.attn_read)], [p.attn_pairs])
+        c, mem = self.components(
+            [float(p.prefill_tokens)], [float(p.decode_rows)], [float(p.attn_read)], [p.attn_pairs]
+        )
         t = float(max(c[0], mem[0]) + self.overhead)
-        return t if self.tp == 1 else t + float(self.allreduce_s(float(p.prefill_tokens + p.decode_rows)))
+        return (
+            t
+            if self.tp == 1
+            else t + float(self.allreduce_s(float(p.prefill_tokens + p.decode_rows)))
+        )
 
     def short_durations(self, step: Step, m: int) -> list[float] | None:
         # The simulator's hot path on the default server: a step of a pass or a few priced in Python
         # floats, each operation the one ``components`` makes on its arrays, in the same order (an int
         # meets a float as numpy converts it), so each float is the very one ``durations`` gives.
-        if m > SHORT_REPEAT or type(self).durations is not StepTimeModel.durations or \
-                type(self).times is not RooflineStepTime.times or type(self).pass_time is not RooflineStepTime.pass_time:
+        if (
+            m > SHORT_REPEAT
+            or type(self).durations is not StepTimeModel.durations
+            or type(self).times is not RooflineStepTime.times
+            or type(self).pass_time is not RooflineStepTime.pass_time
+        ):
             return None
         passes = plan_step(step, self.plan)
         if m == 1:
             t = 0.0
             for p in passes:
-                t += self._seconds(float(p.prefill_tokens), float(p.decode_rows), float(p.attn_read), float(p.attn_pairs))
+                t += self._seconds(
+                    float(p.prefill_tokens),
+                    float(p.decode_rows),
+                    float(p.attn_read),
+                    float(p.attn_pairs),
+                )
             return [t]
         (d,) = passes  # a repeat is one decode pass, every row a token longer each time
         rows = float(d.decode_rows)
@@ -211,7 +247,9 @@ class RooflineStepTime(StepTimeModel):
         """``components`` and ``times`` of one pass, in Python floats (``pairs`` None: as ``times``)."""
         m = self.model
         tokens = prefill + rows
-        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * (kv + rows if pairs is None else pairs)
+        flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * (
+            kv + rows if pairs is None else pairs
+        )
         if self.tp > 1:
             flops = flops / self.tp
         moved = self.weight_bytes + self.kv_bytes_per_token * (kv + tokens)
@@ -224,16 +262,28 @@ class RooflineStepTime(StepTimeModel):
         b = np.asarray(batch, dtype=np.float64)
         c, mem = self.components(np.zeros_like(b), b, b * context)
         step = np.maximum(c, mem) + self.overhead + self.allreduce_s(b)
-        return {"batch": b, "compute_s": c, "memory_s": mem, "step_s": step, "tokens_per_s": b / step,
-                "compute_bound": c >= mem}
+        return {
+            "batch": b,
+            "compute_s": c,
+            "memory_s": mem,
+            "step_s": step,
+            "tokens_per_s": b / step,
+            "compute_bound": c >= mem,
+        }
 
     def prefill(self, tokens: int, context: int = 0) -> dict[str, float]:
         """One prompt of ``tokens`` tokens prefilled alone (after ``context`` cached tokens)."""
         pairs = np.array([tokens * context + tokens * (tokens + 1) / 2])
-        c, mem = self.components(np.array([float(tokens)]), np.zeros(1), np.array([float(context)]), pairs)
+        c, mem = self.components(
+            np.array([float(tokens)]), np.zeros(1), np.array([float(context)]), pairs
+        )
         step = float(max(c[0], mem[0]) + self.overhead) + float(self.allreduce_s(float(tokens)))
-        return {"compute_s": float(c[0]), "memory_s": float(mem[0]), "step_s": step,
-                "compute_bound": bool(c[0] >= mem[0])}
+        return {
+            "compute_s": float(c[0]),
+            "memory_s": float(mem[0]),
+            "step_s": step,
+            "compute_bound": bool(c[0] >= mem[0]),
+        }
 
 
 def knee_batch(model: RooflineStepTime, context: float = 0.0, limit: int = 1 << 16) -> int | None:
@@ -252,14 +302,33 @@ def decode_table(model: RooflineStepTime, batches, context: float = 0.0) -> list
     """Rows for printing: batch, step ms, compute ms, memory ms, bound side, tokens/s."""
     t = model.decode(np.asarray(batches), context)
     return [
-        {"batch": int(b), "step_ms": s * 1e3, "compute_ms": c * 1e3, "memory_ms": mm * 1e3,
-         "bound": "compute" if cb else "memory", "tokens_per_s": tps}
-        for b, s, c, mm, cb, tps in zip(t["batch"], t["step_s"], t["compute_s"], t["memory_s"], t["compute_bound"], t["tokens_per_s"])
+        {
+            "batch": int(b),
+            "step_ms": s * 1e3,
+            "compute_ms": c * 1e3,
+            "memory_ms": mm * 1e3,
+            "bound": "compute" if cb else "memory",
+            "tokens_per_s": tps,
+        }
+        for b, s, c, mm, cb, tps in zip(
+            t["batch"],
+            t["step_s"],
+            t["compute_s"],
+            t["memory_s"],
+            t["compute_bound"],
+            t["tokens_per_s"],
+        )
     ]
 
 
-def calibrated_gpu(cal, model: Model, dtype: str = "fp32", name: str = "cpu-calibrated", price_per_hour: float = 0.0,
-                   memory_gb: float = 16.0) -> GPU:
+def calibrated_gpu(
+    cal,
+    model: Model,
+    dtype: str = "fp32",
+    name: str = "cpu-calibrated",
+    price_per_hour: float = 0.0,
+    memory_gb: float = 16.0,
+) -> GPU:
     """A catalog entry read off a measured linear step-time model (``python -m realrun profile``).
 
     The calibration's fixed cost c0 is a step that reads every weight once, so the effective
@@ -274,8 +343,16 @@ def calibrated_gpu(cal, model: Model, dtype: str = "fp32", name: str = "cpu-cali
     check_positive("calibration c1", cal.c1)
     bw = model.weight_bytes(dtype) / cal.c0
     flops = 2.0 * model.params / cal.c1
-    return GPU(name, flops / 1e12, bw / 1e9, memory_gb, price_per_hour, tflops_fp32=flops / 1e12,
-               default_dtype=dtype, source=f"calibrated from {getattr(cal, 'source', '') or 'a linear step-time model'}")
+    return GPU(
+        name,
+        flops / 1e12,
+        bw / 1e9,
+        memory_gb,
+        price_per_hour,
+        tflops_fp32=flops / 1e12,
+        default_dtype=dtype,
+        source=f"calibrated from {getattr(cal, 'source', '') or 'a linear step-time model'}",
+    )
 
 
 def bytes_label(n: float) -> str:

@@ -46,7 +46,9 @@ class Server:
     weights: str | None = None  # fp16, bf16, fp8 or int4 (None: ``dtype``)
     kv_dtype: str | None = None  # fp16, bf16 or fp8 (None: ``dtype``)
     tp: int = 1  # GPUs per replica, the model split over them
-    max_batched_tokens: int = PROFILE_TOKENS  # the profiling pass the activation reserve is sized for
+    max_batched_tokens: int = (
+        PROFILE_TOKENS  # the profiling pass the activation reserve is sized for
+    )
     engine: str = ""  # the --engine-profile its efficiencies came from ("": the defaults or flags)
 
     def __post_init__(self) -> None:
@@ -56,21 +58,45 @@ class Server:
         self.kv  # noqa: B018 - raises if the model does not fit
 
     @classmethod
-    def named(cls, gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, catalog: Catalog = DEFAULT_CATALOG,
-              dtype: str | None = None, **kw) -> Server:
+    def named(
+        cls,
+        gpu: str = DEFAULT_GPU,
+        model: str = DEFAULT_MODEL,
+        catalog: Catalog = DEFAULT_CATALOG,
+        dtype: str | None = None,
+        **kw,
+    ) -> Server:
         g = catalog.gpu(gpu)
         return cls(g, catalog.model(model), dtype or g.default_dtype, **kw)
 
     @cached_property
     def step_time(self) -> RooflineStepTime:
-        return RooflineStepTime(self.gpu, self.model, self.dtype, self.compute_eff, self.memory_eff, self.overhead,
-                                self.weights, self.kv_dtype, self.tp)
+        return RooflineStepTime(
+            self.gpu,
+            self.model,
+            self.dtype,
+            self.compute_eff,
+            self.memory_eff,
+            self.overhead,
+            self.weights,
+            self.kv_dtype,
+            self.tp,
+        )
 
     @cached_property
     def kv(self) -> KVBudget:
-        return kv_budget(self.gpu, self.model, self.dtype, self.mem_util, self.kv_tokens, self.kv_bytes,
-                         weights=self.weights, kv_dtype=self.kv_dtype, tp=self.tp,
-                         max_batched_tokens=self.max_batched_tokens)
+        return kv_budget(
+            self.gpu,
+            self.model,
+            self.dtype,
+            self.mem_util,
+            self.kv_tokens,
+            self.kv_bytes,
+            weights=self.weights,
+            kv_dtype=self.kv_dtype,
+            tp=self.tp,
+            max_batched_tokens=self.max_batched_tokens,
+        )
 
     @property
     def gpu_price(self) -> float:
@@ -83,22 +109,41 @@ class Server:
         return self.gpu_price * self.tp
 
     def describe(self) -> str:
-        prec = self.dtype if not self.weights or self.weights == self.dtype else f"{self.weights} weights"
+        prec = (
+            self.dtype
+            if not self.weights or self.weights == self.dtype
+            else f"{self.weights} weights"
+        )
         prec += f", {self.kv_dtype} KV" if self.kv_dtype and self.kv_dtype != self.dtype else ""
         on = f"{self.tp} x {self.gpu.name} (tensor parallel)" if self.tp > 1 else self.gpu.name
         each = f" (${self.gpu_price:.2f} per GPU)" if self.tp > 1 else ""
-        return (f"{self.model.name} ({prec}) on {on}, ${self.price:.2f}/h{each}"
-                + ("" if self.price_per_hour is not None else " (assumed on-demand price, 2026)"))
+        return f"{self.model.name} ({prec}) on {on}, ${self.price:.2f}/h{each}" + (
+            "" if self.price_per_hour is not None else " (assumed on-demand price, 2026)"
+        )
 
     def config(self) -> dict:
         """Plain data for reports and JSON."""
         return {
-            "gpu": self.gpu.name, "model": self.model.name, "dtype": self.dtype, "mem_util": self.mem_util,
-            "compute_eff": self.compute_eff, "memory_eff": self.memory_eff, "overhead_s": self.overhead,
-            "price_per_hour": self.price, "kv_budget_tokens": self.kv.tokens,
-            "kv_bytes_per_token": self.kv.bytes_per_token, "weight_bytes": self.model.weight_bytes(self.weights or self.dtype),
-            "weights": self.weights or self.dtype, "kv_dtype": self.kv_dtype or self.dtype, "tp": self.tp,
-            "gpus": self.tp, "gpu_price_per_hour": self.gpu_price, "kv_budget_bytes": self.kv.bytes,
-            "activation_reserve_bytes": activation_bytes(self.model, self.max_batched_tokens, tp=self.tp),
-            "max_batched_tokens_profiled": self.max_batched_tokens, "engine_profile": self.engine or None,
+            "gpu": self.gpu.name,
+            "model": self.model.name,
+            "dtype": self.dtype,
+            "mem_util": self.mem_util,
+            "compute_eff": self.compute_eff,
+            "memory_eff": self.memory_eff,
+            "overhead_s": self.overhead,
+            "price_per_hour": self.price,
+            "kv_budget_tokens": self.kv.tokens,
+            "kv_bytes_per_token": self.kv.bytes_per_token,
+            "weight_bytes": self.model.weight_bytes(self.weights or self.dtype),
+            "weights": self.weights or self.dtype,
+            "kv_dtype": self.kv_dtype or self.dtype,
+            "tp": self.tp,
+            "gpus": self.tp,
+            "gpu_price_per_hour": self.gpu_price,
+            "kv_budget_bytes": self.kv.bytes,
+            "activation_reserve_bytes": activation_bytes(
+                self.model, self.max_batched_tokens, tp=self.tp
+            ),
+            "max_batched_tokens_profiled": self.max_batched_tokens,
+            "engine_profile": self.engine or None,
         }

@@ -27,8 +27,17 @@ from ..core.errors import (
     show,
 )
 
-__all__ = ["GPU", "Model", "DTYPES", "WEIGHT_DTYPES", "KV_DTYPES", "dtype_bytes", "weight_bytes_per_param",
-           "check_weights", "check_kv_dtype"]
+__all__ = [
+    "GPU",
+    "Model",
+    "DTYPES",
+    "WEIGHT_DTYPES",
+    "KV_DTYPES",
+    "dtype_bytes",
+    "weight_bytes_per_param",
+    "check_weights",
+    "check_kv_dtype",
+]
 
 #: Bytes per number for the data types a server computes in (activations, and weights by default).
 DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -62,7 +71,9 @@ def weight_bytes_per_param(weights: str) -> float:
 
 def _check_text(field: str, value: Any, empty: bool = False) -> None:
     if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ConfigError(f"{field} must be {'text' if empty else 'a non-empty name'}, got {show(value)}")
+        raise ConfigError(
+            f"{field} must be {'text' if empty else 'a non-empty name'}, got {show(value)}"
+        )
 
 
 # Far past any model there is (the largest have ~2e12 parameters), and inside what int64 sums hold.
@@ -103,8 +114,13 @@ class GPU:
         for f, most in (("tflops", 1e6), ("bandwidth_gbs", 1e7), ("memory_gb", 1e6)):
             check_positive(f"gpu {self.name}: {f}", getattr(self, f))
             check_at_most(f"gpu {self.name}: {f}", getattr(self, f), most)
-        for f, most in (("price_per_hour", 1e6), ("tflops_fp32", 1e6), ("tflops_fp8", 1e6), ("link_gbs", 1e7),
-                        ("link_latency_us", 1e6)):
+        for f, most in (
+            ("price_per_hour", 1e6),
+            ("tflops_fp32", 1e6),
+            ("tflops_fp8", 1e6),
+            ("link_gbs", 1e7),
+            ("link_latency_us", 1e6),
+        ):
             check_nonneg(f"gpu {self.name}: {f}", getattr(self, f))
             check_at_most(f"gpu {self.name}: {f}", getattr(self, f), most)
         check_int_at_least(f"gpu {self.name}: max_tp", self.max_tp, 1)
@@ -172,14 +188,25 @@ class Model:
     def __post_init__(self) -> None:
         _check_text("model name", self.name)
         _check_text(f"model {self.name}: source", self.source, empty=True)
-        for f in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "params", "max_context"):
+        for f in (
+            "layers",
+            "hidden",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "vocab",
+            "params",
+            "max_context",
+        ):
             check_int_at_least(f"model {self.name}: {f}", getattr(self, f), 1)
             check_at_most(f"model {self.name}: {f}", getattr(self, f), _MODEL_MAX.get(f, 1e7))
         check_int_at_least(f"model {self.name}: intermediate", self.intermediate, 0)
         check_at_most(f"model {self.name}: intermediate", self.intermediate, 1e7)
         check_bool(f"model {self.name}: tied", self.tied)
         if self.heads % self.kv_heads:
-            raise ConfigError(f"model {self.name}: heads must be a multiple of kv_heads, got {self.heads} and {self.kv_heads}")
+            raise ConfigError(
+                f"model {self.name}: heads must be a multiple of kv_heads, got {self.heads} and {self.kv_heads}"
+            )
 
     @property
     def mlp_width(self) -> int:

@@ -39,14 +39,28 @@ from .engines import engine_profile
 from .memory import kv_budget
 from .server import Server
 
-__all__ = ["Point", "points", "kv_points", "workload_lengths", "predict", "table", "summary",
-           "held_out_summary", "MAX_REQUESTS"]
+__all__ = [
+    "Point",
+    "points",
+    "kv_points",
+    "workload_lengths",
+    "predict",
+    "table",
+    "summary",
+    "held_out_summary",
+    "MAX_REQUESTS",
+]
 
 _FILE = Path(__file__).with_name("published.json")
 MAX_REQUESTS = 3000
 #: Which target each metric counts toward. The E2E of a fixed batch of short prompts (vLLM's latency tests:
 #: 32 tokens in, 128 out) is 128 decode steps after a prefill of a few milliseconds: a TPOT measurement.
-_METRICS = {"output_throughput": "throughput", "mean_e2e": "TPOT", "mean_tpot": "TPOT", "mean_ttft": "TTFT"}
+_METRICS = {
+    "output_throughput": "throughput",
+    "mean_e2e": "TPOT",
+    "mean_tpot": "TPOT",
+    "mean_ttft": "TTFT",
+}
 
 
 @dataclass(frozen=True)
@@ -82,14 +96,21 @@ class Point:
 
     def __post_init__(self) -> None:
         if self.metric not in _METRICS:
-            raise ConfigError(f"published point {self.id}: metric must be one of {', '.join(_METRICS)}, got {self.metric!r}")
+            raise ConfigError(
+                f"published point {self.id}: metric must be one of {', '.join(_METRICS)}, got {self.metric!r}"
+            )
         if not self.source.strip() or not self.engine_version.strip():
-            raise ConfigError(f"published point {self.id}: a source and an engine version are required")
+            raise ConfigError(
+                f"published point {self.id}: a source and an engine version are required"
+            )
         if not (self.value > 0 and 0 < self.tolerance < 1):
-            raise ConfigError(f"published point {self.id}: value must be > 0 and tolerance in (0, 1)")
+            raise ConfigError(
+                f"published point {self.id}: value must be > 0 and tolerance in (0, 1)"
+            )
         if not self.source_value >= 0:
-            raise ConfigError(f"published point {self.id}: source_value must be >= 0, "
-                              f"got {self.source_value!r}")
+            raise ConfigError(
+                f"published point {self.id}: source_value must be >= 0, got {self.source_value!r}"
+            )
 
     @property
     def family(self) -> str:
@@ -106,8 +127,10 @@ def points() -> list[Point]:
     pts = [Point(**p) for p in _data()["points"]]
     for p in pts:
         if p.workload and len(workload_lengths(p.workload)[0]) != p.requests:
-            raise ConfigError(f"published point {p.id}: requests must equal its workload's length, "
-                              f"got {p.requests}")
+            raise ConfigError(
+                f"published point {p.id}: requests must equal its workload's length, "
+                f"got {p.requests}"
+            )
     return pts
 
 
@@ -120,8 +143,10 @@ def workload_lengths(name: str) -> tuple[np.ndarray, np.ndarray]:
     prompts = np.asarray(w["prompt_lens"], dtype=np.int64)
     outputs = np.asarray(w["output_lens"], dtype=np.int64)
     if len(prompts) != len(outputs) or len(prompts) == 0 or prompts.min() < 1 or outputs.min() < 0:
-        raise ConfigError(f"workload {name}: prompt_lens and output_lens must be as long, "
-                          "prompts >= 1, outputs >= 0")
+        raise ConfigError(
+            f"workload {name}: prompt_lens and output_lens must be as long, "
+            "prompts >= 1, outputs >= 0"
+        )
     return prompts, outputs
 
 
@@ -132,8 +157,18 @@ def kv_points() -> list[dict]:
 def server_for(p: Point, engine: str | None = None, knobs: dict | None = None) -> Server:
     """The point's machine with ``engine``'s preset (default: the point's engine), or ``knobs``."""
     knobs = knobs if knobs is not None else engine_profile(engine or p.engine).knobs
-    return Server.named(p.gpu, p.model, DEFAULT_CATALOG, p.dtype, weights=p.weights, kv_dtype=p.kv_dtype, tp=p.tp,
-                        mem_util=p.mem_util, max_batched_tokens=p.max_batched_tokens, **knobs)
+    return Server.named(
+        p.gpu,
+        p.model,
+        DEFAULT_CATALOG,
+        p.dtype,
+        weights=p.weights,
+        kv_dtype=p.kv_dtype,
+        tp=p.tp,
+        mem_util=p.mem_util,
+        max_batched_tokens=p.max_batched_tokens,
+        **knobs,
+    )
 
 
 def predict(p: Point, engine: str | None = None, knobs: dict | None = None) -> float:
@@ -154,8 +189,9 @@ def predict(p: Point, engine: str | None = None, knobs: dict | None = None) -> f
         wl = Workload.from_arrays(np.zeros(len(prompts)), prompts, outputs, f"point {p.id}")
     else:
         n = min(p.requests, MAX_REQUESTS)
-        wl = Workload.from_arrays(np.zeros(n), np.full(n, p.prompt), np.full(n, p.output),
-                                  f"published point {p.id}")
+        wl = Workload.from_arrays(
+            np.zeros(n), np.full(n, p.prompt), np.full(n, p.output), f"published point {p.id}"
+        )
     rows = p.max_seqs
     if p.engine == "trt-llm":
         # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when its
@@ -163,13 +199,17 @@ def predict(p: Point, engine: str | None = None, knobs: dict | None = None) -> f
         # batchsim's continuous policy admits as vLLM does and preempts by recompute instead.
         rows = max(1, min(rows, srv.kv.tokens // (p.prompt + p.output)))
     policy = make_policy("continuous", max_seqs=rows, max_batched_tokens=p.max_batched_tokens)
-    s = summarize(simulate(wl, policy, srv.step_time, kv_budget_tokens=srv.kv.tokens, records="summary"))
+    s = summarize(
+        simulate(wl, policy, srv.step_time, kv_budget_tokens=srv.kv.tokens, records="summary")
+    )
     return float(s[p.metric])
 
 
 def kv_predict(k: dict) -> int:
     g, m = DEFAULT_CATALOG.gpu(k["gpu"]), DEFAULT_CATALOG.model(k["model"])
-    return kv_budget(g, m, k["dtype"], k["mem_util"], tp=k["tp"], max_batched_tokens=k["max_batched_tokens"]).tokens
+    return kv_budget(
+        g, m, k["dtype"], k["mem_util"], tp=k["tp"], max_batched_tokens=k["max_batched_tokens"]
+    ).tokens
 
 
 def table(engine_of=None) -> list[dict]:
@@ -177,12 +217,24 @@ def table(engine_of=None) -> list[dict]:
     rows = []
     for p in points():
         got = predict(p, engine_of(p) if engine_of else None)
-        rows.append({"id": p.id, "engine": p.engine, "family": p.family, "hardware": p.hardware, "model": p.checkpoint,
-                     "precision": f"{p.weights}/{p.kv_dtype} KV",
-                     # "~": the mean of the run's own lengths, which it simulates request by request
-                     "lengths": f"{'~' if p.workload else ''}{p.prompt}/{p.output}",
-                     "concurrency": p.concurrency, "metric": p.metric, "measured": p.value, "predicted": got,
-                     "error": got / p.value - 1, "tolerance": p.tolerance})
+        rows.append(
+            {
+                "id": p.id,
+                "engine": p.engine,
+                "family": p.family,
+                "hardware": p.hardware,
+                "model": p.checkpoint,
+                "precision": f"{p.weights}/{p.kv_dtype} KV",
+                # "~": the mean of the run's own lengths, which it simulates request by request
+                "lengths": f"{'~' if p.workload else ''}{p.prompt}/{p.output}",
+                "concurrency": p.concurrency,
+                "metric": p.metric,
+                "measured": p.value,
+                "predicted": got,
+                "error": got / p.value - 1,
+                "tolerance": p.tolerance,
+            }
+        )
     return rows
 
 
@@ -193,8 +245,10 @@ def summary(rows: list[dict]) -> dict:
         out.setdefault((r["engine"], r["family"]), []).append(abs(r["error"]))
     order = list(dict.fromkeys(_METRICS.values()))  # throughput, TPOT, TTFT
     keys = sorted(out, key=lambda k: (k[0], order.index(k[1])))
-    return {k: {"points": len(out[k]), "median": statistics.median(out[k]), "worst": max(out[k])}
-            for k in keys}
+    return {
+        k: {"points": len(out[k]), "median": statistics.median(out[k]), "worst": max(out[k])}
+        for k in keys
+    }
 
 
 def held_out_summary(rows: list[dict]) -> dict:
@@ -209,40 +263,59 @@ def held_out_summary(rows: list[dict]) -> dict:
         if held:
             errs = [abs(r["error"]) for r in held]
             # Each family apart too: a held-out TTFT is judged by the TTFT target, not throughput's.
-            out[name] = {"points": len(errs), "median": statistics.median(errs), "worst": max(errs),
-                         "families": summary(held)}
+            out[name] = {
+                "points": len(errs),
+                "median": statistics.median(errs),
+                "worst": max(errs),
+                "families": summary(held),
+            }
     return out
 
 
 def _fmt(r: dict) -> str:
     v = r["measured"]
     # A time under 100 ms keeps a decimal: a batch-1 first token of 5.7 ms is not "6 ms".
-    show = (lambda x: f"{x:,.0f}") if r["metric"] == "output_throughput" else \
-        (lambda x: f"{x * 1e3:.1f} ms" if x < 0.1 else f"{x * 1e3:,.0f} ms")
+    show = (
+        (lambda x: f"{x:,.0f}")
+        if r["metric"] == "output_throughput"
+        else (lambda x: f"{x * 1e3:.1f} ms" if x < 0.1 else f"{x * 1e3:,.0f} ms")
+    )
     name = r["model"].split("/")[-1]
-    return (f"{r['engine']:<8} {r['hardware']:<18} {name:<28} {r['lengths']:>10} "
-            f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}")
+    return (
+        f"{r['engine']:<8} {r['hardware']:<18} {name:<28} {r['lengths']:>10} "
+        f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}"
+    )
 
 
 def main() -> int:
     rows = table()
-    print(f"{'engine':<8} {'hardware':<18} {'checkpoint':<28} {'in/out':>10} {'concurrency':>12} "
-          f"{'metric':<17} {'published':>10} {'batchsim':>10} {'error':>7}")
+    print(
+        f"{'engine':<8} {'hardware':<18} {'checkpoint':<28} {'in/out':>10} {'concurrency':>12} "
+        f"{'metric':<17} {'published':>10} {'batchsim':>10} {'error':>7}"
+    )
     for r in rows:
         print(_fmt(r))
     for (engine, family), s in summary(rows).items():
-        print(f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
+        print(
+            f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst {s['worst']:.1%}"
+        )
     for engine, s in held_out_summary(rows).items():
-        print(f"{engine} held out of its fit: {s['points']} points, "
-              f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}")
+        print(
+            f"{engine} held out of its fit: {s['points']} points, "
+            f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}"
+        )
         for (_, family), f in s["families"].items():
             n = f["points"]
-            print(f"  of which {family}: {n} point{'s' if n != 1 else ''}, "
-                  f"median |error| {f['median']:.1%}, worst {f['worst']:.1%}")
+            print(
+                f"  of which {family}: {n} point{'s' if n != 1 else ''}, "
+                f"median |error| {f['median']:.1%}, worst {f['worst']:.1%}"
+            )
     for k in kv_points():
         got = kv_predict(k)
-        print(f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
-              f"{k['kv_tokens']:,} ({k['logged']}): {got / k['kv_tokens'] - 1:+.1%}")
+        print(
+            f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
+            f"{k['kv_tokens']:,} ({k['logged']}): {got / k['kv_tokens'] - 1:+.1%}"
+        )
     return 0
 
 

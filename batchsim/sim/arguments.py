@@ -32,29 +32,42 @@ def _check_policy(policy: Any) -> None:
     if isinstance(policy, Policy):
         return
     if isinstance(policy, str):
-        hint = (f"make_policy({policy!r}, ...)" if policy in POLICY_NAMES
-                else f"make_policy(NAME, ...), NAME one of {', '.join(POLICY_NAMES)}")
+        hint = (
+            f"make_policy({policy!r}, ...)"
+            if policy in POLICY_NAMES
+            else f"make_policy(NAME, ...), NAME one of {', '.join(POLICY_NAMES)}"
+        )
         raise ConfigError(f"policy must be a Policy ({hint}), got {show(policy)}")
     if isinstance(policy, (list, tuple)):
         # A fleet is one policy copied per server: simulate(wl, p, st, replicas=N).
-        raise ConfigError(f"policy must be one Policy, copied for each server by replicas=N, got {_what(policy)}")
-    raise ConfigError(f"policy must be a Policy (make_policy('continuous', ...)), got {_what(policy)}")
+        raise ConfigError(
+            f"policy must be one Policy, copied for each server by replicas=N, got {_what(policy)}"
+        )
+    raise ConfigError(
+        f"policy must be a Policy (make_policy('continuous', ...)), got {_what(policy)}"
+    )
 
 
 def _check_step_time(step_time: Any) -> None:
     if isinstance(step_time, StepTimeModel):
         return
     if is_number(step_time):
-        raise ConfigError(f"step_time must be a StepTimeModel (ConstantStepTime({show(step_time)}) for "
-                          f"{show(step_time)} s a step), got {show(step_time)}")
-    raise ConfigError(f"step_time must be a StepTimeModel (ConstantStepTime(s), LinearStepTime(...), "
-                      f"Server.named(...).step_time or load_step_time(path)), got {_what(step_time)}")
+        raise ConfigError(
+            f"step_time must be a StepTimeModel (ConstantStepTime({show(step_time)}) for "
+            f"{show(step_time)} s a step), got {show(step_time)}"
+        )
+    raise ConfigError(
+        f"step_time must be a StepTimeModel (ConstantStepTime(s), LinearStepTime(...), "
+        f"Server.named(...).step_time or load_step_time(path)), got {_what(step_time)}"
+    )
 
 
 def check_simulate_args(workload: Any, policy: Any, step_time: Any) -> None:
     """Raise ``ConfigError`` naming the first of ``simulate``'s arguments that is not what it must be."""
     if not isinstance(workload, Workload):
-        raise ConfigError(f"workload must be a Workload (make_workload(...), trace_workload(...) or "
-                          f"Workload.from_arrays(arrivals, prompts, outputs)), got {_what(workload)}")
+        raise ConfigError(
+            f"workload must be a Workload (make_workload(...), trace_workload(...) or "
+            f"Workload.from_arrays(arrivals, prompts, outputs)), got {_what(workload)}"
+        )
     _check_policy(policy)
     _check_step_time(step_time)

@@ -54,6 +54,7 @@ class SimClock(AtMixin, simpy.Environment):
         self._now = t
         return True
 
+
 # The ufuncs' own methods: ``d.min()`` and ``np.cumsum(d)`` reach the same loops through Python
 # wrappers that cost more than the work on a step's few passes (cumsum is add.accumulate).
 _least, _running_sum = np.minimum.reduce, np.add.accumulate
@@ -83,7 +84,9 @@ class SimExecutor:
             late, extra = self.step_time.wake_penalty(now - self.last_end)
             t0 += late
             d[0] += extra
-        if m == 1:  # a single pass, in Python floats: the same additions, without numpy's per-call cost
+        if (
+            m == 1
+        ):  # a single pass, in Python floats: the same additions, without numpy's per-call cost
             d0 = d.item(0)
             if t0 < now or d0 < 0:
                 # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy
@@ -109,7 +112,9 @@ class SimExecutor:
         self._ends, self._d = ends, d
         return t0, ends
 
-    def _run_short(self, d: list[float], now: float, t0: float, stop_at: float | None) -> tuple[float, list[float]]:
+    def _run_short(
+        self, d: list[float], now: float, t0: float, stop_at: float | None
+    ) -> tuple[float, list[float]]:
         """``run`` for a short step priced in Python floats: the same sums, in the same order
         (``SHORT_REPEAT``: numpy's calls cost more than a few passes' arithmetic)."""
         if now > self.last_end:
@@ -134,7 +139,7 @@ class SimExecutor:
         """Only the first k repetitions of the step just priced ran (a fleet's arrival ended it)."""
         self.last_end = float(self._ends[k - 1])
         # Only the draws of passes priced to run: those past ``stop_at`` went back in ``run``.
-        self.step_time.put_back(self._d[k:len(self._ends)])
+        self.step_time.put_back(self._d[k : len(self._ends)])
 
     def environment(self) -> SimClock:
         return SimClock()
@@ -162,10 +167,14 @@ class ReplayExecutor:
 
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
         if self.k >= len(self.trace):
-            raise ReplayDiverged(f"the replay asked for step {self.k + 1}, but the measured run ran {len(self.trace)}")
+            raise ReplayDiverged(
+                f"the replay asked for step {self.k + 1}, but the measured run ran {len(self.trace)}"
+            )
         decided, measured, t_start, ends = self.trace[self.k]
         if step != measured:
-            raise ReplayDiverged(f"step {self.k + 1} differs: replay {step!r}, measured {measured!r}")
+            raise ReplayDiverged(
+                f"step {self.k + 1} differs: replay {step!r}, measured {measured!r}"
+            )
         self.k += 1
         shift = now - decided  # zero, as long as every earlier step matched
         return t_start + shift, np.asarray(ends, dtype=np.float64) + shift

@@ -32,7 +32,9 @@ def plain_numbers(a: np.ndarray) -> list:
 def _axis(name: str, values) -> np.ndarray:
     a = np.asarray(values, dtype=np.float64)
     if a.ndim != 1 or len(a) < 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise ConfigError(f"{name} must be a list of finite numbers >= 0, got {show(plain_numbers(a) if a.ndim == 1 else values)}")
+        raise ConfigError(
+            f"{name} must be a list of finite numbers >= 0, got {show(plain_numbers(a) if a.ndim == 1 else values)}"
+        )
     if np.any(np.diff(a) <= 0):
         raise ConfigError(f"{name} must be strictly increasing, got {show(plain_numbers(a))}")
     return a
@@ -79,13 +81,17 @@ class Grid2D:
         x, y = _axis(f"{self.name} rows", self.x), _axis(f"{self.name} columns", self.y)
         z = np.asarray(self.z, dtype=np.float64)
         if z.shape != (len(x), len(y)):
-            raise ConfigError(f"{self.name} seconds must be a {len(x)} x {len(y)} table (rows x columns), "
-                              f"got {' x '.join(str(n) for n in z.shape) or 'one number'}")
+            raise ConfigError(
+                f"{self.name} seconds must be a {len(x)} x {len(y)} table (rows x columns), "
+                f"got {' x '.join(str(n) for n in z.shape) or 'one number'}"
+            )
         bad = ~np.isfinite(z) | (z <= 0) | (z > MAX_PASS_SECONDS)
         if bad.any():
             i, j = (int(v) for v in np.argwhere(bad)[0])
-            raise ConfigError(f"{self.name} seconds[{i}][{j}] must be a pass time in (0, {MAX_PASS_SECONDS:g}] seconds, "
-                              f"got {show(float(z[i, j]))}")
+            raise ConfigError(
+                f"{self.name} seconds[{i}][{j}] must be a pass time in (0, {MAX_PASS_SECONDS:g}] seconds, "
+                f"got {show(float(z[i, j]))}"
+            )
         # Monotone in both axes: a bigger pass never costs less (noise may say otherwise).
         z = _monotone(z)
         object.__setattr__(self, "x", x)
@@ -125,13 +131,16 @@ class Grid2D:
     def from_dict(cls, d: dict, name: str) -> Grid2D:
         missing = [k for k in ("rows", "columns", "seconds") if k not in d]
         if missing:
-            raise ConfigError(f"{name} grid needs rows, columns and seconds, and has no {' or '.join(missing)}")
+            raise ConfigError(
+                f"{name} grid needs rows, columns and seconds, and has no {' or '.join(missing)}"
+            )
         parts = {k: _numbers(d[k], f"{name} {k}") for k in ("rows", "columns", "seconds")}
         return cls(parts["rows"], parts["columns"], parts["seconds"], name)
 
 
 def _numbers(v, where: str) -> np.ndarray:
     """A list (or a table) of numbers as an array; the first cell that is no number is named."""
+
     def walk(x, path):
         if isinstance(x, list):
             for i, item in enumerate(x):
@@ -143,4 +152,6 @@ def _numbers(v, where: str) -> np.ndarray:
     try:
         return np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError):  # lists of uneven lengths
-        raise ConfigError(f"{where} must be a list of numbers (a table: rows of equal length), got {show(v)}") from None
+        raise ConfigError(
+            f"{where} must be a list of numbers (a table: rows of equal length), got {show(v)}"
+        ) from None

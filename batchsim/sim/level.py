@@ -50,8 +50,11 @@ class LevelStepTime(ScaledStepTime):
         d = np.array(self.inner.durations(step, m), dtype=np.float64) * self.decode
         if m == 1 and self.prefill != self.decode:
             # The step at the decode level, then each prefill pass moved from that level to its own.
-            d[0] += sum((self.prefill - self.decode) * self.inner.pass_time(p) for p in plan_step(step, self.plan)
-                        if p.prefill_rows)
+            d[0] += sum(
+                (self.prefill - self.decode) * self.inner.pass_time(p)
+                for p in plan_step(step, self.plan)
+                if p.prefill_rows
+            )
         return d
 
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ HANDSHAKE_MAX_BYTES = 1 << 20
 
 
 def _split(address: str) -> tuple[str, int]:
-    host, _, port = address[len("tcp://"):].rpartition(":")
+    host, _, port = address[len("tcp://") :].rpartition(":")
     return host.strip("[]"), int(port)
 
 
@@ -52,19 +52,29 @@ def probe_scheduler(address: str, timeout: float) -> None:
             except TimeoutError:
                 break
             except OSError as e:
-                raise ConfigError(f"scheduler {address}: the connection failed ({e.strerror or e})") from None
+                raise ConfigError(
+                    f"scheduler {address}: the connection failed ({e.strerror or e})"
+                ) from None
             if not chunk:
-                raise ConfigError(f"scheduler {address}: closed the connection without a Dask handshake"
-                                  + (f" (it sent {got!r})" if got else "")) from None
+                raise ConfigError(
+                    f"scheduler {address}: closed the connection without a Dask handshake"
+                    + (f" (it sent {got!r})" if got else "")
+                ) from None
             got += chunk
     finally:
         sock.close()
     if not got:
-        raise ConfigError(f"scheduler {address}: no reply within {timeout:g} s: not a Dask scheduler (a Dask "
-                          "scheduler speaks first), or one too busy to answer")
+        raise ConfigError(
+            f"scheduler {address}: no reply within {timeout:g} s: not a Dask scheduler (a Dask "
+            "scheduler speaks first), or one too busy to answer"
+        )
     if len(got) < 8:
-        raise ConfigError(f"scheduler {address}: sent {got!r} and then nothing: not a Dask scheduler")
+        raise ConfigError(
+            f"scheduler {address}: sent {got!r} and then nothing: not a Dask scheduler"
+        )
     (length,) = struct.unpack("<Q", got)
     if not 0 < length <= HANDSHAKE_MAX_BYTES:
-        raise ConfigError(f"scheduler {address}: does not speak Dask's protocol (it replied {got!r}): is it "
-                          "another service on that port?")
+        raise ConfigError(
+            f"scheduler {address}: does not speak Dask's protocol (it replied {got!r}): is it "
+            "another service on that port?"
+        )

@@ -51,7 +51,15 @@ __all__ = ["Grid2D", "ProfiledStepTime", "PROFILE_VERSION"]
 
 #: The calibration format this module reads and writes; a file of another version is refused.
 PROFILE_VERSION = 2
-_NUMBERS = ("past_cost", "step_extra", "join_cost", "step_gap", "repeat_extra", "wake_late", "fused_shared")
+_NUMBERS = (
+    "past_cost",
+    "step_extra",
+    "join_cost",
+    "step_gap",
+    "repeat_extra",
+    "wake_late",
+    "fused_shared",
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +74,9 @@ class ProfiledStepTime(StepTimeModel):
     step_gap: float = 0.0  # seconds between two steps (the driver)
     repeat_extra: float = 0.0  # seconds per further repetition of a repeated step, around its pass
     wake_late: float = 0.0  # seconds a sleep overshoots
-    fused_shared: float = 0.0  # seconds a fused pass's prefill and decode share (counted once, not twice)
+    fused_shared: float = (
+        0.0  # seconds a fused pass's prefill and decode share (counted once, not twice)
+    )
     wake_idle: tuple = ()  # idle seconds at which the cold start was timed ...
     wake_extra: tuple = ()  # ... and the extra seconds of work it cost
     plan: str = "grouped"
@@ -74,25 +84,44 @@ class ProfiledStepTime(StepTimeModel):
     policy_gaps: dict = field(default_factory=dict)  # step_gap measured per policy name
     context_len: int | None = None  # positions of the model it was measured on (the server's limit)
     extra: dict = field(default_factory=dict)
-    spread: StepSpread | None = None  # each grid point's spread around its mean (None: an older profile)
+    spread: StepSpread | None = (
+        None  # each grid point's spread around its mean (None: an older profile)
+    )
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:
             check_nonneg(name, getattr(self, name))
             check_at_most(name, getattr(self, name), MAX_PASS_SECONDS, "seconds")
         check_choice("plan", self.plan, PLANS)
-        idle, extra = np.asarray(self.wake_idle, dtype=float), np.asarray(self.wake_extra, dtype=float)
-        if idle.shape != extra.shape or idle.ndim != 1 or np.any(idle <= 0) or np.any(np.diff(idle) <= 0) \
-                or not np.all(np.isfinite(idle)) or not np.all(np.isfinite(extra)) or np.any(extra < 0) \
-                or np.any(extra > MAX_PASS_SECONDS):
-            raise ConfigError(f"wake_idle must be increasing seconds > 0 and wake_extra as many seconds in [0, "
-                              f"{MAX_PASS_SECONDS:g}], got {show(plain_numbers(idle))} and {show(plain_numbers(extra))}")
+        idle, extra = (
+            np.asarray(self.wake_idle, dtype=float),
+            np.asarray(self.wake_extra, dtype=float),
+        )
+        if (
+            idle.shape != extra.shape
+            or idle.ndim != 1
+            or np.any(idle <= 0)
+            or np.any(np.diff(idle) <= 0)
+            or not np.all(np.isfinite(idle))
+            or not np.all(np.isfinite(extra))
+            or np.any(extra < 0)
+            or np.any(extra > MAX_PASS_SECONDS)
+        ):
+            raise ConfigError(
+                f"wake_idle must be increasing seconds > 0 and wake_extra as many seconds in [0, "
+                f"{MAX_PASS_SECONDS:g}], got {show(plain_numbers(idle))} and {show(plain_numbers(extra))}"
+            )
         for part in ("decode", "prefill"):
             own, spread = getattr(self, part), getattr(self.spread, part, None)
-            if spread is not None and (spread.q.shape[:2] != own.z.shape or not np.array_equal(spread.x, own.x)
-                                       or not np.array_equal(spread.y, own.y)):
-                raise ConfigError(f"spread {part} must have one quantile list per {part} grid point "
-                                  f"({own.z.shape[0]} x {own.z.shape[1]}), got {spread.q.shape[0]} x {spread.q.shape[1]}")
+            if spread is not None and (
+                spread.q.shape[:2] != own.z.shape
+                or not np.array_equal(spread.x, own.x)
+                or not np.array_equal(spread.y, own.y)
+            ):
+                raise ConfigError(
+                    f"spread {part} must have one quantile list per {part} grid point "
+                    f"({own.z.shape[0]} x {own.z.shape[1]}), got {spread.q.shape[0]} x {spread.q.shape[1]}"
+                )
         object.__setattr__(self, "wake_idle", tuple(idle.tolist()))
         object.__setattr__(self, "wake_extra", tuple(extra.tolist()))
 
@@ -134,7 +163,12 @@ class ProfiledStepTime(StepTimeModel):
             t = float(self.prefill(p.prefill_rows, p.query)[0])
             t += self.past_cost * p.prefill_rows * p.query * p.past
             if p.decode_rows:  # a fused pass: price its decode rows as their own pass would cost
-                t += float(self.decode(p.decode_rows, max(1, (p.attn_read - p.prefill_rows * p.past) / p.decode_rows))[0])
+                t += float(
+                    self.decode(
+                        p.decode_rows,
+                        max(1, (p.attn_read - p.prefill_rows * p.past) / p.decode_rows),
+                    )[0]
+                )
             return t
         return float(self.decode(p.decode_rows, p.past)[0])
 
@@ -158,7 +192,9 @@ class ProfiledStepTime(StepTimeModel):
 
     def durations(self, step, m: int) -> np.ndarray:
         d = super().durations(step, m)
-        d[0] += self.step_extra + self.join_cost * sum(c.length + c.start for c in step.prefill if c.completes)
+        d[0] += self.step_extra + self.join_cost * sum(
+            c.length + c.start for c in step.prefill if c.completes
+        )
         if m > 1:
             d[1:] += self.repeat_extra
         return d
@@ -166,11 +202,20 @@ class ProfiledStepTime(StepTimeModel):
     # -- files -----------------------------------------------------------------------------------
     def as_dict(self) -> dict:
         return {
-            "model": "profiled", "version": PROFILE_VERSION, "plan": self.plan, "source": self.source,
-            "decode": self.decode.as_dict(), "prefill": self.prefill.as_dict(), "past_cost": self.past_cost,
-            **{k: getattr(self, k) for k in _NUMBERS if k != "past_cost"}, "policy_gaps": dict(self.policy_gaps),
-            "wake_idle": list(self.wake_idle), "wake_extra": list(self.wake_extra), "n_positions": self.context_len,
-            **({"spread": self.spread.as_dict()} if self.spread is not None else {}), **self.extra,
+            "model": "profiled",
+            "version": PROFILE_VERSION,
+            "plan": self.plan,
+            "source": self.source,
+            "decode": self.decode.as_dict(),
+            "prefill": self.prefill.as_dict(),
+            "past_cost": self.past_cost,
+            **{k: getattr(self, k) for k in _NUMBERS if k != "past_cost"},
+            "policy_gaps": dict(self.policy_gaps),
+            "wake_idle": list(self.wake_idle),
+            "wake_extra": list(self.wake_extra),
+            "n_positions": self.context_len,
+            **({"spread": self.spread.as_dict()} if self.spread is not None else {}),
+            **self.extra,
         }
 
     def to_json(self, path: str | Path, **more) -> None:
@@ -179,46 +224,78 @@ class ProfiledStepTime(StepTimeModel):
     @classmethod
     def from_dict(cls, data: dict, where: str = "calibration") -> ProfiledStepTime:
         if data.get("version") != PROFILE_VERSION:
-            raise ConfigError(f"{where}: version must be {PROFILE_VERSION} (re-run python -m realrun profile), "
-                              f"got {data.get('version')!r}")
+            raise ConfigError(
+                f"{where}: version must be {PROFILE_VERSION} (re-run python -m realrun profile), "
+                f"got {data.get('version')!r}"
+            )
         plan = data.get("plan", "grouped")
         if plan not in PLANS:
             raise ConfigError(f"{where}: plan must be one of {', '.join(PLANS)}, got {plan!r}")
         nums = {}
         for k in _NUMBERS:
             v = data.get(k, 0.0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 or v > MAX_PASS_SECONDS:
-                raise ConfigError(f"{where}: {k} must be a number of seconds in [0, {MAX_PASS_SECONDS:g}], got {show(v)}")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not np.isfinite(v)
+                or v < 0
+                or v > MAX_PASS_SECONDS
+            ):
+                raise ConfigError(
+                    f"{where}: {k} must be a number of seconds in [0, {MAX_PASS_SECONDS:g}], got {show(v)}"
+                )
             nums[k] = float(v)
         ctx = data.get("n_positions")
         if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1):
             raise ConfigError(f"{where}: n_positions must be a whole number >= 1, got {ctx!r}")
         gaps = data.get("policy_gaps", {})
         if not isinstance(gaps, dict) or not all(
-                is_number(v) and np.isfinite(v) and 0 <= v <= MAX_PASS_SECONDS for v in gaps.values()):
-            raise ConfigError(f"{where}: policy_gaps must map policy names to seconds in [0, {MAX_PASS_SECONDS:g}], "
-                              f"got {show(gaps)}")
+            is_number(v) and np.isfinite(v) and 0 <= v <= MAX_PASS_SECONDS for v in gaps.values()
+        ):
+            raise ConfigError(
+                f"{where}: policy_gaps must map policy names to seconds in [0, {MAX_PASS_SECONDS:g}], "
+                f"got {show(gaps)}"
+            )
         for part in ("decode", "prefill"):
             if not isinstance(data.get(part), dict):
                 raise ConfigError(f"{where}: needs a {part} grid (rows, columns, seconds)")
         decode = Grid2D.from_dict(data["decode"], f"{where}: decode")
         prefill = Grid2D.from_dict(data["prefill"], f"{where}: prefill")
         extra = {}
-        if data.get("canary") is not None:  # realrun's canary at the end of the profile (its reference)
+        if (
+            data.get("canary") is not None
+        ):  # realrun's canary at the end of the profile (its reference)
             c = data["canary"]
-            if not isinstance(c, dict) or not all(is_number(c.get(k)) and np.isfinite(c.get(k)) and 0 < c.get(k) <= 100
-                                                  for k in ("prefill", "decode")):
-                raise ConfigError(f"{where}: canary must hold prefill and decode ratios in (0, 100], got {show(c)}")
+            if not isinstance(c, dict) or not all(
+                is_number(c.get(k)) and np.isfinite(c.get(k)) and 0 < c.get(k) <= 100
+                for k in ("prefill", "decode")
+            ):
+                raise ConfigError(
+                    f"{where}: canary must hold prefill and decode ratios in (0, 100], got {show(c)}"
+                )
             extra["canary"] = {"prefill": float(c["prefill"]), "decode": float(c["decode"])}
         spread = None
         if data.get("spread") is not None:  # older profiles kept only the means
-            spread = StepSpread.from_dict(data["spread"], (decode.x, decode.y), (prefill.x, prefill.y), where)
+            spread = StepSpread.from_dict(
+                data["spread"], (decode.x, decode.y), (prefill.x, prefill.y), where
+            )
         try:
-            return cls(decode, prefill, plan=plan, source=str(data.get("source", "")),
-                       policy_gaps={str(k): float(v) for k, v in gaps.items()},
-                       wake_idle=_seconds_list(data, "wake_idle", where), wake_extra=_seconds_list(data, "wake_extra", where),
-                       context_len=ctx, spread=spread, extra=extra, **nums)
-        except ConfigError as e:  # a check of the model itself (wake_extra against wake_idle): name the file
+            return cls(
+                decode,
+                prefill,
+                plan=plan,
+                source=str(data.get("source", "")),
+                policy_gaps={str(k): float(v) for k, v in gaps.items()},
+                wake_idle=_seconds_list(data, "wake_idle", where),
+                wake_extra=_seconds_list(data, "wake_extra", where),
+                context_len=ctx,
+                spread=spread,
+                extra=extra,
+                **nums,
+            )
+        except (
+            ConfigError
+        ) as e:  # a check of the model itself (wake_extra against wake_idle): name the file
             msg = str(e)
             raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 

@@ -45,7 +45,9 @@ def _phi(z: np.ndarray) -> np.ndarray:
     """The standard normal CDF (Abramowitz and Stegun 7.1.26, error under 1.5e-7: no scipy needed)."""
     x = np.abs(z) / math.sqrt(2.0)
     t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     erf = 1.0 - poly * np.exp(-x * x)
     return 0.5 * (1.0 + np.sign(z) * erf)
 
@@ -70,7 +72,9 @@ def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarra
 def spread_of(model: StepTimeModel) -> StepSpread | None:
     """The spread a model carries, looking through a speed scaling or level (which move the means; the
     spread is a ratio to them)."""
-    while isinstance(model, (ScaledStepTime, SampledStepTime)):  # a LevelStepTime is a ScaledStepTime
+    while isinstance(
+        model, (ScaledStepTime, SampledStepTime)
+    ):  # a LevelStepTime is a ScaledStepTime
         model = model.inner
     return getattr(model, "spread", None)
 
@@ -78,8 +82,14 @@ def spread_of(model: StepTimeModel) -> StepSpread | None:
 class SampledStepTime(StepTimeModel):
     """``inner``'s passes, each at its mean times a ratio drawn from ``spread`` (see the module's docstring)."""
 
-    def __init__(self, inner: StepTimeModel, spread: StepSpread, rng: np.random.Generator, seed: int | None = None,
-                 slow: bool = True) -> None:
+    def __init__(
+        self,
+        inner: StepTimeModel,
+        spread: StepSpread,
+        rng: np.random.Generator,
+        seed: int | None = None,
+        slow: bool = True,
+    ) -> None:
         if not isinstance(spread, StepSpread):
             raise ConfigError(f"spread must be a StepSpread, got {type(spread).__name__}")
         if not isinstance(rng, np.random.Generator):
@@ -87,7 +97,9 @@ class SampledStepTime(StepTimeModel):
         self.inner, self.spread, self.rng, self.seed = inner, spread, rng, seed
         self.plan = inner.plan
         self.step_gap = inner.step_gap
-        self._z = [float(rng.standard_normal())]  # the last pass's luck (a list: for_policy's twin shares it)
+        self._z = [
+            float(rng.standard_normal())
+        ]  # the last pass's luck (a list: for_policy's twin shares it)
         # The machine's slow drift, unless asked for the passes' own spread alone (``--step-noise passes``);
         # its state starts where a stationary drift would be, at a random point of its own spread.
         self.slow = spread.slow if slow else None
@@ -95,7 +107,11 @@ class SampledStepTime(StepTimeModel):
 
     def __repr__(self) -> str:
         seed = "" if self.seed is None else f", seed {self.seed}"
-        slow = "" if self.slow is None else f", slow drift sd {self.slow.sd:.3f} over {self.slow.tau_s:.2f} s"
+        slow = (
+            ""
+            if self.slow is None
+            else f", slow drift sd {self.slow.sd:.3f} over {self.slow.tau_s:.2f} s"
+        )
         return f"{self.inner!r}, sampled from its profiled spread (lag1 {self.spread.lag1:.2f}{slow}{seed})"
 
     # -- the draws ---------------------------------------------------------------------------------
@@ -124,7 +140,9 @@ class SampledStepTime(StepTimeModel):
 
     def _move(self, seconds: float) -> None:
         a = self.slow.keep(seconds)
-        self._s[0] = a * self._s[0] + math.sqrt(max(0.0, 1.0 - a * a)) * float(self.rng.standard_normal())
+        self._s[0] = a * self._s[0] + math.sqrt(max(0.0, 1.0 - a * a)) * float(
+            self.rng.standard_normal()
+        )
 
     def _slow_path(self, n: int, dt: float) -> np.ndarray:
         """The factors for n consecutive passes of about ``dt`` seconds each at the mean: the first at the
@@ -133,7 +151,9 @@ class SampledStepTime(StepTimeModel):
         slow = self.slow
         f0 = self._factor_now()
         start = self._s[0]
-        z = _ar1(self.rng, n, slow.keep(dt * f0), self._s)  # z[0] is one step on: shift to start at now
+        z = _ar1(
+            self.rng, n, slow.keep(dt * f0), self._s
+        )  # z[0] is one step on: shift to start at now
         out = np.empty(n)
         out[0] = start
         out[1:] = z[:-1]
@@ -146,7 +166,11 @@ class SampledStepTime(StepTimeModel):
                 rows, q = p.prefill_shape if p.ragged else (p.prefill_rows, p.query)
                 out.append(self.spread.prefill.ratio(rows, q, level))
             else:
-                out.append(self.spread.decode.ratio(p.decode_rows, max(1.0, p.attn_read / max(p.decode_rows, 1)), level))
+                out.append(
+                    self.spread.decode.ratio(
+                        p.decode_rows, max(1.0, p.attn_read / max(p.decode_rows, 1)), level
+                    )
+                )
         return out
 
     # -- pricing -----------------------------------------------------------------------------------
@@ -156,8 +180,11 @@ class SampledStepTime(StepTimeModel):
         p = np.asarray(prefill_tokens, dtype=np.float64)
         u = self._levels(mean.size).reshape(mean.shape)
         width = np.where(d > 0, np.asarray(kv_read, dtype=np.float64) / np.maximum(d, 1), 1.0)
-        r = np.where(d > 0, self.spread.decode.ratios(np.maximum(d, 1), width, u),
-                     self.spread.prefill.ratios(np.ones_like(p), np.maximum(p, 1), u))
+        r = np.where(
+            d > 0,
+            self.spread.decode.ratios(np.maximum(d, 1), width, u),
+            self.spread.prefill.ratios(np.ones_like(p), np.maximum(p, 1), u),
+        )
         if self.slow is not None and mean.size:
             r = r * self._slow_path(mean.size, float(mean.mean())).reshape(mean.shape)
         return mean * r
@@ -178,13 +205,17 @@ class SampledStepTime(StepTimeModel):
                 d[0] += sum((r - 1.0) * self.inner.pass_time(p) for p, r in zip(passes, ratios))
                 return d
             means = [self.inner.pass_time(p) for p in passes]
-            f = self._slow_one(sum(means))  # one state for a step's passes: the drift moves over seconds
+            f = self._slow_one(
+                sum(means)
+            )  # one state for a step's passes: the drift moves over seconds
             d[0] += sum((r * f - 1.0) * t for t, r in zip(means, ratios))
             return d
         (p,) = passes  # a repeated step is one decode pass, a column wider each time
         attn = p.attn_read + np.arange(m, dtype=np.float64) * p.decode_rows
         means = np.asarray(self.inner._decode_times(p, attn), dtype=np.float64)
-        r = self.spread.decode.ratios(float(p.decode_rows), attn / max(p.decode_rows, 1), self._levels(m))
+        r = self.spread.decode.ratios(
+            float(p.decode_rows), attn / max(p.decode_rows, 1), self._levels(m)
+        )
         if self.slow is not None:
             r = r * self._slow_path(m, float(means.mean()))
         return d + (r - 1.0) * means
@@ -205,7 +236,9 @@ class SampledStepTime(StepTimeModel):
         return twin
 
 
-def with_noise(model: StepTimeModel, seed: int | np.random.Generator | None, noise: str = "profiled") -> StepTimeModel:
+def with_noise(
+    model: StepTimeModel, seed: int | np.random.Generator | None, noise: str = "profiled"
+) -> StepTimeModel:
     """``model`` with its passes sampled from its spread (``noise="profiled"``), or as it is (``"none"``).
 
     Raises ``ConfigError`` when noise is asked for and the model carries no spread."""
@@ -215,11 +248,19 @@ def with_noise(model: StepTimeModel, seed: int | np.random.Generator | None, noi
         return model
     spread = spread_of(model)
     if spread is None:
-        raise ConfigError(f"step-noise profiled needs a calibration that kept each shape's spread (realrun profile "
-                          f"writes one); {model!r} has none: re-profile, or use --step-noise none")
+        raise ConfigError(
+            f"step-noise profiled needs a calibration that kept each shape's spread (realrun profile "
+            f"writes one); {model!r} has none: re-profile, or use --step-noise none"
+        )
     slow = noise == "profiled"
     if isinstance(seed, np.random.Generator):
         return SampledStepTime(model, spread, seed, slow=slow)
     s = 0 if seed is None else int(seed)
     # Its own stream, apart from the workload's (which uses the same user seed directly).
-    return SampledStepTime(model, spread, np.random.default_rng(np.random.SeedSequence([s, 0x5717E])), seed=s, slow=slow)
+    return SampledStepTime(
+        model,
+        spread,
+        np.random.default_rng(np.random.SeedSequence([s, 0x5717E])),
+        seed=s,
+        slow=slow,
+    )

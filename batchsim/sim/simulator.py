@@ -26,8 +26,13 @@ from .steptime import StepTimeModel
 
 # SimExecutor, ReplayExecutor, ReplayDiverged and result_of are re-exported from where they now live.
 __all__ = [
-    "simulate", "RECORDS",
-    "RunResult", "SimExecutor", "ReplayExecutor", "ReplayDiverged", "result_of",
+    "simulate",
+    "RECORDS",
+    "RunResult",
+    "SimExecutor",
+    "ReplayExecutor",
+    "ReplayDiverged",
+    "result_of",
 ]
 
 
@@ -75,19 +80,35 @@ def simulate(
     step_time = step_time.for_policy(policy.name)
     # Copies made before the run starts: each server's policy holds only its own run's state.
     policies = [policy] + [copy.deepcopy(policy) for _ in range(replicas - 1)]
-    rt = router if isinstance(router, Router) else make_router(router, router_seed)  # checked, even for one
+    rt = (
+        router if isinstance(router, Router) else make_router(router, router_seed)
+    )  # checked, even for one
     if replicas == 1:
         rt = None
     if records == "summary":
         from ..core.metrics import streams_by_default
         from ..core.stream import StreamRecorder
 
-        rec = StreamRecorder(workload, slo=slo, streaming=streams_by_default(policy.describe()), replicas=replicas,
-                             steps_path=steps_path)
+        rec = StreamRecorder(
+            workload,
+            slo=slo,
+            streaming=streams_by_default(policy.describe()),
+            replicas=replicas,
+            steps_path=steps_path,
+        )
     else:
         rec = Recorder(workload, replicas=replicas, steps_path=steps_path)
-    run = drive(workload, policies, [SimExecutor(step_time) for _ in policies], limits, progress=progress,
-                desc="simulating", router=rt, recorder=rec, processes=processes)
+    run = drive(
+        workload,
+        policies,
+        [SimExecutor(step_time) for _ in policies],
+        limits,
+        progress=progress,
+        desc="simulating",
+        router=rt,
+        recorder=rec,
+        processes=processes,
+    )
     if run.stopped is not None:  # Ctrl-C: the simulator has nothing to keep
         raise KeyboardInterrupt
     return result_of(run, policies, repr(step_time), limits, workload, router=rt)

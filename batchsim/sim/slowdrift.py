@@ -42,9 +42,18 @@ MIN_PASSES = 60
 
 
 def _number(name: str, v, lo: float, hi: float, lo_open: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or not math.isfinite(v)
+        or v > hi
+        or v < lo
+        or (lo_open and v == lo)
+    ):
         bracket = "(" if lo_open else "["
-        raise ConfigError(f"slow drift {name} must be a number in {bracket}{lo:g}, {hi:g}], got {show(v)}")
+        raise ConfigError(
+            f"slow drift {name} must be a number in {bracket}{lo:g}, {hi:g}], got {show(v)}"
+        )
     return float(v)
 
 
@@ -73,7 +82,9 @@ class SlowDrift:
     @classmethod
     def from_dict(cls, d, where: str) -> SlowDrift:
         if not isinstance(d, dict):
-            raise ConfigError(f"{where}: slow drift must be a table with sd and tau_s, got {show(d)}")
+            raise ConfigError(
+                f"{where}: slow drift must be a table with sd and tau_s, got {show(d)}"
+            )
         try:
             return cls(d.get("sd"), d.get("tau_s"))
         except ConfigError as e:
@@ -90,7 +101,9 @@ def fit_slow_drift(seconds) -> SlowDrift | None:
     t = t[np.isfinite(t) & (t > 0)]
     if len(t) < MIN_PASSES:
         return None
-    t = t[t <= 2 * np.median(t)]  # as the profile's mean and spread: a pass that lost its core is not a pass
+    t = t[
+        t <= 2 * np.median(t)
+    ]  # as the profile's mean and spread: a pass that lost its core is not a pass
     x = np.log(t)
     x = x - x.mean()
     var = float(x.var())
@@ -105,7 +118,7 @@ def fit_slow_drift(seconds) -> SlowDrift | None:
     # the noise of each lag's estimate (tried on simulated drifts of known time constant).
     best = (math.inf, 0.0, 0.0)
     for a in 1.0 - np.geomspace(1e-4, 0.7, 200):
-        g = a ** lags
+        g = a**lags
         w = float(np.clip((g @ acf) / (g @ g), 0.0, 1.0))
         sse = float(((acf - w * g) ** 2).sum())
         if sse < best[0]:

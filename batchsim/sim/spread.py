@@ -47,7 +47,9 @@ _MAX_RATIO = 100.0
 def _unit_mean(q: np.ndarray) -> np.ndarray:
     """Each quantile function (last axis, evenly spaced levels) scaled to mean 1 (trapezoid rule)."""
     k = q.shape[-1]
-    mean = q.mean(axis=-1) if k == 1 else (q.sum(axis=-1) - 0.5 * (q[..., 0] + q[..., -1])) / (k - 1)
+    mean = (
+        q.mean(axis=-1) if k == 1 else (q.sum(axis=-1) - 0.5 * (q[..., 0] + q[..., -1])) / (k - 1)
+    )
     return q / mean[..., None]
 
 
@@ -94,19 +96,27 @@ class SpreadGrid:
         try:
             q = np.asarray(self.q, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ConfigError(f"{self.name} quantiles must be numbers, got {show(self.q)}") from None
+            raise ConfigError(
+                f"{self.name} quantiles must be numbers, got {show(self.q)}"
+            ) from None
         if q.ndim != 3 or q.shape[:2] != (len(x), len(y)) or q.shape[2] < 2:
-            raise ConfigError(f"{self.name} quantiles must be a {len(x)} x {len(y)} table of lists of at least 2 "
-                              f"ratios, got shape {' x '.join(str(n) for n in q.shape)}")
+            raise ConfigError(
+                f"{self.name} quantiles must be a {len(x)} x {len(y)} table of lists of at least 2 "
+                f"ratios, got shape {' x '.join(str(n) for n in q.shape)}"
+            )
         bad = ~np.isfinite(q) | (q <= 0) | (q > _MAX_RATIO)
         if bad.any():
             i, j, k = (int(v) for v in np.argwhere(bad)[0])
-            raise ConfigError(f"{self.name} quantile [{i}][{j}][{k}] must be a ratio to the mean in (0, {_MAX_RATIO:g}], "
-                              f"got {show(float(q[i, j, k]))}")
+            raise ConfigError(
+                f"{self.name} quantile [{i}][{j}][{k}] must be a ratio to the mean in (0, {_MAX_RATIO:g}], "
+                f"got {show(float(q[i, j, k]))}"
+            )
         if np.any(np.diff(q, axis=2) < -1e-12):
             i, j = (int(v) for v in np.argwhere(np.diff(q, axis=2) < -1e-12)[0][:2])
-            raise ConfigError(f"{self.name} quantiles [{i}][{j}] must not decrease (they are a quantile function), "
-                              f"got {[round(float(v), 4) for v in q[i, j]]}")
+            raise ConfigError(
+                f"{self.name} quantiles [{i}][{j}] must not decrease (they are a quantile function), "
+                f"got {[round(float(v), 4) for v in q[i, j]]}"
+            )
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "q", _unit_mean(q))
@@ -121,7 +131,9 @@ class SpreadGrid:
         if len(axis) == 1:
             return np.zeros(len(v), dtype=np.int64), np.zeros(len(v))
         i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
-        return i, np.clip((v - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0)  # no extrapolation of a spread
+        return i, np.clip(
+            (v - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0
+        )  # no extrapolation of a spread
 
     def ratios(self, xv, yv, u: np.ndarray) -> np.ndarray:
         """The mixed quantile function at (xv, yv), evaluated at levels ``u`` in [0, 1]."""
@@ -140,7 +152,12 @@ class SpreadGrid:
         def at(a, b):
             return self.q[a, b, lo] * (1 - f) + self.q[a, b, lo + 1] * f
 
-        out = at(i, j) * (1 - fx) * (1 - fy) + at(i1, j) * fx * (1 - fy) + at(i, j1) * (1 - fx) * fy + at(i1, j1) * fx * fy
+        out = (
+            at(i, j) * (1 - fx) * (1 - fy)
+            + at(i1, j) * fx * (1 - fy)
+            + at(i, j1) * (1 - fx) * fy
+            + at(i1, j1) * fx * fy
+        )
         return out.reshape(u.shape)
 
     @staticmethod
@@ -165,8 +182,12 @@ class SpreadGrid:
             row = q[a][b]
             return row[lo] * (1 - f) + row[lo + 1] * f
 
-        return (at(i, j) * (1 - fx) * (1 - fy) + at(i1, j) * fx * (1 - fy) + at(i, j1) * (1 - fx) * fy
-                + at(i1, j1) * fx * fy)
+        return (
+            at(i, j) * (1 - fx) * (1 - fy)
+            + at(i1, j) * fx * (1 - fy)
+            + at(i, j1) * (1 - fx) * fy
+            + at(i1, j1) * fx * fy
+        )
 
     def cv(self) -> np.ndarray:
         """Each point's coefficient of variation (std / mean) of its piecewise-linear quantile function."""
@@ -187,27 +208,44 @@ class StepSpread:
     slow: SlowDrift | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.lag1, bool) or not isinstance(self.lag1, (int, float)) or not 0 <= self.lag1 < 1:
+        if (
+            isinstance(self.lag1, bool)
+            or not isinstance(self.lag1, (int, float))
+            or not 0 <= self.lag1 < 1
+        ):
             raise ConfigError(f"spread lag1 must be a correlation in [0, 1), got {show(self.lag1)}")
         if self.slow is not None and not isinstance(self.slow, SlowDrift):
             raise ConfigError(f"spread slow must be a SlowDrift, got {show(self.slow)}")
 
     def as_dict(self) -> dict:
-        return {"levels": int(self.decode.q.shape[2]), "decode": np.round(self.decode.q, 5).tolist(),
-                "prefill": np.round(self.prefill.q, 5).tolist(), "lag1": round(float(self.lag1), 4),
-                **({"slow": self.slow.as_dict()} if self.slow is not None else {})}
+        return {
+            "levels": int(self.decode.q.shape[2]),
+            "decode": np.round(self.decode.q, 5).tolist(),
+            "prefill": np.round(self.prefill.q, 5).tolist(),
+            "lag1": round(float(self.lag1), 4),
+            **({"slow": self.slow.as_dict()} if self.slow is not None else {}),
+        }
 
     @classmethod
     def from_dict(cls, d, decode_axes: tuple, prefill_axes: tuple, where: str) -> StepSpread:
         if not isinstance(d, dict):
-            raise ConfigError(f"{where}: spread must be a table of decode and prefill quantiles, got {show(d)}")
+            raise ConfigError(
+                f"{where}: spread must be a table of decode and prefill quantiles, got {show(d)}"
+            )
         for part in ("decode", "prefill"):
             if not isinstance(d.get(part), list):
-                raise ConfigError(f"{where}: spread needs {part} quantiles (a list per grid point), got {show(d.get(part))}")
+                raise ConfigError(
+                    f"{where}: spread needs {part} quantiles (a list per grid point), got {show(d.get(part))}"
+                )
         try:
-            return cls(SpreadGrid(*decode_axes, d["decode"], f"{where}: spread decode"),
-                       SpreadGrid(*prefill_axes, d["prefill"], f"{where}: spread prefill"), lag1=d.get("lag1", 0.0),
-                       slow=None if d.get("slow") is None else SlowDrift.from_dict(d["slow"], f"{where}: spread"))
+            return cls(
+                SpreadGrid(*decode_axes, d["decode"], f"{where}: spread decode"),
+                SpreadGrid(*prefill_axes, d["prefill"], f"{where}: spread prefill"),
+                lag1=d.get("lag1", 0.0),
+                slow=None
+                if d.get("slow") is None
+                else SlowDrift.from_dict(d["slow"], f"{where}: spread"),
+            )
         except ConfigError as e:
             msg = str(e)
             raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None

@@ -30,7 +30,9 @@ class StepTimeModel(ABC):
     step_gap: float = 0.0
 
     @abstractmethod
-    def times(self, prefill_tokens: np.ndarray, decode_rows: np.ndarray, kv_read: np.ndarray) -> np.ndarray:
+    def times(
+        self, prefill_tokens: np.ndarray, decode_rows: np.ndarray, kv_read: np.ndarray
+    ) -> np.ndarray:
         """Seconds for each pass described by the three arrays (kv_read: KV tokens its attention reads)."""
 
     def pass_time(self, p: Pass) -> float:
@@ -51,7 +53,9 @@ class StepTimeModel(ABC):
         return np.asarray(self._decode_times(d, d.attn_read + j * d.decode_rows), dtype=np.float64)
 
     def _decode_times(self, d: Pass, attn_read: np.ndarray) -> np.ndarray:
-        return self.times(np.zeros(len(attn_read)), np.full(len(attn_read), float(d.decode_rows)), attn_read)
+        return self.times(
+            np.zeros(len(attn_read)), np.full(len(attn_read), float(d.decode_rows)), attn_read
+        )
 
     def short_durations(self, step: Step, m: int) -> list[float] | None:
         """``durations(step, m)`` as a list of Python floats, the very same ones, where the model can
@@ -75,6 +79,14 @@ class StepTimeModel(ABC):
         """The model as it applies to one policy (a profiled model knows each policy's own overhead)."""
         return self
 
-    def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+    def step_time(
+        self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0
+    ) -> float:
         """Seconds for one pass of this shape."""
-        return float(self.times(np.array([prefill_tokens], float), np.array([decode_rows], float), np.array([kv_read], float))[0])
+        return float(
+            self.times(
+                np.array([prefill_tokens], float),
+                np.array([decode_rows], float),
+                np.array([kv_read], float),
+            )[0]
+        )

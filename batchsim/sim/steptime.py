@@ -47,7 +47,14 @@ from ..core.plan import PLANS, Pass
 from ..core.step import Step
 from .stepmodel import StepTimeModel
 
-__all__ = ["StepTimeModel", "ConstantStepTime", "ExponentialStepTime", "LinearStepTime", "ScaledStepTime", "load_step_time"]
+__all__ = [
+    "StepTimeModel",
+    "ConstantStepTime",
+    "ExponentialStepTime",
+    "LinearStepTime",
+    "ScaledStepTime",
+    "load_step_time",
+]
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,9 @@ class ConstantStepTime(StepTimeModel):
         # A step, not a pass, takes the constant: however the server runs it (the textbook queue).
         return np.full(m, self.seconds)
 
-    def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+    def step_time(
+        self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0
+    ) -> float:
         return self.seconds
 
 
@@ -77,7 +86,9 @@ class ExponentialStepTime(StepTimeModel):
     the n-th draw however the server grouped passes (``tests/test_textbook.py`` holds it)."""
 
     mean: float
-    rng: np.random.Generator = field(compare=False, repr=False, default_factory=lambda: np.random.default_rng(0))
+    rng: np.random.Generator = field(
+        compare=False, repr=False, default_factory=lambda: np.random.default_rng(0)
+    )
     #: Draws put back, unused, the first to be handed out again.
     _back: list = field(default_factory=list, init=False, compare=False, repr=False)
 
@@ -126,7 +137,9 @@ class LinearStepTime(StepTimeModel):
     def times(self, prefill_tokens, decode_rows, kv_read):
         return self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read
 
-    def step_time(self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0) -> float:
+    def step_time(
+        self, prefill_tokens: float = 0, decode_rows: float = 0, kv_read: float = 0
+    ) -> float:
         return float(self.c0 + self.c1 * prefill_tokens + self.c2 * decode_rows + self.c3 * kv_read)
 
     def durations(self, step: Step, m: int) -> np.ndarray:
@@ -165,13 +178,17 @@ class LinearStepTime(StepTimeModel):
         if step.prefill:
             if self.plan != "fused" or m != 1:
                 return None
-            return [self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read]
+            return [
+                self.c0 + self.c1 * step.prefill_tokens + self.c2 * rows + self.c3 * step.kv_read
+            ]
         attn = _first_read(step, rows, self.plan)
         base, c3 = self.c0 + self.c1 * 0 + self.c2 * rows, self.c3
         return [base + c3 * (j * rows + attn) for j in range(m)]
 
     def to_json(self, path: str | Path, **extra) -> None:
-        Path(path).write_text(json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n")
+        Path(path).write_text(
+            json.dumps({"model": "linear", **asdict(self), **extra}, indent=2) + "\n"
+        )
 
     @classmethod
     def from_json(cls, path: str | Path) -> LinearStepTime:
@@ -180,7 +197,9 @@ class LinearStepTime(StepTimeModel):
         p = Path(path)
         data = read_json(p, "calibration")
         if not isinstance(data, dict) or data.get("model", "linear") != "linear":
-            raise ConfigError(f"calibration {str(p)!r}: model must be 'linear', got {data.get('model') if isinstance(data, dict) else data!r}")
+            raise ConfigError(
+                f"calibration {str(p)!r}: model must be 'linear', got {data.get('model') if isinstance(data, dict) else data!r}"
+            )
         coeffs = {}
         for k in ("c0", "c1", "c2", "c3"):
             if k not in data:
@@ -201,7 +220,12 @@ class LinearStepTime(StepTimeModel):
             gap = data.get("step_gap", 0.0)
             if not is_number(gap) or not math.isfinite(gap):
                 raise ConfigError(f"step_gap must be a number, got {show(gap)}")
-            return cls(**coeffs, source=source if isinstance(source, str) else p.name, plan=plan, step_gap=float(gap))
+            return cls(
+                **coeffs,
+                source=source if isinstance(source, str) else p.name,
+                plan=plan,
+                step_gap=float(gap),
+            )
         except ConfigError as e:
             raise ConfigError(f"calibration {str(p)!r}: {e}") from None
 

@@ -29,10 +29,19 @@ from collections.abc import Callable, Sequence
 
 from ..core.errors import ConfigError, check_at_most, check_int_at_least, show
 
-__all__ = ["SCHEDULER_HELP", "add_scheduler_args", "check_scheduler", "dask_available", "run_tasks", "worker_count"]
+__all__ = [
+    "SCHEDULER_HELP",
+    "add_scheduler_args",
+    "check_scheduler",
+    "dask_available",
+    "run_tasks",
+    "worker_count",
+]
 
-SCHEDULER_HELP = ("where the simulations run: local (a Dask LocalCluster on this machine's cores; the default "
-                  "when Dask is installed), tcp://HOST:PORT (a running Dask scheduler) or none (here, one by one)")
+SCHEDULER_HELP = (
+    "where the simulations run: local (a Dask LocalCluster on this machine's cores; the default "
+    "when Dask is installed), tcp://HOST:PORT (a running Dask scheduler) or none (here, one by one)"
+)
 _ADDRESS = re.compile(r"^tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
 #: Seconds to wait for a remote scheduler before saying it cannot be reached.
 CONNECT_TIMEOUT = 5.0
@@ -43,8 +52,12 @@ WORKER_TIMEOUT = 20.0
 
 def add_scheduler_args(p) -> None:
     p.add_argument("--scheduler", default=None, help=SCHEDULER_HELP)
-    p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes of a local scheduler (default: one per CPU, at most one per task)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes of a local scheduler (default: one per CPU, at most one per task)",
+    )
 
 
 def dask_available() -> bool:
@@ -62,7 +75,9 @@ def check_scheduler(spec: str | None) -> str | None:
     s = str(spec).strip()
     if s in ("local", "none"):
         if s == "local" and not dask_available():
-            raise ConfigError("scheduler local needs Dask: pip install 'batchsim[dask]' (or --scheduler none)")
+            raise ConfigError(
+                "scheduler local needs Dask: pip install 'batchsim[dask]' (or --scheduler none)"
+            )
         return s
     m = _ADDRESS.match(s)
     if not m or not 1 <= int(m.group("port")) <= 65535:
@@ -79,8 +94,15 @@ def worker_count(jobs: int | None, tasks: int) -> int:
     return max(1, min(tasks, jobs or os.cpu_count() or 1))
 
 
-def run_tasks(fn: Callable, tasks: Sequence, scheduler: str | None = None, jobs: int | None = None,
-              progress: bool | None = None, desc: str = "tasks", notes: list | None = None) -> list:
+def run_tasks(
+    fn: Callable,
+    tasks: Sequence,
+    scheduler: str | None = None,
+    jobs: int | None = None,
+    progress: bool | None = None,
+    desc: str = "tasks",
+    notes: list | None = None,
+) -> list:
     """``[fn(t) for t in tasks]``, in order, on the scheduler asked for.
 
     ``fn`` returns None when it was interrupted (Ctrl-C reaches workers too). On Ctrl-C, or at
@@ -92,8 +114,10 @@ def run_tasks(fn: Callable, tasks: Sequence, scheduler: str | None = None, jobs:
     if scheduler is None:
         scheduler = "local" if len(tasks) > 1 and workers > 1 and dask_available() else "none"
         if scheduler == "none" and len(tasks) > 1 and workers > 1 and notes is not None:
-            notes.append("note: Dask is not installed, so the simulations ran one by one here "
-                         "(pip install 'batchsim[dask]' runs them on every core)")
+            notes.append(
+                "note: Dask is not installed, so the simulations ran one by one here "
+                "(pip install 'batchsim[dask]' runs them on every core)"
+            )
     show_bar = sys.stderr.isatty() if progress is None else progress
     if scheduler == "none":
         return _serial(fn, tasks, show_bar, desc)
@@ -131,8 +155,13 @@ def _connect(scheduler: str, workers: int):
     from dask.distributed import Client, LocalCluster
 
     if scheduler == "local":
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
         return Client(cluster), cluster
     from .probe import probe_scheduler
 
@@ -141,20 +170,28 @@ def _connect(scheduler: str, workers: int):
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError) as e:
-        raise ConfigError(f"scheduler {scheduler}: cannot connect ({str(e).splitlines()[0][:120]})") from None
-    except MemoryError:  # Dask read a stray reply as a frame length: the address, not the run, is wrong
+        raise ConfigError(
+            f"scheduler {scheduler}: cannot connect ({str(e).splitlines()[0][:120]})"
+        ) from None
+    except (
+        MemoryError
+    ):  # Dask read a stray reply as a frame length: the address, not the run, is wrong
         raise ConfigError(f"scheduler {scheduler}: does not speak Dask's protocol") from None
     # A scheduler with no worker takes the tasks and waits, silently and without end, for one to join.
     try:
         client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
     except TimeoutError:
         client.close()
-        raise ConfigError(f"scheduler {scheduler}: no worker joined it within {WORKER_TIMEOUT:g} s (start one with "
-                          f"`dask worker {scheduler}`, or pass --scheduler local or none)") from None
+        raise ConfigError(
+            f"scheduler {scheduler}: no worker joined it within {WORKER_TIMEOUT:g} s (start one with "
+            f"`dask worker {scheduler}`, or pass --scheduler local or none)"
+        ) from None
     return client, None
 
 
-def _on_dask(fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: bool, desc: str, notes) -> list:
+def _on_dask(
+    fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: bool, desc: str, notes
+) -> list:
     from dask.distributed import as_completed
 
     client, cluster = _connect(scheduler, workers)
@@ -173,7 +210,11 @@ def _on_dask(fn: Callable, tasks: Sequence, scheduler: str, workers: int, show: 
                 break
             done.append(r)
         if notes is not None:
-            where = f"a local Dask cluster of {workers} workers" if cluster is not None else f"the Dask cluster at {scheduler}"
+            where = (
+                f"a local Dask cluster of {workers} workers"
+                if cluster is not None
+                else f"the Dask cluster at {scheduler}"
+            )
             notes.append(f"simulations ran on {where}")
     except KeyboardInterrupt:
         done = _leading(futures)

@@ -35,8 +35,16 @@ from ..core.policies.padded import PaddedBatchPolicy
 from .steptime import ConstantStepTime, LinearStepTime, StepTimeModel
 
 __all__ = [
-    "MM1", "MD1", "MG1", "bus_fill_wait", "BusFill", "BulkService", "GeneralBulkPolicy",
-    "ContinuousCapacity", "request_work", "relative_error",
+    "MM1",
+    "MD1",
+    "MG1",
+    "bus_fill_wait",
+    "BusFill",
+    "BulkService",
+    "GeneralBulkPolicy",
+    "ContinuousCapacity",
+    "request_work",
+    "relative_error",
 ]
 
 
@@ -89,7 +97,9 @@ class MG1:
         return self.mean_wait + self.mean_service
 
     @classmethod
-    def steps_of(cls, arrival_rate: float, step_seconds: float, tokens: np.ndarray | list[int]) -> MG1:
+    def steps_of(
+        cls, arrival_rate: float, step_seconds: float, tokens: np.ndarray | list[int]
+    ) -> MG1:
         """A taxi on a constant step time: a request of k output tokens takes k steps.
 
         ``tokens`` is the output-length distribution given by its values (all equally
@@ -98,7 +108,9 @@ class MG1:
         k = np.asarray(tokens, dtype=np.float64)
         if not len(k) or k.min() < 1:
             raise ConfigError("tokens must be a non-empty list of counts >= 1")
-        return cls(arrival_rate, step_seconds * float(k.mean()), step_seconds**2 * float((k * k).mean()))
+        return cls(
+            arrival_rate, step_seconds * float(k.mean()), step_seconds**2 * float((k * k).mean())
+        )
 
 
 @dataclass(frozen=True)
@@ -328,7 +340,11 @@ def request_work(step_time: LinearStepTime, prompt: np.ndarray, output: np.ndarr
     """w above for each (prompt, output) pair: a request's seconds of work beyond the shared c0."""
     p = np.asarray(prompt, dtype=np.float64)
     o = np.asarray(output, dtype=np.float64)
-    return step_time.c1 * p + step_time.c2 * (o - 1) + step_time.c3 * ((o - 1) * p + (o - 1) * (o - 2) / 2)
+    return (
+        step_time.c1 * p
+        + step_time.c2 * (o - 1)
+        + step_time.c3 * ((o - 1) * p + (o - 1) * (o - 2) / 2)
+    )
 
 
 def _as_linear(step_time: StepTimeModel) -> LinearStepTime:
@@ -336,7 +352,9 @@ def _as_linear(step_time: StepTimeModel) -> LinearStepTime:
         return step_time
     if isinstance(step_time, ConstantStepTime):
         return LinearStepTime(step_time.seconds)
-    raise ConfigError(f"step_time must be a constant or linear model for the capacity formula, got {step_time!r}")
+    raise ConfigError(
+        f"step_time must be a constant or linear model for the capacity formula, got {step_time!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -364,25 +382,43 @@ class ContinuousCapacity:
         if self.mean_output_sq is None:
             object.__setattr__(self, "mean_output_sq", float(self.mean_output) ** 2)
         elif self.mean_output_sq < self.mean_output**2 * (1 - 1e-12):
-            raise ConfigError(f"mean_output_sq must be >= mean_output^2, got {self.mean_output_sq!r}")
+            raise ConfigError(
+                f"mean_output_sq must be >= mean_output^2, got {self.mean_output_sq!r}"
+            )
         if self.mean_prompt_output is None:
-            object.__setattr__(self, "mean_prompt_output", float(self.mean_prompt) * float(self.mean_output))
+            object.__setattr__(
+                self, "mean_prompt_output", float(self.mean_prompt) * float(self.mean_output)
+            )
         else:
             check_nonneg("mean_prompt_output", self.mean_prompt_output)
 
     @classmethod
-    def from_samples(cls, step_time: StepTimeModel, max_seqs: int, prompts, outputs) -> ContinuousCapacity:
+    def from_samples(
+        cls, step_time: StepTimeModel, max_seqs: int, prompts, outputs
+    ) -> ContinuousCapacity:
         p = np.asarray(prompts, dtype=np.float64)
         o = np.asarray(outputs, dtype=np.float64)
         if not len(o) or len(p) != len(o):
             raise ConfigError("prompts and outputs must be non-empty and of equal length")
-        return cls(_as_linear(step_time), max_seqs, float(p.mean()), float(o.mean()), float((o * o).mean()), float((p * o).mean()))
+        return cls(
+            _as_linear(step_time),
+            max_seqs,
+            float(p.mean()),
+            float(o.mean()),
+            float((o * o).mean()),
+            float((p * o).mean()),
+        )
 
     @property
     def mean_work(self) -> float:
         """E[w]: seconds each request adds beyond the shared per-step cost c0."""
         c = self.step_time
-        P, O, O2, PO = self.mean_prompt, self.mean_output, self.mean_output_sq, self.mean_prompt_output
+        P, O, O2, PO = (
+            self.mean_prompt,
+            self.mean_output,
+            self.mean_output_sq,
+            self.mean_prompt_output,
+        )
         assert O2 is not None and PO is not None
         # E[(O-1)P] = E[PO] - E[P];  E[(O-1)(O-2)/2] = (E[O^2] - 3E[O] + 2) / 2
         return c.c1 * P + c.c2 * (O - 1) + c.c3 * ((PO - P) + (O2 - 3 * O + 2) / 2)

@@ -11,29 +11,55 @@ import numpy as np
 
 from ..core.records import Records
 
-__all__ = ["POLICY_COLORS", "draw_timeline", "draw_cdf", "draw_step_series", "t_quantile_975", "mean_ci"]
+__all__ = [
+    "POLICY_COLORS",
+    "draw_timeline",
+    "draw_cdf",
+    "draw_step_series",
+    "t_quantile_975",
+    "mean_ci",
+]
 
 #: One colour per policy in every figure of the course (the taxi is yellow).
-POLICY_COLORS = {"taxi": "#e8a317", "static": "#1f77b4", "dynamic": "#2ca02c", "continuous": "#9467bd"}
+POLICY_COLORS = {
+    "taxi": "#e8a317",
+    "static": "#1f77b4",
+    "dynamic": "#2ca02c",
+    "continuous": "#9467bd",
+}
 
 
-def draw_timeline(ax, records: Records, first: int = 40, title: str = "", one_bus: bool = False) -> None:
+def draw_timeline(
+    ax, records: Records, first: int = 40, title: str = "", one_bus: bool = False
+) -> None:
     """The bus timeline: one line per request (first ``first`` of them), grey while it waits at the
     stop, coloured while it rides; requests that boarded together share a colour, and the dot marks
     its first token. A padded batch shows as a block of lines that start and end together.
     ``one_bus``: continuous batching has no batches to tell apart (one bus that never stops), so
     every ride gets one colour."""
     n = min(first, len(records))
-    arrival, start, finish, ftok = (records.arrival[:n], records.start[:n], records.finish[:n], records.first_token[:n])
+    arrival, start, finish, ftok = (
+        records.arrival[:n],
+        records.start[:n],
+        records.finish[:n],
+        records.first_token[:n],
+    )
     # Requests that started in the same step rode the same bus: colour by boarding time.
     boarded = np.unique(start[np.isfinite(start)])
     cmap = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
     for i in range(n):
-        ax.hlines(i, arrival[i], start[i] if np.isfinite(start[i]) else arrival[i], color="0.75", lw=2)
+        ax.hlines(
+            i, arrival[i], start[i] if np.isfinite(start[i]) else arrival[i], color="0.75", lw=2
+        )
         if np.isfinite(start[i]):
             k = int(np.searchsorted(boarded, start[i]))
-            ax.hlines(i, start[i], finish[i], color=POLICY_COLORS["continuous"] if one_bus else cmap[k % len(cmap)],
-                      lw=2.5)
+            ax.hlines(
+                i,
+                start[i],
+                finish[i],
+                color=POLICY_COLORS["continuous"] if one_bus else cmap[k % len(cmap)],
+                lw=2.5,
+            )
             ax.plot(ftok[i], i, "k.", ms=3)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
@@ -62,9 +88,38 @@ def draw_step_series(ax, records: Records, key: str, label: str, color: str | No
 # Two-sided 95 % Student-t quantiles t(0.975, df) for df = 1..30, from any statistics table
 # (e.g. NIST/SEMATECH e-Handbook of Statistical Methods, table 1.3.6.7.2); beyond 30 the
 # normal 1.96 is within 2 %.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t_quantile_975(df: int) -> float:

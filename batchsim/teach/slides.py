@@ -32,9 +32,22 @@ from batchsim.teach import slides_fit as fit
 from batchsim.teach.slides_content import LINE_CHARS, MAX_LINES, Slide, Visual, lesson_slides
 from batchsim.teach.slides_fit import SlideError
 
-__all__ = ["Slide", "Visual", "SlideError", "FIGURES", "SLIDE_VERSIONS", "figure_source",
-           "figure_parts", "lesson_slides", "render_deck", "handout", "build", "main",
-           "MAX_LINES", "LINE_CHARS"]
+__all__ = [
+    "Slide",
+    "Visual",
+    "SlideError",
+    "FIGURES",
+    "SLIDE_VERSIONS",
+    "figure_source",
+    "figure_parts",
+    "lesson_slides",
+    "render_deck",
+    "handout",
+    "build",
+    "main",
+    "MAX_LINES",
+    "LINE_CHARS",
+]
 
 
 def _markdown():
@@ -91,8 +104,10 @@ addEventListener('resize', () => show(i)); show((parseInt(location.hash.slice(1)
 
 def _page(title: str, body: str, css: str = _CSS, js: str = _JS) -> str:
     script = f"<script>{js}</script>" if js else ""
-    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{css}</style></head><body>\n{body}\n{script}</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{css}</style></head><body>\n{body}\n{script}</body></html>\n"
+    )
 
 
 def _inline(md, line: str) -> str:
@@ -104,9 +119,13 @@ def _visual_html(s: Slide, figure: Path | None, md) -> str:
     v = s.visual
     if v.kind == "figure":
         target = f"{FIGURES}/{figure.name}"  # copied beside the deck by ``build``
-        _, h = fit.visual_box(len(s.lines) or 1)  # a figure without lines keeps a line for its caption
-        return (f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
-                f"style='max-height: {h}px'></div>")
+        _, h = fit.visual_box(
+            len(s.lines) or 1
+        )  # a figure without lines keeps a line for its caption
+        return (
+            f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
+            f"style='max-height: {h}px'></div>"
+        )
     if v.kind == "table":
         return f"<div class='visual' style='font-size: {s.px()}px'>{md(v.text)}</div>"
     return f"<div class='visual'><pre style='font-size: {s.px()}px'><code>{html.escape(v.text)}</code></pre></div>"
@@ -126,7 +145,9 @@ def figure_source(lesson: Path, link: str) -> Path:
     """The figure a lesson links (``![alt](../figures/x.png)``), refused in one line when it is not there."""
     src = (lesson.parent / link).resolve()
     if not src.is_file():
-        raise SlideError(f"{lesson.name}: figure {link!r} is not there ({src}); make course draws the course's figures")
+        raise SlideError(
+            f"{lesson.name}: figure {link!r} is not there ({src}); make course draws the course's figures"
+        )
     return src
 
 
@@ -135,15 +156,21 @@ def figure_parts(lesson: Path, link: str) -> list[Path]:
     it has none (a lesson folder of one's own, whose figures ``make course`` did not draw)."""
     src = figure_source(lesson, link)
     name = re.compile(rf"{re.escape(src.stem)}-(\d+)\.png")
-    parts = {int(m.group(1)): p for p in (src.parent / SLIDE_VERSIONS).glob(f"{src.stem}-*.png")
-             if (m := name.fullmatch(p.name))}
+    parts = {
+        int(m.group(1)): p
+        for p in (src.parent / SLIDE_VERSIONS).glob(f"{src.stem}-*.png")
+        if (m := name.fullmatch(p.name))
+    }
     return [parts[k] for k in sorted(parts)] or [src]
 
 
 def _pages(slides: list[Slide], lesson: Path) -> list[tuple[Slide, Path | None]]:
     """Each slide with its figure; a figure in parts is a slide a part, each with the lines."""
-    return [(s, part) for s in slides
-            for part in (figure_parts(lesson, s.visual.text) if s.kind == "figure" else [None])]
+    return [
+        (s, part)
+        for s in slides
+        for part in (figure_parts(lesson, s.visual.text) if s.kind == "figure" else [None])
+    ]
 
 
 def render_deck(slides: list[Slide], lesson: Path) -> str:
@@ -185,25 +212,52 @@ def handout(lessons: list[Path]) -> str:
     md = _markdown()
     parts = []
     for p in lessons:
-        text = re.sub(r"<!--.*?-->", "", p.read_text(), flags=re.S)  # slide blocks are not the handout's
+        text = re.sub(
+            r"<!--.*?-->", "", p.read_text(), flags=re.S
+        )  # slide blocks are not the handout's
         title = re.search(r"^# (.+)$", text, flags=re.M).group(1)
-        take = text.split("## Take-aways", 1)[1].split("\n## ", 1)[0] if "## Take-aways" in text else ""
+        take = (
+            text.split("## Take-aways", 1)[1].split("\n## ", 1)[0]
+            if "## Take-aways" in text
+            else ""
+        )
         parts.append(f"<div class='lesson'><h2>{html.escape(title)}</h2>{md(take.strip())}</div>")
-    intro = ("<p class='intro'>A GPU that serves one request at a time is a <b>taxi</b>; one that serves many "
-             "together is a <b>bus</b>: each step reads the weights once for everyone aboard. What each lesson "
-             "leaves you with:</p>")
+    intro = (
+        "<p class='intro'>A GPU that serves one request at a time is a <b>taxi</b>; one that serves many "
+        "together is a <b>bus</b>: each step reads the weights once for everyone aboard. What each lesson "
+        "leaves you with:</p>"
+    )
     body = f"<h1>The taxi and the bus: batching in AI inference</h1>{intro}<div class='grid'>{''.join(parts)}</div>"
     return _page("Handout: the taxi and the bus", body, css=_HANDOUT_CSS, js="")
 
 
 def _chromium() -> str | None:
-    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    return next(
+        (
+            p
+            for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
+            if p
+        ),
+        None,
+    )
 
 
 def _pdf(chromium: str, page: Path) -> Path:
     pdf = page.with_suffix(".pdf")
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
-                    f"--print-to-pdf={pdf}", page.resolve().as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={pdf}",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return pdf
 
 
@@ -228,7 +282,9 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
     if pdf:
         chromium = _chromium()
         if chromium is None:
-            print("no Chromium found: HTML only (apt-get install chromium for PDFs)", file=sys.stderr)
+            print(
+                "no Chromium found: HTML only (apt-get install chromium for PDFs)", file=sys.stderr
+            )
         else:
             written += [_pdf(chromium, f) for f in list(written)]
     return written
@@ -236,10 +292,22 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parents[2]
-    p = argparse.ArgumentParser(prog="python -m batchsim.teach.slides", description=__doc__.splitlines()[0])
-    p.add_argument("--lessons", default=str(root / "course" / "lessons"), help="folder of the lessons' Markdown")
-    p.add_argument("--out", default="out/slides", help="folder for the decks and the handout (default out/slides)")
-    p.add_argument("--pdf", action="store_true", help="also print each to PDF with headless Chromium")
+    p = argparse.ArgumentParser(
+        prog="python -m batchsim.teach.slides", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "--lessons",
+        default=str(root / "course" / "lessons"),
+        help="folder of the lessons' Markdown",
+    )
+    p.add_argument(
+        "--out",
+        default="out/slides",
+        help="folder for the decks and the handout (default out/slides)",
+    )
+    p.add_argument(
+        "--pdf", action="store_true", help="also print each to PDF with headless Chromium"
+    )
     args = p.parse_args(argv)
     lessons_dir = Path(args.lessons)
     if not lessons_dir.is_dir():
@@ -248,10 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         files = build(lessons_dir, Path(args.out), pdf=args.pdf)
-    except SlideError as e:  # a lesson asks for a slide the page cannot hold: say which, no traceback
+    except (
+        SlideError
+    ) as e:  # a lesson asks for a slide the page cannot hold: say which, no traceback
         print(f"slides: error: {e}", file=sys.stderr)
         return 2
-    print(f"{len(files)} files in {args.out} ({time.perf_counter() - t0:.1f} s): " + ", ".join(f.name for f in files))
+    print(
+        f"{len(files)} files in {args.out} ({time.perf_counter() - t0:.1f} s): "
+        + ", ".join(f.name for f in files)
+    )
     return 0
 
 

@@ -85,11 +85,15 @@ class Slide:
         if not self.title.strip():
             raise SlideError(f"title must not be empty, got {self.title!r}")
         if len(self.lines) > MAX_LINES:
-            raise SlideError(f"lines must be at most {MAX_LINES} on a slide, got {len(self.lines)}: {self.lines!r}")
+            raise SlideError(
+                f"lines must be at most {MAX_LINES} on a slide, got {len(self.lines)}: {self.lines!r}"
+            )
         for ln in self.lines:
             if not ln.strip() or len(visible(ln)) > LINE_CHARS:
-                raise SlideError(f"a line must be 1 to {LINE_CHARS} characters (one line on the slide), "
-                                 f"got {len(visible(ln))}: {ln!r}")
+                raise SlideError(
+                    f"a line must be 1 to {LINE_CHARS} characters (one line on the slide), "
+                    f"got {len(visible(ln))}: {ln!r}"
+                )
         if self.visual is not None and self.visual.kind != "figure":
             self.px()  # refused here, with the lesson named, if the page cannot hold it readably
 
@@ -148,7 +152,7 @@ def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, Visual | None]:
         elif fence is not None:
             code.append(raw[fence:])
         elif ln.startswith("columns:"):
-            columns = [c.strip() for c in ln[len("columns:"):].split("|") if c.strip()]
+            columns = [c.strip() for c in ln[len("columns:") :].split("|") if c.strip()]
             if not columns:
                 raise SlideError(f"columns must name at least one column, got {raw!r}")
         elif ln.startswith("|"):
@@ -156,10 +160,17 @@ def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, Visual | None]:
         elif ln:
             lines.append(ln[2:] if ln.startswith("- ") else ln)
     if fences not in (0, 2) or (table and fences):
-        raise SlideError(f"a slide block holds one table or one fenced block of code, got "
-                         f"{len(table)} table lines and {fences} fences")
-    own = (Visual("table", "\n".join(table)) if table else
-           Visual("code", "\n".join(code)) if fences else None)
+        raise SlideError(
+            f"a slide block holds one table or one fenced block of code, got "
+            f"{len(table)} table lines and {fences} fences"
+        )
+    own = (
+        Visual("table", "\n".join(table))
+        if table
+        else Visual("code", "\n".join(code))
+        if fences
+        else None
+    )
     return tuple(lines), columns, own
 
 
@@ -167,7 +178,9 @@ def _cut(v: Visual, columns: list[str] | None) -> Visual:
     if columns is None:
         return v
     if v.kind == "figure":
-        raise SlideError(f"columns: a figure has no columns to cut, got {' | '.join(columns)} for {v.text}")
+        raise SlideError(
+            f"columns: a figure has no columns to cut, got {' | '.join(columns)} for {v.text}"
+        )
     return Visual(v.kind, (trim_output if v.kind == "code" else trim_table)(v.text, columns))
 
 
@@ -179,10 +192,14 @@ def _section(title: str, body: str) -> list[Slide]:
         if note:
             lines, columns, own = _note(note.group(1))
             if pending is None and columns:
-                raise SlideError(f"columns: {' | '.join(columns)} given, but no table or output comes right before")
+                raise SlideError(
+                    f"columns: {' | '.join(columns)} given, but no table or output comes right before"
+                )
             if own and pending is not None and pending.kind == "figure":
-                raise SlideError(f"a slide's own {own.kind} takes the place of a table or output, "
-                                 f"not of {pending.text}")
+                raise SlideError(
+                    f"a slide's own {own.kind} takes the place of a table or output, "
+                    f"not of {pending.text}"
+                )
             visual = own or pending
             slides.append(Slide(title, lines, _cut(visual, columns) if visual else None))
             pending = None

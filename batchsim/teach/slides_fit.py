@@ -21,9 +21,20 @@ import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["SlideError", "FLOOR_PX", "MIN_PX", "SCREEN_SCALE", "visual_box", "code_px", "table_px",
-           "text_em",
-           "trim_output", "trim_table", "table_cells", "visible"]
+__all__ = [
+    "SlideError",
+    "FLOOR_PX",
+    "MIN_PX",
+    "SCREEN_SCALE",
+    "visual_box",
+    "code_px",
+    "table_px",
+    "text_em",
+    "trim_output",
+    "trim_table",
+    "table_cells",
+    "visible",
+]
 
 
 class SlideError(ValueError):
@@ -68,19 +79,29 @@ def code_px(text: str, lines: int) -> int:
     rows = text.splitlines() or [""]
     longest = max(len(r) for r in rows) or 1
     w, h = visual_box(lines)
-    px = min(CODE_MAX_PX, int((w - 2 * CODE_PAD) / (MONO_EM * longest)),
-             int((h - 2 * CODE_PAD) / (CODE_LH * len(rows))))
+    px = min(
+        CODE_MAX_PX,
+        int((w - 2 * CODE_PAD) / (MONO_EM * longest)),
+        int((h - 2 * CODE_PAD) / (CODE_LH * len(rows))),
+    )
     if px < MIN_PX:
-        raise SlideError(f"output is {longest} characters wide and {len(rows)} lines long: it would be set at "
-                         f"{px} px, under the {MIN_PX} px a projector's back row reads; in its "
-                         "slide block, name the columns the slide is about (columns: a | b) or "
-                         "write its own shorter code (fenced)")
+        raise SlideError(
+            f"output is {longest} characters wide and {len(rows)} lines long: it would be set at "
+            f"{px} px, under the {MIN_PX} px a projector's back row reads; in its "
+            "slide block, name the columns the slide is about (columns: a | b) or "
+            "write its own shorter code (fenced)"
+        )
     return px
 
 
 def visible(text: str) -> str:
     """Markdown (a cell, a short line) as it shows: no emphasis marks or backticks, links as their text."""
-    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("**", "").replace("`", "").replace("*", "")
+    return (
+        re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+        .replace("**", "")
+        .replace("`", "")
+        .replace("*", "")
+    )
 
 
 def table_cells(table: str) -> list[list[str]]:
@@ -95,8 +116,11 @@ def _font(style: str):
     """DejaVu Sans (``sans``, ``bold``) or DejaVu Sans Mono (``mono``), which matplotlib ships."""
     from matplotlib import font_manager, ft2font
 
-    family, weight = {"sans": ("DejaVu Sans", "normal"), "bold": ("DejaVu Sans", "bold"),
-                      "mono": ("DejaVu Sans Mono", "normal")}[style]
+    family, weight = {
+        "sans": ("DejaVu Sans", "normal"),
+        "bold": ("DejaVu Sans", "bold"),
+        "mono": ("DejaVu Sans Mono", "normal"),
+    }[style]
     props = font_manager.FontProperties(family=family, weight=weight)
     return ft2font.FT2Font(font_manager.findfont(props))
 
@@ -117,17 +141,24 @@ def table_px(table: str, lines: int) -> int:
     """Font size for a Markdown table, so that every row stays on one line and all rows show."""
     cells = table_cells(table)
     ncol = max(len(r) for r in cells)
-    widest = [max((text_em(r[j], bold=i == 0) for i, r in enumerate(cells) if j < len(r)),
-                  default=0) for j in range(ncol)]
+    widest = [
+        max((text_em(r[j], bold=i == 0) for i, r in enumerate(cells) if j < len(r)), default=0)
+        for j in range(ncol)
+    ]
     w, h = visual_box(lines)
     em = MEASURE_SLACK * max(sum(widest), 0.1)
-    px = min(TABLE_MAX_PX, int((w - ncol * (2 * CELL_PAD_X + 1)) / em),
-             int((h / len(cells) - 2 * CELL_PAD_Y - 1) / TABLE_LH))
+    px = min(
+        TABLE_MAX_PX,
+        int((w - ncol * (2 * CELL_PAD_X + 1)) / em),
+        int((h / len(cells) - 2 * CELL_PAD_Y - 1) / TABLE_LH),
+    )
     if px < MIN_PX:
-        raise SlideError(f"table of {ncol} columns, {sum(widest):.0f} em a row: it would be set at "
-                         f"{px} px, "
-                         f"under the {MIN_PX} px a projector's back row reads; name the columns the slide is about "
-                         "(columns: a | b) or write the slide its own short table")
+        raise SlideError(
+            f"table of {ncol} columns, {sum(widest):.0f} em a row: it would be set at "
+            f"{px} px, "
+            f"under the {MIN_PX} px a projector's back row reads; name the columns the slide is about "
+            "(columns: a | b) or write the slide its own short table"
+        )
     return px
 
 
@@ -136,8 +167,10 @@ def trim_table(table: str, columns: Sequence[str]) -> str:
     cells = table_cells(table)
     head = cells[0]
     if any(c not in head for c in columns):
-        raise SlideError(f"columns: {', '.join(repr(c) for c in columns if c not in head)} not in the table, "
-                         f"whose columns are {' | '.join(head)}")
+        raise SlideError(
+            f"columns: {', '.join(repr(c) for c in columns if c not in head)} not in the table, "
+            f"whose columns are {' | '.join(head)}"
+        )
     idx = [head.index(c) for c in columns]
     pick = [[r[j] if j < len(r) else "" for j in idx] for r in cells]
     out = ["| " + " | ".join(pick[0]) + " |", "|" + "---|" * len(idx)]
@@ -163,7 +196,7 @@ def trim_output(text: str, columns: Sequence[str]) -> str:
             continue
         spans = [m.span() for m in re.finditer(r"-+", rule)]
         block = [lines[i - 1], rule]
-        for row in lines[i + 1:]:
+        for row in lines[i + 1 :]:
             if not row.strip():
                 break
             block.append(row)
@@ -174,17 +207,26 @@ def trim_output(text: str, columns: Sequence[str]) -> str:
         if any(c not in names for c in columns):
             continue
         for r in block:
-            gaps = [r[b:a] for (_, b), (a, _) in zip(spans, spans[1:])] + [r[spans[-1][1]:]]
+            gaps = [r[b:a] for (_, b), (a, _) in zip(spans, spans[1:])] + [r[spans[-1][1] :]]
             if any(g.strip() for g in gaps):
-                raise SlideError(f"columns: the output's line {r.strip()!r} does not line up under its header")
+                raise SlideError(
+                    f"columns: the output's line {r.strip()!r} does not line up under its header"
+                )
         idx = [names.index(c) for c in columns]
-        keep += [""] + ["  ".join(r[spans[j][0]:spans[j][1]] for j in idx).rstrip() for r in block]
+        keep += [""] + [
+            "  ".join(r[spans[j][0] : spans[j][1]] for j in idx).rstrip() for r in block
+        ]
         cut = True
     if not headers:
         raise SlideError("columns: the output has no table (a header over a rule of dashes) to cut")
     if not cut:
         absent = [c for c in columns if not any(c in names for names in headers)]
-        what = (f"{', '.join(map(repr, absent))} in no table of the output" if absent else
-                f"no table of the output has all of {' | '.join(columns)}")
-        raise SlideError(f"columns: {what}; its tables have " + "; ".join(" | ".join(h) for h in headers))
+        what = (
+            f"{', '.join(map(repr, absent))} in no table of the output"
+            if absent
+            else f"no table of the output has all of {' | '.join(columns)}"
+        )
+        raise SlideError(
+            f"columns: {what}; its tables have " + "; ".join(" | ".join(h) for h in headers)
+        )
     return "\n".join(keep).strip("\n")

@@ -31,8 +31,25 @@ from ..machine.catalog import DEFAULT_CATALOG
 from . import lessons
 
 __all__ = [
-    "LessonPanel", "figure_png", "png_size", "CONTROLS_WIDTH", "why_batch_ui", "policies_ui", "memory_ui", "cost_ui", "fleet_ui", "roofline_ui", "prefill_stall_ui",
-    "theory_ui", "real_day_ui", "PANELS", "panel", "float_slider", "int_slider", "log_slider", "dropdown",
+    "LessonPanel",
+    "figure_png",
+    "png_size",
+    "CONTROLS_WIDTH",
+    "why_batch_ui",
+    "policies_ui",
+    "memory_ui",
+    "cost_ui",
+    "fleet_ui",
+    "roofline_ui",
+    "prefill_stall_ui",
+    "theory_ui",
+    "real_day_ui",
+    "PANELS",
+    "panel",
+    "float_slider",
+    "int_slider",
+    "log_slider",
+    "dropdown",
 ]
 
 _STYLE = {"description_width": "initial"}
@@ -62,14 +79,22 @@ def _table_html(summary: Any) -> str:
     text = summary.get("table", "") if isinstance(summary, dict) else str(summary)
     notes = summary.get("notes", []) if isinstance(summary, dict) else []
     # A table wider than the page scrolls inside its own box instead of being cut at the notebook's edge.
-    parts = [f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;"
-             f"max-width:100%'>{html.escape(text)}</pre>"] if text else []
+    parts = (
+        [
+            f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;"
+            f"max-width:100%'>{html.escape(text)}</pre>"
+        ]
+        if text
+        else []
+    )
     parts += [f"<div>{html.escape(n)}</div>" for n in notes]
     # The fine print (a profile's every figure) folded under one line: a student opens it when curious.
     details = summary.get("details", []) if isinstance(summary, dict) else []
     if details:
-        parts.append("<details><summary>details</summary><pre style='font-family:monospace;white-space:pre-wrap;"
-                     f"font-size:12px'>{html.escape(chr(10).join(details))}</pre></details>")
+        parts.append(
+            "<details><summary>details</summary><pre style='font-family:monospace;white-space:pre-wrap;"
+            f"font-size:12px'>{html.escape(chr(10).join(details))}</pre></details>"
+        )
     return "".join(parts)
 
 
@@ -85,8 +110,14 @@ class LessonPanel(W.VBox):
     #: Resolution of the drawn figure; tests lower it to save time.
     dpi = 80
 
-    def __init__(self, fn: Callable[..., tuple[Any, Figure]], controls: dict[str, W.ValueWidget],
-                 fixed: dict[str, Any] | None = None, title: str = "", button: bool = False) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., tuple[Any, Figure]],
+        controls: dict[str, W.ValueWidget],
+        fixed: dict[str, Any] | None = None,
+        title: str = "",
+        button: bool = False,
+    ) -> None:
         self.fn = fn
         self.controls = controls
         self.fixed = dict(fixed or {})
@@ -112,8 +143,12 @@ class LessonPanel(W.VBox):
         left.append(self.status)
         # Sliders beside the figure, not above it: a student moves one and sees the whole picture
         # change without scrolling. The row wraps (flex) on a screen too narrow for both.
-        column = W.VBox(left, layout=W.Layout(width=f"{CONTROLS_WIDTH}px", min_width=f"{CONTROLS_WIDTH}px"))
-        self.row = W.HBox([column, self.image], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        column = W.VBox(
+            left, layout=W.Layout(width=f"{CONTROLS_WIDTH}px", min_width=f"{CONTROLS_WIDTH}px")
+        )
+        self.row = W.HBox(
+            [column, self.image], layout=W.Layout(flex_flow="row wrap", align_items="flex-start")
+        )
         super().__init__([self.row, self.table])
         if button:
             self.status.value = "<i>press Run</i>"
@@ -154,8 +189,13 @@ class LessonPanel(W.VBox):
         # The natural size, never stretched (stretching made it blurry and taller than a laptop's screen):
         # max_width caps it there. As a flex item of basis 0 it takes the row's room left of the controls,
         # shrinking in proportion where that is less than its width, and wraps only below FIGURE_MIN_WIDTH.
-        self.image.layout = W.Layout(flex="1 1 0px", width="auto", height="auto", max_width=f"min({w}px, 100%)",
-                                     min_width=f"{min(w, FIGURE_MIN_WIDTH)}px")
+        self.image.layout = W.Layout(
+            flex="1 1 0px",
+            width="auto",
+            height="auto",
+            max_width=f"min({w}px, 100%)",
+            min_width=f"{min(w, FIGURE_MIN_WIDTH)}px",
+        )
         self.image.value = png
         self.table.value = _table_html(summary)
         self.status.value = ""
@@ -163,29 +203,62 @@ class LessonPanel(W.VBox):
 
 # -- controls -------------------------------------------------------------------------------
 
-def float_slider(desc: str, value: float, lo: float, hi: float, step: float, fmt: str = ".2f") -> W.FloatSlider:
-    return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=desc, readout_format=fmt,
-                         continuous_update=False, style=_STYLE, layout=_LAYOUT)
+
+def float_slider(
+    desc: str, value: float, lo: float, hi: float, step: float, fmt: str = ".2f"
+) -> W.FloatSlider:
+    return W.FloatSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=desc,
+        readout_format=fmt,
+        continuous_update=False,
+        style=_STYLE,
+        layout=_LAYOUT,
+    )
 
 
 def log_slider(desc: str, value: float, lo: float, hi: float, fmt: str = ".3g") -> W.FloatLogSlider:
     import math
 
-    return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
-                            description=desc, readout_format=fmt, continuous_update=False, style=_STYLE,
-                            layout=_LAYOUT)
+    return W.FloatLogSlider(
+        value=value,
+        base=10,
+        min=math.log10(lo),
+        max=math.log10(hi),
+        step=0.05,
+        description=desc,
+        readout_format=fmt,
+        continuous_update=False,
+        style=_STYLE,
+        layout=_LAYOUT,
+    )
 
 
 def int_slider(desc: str, value: int, lo: int, hi: int, step: int = 1) -> W.IntSlider:
-    return W.IntSlider(value=value, min=lo, max=hi, step=step, description=desc, continuous_update=False,
-                       style=_STYLE, layout=_LAYOUT)
+    return W.IntSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=desc,
+        continuous_update=False,
+        style=_STYLE,
+        layout=_LAYOUT,
+    )
 
 
 def dropdown(desc: str, value: str, options: list[str] | tuple[str, ...]) -> W.Dropdown:
-    return W.Dropdown(value=value, options=list(options), description=desc, style=_STYLE, layout=_LAYOUT)
+    return W.Dropdown(
+        value=value, options=list(options), description=desc, style=_STYLE, layout=_LAYOUT
+    )
 
 
-def panel(fn, controls: dict, fixed: dict, overrides: dict, title: str, button: bool = False) -> LessonPanel:
+def panel(
+    fn, controls: dict, fixed: dict, overrides: dict, title: str, button: bool = False
+) -> LessonPanel:
     """Apply the caller's starting values to the controls, then build the panel."""
     for name, v in overrides.items():
         if name in controls:
@@ -209,8 +282,13 @@ def why_batch_ui(**values: Any) -> LessonPanel:
         "rate": log_slider("arrival rate (requests/s)", 8.0, 0.5, 80.0),
         "max_batch": int_slider("seats on the bus (batch size)", 16, 1, 64),
         "max_wait": float_slider("timetable: max wait (s)", 0.2, 0.0, 2.0, 0.05),
-        "price_per_hour": float_slider("GPU price ($/hour)", DEFAULT_CATALOG.gpu(lessons.LESSON_GPU).price_per_hour,
-                                 0.25, 10.0, 0.25),
+        "price_per_hour": float_slider(
+            "GPU price ($/hour)",
+            DEFAULT_CATALOG.gpu(lessons.LESSON_GPU).price_per_hour,
+            0.25,
+            10.0,
+            0.25,
+        ),
     }
     return panel(lessons.why_batch, controls, {}, values, "Why batch? The taxi and the bus")
 
@@ -244,10 +322,14 @@ def cost_ui(**values: Any) -> LessonPanel:
     gpu = values.get("gpu", lessons.LESSON_GPU)
     controls = {
         "gpu": dropdown("GPU", gpu, [g for g in _GPUS if g != "cpu"]),
-        "price_per_hour": float_slider("price ($/GPU-hour)", DEFAULT_CATALOG.gpu(gpu).price_per_hour, 0.1, 12.0, 0.05),
+        "price_per_hour": float_slider(
+            "price ($/GPU-hour)", DEFAULT_CATALOG.gpu(gpu).price_per_hour, 0.1, 12.0, 0.05
+        ),
         "max_batch": int_slider("batch size", 32, 1, 128),
     }
-    built = panel(lessons.cost, controls, {}, values, "Cost: dollars per request and per million tokens")
+    built = panel(
+        lessons.cost, controls, {}, values, "Cost: dollars per request and per million tokens"
+    )
 
     def gpu_changed(change: dict) -> None:
         # Runs after the panel's own observer has already recomputed for the new GPU at the old
@@ -270,7 +352,9 @@ def fleet_ui(**values: Any) -> LessonPanel:
         # exactly these rates), so the answer's rate can be set and its p99s read off.
         "rate": int_slider("arrival rate (requests/s)", 2, 1, lessons.FLIP_MAX_RATE),
     }
-    return panel(lessons.fleet, controls, {}, values, "More buses or bigger buses: a fleet behind a router")
+    return panel(
+        lessons.fleet, controls, {}, values, "More buses or bigger buses: a fleet behind a router"
+    )
 
 
 def roofline_ui(**values: Any) -> LessonPanel:
@@ -319,7 +403,13 @@ def real_day_ui(**values: Any) -> LessonPanel:
 
 
 PANELS: dict[str, Callable[..., LessonPanel]] = {
-    "why_batch": why_batch_ui, "batching_policies": policies_ui, "memory_wall": memory_ui, "cost": cost_ui,
-    "roofline": roofline_ui, "theory_vs_simulation": theory_ui, "real_day": real_day_ui,
-    "prefill_stall": prefill_stall_ui, "fleet": fleet_ui,
+    "why_batch": why_batch_ui,
+    "batching_policies": policies_ui,
+    "memory_wall": memory_ui,
+    "cost": cost_ui,
+    "roofline": roofline_ui,
+    "theory_vs_simulation": theory_ui,
+    "real_day": real_day_ui,
+    "prefill_stall": prefill_stall_ui,
+    "fleet": fleet_ui,
 }

@@ -36,12 +36,20 @@ class Continuous:
     name = "continuous"
     streams = True  # each token is delivered as it is made
 
-    def __init__(self, max_seqs: int = Knobs.max_seqs,
-                 max_batched_tokens: int = Knobs.max_batched_tokens,
-                 block_size: int = Knobs.block_size, chunked_prefill: bool = Knobs.chunked_prefill,
-                 watermark: float = 0.01) -> None:
-        for knob, value in (("max_seqs", max_seqs), ("max_batched_tokens", max_batched_tokens),
-                            ("block_size", block_size), ("chunked_prefill", chunked_prefill)):
+    def __init__(
+        self,
+        max_seqs: int = Knobs.max_seqs,
+        max_batched_tokens: int = Knobs.max_batched_tokens,
+        block_size: int = Knobs.block_size,
+        chunked_prefill: bool = Knobs.chunked_prefill,
+        watermark: float = 0.01,
+    ) -> None:
+        for knob, value in (
+            ("max_seqs", max_seqs),
+            ("max_batched_tokens", max_batched_tokens),
+            ("block_size", block_size),
+            ("chunked_prefill", chunked_prefill),
+        ):
             check_knob(knob, value)
         if not is_number(watermark) or not 0 <= watermark < 1:
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
@@ -50,9 +58,11 @@ class Continuous:
         self.watermark = float(watermark)
 
     def __repr__(self) -> str:
-        return (f"Continuous(max_seqs={self.max_seqs}, "
-                f"max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
-                f"chunked_prefill={self.chunked_prefill})")
+        return (
+            f"Continuous(max_seqs={self.max_seqs}, "
+            f"max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
+            f"chunked_prefill={self.chunked_prefill})"
+        )
 
     def start(self, limits: ServerLimits) -> None:
         self.limits = limits
@@ -92,8 +102,10 @@ class Continuous:
         if reason is None and self.total_blocks is not None:
             need = self.blocks_for(r.prompt + r.output - 1)  # its longest cache: all but its last
             if need > self.total_blocks:
-                reason = (f"needs {need} KV blocks of {self.block_size} tokens, "
-                          f"more than the {self.total_blocks} in the budget")
+                reason = (
+                    f"needs {need} KV blocks of {self.block_size} tokens, "
+                    f"more than the {self.total_blocks} in the budget"
+                )
         if reason is None:
             self.waiting.append(r)
         return reason
@@ -137,11 +149,14 @@ class Continuous:
             # Only stalled prefills are left and no block is free for them: make room.
             preempted.append(self.preempt_newest())
         self.prefilling, self.decoding = prefill, decoding
-        return Step(prefill=tuple(c for _, c in prefill), decode=tuple(r.id for r in decoding),
-                    kv_read=sum(r.kv for r in decoding) + sum(c.start for _, c in prefill),
-                    decode_width=max((r.kv for r in decoding), default=0),
-                    preempted=tuple(preempted),
-                    kv_in_use=(self.used_blocks + need) * self.block_size)
+        return Step(
+            prefill=tuple(c for _, c in prefill),
+            decode=tuple(r.id for r in decoding),
+            kv_read=sum(r.kv for r in decoding) + sum(c.start for _, c in prefill),
+            decode_width=max((r.kv for r in decoding), default=0),
+            preempted=tuple(preempted),
+            kv_in_use=(self.used_blocks + need) * self.block_size,
+        )
 
     def admit(self, budget: int, spare: float, prefill: list[tuple[Request, Chunk]]) -> None:
         while self.waiting and len(self.running) < self.max_seqs and budget > 0:

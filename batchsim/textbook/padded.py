@@ -50,8 +50,10 @@ class PaddedBatch:
         limits, kv = self.limits, self.limits.kv_budget_tokens
         reason = limits.context_reason(r.prompt, r.output) or limits.step_tokens_reason(r.prompt)
         if reason is None and kv is not None and r.prompt + r.output > kv:
-            reason = (f"needs {r.prompt + r.output} KV tokens (prompt + output), "
-                      f"more than the whole budget of {kv}")
+            reason = (
+                f"needs {r.prompt + r.output} KV tokens (prompt + output), "
+                f"more than the whole budget of {kv}"
+            )
         if reason is None:
             self.queue.append(r)
         return reason
@@ -83,10 +85,14 @@ class PaddedBatch:
             chunks = tuple(Chunk(r.id, 0, r.prompt) for r in self.batch)
             return Step(prefill=chunks, prefill_padding=self.padding, kv_in_use=self.kv_in_use)
         width = self.width + self.passes - 1  # every row, done or not, reads this much cache
-        return Step(decode=tuple(r.id for r in self.batch),
-                    padded_rows=sum(1 for r in self.batch if r.output <= self.passes),
-                    kv_read=len(self.batch) * width, kv_padding=self.padding, decode_width=width,
-                    kv_in_use=self.kv_in_use)
+        return Step(
+            decode=tuple(r.id for r in self.batch),
+            padded_rows=sum(1 for r in self.batch if r.output <= self.passes),
+            kv_read=len(self.batch) * width,
+            kv_padding=self.padding,
+            decode_width=width,
+            kv_in_use=self.kv_in_use,
+        )
 
     def step_done(self, step: Step) -> tuple[list[Request], list[Request]]:
         made = [r for r in self.batch if r.output > self.passes]
@@ -125,8 +131,9 @@ class Static(PaddedBatch):
 class Dynamic(PaddedBatch):
     name = "dynamic"
 
-    def __init__(self, max_batch: int = DynamicKnobs.max_batch,
-                 max_wait: float = DynamicKnobs.max_wait) -> None:
+    def __init__(
+        self, max_batch: int = DynamicKnobs.max_batch, max_wait: float = DynamicKnobs.max_wait
+    ) -> None:
         check_knob("max_batch", max_batch)
         check_knob("max_wait", max_wait)
         self.max_batch, self.max_wait = int(max_batch), float(max_wait)

@@ -37,5 +37,7 @@ class Request:
         self.tokens += 1
 
     def __repr__(self) -> str:
-        return (f"Request({self.id}, cached {self.kv}/{self.target}, {self.left} to go, "
-                f"{self.blocks} blocks, {self.tokens} tokens)")
+        return (
+            f"Request({self.id}, cached {self.kv}/{self.target}, {self.left} to go, "
+            f"{self.blocks} blocks, {self.tokens} tokens)"
+        )

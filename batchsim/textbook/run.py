@@ -42,31 +42,44 @@ def make_policy(name: str, **knobs):
         if k not in DEFAULTS:
             raise ConfigError(f"{k} is not a policy knob (the knobs are {', '.join(DEFAULTS)})")
     if knobs.get("scheduler") not in (None, "batchsim"):
-        raise ConfigError(f"scheduler must be batchsim (the textbook's only scheduler), "
-                          f"got {show(knobs['scheduler'])}")
+        raise ConfigError(
+            f"scheduler must be batchsim (the textbook's only scheduler), "
+            f"got {show(knobs['scheduler'])}"
+        )
     mine = {k: v for k, v in knobs.items() if k in READS[name] and v is not None}
     chosen = asdict(KNOBS[name](**mine))
     chosen.pop("scheduler", None)
     return POLICIES[name](**chosen)
 
 
-def simulate(workload: Workload, policy, step_time: StepTimeModel,
-             kv_budget_tokens: int | None = None, limits: ServerLimits | None = None,
-             processes: Sequence[Callable] = (), **knobs) -> RunResult:
+def simulate(
+    workload: Workload,
+    policy,
+    step_time: StepTimeModel,
+    kv_budget_tokens: int | None = None,
+    limits: ServerLimits | None = None,
+    processes: Sequence[Callable] = (),
+    **knobs,
+) -> RunResult:
     """Run ``workload`` through ``policy`` on a server whose passes take ``step_time``."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a Workload (make_workload(...)), got {show(workload)}")
     if isinstance(policy, str):
         policy = make_policy(policy, **knobs)
     elif not isinstance(policy, tuple(POLICIES.values())):
-        raise ConfigError(f"policy must be one of {', '.join(POLICY_NAMES)} or a policy of "
-                          f"batchsim.textbook, got {show(policy)}")
+        raise ConfigError(
+            f"policy must be one of {', '.join(POLICY_NAMES)} or a policy of "
+            f"batchsim.textbook, got {show(policy)}"
+        )
     elif knobs:
-        raise ConfigError(f"knobs go with a policy's name, not with {policy!r}: "
-                          f"got {', '.join(knobs)}")
+        raise ConfigError(
+            f"knobs go with a policy's name, not with {policy!r}: got {', '.join(knobs)}"
+        )
     if not isinstance(step_time, StepTimeModel):
-        raise ConfigError(f"step_time must be a StepTimeModel (ConstantStepTime(0.02), ...), "
-                          f"got {show(step_time)}")
+        raise ConfigError(
+            f"step_time must be a StepTimeModel (ConstantStepTime(0.02), ...), "
+            f"got {show(step_time)}"
+        )
     if limits is None:
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
     elif not isinstance(limits, ServerLimits):
@@ -74,8 +87,11 @@ def simulate(workload: Workload, policy, step_time: StepTimeModel,
     elif kv_budget_tokens is not None and kv_budget_tokens != limits.kv_budget_tokens:
         raise ConfigError("give the KV budget once: in limits or as kv_budget_tokens, not both")
     model = step_time.for_policy(policy.name)  # a profile may know each policy's own overhead
-    columns = (workload.arrivals.tolist(), workload.prompt_tokens.tolist(),
-               workload.output_tokens.tolist())
+    columns = (
+        workload.arrivals.tolist(),
+        workload.prompt_tokens.tolist(),
+        workload.output_tokens.tolist(),
+    )
     requests = [Request(i, a, p, o) for i, (a, p, o) in enumerate(zip(*columns))]
     check_processes(processes)
     policy.start(limits)
@@ -85,23 +101,34 @@ def simulate(workload: Workload, policy, step_time: StepTimeModel,
     for f in processes:  # started after the server, as the fast path starts them
         process = f(clock, [server])
         if not inspect.isgenerator(process):
-            raise ConfigError(f"process {getattr(f, '__name__', f)!r} must be a generator function "
-                              f"f(env, servers) that yields SimPy events; it returned {process!r}")
+            raise ConfigError(
+                f"process {getattr(f, '__name__', f)!r} must be a generator function "
+                f"f(env, servers) that yields SimPy events; it returned {process!r}"
+            )
         clock.process(process)
     try:
         end = clock.run(until=served)  # a process of the user's may still wait: it is not served
     except RuntimeError:
         if clock.peek() < math.inf or not server.down:
             raise  # not SimPy's "no event left"
-        raise RuntimeError("the run cannot finish: the server went down and nothing brings it "
-                           "back") from None
-    return RunResult(records(workload, requests, server.log, end), repr(policy), repr(model),
-                     limits.kv_budget_tokens, policy.kv_peak, policy.preemptions,
-                     workload.description, meta={"stopped": None, "engine": "textbook"})
+        raise RuntimeError(
+            "the run cannot finish: the server went down and nothing brings it back"
+        ) from None
+    return RunResult(
+        records(workload, requests, server.log, end),
+        repr(policy),
+        repr(model),
+        limits.kv_budget_tokens,
+        policy.kv_peak,
+        policy.preemptions,
+        workload.description,
+        meta={"stopped": None, "engine": "textbook"},
+    )
 
 
-def records(workload: Workload, requests: list[Request], log: list[tuple],
-            end: float | None) -> Records:
+def records(
+    workload: Workload, requests: list[Request], log: list[tuple], end: float | None
+) -> Records:
     """The requests' records and the pass log, as the arrays ``Records`` holds; ``end``: when the
     last pass ended (a row's start + duration, read back, can land an ulp off it)."""
 
@@ -110,9 +137,22 @@ def records(workload: Workload, requests: list[Request], log: list[tuple],
         return np.array([math.nan if v is None else v for v in values], dtype=dtype)
 
     rows = list(zip(*log)) or [()] * len(STEP_FIELDS)
-    steps = {k: np.array(c, dtype=float if k in ("start", "duration") else np.int64)
-             for k, c in zip(STEP_FIELDS, rows)}
-    return Records(workload.arrivals, workload.prompt_tokens, workload.output_tokens,
-                   column("start"), column("first_token"), column("finish"), column("last_token"),
-                   column("tokens", np.int64), column("preemptions", np.int64), column("itl_max"),
-                   [r.rejected for r in requests], steps, step_ends=[end])
+    steps = {
+        k: np.array(c, dtype=float if k in ("start", "duration") else np.int64)
+        for k, c in zip(STEP_FIELDS, rows)
+    }
+    return Records(
+        workload.arrivals,
+        workload.prompt_tokens,
+        workload.output_tokens,
+        column("start"),
+        column("first_token"),
+        column("finish"),
+        column("last_token"),
+        column("tokens", np.int64),
+        column("preemptions", np.int64),
+        column("itl_max"),
+        [r.rejected for r in requests],
+        steps,
+        step_ends=[end],
+    )

@@ -92,8 +92,10 @@ class Server:
                 if everyone_in and policy.idle:
                     return last_end if self.log else None
                 deadline = policy.deadline()
-                wake = min(math.inf if everyone_in else requests[come].arrival,
-                           math.inf if deadline is None else deadline)
+                wake = min(
+                    math.inf if everyone_in else requests[come].arrival,
+                    math.inf if deadline is None else deadline,
+                )
                 yield clock.at(max(wake, clock.now))
                 continue
             start, seconds = price(self.model, step, clock.now, last_end)
@@ -108,9 +110,19 @@ class Server:
             for r in finished:
                 r.finish = end
             prompt_tokens = sum(c.length for c in step.prefill) + step.prefill_padding
-            self.log.append((start, end - start, 1, len(step.prefill) + len(step.decode),
-                             prompt_tokens, len(step.decode), step.padded_rows, step.kv_in_use,
-                             len(step.preempted)))
+            self.log.append(
+                (
+                    start,
+                    end - start,
+                    1,
+                    len(step.prefill) + len(step.decode),
+                    prompt_tokens,
+                    len(step.decode),
+                    step.padded_rows,
+                    step.kv_in_use,
+                    len(step.preempted),
+                )
+            )
 
     def __repr__(self) -> str:
         return f"Server({self.policy!r}, {'down' if self.down else 'up'})"

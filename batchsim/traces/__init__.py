@@ -22,8 +22,20 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from .catalog import PUBLIC_TRACES, SPLITWISE, PublicTrace, public_trace
 
-__all__ = ["AZURE_TRACE", "SHIPPED", "served_record_note", "PUBLIC_TRACES", "PublicTrace", "SPLITWISE", "public_trace", "cache_dir",
-           "find_trace", "shipped_trace", "missing_trace_hint", "check_trace_file"]
+__all__ = [
+    "AZURE_TRACE",
+    "SHIPPED",
+    "served_record_note",
+    "PUBLIC_TRACES",
+    "PublicTrace",
+    "SPLITWISE",
+    "public_trace",
+    "cache_dir",
+    "find_trace",
+    "shipped_trace",
+    "missing_trace_hint",
+    "check_trace_file",
+]
 
 #: The file name of the trace that ships: the Azure 2023 conversation trace.
 AZURE_TRACE = "azure_llm_2023_conv.csv"
@@ -37,7 +49,9 @@ def _user_cache() -> Path:
 
 def cache_dir() -> Path:
     """Where fetched traces are kept: $BATCHSIM_TRACES, else the user's cache folder."""
-    return Path(os.environ["BATCHSIM_TRACES"]) if os.environ.get("BATCHSIM_TRACES") else _user_cache()
+    return (
+        Path(os.environ["BATCHSIM_TRACES"]) if os.environ.get("BATCHSIM_TRACES") else _user_cache()
+    )
 
 
 def shipped_trace(name: str = AZURE_TRACE) -> Path | None:
@@ -48,7 +62,9 @@ def shipped_trace(name: str = AZURE_TRACE) -> Path | None:
 
 def find_trace(name: str = AZURE_TRACE) -> Path | None:
     """The trace file called ``name``: from $BATCHSIM_TRACES, the cache, or the package; None if nowhere."""
-    folders = ([Path(os.environ["BATCHSIM_TRACES"])] if os.environ.get("BATCHSIM_TRACES") else []) + [_user_cache()]
+    folders = (
+        [Path(os.environ["BATCHSIM_TRACES"])] if os.environ.get("BATCHSIM_TRACES") else []
+    ) + [_user_cache()]
     places = [f / name for f in folders]
     for p in places:
         if p.is_file():
@@ -72,13 +88,17 @@ def missing_trace_hint(path: str | Path) -> str:
         return f"trace {str(path)!r} not found; batchsim has {name}: --trace {_shown(here)}"
     known = next((t for t in PUBLIC_TRACES if name in (t.file, t.upstream_file)), None)
     if known is not None:
-        return (f"trace {str(path)!r} not found; it is the public trace {known.name}: "
-                f"python -m batchsim.traces fetch {known.name} (needs a network) keeps it in {cache_dir()}")
+        return (
+            f"trace {str(path)!r} not found; it is the public trace {known.name}: "
+            f"python -m batchsim.traces fetch {known.name} (needs a network) keeps it in {cache_dir()}"
+        )
     shipped = shipped_trace()
-    return (f"trace {str(path)!r} not found; traces come from batchsim itself"
-            f"{f' (--trace {_shown(shipped)})' if shipped else ''}, from python -m batchsim.traces fetch "
-            f"(the public ones: python -m batchsim.traces list), or a CSV of your own "
-            "(arrival_s,prompt_tokens,output_tokens)")
+    return (
+        f"trace {str(path)!r} not found; traces come from batchsim itself"
+        f"{f' (--trace {_shown(shipped)})' if shipped else ''}, from python -m batchsim.traces fetch "
+        f"(the public ones: python -m batchsim.traces list), or a CSV of your own "
+        "(arrival_s,prompt_tokens,output_tokens)"
+    )
 
 
 def check_trace_file(path: str | Path | None) -> None:
@@ -104,6 +124,8 @@ def served_record_note(path: str | Path | None) -> str | None:
     if not isinstance(meta, dict) or "model" not in meta or "policy" not in meta:
         return None
     where = " on ".join(str(meta[k]) for k in ("model", "device") if meta.get(k))
-    return (f"{Path(path).name} is a record of a real server ({where}, {meta['policy']}, says {side.name}): "
-            "batchsim replays its arrivals on the simulated server below, a what-if on other hardware, not a "
-            f"prediction of what was measured; to predict the record itself: python -m realrun predict {path}")
+    return (
+        f"{Path(path).name} is a record of a real server ({where}, {meta['policy']}, says {side.name}): "
+        "batchsim replays its arrivals on the simulated server below, a what-if on other hardware, not a "
+        f"prediction of what was measured; to predict the record itself: python -m realrun predict {path}"
+    )

@@ -22,8 +22,10 @@ from ..core.errors import ConfigError
 __all__ = ["PublicTrace", "PUBLIC_TRACES", "public_trace", "SPLITWISE"]
 
 #: The paper the Azure 2023 traces accompany; CC-BY-4.0 asks every copy and every use to cite it.
-SPLITWISE = ('Pratyush Patel, Esha Choukse, Chaojie Zhang, Aashaka Shah, Íñigo Goiri, Saeed Maleki, Ricardo '
-             'Bianchini. "Splitwise: Efficient generative LLM inference using phase splitting", ISCA 2024.')
+SPLITWISE = (
+    "Pratyush Patel, Esha Choukse, Chaojie Zhang, Aashaka Shah, Íñigo Goiri, Saeed Maleki, Ricardo "
+    'Bianchini. "Splitwise: Efficient generative LLM inference using phase splitting", ISCA 2024.'
+)
 _AZURE = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -45,7 +47,9 @@ class PublicTrace:
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
-            raise ConfigError(f"name must be lower-case letters, digits and dashes, got {self.name!r}")
+            raise ConfigError(
+                f"name must be lower-case letters, digits and dashes, got {self.name!r}"
+            )
         if "/" in self.file or not self.file.endswith(".csv"):
             raise ConfigError(f"file must be a bare .csv file name, got {self.file!r}")
         if not self.url.startswith("https://"):
@@ -54,7 +58,9 @@ class PublicTrace:
             raise ConfigError(f"sha256 must be 64 lower-case hex digits, got {self.sha256!r}")
         for field in ("size", "rows"):
             if not isinstance(getattr(self, field), int) or getattr(self, field) < 1:
-                raise ConfigError(f"{field} must be a whole number >= 1, got {getattr(self, field)!r}")
+                raise ConfigError(
+                    f"{field} must be a whole number >= 1, got {getattr(self, field)!r}"
+                )
 
     @property
     def upstream_file(self) -> str:
@@ -63,13 +69,25 @@ class PublicTrace:
 
 
 PUBLIC_TRACES: tuple[PublicTrace, ...] = (
-    PublicTrace("azure-2023-conv", "azure_llm_2023_conv.csv", _AZURE + "AzureLLMInferenceTrace_conv.csv",
-                "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8", 719_188, 19_366,
-                "Azure LLM inference trace 2023, conversation: 19,366 requests over 58 minutes"),
-    PublicTrace("azure-2023-code", "azure_llm_2023_code.csv", _AZURE + "AzureLLMInferenceTrace_code.csv",
-                "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6", 320_117, 8_819,
-                "Azure LLM inference trace 2023, code: 8,819 requests over 57 minutes, prompts of 2,048 tokens "
-                "on average, answers of 28"),
+    PublicTrace(
+        "azure-2023-conv",
+        "azure_llm_2023_conv.csv",
+        _AZURE + "AzureLLMInferenceTrace_conv.csv",
+        "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8",
+        719_188,
+        19_366,
+        "Azure LLM inference trace 2023, conversation: 19,366 requests over 58 minutes",
+    ),
+    PublicTrace(
+        "azure-2023-code",
+        "azure_llm_2023_code.csv",
+        _AZURE + "AzureLLMInferenceTrace_code.csv",
+        "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6",
+        320_117,
+        8_819,
+        "Azure LLM inference trace 2023, code: 8,819 requests over 57 minutes, prompts of 2,048 tokens "
+        "on average, answers of 28",
+    ),
 )
 
 
@@ -78,4 +96,6 @@ def public_trace(name: str) -> PublicTrace:
     for t in PUBLIC_TRACES:
         if name in (t.name, t.file):
             return t
-    raise ConfigError(f"trace must be one of {', '.join(t.name for t in PUBLIC_TRACES)}, got {name!r}")
+    raise ConfigError(
+        f"trace must be one of {', '.join(t.name for t in PUBLIC_TRACES)}, got {name!r}"
+    )

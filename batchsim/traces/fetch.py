@@ -64,7 +64,9 @@ def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[
     h, got = hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer, open(part, "wb") as out:
-            while got <= trace.size:  # one byte past the published size proves the file is another one
+            while (
+                got <= trace.size
+            ):  # one byte past the published size proves the file is another one
                 block = answer.read(_CHUNK)
                 if not block:
                     break
@@ -74,13 +76,21 @@ def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[
     except (urllib.error.URLError, OSError, ValueError) as e:
         part.unlink(missing_ok=True)
         why = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
-        hint = "" if base else (" (offline? the conversation trace ships with batchsim; with the files on a "
-                                "USB stick or a share, give --from FOLDER)")
+        hint = (
+            ""
+            if base
+            else (
+                " (offline? the conversation trace ships with batchsim; with the files on a "
+                "USB stick or a share, give --from FOLDER)"
+            )
+        )
         raise ConfigError(f"cannot fetch {trace.name} from {url}: {why}{hint}") from None
     if h.hexdigest() != trace.sha256:
         part.unlink(missing_ok=True)
-        raise ConfigError(f"{trace.name} from {url} is not the published file ({got:,} bytes, sha256 "
-                          f"{h.hexdigest()[:16]}..., expected {trace.size:,} bytes, {trace.sha256[:16]}...): not kept")
+        raise ConfigError(
+            f"{trace.name} from {url} is not the published file ({got:,} bytes, sha256 "
+            f"{h.hexdigest()[:16]}..., expected {trace.size:,} bytes, {trace.sha256[:16]}...): not kept"
+        )
     os.replace(part, target)
     return target, f"fetched {got:,} bytes from {url}, sha256 checked"
 
@@ -89,8 +99,13 @@ def _list() -> int:
     print(f"cache: {cache_dir()}")
     for t in PUBLIC_TRACES:
         here = find_trace(t.file)
-        where = ("shipped with batchsim" if here is not None and here == shipped_trace(t.file)
-                 else f"here: {here}" if here is not None else f"fetch with: python -m batchsim.traces fetch {t.name}")
+        where = (
+            "shipped with batchsim"
+            if here is not None and here == shipped_trace(t.file)
+            else f"here: {here}"
+            if here is not None
+            else f"fetch with: python -m batchsim.traces fetch {t.name}"
+        )
         print(f"{t.name:16}  {t.about}; {t.license}; {where}")
     print(f"cite: {PUBLIC_TRACES[0].citation}")
     return 0
@@ -100,15 +115,27 @@ def main(argv: list[str] | None = None) -> int:
     from ..cli import OneLineParser  # a bad flag is one line and exit code 2, as in every command
 
     OneLineParser.argv = list(sys.argv[1:] if argv is None else argv)
-    p = OneLineParser(prog="python -m batchsim.traces", description=__doc__.splitlines()[0],
-                      epilog="Fetched traces are kept in $BATCHSIM_TRACES, else ~/.cache/batchsim/traces.")
+    p = OneLineParser(
+        prog="python -m batchsim.traces",
+        description=__doc__.splitlines()[0],
+        epilog="Fetched traces are kept in $BATCHSIM_TRACES, else ~/.cache/batchsim/traces.",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     sub.add_parser("list", help="the traces batchsim knows and where each one is")
     f = sub.add_parser("fetch", help="download public traces into the cache, checksummed")
-    f.add_argument("names", nargs="*", help=f"which ({', '.join(t.name for t in PUBLIC_TRACES)}; default: all)")
-    f.add_argument("--from", dest="base", default=None, metavar="URL_OR_FOLDER",
-                   help="a mirror holding the publisher's file names, instead of the publisher")
-    f.add_argument("--to", default=None, metavar="DIR", help="the folder to keep them in (default: the cache)")
+    f.add_argument(
+        "names", nargs="*", help=f"which ({', '.join(t.name for t in PUBLIC_TRACES)}; default: all)"
+    )
+    f.add_argument(
+        "--from",
+        dest="base",
+        default=None,
+        metavar="URL_OR_FOLDER",
+        help="a mirror holding the publisher's file names, instead of the publisher",
+    )
+    f.add_argument(
+        "--to", default=None, metavar="DIR", help="the folder to keep them in (default: the cache)"
+    )
     try:
         args = p.parse_args(argv)
     except SystemExit as e:  # --help (0), or a bad flag already reported in one line (2)

@@ -21,8 +21,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_addoption(parser):
-    parser.addoption("--labs", default=None, metavar="DIR",
-                     help="check the lab files in DIR instead of your files in course/labs/")
+    parser.addoption(
+        "--labs",
+        default=None,
+        metavar="DIR",
+        help="check the lab files in DIR instead of your files in course/labs/",
+    )
 
 
 def _folder(config) -> Path:

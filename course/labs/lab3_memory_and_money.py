@@ -26,7 +26,9 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: i
     raise NotImplementedError("your code here: kv_bytes_per_token")
 
 
-def max_batch(memory_gb: float, mem_util: float, weights_gb: float, context: int, bytes_per_token: int) -> int:
+def max_batch(
+    memory_gb: float, mem_util: float, weights_gb: float, context: int, bytes_per_token: int
+) -> int:
     # --- your code here ---
     raise NotImplementedError("your code here: max_batch")
 

@@ -106,8 +106,18 @@ GAP = "your code here"
 
 # -- at home: the room on one machine (not checked) ----------------------------------------------
 
-def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate: float = 0.25, requests: int = 12,
-         port: int = 8000, max_batch: int = 8, model: str = "tiny-gpt2", dry_run: bool = False):
+
+def solo(
+    policy: str = "static",
+    record: str = "r1.csv",
+    students: int = 4,
+    rate: float = 0.25,
+    requests: int = 12,
+    port: int = 8000,
+    max_batch: int = 8,
+    model: str = "tiny-gpt2",
+    dry_run: bool = False,
+):
     """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server is
     stopped when they are done (or, for a bus still waiting for company, a little after the last
     arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands instead.
@@ -117,12 +127,47 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     """
     py, url = sys.executable, f"http://127.0.0.1:{port}"
     knobs = ["--max-batch", str(max_batch)] if policy in ("static", "dynamic") else []
-    serve = [py, "-m", "realrun", "serve", "--model", model, "--policy", policy, *knobs, "--host", "127.0.0.1",
-             "--port", str(port), "--record", str(record), "--client-by", "key"]
+    serve = [
+        py,
+        "-m",
+        "realrun",
+        "serve",
+        "--model",
+        model,
+        "--policy",
+        policy,
+        *knobs,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--record",
+        str(record),
+        "--client-by",
+        "key",
+    ]
     # On one machine every client has the same address, so each "student" sends a key of its own, and the
     # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
-    loads = [[py, "-m", "realrun", "load", "--url", url, "--rate", f"{rate:g}", "--requests", str(requests),
-              "--seed", str(k + 1), "--api-key", f"student-{k + 1}", "--no-progress"] for k in range(students)]
+    loads = [
+        [
+            py,
+            "-m",
+            "realrun",
+            "load",
+            "--url",
+            url,
+            "--rate",
+            f"{rate:g}",
+            "--requests",
+            str(requests),
+            "--seed",
+            str(k + 1),
+            "--api-key",
+            f"student-{k + 1}",
+            "--no-progress",
+        ]
+        for k in range(students)
+    ]
     if dry_run:
         return [serve, *loads]
     server = subprocess.Popen(serve)
@@ -130,7 +175,9 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     try:
         _wait_until_up(url, server)
         clients = [subprocess.Popen(c) for c in loads]
-        deadline = time.monotonic() + 2 * requests / rate + 30.0  # Poisson spans vary; clients start slowly
+        deadline = (
+            time.monotonic() + 2 * requests / rate + 30.0
+        )  # Poisson spans vary; clients start slowly
         while time.monotonic() < deadline and any(c.poll() is None for c in clients):
             time.sleep(0.2)
     finally:
@@ -146,7 +193,9 @@ def _wait_until_up(url: str, server: subprocess.Popen, timeout: float = 120.0) -
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if server.poll() is not None:
-            raise RuntimeError(f"the server stopped before it was up (exit code {server.returncode})")
+            raise RuntimeError(
+                f"the server stopped before it was up (exit code {server.returncode})"
+            )
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=1.0):
                 return
@@ -156,5 +205,8 @@ def _wait_until_up(url: str, server: subprocess.Popen, timeout: float = 120.0) -
 
 
 if __name__ == "__main__":  # python course/labs/lab7_class_traffic.py POLICY RECORD [PORT]
-    solo(sys.argv[1] if len(sys.argv) > 1 else "static", sys.argv[2] if len(sys.argv) > 2 else "r1.csv",
-         port=int(sys.argv[3]) if len(sys.argv) > 3 else 8000)
+    solo(
+        sys.argv[1] if len(sys.argv) > 1 else "static",
+        sys.argv[2] if len(sys.argv) > 2 else "r1.csv",
+        port=int(sys.argv[3]) if len(sys.argv) > 3 else 8000,
+    )

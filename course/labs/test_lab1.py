@@ -19,7 +19,9 @@ def _records(policy, wl, step=DEFAULT_STEP_TIME):
     return res, summarize(res)
 
 
-def _timetable_starts(arrival: np.ndarray, finish: np.ndarray, seats: int, max_wait: float) -> np.ndarray:
+def _timetable_starts(
+    arrival: np.ndarray, finish: np.ndarray, seats: int, max_wait: float
+) -> np.ndarray:
     """When each request should board, by the rule in the lab's text, bus after bus.
 
     A bus is ready when ``seats`` passengers wait or its first has waited ``max_wait``; it leaves
@@ -38,7 +40,9 @@ def _timetable_starts(arrival: np.ndarray, finish: np.ndarray, seats: int, max_w
     return start
 
 
-@pytest.mark.parametrize("rate,seats,wait", [(2.0, 8, 0.1), (30.0, 8, 0.05), (8.0, 4, 1.0), (50.0, 16, 0.02)])
+@pytest.mark.parametrize(
+    "rate,seats,wait", [(2.0, 8, 0.1), (30.0, 8, 0.05), (8.0, 4, 1.0), (50.0, 16, 0.02)]
+)
 def test_lab1_each_bus_leaves_when_full_or_on_its_timetable(lab, rate, seats, wait):
     # Quiet, busy and overloaded traffic: every request boards exactly when the rule says.
     wl = make_workload(Poisson(rate), Uniform(16, 128), Uniform(4, 32), n=300, seed=7)
@@ -50,10 +54,13 @@ def test_lab1_each_bus_leaves_when_full_or_on_its_timetable(lab, rate, seats, wa
     if len(late):
         i = late[0]
         way = "later" if r.start[i] > expected[i] else "earlier"
-        pytest.fail(f"Part A ({seats} seats, max_wait {wait} s, {rate} requests/s): request {i} (arrived "
-                    f"{r.arrival[i]:.4f} s) boarded at {r.start[i]:.4f} s, {way} than the timetable says "
-                    f"({expected[i]:.4f} s); {len(late)} of 300 requests boarded at the wrong time. Check when "
-                    "your bus is full and when its window closes.", pytrace=False)
+        pytest.fail(
+            f"Part A ({seats} seats, max_wait {wait} s, {rate} requests/s): request {i} (arrived "
+            f"{r.arrival[i]:.4f} s) boarded at {r.start[i]:.4f} s, {way} than the timetable says "
+            f"({expected[i]:.4f} s); {len(late)} of 300 requests boarded at the wrong time. Check when "
+            "your bus is full and when its window closes.",
+            pytrace=False,
+        )
 
 
 def test_lab1_never_more_than_the_seats(lab):
@@ -93,9 +100,14 @@ def test_lab1_part_b_prediction_matches_simulation(lab, rate, wait):
     simulated = float(np.mean(boards - arrival))
     # The message says which way it misses and what to check, never the figure wanted (the lab's answer).
     call = f"Part B: predict_mean_wait({rate}, {wait})"
-    assert isinstance(predicted, (int, float)) and np.isfinite(predicted), f"{call} returned {predicted!r}, not seconds"
+    assert isinstance(predicted, (int, float)) and np.isfinite(predicted), (
+        f"{call} returned {predicted!r}, not seconds"
+    )
     if abs(predicted / simulated - 1) > 0.03:
         way = "below" if predicted < simulated else "above"
-        pytest.fail(f"{call} returned {predicted:.4f} s, more than 3 % {way} the mean wait simulated under the "
-                    "timetable rule. Check the derivation: who waits the whole window, how many others board "
-                    "during it on average, and how long each of them waits.", pytrace=False)
+        pytest.fail(
+            f"{call} returned {predicted:.4f} s, more than 3 % {way} the mean wait simulated under the "
+            "timetable rule. Check the derivation: who waits the whole window, how many others board "
+            "during it on average, and how long each of them waits.",
+            pytrace=False,
+        )

@@ -38,7 +38,11 @@ def test_lab4_fit_predicts_unseen_shapes(lab):
     rng = np.random.default_rng(1)
     p, d, k, t = _profile(rng)
     m = lab.fit(p, d, k, t)
-    q = np.array([0.0, 0.0, 300.0]), np.array([8.0, 48.0, 0.0]), np.array([8 * 200.0, 48 * 64.0, 0.0])
+    q = (
+        np.array([0.0, 0.0, 300.0]),
+        np.array([8.0, 48.0, 0.0]),
+        np.array([8 * 200.0, 48 * 64.0, 0.0]),
+    )
     truth = TRUE.times(*q)
     assert np.all(np.abs(m.times(*q) - truth) / truth < 0.10)
 
@@ -54,8 +58,18 @@ def test_lab4_fit_is_relative_and_never_negative(lab):
     assert np.median(np.abs(m.times(p, d, k) - t) / t) < 0.05
 
 
-EXAMPLE_PREDICTED = {"request_throughput": 3.57, "mean_ttft": 0.0070, "p50_e2e": 0.11, "p99_e2e": 0.14}
-EXAMPLE_MEASURED = {"request_throughput": 3.54, "mean_ttft": 0.0157, "p50_e2e": 0.14, "p99_e2e": 0.22}
+EXAMPLE_PREDICTED = {
+    "request_throughput": 3.57,
+    "mean_ttft": 0.0070,
+    "p50_e2e": 0.11,
+    "p99_e2e": 0.14,
+}
+EXAMPLE_MEASURED = {
+    "request_throughput": 3.54,
+    "mean_ttft": 0.0157,
+    "p50_e2e": 0.14,
+    "p99_e2e": 0.22,
+}
 
 
 def test_lab4_errors_and_the_worst_metric(lab):
@@ -66,8 +80,21 @@ def test_lab4_errors_and_the_worst_metric(lab):
     assert lab.worst(EXAMPLE_PREDICTED, EXAMPLE_MEASURED) == "mean_ttft"
 
 
-CAUSES = ("noise", "warm", "overhead", "python", "extrapolat", "outside", "spread", "jitter", "schedul",
-          "repetition", "grid", "variance", "other process")
+CAUSES = (
+    "noise",
+    "warm",
+    "overhead",
+    "python",
+    "extrapolat",
+    "outside",
+    "spread",
+    "jitter",
+    "schedul",
+    "repetition",
+    "grid",
+    "variance",
+    "other process",
+)
 
 
 def test_lab4_part_c_is_written(lab):
@@ -75,8 +102,12 @@ def test_lab4_part_c_is_written(lab):
     # a list of keywords, or an answer that does not say which metrics it explains.
     text = " ".join(lab.EXPLANATION.split()).lower()
     assert "your explanation here" not in text
-    sentences = [s for s in text.replace("?", ".").replace("!", ".").split(".") if len(s.split()) >= 6]
+    sentences = [
+        s for s in text.replace("?", ".").replace("!", ".").split(".") if len(s.split()) >= 6
+    ]
     assert len(sentences) >= 3, "at least three sentences of your own (six words or more each)"
     assert "ttft" in text or "first token" in text, "say why the time to first token is missed most"
     assert "throughput" in text, "say why throughput is predicted best"
-    assert sum(c in text for c in CAUSES) >= 2, f"name at least two causes, such as {', '.join(CAUSES[:6])}"
+    assert sum(c in text for c in CAUSES) >= 2, (
+        f"name at least two causes, such as {', '.join(CAUSES[:6])}"
+    )

@@ -36,7 +36,8 @@ def test_lab5_prediction_schedules_in_vllms_order(lab):
     # At a load where decode rows crowd the token budget, vLLM's order (decodes spend the budget too)
     # delays prompts more than the textbook scheduler would: the prediction must use vLLM's.
     assert lab.predict(lab.CALIBRATION, lab.MEASURED["rate"])["p99_ttft"] == pytest.approx(
-        lab.MEASURED["predicted_vllm_v1"]["p99_ttft"], rel=1e-6)
+        lab.MEASURED["predicted_vllm_v1"]["p99_ttft"], rel=1e-6
+    )
 
 
 def test_lab5_more_load_more_tail(lab):
@@ -46,15 +47,32 @@ def test_lab5_more_load_more_tail(lab):
 
 
 def test_lab5_errors_and_goals(lab):
-    e = lab.errors({"p50_e2e": 0.105, "p99_e2e": 0.30, "p50_ttft": 0.010}, {"p50_e2e": 0.100, "p99_e2e": 0.24,
-                                                                               "p50_ttft": 0.012})
+    e = lab.errors(
+        {"p50_e2e": 0.105, "p99_e2e": 0.30, "p50_ttft": 0.010},
+        {"p50_e2e": 0.100, "p99_e2e": 0.24, "p50_ttft": 0.012},
+    )
     assert e["p50_e2e"] == pytest.approx(0.05) and e["p99_e2e"] == pytest.approx(0.25)
     assert e["p50_ttft"] == pytest.approx(-1 / 6)
     assert lab.goals_met(e) == {"p50_e2e": True, "p99_e2e": False, "p50_ttft": False}
 
 
-CAUSES = ("async", "prefix", "deliver", "process", "noise", "cold", "idle", "warm", "profile", "grid", "schedul",
-          "overhead", "spread", "other process", "kernel")
+CAUSES = (
+    "async",
+    "prefix",
+    "deliver",
+    "process",
+    "noise",
+    "cold",
+    "idle",
+    "warm",
+    "profile",
+    "grid",
+    "schedul",
+    "overhead",
+    "spread",
+    "other process",
+    "kernel",
+)
 
 
 def test_lab5_part_d_is_written(lab):
@@ -62,7 +80,11 @@ def test_lab5_part_d_is_written(lab):
     # a list of keywords, or an answer that does not say what it explains.
     text = " ".join(lab.EXPLANATION.split()).lower()
     assert "your explanation here" not in text
-    sentences = [s for s in text.replace("?", ".").replace("!", ".").split(".") if len(s.split()) >= 6]
+    sentences = [
+        s for s in text.replace("?", ".").replace("!", ".").split(".") if len(s.split()) >= 6
+    ]
     assert len(sentences) >= 3, "at least three sentences of your own (six words or more each)"
     assert "p99" in text or "tail" in text, "say how far the p99 prediction is, and why"
-    assert sum(c in text for c in CAUSES) >= 2, f"name at least two causes, such as {', '.join(CAUSES[:6])}"
+    assert sum(c in text for c in CAUSES) >= 2, (
+        f"name at least two causes, such as {', '.join(CAUSES[:6])}"
+    )

@@ -10,7 +10,16 @@ import inspect
 import numpy as np
 import pytest
 
-from batchsim import LogNormal, Poisson, Uniform, make_policy, make_workload, simulate, summarize, textbook
+from batchsim import (
+    LogNormal,
+    Poisson,
+    Uniform,
+    make_policy,
+    make_workload,
+    simulate,
+    summarize,
+    textbook,
+)
 from batchsim.cli.options import DEFAULT_STEP_TIME
 
 START, DURATION = 60.0, 30.0
@@ -42,21 +51,32 @@ def _run(lab, seed: int = 0, replicas: int = 1, router: str = "round-robin", you
     down = lab.outage(START, DURATION, 0) if yours else _down_for(START, DURATION, 0)
     if replicas == 1:
         return textbook.simulate(_workload(seed), "continuous", DEFAULT_STEP_TIME, processes=[down])
-    return simulate(_workload(seed), make_policy("continuous"), DEFAULT_STEP_TIME, replicas=replicas, router=router,
-                    processes=[down])
+    return simulate(
+        _workload(seed),
+        make_policy("continuous"),
+        DEFAULT_STEP_TIME,
+        replicas=replicas,
+        router=router,
+        processes=[down],
+    )
 
 
 def test_a_nothing_starts_on_the_server_while_it_is_down(lab):
     f = lab.outage(START, DURATION, 0)
-    assert inspect.isgeneratorfunction(f), "outage(...) must return a function with yield in it: f(env, servers)"
+    assert inspect.isgeneratorfunction(f), (
+        "outage(...) must return a function with yield in it: f(env, servers)"
+    )
     res = _run(lab)
     st = res.records.steps["start"]
     inside = st[(st > START) & (st < START + DURATION)]
-    assert len(inside) == 0, (f"{len(inside)} steps started during the outage ({START:.0f}-{START + DURATION:.0f} s), "
-                              f"the first at {inside.min():.2f} s: go_down() at start, come_back() after duration")
+    assert len(inside) == 0, (
+        f"{len(inside)} steps started during the outage ({START:.0f}-{START + DURATION:.0f} s), "
+        f"the first at {inside.min():.2f} s: go_down() at start, come_back() after duration"
+    )
     assert st[st >= START].min() == pytest.approx(START + DURATION), (
         "the first step after the outage should start the moment the server comes back, at "
-        f"{START + DURATION:.0f} s (requests are waiting), got {st[st >= START].min():.2f} s")
+        f"{START + DURATION:.0f} s (requests are waiting), got {st[st >= START].min():.2f} s"
+    )
 
 
 def test_a_the_other_server_keeps_serving(lab):
@@ -81,21 +101,31 @@ def test_b_predicted_wait_in_the_outage(lab):
     assert predicted == pytest.approx(simulated, rel=0.15), (
         f"Part B: your prediction, {predicted:.2f} s, is more than 15 % {'above' if predicted > simulated else 'below'} "
         f"what the requests arriving during the {DURATION:.0f} s outage waited on average in the simulation: one "
-        "arriving at a random moment of the outage waits for the rest of it, and then for the queue ahead of it")
+        "arriving at a random moment of the outage waits for the rest of it, and then for the queue ahead of it"
+    )
 
 
 def test_c_router(lab):
-    assert lab.ROUTER in ("round-robin", "least-loaded"), f"ROUTER must be 'round-robin' or 'least-loaded', got {lab.ROUTER!r}"
-    ttft = {r: summarize(_run(lab, replicas=2, router=r, yours=False))["mean_ttft"] for r in ("round-robin", "least-loaded")}
+    assert lab.ROUTER in ("round-robin", "least-loaded"), (
+        f"ROUTER must be 'round-robin' or 'least-loaded', got {lab.ROUTER!r}"
+    )
+    ttft = {
+        r: summarize(_run(lab, replicas=2, router=r, yours=False))["mean_ttft"]
+        for r in ("round-robin", "least-loaded")
+    }
     best = min(ttft, key=ttft.get)
-    assert lab.ROUTER == best, (f"Part C: with server 0 down for {DURATION:.0f} s, {lab.ROUTER} is not the router with "
-                                "the lower mean TTFT: run your Part A's outage with replicas=2 under each router and "
-                                "compare their mean TTFT")
+    assert lab.ROUTER == best, (
+        f"Part C: with server 0 down for {DURATION:.0f} s, {lab.ROUTER} is not the router with "
+        "the lower mean TTFT: run your Part A's outage with replicas=2 under each router and "
+        "compare their mean TTFT"
+    )
 
 
 def test_c_why(lab):
     why = lab.WHY
     assert isinstance(why, str) and "your code here" not in why and len(why.split()) >= 30, (
-        "WHY: a few sentences in your own words (at least 30 words)")
+        "WHY: a few sentences in your own words (at least 30 words)"
+    )
     assert any(w in why.lower() for w in ("queue", "outstanding", "holds", "waiting")), (
-        "WHY should say what the router sees of each server (its queue, what it holds)")
+        "WHY should say what the router sees of each server (its queue, what it holds)"
+    )

@@ -47,9 +47,16 @@ def _policy(policy: str, max_batch: int):
     return make_policy(policy, max_batch=max_batch, max_wait=0.1, max_seqs=max_batch)
 
 
-def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, requests: int = 24, model: str = "tiny-gpt2",
-                          device: str = "cpu", max_batch: int = 8, seed: int = 0,
-                          repeats: int = 3) -> tuple[dict, Figure]:
+def predicted_vs_measured(
+    policy: str = "continuous",
+    rate: float = 4.0,
+    requests: int = 24,
+    model: str = "tiny-gpt2",
+    device: str = "cpu",
+    max_batch: int = 8,
+    seed: int = 0,
+    repeats: int = 3,
+) -> tuple[dict, Figure]:
     """Calibrate the simulator on a real model, then serve one workload both ways and compare.
 
     realrun profiles ``model`` on ``device`` over the shapes this workload will need
@@ -68,23 +75,36 @@ def predicted_vs_measured(policy: str = "continuous", rate: float = 4.0, request
     from ..clock.runner import limits_for, run_real
 
     wl = make_workload(Poisson(rate), Uniform(8, 64), Uniform(8, 48), n=requests, seed=seed)
-    grid = grid_for_workload(wl, max_batch, max_batch * 64, policies=(policy,), repeats=repeats, rounds=1)
+    grid = grid_for_workload(
+        wl, max_batch, max_batch * 64, policies=(policy,), repeats=repeats, rounds=1
+    )
     prof = _calibration(model, device, grid, policy, max_batch)
     limits = limits_for(engine.lm)
     report = compare_policies(
-        wl, [(policy, _policy(policy, max_batch), _policy(policy, max_batch))],
-        lambda label, p: run_real(wl, p, engine, limits=limits, trace=True), prof.model, limits=limits,
-        replay_policy=lambda label: _policy(policy, max_batch))
+        wl,
+        [(policy, _policy(policy, max_batch), _policy(policy, max_batch))],
+        lambda label, p: run_real(wl, p, engine, limits=limits, trace=True),
+        prof.model,
+        limits=limits,
+        replay_policy=lambda label: _policy(policy, max_batch),
+    )
     row = report.rows[0]
     errors = {k: (e / 100 if e is not None else float("nan")) for k, e in row.errors.items()}
     summary = {
-        "policy": policy, "predicted": row.predicted, "measured": row.measured, "errors": errors,
-        "table": format_compare(report, explain=True), "decomposition": row.decomposition.as_dict() if row.decomposition else None,
-        "profile_heldout_error_pct": prof.heldout_mean_pct, "model": engine.lm.describe(),
-        "notes": [f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / "
-                  "measured, so a negative error is a prediction below what was measured",
-                  f"the calibration timed {len(prof.points)} shapes of pass on this machine in {prof.seconds:.0f} s; on "
-                  f"shapes it did not time it is off by {prof.heldout_mean_pct:.0f} % on average"],
+        "policy": policy,
+        "predicted": row.predicted,
+        "measured": row.measured,
+        "errors": errors,
+        "table": format_compare(report, explain=True),
+        "decomposition": row.decomposition.as_dict() if row.decomposition else None,
+        "profile_heldout_error_pct": prof.heldout_mean_pct,
+        "model": engine.lm.describe(),
+        "notes": [
+            f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / "
+            "measured, so a negative error is a prediction below what was measured",
+            f"the calibration timed {len(prof.points)} shapes of pass on this machine in {prof.seconds:.0f} s; on "
+            f"shapes it did not time it is off by {prof.heldout_mean_pct:.0f} % on average",
+        ],
         "details": [engine.lm.describe(), *prof.text().splitlines()],
     }
     return summary, _figure(policy, engine.lm, errors, prof, row)
@@ -96,8 +116,14 @@ def _figure(policy: str, lm, errors: dict, prof, row) -> Figure:
     ax1, ax2, ax3 = fig.subplots(1, 3)
     keys = [m for m in COMPARE_METRICS]
     vals = [errors[k] * 100 for k, *_ in keys]
-    ax1.bar([m[1].replace(" ms", "").replace(" s", "") for m in keys], vals,
-            color=["tab:green" if abs(v) <= 10 else "tab:orange" if abs(v) <= 25 else "tab:red" for v in vals])
+    ax1.bar(
+        [m[1].replace(" ms", "").replace(" s", "") for m in keys],
+        vals,
+        color=[
+            "tab:green" if abs(v) <= 10 else "tab:orange" if abs(v) <= 25 else "tab:red"
+            for v in vals
+        ],
+    )
     ax1.axhline(0, color="k", lw=1)
     ax1.set_ylabel("prediction error, % of measured")
     ax1.set_title("predicted vs measured")
@@ -111,7 +137,10 @@ def _figure(policy: str, lm, errors: dict, prof, row) -> Figure:
     ax2.set_xlabel("measured pass (ms)")
     ax2.set_ylabel("profiled model (ms)")
     ax2.set_title(f"calibration: held out {prof.heldout_mean_pct:.0f} % mean error")
-    for label, res, color in (("predicted", row.sim, "tab:blue"), ("measured", row.real, "tab:red")):
+    for label, res, color in (
+        ("predicted", row.sim, "tab:blue"),
+        ("measured", row.real, "tab:red"),
+    ):
         r = res.records
         draw_cdf(ax3, r.finish - r.arrival, label, color)
     ax3.set_xlabel("end-to-end latency (s)")

@@ -52,8 +52,15 @@ from ..judge.compare import counted_only, error_pct
 from ..judge.verdict import TARGETS, band_of, median_summary, noise_pct, verdict
 from .serve.record import RECORD_FIELDS, meta_path
 
-__all__ = ["PREDICT_METRICS", "PREDICT_TARGETS", "ServedRecord", "Prediction", "read_record", "predict_record",
-           "format_prediction"]
+__all__ = [
+    "PREDICT_METRICS",
+    "PREDICT_TARGETS",
+    "ServedRecord",
+    "Prediction",
+    "read_record",
+    "predict_record",
+    "format_prediction",
+]
 
 #: (summary key, label, display scale, format): what a record can show.
 PREDICT_METRICS = (
@@ -92,24 +99,32 @@ class ServedRecord:
 def _sidecar(path: str) -> tuple[dict, PolicyConfig, ServerLimits]:
     side = meta_path(path)
     if not side.is_file():
-        raise ConfigError(f"record {path!r}: its sidecar {str(side)!r} is missing (realrun serve --record writes it "
-                          "beside the CSV: the policy, its knobs and the limits predict needs); "
-                          f"python -m batchsim run --trace {path} still replays the arrivals without it")
+        raise ConfigError(
+            f"record {path!r}: its sidecar {str(side)!r} is missing (realrun serve --record writes it "
+            "beside the CSV: the policy, its knobs and the limits predict needs); "
+            f"python -m batchsim run --trace {path} still replays the arrivals without it"
+        )
     meta = read_json(side, "sidecar")
     where = f"sidecar {str(side)!r}"
     if not isinstance(meta, dict):
         raise ConfigError(f"{where} must be a JSON object, got {show(meta)}")
     knobs = meta.get("policy_knobs", {})
     if "policy" not in meta or not isinstance(knobs, dict):
-        raise ConfigError(f"{where}: policy must name the policy and policy_knobs be an object, got "
-                          f"policy={show(meta.get('policy'))}, policy_knobs={show(knobs)}")
+        raise ConfigError(
+            f"{where}: policy must name the policy and policy_knobs be an object, got "
+            f"policy={show(meta.get('policy'))}, policy_knobs={show(knobs)}"
+        )
     known = {f.name for f in fields(PolicyConfig)} - {"name"}
     for k in knobs:
         if k not in known:
-            raise ConfigError(f"{where}: policy_knobs has {k!r}, which no policy reads (known: {', '.join(sorted(known))})")
+            raise ConfigError(
+                f"{where}: policy_knobs has {k!r}, which no policy reads (known: {', '.join(sorted(known))})"
+            )
     try:
         policy = PolicyConfig(str(meta["policy"]), **knobs)
-        limits = ServerLimits(kv_budget_tokens=meta.get("kv_budget_tokens"), context_len=meta.get("context_len"))
+        limits = ServerLimits(
+            kv_budget_tokens=meta.get("kv_budget_tokens"), context_len=meta.get("context_len")
+        )
     except (ConfigError, TypeError) as e:
         raise ConfigError(f"{where}: {e}") from None
     return meta, policy, limits
@@ -123,7 +138,9 @@ def _time(text: str, name: str, line: int, path: str) -> float:
     except ValueError:
         t = math.nan
     if not math.isfinite(t):
-        raise ConfigError(f"record {path!r} line {line}: {name} must be a number of seconds or empty, got {text.strip()!r}")
+        raise ConfigError(
+            f"record {path!r} line {line}: {name} must be a number of seconds or empty, got {text.strip()!r}"
+        )
     return t
 
 
@@ -135,12 +152,14 @@ def read_record(path: str) -> ServedRecord:
     with open_text(path, "record") as lines:
         reader = csv.reader(lines)
         header = [h.strip() for h in next(reader, [])]
-        if tuple(header[:len(RECORD_FIELDS)]) != RECORD_FIELDS:
+        if tuple(header[: len(RECORD_FIELDS)]) != RECORD_FIELDS:
             missing = [k for k in RECORD_FIELDS if k not in header]
-            raise ConfigError(f"record {path!r} is a trace but not a record of realrun serve: it lacks the measured "
-                              f"column{'s' if len(missing) > 1 else ''} {','.join(missing) or '(in order) ' + ','.join(RECORD_FIELDS)}"
-                              f"; predict needs `realrun serve --record FILE`'s CSV (python -m batchsim run --trace {path} "
-                              "replays this one)")
+            raise ConfigError(
+                f"record {path!r} is a trace but not a record of realrun serve: it lacks the measured "
+                f"column{'s' if len(missing) > 1 else ''} {','.join(missing) or '(in order) ' + ','.join(RECORD_FIELDS)}"
+                f"; predict needs `realrun serve --record FILE`'s CSV (python -m batchsim run --trace {path} "
+                "replays this one)"
+            )
         for row in reader:
             if not row or all(not c.strip() for c in row):
                 continue
@@ -154,17 +173,23 @@ def read_record(path: str) -> ServedRecord:
                 if cols["tokens"][-1] < 0:
                     raise ValueError
             except ValueError:
-                raise ConfigError(f"record {path!r} line {line}: tokens must be a whole number >= 0, got "
-                                  f"{show(cols['tokens'][-1])}") from None
+                raise ConfigError(
+                    f"record {path!r} line {line}: tokens must be a whole number >= 0, got "
+                    f"{show(cols['tokens'][-1])}"
+                ) from None
     meta, policy, limits = _sidecar(path)
     arrival = np.asarray([float(x) for x in cols["arrival_s"]])
-    start, first, finish = (np.asarray(cols[k], dtype=float) for k in ("start_s", "first_token_s", "finish_s"))
+    start, first, finish = (
+        np.asarray(cols[k], dtype=float) for k in ("start_s", "first_token_s", "finish_s")
+    )
     tokens = np.asarray(cols["tokens"], dtype=np.int64)
     reasons = [r.strip() or None for r in cols["rejected"]]
     ran = np.asarray([not (r is not None and t == 0) for r, t in zip(reasons, tokens)])
     if not ran.any():
-        raise ConfigError(f"record {path!r}: none of its {len(arrival)} requests ran (all withdrawn or refused): "
-                          "nothing was measured to predict")
+        raise ConfigError(
+            f"record {path!r}: none of its {len(arrival)} requests ran (all withdrawn or refused): "
+            "nothing was measured to predict"
+        )
     ids = np.flatnonzero(ran)
     t0 = float(arrival[ids[0]])
     done = np.isfinite(finish) & np.isfinite(first) & np.asarray([r is None for r in reasons])
@@ -172,17 +197,37 @@ def read_record(path: str) -> ServedRecord:
     for i in ids[~done[ids]].tolist():
         reason = (reasons[i] or "no finish time").split(":")[0]
         left[reason] = left.get(reason, 0) + 1
-    wl = Workload.from_arrays(arrival[ids] - t0, trace.prompt_tokens[ids], trace.output_tokens[ids],
-                              f"the record {path}")
+    wl = Workload.from_arrays(
+        arrival[ids] - t0, trace.prompt_tokens[ids], trace.output_tokens[ids], f"the record {path}"
+    )
     n = len(ids)
-    recs = Records(arrival=arrival[ids] - t0, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
-                   start=start[ids] - t0, first_token=first[ids] - t0, finish=finish[ids] - t0,
-                   last_token=finish[ids] - t0, tokens=tokens[ids], preemptions=np.zeros(n, dtype=np.int64),
-                   itl_max=np.full(n, np.nan), rejected=[reasons[i] for i in ids.tolist()], steps=_no_steps())
-    measured = RunResult(recs, policy=str(meta.get("policy_repr") or policy.name), step_time="measured (the record)",
-                         kv_budget_tokens=limits.kv_budget_tokens, kv_peak_tokens=0, preemptions=0, workload=wl.description,
-                         meta={"record": path})
-    return ServedRecord(path, meta, policy, limits, wl, measured, done[ids], int((~ran).sum()), left)
+    recs = Records(
+        arrival=arrival[ids] - t0,
+        prompt_tokens=wl.prompt_tokens,
+        output_tokens=wl.output_tokens,
+        start=start[ids] - t0,
+        first_token=first[ids] - t0,
+        finish=finish[ids] - t0,
+        last_token=finish[ids] - t0,
+        tokens=tokens[ids],
+        preemptions=np.zeros(n, dtype=np.int64),
+        itl_max=np.full(n, np.nan),
+        rejected=[reasons[i] for i in ids.tolist()],
+        steps=_no_steps(),
+    )
+    measured = RunResult(
+        recs,
+        policy=str(meta.get("policy_repr") or policy.name),
+        step_time="measured (the record)",
+        kv_budget_tokens=limits.kv_budget_tokens,
+        kv_peak_tokens=0,
+        preemptions=0,
+        workload=wl.description,
+        meta={"record": path},
+    )
+    return ServedRecord(
+        path, meta, policy, limits, wl, measured, done[ids], int((~ran).sum()), left
+    )
 
 
 def _no_steps() -> dict[str, np.ndarray]:
@@ -253,32 +298,56 @@ class Prediction:
     def as_dict(self) -> dict:
         keys = ("predicted", "band", "measured")
         pick = {name: {k: getattr(self, name).get(k) for k in _KEYS} for name in keys}
-        return {**pick, "error_pct": self.errors, "seed_spread_pct": self.spread, "verdict": self.verdicts,
-                "in_band": self.in_band, "targets_pct": {k: PREDICT_TARGETS[k] for k in _KEYS}, "seeds": self.seeds,
-                "compared": self.compared, "never_ran": self.record.never_ran, "left_out": self.record.left_out}
+        return {
+            **pick,
+            "error_pct": self.errors,
+            "seed_spread_pct": self.spread,
+            "verdict": self.verdicts,
+            "in_band": self.in_band,
+            "targets_pct": {k: PREDICT_TARGETS[k] for k in _KEYS},
+            "seeds": self.seeds,
+            "compared": self.compared,
+            "never_ran": self.record.never_ran,
+            "left_out": self.record.left_out,
+        }
 
 
-def predict_record(rec: ServedRecord, step_time: StepTimeModel, seeds: int = 1, noise: str = "profiled") -> Prediction:
+def predict_record(
+    rec: ServedRecord, step_time: StepTimeModel, seeds: int = 1, noise: str = "profiled"
+) -> Prediction:
     """Simulate the record's arrivals ``seeds`` times (passes drawn from the model's spread when
     ``seeds`` > 1 and ``noise`` is profiled) and hold each metric up to the record's."""
-    runs = [simulate(rec.workload, rec.policy.build(), with_noise(step_time, k, noise) if seeds > 1 else step_time,
-                     limits=rec.limits) for k in range(seeds)]
+    runs = [
+        simulate(
+            rec.workload,
+            rec.policy.build(),
+            with_noise(step_time, k, noise) if seeds > 1 else step_time,
+            limits=rec.limits,
+        )
+        for k in range(seeds)
+    ]
     both = rec.finished.copy()
     for r in runs:
         both &= r.records.completed_mask
     notes = []
     lost = int((rec.finished & ~both).sum())
     if lost:
-        notes.append(f"note: the simulation did not finish {lost} request(s) the server finished "
-                     "(refused or preempted for good): left out of both sides")
+        notes.append(
+            f"note: the simulation did not finish {lost} request(s) the server finished "
+            "(refused or preempted for good): left out of both sides"
+        )
     if not both.any():
-        raise ConfigError(f"record {rec.path!r}: no request finished on both sides: nothing to compare")
+        raise ConfigError(
+            f"record {rec.path!r}: no request finished on both sides: nothing to compare"
+        )
     preds = [_summary(r, both) for r in runs]
     band = band_of(preds, _KEYS) if seeds > 1 else {}
     pred, meas = median_summary(preds), _summary(rec.measured, both)
     # The seeds' spread in % of the measurement, the unit of the error it is held against.
-    spread = {k: None if v is None or not meas.get(k) else v * abs(pred[k] / meas[k])
-              for k, v in noise_pct(preds, _KEYS).items()}
+    spread = {
+        k: None if v is None or not meas.get(k) else v * abs(pred[k] / meas[k])
+        for k, v in noise_pct(preds, _KEYS).items()
+    }
     return Prediction(rec, pred, meas, band, spread, runs, int(both.sum()), notes)
 
 
@@ -288,7 +357,15 @@ _SHORT = {"agrees": "agrees", "within noise": "within noise", "disagrees": "DISA
 def format_prediction(p: Prediction) -> str:
     rec = p.record
     banded = bool(p.band)
-    head = ("metric", "predicted", *(("90% band", "seeds ±") if banded else ()), "measured", "error", "target", "verdict")
+    head = (
+        "metric",
+        "predicted",
+        *(("90% band", "seeds ±") if banded else ()),
+        "measured",
+        "error",
+        "target",
+        "verdict",
+    )
     rows = []
     errs, verdicts, inside = p.errors, p.verdicts, p.in_band
     for key, label, scale, fmt in PREDICT_METRICS:
@@ -297,24 +374,49 @@ def format_prediction(p: Prediction) -> str:
         if inside[key] is not None:
             v += ", in band" if inside[key] else ", outside band"
         spread = p.spread.get(key)
-        rows.append((label, "-" if pv is None else fmt.format(pv * scale),
-                     *((f"{fmt.format(b[0] * scale)}-{fmt.format(b[1] * scale)}" if b else "-",
-                        "-" if spread is None else f"{spread:.1f}%") if banded else ()),
-                     "-" if mv is None else fmt.format(mv * scale), "-" if e is None else f"{e:+.1f}%",
-                     f"{PREDICT_TARGETS[key]:g}%", v))
+        rows.append(
+            (
+                label,
+                "-" if pv is None else fmt.format(pv * scale),
+                *(
+                    (
+                        f"{fmt.format(b[0] * scale)}-{fmt.format(b[1] * scale)}" if b else "-",
+                        "-" if spread is None else f"{spread:.1f}%",
+                    )
+                    if banded
+                    else ()
+                ),
+                "-" if mv is None else fmt.format(mv * scale),
+                "-" if e is None else f"{e:+.1f}%",
+                f"{PREDICT_TARGETS[key]:g}%",
+                v,
+            )
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
 
     def line(cells):
-        return "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     out = [line(head), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
     counts = {v: sum(x == v for x in verdicts.values()) for v in _SHORT}
     out.append("verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     n = len(rec.measured.records)
     aside = sum(rec.left_out.values())
-    out.append(f"requests: {n + rec.never_ran} in the record, {p.compared} counted on both sides"
-               + (f"; {rec.never_ran} never ran (withdrawn or refused before a step), not simulated" if rec.never_ran else "")
-               + (f"; {aside} ran but did not finish ({', '.join(f'{k}: {v}' for k, v in rec.left_out.items())}), "
-                  "simulated for the tokens made and left out of both sides" if aside else ""))
+    out.append(
+        f"requests: {n + rec.never_ran} in the record, {p.compared} counted on both sides"
+        + (
+            f"; {rec.never_ran} never ran (withdrawn or refused before a step), not simulated"
+            if rec.never_ran
+            else ""
+        )
+        + (
+            f"; {aside} ran but did not finish ({', '.join(f'{k}: {v}' for k, v in rec.left_out.items())}), "
+            "simulated for the tokens made and left out of both sides"
+            if aside
+            else ""
+        )
+    )
     return "\n".join(out + p.notes)

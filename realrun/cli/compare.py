@@ -44,8 +44,10 @@ def _check_compare_flags(args) -> None:
             check_int_at_least(name, v, 1)
             check_at_most(name, v, most, "runs")
     if args.seeds is not None and args.seeds > 1 and args.step_noise == "none":
-        raise ConfigError(f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its mean: "
-                          "give one of them")
+        raise ConfigError(
+            f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its mean: "
+            "give one of them"
+        )
     if args.busy is not None:
         check_busy(args.busy)
     budget = getattr(args, "profile_budget", None)
@@ -76,7 +78,14 @@ def compare(args: argparse.Namespace, setup: RunSetup, then: Callable | None = N
             server.close()
 
 
-def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress, then: Callable | None = None) -> int:
+def _compare(
+    args: argparse.Namespace,
+    setup: RunSetup,
+    lm,
+    server,
+    say: Progress,
+    then: Callable | None = None,
+) -> int:
     from ..clock.runner import limits_for
     from ..judge.compare import compare_policies
     from ..timing.drift import load_warning
@@ -84,10 +93,20 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
 
     notes, workload = setup.notes, setup.workload
     if not args.calibration and server is not None:
-        say.line(f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
-                 "on a 2-core laptop)")
+        say.line(
+            f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
+            "on a 2-core laptop)"
+        )
     pairs, ours, step_times, cal_info = _sides(args, setup, lm, server, say)
-    engine = ours if setup.engine == "ours" else (None if setup.engine in ("hf-continuous", "vllm") else make_engine(setup.engine, lm, args, setup.seed))
+    engine = (
+        ours
+        if setup.engine == "ours"
+        else (
+            None
+            if setup.engine in ("hf-continuous", "vllm")
+            else make_engine(setup.engine, lm, args, setup.seed)
+        )
+    )
     warn = load_warning(lm.threads)
     # The replay (decomposition b) re-runs a fresh copy of each policy on the measured step times.
     builders = dict(zip(setup.names, setup.policies))
@@ -95,14 +114,25 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
     limits = limits_for(lm, setup.kv)
     seeds = _seeds(args, step_times, server is not None, notes)
     # --busy is set on the simulated side the prediction uses: vLLM's flavour where vLLM serves.
-    sim_builders = {n: (lambda sim=sim: copy.deepcopy(sim)) for n, sim, _ in pairs} if server is not None else \
-        {n: c.build for n, c in builders.items()}
-    workloads = _busy_workloads(args, workload, sim_builders, step_times, limits, notes) if args.busy is not None else workload
+    sim_builders = (
+        {n: (lambda sim=sim: copy.deepcopy(sim)) for n, sim, _ in pairs}
+        if server is not None
+        else {n: c.build for n, c in builders.items()}
+    )
+    workloads = (
+        _busy_workloads(args, workload, sim_builders, step_times, limits, notes)
+        if args.busy is not None
+        else workload
+    )
     repeats = args.repeats or 1
     if args.busy is not None:  # the span is known only now that --busy has set each policy's rate
         spans = [float(w.arrivals[-1]) if len(w) else 0.0 for w in workloads.values()] * repeats
-        check_real_span(spans, args.no_size_check, cause=f"--busy {args.busy:g} sets the rates so that ",
-                        fix="raise --busy")
+        check_real_span(
+            spans,
+            args.no_size_check,
+            cause=f"--busy {args.busy:g} sets the rates so that ",
+            fix="raise --busy",
+        )
     canary = _canary(ours, step_times, setup, notes, server, lm)
     per_label = workloads if isinstance(workloads, dict) else None
     measure = say.runs(len(pairs) * repeats, measure_fn(setup, engine, lm, args, server, per_label))
@@ -112,18 +142,43 @@ def _compare(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progres
 
         lag = float(cal_info.get("delivery_s") or 0.0)
         adjust = lambda result: delivered(result, lag)  # noqa: E731
-    report = compare_policies(workloads, pairs, measure, step_times, slo=setup.slo,
-                              limits=limits, replay_policy=replay, seeds=seeds, repeats=repeats,
-                              order_seed=setup.seed, canary=canary, noise=args.step_noise or "profiled",
-                              level=not getattr(args, "no_speed_check", False), adjust=adjust,
-                              stored_spread=stored_spread(cal_info))
+    report = compare_policies(
+        workloads,
+        pairs,
+        measure,
+        step_times,
+        slo=setup.slo,
+        limits=limits,
+        replay_policy=replay,
+        seeds=seeds,
+        repeats=repeats,
+        order_seed=setup.seed,
+        canary=canary,
+        noise=args.step_noise or "profiled",
+        level=not getattr(args, "no_speed_check", False),
+        adjust=adjust,
+        stored_spread=stored_spread(cal_info),
+    )
     keep_spread(report, cal_info, fresh=not args.calibration, notes=notes)
     if then is not None:  # before the notes put the engine into each row's label
         once = measure_fn(setup, engine, lm, args, server, per_label)
         then(report, lambda label: once(label, builders[label].build()))
-    _report_notes(report, setup, lm, server, ours, canary, step_times, cal_info, say, warn,
-                  reference=args.calibration == REFERENCE)
-    return report_compare(args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed)
+    _report_notes(
+        report,
+        setup,
+        lm,
+        server,
+        ours,
+        canary,
+        step_times,
+        cal_info,
+        say,
+        warn,
+        reference=args.calibration == REFERENCE,
+    )
+    return report_compare(
+        args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed
+    )
 
 
 def stored_spread(cal_info: dict):
@@ -132,8 +187,16 @@ def stored_spread(cal_info: dict):
 
     got = cal_info.get("run_spread")
     try:
-        return RunSpread(float(got["sd"]), f"stored with the calibration by an earlier compare: {got['source']}",
-                         int(got.get("runs", 0)), int(got.get("df", 0))) if isinstance(got, dict) else None
+        return (
+            RunSpread(
+                float(got["sd"]),
+                f"stored with the calibration by an earlier compare: {got['source']}",
+                int(got.get("runs", 0)),
+                int(got.get("df", 0)),
+            )
+            if isinstance(got, dict)
+            else None
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -153,7 +216,9 @@ def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
         tmp = Path(path).with_suffix(".json.tmp")
         tmp.write_text(dumps(obj))
         tmp.replace(path)
-        notes.append(f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later compares")
+        notes.append(
+            f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later compares"
+        )
     except (OSError, ValueError) as e:
         notes.append(f"note: the run-to-run spread was not stored in {path}: {e}")
 
@@ -164,13 +229,18 @@ def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress)
     if server is not None:
         from ..reference.vllm import commands as vllm_commands
 
-        pairs = [(n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(setup.names, setup.policies)]
-        step_times, cal_info = vllm_commands.calibration(args, server, lm, setup, wants_progress(args))
+        pairs = [
+            (n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(setup.names, setup.policies)
+        ]
+        step_times, cal_info = vllm_commands.calibration(
+            args, server, lm, setup, wants_progress(args)
+        )
         return pairs, None, step_times, cal_info
     pairs = [(n, c.build(), c.build()) for n, c in zip(setup.names, setup.policies)]
     ours = make_engine("ours", lm, args, setup.seed)
-    step_times, cal_info = _calibration(args, lm, ours, setup, pairs, wants_progress(args),
-                                        say=say.line if say.enabled else None)
+    step_times, cal_info = _calibration(
+        args, lm, ours, setup, pairs, wants_progress(args), say=say.line if say.enabled else None
+    )
     return pairs, ours, step_times, cal_info
 
 
@@ -194,13 +264,26 @@ def _canary(ours, step_times, setup: RunSetup, notes: list[str], server=None, lm
 
         canary = Canary(ours, step_times)
     if canary.reference is None:
-        notes.append("note: the calibration kept no canary of its own (an older profile), so the canaries are held "
-                     "up to the profiled price alone; profile again for a level that cancels the canary's own cost")
+        notes.append(
+            "note: the calibration kept no canary of its own (an older profile), so the canaries are held "
+            "up to the profiled price alone; profile again for a level that cancels the canary's own cost"
+        )
     return canary
 
 
-def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times, cal_info: dict, say: Progress,
-                  warn: str | None, reference: bool = False) -> None:
+def _report_notes(
+    report,
+    setup: RunSetup,
+    lm,
+    server,
+    ours,
+    canary,
+    step_times,
+    cal_info: dict,
+    say: Progress,
+    warn: str | None,
+    reference: bool = False,
+) -> None:
     """What the report says beside its table: the canaries, vLLM's delivery and schedule, the drift
     since the profile, the machine's load; and the engine in each row's label when it is not ours."""
     from batchsim.sim.profiled import ProfiledStepTime
@@ -209,13 +292,21 @@ def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times,
 
     for row in report.rows:
         if row.canary:
-            against = "the profile's own canary" if canary.reference is not None else "their profiled price"
-            report.notes.append(f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
-                                + "; ".join(f"{_reading(b)} / {_reading(a)}" for b, a in row.canary))
+            against = (
+                "the profile's own canary"
+                if canary.reference is not None
+                else "their profiled price"
+            )
+            report.notes.append(
+                f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
+                + "; ".join(f"{_reading(b)} / {_reading(a)}" for b, a in row.canary)
+            )
     if server is not None:
         from ..reference.vllm import commands as vllm_commands
 
-        for row in report.rows:  # (each prediction already carries vLLM's delivery lag: compare_policies' adjust)
+        for row in (
+            report.rows
+        ):  # (each prediction already carries vLLM's delivery lag: compare_policies' adjust)
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
         if report.rows and hasattr(step_times, "decode"):
@@ -230,6 +321,7 @@ def _report_notes(report, setup: RunSetup, lm, server, ours, canary, step_times,
     for row in report.rows:
         if setup.engine != "ours":
             row.label = f"{row.label} ({setup.engine})"
+
 
 def _reading(r) -> str:
     return f"{r.prefill:.2f}x {r.decode:.2f}x" if r is not None else "no reading"
@@ -246,10 +338,14 @@ def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
     if any(spread_of(m) is None for m in models):
         what = "vLLM's profile" if vllm else "the calibration"
         if args.step_noise in ("profiled", "passes"):
-            raise ConfigError(f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
-                              "re-profile, or use --step-noise none")
-        notes.append(f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
-                     "no band); profile again for a band")
+            raise ConfigError(
+                f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
+                "re-profile, or use --step-noise none"
+            )
+        notes.append(
+            f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
+            "no band); profile again for a band"
+        )
         return 1
     return args.seeds or 5
 
@@ -259,10 +355,18 @@ def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
     from batchsim.sim.busy import rate_factor_for_busy, scaled
 
     out = {}
-    base = len(workload) / max(float(workload.arrivals[-1] - workload.arrivals[0]), 1e-9) if len(workload) > 1 else 0.0
+    base = (
+        len(workload) / max(float(workload.arrivals[-1] - workload.arrivals[0]), 1e-9)
+        if len(workload) > 1
+        else 0.0
+    )
     for label, build in builders.items():
         st = model[label] if isinstance(model, dict) else model
         f = rate_factor_for_busy(workload, build, st, args.busy, limits)
-        out[label] = scaled(workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})")
-        notes.append(f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)")
+        out[label] = scaled(
+            workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})"
+        )
+        notes.append(
+            f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)"
+        )
     return out

@@ -32,8 +32,17 @@ def _wall_line(seconds: float, bare: bool) -> str:
     return line
 
 
-def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
-                   wall_s: float) -> int:
+def report_compare(
+    args,
+    setup: RunSetup,
+    lm,
+    report: CompareReport,
+    step_times,
+    cal_info: dict,
+    seeds: int,
+    repeats: int,
+    wall_s: float,
+) -> int:
     """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served, else 0."""
     from ..judge.compare import plot_compare
 
@@ -45,11 +54,21 @@ def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times,
         results[f"{r.label} (measured)"] = r.real
         outputs[f"{r.label.split()[0]}-measured-"] = r.real
         outputs[f"{r.label.split()[0]}-predicted-"] = r.sim
-    figure = (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title)) if report.rows else None
+    figure = (
+        (lambda d: plot_compare(report, Path(d) / "predicted_vs_measured.png", title))
+        if report.rows
+        else None
+    )
     if args.json:
         with Staging(setup.out) as staging:
             paths = stage_outputs(staging, outputs, args, figure)
-            print(dumps(_as_json(args, setup, lm, report, step_times, cal_info, seeds, repeats, wall_s, paths)))
+            print(
+                dumps(
+                    _as_json(
+                        args, setup, lm, report, step_times, cal_info, seeds, repeats, wall_s, paths
+                    )
+                )
+            )
             staging.commit()
     else:
         _print_report(args, setup, lm, report, results, title, stopped, wall_s)
@@ -59,40 +78,79 @@ def report_compare(args, setup: RunSetup, lm, report: CompareReport, step_times,
             print("figure: " + ", ".join(str(f) for f in figs))
         if report.rows:
             print(verdict_line(report))
-    return stopped_code(stopped) or all_rejected({k: v for k, v in results.items() if k.endswith("(measured)")})
+    return stopped_code(stopped) or all_rejected(
+        {k: v for k, v in results.items() if k.endswith("(measured)")}
+    )
 
 
-def _as_json(args, setup: RunSetup, lm, report: CompareReport, step_times, cal_info: dict, seeds: int, repeats: int,
-             wall_s: float, paths) -> dict:
+def _as_json(
+    args,
+    setup: RunSetup,
+    lm,
+    report: CompareReport,
+    step_times,
+    cal_info: dict,
+    seeds: int,
+    repeats: int,
+    wall_s: float,
+    paths,
+) -> dict:
     """The report as ``--json`` prints it: the configuration, each policy's row, the figures, the verdict."""
     from batchsim.core import rejections
 
     workload = setup.workload
     return {
         "scenario": setup.name,
-        "config": {"workload": workload.description, "requests": len(workload), "engine": setup.engine,
-                   "kv_budget_tokens": setup.kv, "model": lm.describe(),
-                   "step_time": repr(step_times), "seeds": seeds, "repeats": repeats, "busy": args.busy,
-                   "step_noise": args.step_noise or "profiled",
-                   "level": report.level.as_dict() if report.level is not None else None},
+        "config": {
+            "workload": workload.description,
+            "requests": len(workload),
+            "engine": setup.engine,
+            "kv_budget_tokens": setup.kv,
+            "model": lm.describe(),
+            "step_time": repr(step_times),
+            "seeds": seeds,
+            "repeats": repeats,
+            "busy": args.busy,
+            "step_noise": args.step_noise or "profiled",
+            "level": report.level.as_dict() if report.level is not None else None,
+        },
         "calibration": cal_info,
-        "runs": [{"label": r.label, "policy": r.policy, **r.as_dict(),
-                  "decomposition": r.decomposition.as_dict() if r.decomposition else None,
-                  "meta": printable(r.real.meta),
-                  "rejections": {"predicted": rejections.counts(r.sim.records.rejected),
-                                 "measured": rejections.counts(r.real.records.rejected)}} for r in report.rows],
+        "runs": [
+            {
+                "label": r.label,
+                "policy": r.policy,
+                **r.as_dict(),
+                "decomposition": r.decomposition.as_dict() if r.decomposition else None,
+                "meta": printable(r.real.meta),
+                "rejections": {
+                    "predicted": rejections.counts(r.sim.records.rejected),
+                    "measured": rejections.counts(r.real.records.rejected),
+                },
+            }
+            for r in report.rows
+        ],
         "figures": [str(p) for p in paths if p.suffix == ".png"],
         "verdict": verdict_dict(report) if report.rows else None,
         "run_spread": report.spread.as_dict() if report.spread is not None else None,
-        "metric_spread": {k: (None if v is None else {"sd": round(v[0], 4), "df": v[1]})
-                          for k, v in report.metric_sd.items()},
+        "metric_spread": {
+            k: (None if v is None else {"sd": round(v[0], 4), "df": v[1]})
+            for k, v in report.metric_sd.items()
+        },
         "wall_s": round(wall_s, 1),
         "notes": setup.notes + report.notes,
     }
 
 
-def _print_report(args, setup: RunSetup, lm, report: CompareReport, results: dict, title: str, stopped: list,
-                  wall_s: float) -> None:
+def _print_report(
+    args,
+    setup: RunSetup,
+    lm,
+    report: CompareReport,
+    results: dict,
+    title: str,
+    stopped: list,
+    wall_s: float,
+) -> None:
     """The report as a table and its notes, printed before any file is written."""
     from ..judge.compare import format_compare
 
@@ -117,8 +175,10 @@ def _print_report(args, setup: RunSetup, lm, report: CompareReport, results: dic
         for n in kept:
             print(n)
         if len(notes) > len(kept):
-            print(f"({len(notes) - len(kept)} more notes on the profile, the canaries and the level: --explain shows them "
-                  "with every metric and where each error came from; --json keeps everything)")
+            print(
+                f"({len(notes) - len(kept)} more notes on the profile, the canaries and the level: --explain shows them "
+                "with every metric and where each error came from; --json keeps everything)"
+            )
     print(load_line())
     for s in stopped:
         print(f"note: {s}")

@@ -20,8 +20,18 @@ __all__ = ["BARE_ARGV", "BARE_COMMAND", "workload_text", "time_text", "bare_line
 
 #: What the bare run is: compare, with the reference calibration at its own level (``realrun.reference.course`` says
 #: why), two runs per policy, the CPU, one thread.
-BARE_ARGV = ("compare", "--calibration", "reference", "--no-speed-check", "--repeats", "2", "--device", "cpu",
-             "--threads", "1")
+BARE_ARGV = (
+    "compare",
+    "--calibration",
+    "reference",
+    "--no-speed-check",
+    "--repeats",
+    "2",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+)
 BARE_COMMAND = "python -m realrun " + " ".join(BARE_ARGV)
 
 
@@ -34,8 +44,10 @@ def _range(spec: str) -> str:
 def workload_text() -> str:
     """The default load, as every document states it."""
     d = REALRUN_DEFAULTS
-    return (f"{d['requests']} requests at {d['rate']:g} per second (Poisson), prompts {_range(d['prompt_len'])} tokens, "
-            f"outputs {_range(d['output_len'])}")
+    return (
+        f"{d['requests']} requests at {d['rate']:g} per second (Poisson), prompts {_range(d['prompt_len'])} tokens, "
+        f"outputs {_range(d['output_len'])}"
+    )
 
 
 def _wall(key: str) -> list[float]:
@@ -59,5 +71,7 @@ def time_text(key: str = "wall_s") -> str:
 
 def bare_line() -> str:
     """The progress line the bare run starts with: what it is and how long it takes."""
-    return (f"python -m realrun is: {BARE_COMMAND}; {workload_text()}; each of the four policies measured twice and "
-            f"predicted from the course's reference calibration, the same prediction every run; {time_text()}")
+    return (
+        f"python -m realrun is: {BARE_COMMAND}; {workload_text()}; each of the four policies measured twice and "
+        f"predicted from the course's reference calibration, the same prediction every run; {time_text()}"
+    )

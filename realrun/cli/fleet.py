@@ -27,27 +27,81 @@ def run_fleet(args: argparse.Namespace, setup: RunSetup) -> int:
     policies = [setup.policies[0].build() for _ in range(n)]
     router = make_router(setup.fleet.router, setup.seed)
     span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
-    Progress(progress_lines(args, span)).line(f"measuring {setup.names[0]} on {n} engines taking turns")
-    result = run_real_fleet(setup.workload, policies, engines, router, kv_budget_tokens=setup.kv,
-                            progress=wants_progress(args))
+    Progress(progress_lines(args, span)).line(
+        f"measuring {setup.names[0]} on {n} engines taking turns"
+    )
+    result = run_real_fleet(
+        setup.workload,
+        policies,
+        engines,
+        router,
+        kv_budget_tokens=setup.kv,
+        progress=wants_progress(args),
+    )
     whole, parts = fleet_summaries(result, setup.slo)
     label = f"{setup.names[0]} x{n}"
     notes = [*setup.notes, f"note: {result.meta['taking_turns']}", f"router: {setup.fleet.router}"]
     rows = {f"{label} / server {i}": s for i, s in enumerate(parts)}
     if args.json:
-        print(dumps({"scenario": setup.name,
-                     "config": {"workload": setup.workload.description, "requests": len(setup.workload),
-                                "policy": result.policy, "engine": setup.engine, "replicas": n,
-                                "router": setup.fleet.router, "model": lm.describe()},
-                     "runs": [{"label": label, "policy": result.policy, "summary": whole, "servers": parts}],
-                     "summary": whole, "notes": notes}))
+        print(
+            dumps(
+                {
+                    "scenario": setup.name,
+                    "config": {
+                        "workload": setup.workload.description,
+                        "requests": len(setup.workload),
+                        "policy": result.policy,
+                        "engine": setup.engine,
+                        "replicas": n,
+                        "router": setup.fleet.router,
+                        "model": lm.describe(),
+                    },
+                    "runs": [
+                        {
+                            "label": label,
+                            "policy": result.policy,
+                            "summary": whole,
+                            "servers": parts,
+                        }
+                    ],
+                    "summary": whole,
+                    "notes": notes,
+                }
+            )
+        )
     else:
         print(f"realrun run: {label} measured on {lm.describe()}\n")
-        print(format_table({label: whole}, ["replicas", "completed", "rejected", "request_throughput", "mean_ttft",
-                                            "p99_ttft", "mean_tpot", "p99_e2e", "busy_fraction", "mean_batch_size"]))
+        print(
+            format_table(
+                {label: whole},
+                [
+                    "replicas",
+                    "completed",
+                    "rejected",
+                    "request_throughput",
+                    "mean_ttft",
+                    "p99_ttft",
+                    "mean_tpot",
+                    "p99_e2e",
+                    "busy_fraction",
+                    "mean_batch_size",
+                ],
+            )
+        )
         print("\neach server:")
-        print(format_table(rows, ["completed", "request_throughput", "mean_ttft", "p99_e2e", "busy_fraction",
-                                  "mean_batch_size"]))
+        print(
+            format_table(
+                rows,
+                [
+                    "completed",
+                    "request_throughput",
+                    "mean_ttft",
+                    "p99_e2e",
+                    "busy_fraction",
+                    "mean_batch_size",
+                ],
+            )
+        )
         print()
         print("\n".join(notes))
         print(memory_line(result.meta))

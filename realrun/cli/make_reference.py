@@ -50,20 +50,35 @@ def _profile(path: Path) -> None:
     setup = RunSetup(args)
     policies = [c.build() for c in setup.policies]
     lm = load_model(args.model, device="cpu", threads=1)
-    prof = profile(Engine(lm), grid_for_policies(setup.workload, policies), policies={p.name: p for p in policies})
+    prof = profile(
+        Engine(lm),
+        grid_for_policies(setup.workload, policies),
+        policies={p.name: p for p in policies},
+    )
     prof.write(path)
     print(prof.text(), flush=True)
 
 
 def _timed(argv: list[str], cwd: Path) -> tuple[float, dict]:
     """Wall seconds and the JSON of ``python -m realrun ARGV --json``, in a fresh process."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "realrun", *argv, "--json", "--no-progress"], cwd=cwd, env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "realrun", *argv, "--json", "--no-progress"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if p.returncode != 0:
-        raise ConfigError(f"python -m realrun {' '.join(argv)} exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        raise ConfigError(
+            f"python -m realrun {' '.join(argv)} exited {p.returncode}: {p.stderr.strip()[-300:]}"
+        )
     return wall, json.loads(p.stdout)
 
 
@@ -73,10 +88,18 @@ def _runs(objs: list[dict]) -> list[dict]:
 
     out = []
     for i, first in enumerate(objs[0]["runs"]):
-        repeats = [{k: r[k] for k in _KEPT if k in r} for o in objs for r in o["runs"][i]["repeats"]]
-        out.append({"label": first["label"], "predicted": {k: first["predicted"].get(k) for k in _KEPT},
-                    "predicted_band": first["predicted_band"],
-                    "measured": median_summary(repeats), "repeats": repeats})
+        repeats = [
+            {k: r[k] for k in _KEPT if k in r} for o in objs for r in o["runs"][i]["repeats"]
+        ]
+        out.append(
+            {
+                "label": first["label"],
+                "predicted": {k: first["predicted"].get(k) for k in _KEPT},
+                "predicted_band": first["predicted_band"],
+                "measured": median_summary(repeats),
+                "repeats": repeats,
+            }
+        )
     return out
 
 
@@ -94,24 +117,45 @@ def _noisy(objs: list[dict]) -> str:
     import numpy as np
 
     for k, o in enumerate(objs, 1):
-        errs = [((r.get("decomposition") or {}).get("passes") or {}).get("decode", {}).get("total_error_pct")
-                for r in o["runs"]]
+        errs = [
+            ((r.get("decomposition") or {}).get("passes") or {})
+            .get("decode", {})
+            .get("total_error_pct")
+            for r in o["runs"]
+        ]
         if any(e is None for e in errs):
             return f"run {k}: a policy's run was not decomposed"
         med = float(np.median(errs))
         if abs(med) > QUIET_PCT:
-            return (f"run {k}: the profile priced the decode passes that ran {med:+.0f} % off their measured time, "
-                    f"in the median over the policies (at most {QUIET_PCT:g} %)")
+            return (
+                f"run {k}: the profile priced the decode passes that ran {med:+.0f} % off their measured time, "
+                f"in the median over the policies (at most {QUIET_PCT:g} %)"
+            )
     return ""
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m realrun.cli.make_reference", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(DATA), help="folder for the two files (default: realrun/reference/data)")
+    p = argparse.ArgumentParser(
+        prog="python -m realrun.cli.make_reference", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "--out",
+        default=str(DATA),
+        help="folder for the two files (default: realrun/reference/data)",
+    )
     p.add_argument("--runs", type=int, default=2, help="bare runs to time (default 2)")
-    p.add_argument("--compare-runs", type=int, default=1, help="runs of `compare` with no flags to time (default 1)")
-    p.add_argument("--calibration", default=None, help="a profile of the default compare made here before (a quiet "
-                   "moment's): time the runs against it instead of profiling again")
+    p.add_argument(
+        "--compare-runs",
+        type=int,
+        default=1,
+        help="runs of `compare` with no flags to time (default 1)",
+    )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        help="a profile of the default compare made here before (a quiet "
+        "moment's): time the runs against it instead of profiling again",
+    )
     args = p.parse_args(argv)
     try:
         check_int_at_least("runs", args.runs, 1)
@@ -136,29 +180,49 @@ def main(argv: list[str] | None = None) -> int:
         timed = [_timed(bare, Path(tmp)) for _ in range(args.runs)]
         noisy = _noisy([o for _, o in timed])
         if noisy:
-            print(f"make_reference: the machine was not quiet ({noisy}): nothing written; run it again when nothing "
-                  "else runs on this core", file=sys.stderr)
+            print(
+                f"make_reference: the machine was not quiet ({noisy}): nothing written; run it again when nothing "
+                "else runs on this core",
+                file=sys.stderr,
+            )
             return 1
         compare = [_timed(["compare"], Path(tmp))[0] for _ in range(args.compare_runs)]
         obj = {
             "what": "the bare `python -m realrun` on the course machine, predicting from the calibration beside this file",
-            "command": BARE_COMMAND, "workload": workload_text(), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "machine": {"cores": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
-                        "load_average_after": [round(x, 2) for x in os.getloadavg()], "model": timed[0][1]["config"]["model"]},
+            "command": BARE_COMMAND,
+            "workload": workload_text(),
+            "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "machine": {
+                "cores": os.cpu_count(),
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                "model": timed[0][1]["config"]["model"],
+            },
             "context": json.loads(cal.read_text()).get("n_positions"),
-            "wall_s": [round(w, 1) for w, _ in timed], "compare_wall_s": [round(w, 1) for w in compare],
+            "wall_s": [round(w, 1) for w, _ in timed],
+            "compare_wall_s": [round(w, 1) for w in compare],
             "verdict_lines": [o["verdict"]["line"] for _, o in timed],
-            "decode_pass_error_pct": [{r["label"]: r["decomposition"]["passes"]["decode"]["total_error_pct"]
-                                       for r in o["runs"]} for _, o in timed],
+            "decode_pass_error_pct": [
+                {
+                    r["label"]: r["decomposition"]["passes"]["decode"]["total_error_pct"]
+                    for r in o["runs"]
+                }
+                for _, o in timed
+            ],
             "runs": _runs([o for _, o in timed]),
         }
         out.mkdir(parents=True, exist_ok=True)
         for line in obj["verdict_lines"]:
             print(line)
         print(f"bare run: {obj['wall_s']} s; compare: {obj['compare_wall_s']} s")
-        for path, text in ((out / CALIBRATION.name, cal.read_text()), (out / MEASURED.name, dumps(obj) + "\n")):
+        for path, text in (
+            (out / CALIBRATION.name, cal.read_text()),
+            (out / MEASURED.name, dumps(obj) + "\n"),
+        ):
             write_atomic(path, text)
-            path.chmod(0o644)  # package data, read by everyone (the temporary file it was made from was private)
+            path.chmod(
+                0o644
+            )  # package data, read by everyone (the temporary file it was made from was private)
     print(f"written: {out / CALIBRATION.name}, {out / MEASURED.name}")
     return 0
 

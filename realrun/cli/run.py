@@ -34,6 +34,7 @@ __all__ = ["run", "compare", "profile", "load"]
 
 # -- run ------------------------------------------------------------------------------------------
 
+
 def run(args: argparse.Namespace, setup: RunSetup) -> int:
     if setup.fleet.replicas > 1:
         from .fleet import run_fleet
@@ -41,13 +42,19 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
         return run_fleet(args, setup)
     notes = setup.notes
     lm = load(args, notes)
-    engine = None if setup.engine in ("hf-continuous", "vllm") else make_engine(setup.engine, lm, args, setup.seed)
+    engine = (
+        None
+        if setup.engine in ("hf-continuous", "vllm")
+        else make_engine(setup.engine, lm, args, setup.seed)
+    )
     server = vllm_server(args, setup, lm)
     measure = measure_fn(setup, engine, lm, args, server)
     name = setup.names[0]
     label = name if setup.engine == "ours" else f"{name} ({setup.engine})"
     if setup.engine == "hf-continuous":
-        notes.append("hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0")
+        notes.append(
+            "hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0"
+        )
     span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
     measure = Progress(progress_lines(args, span)).runs(1, measure)
     try:
@@ -61,15 +68,32 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
     from batchsim.core import rejections
 
     if args.json:
-        print(dumps({
-            "scenario": setup.name,
-            "config": {"workload": workload.description, "requests": len(workload), "policy": result.policy,
-                       "engine": setup.engine, "kv_budget_tokens": setup.kv, "model": lm.describe()},
-            "runs": [{"label": label, "policy": result.policy, "summary": summary, "meta": printable(meta),
-                      "rejections": rejections.counts(result.records.rejected)}],
-            "summary": summary,
-            "notes": notes,
-        }))
+        print(
+            dumps(
+                {
+                    "scenario": setup.name,
+                    "config": {
+                        "workload": workload.description,
+                        "requests": len(workload),
+                        "policy": result.policy,
+                        "engine": setup.engine,
+                        "kv_budget_tokens": setup.kv,
+                        "model": lm.describe(),
+                    },
+                    "runs": [
+                        {
+                            "label": label,
+                            "policy": result.policy,
+                            "summary": summary,
+                            "meta": printable(meta),
+                            "rejections": rejections.counts(result.records.rejected),
+                        }
+                    ],
+                    "summary": summary,
+                    "notes": notes,
+                }
+            )
+        )
     else:
         print(f"realrun run: {label} measured on {lm.describe()}")
         print()
@@ -95,6 +119,7 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
 
 # -- compare ----------------------------------------------------------------------------------------
 
+
 def compare(args: argparse.Namespace, setup: RunSetup) -> int:
     """``python -m realrun compare`` (and the bare ``python -m realrun``): see ``realrun.cli.compare``."""
     from .compare import compare as run_compare
@@ -103,6 +128,7 @@ def compare(args: argparse.Namespace, setup: RunSetup) -> int:
 
 
 # -- profile ----------------------------------------------------------------------------------------
+
 
 def _profile_path(args, lm_name: str | None = None, device: str | None = None) -> Path:
     """--out is a folder, as everywhere; a path ending in .json (the older form) names the file."""
@@ -134,25 +160,45 @@ def profile(args: argparse.Namespace) -> int:
     check_out_dir(target.parent, "out")
     lm = load(args)
     # A profile always takes longer than a few seconds (the quick grid: about 10 on a laptop).
-    Progress(progress_lines(args, float("inf"))).line(f"profiling {lm.name} on {lm.device} over the {args.grid} grid")
+    Progress(progress_lines(args, float("inf"))).line(
+        f"profiling {lm.name} on {lm.device} over the {args.grid} grid"
+    )
     prof = run_profile(Engine(lm), grid, progress=wants_progress(args))
     path = _profile_path(args, lm.name, lm.device)
     if args.json:
         obj = {k: v for k, v in prof.as_dict().items() if k != "points"}
-        print(dumps({"config": {"model": lm.describe(), "grid": args.grid, **prof.info}, "calibration": str(path),
-                     "runs": [{"label": "profile", "shapes": len(prof.points), "heldout": prof.heldout,
-                               "seconds": prof.seconds}],
-                     "notes": [prof.text()], "model": obj}))
+        print(
+            dumps(
+                {
+                    "config": {"model": lm.describe(), "grid": args.grid, **prof.info},
+                    "calibration": str(path),
+                    "runs": [
+                        {
+                            "label": "profile",
+                            "shapes": len(prof.points),
+                            "heldout": prof.heldout,
+                            "seconds": prof.seconds,
+                        }
+                    ],
+                    "notes": [prof.text()],
+                    "model": obj,
+                }
+            )
+        )
     else:
         from ..timing.profile import point_pass
 
         print(f"realrun profile: {lm.describe()}")
         print()
-        print(f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} {'model ms':>9s} {'error':>7s} {'spread':>7s}")
+        print(
+            f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} {'model ms':>9s} {'error':>7s} {'spread':>7s}"
+        )
         for q in prof.points:
             t = prof.model.pass_time(point_pass(q))
-            print(f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} {t * 1e3:9.3f} "
-                  f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%")
+            print(
+                f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} {t * 1e3:9.3f} "
+                f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%"
+            )
         print()
         print(prof.text())
     with Staging(path.parent) as staging:
@@ -160,5 +206,7 @@ def profile(args: argparse.Namespace) -> int:
         staging.commit()
     if not args.json:
         print(f"calibration written: {path}")
-        print(f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})")
+        print(
+            f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})"
+        )
     return 0

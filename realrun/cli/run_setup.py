@@ -34,20 +34,49 @@ from batchsim.teach.scenarios import get_scenario
 
 from ..clock.real_span import LONG_REAL_RUN_S, MAX_REAL_RUN_S, check_real_span
 
-__all__ = ["RunSetup", "REALRUN_DEFAULTS", "LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_model_flags", "check_threads",
-           "check_real_span",
-           "check_fleet_count", "write_outputs", "stage_outputs", "rejection_lines", "nothing_served"]
+__all__ = [
+    "RunSetup",
+    "REALRUN_DEFAULTS",
+    "LONG_REAL_RUN_S",
+    "MAX_REAL_RUN_S",
+    "check_model_flags",
+    "check_threads",
+    "check_real_span",
+    "check_fleet_count",
+    "write_outputs",
+    "stage_outputs",
+    "rejection_lines",
+    "nothing_served",
+]
 
 #: A load a 2-core laptop serves in seconds per policy, and busy enough that predicted against measured
 #: means something: the taxi is busy 73 % of the time predicted, 80 % measured, in the shipped reference
 #: (realrun/reference/data, tiny-gpt2 on one CPU thread); the batching policies 29-69 %.
 REALRUN_DEFAULTS = {
-    "rate": 4.0, "requests": 32, "prompt_len": "uniform:16,128", "output_len": "uniform:16,96",
-    "max_batch": 8, "max_wait": 0.1, "max_seqs": 32, "max_batched_tokens": 1024,
+    "rate": 4.0,
+    "requests": 32,
+    "prompt_len": "uniform:16,128",
+    "output_len": "uniform:16,96",
+    "max_batch": 8,
+    "max_wait": 0.1,
+    "max_seqs": 32,
+    "max_batched_tokens": 1024,
 }
 # Scenario defaults that describe batchsim's simulated GPU server: the real server replaces them.
-_SIM_SERVER_KEYS = {"gpu", "model", "dtype", "gpu_price", "mem_util", "compute_eff", "memory_eff", "overhead",
-                    "catalog", "step_time_model", "kv_budget_bytes", "table_keys"}
+_SIM_SERVER_KEYS = {
+    "gpu",
+    "model",
+    "dtype",
+    "gpu_price",
+    "mem_util",
+    "compute_eff",
+    "memory_eff",
+    "overhead",
+    "catalog",
+    "step_time_model",
+    "kv_budget_bytes",
+    "table_keys",
+}
 _PADDED = ("taxi", "static", "dynamic")
 
 
@@ -61,10 +90,14 @@ def _overrides(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     if args.requests is None and args.duration is None:
         d.pop("duration", None)
         d["requests"] = REALRUN_DEFAULTS["requests"]
-        notes.append(f"scenario {sc.name}: its workload shape and policies, at {d['requests']} requests "
-                     "(its own size is for the simulator; --requests or --duration to change)")
+        notes.append(
+            f"scenario {sc.name}: its workload shape and policies, at {d['requests']} requests "
+            "(its own size is for the simulator; --requests or --duration to change)"
+        )
     if sc.runner is not None:
-        notes.append(f"scenario {sc.name} has its own runner in batchsim; here only its defaults are used")
+        notes.append(
+            f"scenario {sc.name} has its own runner in batchsim; here only its defaults are used"
+        )
     return sc.name, {**REALRUN_DEFAULTS, **d}, notes
 
 
@@ -81,11 +114,15 @@ def check_threads(threads: int | None) -> None:
     check_int_at_least("threads", threads, 1)
     cores = machine_cores()
     if threads > cores:
-        raise ConfigError(f"threads must be between 1 and {cores} (this machine's cores), got {show(threads)}")
+        raise ConfigError(
+            f"threads must be between 1 and {cores} (this machine's cores), got {show(threads)}"
+        )
 
 
 def check_model_flags(args: argparse.Namespace) -> None:
-    check_threads(args.threads)  # device and dtype are checked by load_model, before it loads anything
+    check_threads(
+        args.threads
+    )  # device and dtype are checked by load_model, before it loads anything
     check_model_path(getattr(args, "model", None))
 
 
@@ -107,10 +144,17 @@ class RunSetup:
         check_conflicts(flags)
         self.name, d, self.notes = _overrides(args)
         if args.command == "run" and args.policy is None:
-            d["policy"] = "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
+            d["policy"] = (
+                "continuous" if "policy" not in d or "," in str(d["policy"]) else d["policy"]
+            )
         self.engine = _engine_name(args)
-        self.names = _usable_policies(self.engine, policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)), self.notes,
-                                      args.command, "policy" in flags)
+        self.names = _usable_policies(
+            self.engine,
+            policy_names(resolve("policy", flags, d, POLICY_DEFAULTS)),
+            self.notes,
+            args.command,
+            "policy" in flags,
+        )
         # The fleet and the model folder are checked before vLLM is looked for: each is the user's
         # to fix whether or not vLLM is installed, and neither needs it to be judged.
         self.fleet = _fleet(flags, d, self.engine)
@@ -129,7 +173,9 @@ class RunSetup:
         self.slo = slo_config(flags, d)
         self.seed = int(resolve("seed", flags, d) or 0)
         self.out = Path(args.out or "out") / self.name
-        self.writes = bool(args.out) or args.command == "compare"  # run draws no figure; compare keeps its calibration
+        self.writes = (
+            bool(args.out) or args.command == "compare"
+        )  # run draws no figure; compare keeps its calibration
         if self.writes:
             check_out_dir(self.out, "out")
         if args.command == "compare" and getattr(args, "calibration", None):
@@ -146,7 +192,11 @@ class RunSetup:
     def _check_time(self, args: argparse.Namespace) -> None:
         """A real run takes at least as long as its arrivals span: say so when that is long."""
         if not args.no_size_check:
-            sizing.check(sizing.estimate(len(self.workload), float(self.workload.output_tokens.mean()), len(self.names)))
+            sizing.check(
+                sizing.estimate(
+                    len(self.workload), float(self.workload.output_tokens.mean()), len(self.names)
+                )
+            )
         if getattr(args, "busy", None) is not None:
             return  # --busy sets the rate from the step times: compare checks the span once it has set it
         span = float(self.workload.arrivals[-1]) if len(self.workload) else 0.0
@@ -159,12 +209,16 @@ def _fleet(flags: dict, d: dict, engine: str):
 
     fleet = FleetConfig.from_flags(flags, d)
     if fleet.replicas > 1 and engine == "hf-continuous":
-        raise ConfigError(f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs transformers' "
-                          "own scheduler thread, which does not take turns with another engine")
+        raise ConfigError(
+            f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs transformers' "
+            "own scheduler thread, which does not take turns with another engine"
+        )
     if fleet.replicas > 1 and engine == "vllm":
-        raise ConfigError(f"replicas {fleet.replicas} needs engine ours or hf-generate: engine vllm is one vLLM server "
-                          "with its own scheduler, which does not take turns with another engine (batchsim run "
-                          f"--replicas {fleet.replicas} simulates a fleet)")
+        raise ConfigError(
+            f"replicas {fleet.replicas} needs engine ours or hf-generate: engine vllm is one vLLM server "
+            "with its own scheduler, which does not take turns with another engine (batchsim run "
+            f"--replicas {fleet.replicas} simulates a fleet)"
+        )
     return fleet
 
 
@@ -172,17 +226,21 @@ def check_fleet_count(replicas: int, requests: int) -> None:
     """Each engine of a real fleet holds its own copy of the packed weights: one that can never be given a
     request is memory spent for nothing (4,096 engines of tiny-gpt2 fill 200 GB before the first step)."""
     if replicas > requests:
-        raise ConfigError(f"replicas {replicas} is more engines than the run's {requests} requests: "
-                          f"{replicas - requests} would never serve one, and each holds a copy of the model; "
-                          f"lower --replicas to at most {requests}")
+        raise ConfigError(
+            f"replicas {replicas} is more engines than the run's {requests} requests: "
+            f"{replicas - requests} would never serve one, and each holds a copy of the model; "
+            f"lower --replicas to at most {requests}"
+        )
 
 
 def _check_hf_block_size(block_size: int) -> None:
     from ..reference.baselines import HF_MIN_BLOCK
 
     if block_size < HF_MIN_BLOCK:
-        raise ConfigError(f"block-size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' "
-                          f"smallest page), got {show(block_size)}")
+        raise ConfigError(
+            f"block-size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' "
+            f"smallest page), got {show(block_size)}"
+        )
 
 
 def _check_vllm_model(name: str) -> None:
@@ -212,35 +270,50 @@ def _engine_name(args) -> str:
     if name != "ours" and kv != "auto":
         # Only our engine reads --kv: another holds its KV its own way, and a flag it ignores would
         # label the run with a layout it never had.
-        raise ConfigError(f"--kv {kv} chooses how engine ours holds its KV cache; engine {name} keeps its own: "
-                          "drop --kv, or pass --engine ours")
+        raise ConfigError(
+            f"--kv {kv} chooses how engine ours holds its KV cache; engine {name} keeps its own: "
+            "drop --kv, or pass --engine ours"
+        )
     return name
 
 
-def _usable_policies(engine_name: str, names: list[str], notes: list[str], command: str,
-                     policy_given: bool = True) -> list[str]:
+def _usable_policies(
+    engine_name: str, names: list[str], notes: list[str], command: str, policy_given: bool = True
+) -> list[str]:
     if command == "run" and len(names) != 1:
-        raise ConfigError(f"run measures one policy; use compare for several, got {','.join(names)}")
+        raise ConfigError(
+            f"run measures one policy; use compare for several, got {','.join(names)}"
+        )
     if engine_name == "hf-generate":
         kept = [n for n in names if n in _PADDED]
         if not kept:
-            raise ConfigError("engine hf-generate runs padded batches only: policy must be taxi, static or dynamic")
+            raise ConfigError(
+                "engine hf-generate runs padded batches only: policy must be taxi, static or dynamic"
+            )
         if len(kept) < len(names):
             notes.append("engine hf-generate runs padded batches only: continuous is left out")
         return kept
     if engine_name == "vllm":
         others = [n for n in names if n != "continuous"]
         if others and policy_given:
-            raise ConfigError(f"engine vllm is vLLM's own scheduler (continuous batching): policy must be continuous, "
-                              f"got {','.join(names)}")
+            raise ConfigError(
+                f"engine vllm is vLLM's own scheduler (continuous batching): policy must be continuous, "
+                f"got {','.join(names)}"
+            )
         if others:
-            notes.append("engine vllm schedules by itself (vLLM V1, continuous batching): only policy continuous is run")
+            notes.append(
+                "engine vllm schedules by itself (vLLM V1, continuous batching): only policy continuous is run"
+            )
         return ["continuous"]
     if engine_name == "hf-continuous":
         if "continuous" not in names:
-            raise ConfigError("engine hf-continuous is continuous batching: policy must include continuous")
+            raise ConfigError(
+                "engine hf-continuous is continuous batching: policy must include continuous"
+            )
         if len(names) > 1:
-            notes.append("engine hf-continuous schedules by itself: only the continuous policy's limits are passed on")
+            notes.append(
+                "engine hf-continuous schedules by itself: only the continuous policy's limits are passed on"
+            )
         return ["continuous"]
     return names
 
@@ -253,12 +326,16 @@ def _vllm_defaults(args, flags: dict, d: dict, notes: list[str]) -> dict:
     require_vllm()
     on_cpu = not str(args.device).startswith("cuda")
     if on_cpu and "block_size" not in flags:
-        notes.append(f"engine vllm on the CPU: block size {CPU_BLOCK_MULTIPLE} (its kernels take multiples of "
-                     f"{CPU_BLOCK_MULTIPLE}), on both the measured and the simulated side")
+        notes.append(
+            f"engine vllm on the CPU: block size {CPU_BLOCK_MULTIPLE} (its kernels take multiples of "
+            f"{CPU_BLOCK_MULTIPLE}), on both the measured and the simulated side"
+        )
         return {**d, "block_size": CPU_BLOCK_MULTIPLE}
     if on_cpu and int(flags["block_size"]) % CPU_BLOCK_MULTIPLE:
-        raise ConfigError(f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for engine vllm on the CPU (its "
-                          f"attention kernels), got {show(flags['block_size'])}")
+        raise ConfigError(
+            f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for engine vllm on the CPU (its "
+            f"attention kernels), got {show(flags['block_size'])}"
+        )
     return d
 
 

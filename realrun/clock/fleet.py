@@ -31,9 +31,11 @@ __all__ = ["run_real_fleet", "check_fleet_memory", "TAKING_TURNS", "ENGINE_BYTES
 #: buffers (measured: 50 MB an engine of tiny-gpt2, whose weights are 14 MB; 2-core VM, 2026).
 ENGINE_BYTES_PER_WEIGHT_BYTE = 4.0
 
-TAKING_TURNS = ("{n} engines in one process take turns on one {device}: each step waits for the others', so "
-                "latencies here are those of one device shared, not of {n} GPUs (batchsim run --replicas {n} "
-                "simulates those); the routing and each server's records are real")
+TAKING_TURNS = (
+    "{n} engines in one process take turns on one {device}: each step waits for the others', so "
+    "latencies here are those of one device shared, not of {n} GPUs (batchsim run --replicas {n} "
+    "simulates those); the routing and each server's records are real"
+)
 
 
 def check_fleet_memory(lm, replicas: int, memory: float | None = None) -> None:
@@ -46,10 +48,12 @@ def check_fleet_memory(lm, replicas: int, memory: float | None = None) -> None:
     each = ENGINE_BYTES_PER_WEIGHT_BYTE * weights
     if memory is not None and replicas * each > 0.8 * memory:
         most = max(1, int(0.8 * memory // each))
-        raise ConfigError(f"replicas {replicas}: {replicas:,} engines of {lm.name} need about "
-                          f"{replicas * each / 1e9:,.1f} GB (each keeps its own packed copy of the weights, about "
-                          f"{each / 1e6:,.0f} MB), more than this machine's {memory / 1e9:,.0f} GB; lower --replicas "
-                          f"(at most {most} here), or pass {OVERRIDE_FLAG}")
+        raise ConfigError(
+            f"replicas {replicas}: {replicas:,} engines of {lm.name} need about "
+            f"{replicas * each / 1e9:,.1f} GB (each keeps its own packed copy of the weights, about "
+            f"{each / 1e6:,.0f} MB), more than this machine's {memory / 1e9:,.0f} GB; lower --replicas "
+            f"(at most {most} here), or pass {OVERRIDE_FLAG}"
+        )
 
 
 def run_real_fleet(
@@ -72,15 +76,36 @@ def run_real_fleet(
         e.start(workload)
     reset_memory_stats(lm)
     t0 = clock()
-    executors = [WallExecutor(e, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom, t0=t0)
-                 for e in engines]
-    run = drive(workload, list(policies), executors, limits, progress=progress, desc="measuring", router=router,
-                recorder=Recorder(workload, replicas=n))
+    executors = [
+        WallExecutor(e, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom, t0=t0)
+        for e in engines
+    ]
+    run = drive(
+        workload,
+        list(policies),
+        executors,
+        limits,
+        progress=progress,
+        desc="measuring",
+        router=router,
+        recorder=Recorder(workload, replicas=n),
+    )
     result = result_of(
-        run, list(policies), f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), "
-        f"{n} engines {engines[0].name} taking turns", limits, workload,
-        meta={"engine": engines[0].name, "model": lm.name, "device": lm.device, "dtype": lm.dtype, "threads": lm.threads,
-              "taking_turns": TAKING_TURNS.format(n=n, device=lm.device), **memory_stats(lm)},
+        run,
+        list(policies),
+        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), "
+        f"{n} engines {engines[0].name} taking turns",
+        limits,
+        workload,
+        meta={
+            "engine": engines[0].name,
+            "model": lm.name,
+            "device": lm.device,
+            "dtype": lm.dtype,
+            "threads": lm.threads,
+            "taking_turns": TAKING_TURNS.format(n=n, device=lm.device),
+            **memory_stats(lm),
+        },
         router=router,
     )
     for e in engines:

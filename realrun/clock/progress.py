@@ -35,7 +35,12 @@ class Progress:
     """``Progress(True).line("measuring taxi")`` prints ``realrun: [   3 s] measuring taxi`` on stderr;
     ``Progress(False)`` prints nothing. The time is the wall time since it was made."""
 
-    def __init__(self, enabled: bool, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.enabled = bool(enabled)
         self.stream = stream
         self.clock = clock
@@ -47,7 +52,11 @@ class Progress:
 
     def line(self, text: str) -> None:
         if self.enabled:
-            print(f"realrun: [{self.elapsed:4.0f} s] {text}", file=self.stream or sys.stderr, flush=True)
+            print(
+                f"realrun: [{self.elapsed:4.0f} s] {text}",
+                file=self.stream or sys.stderr,
+                flush=True,
+            )
 
     def runs(self, total: int, measure):
         """``measure(label, policy)`` wrapped so that each call first says which run of ``total`` it is

@@ -21,18 +21,25 @@ LONG_REAL_RUN_S = 60.0
 MAX_REAL_RUN_S = 86_400.0
 
 
-def check_real_span(spans: list[float], allowed: bool, cause: str = "", fix: str = "raise --rate") -> None:
+def check_real_span(
+    spans: list[float], allowed: bool, cause: str = "", fix: str = "raise --rate"
+) -> None:
     """Refuse a real run whose arrivals span more than a day in all (``spans``: each measured run's), unless
     ``allowed`` (--no-size-check); say how long one over a minute will take. ``cause`` says which flag set
     the rate where that was not --rate (compare's --busy sets it only once the step times are known)."""
     total, runs = sum(spans), len(spans)
     span = max(spans, default=0.0)
     if total > MAX_REAL_RUN_S and not allowed:
-        raise ConfigError(f"{cause}the arrivals span up to {_hours(span)} per run ({runs} to measure): more than a "
-                          f"day of real time; {fix}, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}")
+        raise ConfigError(
+            f"{cause}the arrivals span up to {_hours(span)} per run ({runs} to measure): more than a "
+            f"day of real time; {fix}, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}"
+        )
     if total > LONG_REAL_RUN_S:
-        print(f"realrun: note: this will take at least {_hours(total)}: the arrivals span up to {_hours(span)} per "
-              f"run ({runs} to measure); Ctrl-C stops it and keeps what was measured", file=sys.stderr)
+        print(
+            f"realrun: note: this will take at least {_hours(total)}: the arrivals span up to {_hours(span)} per "
+            f"run ({runs} to measure); Ctrl-C stops it and keeps what was measured",
+            file=sys.stderr,
+        )
 
 
 def _hours(s: float) -> str:

@@ -34,7 +34,14 @@ from batchsim.core.workload import Workload
 
 from .memory import memory_stats, reset_memory_stats
 
-__all__ = ["run_real", "limits_for", "context_reason", "cut_at_eos", "explain_oom", "oom_error_types"]
+__all__ = [
+    "run_real",
+    "limits_for",
+    "context_reason",
+    "cut_at_eos",
+    "explain_oom",
+    "oom_error_types",
+]
 
 
 def limits_for(lm, kv_budget_tokens: int | None = None) -> ServerLimits:
@@ -53,7 +60,14 @@ def oom_error_types() -> tuple[type, ...]:
     """The out-of-memory errors this torch build raises (CPU and CUDA), to catch as one."""
     import torch
 
-    types = [t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t]
+    types = [
+        t
+        for t in (
+            getattr(torch, "OutOfMemoryError", None),
+            getattr(torch.cuda, "OutOfMemoryError", None),
+        )
+        if t
+    ]
     return tuple(types)
 
 
@@ -63,22 +77,36 @@ def explain_oom(error: BaseException, step: Step) -> str:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return (f"stopped: CUDA out of memory in a step of {step.batch_size} rows and "
-            f"{step.prefill_tokens} prompt tokens ({str(error).splitlines()[0][:120]}); "
-            "lower --kv-budget-tokens, --max-seqs or --max-batch")
+    return (
+        f"stopped: CUDA out of memory in a step of {step.batch_size} rows and "
+        f"{step.prefill_tokens} prompt tokens ({str(error).splitlines()[0][:120]}); "
+        "lower --kv-budget-tokens, --max-seqs or --max-batch"
+    )
 
 
 def _check_run_args(workload, policy, engine) -> None:
     """``run_real``'s three positional arguments, named as ``simulate``'s are (``batchsim.sim.arguments``)."""
     if not isinstance(workload, Workload):
-        raise ConfigError(f"workload must be a Workload (make_workload(...) or trace_workload(...)), "
-                          f"got {show(workload)}")
+        raise ConfigError(
+            f"workload must be a Workload (make_workload(...) or trace_workload(...)), "
+            f"got {show(workload)}"
+        )
     if not isinstance(policy, Policy):
-        hint = f"make_policy({policy!r})" if isinstance(policy, str) and policy in POLICY_NAMES else "make_policy(...)"
+        hint = (
+            f"make_policy({policy!r})"
+            if isinstance(policy, str) and policy in POLICY_NAMES
+            else "make_policy(...)"
+        )
         raise ConfigError(f"policy must be a Policy ({hint}), got {show(policy)}")
-    if isinstance(engine, (str, bytes, int, float)) or not hasattr(engine, "lm") or not hasattr(engine, "start"):
-        raise ConfigError(f"engine must be an engine (realrun.engine.engine.Engine(load_model('tiny-gpt2'))), "
-                          f"got {show(engine)}")
+    if (
+        isinstance(engine, (str, bytes, int, float))
+        or not hasattr(engine, "lm")
+        or not hasattr(engine, "start")
+    ):
+        raise ConfigError(
+            f"engine must be an engine (realrun.engine.engine.Engine(load_model('tiny-gpt2'))), "
+            f"got {show(engine)}"
+        )
 
 
 def run_real(
@@ -100,15 +128,24 @@ def run_real(
     engine.start(workload)
     if hasattr(engine, "preallocate"):
         # The engine's KV blocks are the policy's: the same block size, and no more than its budget.
-        engine.preallocate(policy.max_rows, block_size=getattr(policy, "block_size", None),
-                           kv_budget_tokens=limits.kv_budget_tokens)
+        engine.preallocate(
+            policy.max_rows,
+            block_size=getattr(policy, "block_size", None),
+            kv_budget_tokens=limits.kv_budget_tokens,
+        )
     reset_memory_stats(lm)
-    executor = WallExecutor(engine, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom)
-    run = drive(workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace)
+    executor = WallExecutor(
+        engine, clock, sleep, stop_errors=oom_error_types(), explain=explain_oom
+    )
+    run = drive(
+        workload, policy, executor, limits, progress=progress, desc="measuring", trace=trace
+    )
     result = result_of(
-        run, policy,
+        run,
+        policy,
         f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine {engine.name}",
-        limits, workload,
+        limits,
+        workload,
         meta={
             "engine": engine.name,
             "model": lm.name,
@@ -126,10 +163,14 @@ def run_real(
     if trace:
         result.meta["trace"] = run.trace
         if hasattr(engine, "pass_log"):
-            result.meta["passes"] = list(engine.pass_log)  # every pass it ran: planned shape, seconds
+            result.meta["passes"] = list(
+                engine.pass_log
+            )  # every pass it ran: planned shape, seconds
             idle = getattr(engine, "pass_idle", None)
             if idle is not None and len(idle) == len(engine.pass_log):
-                result.meta["pass_idle"] = list(idle)  # seconds idle before each pass (0: it followed a pass)
+                result.meta["pass_idle"] = list(
+                    idle
+                )  # seconds idle before each pass (0: it followed a pass)
     if getattr(engine, "stop_on_eos", False):
         cut_at_eos(result.records, engine, executor.t0)
     return result

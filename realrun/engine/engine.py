@@ -77,10 +77,18 @@ class Engine:
 
     name = "ours"
 
-    def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0,
-                 clock: Callable[[], float] = time.perf_counter, kv: str = "auto") -> None:
+    def __init__(
+        self,
+        lm: LoadedModel,
+        stop_on_eos: bool = False,
+        prompt_seed: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+        kv: str = "auto",
+    ) -> None:
         if not isinstance(lm, LoadedModel):
-            raise ConfigError(f"lm must be a loaded model (realrun.engine.model.load_model('tiny-gpt2')), got {show(lm)}")
+            raise ConfigError(
+                f"lm must be a loaded model (realrun.engine.model.load_model('tiny-gpt2')), got {show(lm)}"
+            )
         if kv not in KV_LAYOUTS:
             raise ConfigError(f"kv must be one of {', '.join(KV_LAYOUTS)}, got {show(kv)}")
         self.lm = lm
@@ -100,20 +108,45 @@ class Engine:
         self._shapes = self._warm_up()
         # The paged pool, where the body (our own copy of the model's) can be told to attend over blocks.
         self.paged: PagedPasses | None = None
-        self.kv_note = "padded: asked for" if kv == "padded" else "padded: no packed CPU body to attend over blocks"
+        self.kv_note = (
+            "padded: asked for"
+            if kv == "padded"
+            else "padded: no packed CPU body to attend over blocks"
+        )
         if kv != "padded" and self._body is not None:
             try:
-                self.paged = PagedPasses(self._body, self.head, self._shapes, self.dtype, self.device, self._context,
-                                         self._cache_kw)
-                self.kv_note = "paged" if kernel_available() else (
-                    f"paged, attended by torch's slower reference path ({kernel_problem()})")
+                self.paged = PagedPasses(
+                    self._body,
+                    self.head,
+                    self._shapes,
+                    self.dtype,
+                    self.device,
+                    self._context,
+                    self._cache_kw,
+                )
+                self.kv_note = (
+                    "paged"
+                    if kernel_available()
+                    else (f"paged, attended by torch's slower reference path ({kernel_problem()})")
+                )
             except RuntimeError as e:
                 self.kv_note = f"padded: {e}"
         if kv == "paged" and self.paged is None:
             raise ValueError(f"kv='paged' is not possible with this model here ({self.kv_note})")
         #: The passes on the engine's KV layout (one interface: prefill, decode, join, drop, fill, held).
-        self.kv: PagedPasses | PaddedPasses = self.paged if self.paged is not None else PaddedPasses(
-            self._next_tokens, self._shapes, self.dtype, self.device, self._context, self._cache_kw, lm.pad_token_id)
+        self.kv: PagedPasses | PaddedPasses = (
+            self.paged
+            if self.paged is not None
+            else PaddedPasses(
+                self._next_tokens,
+                self._shapes,
+                self.dtype,
+                self.device,
+                self._context,
+                self._cache_kw,
+                lm.pad_token_id,
+            )
+        )
         self.start(Workload(()))
         if self.paged is not None:
             self._warm_paged()
@@ -136,12 +169,19 @@ class Engine:
         ids = torch.zeros(4, 16, dtype=torch.long, device=self.device)
         mask = torch.ones_like(ids)
         cache = DynamicCache()
-        self._next_tokens(input_ids=ids, **{self._cache_kw: cache}, attention_mask=mask, use_cache=True)
+        self._next_tokens(
+            input_ids=ids, **{self._cache_kw: cache}, attention_mask=mask, use_cache=True
+        )
         for j in range(3):
             mask = torch.cat([mask, torch.ones(4, 1, dtype=torch.long, device=self.device)], 1)
             pos = torch.full((4, 1), 16 + j, device=self.device)
-            out = self._next_tokens(input_ids=ids[:, :1], **{self._cache_kw: cache}, attention_mask=mask, position_ids=pos,
-                                    use_cache=True)
+            out = self._next_tokens(
+                input_ids=ids[:, :1],
+                **{self._cache_kw: cache},
+                attention_mask=mask,
+                position_ids=pos,
+                use_cache=True,
+            )
         self.lm.synchronize()
         del out
         return [(layer.keys.shape[1], layer.keys.shape[3]) for layer in cache.layers]
@@ -157,14 +197,18 @@ class Engine:
         self._eos_new: list[int] = []
         self.kv.reset()
         self.passes = 0
-        self.pass_log: list[tuple[Pass, float]] = []  # every pass run: its planned shape and seconds
+        self.pass_log: list[
+            tuple[Pass, float]
+        ] = []  # every pass run: its planned shape and seconds
         # In step with ``pass_log`` over a run (only a run reads it): the seconds between the previous step's
         # last pass and this step's start, on each step's first pass (0 on the others). The simulator
         # prices a step after the server sat idle with a cold-start extra (``wake_penalty``), so the
         # pass-by-pass referee (realrun.timing.pass_level) needs to know which passes followed an idle.
         self.pass_idle: list[float] = []
         self._last_end: float | None = None
-        self.on_tokens: Callable[[list[int], list[int]], None] | None = None  # a live server streams from here
+        self.on_tokens: Callable[[list[int], list[int]], None] | None = (
+            None  # a live server streams from here
+        )
 
     def admit(self, request: Request, prompt: list[int] | None = None) -> None:
         """A request the run did not know at its start (a live server's), with its prompt ids if given
@@ -186,7 +230,9 @@ class Engine:
         self.release((0, 1))
         self.start(Workload(()))
 
-    def preallocate(self, max_rows: int, block_size: int | None = None, kv_budget_tokens: int | None = None) -> None:
+    def preallocate(
+        self, max_rows: int, block_size: int | None = None, kv_budget_tokens: int | None = None
+    ) -> None:
         """Size the KV once for the run: ``max_rows`` rows of the workload's longest context.
 
         A cache that outgrows its memory mid-run copies all of itself into more, and on a CPU that
@@ -197,7 +243,10 @@ class Engine:
         ``PREALLOCATE_BYTES``: beyond it the cache grows if it must."""
         if not self.requests:
             return
-        ctx = min(self.lm.n_positions, max(r.prompt_tokens + r.output_tokens for r in self.requests.values()))
+        ctx = min(
+            self.lm.n_positions,
+            max(r.prompt_tokens + r.output_tokens for r in self.requests.values()),
+        )
         rows = min(int(max_rows), len(self.requests))
         if self.paged is not None:
             # The most the run can hold: every row at the longest context, or the policy's KV budget if
@@ -229,14 +278,22 @@ class Engine:
         if self.paged is None:
             return {"kv_layout": "padded"}
         pool = self.paged.pool
-        return {"kv_layout": "paged", "kv_block_size": pool.block_size, "kv_pool_blocks": pool.blocks,
-                "kv_pool_bytes": pool.nbytes, "kv_peak_blocks": pool.peak_blocks,
-                "kv_peak_bytes_used": self.paged.peak_bytes_used, "kv_pool_regrown": self.paged.regrown}
+        return {
+            "kv_layout": "paged",
+            "kv_block_size": pool.block_size,
+            "kv_pool_blocks": pool.blocks,
+            "kv_pool_bytes": pool.nbytes,
+            "kv_peak_blocks": pool.peak_blocks,
+            "kv_peak_bytes_used": self.paged.peak_bytes_used,
+            "kv_pool_regrown": self.paged.regrown,
+        }
 
     def prompt(self, rid: int) -> list[int]:
         p = self.prompts.get(rid)
         if p is None:
-            p = self.prompts[rid] = prompt_ids(self.requests[rid], self.lm.vocab_size, self.lm.tokenizer, self.prompt_seed)
+            p = self.prompts[rid] = prompt_ids(
+                self.requests[rid], self.lm.vocab_size, self.lm.tokenizer, self.prompt_seed
+            )
         return p
 
     def outputs(self) -> dict[int, list[int]]:
@@ -245,7 +302,9 @@ class Engine:
 
     # -- the protocol the runner uses -----------------------------------------------------
     @torch.inference_mode()
-    def execute(self, step: Step, should_stop: Callable[[], bool] | None = None) -> tuple[float, list[float]]:
+    def execute(
+        self, step: Step, should_stop: Callable[[], bool] | None = None
+    ) -> tuple[float, list[float]]:
         """Run ``step``: up to ``step.repeat`` passes, fewer if it is interruptible and ``should_stop()``
         turns true after a pass. Returns (start, end of each pass) on ``clock``."""
         t_start = self.clock()
@@ -272,8 +331,15 @@ class Engine:
                     timed = p
                 else:
                     done, toks = kv.decode()
-                    timed = p if not j else replace(p, kv_read=p.kv_read + j * p.decode_rows,
-                                                    attn_read=p.attn_read + j * p.decode_rows)
+                    timed = (
+                        p
+                        if not j
+                        else replace(
+                            p,
+                            kv_read=p.kv_read + j * p.decode_rows,
+                            attn_read=p.attn_read + j * p.decode_rows,
+                        )
+                    )
                 self.passes += 1
                 self._append(done, toks)
                 sync()  # no-op on a CPU; on a GPU the pass's time is its own
@@ -289,7 +355,12 @@ class Engine:
             if self._eos_new:
                 self.eos_time.update((rid, ends[-1]) for rid in self._eos_new)
                 self._eos_new.clear()
-            if step.interruptible and should_stop is not None and j + 1 < step.repeat and should_stop():
+            if (
+                step.interruptible
+                and should_stop is not None
+                and j + 1 < step.repeat
+                and should_stop()
+            ):
                 break
         if ends:
             self._last_end = ends[-1]
@@ -333,7 +404,9 @@ class Engine:
             return p
         ctx = p + self.generated[rid]
         if upto > len(ctx):
-            raise RuntimeError(f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist")
+            raise RuntimeError(
+                f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist"
+            )
         return ctx
 
     def _append(self, ids: list[int], toks: list[int]) -> None:
@@ -341,7 +414,9 @@ class Engine:
         kept: list[int] | None = [] if self.on_tokens is not None else None
         for rid, t in zip(ids, toks):
             g = gen[rid]
-            if len(g) < out_len[rid]:  # a padded batch's finished rows compute on; their tokens are not kept
+            if (
+                len(g) < out_len[rid]
+            ):  # a padded batch's finished rows compute on; their tokens are not kept
                 g.append(t)
                 if kept is not None:
                     kept.append(rid)

@@ -79,8 +79,15 @@ class KVBatch:
     ``last[i]`` is the token it feeds to the next decode pass. Live columns: ``lo .. hi``.
     """
 
-    def __init__(self, shapes: list[tuple[int, int]], dtype: torch.dtype, device, rows: int = 0, columns: int = 0,
-                 home: int = 0) -> None:
+    def __init__(
+        self,
+        shapes: list[tuple[int, int]],
+        dtype: torch.dtype,
+        device,
+        rows: int = 0,
+        columns: int = 0,
+        home: int = 0,
+    ) -> None:
         self.shapes, self.dtype, self.device = shapes, dtype, device
         self.ids: list[int] = []
         self.n = self.lo = self.hi = 0
@@ -91,8 +98,12 @@ class KVBatch:
 
     def _alloc(self, rows: int, columns: int, zero: bool = True) -> None:
         new = torch.zeros if zero else torch.empty
-        self.K = [new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes]
-        self.V = [new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes]
+        self.K = [
+            new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes
+        ]
+        self.V = [
+            new(rows, h, columns, d, dtype=self.dtype, device=self.device) for h, d in self.shapes
+        ]
         self.mask = torch.zeros(rows, columns, dtype=torch.long, device=self.device)
         self.pos = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.last = torch.zeros(rows, dtype=torch.long, device=self.device)
@@ -119,7 +130,9 @@ class KVBatch:
 
     def cache(self) -> BufferCache:
         n = self.n
-        return BufferCache([BufferLayer(k[:n], v[:n], self.lo, self.hi) for k, v in zip(self.K, self.V)])
+        return BufferCache(
+            [BufferLayer(k[:n], v[:n], self.lo, self.hi) for k, v in zip(self.K, self.V)]
+        )
 
     def live_mask(self, extra: int = 0) -> torch.Tensor:
         """The attention mask over the cached columns plus ``extra`` new ones (set by the caller)."""
@@ -223,16 +236,28 @@ class KVBatch:
             self.lo = self.hi = max(w, min(self.home, self.capacity))
         need_rows = self.n + k
         if need_rows <= self.row_capacity and self.hi < w <= self.capacity:
-            self._shift(w)  # a wider newcomer: slide the window right inside the buffers, no new memory
+            self._shift(
+                w
+            )  # a wider newcomer: slide the window right inside the buffers, no new memory
         if need_rows > self.row_capacity or self.hi - w < 0 or self.hi > self.capacity:
             right = max(self.width, w)
-            self._rebuild(max(need_rows, _grow(self.row_capacity) if need_rows > self.row_capacity else self.row_capacity),
-                          max(self.capacity, 2 * right + 32), right)
+            self._rebuild(
+                max(
+                    need_rows,
+                    _grow(self.row_capacity)
+                    if need_rows > self.row_capacity
+                    else self.row_capacity,
+                ),
+                max(self.capacity, 2 * right + 32),
+                right,
+            )
         lo_before = self.lo
         self.lo = min(self.lo, self.hi - w)
         idx = torch.tensor(rows, dtype=torch.long, device=self.device)
         r0, r1, c0, c1 = self.n, self.n + k, self.hi - w, self.hi
-        if self.lo < lo_before and r0:  # the window widens left: the rows already here are padded there
+        if (
+            self.lo < lo_before and r0
+        ):  # the window widens left: the rows already here are padded there
             for buf in self.K + self.V:
                 buf[:r0, :, self.lo : lo_before] = 0
         if self.lo < c0:  # the newcomers' own left padding

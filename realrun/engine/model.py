@@ -33,8 +33,19 @@ from pathlib import Path
 from batchsim.core.errors import ConfigError, check_int_at_least
 
 __all__ = [
-    "OFFLINE_MODELS", "ByteTokenizer", "LoadedModel", "load_model", "resolve_device", "resolve_dtype",
-    "set_threads", "default_threads", "available_cores", "RANDOM_WEIGHTS_NOTE", "special_ids", "build_offline"]
+    "OFFLINE_MODELS",
+    "ByteTokenizer",
+    "LoadedModel",
+    "load_model",
+    "resolve_device",
+    "resolve_dtype",
+    "set_threads",
+    "default_threads",
+    "available_cores",
+    "RANDOM_WEIGHTS_NOTE",
+    "special_ids",
+    "build_offline",
+]
 
 OFFLINE_MODELS = ("tiny-gpt2", "gpt2-random", "tiny-gpt2-50k", "gpt2-6l", "gpt2-8l-32k")
 RANDOM_WEIGHTS_NOTE = "weights are random (seeded): the timing is real, the text is not"
@@ -66,7 +77,9 @@ class LoadedModel:
     model: object  # transformers PreTrainedModel, in eval mode, on its device
     tokenizer: object  # .encode(text) -> ids, .decode(ids) -> text
     name: str
-    source: str  # "offline, random weights" | "local path ..." | "Hugging Face cache" | "downloaded"
+    source: (
+        str  # "offline, random weights" | "local path ..." | "Hugging Face cache" | "downloaded"
+    )
     device: str
     dtype: str
     threads: int
@@ -82,7 +95,9 @@ class LoadedModel:
         for k in ("pad_token_id", "eos_token_id"):
             v = getattr(self, k)
             if v is not None and not 0 <= v < self.vocab_size:
-                raise ConfigError(f"model {self.name}: {k} must be inside its vocabulary of {self.vocab_size:,} ids, got {v}")
+                raise ConfigError(
+                    f"model {self.name}: {k} must be inside its vocabulary of {self.vocab_size:,} ids, got {v}"
+                )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -140,7 +155,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__}); use --device cpu")
+        raise ConfigError(
+            f"device {device!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__}); use --device cpu"
+        )
     return device
 
 
@@ -151,7 +168,9 @@ def resolve_dtype(dtype: str, device: str) -> str:
     if dtype not in _DTYPE_BYTES:
         raise ConfigError(f"dtype must be auto, fp32, fp16 or bf16, got {dtype!r}")
     if dtype == "fp16" and device == "cpu":
-        raise ConfigError("dtype fp16 is for CUDA; on cpu use fp32 (or bf16), got fp16 with device cpu")
+        raise ConfigError(
+            "dtype fp16 is for CUDA; on cpu use fp32 (or bf16), got fp16 with device cpu"
+        )
     return dtype
 
 
@@ -195,20 +214,42 @@ def _gpt2_config(name: str):
         # times GPT-2's) makes greedy decoding wander over many tokens instead of repeating one,
         # which makes the batched-equals-unbatched tests stronger.
         return GPT2Config(
-            n_layer=4, n_embd=256, n_head=4, n_positions=1024, vocab_size=259, initializer_range=0.2,
-            bos_token_id=256, eos_token_id=257, pad_token_id=258,
+            n_layer=4,
+            n_embd=256,
+            n_head=4,
+            n_positions=1024,
+            vocab_size=259,
+            initializer_range=0.2,
+            bos_token_id=256,
+            eos_token_id=257,
+            pad_token_id=258,
         )
     if name == "gpt2-6l":
         return GPT2Config(
-            n_layer=6, n_embd=512, n_head=8, n_positions=1024, vocab_size=259, initializer_range=0.2,
-            bos_token_id=256, eos_token_id=257, pad_token_id=258,
+            n_layer=6,
+            n_embd=512,
+            n_head=8,
+            n_positions=1024,
+            vocab_size=259,
+            initializer_range=0.2,
+            bos_token_id=256,
+            eos_token_id=257,
+            pad_token_id=258,
         )
     if name == "tiny-gpt2-50k":
         return GPT2Config(n_layer=4, n_embd=256, n_head=4, n_positions=1024, pad_token_id=50256)
     if name == "gpt2-8l-32k":
         # Specials inside the 32,000 rows (GPT-2's default 50256 would be past the last one).
-        return GPT2Config(n_layer=8, n_embd=768, n_head=12, n_positions=1024, vocab_size=32000,
-                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        return GPT2Config(
+            n_layer=8,
+            n_embd=768,
+            n_head=12,
+            n_positions=1024,
+            vocab_size=32000,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
     # GPT-2 small's shape (124M). Default initialisation: larger weights overflow in fp16 on a GPU.
     return GPT2Config(pad_token_id=50256)
 
@@ -234,7 +275,10 @@ def build_offline(name: str, seed: int, device: str, dtype: str):
 
 
 def _hub_reachable() -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or os.environ.get("TRANSFORMERS_OFFLINE") == "1":
+    if (
+        os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+    ):
         return False
     try:
         with socket.create_connection(("huggingface.co", 443), timeout=HUB_PROBE_TIMEOUT_S):
@@ -248,12 +292,16 @@ def _load_pretrained(name: str, device: str, dtype: str):
     from transformers import AutoModelForCausalLM
 
     kw = {"dtype": _torch_dtype(dtype)}
-    offline_hint = f"use --model {OFFLINE_MODELS[0]} (offline, random weights) or --model {OFFLINE_MODELS[1]}"
+    offline_hint = (
+        f"use --model {OFFLINE_MODELS[0]} (offline, random weights) or --model {OFFLINE_MODELS[1]}"
+    )
     if Path(name).exists():
         try:
             model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, **kw)
         except Exception as e:  # a folder without a model in it, a broken config, ...
-            raise ConfigError(f"model: {name!r} is a path but holds no loadable causal LM ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
+            raise ConfigError(
+                f"model: {name!r} is a path but holds no loadable causal LM ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+            ) from None
         return model, f"local path {name}", name
     try:
         model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, **kw)
@@ -261,12 +309,16 @@ def _load_pretrained(name: str, device: str, dtype: str):
     except Exception:
         pass
     if not _hub_reachable():
-        raise ConfigError(f"model {name!r} is not in the local Hugging Face cache and huggingface.co is unreachable; {offline_hint}")
+        raise ConfigError(
+            f"model {name!r} is not in the local Hugging Face cache and huggingface.co is unreachable; {offline_hint}"
+        )
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
     try:
         model = AutoModelForCausalLM.from_pretrained(name, **kw)
     except Exception as e:
-        raise ConfigError(f"model {name!r} could not be loaded from the hub ({type(e).__name__}); {offline_hint}") from None
+        raise ConfigError(
+            f"model {name!r} could not be loaded from the hub ({type(e).__name__}); {offline_hint}"
+        ) from None
     return model, "downloaded from the Hugging Face hub", name
 
 
@@ -296,19 +348,44 @@ def load_model(
         model, cfg = build_offline(name, seed, device, dtype)
         tok = ByteTokenizer(cfg.vocab_size)
         return LoadedModel(
-            model, tok, name, "offline, built from a config", device, dtype, threads, cfg.n_positions, True,
-            pad_token_id=cfg.pad_token_id, eos_token_id=cfg.eos_token_id, vocab_size=cfg.vocab_size,
+            model,
+            tok,
+            name,
+            "offline, built from a config",
+            device,
+            dtype,
+            threads,
+            cfg.n_positions,
+            True,
+            pad_token_id=cfg.pad_token_id,
+            eos_token_id=cfg.eos_token_id,
+            vocab_size=cfg.vocab_size,
         )
     model, source, name = _load_pretrained(name, device, dtype)
     model = model.to(device).eval()
     cfg = model.config
     tok = load_tokenizer(name) or ByteTokenizer(cfg.vocab_size)
-    n_pos = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048
-    vocab = int(model.get_input_embeddings().num_embeddings)  # the rows the model can look up, whatever the config says
+    n_pos = (
+        getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048
+    )
+    vocab = int(
+        model.get_input_embeddings().num_embeddings
+    )  # the rows the model can look up, whatever the config says
     pad, eos, notes = special_ids(cfg, vocab)
     return LoadedModel(
-        model, tok, name, source, device, dtype, threads, int(n_pos), False,
-        pad_token_id=pad, eos_token_id=eos, vocab_size=vocab, extra={"notes": notes} if notes else {},
+        model,
+        tok,
+        name,
+        source,
+        device,
+        dtype,
+        threads,
+        int(n_pos),
+        False,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        vocab_size=vocab,
+        extra={"notes": notes} if notes else {},
     )
 
 
@@ -323,15 +400,23 @@ def special_ids(cfg, vocab: int) -> tuple[int, int | None, list[str]]:
     """
     inside = lambda i: isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab  # noqa: E731
     notes = []
-    eos = cfg.eos_token_id if isinstance(cfg.eos_token_id, int) else (list(cfg.eos_token_id or []) or [None])[0]
+    eos = (
+        cfg.eos_token_id
+        if isinstance(cfg.eos_token_id, int)
+        else (list(cfg.eos_token_id or []) or [None])[0]
+    )
     if eos is not None and not inside(eos):
-        notes.append(f"note: the model's eos_token_id {eos} is outside its vocabulary of {vocab:,} ids: it can never "
-                     "be generated, so no request ends at an EOS (--stop-on-eos has no effect)")
+        notes.append(
+            f"note: the model's eos_token_id {eos} is outside its vocabulary of {vocab:,} ids: it can never "
+            "be generated, so no request ends at an EOS (--stop-on-eos has no effect)"
+        )
         eos = None
     pad = cfg.pad_token_id
     if not inside(pad):
         if pad is not None:
-            notes.append(f"note: the model's pad_token_id {pad} is outside its vocabulary of {vocab:,} ids: "
-                         "padding uses id " + (f"{eos} (its EOS)" if eos is not None else "0"))
+            notes.append(
+                f"note: the model's pad_token_id {pad} is outside its vocabulary of {vocab:,} ids: "
+                "padding uses id " + (f"{eos} (its EOS)" if eos is not None else "0")
+            )
         pad = eos if eos is not None else 0
     return int(pad), eos, notes

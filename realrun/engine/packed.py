@@ -36,7 +36,9 @@ PACKED_FROM_ROWS = 4
 
 
 def _available() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    return torch.backends.mkldnn.is_available() and hasattr(
+        torch.ops.mkldnn, "_reorder_linear_weight"
+    )
 
 
 class PackedLinear(torch.nn.Module):
@@ -58,7 +60,9 @@ class PackedLinear(torch.nn.Module):
             b = bucket(m)
             if b != m:  # padded to a size whose kernel is built already (see ``bucket``)
                 x2 = torch.cat([x2, x2.new_zeros(b - m, self.n_in)])
-            y = torch.ops.mkldnn._linear_pointwise(x2.contiguous(), self.packed, self.bias, "none", [], "")[:m]
+            y = torch.ops.mkldnn._linear_pointwise(
+                x2.contiguous(), self.packed, self.bias, "none", [], ""
+            )[:m]
         elif self.bias is None:
             y = x2 @ self.weight_t
         else:
@@ -111,7 +115,12 @@ def packed_model(model):
     if head.weight.device.type != "cpu" or head.weight.dtype != torch.float32:
         return None
     # Heads that do more than a product (soft-capping, scaling) keep the model's own forward.
-    for extra in ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale"):
+    for extra in (
+        "final_logit_softcapping",
+        "logit_scale",
+        "logits_scaling",
+        "output_multiplier_scale",
+    ):
         if getattr(cfg, extra, None) not in (None, 1, 1.0):
             return None
     try:
@@ -128,7 +137,12 @@ def packed_model(model):
             setattr(parent, child, PackedLinear(*wb))
         out = PackedLinear(head.weight, head.bias)
         probe = torch.randn(8, head.weight.shape[1])
-        if not torch.allclose(out(probe), torch.nn.functional.linear(probe, head.weight, head.bias), rtol=1e-4, atol=1e-4):
+        if not torch.allclose(
+            out(probe),
+            torch.nn.functional.linear(probe, head.weight, head.bias),
+            rtol=1e-4,
+            atol=1e-4,
+        ):
             return None
     except (RuntimeError, TypeError):
         return None

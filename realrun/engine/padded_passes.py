@@ -28,15 +28,25 @@ __all__ = ["PaddedPasses"]
 class PaddedPasses:
     """Prefill and decode passes over a ``KVBatch``; ``next_tokens(**inputs)`` is the model's greedy step."""
 
-    def __init__(self, next_tokens: Callable[..., torch.Tensor], shapes: list[tuple[int, int]], dtype, device,
-                 context: Callable[[int, int], list[int]], cache_kw: str, pad_token_id: int) -> None:
+    def __init__(
+        self,
+        next_tokens: Callable[..., torch.Tensor],
+        shapes: list[tuple[int, int]],
+        dtype,
+        device,
+        context: Callable[[int, int], list[int]],
+        cache_kw: str,
+        pad_token_id: int,
+    ) -> None:
         self.next_tokens, self.shapes, self.dtype, self.device = next_tokens, shapes, dtype, device
         self.context, self.cache_kw, self.pad_token_id = context, cache_kw, pad_token_id
         self.reset()
 
     def reset(self, rows: int = 0, columns: int = 0, home: int = 0) -> None:
         """Empty buffers for a run (``rows`` x ``columns`` reserved ahead when given)."""
-        self.batch = KVBatch(self.shapes, self.dtype, self.device, rows=rows, columns=columns, home=home)
+        self.batch = KVBatch(
+            self.shapes, self.dtype, self.device, rows=rows, columns=columns, home=home
+        )
         self.partial: dict[int, KVBatch] = {}
         self.peak_bytes = 0
 
@@ -61,8 +71,11 @@ class PaddedPasses:
         b.reserve(1)
         b.mask[:n, b.hi] = 1
         nxt = self.next_tokens(
-            input_ids=b.live_last()[:, None], **{self.cache_kw: b.cache()}, attention_mask=b.live_mask(1),
-            position_ids=b.live_pos()[:, None], use_cache=True,
+            input_ids=b.live_last()[:, None],
+            **{self.cache_kw: b.cache()},
+            attention_mask=b.live_mask(1),
+            position_ids=b.live_pos()[:, None],
+            use_cache=True,
         )
         b.hi += 1
         b.pos[:n] += 1
@@ -92,12 +105,16 @@ class PaddedPasses:
             new_mask[i, L - c.length :] = 1
         block.mask[:n, block.hi : block.hi + L] = torch.from_numpy(new_mask).to(self.device)
         nxt = self.next_tokens(
-            input_ids=torch.from_numpy(tokens).to(self.device), **{self.cache_kw: block.cache()},
-            attention_mask=block.live_mask(L), position_ids=torch.from_numpy(positions).to(self.device),
+            input_ids=torch.from_numpy(tokens).to(self.device),
+            **{self.cache_kw: block.cache()},
+            attention_mask=block.live_mask(L),
+            position_ids=torch.from_numpy(positions).to(self.device),
             use_cache=True,
         )
         block.hi += L
-        block.pos[:n] = torch.tensor([c.start + c.length for c in chunks], dtype=torch.long, device=self.device)
+        block.pos[:n] = torch.tensor(
+            [c.start + c.length for c in chunks], dtype=torch.long, device=self.device
+        )
         block.last[:n] = nxt
         self.peak_bytes = max(self.peak_bytes, self.nbytes + block.nbytes)
         done = [i for i, c in enumerate(chunks) if c.completes]
@@ -120,7 +137,9 @@ class PaddedPasses:
         if c.start == 0:
             return None  # a fresh start (or a recompute after preemption) forgets any old rows
         if past is None or past.width != c.start:
-            raise RuntimeError(f"request {c.request_id}: chunk starts at {c.start} but {past.width if past else 0} tokens are cached")
+            raise RuntimeError(
+                f"request {c.request_id}: chunk starts at {c.start} but {past.width if past else 0} tokens are cached"
+            )
         return past
 
     def join(self, pending: list) -> None:

@@ -45,10 +45,14 @@ def _ranking(rows, key: str) -> str:
     if wrong:
         p = wrong[0]
         more = f", and {len(wrong) - 1} more pair(s)" if len(wrong) > 1 else ""
-        return (f"ranking by {name} NOT preserved: {p.b} measured {p.gap_pct:.0f} % above {p.a} (runs' spread "
-                f"{p.spread_pct:.0f} %), predicted below it{more}")
-    return (f"ranking by {name} preserved ({order}: {len(apart)} of {len(ps)} pairs apart by more than their "
-            "runs' spread, each predicted in that order)")
+        return (
+            f"ranking by {name} NOT preserved: {p.b} measured {p.gap_pct:.0f} % above {p.a} (runs' spread "
+            f"{p.spread_pct:.0f} %), predicted below it{more}"
+        )
+    return (
+        f"ranking by {name} preserved ({order}: {len(apart)} of {len(ps)} pairs apart by more than their "
+        "runs' spread, each predicted in that order)"
+    )
 
 
 def _errors(rows) -> str:
@@ -57,25 +61,39 @@ def _errors(rows) -> str:
         return "no errors to judge"
     worst = max(errs)
     med = float(np.median([e for e, *_ in errs]))
-    head = f"errors {med:.0f} % median, {worst[0]:.0f} % largest ({worst[1]} {metric_name(worst[2])})"
+    head = (
+        f"errors {med:.0f} % median, {worst[0]:.0f} % largest ({worst[1]} {metric_name(worst[2])})"
+    )
     # The metrics the course holds a tolerance for, as the table shows them.
-    verdicts = [v for row in rows for k, v in row.verdicts.items() if v is not None and k in DEFAULT_METRICS]
+    verdicts = [
+        v for row in rows for k, v in row.verdicts.items() if v is not None and k in DEFAULT_METRICS
+    ]
     if not verdicts:
         return head
     n = {v: sum(x == v for x in verdicts) for v in EQ_VERDICTS}
     spread = rows[0].spread
-    where = f" (this machine's level moves {spread.sd:.0%} from run to run, {spread.source})" if spread is not None else ""
-    return (f"{head}: of {len(verdicts)} toleranced figures, {n['agrees']} agree within tolerance, {n['disagrees']} disagree, "
-            f"{n['cannot tell']} this machine cannot tell{where}")
+    where = (
+        f" (this machine's level moves {spread.sd:.0%} from run to run, {spread.source})"
+        if spread is not None
+        else ""
+    )
+    return (
+        f"{head}: of {len(verdicts)} toleranced figures, {n['agrees']} agree within tolerance, {n['disagrees']} disagree, "
+        f"{n['cannot tell']} this machine cannot tell{where}"
+    )
 
 
 def _judged(report: CompareReport) -> list:
     """The rows the verdict judges: as predicted, or, where this machine is off the level predicted at,
     each with its prediction at this machine's level (``realrun.judge.compare._machine``)."""
-    if report.machine_level is None or not any(r.predicted_at_machine is not None for r in report.rows):
+    if report.machine_level is None or not any(
+        r.predicted_at_machine is not None for r in report.rows
+    ):
         return report.rows
-    return [replace(r, predicted=r.predicted_at_machine) if r.predicted_at_machine is not None else r
-            for r in report.rows]
+    return [
+        replace(r, predicted=r.predicted_at_machine) if r.predicted_at_machine is not None else r
+        for r in report.rows
+    ]
 
 
 def _off(report: CompareReport, rows, key: str) -> str:
@@ -85,10 +103,15 @@ def _off(report: CompareReport, rows, key: str) -> str:
         return ""
     apart = [p for p in pairs(report.rows, key) if p.apart]
     # With no pair measured apart there is no ranking to keep or lose: say so, not "preserved".
-    before = ("no two policies were apart" if not apart
-              else "the ranking was " + ("preserved" if all(p.same for p in apart) else "NOT preserved"))
-    return (f"this machine ran its passes at {report.machine_level.text()} the profile's price, so judged at that "
-            f"level, predicted again after the run (at the level predicted at, {before}): ")
+    before = (
+        "no two policies were apart"
+        if not apart
+        else "the ranking was " + ("preserved" if all(p.same for p in apart) else "NOT preserved")
+    )
+    return (
+        f"this machine ran its passes at {report.machine_level.text()} the profile's price, so judged at that "
+        f"level, predicted again after the run (at the level predicted at, {before}): "
+    )
 
 
 def verdict_line(report: CompareReport, key: str = RANK_BY) -> str:
@@ -102,8 +125,16 @@ def verdict_dict(report: CompareReport, key: str = RANK_BY) -> dict:
     rows = _judged(report)
     ps = pairs(rows, key)
     apart = [p for p in ps if p.apart]
-    return {"line": verdict_line(report, key), "rank_by": key,
-            "ranking_preserved": (all(p.same for p in apart) if apart else None),
-            "judged_at": "the level predicted at" if rows is report.rows else "this machine's level, after the run",
-            "machine_level": report.machine_level.as_dict() if report.machine_level is not None else None,
-            "measured_order": measured_order(rows, key), "pairs": [p.as_dict() for p in ps]}
+    return {
+        "line": verdict_line(report, key),
+        "rank_by": key,
+        "ranking_preserved": (all(p.same for p in apart) if apart else None),
+        "judged_at": "the level predicted at"
+        if rows is report.rows
+        else "this machine's level, after the run",
+        "machine_level": report.machine_level.as_dict()
+        if report.machine_level is not None
+        else None,
+        "measured_order": measured_order(rows, key),
+        "pairs": [p.as_dict() for p in ps],
+    }

@@ -63,17 +63,35 @@ from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
 from .table import format_compare
 from .verdict import band_of, median_summary
 
-__all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "compare_policies", "error_pct", "format_compare",
-           "plot_compare", "predict_runs", "worst_error", "counted_only"]
+__all__ = [
+    "COMPARE_METRICS",
+    "CompareRow",
+    "CompareReport",
+    "compare_policies",
+    "error_pct",
+    "format_compare",
+    "plot_compare",
+    "predict_runs",
+    "worst_error",
+    "counted_only",
+]
 
 
 def counted_only(result: RunResult, keep: np.ndarray) -> RunResult:
     """The result with only the ``keep`` requests counted (the others set aside, with a reason)."""
     r = result.records
-    recs = replace(r, start=np.where(keep, r.start, np.nan), first_token=np.where(keep, r.first_token, np.nan),
-                   finish=np.where(keep, r.finish, np.nan), last_token=np.where(keep, r.last_token, np.nan),
-                   tokens=np.where(keep, r.tokens, 0),
-                   rejected=[x if k else (x or "set aside: the measured run did not finish it") for x, k in zip(r.rejected, keep)])
+    recs = replace(
+        r,
+        start=np.where(keep, r.start, np.nan),
+        first_token=np.where(keep, r.first_token, np.nan),
+        finish=np.where(keep, r.finish, np.nan),
+        last_token=np.where(keep, r.last_token, np.nan),
+        tokens=np.where(keep, r.tokens, 0),
+        rejected=[
+            x if k else (x or "set aside: the measured run did not finish it")
+            for x, k in zip(r.rejected, keep)
+        ],
+    )
     return replace(result, records=recs)
 
 
@@ -116,24 +134,54 @@ def compare_policies(
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
-    wl_of = (lambda label: workload[label]) if isinstance(workload, dict) else (lambda label: workload)
+    wl_of = (
+        (lambda label: workload[label]) if isinstance(workload, dict) else (lambda label: workload)
+    )
     # Fresh policies for the later repeats and seeds, copied before any run touches the originals.
     spare_real = {label: [copy.deepcopy(p) for _ in range(repeats - 1)] for label, _, p in pairs}
     spare_sim = {label: [copy.deepcopy(p) for _ in range(seeds - 1)] for label, p, _ in pairs}
-    models = {label: step_time[label] if isinstance(step_time, dict) else step_time for label, _, _ in pairs}
-    runs, canaries = _measure_interleaved(pairs, measure, spare_real, repeats, np.random.default_rng(order_seed),
-                                          canary, report.notes)
-    readings = [pair for pairs_ in canaries.values() for pair in pairs_
-                if all(isinstance(x, CanaryReading) for x in pair)]
+    models = {
+        label: step_time[label] if isinstance(step_time, dict) else step_time
+        for label, _, _ in pairs
+    }
+    runs, canaries = _measure_interleaved(
+        pairs, measure, spare_real, repeats, np.random.default_rng(order_seed), canary, report.notes
+    )
+    readings = [
+        pair
+        for pairs_ in canaries.values()
+        for pair in pairs_
+        if all(isinstance(x, CanaryReading) for x in pair)
+    ]
     report.level = session_level(readings) if level else None
     if report.level is not None:
         report.notes.append(report.level.text())
-    off = _machine(report, [(runs[label], models[label], p.name) for label, p, _ in pairs if runs[label]])
+    off = _machine(
+        report, [(runs[label], models[label], p.name) for label, p, _ in pairs if runs[label]]
+    )
     for label, sim_policy, _ in pairs:
         if runs[label]:
-            report.rows.append(_row(label, sim_policy, spare_sim[label], runs[label], models[label], wl_of(label), limits,
-                                    slo, seeds, replay_policy, canaries[label], report.notes, noise, report.level,
-                                    order_seed, adjust, off))
+            report.rows.append(
+                _row(
+                    label,
+                    sim_policy,
+                    spare_sim[label],
+                    runs[label],
+                    models[label],
+                    wl_of(label),
+                    limits,
+                    slo,
+                    seeds,
+                    replay_policy,
+                    canaries[label],
+                    report.notes,
+                    noise,
+                    report.level,
+                    order_seed,
+                    adjust,
+                    off,
+                )
+            )
     _judge_rows(report, stored_spread)
     return report
 
@@ -147,14 +195,23 @@ def _machine(report: CompareReport, groups) -> PassLevel | None:
     used = report.level.applied() if report.level is not None else (1.0, 1.0)
     if ml is None or not ml.contradicts(*used):
         return None
-    report.notes.append(f"this machine ran its passes at {ml.text()} the profile's price, pooled over every policy, "
-                        f"where the prediction was made at {used[0]:.2f}x, {used[1]:.2f}x: the verdict judges the "
-                        "prediction again at this machine's level (made after the run); the table keeps the one made before")
+    report.notes.append(
+        f"this machine ran its passes at {ml.text()} the profile's price, pooled over every policy, "
+        f"where the prediction was made at {used[0]:.2f}x, {used[1]:.2f}x: the verdict judges the "
+        "prediction again at this machine's level (made after the run); the table keeps the one made before"
+    )
     return ml
 
 
-def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np.random.Generator, canary,
-                         notes: list[str]) -> tuple[dict[str, list[RunResult]], dict[str, list]]:
+def _measure_interleaved(
+    pairs,
+    measure,
+    spare_real: dict,
+    repeats: int,
+    rng: np.random.Generator,
+    canary,
+    notes: list[str],
+) -> tuple[dict[str, list[RunResult]], dict[str, list]]:
     """Each policy measured ``repeats`` times, a round's order shuffled by ``rng`` (the first run of each
     uses its given policy, later ones a spare copy), a canary before and after each run; a run that
     stopped (Ctrl-C, an engine that ended) stops the rest. Returns (runs, canary readings) by label."""
@@ -177,8 +234,9 @@ def _measure_interleaved(pairs, measure, spare_real: dict, repeats: int, rng: np
     return runs, canaries
 
 
-def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int,
-                 adjust=None) -> list[RunResult]:
+def predict_runs(
+    workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int, adjust=None
+) -> list[RunResult]:
     """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k (``noise``:
     ``with_noise``'s choice), every seed at the level ``lv`` (or the profile's); each result passed through
     ``adjust`` when given. ``order_seed`` is kept for the callers' signature: the seeds alone set the draws."""
@@ -192,51 +250,128 @@ def predict_runs(workload, policies, st, limits, seeds, noise, lv: Level | None,
     return out
 
 
-def _row(label, sim_policy, spares, reals, st, workload, limits, slo, seeds, replay_policy, canary, notes,
-         noise="profiled", lv: Level | None = None, order_seed: int = 0, adjust=None,
-         machine: PassLevel | None = None) -> CompareRow:
+def _row(
+    label,
+    sim_policy,
+    spares,
+    reals,
+    st,
+    workload,
+    limits,
+    slo,
+    seeds,
+    replay_policy,
+    canary,
+    notes,
+    noise="profiled",
+    lv: Level | None = None,
+    order_seed: int = 0,
+    adjust=None,
+    machine: PassLevel | None = None,
+) -> CompareRow:
     # The level the runs' own passes read; a canary level they contradict moves nothing (realrun.timing.pass_level).
     pl = pass_level(reals, st, sim_policy.name)
-    if lv is not None and pl is not None and lv.applied() != (1.0, 1.0) and pl.contradicts(*lv.applied()):
-        notes.append(f"{label}: the canaries' level ({', '.join(f'{f:.2f}x' for f in lv.applied())} prefill, decode) "
-                     f"is contradicted by the runs' own passes ({pl.text()}): predicted at the profile's level")
+    if (
+        lv is not None
+        and pl is not None
+        and lv.applied() != (1.0, 1.0)
+        and pl.contradicts(*lv.applied())
+    ):
+        notes.append(
+            f"{label}: the canaries' level ({', '.join(f'{f:.2f}x' for f in lv.applied())} prefill, decode) "
+            f"is contradicted by the runs' own passes ({pl.text()}): predicted at the profile's level"
+        )
         lv = None
     # Fresh policies for the predictions beside the first, made before any simulation touches them.
     fresh = [copy.deepcopy(p) for p in [sim_policy, *spares]] if lv is not None else None
     after = [copy.deepcopy(p) for p in [sim_policy, *spares]] if pl is not None else None
     at_machine = [copy.deepcopy(p) for p in [sim_policy, *spares]] if machine is not None else None
     probes = [copy.deepcopy(sim_policy) for _ in range(2)]
-    sims = predict_runs(workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust)
+    sims = predict_runs(
+        workload, [sim_policy, *spares], st, limits, seeds, noise, lv, order_seed, adjust
+    )
     first = reals[0]
     stopped = str(reals[-1].meta.get("stopped") or "")
     if stopped:  # compare over what the cut run finished, on its first prediction only
         real = reals[-1]
         both = real.records.completed_mask & sims[0].records.completed_mask
-        pred, meas = summarize(counted_only(sims[0], both), slo), summarize(counted_only(real, both), slo)
-        notes.append(f"{label}: the measured run stopped early ({stopped}); compared over the "
-                     f"{int(both.sum())} requests it finished, throughput not compared")
-        return CompareRow(label, repr(sim_policy), pred, meas, sims[0], real, partial=True, canary=canary)
+        pred, meas = (
+            summarize(counted_only(sims[0], both), slo),
+            summarize(counted_only(real, both), slo),
+        )
+        notes.append(
+            f"{label}: the measured run stopped early ({stopped}); compared over the "
+            f"{int(both.sum())} requests it finished, throughput not compared"
+        )
+        return CompareRow(
+            label, repr(sim_policy), pred, meas, sims[0], real, partial=True, canary=canary
+        )
     preds = [summarize(x, slo) for x in sims]
     meas = [summarize(x, slo) for x in reals]
-    row = CompareRow(label, repr(sim_policy), median_summary(preds), median_summary(meas), sims[0], first,
-                     band=band_of(preds, KEYS) if seeds > 1 else {}, repeats=meas, canary=canary, seeds=seeds)
-    row.parts = _parts(preds, workload, probes, lv.model(st) if lv is not None else st, limits, seeds, noise, adjust, slo)
-    row.run_levels = [x for x in (run_level(r, st, sim_policy.name) for r in reals) if x is not None]
+    row = CompareRow(
+        label,
+        repr(sim_policy),
+        median_summary(preds),
+        median_summary(meas),
+        sims[0],
+        first,
+        band=band_of(preds, KEYS) if seeds > 1 else {},
+        repeats=meas,
+        canary=canary,
+        seeds=seeds,
+    )
+    row.parts = _parts(
+        preds,
+        workload,
+        probes,
+        lv.model(st) if lv is not None else st,
+        limits,
+        seeds,
+        noise,
+        adjust,
+        slo,
+    )
+    row.run_levels = [
+        x for x in (run_level(r, st, sim_policy.name) for r in reals) if x is not None
+    ]
     if lv is not None:
-        at_profile = predict_runs(workload, fresh, st, limits, seeds, noise, None, order_seed, adjust)
+        at_profile = predict_runs(
+            workload, fresh, st, limits, seeds, noise, None, order_seed, adjust
+        )
         row.predicted_at_profile = median_summary([summarize(x, slo) for x in at_profile])
     if machine is not None:
-        at = predict_runs(workload, at_machine, machine.model(st), limits, seeds, noise, None, order_seed, adjust)
+        at = predict_runs(
+            workload, at_machine, machine.model(st), limits, seeds, noise, None, order_seed, adjust
+        )
         row.predicted_at_machine = median_summary([summarize(x, slo) for x in at])
     if pl is not None:
-        _after_the_run(row, pl, reals, after, st, workload, limits, slo, seeds, noise, order_seed, adjust, lv, notes)
+        _after_the_run(
+            row,
+            pl,
+            reals,
+            after,
+            st,
+            workload,
+            limits,
+            slo,
+            seeds,
+            noise,
+            order_seed,
+            adjust,
+            lv,
+            notes,
+        )
     if first.meta.get("trace") is not None and replay_policy is not None:
         # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
-        row.decomposition = decompose(workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits)
+        row.decomposition = decompose(
+            workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits
+        )
     return row
 
 
-def _parts(preds: list[dict], workload, probes, st, limits, seeds: int, noise: str, adjust, slo) -> dict[str, MetricSpread]:
+def _parts(
+    preds: list[dict], workload, probes, st, limits, seeds: int, noise: str, adjust, slo
+) -> dict[str, MetricSpread]:
     """Per metric, the seeds' spread of ln(metric) and its elasticity to the machine's level, read from
     the policy at the level ÷ and × ``LEVEL_STEP``, with the first seed's draws on both sides (the same
     luck, so the difference is the level's alone)."""
@@ -245,8 +380,12 @@ def _parts(preds: list[dict], workload, probes, st, limits, seeds: int, noise: s
         m = LevelStepTime(st, f, f)
         sim = simulate(workload, p, with_noise(m, 0, noise) if seeds > 1 else m, limits=limits)
         at.append(summarize(adjust(sim) if adjust is not None else sim, slo))
-    return {k: MetricSpread(seed_log_sd([x.get(k) for x in preds]), elasticity(at[0].get(k), at[1].get(k)))
-            for k in KEYS}
+    return {
+        k: MetricSpread(
+            seed_log_sd([x.get(k) for x in preds]), elasticity(at[0].get(k), at[1].get(k))
+        )
+        for k in KEYS
+    }
 
 
 def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpread:
@@ -258,8 +397,13 @@ def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpr
         return found
     lv = report.level
     if lv is not None and (lv.prefill_run_sd > 0 or lv.decode_run_sd > 0):
-        sd = float(np.sqrt((lv.prefill_run_sd ** 2 + lv.decode_run_sd ** 2) / 2))
-        return RunSpread(sd, f"the canaries around {lv.readings // 2} runs (a few passes each)", lv.readings // 2, 0)
+        sd = float(np.sqrt((lv.prefill_run_sd**2 + lv.decode_run_sd**2) / 2))
+        return RunSpread(
+            sd,
+            f"the canaries around {lv.readings // 2} runs (a few passes each)",
+            lv.readings // 2,
+            0,
+        )
     return stored if stored is not None else ASSUMED
 
 
@@ -275,8 +419,22 @@ def _judge_rows(report: CompareReport, stored: RunSpread | None) -> None:
         r.spread, r.metric_sd = report.spread, report.metric_sd
 
 
-def _after_the_run(row: CompareRow, pl: PassLevel, reals, policies, st, workload, limits, slo, seeds, noise,
-                   order_seed, adjust, lv: Level | None, notes: list[str]) -> None:
+def _after_the_run(
+    row: CompareRow,
+    pl: PassLevel,
+    reals,
+    policies,
+    st,
+    workload,
+    limits,
+    slo,
+    seeds,
+    noise,
+    order_seed,
+    adjust,
+    lv: Level | None,
+    notes: list[str],
+) -> None:
     """The prediction again at the level the runs' passes read (labelled as made after the run), and the
     canaries held up to the passes.
 
@@ -289,19 +447,34 @@ def _after_the_run(row: CompareRow, pl: PassLevel, reals, policies, st, workload
     per_run = [x if x is not None else pl for x in per_run]
     each = []
     for level in per_run:
-        fresh = [copy.deepcopy(p) for p in policies]  # one set of fresh policies per run's prediction
-        at = predict_runs(workload, fresh, level.model(st), limits, seeds, noise, None, order_seed, adjust)
+        fresh = [
+            copy.deepcopy(p) for p in policies
+        ]  # one set of fresh policies per run's prediction
+        at = predict_runs(
+            workload, fresh, level.model(st), limits, seeds, noise, None, order_seed, adjust
+        )
         each.append(median_summary([summarize(x, slo) for x in at]))
     row.pass_level, row.predicted_at_passes = pl, median_summary(each)
     errs = row.errors_at_passes
-    shown = ", ".join(f"{k.replace('_', ' ')} {errs[k]:+.0f} %" for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot")
-                      if errs.get(k) is not None)
-    each_run = " (each run predicted at its own passes' level, the median taken)" if len(per_run) > 1 else ""
-    notes.append(f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted again at that "
-                 f"level{each_run} (after the run, to split a miss into the machine's part and the model's): {shown}")
+    shown = ", ".join(
+        f"{k.replace('_', ' ')} {errs[k]:+.0f} %"
+        for k in ("p50_e2e", "p99_e2e", "p50_ttft", "mean_tpot")
+        if errs.get(k) is not None
+    )
+    each_run = (
+        " (each run predicted at its own passes' level, the median taken)"
+        if len(per_run) > 1
+        else ""
+    )
+    notes.append(
+        f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted again at that "
+        f"level{each_run} (after the run, to split a miss into the machine's part and the model's): {shown}"
+    )
     if lv is not None and pl.contradicts(lv.prefill, lv.decode):
-        notes.append(f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, which the "
-                     f"runs' own passes contradict ({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes")
+        notes.append(
+            f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, which the "
+            f"runs' own passes contradict ({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes"
+        )
 
 
 def worst_error(report: CompareReport) -> tuple[str, str, float] | None:

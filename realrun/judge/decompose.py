@@ -45,8 +45,13 @@ class Decomposition:
     replay_note: str = ""
 
     def as_dict(self) -> dict:
-        return {"passes": self.passes, "steps": self.steps, "gaps": self.gaps,
-                "replay_max_diff_s": self.replay_max_diff_s, "replay_note": self.replay_note}
+        return {
+            "passes": self.passes,
+            "steps": self.steps,
+            "gaps": self.gaps,
+            "replay_max_diff_s": self.replay_max_diff_s,
+            "replay_note": self.replay_note,
+        }
 
 
 def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict:
@@ -57,12 +62,18 @@ def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict:
     tot_m, tot_p = float(meas.sum()), float(pred.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.abs(pred - meas) / meas
-    return {"n": int(len(meas)), "measured_s": tot_m, "predicted_s": tot_p,
-            "total_error_pct": (tot_p - tot_m) / tot_m * 100 if tot_m else None,
-            "mean_abs_error_pct": float(np.nanmean(rel) * 100)}
+    return {
+        "n": int(len(meas)),
+        "measured_s": tot_m,
+        "predicted_s": tot_p,
+        "total_error_pct": (tot_p - tot_m) / tot_m * 100 if tot_m else None,
+        "mean_abs_error_pct": float(np.nanmean(rel) * 100),
+    }
 
 
-def decompose(workload, policy, real, step_time: StepTimeModel, limits: ServerLimits) -> Decomposition:
+def decompose(
+    workload, policy, real, step_time: StepTimeModel, limits: ServerLimits
+) -> Decomposition:
     """Split the prediction error of ``real`` (a run with ``meta['trace']`` and ``meta['passes']``).
 
     ``policy``: a fresh policy identical to the one the real run used (the replay runs it again).
@@ -78,7 +89,9 @@ def decompose(workload, policy, real, step_time: StepTimeModel, limits: ServerLi
         out.passes[kind] = error_summary(a[:, 0], a[:, 1])
     trace = real.meta.get("trace") or []
     if trace:
-        pred = np.array([float(model.durations(step, len(ends)).sum()) for _, step, _, ends in trace])
+        pred = np.array(
+            [float(model.durations(step, len(ends)).sum()) for _, step, _, ends in trace]
+        )
         meas = np.array([float(ends[-1] - t_start) for _, _, t_start, ends in trace])
         out.steps = error_summary(pred, meas)
         gaps = np.array([t_start - decided for decided, _, t_start, _ in trace])
@@ -110,11 +123,17 @@ def format_decomposition(label: str, d: Decomposition) -> list[str]:
 
     def row(name: str, s: dict) -> None:
         if s.get("n"):
-            lines.append(f"  {name:<12s} {s['n']:>6d} {s['measured_s']:>10.3f} {s['predicted_s']:>10.3f} "
-                         f"{s['total_error_pct']:>+8.1f}% {s['mean_abs_error_pct']:>8.1f}%")
+            lines.append(
+                f"  {name:<12s} {s['n']:>6d} {s['measured_s']:>10.3f} {s['predicted_s']:>10.3f} "
+                f"{s['total_error_pct']:>+8.1f}% {s['mean_abs_error_pct']:>8.1f}%"
+            )
 
-    lines.append(f"{label}: where the error comes from  (a) the cost model on the passes and steps that ran")
-    lines.append(f"  {'':<12s} {'count':>6s} {'meas. s':>10s} {'model s':>10s} {'total':>9s} {'mean|e|':>9s}")
+    lines.append(
+        f"{label}: where the error comes from  (a) the cost model on the passes and steps that ran"
+    )
+    lines.append(
+        f"  {'':<12s} {'count':>6s} {'meas. s':>10s} {'model s':>10s} {'total':>9s} {'mean|e|':>9s}"
+    )
     for kind, s in d.passes.items():
         row(f"{kind} pass", s)
     row("whole step", d.steps)
@@ -123,5 +142,7 @@ def format_decomposition(label: str, d: Decomposition) -> list[str]:
         lines.append(f"  (b) replay: {d.replay_note or 'no trace kept'}")
     else:
         same = "identical schedule" if d.replay_max_diff_s < 1e-9 else "the schedules differ"
-        lines.append(f"  (b) replay with the measured step times: largest difference {d.replay_max_diff_s:.1e} s ({same})")
+        lines.append(
+            f"  (b) replay with the measured step times: largest difference {d.replay_max_diff_s:.1e} s ({same})"
+        )
     return lines

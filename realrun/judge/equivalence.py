@@ -35,8 +35,24 @@ EQ_VERDICTS = ("agrees", "disagrees", "cannot tell")
 
 #: The 95th percentile of Student's t (a two-sided 90 % interval) by degrees of freedom; between
 #: table entries interpolated in 1/df, past the last the normal's 1.645 (standard tables).
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
-        12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671, 120: 1.658}
+_T95 = {
+    1: 6.314,
+    2: 2.920,
+    3: 2.353,
+    4: 2.132,
+    5: 2.015,
+    6: 1.943,
+    7: 1.895,
+    8: 1.860,
+    9: 1.833,
+    10: 1.812,
+    12: 1.782,
+    15: 1.753,
+    20: 1.725,
+    30: 1.697,
+    60: 1.671,
+    120: 1.658,
+}
 Z90 = 1.645
 
 
@@ -71,14 +87,16 @@ def pooled_log_sd(groups: list[list[float]]) -> tuple[float | None, int]:
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def runs_to_show(tolerance_pct: float, sd: float, df: int | None, centre_var: float = 0.0) -> int | None:
+def runs_to_show(
+    tolerance_pct: float, sd: float, df: int | None, centre_var: float = 0.0
+) -> int | None:
     """The fewest runs whose interval's half-width fits inside ±``tolerance_pct`` (what an error of 0
     needs to be called *agrees*); ``centre_var``: the prediction's own variance (ln scale), which more
     runs do not shrink. None where it alone fills the tolerance (more seeds, not more runs, would help)."""
     room = (math.log1p(tolerance_pct / 100.0) / t90(df)) ** 2 - centre_var
     if room <= 0:
         return None
-    return max(1, math.ceil(sd ** 2 / room))
+    return max(1, math.ceil(sd**2 / room))
 
 
 @dataclass(frozen=True)
@@ -93,7 +111,9 @@ class Judgement:
     high_pct: float
     tolerance_pct: float
     resolvable_pct: float
-    runs_needed: int | None  # None: the prediction's own seeds fill the tolerance; more runs cannot settle it
+    runs_needed: (
+        int | None
+    )  # None: the prediction's own seeds fill the tolerance; more runs cannot settle it
     runs: int
     spread_source: str
 
@@ -101,25 +121,44 @@ class Judgement:
         if self.verdict not in EQ_VERDICTS:
             raise ValueError(f"verdict must be one of {EQ_VERDICTS}, got {self.verdict!r}")
         if not self.low_pct <= self.error_pct <= self.high_pct:
-            raise ValueError(f"error_pct {self.error_pct} must lie in [{self.low_pct}, {self.high_pct}]")
+            raise ValueError(
+                f"error_pct {self.error_pct} must lie in [{self.low_pct}, {self.high_pct}]"
+            )
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "error_pct": round(self.error_pct, 2),
-                "interval_pct": [round(self.low_pct, 2), round(self.high_pct, 2)],
-                "tolerance_pct": self.tolerance_pct, "resolvable_pct": round(self.resolvable_pct, 2),
-                "runs_needed": self.runs_needed, "runs": self.runs, "spread_from": self.spread_source}
+        return {
+            "verdict": self.verdict,
+            "error_pct": round(self.error_pct, 2),
+            "interval_pct": [round(self.low_pct, 2), round(self.high_pct, 2)],
+            "tolerance_pct": self.tolerance_pct,
+            "resolvable_pct": round(self.resolvable_pct, 2),
+            "runs_needed": self.runs_needed,
+            "runs": self.runs,
+            "spread_from": self.spread_source,
+        }
 
     def text(self) -> str:
         head = f"{self.error_pct:+.0f} % [{self.low_pct:+.0f}, {self.high_pct:+.0f}]"
         if self.verdict != "cannot tell":
             return f"{head}: {self.verdict} within ±{self.tolerance_pct:g} %"
-        need = (f"{self.runs_needed} would show ±{self.tolerance_pct:g} %" if self.runs_needed is not None else
-                "the prediction's own seeds are too few to show it: raise --seeds")
+        need = (
+            f"{self.runs_needed} would show ±{self.tolerance_pct:g} %"
+            if self.runs_needed is not None
+            else "the prediction's own seeds are too few to show it: raise --seeds"
+        )
         return f"{head}: cannot tell at ±{self.tolerance_pct:g} %: {self.runs} run(s) here show ±{self.resolvable_pct:.0f} %; {need}"
 
 
-def judge(predicted: float, measured: list[float], tolerance_pct: float, sd: float, df: int | None,
-          spread_source: str = "", sd_centre: float = 0.0, seeds: int = 1) -> Judgement | None:
+def judge(
+    predicted: float,
+    measured: list[float],
+    tolerance_pct: float,
+    sd: float,
+    df: int | None,
+    spread_source: str = "",
+    sd_centre: float = 0.0,
+    seeds: int = 1,
+) -> Judgement | None:
     """The verdict on ``predicted`` against the runs ``measured`` (positive numbers), at ±``tolerance_pct``.
 
     ``sd``: the run-to-run sd of ln(metric) on this machine, with ``df`` degrees of freedom (None: taken
@@ -134,7 +173,7 @@ def judge(predicted: float, measured: list[float], tolerance_pct: float, sd: flo
         return None
     d = math.log(predicted) - np.log(ms)
     centre = float(d.mean())
-    se = math.sqrt(sd ** 2 / len(ms) + sd_centre ** 2 / max(1, seeds))
+    se = math.sqrt(sd**2 / len(ms) + sd_centre**2 / max(1, seeds))
     half = t90(df) * se
     lo, hi = centre - half, centre + half
     below, above = math.log1p(-min(tolerance_pct, 99.0) / 100.0), math.log1p(tolerance_pct / 100.0)
@@ -145,5 +184,7 @@ def judge(predicted: float, measured: list[float], tolerance_pct: float, sd: flo
     else:
         v = "cannot tell"
     pct = lambda x: (math.exp(x) - 1.0) * 100.0  # noqa: E731
-    need = runs_to_show(tolerance_pct, sd, df, sd_centre ** 2 / max(1, seeds))
-    return Judgement(v, pct(centre), pct(lo), pct(hi), tolerance_pct, pct(half), need, len(ms), spread_source)
+    need = runs_to_show(tolerance_pct, sd, df, sd_centre**2 / max(1, seeds))
+    return Judgement(
+        v, pct(centre), pct(lo), pct(hi), tolerance_pct, pct(half), need, len(ms), spread_source
+    )

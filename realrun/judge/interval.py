@@ -32,8 +32,17 @@ import numpy as np
 
 from .equivalence import Z90
 
-__all__ = ["RunSpread", "ASSUMED", "MetricSpread", "interval_for", "elasticity", "median_share", "LEVEL_STEP",
-           "MAX_ELASTICITY", "seed_log_sd"]
+__all__ = [
+    "RunSpread",
+    "ASSUMED",
+    "MetricSpread",
+    "interval_for",
+    "elasticity",
+    "median_share",
+    "LEVEL_STEP",
+    "MAX_ELASTICITY",
+    "seed_log_sd",
+]
 
 #: The level factor of the two simulations that read a metric's elasticity (× and ÷ this).
 LEVEL_STEP = 1.1
@@ -75,12 +84,16 @@ class RunSpread:
         if sd is None or df < 2:
             return None
         runs = sum(len(v) for v in levels.values())
-        return cls(sd, f"the passes of this compare's {runs} runs, {df} degrees of freedom", runs, df)
+        return cls(
+            sd, f"the passes of this compare's {runs} runs, {df} degrees of freedom", runs, df
+        )
 
 
 #: No repeats, no canaries that could tell, no stored spread: the middle of the 10-30 % this course's
 #: VMs showed from run to run, said as assumed (``--repeats 2`` measures it).
-ASSUMED = RunSpread(0.15, "assumed, the middle of what the course's VMs show; --repeats 2 measures this machine's")
+ASSUMED = RunSpread(
+    0.15, "assumed, the middle of what the course's VMs show; --repeats 2 measures this machine's"
+)
 
 
 def median_share(repeats: int) -> float:
@@ -101,7 +114,13 @@ def seed_log_sd(values: list[float]) -> float:
 def elasticity(low: float | None, high: float | None, step: float = LEVEL_STEP) -> float:
     """|d ln(metric) / d ln(level)| from the metric at level ÷ ``step`` and × ``step``, capped at
     ``MAX_ELASTICITY`` (0 where either is missing or not positive)."""
-    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)) or low <= 0 or high <= 0:
+    if (
+        low is None
+        or high is None
+        or not (np.isfinite(low) and np.isfinite(high))
+        or low <= 0
+        or high <= 0
+    ):
         return 0.0
     return min(MAX_ELASTICITY, abs(math.log(high / low)) / (2.0 * math.log(step)))
 
@@ -115,11 +134,13 @@ class MetricSpread:
 
     def __post_init__(self) -> None:
         if self.seed_sd < 0 or self.elasticity < 0:
-            raise ValueError(f"seed_sd and elasticity must be >= 0, got {self.seed_sd} and {self.elasticity}")
+            raise ValueError(
+                f"seed_sd and elasticity must be >= 0, got {self.seed_sd} and {self.elasticity}"
+            )
 
     def run_sd(self, spread: RunSpread) -> float:
         """How far one run's ln(metric) moves from the next's on this machine (no reference term)."""
-        return math.sqrt(self.seed_sd ** 2 + (self.elasticity * spread.sd) ** 2)
+        return math.sqrt(self.seed_sd**2 + (self.elasticity * spread.sd) ** 2)
 
     def log_sd(self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1) -> float:
         """The sd of ln(the median of ``repeats`` new runs) around a prediction made at a level read
@@ -127,11 +148,17 @@ class MetricSpread:
         if ref_runs < 1:
             raise ValueError(f"ref_runs must be >= 1, got {ref_runs}")
         level = (self.elasticity * spread.sd) ** 2
-        return math.sqrt(median_share(repeats) * (self.seed_sd ** 2 + level) + level / ref_runs)
+        return math.sqrt(median_share(repeats) * (self.seed_sd**2 + level) + level / ref_runs)
 
 
-def interval_for(centre: float | None, part: MetricSpread, spread: RunSpread, repeats: int = 1,
-                 ref_runs: int = 1, z: float = Z90) -> list[float] | None:
+def interval_for(
+    centre: float | None,
+    part: MetricSpread,
+    spread: RunSpread,
+    repeats: int = 1,
+    ref_runs: int = 1,
+    z: float = Z90,
+) -> list[float] | None:
     """[low, high]: where the median of ``repeats`` new runs lands 90 % of the time (None: no centre)."""
     if centre is None or not np.isfinite(centre) or centre <= 0:
         return None

@@ -93,10 +93,23 @@ def _plot_scatter(ax, rows: list[CompareRow], colors) -> None:
                 band = row.band.get(key)
                 reps = [r.get(key) for r in row.repeats if r.get(key)]
                 xerr = [[max(p - band[0], 0) * 1e3], [max(band[1] - p, 0) * 1e3]] if band else None
-                yerr = [[max(m - min(reps), 0) * 1e3], [max(max(reps) - m, 0) * 1e3]] if len(reps) > 1 else None
+                yerr = (
+                    [[max(m - min(reps), 0) * 1e3], [max(max(reps) - m, 0) * 1e3]]
+                    if len(reps) > 1
+                    else None
+                )
                 if xerr or yerr:
-                    ax.errorbar([p * 1e3], [m * 1e3], xerr=xerr, yerr=yerr, fmt="none", ecolor=c, elinewidth=1, capsize=2,
-                                zorder=2)
+                    ax.errorbar(
+                        [p * 1e3],
+                        [m * 1e3],
+                        xerr=xerr,
+                        yerr=yerr,
+                        fmt="none",
+                        ecolor=c,
+                        elinewidth=1,
+                        capsize=2,
+                        zorder=2,
+                    )
                     vals += [band[0] * 1e3, band[1] * 1e3] if band else []
     if vals:
         lo, hi = min(vals) / 1.5, max(vals) * 1.5
@@ -109,11 +122,22 @@ def _plot_scatter(ax, rows: list[CompareRow], colors) -> None:
         ax.set_ylim(lo, hi)
     ax.set_xlabel("predicted by batchsim (ms)")
     ax.set_ylabel("measured by realrun (ms)")
-    ax.set_title("every latency metric\n(grey: within 10 %; bars: 90 % band, repeats' range)", fontsize=10)
+    ax.set_title(
+        "every latency metric\n(grey: within 10 %; bars: 90 % band, repeats' range)", fontsize=10
+    )
     # Policies as colour patches, metrics as grey markers: no legend entry borrows the other's encoding.
     handles = [Patch(color=c, label=row.label) for row, c in zip(rows, colors)]
-    handles += [Line2D([], [], marker=marker, color="0.35", ls="none", label=label.replace(" ms", "").replace(" s", ""))
-                for marker, (_, label, _, _) in zip(METRIC_MARKERS, latency)]
+    handles += [
+        Line2D(
+            [],
+            [],
+            marker=marker,
+            color="0.35",
+            ls="none",
+            label=label.replace(" ms", "").replace(" s", ""),
+        )
+        for marker, (_, label, _, _) in zip(METRIC_MARKERS, latency)
+    ]
     ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=2, frameon=False)
 
 
@@ -133,7 +157,13 @@ def _plot_errors(bx, rows: list[CompareRow], colors) -> None:
     bx.axhspan(-20, -10, color="0.95", zorder=0)
     bx.axhspan(10, 20, color="0.95", zorder=0)
     bx.axhline(0, color="k", lw=0.8)
-    bx.set_xticks(xs, [m[1].replace(" ms", "").replace(" s", "") for m in keys], rotation=30, ha="right", fontsize=8)
+    bx.set_xticks(
+        xs,
+        [m[1].replace(" ms", "").replace(" s", "") for m in keys],
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
     bx.set_ylabel("(predicted - measured) / measured, %")
     bx.set_title("error per metric (bands: ±10 %, ±20 %)", fontsize=10)
     bx.legend(fontsize=8, frameon=False)
@@ -141,7 +171,12 @@ def _plot_errors(bx, rows: list[CompareRow], colors) -> None:
 
 def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
     """Where the error comes from: the cost model's error on the time each kind of pass took, per policy."""
-    parts = (("decode", "decode passes"), ("prefill", "prefill passes"), ("step", "whole steps"), ("gap", "gaps"))
+    parts = (
+        ("decode", "decode passes"),
+        ("prefill", "prefill passes"),
+        ("step", "whole steps"),
+        ("gap", "gaps"),
+    )
     n = len(rows)
     width = 0.8 / n
     xs = np.arange(len(parts))
@@ -156,6 +191,12 @@ def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(xs, [p[1] for p in parts], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("model - measured, % of the measured time")
-    same = all(r.decomposition.replay_max_diff_s is not None and r.decomposition.replay_max_diff_s < 1e-9 for r in rows)
-    ax.set_title("where it comes from: the cost model on what ran" + ("\n(replay of measured times: identical)" if same else ""),
-                 fontsize=10)
+    same = all(
+        r.decomposition.replay_max_diff_s is not None and r.decomposition.replay_max_diff_s < 1e-9
+        for r in rows
+    )
+    ax.set_title(
+        "where it comes from: the cost model on what ran"
+        + ("\n(replay of measured times: identical)" if same else ""),
+        fontsize=10,
+    )

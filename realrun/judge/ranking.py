@@ -45,11 +45,19 @@ class Pair:
 
     def __post_init__(self) -> None:
         if not (self.gap_pct >= 0 and self.spread_pct >= 0):
-            raise ConfigError(f"pair {self.a}/{self.b}: gap and spread must be >= 0, got {self.gap_pct!r}, {self.spread_pct!r}")
+            raise ConfigError(
+                f"pair {self.a}/{self.b}: gap and spread must be >= 0, got {self.gap_pct!r}, {self.spread_pct!r}"
+            )
 
     def as_dict(self) -> dict:
-        return {"lower": self.a, "higher": self.b, "gap_pct": round(self.gap_pct, 2),
-                "spread_pct": round(self.spread_pct, 2), "apart": self.apart, "same_order": self.same}
+        return {
+            "lower": self.a,
+            "higher": self.b,
+            "gap_pct": round(self.gap_pct, 2),
+            "spread_pct": round(self.spread_pct, 2),
+            "apart": self.apart,
+            "same_order": self.same,
+        }
 
 
 def _farthest(repeats: list[dict], median: float, key: str) -> float:
@@ -58,7 +66,11 @@ def _farthest(repeats: list[dict], median: float, key: str) -> float:
 
 
 def _usable(rows, key: str) -> list:
-    return [r for r in rows if not r.partial and r.measured.get(key) and r.predicted.get(key) is not None]
+    return [
+        r
+        for r in rows
+        if not r.partial and r.measured.get(key) and r.predicted.get(key) is not None
+    ]
 
 
 def pairs(rows, key: str = RANK_BY) -> list[Pair]:
@@ -67,12 +79,20 @@ def pairs(rows, key: str = RANK_BY) -> list[Pair]:
     rows = sorted(_usable(rows, key), key=lambda r: r.measured[key])
     out = []
     for i, lo in enumerate(rows):
-        for hi in rows[i + 1:]:
+        for hi in rows[i + 1 :]:
             ml, mh = lo.measured[key], hi.measured[key]
             spread = _farthest(lo.repeats, ml, key) + _farthest(hi.repeats, mh, key)
             gap = mh - ml
-            out.append(Pair(lo.label, hi.label, gap / ml * 100, spread / ml * 100, gap > spread,
-                            hi.predicted[key] > lo.predicted[key]))
+            out.append(
+                Pair(
+                    lo.label,
+                    hi.label,
+                    gap / ml * 100,
+                    spread / ml * 100,
+                    gap > spread,
+                    hi.predicted[key] > lo.predicted[key],
+                )
+            )
     return out
 
 

@@ -57,22 +57,46 @@ class CompareRow:
     partial: bool = False  # the measured run was cut short: compared over what it finished
     band: dict = field(default_factory=dict)
     repeats: list = field(default_factory=list)
-    canary: list = field(default_factory=list)  # (before, after) of each run's canary: readings, or seconds
+    canary: list = field(
+        default_factory=list
+    )  # (before, after) of each run's canary: readings, or seconds
     seeds: int = 1
-    predicted_at_profile: dict | None = None  # the median prediction at the profile's level (a level was applied)
-    pass_level: PassLevel | None = None  # the level the runs' own passes read (realrun.timing.pass_level)
-    predicted_at_passes: dict | None = None  # the median prediction at that level, made after the run
-    predicted_at_machine: dict | None = None  # at the machine's level over every policy, where it is off (after the run)
-    parts: dict = field(default_factory=dict)  # {metric: MetricSpread}: the seeds' spread and the level's elasticity
-    run_levels: list = field(default_factory=list)  # each run's level over its passes (measured / priced)
-    spread: RunSpread | None = None  # the machine's run-to-run spread this compare used (realrun.judge.interval)
-    metric_sd: dict = field(default_factory=dict)  # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
+    predicted_at_profile: dict | None = (
+        None  # the median prediction at the profile's level (a level was applied)
+    )
+    pass_level: PassLevel | None = (
+        None  # the level the runs' own passes read (realrun.timing.pass_level)
+    )
+    predicted_at_passes: dict | None = (
+        None  # the median prediction at that level, made after the run
+    )
+    predicted_at_machine: dict | None = (
+        None  # at the machine's level over every policy, where it is off (after the run)
+    )
+    parts: dict = field(
+        default_factory=dict
+    )  # {metric: MetricSpread}: the seeds' spread and the level's elasticity
+    run_levels: list = field(
+        default_factory=list
+    )  # each run's level over its passes (measured / priced)
+    spread: RunSpread | None = (
+        None  # the machine's run-to-run spread this compare used (realrun.judge.interval)
+    )
+    metric_sd: dict = field(
+        default_factory=dict
+    )  # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
     ref_runs: int = 1  # runs the prediction's level was read from (the profile: one)
 
     @property
     def errors(self) -> dict[str, float | None]:
-        return {k: (None if self.partial and k in THROUGHPUT else error_pct(self.predicted.get(k), self.measured.get(k)))
-                for k in KEYS}
+        return {
+            k: (
+                None
+                if self.partial and k in THROUGHPUT
+                else error_pct(self.predicted.get(k), self.measured.get(k))
+            )
+            for k in KEYS
+        }
 
     @property
     def noise(self) -> dict[str, float | None]:
@@ -80,13 +104,20 @@ class CompareRow:
         return noise_pct(self.repeats, KEYS)
 
     def _judged(self, k: str) -> bool:
-        return not (self.partial and k in THROUGHPUT) and k in self.parts and self.spread is not None
+        return (
+            not (self.partial and k in THROUGHPUT) and k in self.parts and self.spread is not None
+        )
 
     def interval(self, repeats: int = 1) -> dict[str, list[float] | None]:
         """{metric: [low, high]}: where the median of ``repeats`` new runs lands 90 % of the time
         (``realrun.judge.interval``; empty before the compare has its spread)."""
-        return {k: interval_for(self.predicted.get(k), self.parts[k], self.spread, repeats, self.ref_runs)
-                for k in KEYS if self._judged(k)}
+        return {
+            k: interval_for(
+                self.predicted.get(k), self.parts[k], self.spread, repeats, self.ref_runs
+            )
+            for k in KEYS
+            if self._judged(k)
+        }
 
     @property
     def interval_one_run(self) -> dict[str, list[float] | None]:
@@ -109,10 +140,27 @@ class CompareRow:
             runs = [x.get(k) for x in self.repeats] or [self.measured.get(k)]
             pooled = self.metric_sd.get(k)
             if pooled is not None:
-                sd, df, src = pooled[0], pooled[1], f"the repeats, pooled over the policies ({pooled[1]} df)"
+                sd, df, src = (
+                    pooled[0],
+                    pooled[1],
+                    f"the repeats, pooled over the policies ({pooled[1]} df)",
+                )
             else:
-                sd, df, src = self.parts[k].run_sd(self.spread), None, "expected: " + self.spread.source
-            out[k] = judge(self.predicted.get(k), runs, TARGETS[k], sd, df, src, self.parts[k].seed_sd, self.seeds)
+                sd, df, src = (
+                    self.parts[k].run_sd(self.spread),
+                    None,
+                    "expected: " + self.spread.source,
+                )
+            out[k] = judge(
+                self.predicted.get(k),
+                runs,
+                TARGETS[k],
+                sd,
+                df,
+                src,
+                self.parts[k].seed_sd,
+                self.seeds,
+            )
         return out
 
     @property
@@ -125,9 +173,16 @@ class CompareRow:
         """Per metric that disagrees: ``level`` where the prediction at the level the runs' passes read
         is within tolerance (the machine moved since the profile, not the model), else ``model``."""
         at = self.errors_at_passes
-        return {k: (None if v != "disagrees" else
-                    "level" if at.get(k) is not None and abs(at[k]) <= TARGETS[k] else "model")
-                for k, v in self.verdicts.items()}
+        return {
+            k: (
+                None
+                if v != "disagrees"
+                else "level"
+                if at.get(k) is not None and abs(at[k]) <= TARGETS[k]
+                else "model"
+            )
+            for k, v in self.verdicts.items()
+        }
 
     @property
     def in_band(self) -> dict[str, bool | None]:
@@ -143,8 +198,11 @@ class CompareRow:
     def in_one_run(self) -> dict[str, list[bool]]:
         """Per metric, whether each repeat lies inside the one-run interval (what coverage counts)."""
         iv = self.interval_one_run
-        return {k: [bool(b[0] <= x.get(k) <= b[1]) for x in self.repeats if x.get(k) is not None]
-                for k, b in iv.items() if b is not None}
+        return {
+            k: [bool(b[0] <= x.get(k) <= b[1]) for x in self.repeats if x.get(k) is not None]
+            for k, b in iv.items()
+            if b is not None
+        }
 
     @property
     def busy(self) -> float:
@@ -153,34 +211,79 @@ class CompareRow:
     @property
     def errors_at_profile(self) -> dict[str, float | None]:
         """The errors of the prediction at the profile's level (the same as ``errors`` when none was applied)."""
-        base = self.predicted_at_profile if self.predicted_at_profile is not None else self.predicted
-        return {k: (None if self.partial and k in THROUGHPUT else error_pct(base.get(k), self.measured.get(k)))
-                for k in KEYS}
+        base = (
+            self.predicted_at_profile if self.predicted_at_profile is not None else self.predicted
+        )
+        return {
+            k: (
+                None
+                if self.partial and k in THROUGHPUT
+                else error_pct(base.get(k), self.measured.get(k))
+            )
+            for k in KEYS
+        }
 
     @property
     def errors_at_passes(self) -> dict[str, float | None]:
         """The errors of the prediction at the level the runs' passes read (empty: none made)."""
         if self.predicted_at_passes is None:
             return {}
-        return {k: (None if self.partial and k in THROUGHPUT else error_pct(self.predicted_at_passes.get(k),
-                                                                            self.measured.get(k))) for k in KEYS}
+        return {
+            k: (
+                None
+                if self.partial and k in THROUGHPUT
+                else error_pct(self.predicted_at_passes.get(k), self.measured.get(k))
+            )
+            for k in KEYS
+        }
 
     def as_dict(self) -> dict:
-        return {"predicted": self.predicted, "predicted_band": self.band, "measured": self.measured,
-                "repeats": self.repeats, "error_pct": self.errors, "repeat_spread_pct": self.noise,
-                "verdicts": self.verdicts, "in_band": self.in_band, "seeds": self.seeds,
-                "interval_one_run": self.interval_one_run, "interval_median": self.interval_median,
-                "judgements": {k: (j.as_dict() if j is not None else None) for k, j in self.judgements.items()},
-                "causes": {k: c for k, c in self.causes.items() if c is not None},
-                "run_levels": [round(x, 4) for x in self.run_levels],
-                "elasticity": {k: round(p.elasticity, 3) for k, p in self.parts.items()},
-                "canary_s": [[_seconds(x) for x in c] for c in self.canary],
-                "canary": [[x.as_dict() if isinstance(x, CanaryReading) else None for x in c] for c in self.canary],
-                **({"predicted_at_profile": self.predicted_at_profile,
-                    "error_pct_at_profile": self.errors_at_profile} if self.predicted_at_profile is not None else {}),
-                **({"pass_level": self.pass_level.as_dict(), "predicted_at_passes": self.predicted_at_passes,
-                    "error_pct_at_passes": self.errors_at_passes} if self.pass_level is not None else {}),
-                **({"predicted_at_machine": self.predicted_at_machine} if self.predicted_at_machine is not None else {})}
+        return {
+            "predicted": self.predicted,
+            "predicted_band": self.band,
+            "measured": self.measured,
+            "repeats": self.repeats,
+            "error_pct": self.errors,
+            "repeat_spread_pct": self.noise,
+            "verdicts": self.verdicts,
+            "in_band": self.in_band,
+            "seeds": self.seeds,
+            "interval_one_run": self.interval_one_run,
+            "interval_median": self.interval_median,
+            "judgements": {
+                k: (j.as_dict() if j is not None else None) for k, j in self.judgements.items()
+            },
+            "causes": {k: c for k, c in self.causes.items() if c is not None},
+            "run_levels": [round(x, 4) for x in self.run_levels],
+            "elasticity": {k: round(p.elasticity, 3) for k, p in self.parts.items()},
+            "canary_s": [[_seconds(x) for x in c] for c in self.canary],
+            "canary": [
+                [x.as_dict() if isinstance(x, CanaryReading) else None for x in c]
+                for c in self.canary
+            ],
+            **(
+                {
+                    "predicted_at_profile": self.predicted_at_profile,
+                    "error_pct_at_profile": self.errors_at_profile,
+                }
+                if self.predicted_at_profile is not None
+                else {}
+            ),
+            **(
+                {
+                    "pass_level": self.pass_level.as_dict(),
+                    "predicted_at_passes": self.predicted_at_passes,
+                    "error_pct_at_passes": self.errors_at_passes,
+                }
+                if self.pass_level is not None
+                else {}
+            ),
+            **(
+                {"predicted_at_machine": self.predicted_at_machine}
+                if self.predicted_at_machine is not None
+                else {}
+            ),
+        }
 
 
 def _seconds(x) -> float | None:
@@ -193,7 +296,13 @@ class CompareReport:
     notes: list[str] = field(default_factory=list)
     figures: list = field(default_factory=list)
     config: dict = field(default_factory=dict)
-    level: Level | None = None  # the machine's level over the runs, from the canaries (None: no canary readings)
+    level: Level | None = (
+        None  # the machine's level over the runs, from the canaries (None: no canary readings)
+    )
     spread: RunSpread | None = None  # the machine's run-to-run spread the intervals stand on
-    metric_sd: dict = field(default_factory=dict)  # {metric: (sd of ln, df)}: the repeats pooled over the policies
-    machine_level: PassLevel | None = None  # every policy's passes pooled (realrun.timing.pass_level.machine_level)
+    metric_sd: dict = field(
+        default_factory=dict
+    )  # {metric: (sd of ln, df)}: the repeats pooled over the policies
+    machine_level: PassLevel | None = (
+        None  # every policy's passes pooled (realrun.timing.pass_level.machine_level)
+    )

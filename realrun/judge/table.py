@@ -39,17 +39,27 @@ def schedule_line(report: CompareReport) -> str:
     checked = [(r.label, r.decomposition) for r in report.rows if r.decomposition is not None]
     if not checked:
         return "schedule: not checked (no step trace kept for a replay)"
-    off = [(lab, d) for lab, d in checked if d.replay_max_diff_s is None or d.replay_max_diff_s >= 1e-9]
+    off = [
+        (lab, d) for lab, d in checked if d.replay_max_diff_s is None or d.replay_max_diff_s >= 1e-9
+    ]
     if not off:
         worst = max(d.replay_max_diff_s for _, d in checked)
-        return (f"schedule: the same decisions as the simulator's in every run ({len(checked)} replayed, largest "
-                f"difference {worst:.0e} s): what differs below is time, not scheduling")
+        return (
+            f"schedule: the same decisions as the simulator's in every run ({len(checked)} replayed, largest "
+            f"difference {worst:.0e} s): what differs below is time, not scheduling"
+        )
     lab, d = off[0]
-    why = d.replay_note if d.replay_max_diff_s is None else f"records differ by up to {d.replay_max_diff_s:.3g} s"
+    why = (
+        d.replay_note
+        if d.replay_max_diff_s is None
+        else f"records differ by up to {d.replay_max_diff_s:.3g} s"
+    )
     return f"schedule: NOT the simulator's for {lab} ({why}): the timing verdicts below mix both"
 
 
-def _cells(row: CompareRow, key: str, label: str, scale: float, fmt: str, first: bool, explain: bool) -> tuple[str, ...]:
+def _cells(
+    row: CompareRow, key: str, label: str, scale: float, fmt: str, first: bool, explain: bool
+) -> tuple[str, ...]:
     p, m = row.predicted.get(key), row.measured.get(key)
     iv = row.interval_one_run.get(key)
     j = row.judgements.get(key)
@@ -63,7 +73,16 @@ def _cells(row: CompareRow, key: str, label: str, scale: float, fmt: str, first:
         v += " (level)"
     band = row.band.get(key)
     extra = (f"{f(band[0])}-{f(band[1])}" if band else "-",) if explain else ()
-    return (row.label if first else "", label, f(p), f"{f(iv[0])}-{f(iv[1])}" if iv else "-", *extra, meas, err, v)
+    return (
+        row.label if first else "",
+        label,
+        f(p),
+        f"{f(iv[0])}-{f(iv[1])}" if iv else "-",
+        *extra,
+        meas,
+        err,
+        v,
+    )
 
 
 #: Beyond this many runs "--repeats N" is no advice (1,048 runs of a compare is days): such a figure is
@@ -77,23 +96,33 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
     out = []
     if report.spread is not None:
         out.append(f"this machine's level moves {report.spread.text()}")
-    unsure = [(r.label, k, r.judgements[k]) for r in report.rows for k in keys if r.judgements.get(k) is not None
-              and r.judgements[k].verdict == "cannot tell"]
+    unsure = [
+        (r.label, k, r.judgements[k])
+        for r in report.rows
+        for k in keys
+        if r.judgements.get(k) is not None and r.judgements[k].verdict == "cannot tell"
+    ]
     if unsure:
         shown = min(j.resolvable_pct for *_, j in unsure)
-        head = (f"cannot tell: {len(unsure)} of the figures above; {unsure[0][2].runs} run(s) on this machine show a "
-                f"difference of {shown:.0f} % at best")
+        head = (
+            f"cannot tell: {len(unsure)} of the figures above; {unsure[0][2].runs} run(s) on this machine show a "
+            f"difference of {shown:.0f} % at best"
+        )
         settled = [x for x in unsure if x[2].runs_needed is not None]
         near = [x for x in settled if x[2].runs_needed <= MANY_RUNS]
         far = [x for x in settled if x[2].runs_needed > MANY_RUNS]
         if near:
             lab, k, j = max(near, key=lambda x: x[2].runs_needed)
-            head += (f", and {j.runs_needed} runs would settle {'the hardest' if not far else 'all but ' + str(len(far))} "
-                     f"({lab} {_name(k)} at ±{TARGETS[k]:g} %): --repeats {j.runs_needed}")
+            head += (
+                f", and {j.runs_needed} runs would settle {'the hardest' if not far else 'all but ' + str(len(far))} "
+                f"({lab} {_name(k)} at ±{TARGETS[k]:g} %): --repeats {j.runs_needed}"
+            )
         if far:
             lab, k, j = max(far, key=lambda x: x[2].runs_needed)
-            head += (f"{';' if near else ','} {len(far)} would need more than {MANY_RUNS} runs (the hardest, {lab} "
-                     f"{_name(k)} at ±{TARGETS[k]:g} %, {j.runs_needed}): a quieter machine or a longer run, not repeats")
+            head += (
+                f"{';' if near else ','} {len(far)} would need more than {MANY_RUNS} runs (the hardest, {lab} "
+                f"{_name(k)} at ±{TARGETS[k]:g} %, {j.runs_needed}): a quieter machine or a longer run, not repeats"
+            )
         if len(settled) < len(unsure):
             head += "; for some, the prediction's own seeds fill the tolerance: raise --seeds"
         out.append(head)
@@ -101,13 +130,18 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
         lv = [k for k in keys if r.causes.get(k) == "level"]
         if lv and r.pass_level is not None:
             at = r.errors_at_passes
-            out.append(f"{r.label}: the runs agree with each other but the machine ran at {r.pass_level.text()} the "
-                       f"profile's price since it was made ({_canaries(report)}); predicted again at that level: "
-                       + ", ".join(f"{_name(k)} {at[k]:+.0f} %" for k in lv) + " (made after the run)")
+            out.append(
+                f"{r.label}: the runs agree with each other but the machine ran at {r.pass_level.text()} the "
+                f"profile's price since it was made ({_canaries(report)}); predicted again at that level: "
+                + ", ".join(f"{_name(k)} {at[k]:+.0f} %" for k in lv)
+                + " (made after the run)"
+            )
         if any(r.causes.get(k) == "model" for k in keys):
             ks = [k for k in keys if r.causes.get(k) == "model"]
-            out.append(f"{r.label}: {', '.join(_name(k) for k in ks)} DISAGREE beyond this machine's spread, and not "
-                       "because of its level: the cost model is off (--explain: where the error comes from)")
+            out.append(
+                f"{r.label}: {', '.join(_name(k) for k in ks)} DISAGREE beyond this machine's spread, and not "
+                "because of its level: the cost model is off (--explain: where the error comes from)"
+            )
     return out
 
 
@@ -119,7 +153,9 @@ def _canaries(report: CompareReport) -> str:
 
 
 def _name(key: str) -> str:
-    return next(lab for k, lab, *_ in COMPARE_METRICS if k == key).replace(" ms", "").replace(" s", "")
+    return (
+        next(lab for k, lab, *_ in COMPARE_METRICS if k == key).replace(" ms", "").replace(" s", "")
+    )
 
 
 def format_compare(report: CompareReport, decomposition: bool = True, explain: bool = False) -> str:
@@ -127,32 +163,55 @@ def format_compare(report: CompareReport, decomposition: bool = True, explain: b
     ``explain``), then what this machine can show; with ``explain`` and ``decomposition``, where each
     error came from."""
     keys = KEYS if explain else DEFAULT_METRICS
-    head = ("policy", "metric", "predicted", "one run, 90%", *(("seeds' band",) if explain else ()), "measured",
-            "error [90% CI]", "verdict")
+    head = (
+        "policy",
+        "metric",
+        "predicted",
+        "one run, 90%",
+        *(("seeds' band",) if explain else ()),
+        "measured",
+        "error [90% CI]",
+        "verdict",
+    )
     lines = []
     for row in report.rows:
         shown = [m for m in COMPARE_METRICS if m[0] in keys]
         for i, (key, label, scale, fmt) in enumerate(shown):
             lines.append(_cells(row, key, label, scale, fmt, i == 0, explain))
-    widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h) for i, h in enumerate(head)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in lines)) if lines else len(h) for i, h in enumerate(head)
+    ]
 
     def line(cells) -> str:
-        return "  ".join(c.ljust(w) if i < 2 or i >= len(cells) - 1 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i < 2 or i >= len(cells) - 1 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
-    out = [schedule_line(report), "", line(head), "  ".join("-" * w for w in widths), *(line(r) for r in lines)]
+    out = [
+        schedule_line(report),
+        "",
+        line(head),
+        "  ".join("-" * w for w in widths),
+        *(line(r) for r in lines),
+    ]
     if report.rows:
         vs = [r.verdicts.get(k) for r in report.rows for k in keys]
         counts = ", ".join(f"{sum(v == name for v in vs)} {name}" for name in _SHOWN)
         runs = sorted({len(r.repeats) for r in report.rows})
-        out.append(f"verdicts: {counts} (tolerances: " + ", ".join(f"{_name(k)} ±{TARGETS[k]:g} %" for k in DEFAULT_METRICS)
-                   + f"; {'/'.join(map(str, runs))} run(s) per policy; measured = median of the runs)")
+        out.append(
+            f"verdicts: {counts} (tolerances: "
+            + ", ".join(f"{_name(k)} ±{TARGETS[k]:g} %" for k in DEFAULT_METRICS)
+            + f"; {'/'.join(map(str, runs))} run(s) per policy; measured = median of the runs)"
+        )
         out += machine_lines(report, keys)
         if explain:
             within = [x for r in report.rows for xs in r.in_one_run.values() for x in xs]
             if within:
-                out.append(f"runs inside their one-run interval: {sum(within)} of {len(within)} "
-                           f"({np.mean(within):.0%}; 90 % expected)")
+                out.append(
+                    f"runs inside their one-run interval: {sum(within)} of {len(within)} "
+                    f"({np.mean(within):.0%}; 90 % expected)"
+                )
     if explain and decomposition:
         for row in report.rows:
             if row.decomposition is not None:

@@ -27,8 +27,17 @@ __all__ = ["TARGETS", "VERDICTS", "median_summary", "band_of", "noise_pct", "ver
 
 #: Target error (%) per metric: the fidelity targets of issue 18 (p50/p99 E2E 10/20, p50 TTFT 15,
 #: TPOT 10, throughput 5), and the same for the means and the other tails by analogy.
-TARGETS = {"request_throughput": 5.0, "output_throughput": 5.0, "mean_ttft": 15.0, "p50_ttft": 15.0, "p99_ttft": 20.0,
-           "mean_tpot": 10.0, "mean_e2e": 10.0, "p50_e2e": 10.0, "p99_e2e": 20.0}
+TARGETS = {
+    "request_throughput": 5.0,
+    "output_throughput": 5.0,
+    "mean_ttft": 15.0,
+    "p50_ttft": 15.0,
+    "p99_ttft": 20.0,
+    "mean_tpot": 10.0,
+    "mean_e2e": 10.0,
+    "p50_e2e": 10.0,
+    "p99_e2e": 20.0,
+}
 VERDICTS = ("agrees", "within noise", "disagrees")
 
 

@@ -35,7 +35,13 @@ from ..clock.runner import context_reason
 from ..engine.inputs import prompt_ids
 from ..engine.model import LoadedModel
 
-__all__ = ["HFGenerateEngine", "run_hf_continuous", "has_hf_continuous", "ENGINE_NAMES", "HF_MIN_BLOCK"]
+__all__ = [
+    "HFGenerateEngine",
+    "run_hf_continuous",
+    "has_hf_continuous",
+    "ENGINE_NAMES",
+    "HF_MIN_BLOCK",
+]
 
 ENGINE_NAMES = ("ours", "hf-generate", "hf-continuous", "vllm")
 #: transformers' smallest continuous-batching page (``BOUNDS["page_size"]`` in its
@@ -67,7 +73,13 @@ class HFGenerateEngine:
 
     name = "hf-generate"
 
-    def __init__(self, lm: LoadedModel, stop_on_eos: bool = False, prompt_seed: int = 0, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        lm: LoadedModel,
+        stop_on_eos: bool = False,
+        prompt_seed: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.lm, self.model = lm, lm.model
         self.stop_on_eos, self.prompt_seed, self.clock = stop_on_eos, prompt_seed, clock
         self.device = next(self.model.parameters()).device
@@ -95,7 +107,12 @@ class HFGenerateEngine:
         from transformers import GenerationConfig
 
         eos = self.lm.eos_token_id if self.stop_on_eos else None
-        return GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=self.lm.pad_token_id)
+        return GenerationConfig(
+            max_new_tokens=max_new,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=self.lm.pad_token_id,
+        )
 
     def _generate(self, ids, mask, max_new: int, streamer=None):
         # generate() fills an unset eos_token_id from the model's own generation config, so the
@@ -106,8 +123,10 @@ class HFGenerateEngine:
             gc.eos_token_id = None
         try:
             return self.model.generate(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                generation_config=self._config(max_new), streamer=streamer,
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                generation_config=self._config(max_new),
+                streamer=streamer,
             )
         finally:
             gc.eos_token_id = saved
@@ -120,15 +139,19 @@ class HFGenerateEngine:
             start, self._last = self._last, ends[-1]
             return start, ends
         if step.decode or any(c.start or not c.completes for c in step.prefill):
-            raise ConfigError("engine hf-generate runs padded batches only: policy must be taxi, static or dynamic")
+            raise ConfigError(
+                "engine hf-generate runs padded batches only: policy must be taxi, static or dynamic"
+            )
         rows = [self.requests[c.request_id] for c in step.prefill]
-        prompts = [prompt_ids(r, self.lm.vocab_size, self.lm.tokenizer, self.prompt_seed) for r in rows]
+        prompts = [
+            prompt_ids(r, self.lm.vocab_size, self.lm.tokenizer, self.prompt_seed) for r in rows
+        ]
         P = max(len(p) for p in prompts)
         ids = torch.full((len(rows), P), self.lm.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), P), dtype=torch.long)
         for i, p in enumerate(prompts):
-            ids[i, P - len(p):] = torch.tensor(p)
-            mask[i, P - len(p):] = 1
+            ids[i, P - len(p) :] = torch.tensor(p)
+            mask[i, P - len(p) :] = 1
         longest = max(r.output_tokens for r in rows)
         stamps = _Stamps(self.clock)
         t_start = self.clock()
@@ -169,10 +192,14 @@ def run_hf_continuous(
     if not has_hf_continuous(lm):
         import transformers
 
-        raise ConfigError(f"engine hf-continuous needs transformers' continuous batching, absent from transformers {transformers.__version__}")
+        raise ConfigError(
+            f"engine hf-continuous needs transformers' continuous batching, absent from transformers {transformers.__version__}"
+        )
     if block_size < HF_MIN_BLOCK:
-        raise ConfigError(f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' smallest "
-                          f"page), got {block_size}")
+        raise ConfigError(
+            f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' smallest "
+            f"page), got {block_size}"
+        )
     reqs = workload.requests
     n = len(reqs)
     rec = Recorder(workload)
@@ -182,7 +209,9 @@ def run_hf_continuous(
     old_level = log.level
     log.setLevel(logging.CRITICAL)
     reset_memory_stats(lm)
-    mgr = _hf_manager(lm, reqs, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stop_on_eos)
+    mgr = _hf_manager(
+        lm, reqs, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stop_on_eos
+    )
     bar = None
     if progress and n:
         from tqdm import tqdm
@@ -203,11 +232,22 @@ def run_hf_continuous(
             bar.close()
     if stopped is not None:
         rec.reject_unfinished(stopped)
-    return _hf_result(rec, workload, lm, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stopped), outputs
+    return _hf_result(
+        rec, workload, lm, max_seqs, max_batched_tokens, block_size, kv_budget_tokens, stopped
+    ), outputs
 
 
-def _replay(mgr, rec: Recorder, outputs: dict, reqs, lm: LoadedModel, prompt_seed: int, stop_on_eos: bool,
-            clock: Callable[[], float], bar) -> str | None:
+def _replay(
+    mgr,
+    rec: Recorder,
+    outputs: dict,
+    reqs,
+    lm: LoadedModel,
+    prompt_seed: int,
+    stop_on_eos: bool,
+    clock: Callable[[], float],
+    bar,
+) -> str | None:
     """Hand each request over at its arrival and record each as it finishes, until all are accounted
     for; returns why the run stopped early (None: it did not)."""
     n, done, nxt = len(reqs), 0, 0
@@ -234,7 +274,9 @@ def _replay(mgr, rec: Recorder, outputs: dict, reqs, lm: LoadedModel, prompt_see
     return None
 
 
-def _hand_over(mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, prompt_seed: int) -> tuple[int, int]:
+def _hand_over(
+    mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, prompt_seed: int
+) -> tuple[int, int]:
     """Hand the manager every request due by ``t`` from ``reqs[nxt]`` on; one too long for the model's
     context is rejected with its reason instead. Returns (the next request not yet due, how many rejected)."""
     rejected = 0
@@ -245,14 +287,25 @@ def _hand_over(mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, pr
             rec.reject(r.id, reason)
             rejected += 1
         else:
-            mgr.add_request(prompt_ids(r, lm.vocab_size, lm.tokenizer, prompt_seed), request_id=str(r.id),
-                            max_new_tokens=r.output_tokens, record_timestamps=True)
+            mgr.add_request(
+                prompt_ids(r, lm.vocab_size, lm.tokenizer, prompt_seed),
+                request_id=str(r.id),
+                max_new_tokens=r.output_tokens,
+                record_timestamps=True,
+            )
         nxt += 1
     return nxt, rejected
 
 
-def _hf_manager(lm: LoadedModel, reqs, max_seqs: int, max_batched_tokens: int, block_size: int,
-                kv_budget_tokens: int | None, stop_on_eos: bool):
+def _hf_manager(
+    lm: LoadedModel,
+    reqs,
+    max_seqs: int,
+    max_batched_tokens: int,
+    block_size: int,
+    kv_budget_tokens: int | None,
+    stop_on_eos: bool,
+):
     """transformers' continuous-batching manager, sized for the workload (blocks for every request at
     once when no KV budget is given: the manager never has to turn one away)."""
     from transformers import GenerationConfig
@@ -261,21 +314,30 @@ def _hf_manager(lm: LoadedModel, reqs, max_seqs: int, max_batched_tokens: int, b
     if kv_budget_tokens is not None:
         num_blocks = max(1, kv_budget_tokens // block_size)
     else:
-        num_blocks = int(sum(-(-(r.prompt_tokens + r.output_tokens) // block_size) for r in reqs)) + 8
+        num_blocks = (
+            int(sum(-(-(r.prompt_tokens + r.output_tokens) // block_size) for r in reqs)) + 8
+        )
     longest = max((r.output_tokens for r in reqs), default=1)
     gen_cfg = GenerationConfig(
-        max_new_tokens=longest, do_sample=False, pad_token_id=lm.pad_token_id,
+        max_new_tokens=longest,
+        do_sample=False,
+        pad_token_id=lm.pad_token_id,
         eos_token_id=lm.eos_token_id if stop_on_eos else None,
     )
     cb_cfg = ContinuousBatchingConfig(
-        page_size=block_size, num_blocks=num_blocks, max_batch_tokens=max_batched_tokens,
+        page_size=block_size,
+        num_blocks=num_blocks,
+        max_batch_tokens=max_batched_tokens,
         max_requests_per_batch=max_seqs,
     )
-    return lm.model.init_continuous_batching(generation_config=gen_cfg, continuous_batching_config=cb_cfg)
+    return lm.model.init_continuous_batching(
+        generation_config=gen_cfg, continuous_batching_config=cb_cfg
+    )
 
 
-def _record_finished(rec: Recorder, outputs: dict[int, list[int]], res, t0: float, eos: int | None,
-                     stop_on_eos: bool) -> None:
+def _record_finished(
+    rec: Recorder, outputs: dict[int, list[int]], res, t0: float, eos: int | None, stop_on_eos: bool
+) -> None:
     """A finished request's tokens and times, from the manager's own timestamps (--stop-on-eos: cut at EOS)."""
     rid = int(res.request_id)
     toks = list(res.generated_tokens)
@@ -292,13 +354,28 @@ def _record_finished(rec: Recorder, outputs: dict[int, list[int]], res, t0: floa
     rec.itl_max[rid] = float(np.diff(stamps).max()) if len(stamps) > 1 else np.nan
 
 
-def _hf_result(rec: Recorder, workload: Workload, lm: LoadedModel, max_seqs: int, max_batched_tokens: int,
-               block_size: int, kv_budget_tokens: int | None, stopped: str | None) -> RunResult:
+def _hf_result(
+    rec: Recorder,
+    workload: Workload,
+    lm: LoadedModel,
+    max_seqs: int,
+    max_batched_tokens: int,
+    block_size: int,
+    kv_budget_tokens: int | None,
+    stopped: str | None,
+) -> RunResult:
     """The measured run: the records, and what served them."""
     meta = {
-        "engine": "hf-continuous", "model": lm.name, "model_source": lm.source, "random_weights": lm.random_weights,
-        "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "kv_bytes_per_token": lm.kv_bytes_per_token,
-        "stopped": stopped, **memory_stats(lm),
+        "engine": "hf-continuous",
+        "model": lm.name,
+        "model_source": lm.source,
+        "random_weights": lm.random_weights,
+        "device": lm.device,
+        "dtype": lm.dtype,
+        "threads": lm.threads,
+        "kv_bytes_per_token": lm.kv_bytes_per_token,
+        "stopped": stopped,
+        **memory_stats(lm),
     }
     return RunResult(
         records=rec.records(),

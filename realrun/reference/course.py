@@ -47,8 +47,10 @@ def calibration_path(name: str | None) -> str | None:
     if name != REFERENCE:
         return name
     if not CALIBRATION.is_file():
-        raise ConfigError(f"calibration reference: {CALIBRATION} is missing from this installation "
-                          "(make it with python -m realrun.cli.make_reference, or give a calibration file)")
+        raise ConfigError(
+            f"calibration reference: {CALIBRATION} is missing from this installation "
+            "(make it with python -m realrun.cli.make_reference, or give a calibration file)"
+        )
     return str(CALIBRATION)
 
 

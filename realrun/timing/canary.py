@@ -74,11 +74,20 @@ class CanaryReading:
     def __post_init__(self) -> None:
         for name in ("prefill", "decode", "seconds"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or v <= 0
+            ):
                 raise ConfigError(f"canary {name} must be a positive number, got {show(v)}")
 
     def as_dict(self) -> dict:
-        return {"prefill": round(self.prefill, 4), "decode": round(self.decode, 4), "seconds": round(self.seconds, 4)}
+        return {
+            "prefill": round(self.prefill, 4),
+            "decode": round(self.decode, 4),
+            "seconds": round(self.seconds, 4),
+        }
 
 
 def grid_middle(axis) -> int:
@@ -95,7 +104,9 @@ class Canary:
         self.engine, self.model = engine, model
         ref = (getattr(model, "extra", None) or {}).get("canary")
         #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price alone.
-        self.reference: tuple[float, float] | None = (float(ref["prefill"]), float(ref["decode"])) if ref else None
+        self.reference: tuple[float, float] | None = (
+            (float(ref["prefill"]), float(ref["decode"])) if ref else None
+        )
         self.prefills, self.decodes = int(prefills), int(decodes)
         pre, dec = getattr(model, "prefill", None), getattr(model, "decode", None)
         ctx = int(getattr(engine.lm, "n_positions", 1024))
@@ -132,7 +143,10 @@ class Canary:
         rs = [r for r in (self.raw() for _ in range(readings)) if r is not None]
         if not rs:  # (only vLLM's canary can come back empty) held up to the price alone, as an older profile
             return None
-        ref = {"prefill": float(np.median([r.prefill for r in rs])), "decode": float(np.median([r.decode for r in rs]))}
+        ref = {
+            "prefill": float(np.median([r.prefill for r in rs])),
+            "decode": float(np.median([r.decode for r in rs])),
+        }
         self.reference = (ref["prefill"], ref["decode"])
         return ref
 
@@ -152,38 +166,59 @@ class Level:
 
     def applied(self) -> tuple[float, float]:
         """(prefill, decode) factors the prediction is moved by: each, unless within 2 se or ``ACCURACY`` of 1."""
+
         def one(f: float, se: float) -> float:
             return f if abs(f - 1.0) > max(2.0 * se, ACCURACY) else 1.0
+
         return one(self.prefill, self.prefill_se), one(self.decode, self.decode_se)
 
-    def model(self, step_time: StepTimeModel, rng: np.random.Generator | None = None) -> StepTimeModel:
+    def model(
+        self, step_time: StepTimeModel, rng: np.random.Generator | None = None
+    ) -> StepTimeModel:
         """``step_time`` at this level; with ``rng``, at one run's level: each factor normal around the
         applied one, with the level's standard error and the run-to-run spread (one seed's share of the band)."""
         p, d = self.applied()
         if rng is not None:
-            p = max(0.05, p * (1.0 + _sd(self.prefill_se, self.prefill_run_sd) * float(rng.standard_normal())))
-            d = max(0.05, d * (1.0 + _sd(self.decode_se, self.decode_run_sd) * float(rng.standard_normal())))
+            p = max(
+                0.05,
+                p
+                * (1.0 + _sd(self.prefill_se, self.prefill_run_sd) * float(rng.standard_normal())),
+            )
+            d = max(
+                0.05,
+                d * (1.0 + _sd(self.decode_se, self.decode_run_sd) * float(rng.standard_normal())),
+            )
         return step_time if (p, d) == (1.0, 1.0) else LevelStepTime(step_time, p, d)
 
     def as_dict(self) -> dict:
         p, d = self.applied()
-        return {"prefill": round(self.prefill, 4), "decode": round(self.decode, 4), "prefill_se": _round(self.prefill_se),
-                "decode_se": _round(self.decode_se), "readings": self.readings, "applied": [round(p, 4), round(d, 4)],
-                "run_sd": [round(self.prefill_run_sd, 4), round(self.decode_run_sd, 4)]}
+        return {
+            "prefill": round(self.prefill, 4),
+            "decode": round(self.decode, 4),
+            "prefill_se": _round(self.prefill_se),
+            "decode_se": _round(self.decode_se),
+            "readings": self.readings,
+            "applied": [round(p, 4), round(d, 4)],
+            "run_sd": [round(self.prefill_run_sd, 4), round(self.decode_run_sd, 4)],
+        }
 
     def text(self) -> str:
         p, d = self.applied()
         # Written before the runs' passes are read: a policy whose passes contradict it is not moved (its own note).
-        moved = ("the prediction is moved to that level where the runs' own passes do not contradict it"
-                 if (p, d) != (1.0, 1.0) else
-                 f"both within two standard errors or {ACCURACY:.0%} of 1, so the prediction is not moved")
-        return (f"machine level over the runs ({self.readings} canaries): prefill passes {self.prefill:.3f}x (+-{self.prefill_se:.3f}), "
-                f"decode passes {self.decode:.3f}x (+-{self.decode_se:.3f}) the profile's; {moved}; from run to run the "
-                f"level moves by {self.prefill_run_sd:.1%} (prefill) and {self.decode_run_sd:.1%} (decode), which the band holds")
+        moved = (
+            "the prediction is moved to that level where the runs' own passes do not contradict it"
+            if (p, d) != (1.0, 1.0)
+            else f"both within two standard errors or {ACCURACY:.0%} of 1, so the prediction is not moved"
+        )
+        return (
+            f"machine level over the runs ({self.readings} canaries): prefill passes {self.prefill:.3f}x (+-{self.prefill_se:.3f}), "
+            f"decode passes {self.decode:.3f}x (+-{self.decode_se:.3f}) the profile's; {moved}; from run to run the "
+            f"level moves by {self.prefill_run_sd:.1%} (prefill) and {self.decode_run_sd:.1%} (decode), which the band holds"
+        )
 
 
 def _sd(se: float, run_sd: float) -> float:
-    return math.sqrt((se if math.isfinite(se) else 0.0) ** 2 + run_sd ** 2)
+    return math.sqrt((se if math.isfinite(se) else 0.0) ** 2 + run_sd**2)
 
 
 def _round(x: float) -> float | None:
@@ -208,7 +243,9 @@ def session_level(pairs: list[tuple[CanaryReading, CanaryReading]]) -> Level | N
             return 0.0
         b = np.array([getattr(x, kind) for x, _ in pairs]) / level
         a = np.array([getattr(y, kind) for _, y in pairs]) / level
-        return math.sqrt(max(0.0, float(((a + b) / 2).var(ddof=1)) - float((a - b).var(ddof=1)) / 4))
+        return math.sqrt(
+            max(0.0, float(((a + b) / 2).var(ddof=1)) - float((a - b).var(ddof=1)) / 4)
+        )
 
     p, pse = med_se([r.prefill for r in readings])
     d, dse = med_se([r.decode for r in readings])

@@ -56,17 +56,24 @@ class Drift:
         when = "the course machine's reference" if reference else "while profiling"
         # Not "expect errors of that size": a queue near full load turns a step-time error into a
         # waiting-time error several times larger (8 % here, 61 % in the taxi's TTFT, in one run).
-        verdict = ("the machine held steady" if abs(pct) < 5 else
-                   f"this machine ran {abs(pct):.0f} % {'slower' if pct > 0 else 'faster'} at the end than {when}; "
-                   "a busy server's queue stretches such a step-time error into a waiting-time error several times "
-                   "larger, so latencies can miss by far more than this")
-        line = (f"drift: {len(self.shapes)} profiled shapes timed again after the runs take {self.ratio:.2f}x their "
-                f"profiled time ({verdict})")
+        verdict = (
+            "the machine held steady"
+            if abs(pct) < 5
+            else f"this machine ran {abs(pct):.0f} % {'slower' if pct > 0 else 'faster'} at the end than {when}; "
+            "a busy server's queue stretches such a step-time error into a waiting-time error several times "
+            "larger, so latencies can miss by far more than this"
+        )
+        line = (
+            f"drift: {len(self.shapes)} profiled shapes timed again after the runs take {self.ratio:.2f}x their "
+            f"profiled time ({verdict})"
+        )
         if reference and abs(pct) >= REFERENCE_APART_PCT:
             # The bare run predicts the course machine's times, the same on every run (lesson 7); on a
             # machine this far from it the errors measure the two machines apart, not the simulator.
-            line += (f"; the prediction is the course machine's, and this machine is {abs(pct):.0f} % away from it: "
-                     "python -m realrun compare profiles this machine first (about 40 s more) and predicts for it")
+            line += (
+                f"; the prediction is the course machine's, and this machine is {abs(pct):.0f} % away from it: "
+                "python -m realrun compare profiles this machine first (about 40 s more) and predicts for it"
+            )
         return line
 
 
@@ -86,7 +93,9 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
     shapes = _shapes(model)
     longest = max(n for k, _, n in shapes if k == "prefill")
     pool = max(b for _, b, _ in shapes) + 1
-    engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "drift check"))
+    engine.start(
+        Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "drift check")
+    )
     ids = list(range(pool))
     out = []
     for kind, b, n in shapes:
@@ -94,9 +103,13 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
         if kind == "decode":
             rows = ids[:b]
             engine.fill_rows(rows, [n] * b)
-            engine.execute(Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats + WARMUP))
+            engine.execute(
+                Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats + WARMUP)
+            )
             engine.release(rows)
-            del engine.pass_log[:WARMUP]  # fresh rows run slow at first (the profile drops these too)
+            del engine.pass_log[
+                :WARMUP
+            ]  # fresh rows run slow at first (the profile drops these too)
         else:
             for _ in range(max(2, repeats // 2)):
                 engine.execute(Step(prefill=(Chunk(0, 0, n, True),)))
@@ -116,6 +129,8 @@ def load_warning(threads: int) -> str | None:
     except OSError:
         return None
     if la > threads + 0.5:
-        return (f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on this machine, and it "
-                "stretches measured times (not predicted ones); for fidelity figures, measure on a quiet machine")
+        return (
+            f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on this machine, and it "
+            "stretches measured times (not predicted ones); for fidelity figures, measure on a quiet machine"
+        )
     return None

@@ -63,7 +63,12 @@ class Grid:
     rounds: int = 2
     validation: int = 10  # off-grid shapes timed and held out
     seed: int = 0
-    wake_idle: tuple[float, ...] = (0.001, 0.005, 0.02, 0.1)  # idle seconds after which a cold start is timed
+    wake_idle: tuple[float, ...] = (
+        0.001,
+        0.005,
+        0.02,
+        0.1,
+    )  # idle seconds after which a cold start is timed
     # Seconds of the slow probe (one pass over and over: how the machine's speed wanders); 0, a grid made
     # by hand: the fewest passes that can show a drift (120).
     probe_s: float = 0.0
@@ -72,11 +77,19 @@ class Grid:
         check_int_at_least("repeats", self.repeats, 1)
         check_int_at_least("rounds", self.rounds, 1)
         check_int_at_least("max_prefill_tokens", self.max_prefill_tokens, 1)
-        if isinstance(self.probe_s, bool) or not isinstance(self.probe_s, (int, float)) or not 0 <= self.probe_s <= 600:
+        if (
+            isinstance(self.probe_s, bool)
+            or not isinstance(self.probe_s, (int, float))
+            or not 0 <= self.probe_s <= 600
+        ):
             raise ConfigError(f"grid probe_s must be seconds in [0, 600], got {self.probe_s!r}")
         for name in ("decode_rows", "decode_widths", "prefill_rows", "prefill_lengths"):
             axis = getattr(self, name)
-            if not axis or any(not isinstance(v, (int, np.integer)) or v < 1 for v in axis) or list(axis) != sorted(set(axis)):
+            if (
+                not axis
+                or any(not isinstance(v, (int, np.integer)) or v < 1 for v in axis)
+                or list(axis) != sorted(set(axis))
+            ):
                 raise ConfigError(f"grid {name} must be increasing integers >= 1, got {axis!r}")
         if self.prefill_rows[0] * self.prefill_lengths[0] > self.max_prefill_tokens:
             raise ConfigError("grid: the smallest prefill point is above max_prefill_tokens")
@@ -86,32 +99,74 @@ class Grid:
         from dataclasses import replace
 
         room = n_positions - self.repeats - 1
-        widths = tuple(w for w in self.decode_widths if w <= room) or (min(self.decode_widths[0], room),)
+        widths = tuple(w for w in self.decode_widths if w <= room) or (
+            min(self.decode_widths[0], room),
+        )
         lengths = tuple(n for n in self.prefill_lengths if n <= n_positions) or (n_positions,)
-        return replace(self, decode_widths=widths, prefill_lengths=lengths,
-                       past=tuple((q, p) for q, p in self.past if q + p <= n_positions),
-                       join=tuple((b, w, n) for b, w, n in self.join if w <= room and n <= n_positions))
+        return replace(
+            self,
+            decode_widths=widths,
+            prefill_lengths=lengths,
+            past=tuple((q, p) for q, p in self.past if q + p <= n_positions),
+            join=tuple((b, w, n) for b, w, n in self.join if w <= room and n <= n_positions),
+        )
 
     @property
     def points(self) -> int:
-        pre = sum(1 for b in self.prefill_rows for n in self.prefill_lengths if b * n <= self.max_prefill_tokens)
-        return len(self.decode_rows) * len(self.decode_widths) + pre + len(self.past) + len(self.join) + len(self.wake_idle)
+        pre = sum(
+            1
+            for b in self.prefill_rows
+            for n in self.prefill_lengths
+            if b * n <= self.max_prefill_tokens
+        )
+        return (
+            len(self.decode_rows) * len(self.decode_widths)
+            + pre
+            + len(self.past)
+            + len(self.join)
+            + len(self.wake_idle)
+        )
 
 
 GRIDS = {
     # About 15 s for tiny-gpt2 on one core: shapes a small classroom workload reaches.
-    "quick": Grid(decode_rows=doubling(1, 32), decode_widths=(16, 64, 256), prefill_rows=(1, 2, 4, 8),
-                  prefill_lengths=(8, 32, 128, 256), max_prefill_tokens=1024, past=((64, 128),),
-                  join=((4, 64, 32), (16, 128, 64)), repeats=4, probe_s=3.0),
-    "full": Grid(decode_rows=doubling(1, 128), decode_widths=(16, 64, 256, 768), prefill_rows=doubling(1, 32),
-                 prefill_lengths=doubling(8, 1024), max_prefill_tokens=4096, past=((128, 256), (256, 512), (512, 256)),
-                 join=((4, 64, 32), (16, 256, 64), (64, 256, 128)), repeats=6, rounds=3, probe_s=6.0),
+    "quick": Grid(
+        decode_rows=doubling(1, 32),
+        decode_widths=(16, 64, 256),
+        prefill_rows=(1, 2, 4, 8),
+        prefill_lengths=(8, 32, 128, 256),
+        max_prefill_tokens=1024,
+        past=((64, 128),),
+        join=((4, 64, 32), (16, 128, 64)),
+        repeats=4,
+        probe_s=3.0,
+    ),
+    "full": Grid(
+        decode_rows=doubling(1, 128),
+        decode_widths=(16, 64, 256, 768),
+        prefill_rows=doubling(1, 32),
+        prefill_lengths=doubling(8, 1024),
+        max_prefill_tokens=4096,
+        past=((128, 256), (256, 512), (512, 256)),
+        join=((4, 64, 32), (16, 256, 64), (64, 256, 128)),
+        repeats=6,
+        rounds=3,
+        probe_s=6.0,
+    ),
 }
 
 
-def grid_for_workload(workload: Workload, max_rows: int, max_prefill: int, chunk: int | None = None,
-                      policies: tuple[str, ...] = GRIDS["quick"].policies, repeats: int = 8, rounds: int = 2,
-                      probe_s: float = 4.0, whole_prompts: bool = False) -> Grid:
+def grid_for_workload(
+    workload: Workload,
+    max_rows: int,
+    max_prefill: int,
+    chunk: int | None = None,
+    policies: tuple[str, ...] = GRIDS["quick"].policies,
+    repeats: int = 8,
+    rounds: int = 2,
+    probe_s: float = 4.0,
+    whole_prompts: bool = False,
+) -> Grid:
     """A grid that covers what this workload will run.
 
     max_rows: the most rows a step may hold; max_prefill: the most prompt tokens one pass may

@@ -28,7 +28,16 @@ from batchsim.sim.grid2d import isotonic
 
 from .grid import Grid
 
-__all__ = ["measure", "schedule", "robust_mean", "probe_log", "probe_passes", "probe_series", "WARMUP", "Samples"]
+__all__ = [
+    "measure",
+    "schedule",
+    "robust_mean",
+    "probe_log",
+    "probe_passes",
+    "probe_series",
+    "WARMUP",
+    "Samples",
+]
 
 WARMUP = 2
 #: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
@@ -68,16 +77,23 @@ def schedule(grid: Grid) -> list[tuple]:
     then ("probe", width), ("wake", idle, prompt) and ("gap", policy). ``grid`` as ``measure`` times it
     (clipped to the model's context). ``realrun.timing.profile_size`` prices it to say how long is left."""
     wake_n = min(32, grid.prefill_lengths[-1])
-    return (_one_round(grid) * grid.rounds + [("probe", _probe_width(grid))]
-            + [("wake", idle, wake_n) for idle in grid.wake_idle] + [("gap", name) for name in grid.policies])
+    return (
+        _one_round(grid) * grid.rounds
+        + [("probe", _probe_width(grid))]
+        + [("wake", idle, wake_n) for idle in grid.wake_idle]
+        + [("gap", name) for name in grid.policies]
+    )
 
 
 def _one_round(grid: Grid) -> list[tuple]:
     """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves out."""
     validation = _validation_shapes(grid, np.random.default_rng(grid.seed))
-    return ([("decode", b, w) for b, w in _decode_points(grid, validation)]
-            + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
-            + [("past", q, p) for q, p in grid.past] + [("join", *j) for j in grid.join])
+    return (
+        [("decode", b, w) for b, w in _decode_points(grid, validation)]
+        + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
+        + [("past", q, p) for q, p in grid.past]
+        + [("join", *j) for j in grid.join]
+    )
 
 
 def _decode_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
@@ -85,11 +101,18 @@ def _decode_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
 
 
 def _prefill_points(grid: Grid, validation: dict) -> list[tuple[int, int]]:
-    pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
+    pts = [
+        (b, n)
+        for b in grid.prefill_rows
+        for n in grid.prefill_lengths
+        if b * n <= grid.max_prefill_tokens
+    ]
     return pts + validation["prefill"]
 
 
-def measure(engine, grid: Grid, policies: dict | None = None, progress=False, budget_s: float | None = None) -> dict:
+def measure(
+    engine, grid: Grid, policies: dict | None = None, progress=False, budget_s: float | None = None
+) -> dict:
     """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model).
 
     ``progress``: True, a bar; an object with ``update(n)`` and ``close()``, ticked once per entry of
@@ -97,10 +120,15 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress=False, bu
     next would end beyond the budget (the result's ``rounds_timed`` says how many ran)."""
     grid = grid.clipped(engine.lm.n_positions)
     rng = np.random.default_rng(grid.seed)
-    longest = max(max(grid.prefill_lengths), max(q + p for q, p in grid.past) if grid.past else 0,
-                  max((n for *_, n in grid.join), default=0))
+    longest = max(
+        max(grid.prefill_lengths),
+        max(q + p for q, p in grid.past) if grid.past else 0,
+        max((n for *_, n in grid.join), default=0),
+    )
     pool = max(max(grid.decode_rows), max(grid.prefill_rows)) + grid.repeats + 4
-    engine.start(Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "profile pool"))
+    engine.start(
+        Workload(tuple(Request(i, 0.0, longest, 1 << 30) for i in range(pool)), "profile pool")
+    )
     ids = list(range(pool))
     s = Samples()
     validation = _validation_shapes(grid, rng)
@@ -110,8 +138,14 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress=False, bu
     extra, repeat_extra, joins, runs = [], [], [], []
     # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
     engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
-    engine.execute(Step(decode=tuple(ids[:2]), kv_read=2 * grid.decode_widths[0], decode_width=grid.decode_widths[0],
-                        repeat=10))
+    engine.execute(
+        Step(
+            decode=tuple(ids[:2]),
+            kv_read=2 * grid.decode_widths[0],
+            decode_width=grid.decode_widths[0],
+            repeat=10,
+        )
+    )
     engine.release(ids[:2])
     reps = max(2, grid.repeats // 2)
     t0, rounds_timed = time.monotonic(), 0
@@ -119,7 +153,9 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress=False, bu
         per_round = (time.monotonic() - t0) / rnd if rnd else 0.0
         if rnd and budget_s is not None and time.monotonic() - t0 + per_round > budget_s:
             if bar is not None:  # the rounds left out count as done
-                bar.update((grid.rounds - rnd) * len(_one_round(grid)))  # the count schedule() gives a round
+                bar.update(
+                    (grid.rounds - rnd) * len(_one_round(grid))
+                )  # the count schedule() gives a round
             break
         _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
         _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
@@ -129,30 +165,61 @@ def measure(engine, grid: Grid, policies: dict | None = None, progress=False, bu
     probe = _slow_probe(engine, grid, ids, s)
     _tick(bar)
     wake = _wake(engine, grid, ids, bar)
-    gaps = {name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies}
+    gaps = {
+        name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies
+    }
     if bar is not None:
         bar.close()
-    return {"grid": grid, "samples": s, "validation": validation, "step_extra": extra, "repeat_extra": repeat_extra,
-            "joins": joins, "decode_runs": runs, "gaps": gaps, "wake": wake, "n_positions": int(engine.lm.n_positions),
-            "slow_probe": probe, "rounds_timed": rounds_timed}
+    return {
+        "grid": grid,
+        "samples": s,
+        "validation": validation,
+        "step_extra": extra,
+        "repeat_extra": repeat_extra,
+        "joins": joins,
+        "decode_runs": runs,
+        "gaps": gaps,
+        "wake": wake,
+        "n_positions": int(engine.lm.n_positions),
+        "slow_probe": probe,
+        "rounds_timed": rounds_timed,
+    }
 
 
 # -- one round of the grid, a kind of pass at a time (rounds interleave the kinds) ----------------
 
-def _time_decode(engine, grid: Grid, ids: list[int], points, s: Samples, runs: list, extra: list,
-                 repeat_extra: list, bar) -> None:
+
+def _time_decode(
+    engine,
+    grid: Grid,
+    ids: list[int],
+    points,
+    s: Samples,
+    runs: list,
+    extra: list,
+    repeat_extra: list,
+    bar,
+) -> None:
     log = engine.pass_log
     for b, w in points:
         rows = ids[:b]
         engine.fill_rows(rows, [w - WARMUP] * b)
         log.clear()
-        t0, ends = engine.execute(Step(decode=tuple(rows), kv_read=b * (w - WARMUP), decode_width=w - WARMUP,
-                                       repeat=grid.repeats + WARMUP))
+        t0, ends = engine.execute(
+            Step(
+                decode=tuple(rows),
+                kv_read=b * (w - WARMUP),
+                decode_width=w - WARMUP,
+                repeat=grid.repeats + WARMUP,
+            )
+        )
         # The first passes over freshly made rows run slow (new buffers, kernels for a new shape),
         # which a running server's rows, a column wider each pass, are not: they are not kept.
         secs = np.array([x for _, x in log])[WARMUP:]
         s.add(("decode", b, w), secs)
-        runs.append(secs)  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
+        runs.append(
+            secs
+        )  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
         steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
         extra.append(steps[0] - secs[0])
         repeat_extra.extend(steps[1:] - secs[1:])
@@ -160,7 +227,9 @@ def _time_decode(engine, grid: Grid, ids: list[int], points, s: Samples, runs: l
         _tick(bar)
 
 
-def _time_prefill(engine, ids: list[int], points, reps: int, rnd: int, longest: int, s: Samples, bar) -> None:
+def _time_prefill(
+    engine, ids: list[int], points, reps: int, rnd: int, longest: int, s: Samples, bar
+) -> None:
     log = engine.pass_log
     for b, n in points:
         for n2 in _jittered(n, reps, rnd, longest):
@@ -203,8 +272,14 @@ def _time_join(engine, grid: Grid, ids: list[int], joins: list, bar) -> None:
         for r in range(grid.repeats):
             new = ids[b + r]
             log.clear()
-            t0, ends = engine.execute(Step(prefill=(Chunk(new, 0, n, True),), decode=tuple(rows),
-                                           kv_read=b * (w + r), decode_width=w + r))
+            t0, ends = engine.execute(
+                Step(
+                    prefill=(Chunk(new, 0, n, True),),
+                    decode=tuple(rows),
+                    kv_read=b * (w + r),
+                    decode_width=w + r,
+                )
+            )
             joins.append(((ends[-1] - t0) - sum(x for _, x in log), n))
             engine.release([new])
         engine.release(rows)
@@ -243,7 +318,11 @@ def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
     # Longer idle leaves the caches no warmer: the extra never falls as the idle grows. Where
     # noise says it does, the two readings pool (isotonic), instead of a short idle priced dearer.
     extra = isotonic(np.asarray(extra)).tolist() if extra else extra
-    return {"idle": list(grid.wake_idle), "extra": extra, "late": float(np.mean(late)) if late else 0.0}
+    return {
+        "idle": list(grid.wake_idle),
+        "extra": extra,
+        "late": float(np.mean(late)) if late else 0.0,
+    }
 
 
 def _slow_probe(engine, grid: Grid, ids: list[int], s: Samples) -> list[float]:
@@ -312,7 +391,9 @@ def _validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:
         n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
         hi = max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n))
         b = int(rng.integers(1, hi + 1))
-        if (b, n) not in out["prefill"] and not (b in grid.prefill_rows and n in grid.prefill_lengths):
+        if (b, n) not in out["prefill"] and not (
+            b in grid.prefill_rows and n in grid.prefill_lengths
+        ):
             out["prefill"].append((b, n))
     return out
 

@@ -29,8 +29,16 @@ import numpy as np
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import StepTimeModel
 
-__all__ = ["PassLevel", "pass_level", "machine_level", "run_level", "priced_passes", "BLOCKS", "CONTRADICTS",
-           "IDLE_MIN_S"]
+__all__ = [
+    "PassLevel",
+    "pass_level",
+    "machine_level",
+    "run_level",
+    "priced_passes",
+    "BLOCKS",
+    "CONTRADICTS",
+    "IDLE_MIN_S",
+]
 
 #: Blocks of consecutive passes for the batch-means standard error: enough for a spread, few enough
 #: that each block spans seconds of a run (the slow drift's time scale).
@@ -63,15 +71,25 @@ class PassLevel:
         """Which of a level's (prefill, decode) factors these passes contradict by more than ``CONTRADICTS``
         beyond their own error (a kind that did not run contradicts nothing)."""
         out = []
-        for kind, f, mine, se in (("prefill", prefill, self.prefill, self.prefill_se),
-                                  ("decode", decode, self.decode, self.decode_se)):
-            if mine is not None and abs(f / mine - 1.0) > CONTRADICTS + 2.0 * (se / mine if math.isfinite(se) else 0.0):
+        for kind, f, mine, se in (
+            ("prefill", prefill, self.prefill, self.prefill_se),
+            ("decode", decode, self.decode, self.decode_se),
+        ):
+            if mine is not None and abs(f / mine - 1.0) > CONTRADICTS + 2.0 * (
+                se / mine if math.isfinite(se) else 0.0
+            ):
                 out.append(kind)
         return out
 
     def as_dict(self) -> dict:
-        return {"prefill": _r(self.prefill), "decode": _r(self.decode), "prefill_se": _r(self.prefill_se),
-                "decode_se": _r(self.decode_se), "prefill_passes": self.prefill_n, "decode_passes": self.decode_n}
+        return {
+            "prefill": _r(self.prefill),
+            "decode": _r(self.decode),
+            "prefill_se": _r(self.prefill_se),
+            "decode_se": _r(self.decode_se),
+            "prefill_passes": self.prefill_n,
+            "decode_passes": self.decode_n,
+        }
 
     def text(self) -> str:
         def one(kind: str, f: float | None, se: float, n: int) -> str:
@@ -80,8 +98,10 @@ class PassLevel:
             err = f" +-{se:.3f}" if math.isfinite(se) else ""
             return f"{kind} {f:.3f}x{err} ({n} passes)"
 
-        return (f"{one('prefill', self.prefill, self.prefill_se, self.prefill_n)}, "
-                f"{one('decode', self.decode, self.decode_se, self.decode_n)}")
+        return (
+            f"{one('prefill', self.prefill, self.prefill_se, self.prefill_n)}, "
+            f"{one('decode', self.decode, self.decode_se, self.decode_n)}"
+        )
 
 
 def _r(x: float | None) -> float | None:
@@ -157,8 +177,12 @@ def machine_level(groups) -> PassLevel | None:
     policy's own miss (a shape the model prices wrong), the pool is the machine's speed: a laptop twice
     as slow as the profile's machine reads about 2x here whatever the policies. The blocks of the
     standard error follow the policies' order, so a policy the model misprices widens it (conservative)."""
-    return _level_of(t for runs, st, name in groups for run in runs
-                     for t in priced_passes(run, st.for_policy(name)))
+    return _level_of(
+        t
+        for runs, st, name in groups
+        for run in runs
+        for t in priced_passes(run, st.for_policy(name))
+    )
 
 
 def run_level(run, step_time: StepTimeModel, policy_name: str) -> float | None:

@@ -35,8 +35,20 @@ from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 from .grid import GRIDS, Grid, grid_for_workload
 from .measure import Samples, measure
 
-__all__ = ["Grid", "GRIDS", "ProfilePoint", "Profile", "measure", "fit_linear", "profile", "grid_for_workload", "spread_from",
-           "load_calibration", "pass_errors", "point_pass"]
+__all__ = [
+    "Grid",
+    "GRIDS",
+    "ProfilePoint",
+    "Profile",
+    "measure",
+    "fit_linear",
+    "profile",
+    "grid_for_workload",
+    "spread_from",
+    "load_calibration",
+    "pass_errors",
+    "point_pass",
+]
 
 
 @dataclass(frozen=True)
@@ -60,41 +72,62 @@ class ProfilePoint:
 
 # -- the model -------------------------------------------------------------------------------
 
+
 def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
     """The profiled model from ``measure``'s timings, pricing steps as the engine runs them (``plan``)."""
     grid: Grid = meas["grid"]
     s: Samples = meas["samples"]
     mid = (grid.repeats - 1) / 2  # a decode point's passes read widths w .. w + repeats - 1
-    dz = np.array([[s.mean(("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows])
-    decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
+    dz = np.array(
+        [[s.mean(("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows]
+    )
+    decode = Grid2D(
+        np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode"
+    )
     pz = np.full((len(grid.prefill_rows), len(grid.prefill_lengths)), np.nan)
     for i, b in enumerate(grid.prefill_rows):
         for j, n in enumerate(grid.prefill_lengths):
             if ("prefill", b, n) in s.by_key:
                 pz[i, j] = s.mean(("prefill", b, n))
-    for j in range(pz.shape[1]):  # points above the pass limit: scale the largest measured rows by rows
+    for j in range(
+        pz.shape[1]
+    ):  # points above the pass limit: scale the largest measured rows by rows
         known = np.flatnonzero(np.isfinite(pz[:, j]))
         top = known[-1]
         for i in range(top + 1, pz.shape[0]):
             pz[i, j] = pz[top, j] * grid.prefill_rows[i] / grid.prefill_rows[top]
-    prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
-    spread = _spread(grid, s, decode, prefill, meas.get("decode_runs", []), meas.get("slow_probe") or [])
-    past_cost = fit_past_cost([(q * p, s.mean(("past", q, p)) - s.mean(("past0", q, p))) for q, p in grid.past
-                               if ("past0", q, p) in s.by_key])
+    prefill = Grid2D(
+        np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill"
+    )
+    spread = _spread(
+        grid, s, decode, prefill, meas.get("decode_runs", []), meas.get("slow_probe") or []
+    )
+    past_cost = fit_past_cost(
+        [
+            (q * p, s.mean(("past", q, p)) - s.mean(("past0", q, p)))
+            for q, p in grid.past
+            if ("past0", q, p) in s.by_key
+        ]
+    )
     # Small differences of two clock readings: their median, which a preempted pass cannot move.
     step_extra = max(0.0, float(np.median(meas["step_extra"]))) if meas["step_extra"] else 0.0
     # The median: now and then a join outgrows the batch's buffers and copies all of it (the
     # profile's batches start with no room to spare, so it happens here more than in a run).
     joins = meas["joins"]
-    join_cost = max(0.0, float(np.median([(r - step_extra) / n for r, n in joins]))) if joins else 0.0
+    join_cost = (
+        max(0.0, float(np.median([(r - step_extra) / n for r, n in joins]))) if joins else 0.0
+    )
     wake = meas["wake"]
     gaps = meas["gaps"]
     return ProfiledStepTime(
-        decode, prefill,
+        decode,
+        prefill,
         past_cost=past_cost,
         step_extra=step_extra,
         join_cost=join_cost,
-        repeat_extra=max(0.0, float(np.median(meas["repeat_extra"]))) if meas["repeat_extra"] else 0.0,
+        repeat_extra=max(0.0, float(np.median(meas["repeat_extra"])))
+        if meas["repeat_extra"]
+        else 0.0,
         step_gap=float(np.mean(list(gaps.values()))) if gaps else 0.0,
         policy_gaps=dict(gaps),
         wake_late=max(0.0, wake["late"]),
@@ -117,17 +150,28 @@ def fit_past_cost(pairs: list[tuple[float, float]]) -> float:
     return max(0.0, float(np.dot(x, y) / np.dot(x, x)))
 
 
-def _spread(grid: Grid, s: Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list) -> StepSpread:
-    return spread_from(grid, decode, prefill, lambda kind, b, n: s.by_key.get((kind, b, n)), runs, probe)
+def _spread(
+    grid: Grid, s: Samples, decode: Grid2D, prefill: Grid2D, runs: list, probe: list
+) -> StepSpread:
+    return spread_from(
+        grid, decode, prefill, lambda kind, b, n: s.by_key.get((kind, b, n)), runs, probe
+    )
 
 
-def spread_from(grid: Grid, decode: Grid2D, prefill: Grid2D, samples_of, runs: list, probe: list) -> StepSpread:
+def spread_from(
+    grid: Grid, decode: Grid2D, prefill: Grid2D, samples_of, runs: list, probe: list
+) -> StepSpread:
     """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``), from
     ``samples_of(kind, rows, n)`` (its seconds, or None where untimed); a prefill point above the pass
     limit, never timed, takes the spread of the largest rows timed at its length. ``runs``: stretches
     of consecutive passes (for ``lag1``); ``probe``: seconds of the same pass over a few seconds (the
     slow drift). Our engine's profile and vLLM's both make their spread here."""
-    dq = np.array([[ratio_quantiles(samples_of("decode", b, w)) for w in grid.decode_widths] for b in grid.decode_rows])
+    dq = np.array(
+        [
+            [ratio_quantiles(samples_of("decode", b, w)) for w in grid.decode_widths]
+            for b in grid.decode_rows
+        ]
+    )
     pq = np.full((len(grid.prefill_rows), len(grid.prefill_lengths), dq.shape[2]), np.nan)
     for i, b in enumerate(grid.prefill_rows):
         for j, n in enumerate(grid.prefill_lengths):
@@ -135,15 +179,21 @@ def spread_from(grid: Grid, decode: Grid2D, prefill: Grid2D, samples_of, runs: l
                 pq[i, j] = ratio_quantiles(samples_of("prefill", b, n))
     for j in range(pq.shape[1]):
         known = np.flatnonzero(np.isfinite(pq[:, j, 0]))
-        pq[known[-1] + 1:, j] = pq[known[-1], j]
-    return StepSpread(SpreadGrid(decode.x, decode.y, dq, "spread decode"), SpreadGrid(prefill.x, prefill.y, pq, "spread prefill"),
-                      lag1=lag1_of(runs), slow=fit_slow_drift(probe))
+        pq[known[-1] + 1 :, j] = pq[known[-1], j]
+    return StepSpread(
+        SpreadGrid(decode.x, decode.y, dq, "spread decode"),
+        SpreadGrid(prefill.x, prefill.y, pq, "spread prefill"),
+        lag1=lag1_of(runs),
+        slow=fit_slow_drift(probe),
+    )
 
 
 def _points(meas: dict) -> list[ProfilePoint]:
     """Every timed shape as a point (validation shapes marked), for the file and the linear fit."""
     grid: Grid = meas["grid"]
-    val = {("decode", b, w) for b, w in meas["validation"]["decode"]} | {("prefill", b, n) for b, n in meas["validation"]["prefill"]}
+    val = {("decode", b, w) for b, w in meas["validation"]["decode"]} | {
+        ("prefill", b, n) for b, n in meas["validation"]["prefill"]
+    }
     mid = (grid.repeats - 1) / 2
     out = []
     for key, xs in meas["samples"].by_key.items():
@@ -152,20 +202,35 @@ def _points(meas: dict) -> list[ProfilePoint]:
         spread = float((t.max() - t.min()) / np.median(t))
         label = ("validation-" if key in val else "") + kind
         if kind == "decode":
-            out.append(ProfilePoint(label, 0, a, a * (c + mid), float(t.mean()), spread, a, 1, c + mid, len(t)))
+            out.append(
+                ProfilePoint(
+                    label, 0, a, a * (c + mid), float(t.mean()), spread, a, 1, c + mid, len(t)
+                )
+            )
         elif kind == "prefill":
-            out.append(ProfilePoint(label, a * c, 0, 0.0, float(t.mean()), spread, a, c, 0.0, len(t)))
-        elif kind == "past0":  # the same chunk with no past: the pair's other half, not a shape of the model
+            out.append(
+                ProfilePoint(label, a * c, 0, 0.0, float(t.mean()), spread, a, c, 0.0, len(t))
+            )
+        elif (
+            kind == "past0"
+        ):  # the same chunk with no past: the pair's other half, not a shape of the model
             continue
         else:  # past: one row of a new tokens after c cached
-            out.append(ProfilePoint(label, a, 0, float(c), float(t.mean()), spread, 1, a, float(c), len(t)))
+            out.append(
+                ProfilePoint(label, a, 0, float(c), float(t.mean()), spread, 1, a, float(c), len(t))
+            )
     return out
 
 
 def point_pass(q: ProfilePoint) -> Pass:
     if q.decode_rows:
         return Pass(decode_rows=q.decode_rows, kv_read=int(q.kv_read), attn_read=int(q.kv_read))
-    return Pass(prefill_tokens=q.prefill_tokens, prefill_rows=q.rows, query=q.query, attn_read=int(q.rows * q.past))
+    return Pass(
+        prefill_tokens=q.prefill_tokens,
+        prefill_rows=q.rows,
+        query=q.query,
+        attn_read=int(q.rows * q.past),
+    )
 
 
 def pass_errors(model: StepTimeModel, points: list[ProfilePoint]) -> np.ndarray:
@@ -177,13 +242,16 @@ def pass_errors(model: StepTimeModel, points: list[ProfilePoint]) -> np.ndarray:
 
 # -- the textbook fit ------------------------------------------------------------------------
 
+
 def _design(points: list[ProfilePoint]) -> tuple[np.ndarray, np.ndarray]:
     X = np.array([[1.0, p.prefill_tokens, p.decode_rows, p.kv_read] for p in points])
     y = np.array([p.seconds for p in points])
     return X, y
 
 
-def fit_linear(points: list[ProfilePoint], source: str = "realrun profile", plan: str = "fused") -> LinearStepTime:
+def fit_linear(
+    points: list[ProfilePoint], source: str = "realrun profile", plan: str = "fused"
+) -> LinearStepTime:
     """Non-negative least squares on relative error, c0 > 0: the best of every active set."""
     if len(points) < 2:
         raise ConfigError(f"profile needs at least 2 points to fit, got {len(points)}")
@@ -206,7 +274,9 @@ def fit_linear(points: list[ProfilePoint], source: str = "realrun profile", plan
                 best, best_res = full / scale, res
     if best is None:
         raise ConfigError("profile: no non-negative fit found (are the measured times positive?)")
-    return LinearStepTime(float(best[0]), float(best[1]), float(best[2]), float(best[3]), source=source, plan=plan)
+    return LinearStepTime(
+        float(best[0]), float(best[1]), float(best[2]), float(best[3]), source=source, plan=plan
+    )
 
 
 # -- the result ------------------------------------------------------------------------------
@@ -215,6 +285,7 @@ def fit_linear(points: list[ProfilePoint], source: str = "realrun profile", plan
 #: quiet, these CPUs give 6-11 % mean; a profile taken through a burst of other work gave 24 %. The profile
 #: is kept (what was timed is not thrown away), and its text says to take it again when the machine is quiet.
 HELDOUT_WARN_PCT = 15.0
+
 
 @dataclass
 class Profile:
@@ -233,8 +304,13 @@ class Profile:
         if not val:
             return {}
         e, lin = np.abs(pass_errors(self.model, val)), np.abs(pass_errors(self.linear, val))
-        return {"mean_pct": float(e.mean()), "max_pct": float(e.max()), "linear_mean_pct": float(lin.mean()),
-                "linear_max_pct": float(lin.max()), "shapes": len(val)}
+        return {
+            "mean_pct": float(e.mean()),
+            "max_pct": float(e.max()),
+            "linear_mean_pct": float(lin.mean()),
+            "linear_max_pct": float(lin.max()),
+            "shapes": len(val),
+        }
 
     @property
     def heldout_mean_pct(self) -> float:
@@ -242,9 +318,14 @@ class Profile:
 
     def as_dict(self) -> dict:
         lin = self.linear
-        return {**self.model.as_dict(), "profile_seconds": round(self.seconds, 2), **self.info,
-                "heldout": self.heldout, "linear": {"c0": lin.c0, "c1": lin.c1, "c2": lin.c2, "c3": lin.c3},
-                "points": [asdict(q) for q in self.points]}
+        return {
+            **self.model.as_dict(),
+            "profile_seconds": round(self.seconds, 2),
+            **self.info,
+            "heldout": self.heldout,
+            "linear": {"c0": lin.c0, "c1": lin.c1, "c2": lin.c2, "c3": lin.c3},
+            "points": [asdict(q) for q in self.points],
+        }
 
     def write(self, path: str | Path) -> Path:
         p = Path(path)
@@ -255,32 +336,49 @@ class Profile:
     def text(self) -> str:
         m, h, lin = self.model, self.heldout, self.linear
         gaps = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in m.policy_gaps.items())
-        wake = ", ".join(f"{i * 1e3:g} ms: +{e * 1e3:.2f}" for i, e in zip(m.wake_idle, m.wake_extra))
+        wake = ", ".join(
+            f"{i * 1e3:g} ms: +{e * 1e3:.2f}" for i, e in zip(m.wake_idle, m.wake_extra)
+        )
         cv = ""
         if m.spread is not None:
-            cv = (f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, prefill "
-                  f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}; "
-                  + (m.spread.slow.text() if m.spread.slow is not None else "no slow drift seen"))
-        lines = [f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
-                 f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
-                 f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
-                 f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
-                 f"gap between steps (ms): {gaps}",
-                 f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})"]
+            cv = (
+                f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, prefill "
+                f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}; "
+                + (m.spread.slow.text() if m.spread.slow is not None else "no slow drift seen")
+            )
+        lines = [
+            f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
+            f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
+            f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
+            f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
+            f"gap between steps (ms): {gaps}",
+            f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})",
+        ]
         if h:
-            lines.append(f"  held-out error on {h['shapes']} shapes between grid points: {h['mean_pct']:.1f} % mean, "
-                         f"{h['max_pct']:.1f} % worst (a linear fit: {h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)")
+            lines.append(
+                f"  held-out error on {h['shapes']} shapes between grid points: {h['mean_pct']:.1f} % mean, "
+                f"{h['max_pct']:.1f} % worst (a linear fit: {h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)"
+            )
             if h["mean_pct"] > HELDOUT_WARN_PCT:
-                lines.append(f"  warning: a held-out error of {h['mean_pct']:.0f} % (over {HELDOUT_WARN_PCT:.0f} %) says the "
-                             "machine's speed moved while it was timed (other work?); its predictions will be off by as "
-                             "much: profile again with the machine quiet")
-        lines.append(f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
-                     f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read")
+                lines.append(
+                    f"  warning: a held-out error of {h['mean_pct']:.0f} % (over {HELDOUT_WARN_PCT:.0f} %) says the "
+                    "machine's speed moved while it was timed (other work?); its predictions will be off by as "
+                    "much: profile again with the machine quiet"
+                )
+        lines.append(
+            f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
+            f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read"
+        )
         return "\n".join(lines)
 
 
-def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, progress=False,
-            budget_s: float | None = None) -> Profile:
+def profile(
+    engine,
+    grid: Grid | str = "quick",
+    policies: dict | None = None,
+    progress=False,
+    budget_s: float | None = None,
+) -> Profile:
     """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the calibration.
     ``progress`` and ``budget_s``: as ``measure`` takes them."""
     import torch
@@ -296,18 +394,31 @@ def profile(engine, grid: Grid | str = "quick", policies: dict | None = None, pr
     seconds = time.perf_counter() - t0
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
     points = _points(meas)
-    plan = getattr(engine, "plan", "grouped")  # the pool's engine packs its passes ("paged"); the rectangle's groups them
+    plan = getattr(
+        engine, "plan", "grouped"
+    )  # the pool's engine packs its passes ("paged"); the rectangle's groups them
     model = build(meas, source, plan)
     # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
     from .canary import Canary
 
     model = replace(model, extra={**model.extra, "canary": Canary(engine, model).take_reference()})
-    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan=plan)
+    linear = fit_linear(
+        [q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan=plan
+    )
     info = {
-        "model_name": lm.name, "model_source": lm.source, "random_weights": lm.random_weights, "n_positions": lm.n_positions,
-        "device": lm.device, "dtype": lm.dtype, "threads": lm.threads, "engine": getattr(engine, "name", "ours"),
-        "torch": torch.__version__, "transformers": transformers.__version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "rounds_timed": meas["rounds_timed"], "rounds": meas["grid"].rounds,
+        "model_name": lm.name,
+        "model_source": lm.source,
+        "random_weights": lm.random_weights,
+        "n_positions": lm.n_positions,
+        "device": lm.device,
+        "dtype": lm.dtype,
+        "threads": lm.threads,
+        "engine": getattr(engine, "name", "ours"),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rounds_timed": meas["rounds_timed"],
+        "rounds": meas["grid"].rounds,
     }
     return Profile(model, linear, points, seconds, info)
 

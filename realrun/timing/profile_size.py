@@ -58,10 +58,17 @@ def pilot(engine, repeats: int = 3) -> LinearStepTime:
     for b, w in ((1, short), (1, long_), (8, short), (8, long_)):
         rows = list(range(b))
         engine.fill_rows(rows, [w] * b)
-        timed(Step(decode=tuple(rows), kv_read=b * w, decode_width=w))  # a fresh row's first pass runs slow
-        secs = [timed(Step(decode=tuple(rows), kv_read=b * (w + 1 + k), decode_width=w + 1 + k)) for k in range(repeats)]
+        timed(
+            Step(decode=tuple(rows), kv_read=b * w, decode_width=w)
+        )  # a fresh row's first pass runs slow
+        secs = [
+            timed(Step(decode=tuple(rows), kv_read=b * (w + 1 + k), decode_width=w + 1 + k))
+            for k in range(repeats)
+        ]
         engine.release(rows)
-        points.append(ProfilePoint("decode", 0, b, float(b * w), float(np.median(secs)), 0.0, b, 1, float(w)))
+        points.append(
+            ProfilePoint("decode", 0, b, float(b * w), float(np.median(secs)), 0.0, b, 1, float(w))
+        )
     for b, n in ((1, short), (1, long_), (4, long_)):
         secs = []
         for _ in range(repeats):
@@ -86,8 +93,14 @@ def reach(workloads, builders: dict, model: LinearStepTime, limits=None) -> Reac
     slower; the most rows and prompt tokens any of their steps held."""
     from batchsim.sim.simulator import simulate
 
-    slow = LinearStepTime(model.c0 * SLOWER, model.c1 * SLOWER, model.c2 * SLOWER, model.c3 * SLOWER,
-                          source="pilot, slowed", plan=model.plan)
+    slow = LinearStepTime(
+        model.c0 * SLOWER,
+        model.c1 * SLOWER,
+        model.c2 * SLOWER,
+        model.c3 * SLOWER,
+        source="pilot, slowed",
+        plan=model.plan,
+    )
     rows, tokens = 1, 1
     for label, build in builders.items():
         wl = workloads[label] if isinstance(workloads, dict) else workloads
@@ -102,6 +115,7 @@ def reach(workloads, builders: dict, model: LinearStepTime, limits=None) -> Reac
 
 def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) -> list[float]:
     """Seconds of each tick of the profile's ``schedule``, priced by ``model`` (the pilot)."""
+
     def p(prefill: float = 0, rows: float = 0, kv: float = 0) -> float:
         return model.step_time(prefill_tokens=prefill, decode_rows=rows, kv_read=kv)
 
@@ -128,7 +142,9 @@ def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) ->
             out.append(max(3, grid.repeats) * (idle + 2 * (p(prefill=n) + 4 * p(rows=1, kv=n))))
         else:  # a policy's burst through the driver: 24 requests, as ``measure._gap`` sends them
             (name,) = shape
-            out.append((gap_s or {}).get(name, 24 * (p(prefill=40) + 14 * p(rows=8, kv=8 * 60)) / 4))
+            out.append(
+                (gap_s or {}).get(name, 24 * (p(prefill=40) + 14 * p(rows=8, kv=8 * 60)) / 4)
+            )
     return out
 
 
@@ -195,7 +211,7 @@ class Ticker:
             priced = sum(self.costs[:done])
             scale = (self.tick_at - self.t0) / priced if done and priced > 0 else 1.0
             current = self.costs[done] * scale if done < len(self.costs) else 0.0
-            left = sum(self.costs[done + 1:]) * scale + max(0.0, current - (now - self.tick_at))
+            left = sum(self.costs[done + 1 :]) * scale + max(0.0, current - (now - self.tick_at))
         return f"profiling: {done} of {len(self.costs)} shapes timed, about {left:.0f} s left"
 
     def _watch(self) -> None:

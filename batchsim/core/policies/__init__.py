@@ -15,11 +15,26 @@ from .padded import Dynamic, PaddedBatchPolicy, Static, Taxi
 from .rows import RunningRows
 from .vllm_v1 import SCHEDULERS, VLLMV1
 
-__all__ = ["BlockPool", "RunningRows", "Policy", "PaddedBatchPolicy", "Taxi", "Static", "Dynamic", "Continuous", "VLLMV1", "SCHEDULERS",
-           "POLICY_NAMES", "READS", "make_policy"]
+__all__ = [
+    "BlockPool",
+    "RunningRows",
+    "Policy",
+    "PaddedBatchPolicy",
+    "Taxi",
+    "Static",
+    "Dynamic",
+    "Continuous",
+    "VLLMV1",
+    "SCHEDULERS",
+    "POLICY_NAMES",
+    "READS",
+    "make_policy",
+]
 
 _CLASSES = {"taxi": Taxi, "static": Static, "dynamic": Dynamic, "continuous": Continuous}
-_FLAVOURS = {"vllm-v1": VLLMV1}  # the continuous policy's other schedulers (ContinuousKnobs.scheduler)
+_FLAVOURS = {
+    "vllm-v1": VLLMV1
+}  # the continuous policy's other schedulers (ContinuousKnobs.scheduler)
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:
@@ -50,7 +65,11 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     for_every_policy = all(set(given) & set(r) for r in READS.values() if r)
     if given and not set(given) & set(reads) and not (not reads and for_every_policy):
         shown = ", ".join(f"{k}={show(v)}" for k, v in given.items())
-        what = f"reads only {', '.join(reads)}" if reads else "reads no knob (it serves one request at a time)"
+        what = (
+            f"reads only {', '.join(reads)}"
+            if reads
+            else "reads no knob (it serves one request at a time)"
+        )
         note(f"make_policy({name!r}) ignores {shown}: {name} {what}")
     chosen = KNOBS[name](**{k: v for k, v in given.items() if k in reads})  # checks each knob
     kw = {f.name: getattr(chosen, f.name) for f in fields(chosen)}

@@ -91,7 +91,9 @@ class Policy(ABC):
     def _use_kv(self, delta: int) -> None:
         self.kv_in_use += delta
         if self.kv_budget is not None and self.kv_in_use > self.kv_budget:
-            raise AssertionError(f"{self.name}: KV in use {self.kv_in_use} exceeds budget {self.kv_budget}")
+            raise AssertionError(
+                f"{self.name}: KV in use {self.kv_in_use} exceeds budget {self.kv_budget}"
+            )
         self.kv_peak = max(self.kv_peak, self.kv_in_use)
 
     def describe(self) -> str:

@@ -99,7 +99,9 @@ class BlockFill:
         self.size = block_size
         self.counts: list[int] = np.bincount(kv % block_size, minlength=block_size).tolist()
         self.n = len(kv)
-        self.shift = 0  # tokens every counted row added since: a row's residue is (key + shift) % size
+        self.shift = (
+            0  # tokens every counted row added since: a row's residue is (key + shift) % size
+        )
 
     def add(self, kv: int) -> None:
         self.counts[(kv - self.shift) % self.size] += 1

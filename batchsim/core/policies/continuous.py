@@ -64,8 +64,12 @@ class Continuous(Policy):
         chunked_prefill: bool = ContinuousKnobs.chunked_prefill,
         watermark: float = 0.01,
     ) -> None:
-        for name, value in (("max_seqs", max_seqs), ("max_batched_tokens", max_batched_tokens), ("block_size", block_size),
-                            ("chunked_prefill", chunked_prefill)):
+        for name, value in (
+            ("max_seqs", max_seqs),
+            ("max_batched_tokens", max_batched_tokens),
+            ("block_size", block_size),
+            ("chunked_prefill", chunked_prefill),
+        ):
             check_knob(name, value)
         if not is_number(watermark) or not (0 <= watermark < 1):
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
@@ -89,14 +93,18 @@ class Continuous(Policy):
     def start(self, limits=None) -> None:
         super().start(limits)
         kv = self.kv_budget
-        self.pool = BlockPool(None if kv is None else kv // self.block_size, self.block_size, self.watermark)
+        self.pool = BlockPool(
+            None if kv is None else kv // self.block_size, self.block_size, self.watermark
+        )
         self.rows = RunningRows(self.max_seqs, self.block_size)  # and the figures kept about them
         self.waiting: deque[Waiting] = deque()
         self._pending: tuple | None = None
         self._blocks = 0  # blocks the running rows hold (ceil(kv / block_size) each, between steps)
         # The step's prompt-token budget: the policy's, and never more than the server's pass holds.
         hard = self.limits.max_step_tokens
-        self._budget = self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
+        self._budget = (
+            self.max_batched_tokens if hard is None else min(self.max_batched_tokens, hard)
+        )
 
     @property
     def total_blocks(self) -> int | None:
@@ -200,8 +208,17 @@ class Continuous(Policy):
         horizon = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
 
-    def _emit(self, chunks: list[Chunk], chunk_rows: list[int], decoding, kv: np.ndarray, n_decode: int,
-              preempted: list[int], need: int, horizon: tuple[int, bool, int]) -> Step:
+    def _emit(
+        self,
+        chunks: list[Chunk],
+        chunk_rows: list[int],
+        decoding,
+        kv: np.ndarray,
+        n_decode: int,
+        preempted: list[int],
+        need: int,
+        horizon: tuple[int, bool, int],
+    ) -> Step:
         """The Step this decision makes, remembered for ``on_step_end`` (every flavour ends here).
         Textbook: the ``Step(...)`` that ends ``next_step``."""
         repeat, interruptible, least_left = horizon
@@ -234,8 +251,14 @@ class Continuous(Policy):
             need = self.rows.block_need()
         return need, self.pool.free - need
 
-    def _continue_chunks(self, under_way: np.ndarray, budget: int, free: int | None,
-                         chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+    def _continue_chunks(
+        self,
+        under_way: np.ndarray,
+        budget: int,
+        free: int | None,
+        chunks: list[Chunk],
+        chunk_rows: list[int],
+    ) -> tuple[int, int | None]:
         """Textbook: ``next_step``, phase 2 (``room``: ``pool.tokens_fitting``)."""
         rows, pool = self.rows, self.pool
         for i in np.flatnonzero(under_way).tolist():
@@ -257,7 +280,9 @@ class Continuous(Policy):
             budget -= n
         return budget, free
 
-    def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+    def _admit(
+        self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]
+    ) -> tuple[int, int | None]:
         """Textbook: ``Continuous.admit`` (phase 3); ``free`` None: no budget to check."""
         rows, pool, waiting = self.rows, self.pool, self.waiting
         while waiting and rows.n < self.max_seqs and budget > 0:
@@ -294,7 +319,9 @@ class Continuous(Policy):
         """Free blocks a waiting request needs to board: its chunk's (``VLLMV1``: its whole context's)."""
         return chunk_blocks
 
-    def _repeat_horizon(self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int) -> tuple[int, bool, int]:
+    def _repeat_horizon(
+        self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int
+    ) -> tuple[int, bool, int]:
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
         until the first row finishes. Textbook: none; it asks ``next_step`` every pass, getting
         this step again until a row finishes, phase 1 preempts or (interruptible) one arrives."""
@@ -333,7 +360,8 @@ class Continuous(Policy):
         _, decoding, n_decode, chunk_rows, least_left = pending
         self._pending = None
         token_ids, counts, finished, grown, freed = self.rows.account(
-            step.prefill, chunk_rows, decoding, n_decode, done, least_left, self._blocks)
+            step.prefill, chunk_rows, decoding, n_decode, done, least_left, self._blocks
+        )
         if grown:
             self._take_blocks(grown)
         if freed is not None:

@@ -127,7 +127,9 @@ class PaddedBatchPolicy(Policy):
         # The distinct output lengths, shortest first: a row turns to padding at each of them.
         self._ends = sorted(set(outs)) if len(outs) > 1 else outs
         self._reserved = len(rows) * (p + L)
-        self._padding = len(rows) * p - sum(r.prompt_tokens for r in rows)  # left-padding columns of the rectangle
+        self._padding = len(rows) * p - sum(
+            r.prompt_tokens for r in rows
+        )  # left-padding columns of the rectangle
         self._use_kv(self._reserved)
 
     def next_action(self, now: float) -> Step | Wait:
@@ -141,13 +143,25 @@ class PaddedBatchPolicy(Policy):
         s = self.steps_done
         if s == 0:
             chunks = tuple([fast_chunk(r.id, 0, r.prompt_tokens, True) for r in self.batch])
-            return fast_step(chunks, (), 0, 0, 1, False, (), self.kv_in_use, prefill_padding=self._padding)
-        padded = bisect_right(self._ends, s)  # rows whose answer is done: they ride along as padding
+            return fast_step(
+                chunks, (), 0, 0, 1, False, (), self.kv_in_use, prefill_padding=self._padding
+            )
+        padded = bisect_right(
+            self._ends, s
+        )  # rows whose answer is done: they ride along as padding
         # Repeat only while the shape holds: when the next row finishes, one more row turns to
         # padding, and the step log (padded_rows per repetition) must say so.
         return fast_step(
-            (), self._ids, B * (P + s - 1), P + s - 1, self._ends[padded] - s, False, (), self.kv_in_use,
-            padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0, kv_padding=self._padding,
+            (),
+            self._ids,
+            B * (P + s - 1),
+            P + s - 1,
+            self._ends[padded] - s,
+            False,
+            (),
+            self.kv_in_use,
+            padded_rows=int(np.count_nonzero(self._batch_outs <= s)) if padded else 0,
+            kv_padding=self._padding,
         )
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
@@ -190,7 +204,9 @@ class Static(PaddedBatchPolicy):
 
     name = "static"
 
-    def __init__(self, max_batch: int = StaticKnobs.max_batch) -> None:  # the default: batchsim.core.knobs
+    def __init__(
+        self, max_batch: int = StaticKnobs.max_batch
+    ) -> None:  # the default: batchsim.core.knobs
         check_knob("max_batch", max_batch)
         self.max_batch = int(max_batch)
 
@@ -206,7 +222,9 @@ class Dynamic(PaddedBatchPolicy):
 
     name = "dynamic"
 
-    def __init__(self, max_batch: int = DynamicKnobs.max_batch, max_wait: float = DynamicKnobs.max_wait) -> None:
+    def __init__(
+        self, max_batch: int = DynamicKnobs.max_batch, max_wait: float = DynamicKnobs.max_wait
+    ) -> None:
         check_knob("max_batch", max_batch)
         check_knob("max_wait", max_wait)
         self.max_batch = int(max_batch)

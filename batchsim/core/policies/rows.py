@@ -35,7 +35,13 @@ class Waiting:
     __slots__ = ("id", "prompt", "out", "target", "produced")
 
     def __init__(self, rid: int, prompt: int, out: int, target: int, produced: int = 0) -> None:
-        self.id, self.prompt, self.out, self.target, self.produced = rid, prompt, out, target, produced
+        self.id, self.prompt, self.out, self.target, self.produced = (
+            rid,
+            prompt,
+            out,
+            target,
+            produced,
+        )
 
 
 class RunningRows:
@@ -74,7 +80,13 @@ class RunningRows:
         # Views of the first n rows, rebuilt whenever n changes; writing into them writes the table.
         n, (ids, prompt, out, target, kv, left) = self.n, self._full
         self.ids, self.prompt, self.out, self.target, self.kv, self.left = (
-            ids[:n], prompt[:n], out[:n], target[:n], kv[:n], left[:n])
+            ids[:n],
+            prompt[:n],
+            out[:n],
+            target[:n],
+            kv[:n],
+            left[:n],
+        )
 
     # -- rows joining and leaving ------------------------------------------------------------
     def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
@@ -134,7 +146,12 @@ class RunningRows:
     def pop_newest(self) -> tuple[int, int, int, int, int]:
         """The newest row leaves (preempted): (id, prompt, out, produced, tokens it had cached)."""
         i = self.n - 1
-        rid, prompt, out, kv = self.ids.item(i), self.prompt.item(i), self.out.item(i), self.kv.item(i)
+        rid, prompt, out, kv = (
+            self.ids.item(i),
+            self.prompt.item(i),
+            self.out.item(i),
+            self.kv.item(i),
+        )
         produced = out - self.left.item(i)
         self.pop()
         self.kv_sum -= kv
@@ -147,7 +164,9 @@ class RunningRows:
         if self.fill is not None:  # lockstep: no row is part-way
             return self.fill.full()
         kv = self.kv
-        full = kv % self.block_size == 0  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
+        full = (
+            kv % self.block_size == 0
+        )  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
         if self.partial:
             full &= kv >= self.target
         return int(np.count_nonzero(full))
@@ -156,7 +175,9 @@ class RunningRows:
         """(tokens the decoding rows have cached, the longest of their contexts); ``kv``: theirs."""
         if not n_decode:
             return 0, 0
-        if isinstance(decoding, slice):  # lockstep: every row present before this step's admissions decodes
+        if isinstance(
+            decoding, slice
+        ):  # lockstep: every row present before this step's admissions decodes
             # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
             if self.kv_max is None:
                 self.kv_max = int(_max_of(kv))
@@ -174,8 +195,16 @@ class RunningRows:
         return int(_min_of(self.left[decoding]))
 
     # -- what a step did -------------------------------------------------------------------------
-    def account(self, prefill, chunk_rows: list[int], decoding, n_decode: int, done: int, least_left: int,
-                held: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], int, int | None]:
+    def account(
+        self,
+        prefill,
+        chunk_rows: list[int],
+        decoding,
+        n_decode: int,
+        done: int,
+        least_left: int,
+        held: int,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], int, int | None]:
         """Apply ``done`` repetitions of a step: its chunks (``prefill``, at rows ``chunk_rows``) and
         the rows ``decoding`` (a slice when every row present before the step decodes: lockstep).
         The rows that finished leave. ``held``: the blocks the rows held before the step.
@@ -208,7 +237,9 @@ class RunningRows:
             # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
             self.forget()
         elif self.fill is None:
-            self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
+            self.fill = BlockFill(
+                self.kv, self.block_size
+            )  # every row decodes next: count them once
         return token_ids, counts, finished, grown, freed
 
     def _decode_run(self, done: int, least_left: int, held: int):
@@ -236,10 +267,14 @@ class RunningRows:
         token_ids = self.ids.copy()  # drop() below would overwrite the view
         finished, freed = self._finish() if done >= least_left else ((), None)
         if self.fill is None:
-            self.fill = BlockFill(self.kv, self.block_size)  # every row decodes next: count them once
+            self.fill = BlockFill(
+                self.kv, self.block_size
+            )  # every row decodes next: count them once
         return token_ids, counts, finished, grown, freed
 
-    def _prefilled(self, prefill, chunk_rows: list[int]) -> tuple[list[int], list[int], list[int], bool, bool]:
+    def _prefilled(
+        self, prefill, chunk_rows: list[int]
+    ) -> tuple[list[int], list[int], list[int], bool, bool]:
         """Apply the step's chunks: (ids whose prefill completed, and the cache and tokens left of each,
         whether one of them produced its request's last token, whether a chunk stopped part-way)."""
         kv, left = self.kv, self.left  # views: updated in place
@@ -273,7 +308,9 @@ class RunningRows:
             self.left[decoding] -= done
         self.kv_sum += done * n_decode
 
-    def _move_kept(self, joined_kv: list[int], joined_left: list[int], n_decode: int, done: int) -> None:
+    def _move_kept(
+        self, joined_kv: list[int], joined_left: list[int], n_decode: int, done: int
+    ) -> None:
         """Lockstep: the old rows' kept figures moved by ``done``, against those of the rows that joined."""
         new_max, new_least = max(joined_kv, default=None), min(joined_left, default=None)
         if not n_decode:
@@ -286,7 +323,9 @@ class RunningRows:
             m = self.least - done
             self.least = m if new_least is None else min(m, new_least)
 
-    def _grown(self, joined_kv: list[int], n_decode: int, done: int, held: int, lockstep: bool) -> int:
+    def _grown(
+        self, joined_kv: list[int], n_decode: int, done: int, held: int, lockstep: bool
+    ) -> int:
         """Blocks the rows grew into this step."""
         fill, bs = self.fill, self.block_size
         if lockstep and fill is not None:
@@ -300,7 +339,9 @@ class RunningRows:
         # Every row now holds the blocks its cache fills: those the step grew into.
         return int(np.add.reduce((self.kv + (bs - 1)) // bs)) - held
 
-    def _tokens(self, prefilled: list[int], decoding, n_decode: int, done: int) -> tuple[np.ndarray, np.ndarray]:
+    def _tokens(
+        self, prefilled: list[int], decoding, n_decode: int, done: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The step's token events: each row's id and the tokens it produced (1 for a prefill)."""
         if prefilled:
             token_ids = np.concatenate((prefilled, self.ids[decoding]))  # int64, as the ids

@@ -55,10 +55,15 @@ class VLLMV1(Continuous):
     scheduler = "vllm-v1"
 
     # The knobs' defaults are ContinuousKnobs' (batchsim.core.knobs): one source for every default.
-    def __init__(self, max_seqs: int = ContinuousKnobs.max_seqs,
-                 max_batched_tokens: int = ContinuousKnobs.max_batched_tokens,
-                 block_size: int = ContinuousKnobs.block_size, chunked_prefill: bool = ContinuousKnobs.chunked_prefill,
-                 watermark: float = 0.0, async_scheduling: bool = True) -> None:
+    def __init__(
+        self,
+        max_seqs: int = ContinuousKnobs.max_seqs,
+        max_batched_tokens: int = ContinuousKnobs.max_batched_tokens,
+        block_size: int = ContinuousKnobs.block_size,
+        chunked_prefill: bool = ContinuousKnobs.chunked_prefill,
+        watermark: float = 0.0,
+        async_scheduling: bool = True,
+    ) -> None:
         super().__init__(max_seqs, max_batched_tokens, block_size, chunked_prefill, watermark)
         self.async_scheduling = bool(async_scheduling)
 
@@ -66,12 +71,17 @@ class VLLMV1(Continuous):
         # What a run's result names it by (``describe()``): ``Continuous(..., scheduler="vllm-v1", ...)``
         # reads as the continuous policy with the knob that chose this flavour, not as a call that
         # builds it (``Continuous`` takes no scheduler: ``make_policy`` or ``VLLMV1(...)`` does).
-        return super().__repr__()[:-1] + f', scheduler="vllm-v1", async_scheduling={self.async_scheduling})'
+        return (
+            super().__repr__()[:-1]
+            + f', scheduler="vllm-v1", async_scheduling={self.async_scheduling})'
+        )
 
     def start(self, limits=None) -> None:
         super().start(limits)
         self._arrived: dict[int, float] = {}
-        self._decided = -math.inf  # when the step now running was chosen (async: the next one's cut-off)
+        self._decided = (
+            -math.inf
+        )  # when the step now running was chosen (async: the next one's cut-off)
         self._started = 0.0
         self._ended = -math.inf  # when the last step ended
         # Async only: each running request's place in vLLM's running list (admission order) and the
@@ -90,7 +100,9 @@ class VLLMV1(Continuous):
         if reason is None:
             self._arrived[request.id] = now
             if self.async_scheduling:
-                self._final_blocks[request.id] = self.pool.blocks_for(request.prompt_tokens + request.output_tokens - 1)
+                self._final_blocks[request.id] = self.pool.blocks_for(
+                    request.prompt_tokens + request.output_tokens - 1
+                )
         return reason
 
     def cancel(self, request_id: int) -> bool:
@@ -112,11 +124,17 @@ class VLLMV1(Continuous):
         chunk_rows: list[int] = []
         decoding, need, late = self._decide(preempted, chunks, chunk_rows, ghosts, ahead)
         rows = self.rows
-        if ahead and not chunks and (not rows.n or (not isinstance(decoding, slice) and not decoding.any())):
+        if (
+            ahead
+            and not chunks
+            and (not rows.n or (not isinstance(decoding, slice) and not decoding.any()))
+        ):
             # The step chosen ahead runs nothing: vLLM schedules afresh when the running step's
             # output is in, with every arrival seen and every finished request gone.
             decoding, need, late = self._decide(preempted, chunks, chunk_rows, [], False)
-        if isinstance(decoding, slice):  # every running row decodes (the rows admitted now follow them)
+        if isinstance(
+            decoding, slice
+        ):  # every running row decodes (the rows admitted now follow them)
             n_decode = decoding.stop
         else:
             decoding = np.concatenate([decoding, np.zeros(rows.n - len(decoding), dtype=bool)])
@@ -129,8 +147,14 @@ class VLLMV1(Continuous):
         self._decided = self._started = now
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
 
-    def _decide(self, preempted: list[int], chunks: list[Chunk], chunk_rows: list[int],
-                ghosts: list[tuple[int, int, int]], ahead: bool) -> tuple[slice | np.ndarray, int, deque]:
+    def _decide(
+        self,
+        preempted: list[int],
+        chunks: list[Chunk],
+        chunk_rows: list[int],
+        ghosts: list[tuple[int, int, int]],
+        ahead: bool,
+    ) -> tuple[slice | np.ndarray, int, deque]:
         """vLLM's ``schedule()``: the running loop, then (if nobody was preempted) the waiting loop.
 
         ``ghosts`` (finished requests vLLM still holds) keep their blocks and rows for the decision;
@@ -139,7 +163,9 @@ class VLLMV1(Continuous):
         held, places = sum(g[2] for g in ghosts), len(ghosts)  # (the running loop may preempt some)
         self.pool.take(held)
         self.max_seqs -= places
-        mine: list[int] = []  # preempted by this call: a fresh schedule admits after an empty one's preemptions
+        mine: list[
+            int
+        ] = []  # preempted by this call: a fresh schedule admits after an empty one's preemptions
         last = self.last_token_preemptions
         try:
             decoding, budget, free, need = self._schedule_running(mine, chunks, chunk_rows, ghosts)
@@ -152,14 +178,20 @@ class VLLMV1(Continuous):
             preempted += mine
         finally:
             self.max_seqs += places
-            self.pool.take(-sum(g[2] for g in ghosts))  # those not preempted: freed as their token lands
+            self.pool.take(
+                -sum(g[2] for g in ghosts)
+            )  # those not preempted: freed as their token lands
         return decoding, need, late
 
-    def _admit(self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]) -> tuple[int, int | None]:
+    def _admit(
+        self, budget: int, free: int | None, chunks: list[Chunk], chunk_rows: list[int]
+    ) -> tuple[int, int | None]:
         n0 = self.rows.n
         out = super()._admit(budget, free, chunks, chunk_rows)
         if self.async_scheduling:
-            for rid in self.rows.id_list[n0:]:  # vLLM appends each to its running list, resumed ones too
+            for rid in self.rows.id_list[
+                n0:
+            ]:  # vLLM appends each to its running list, resumed ones too
                 self._place[rid] = self._places
                 self._places += 1
         return out
@@ -179,7 +211,9 @@ class VLLMV1(Continuous):
             for r in outcome.finished:
                 del arrived[r]  # only a waiting request's arrival is ever asked for
             if self.async_scheduling:
-                self._ghosts = sorted((self._place.pop(r), r, self._final_blocks.pop(r)) for r in outcome.finished)
+                self._ghosts = sorted(
+                    (self._place.pop(r), r, self._final_blocks.pop(r)) for r in outcome.finished
+                )
         return outcome
 
     def _not_yet_seen(self) -> deque:
@@ -189,8 +223,13 @@ class VLLMV1(Continuous):
             late.appendleft(self.waiting.pop())
         return late
 
-    def _schedule_running(self, preempted: list[int], chunks: list[Chunk], chunk_rows: list[int],
-                          ghosts: list[tuple[int, int, int]]) -> tuple[slice | np.ndarray, int, int | None, int]:
+    def _schedule_running(
+        self,
+        preempted: list[int],
+        chunks: list[Chunk],
+        chunk_rows: list[int],
+        ghosts: list[tuple[int, int, int]],
+    ) -> tuple[slice | np.ndarray, int, int | None, int]:
         """vLLM's first loop: running rows in admission order, within one token budget.
 
         Returns (which rows decode: a slice when all do, budget left, blocks free after this step's
@@ -203,9 +242,16 @@ class VLLMV1(Continuous):
             # the per-row Python it costs), with the very same outcome.
             need = rows.block_need()  # counted with no limit too: the step's KV in use holds them
             if not pool.limited or need <= pool.free:
-                return slice(0, rows.n), budget - rows.n, pool.free - need if pool.limited else None, need
+                return (
+                    slice(0, rows.n),
+                    budget - rows.n,
+                    pool.free - need if pool.limited else None,
+                    need,
+                )
         decoding = np.zeros(rows.n, dtype=bool)
-        need = 0  # blocks the decoding rows take when their token lands (``on_step_end`` takes them)
+        need = (
+            0  # blocks the decoding rows take when their token lands (``on_step_end`` takes them)
+        )
         i = 0
         while i < rows.n and budget > 0:
             kv, target = rows.kv.item(i), rows.target.item(i)
@@ -219,7 +265,9 @@ class VLLMV1(Continuous):
                     pool.take(-ghosts.pop()[2])
                     self.last_token_preemptions += 1
                     continue
-                victim = rows.n - 1  # the newest: never one already scheduled this step (those are < i)
+                victim = (
+                    rows.n - 1
+                )  # the newest: never one already scheduled this step (those are < i)
                 preempted.append(self._preempt_newest())
                 decoding = decoding[: rows.n]
                 if victim == i:

@@ -28,6 +28,24 @@ from .roofline import roofline
 from .theory import theory_vs_simulation
 
 __all__ = [
-    "why_batch", "batching_policies", "memory_wall", "kv_layouts", "cost", "fleet", "fleet_flip", "FLIP_MAX_RATE", "roofline", "theory_vs_simulation",
-    "real_day", "prefill_stall", "prefill_knee", "published_record", "find_trace", "AZURE_TRACE", "LESSON_GPU", "LESSON_MODEL", "POLICY_COLORS", "CLAIM",
+    "why_batch",
+    "batching_policies",
+    "memory_wall",
+    "kv_layouts",
+    "cost",
+    "fleet",
+    "fleet_flip",
+    "FLIP_MAX_RATE",
+    "roofline",
+    "theory_vs_simulation",
+    "real_day",
+    "prefill_stall",
+    "prefill_knee",
+    "published_record",
+    "find_trace",
+    "AZURE_TRACE",
+    "LESSON_GPU",
+    "LESSON_MODEL",
+    "POLICY_COLORS",
+    "CLAIM",
 ]

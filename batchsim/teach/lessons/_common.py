@@ -9,7 +9,15 @@ from ...machine.server import Server
 from ...sim.simulator import simulate
 from ..figures import POLICY_COLORS
 
-__all__ = ["LESSON_GPU", "LESSON_MODEL", "CLAIM", "POLICY_COLORS", "lesson_server", "run_each", "tick_labels"]
+__all__ = [
+    "LESSON_GPU",
+    "LESSON_MODEL",
+    "CLAIM",
+    "POLICY_COLORS",
+    "lesson_server",
+    "run_each",
+    "tick_labels",
+]
 
 
 #: The lessons' server, the same as the named scenarios': Llama-3-8B in fp16 on one A100-80GB.
@@ -19,7 +27,13 @@ LESSON_MODEL = "llama-3-8b"
 #: The claim the course teaches students to check (from the project's seed material):
 #: "Without batching: 1 GPU serves 10 RPS = $0.10/request. With batching (size=32):
 #: 1 GPU serves 100 RPS = $0.01/request. Savings: 10x."
-CLAIM = {"taxi_rps": 10.0, "taxi_per_request": 0.10, "batch": 32, "batch_rps": 100.0, "batch_per_request": 0.01}
+CLAIM = {
+    "taxi_rps": 10.0,
+    "taxi_per_request": 0.10,
+    "batch": 32,
+    "batch_rps": 100.0,
+    "batch_per_request": 0.01,
+}
 
 
 def lesson_server(gpu: str, model: str, price_per_hour: float | None = None, **kw) -> Server:
@@ -27,7 +41,9 @@ def lesson_server(gpu: str, model: str, price_per_hour: float | None = None, **k
     return Server.named(gpu, model, price_per_hour=price_per_hour, **kw)
 
 
-def run_each(wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None):
+def run_each(
+    wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None
+):
     """Simulate each policy on the same workload; return ({label: RunResult}, {label: summary with dollars})."""
     results, rows = {}, {}
     price = server.price if price is None else price
@@ -42,5 +58,3 @@ def run_each(wl: Workload, policies: dict, server: Server, slo: SLO | None = Non
 def tick_labels(ax) -> None:
     """Bar labels small enough that a lesson's policy names fit under their bars."""
     ax.tick_params(axis="x", labelsize=8)
-
-

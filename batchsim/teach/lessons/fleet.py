@@ -30,8 +30,16 @@ def _workload(rate: float, requests: int, seed: int):
     return make_workload(Poisson(rate), Uniform(32, 512), LogNormal(128, 96), n=requests, seed=seed)
 
 
-def _fleets(server, replicas: int, router: str, max_batch: int, rate: float, requests: int, seed: int,
-            taxis: bool = True) -> tuple[dict, dict]:
+def _fleets(
+    server,
+    replicas: int,
+    router: str,
+    max_batch: int,
+    rate: float,
+    requests: int,
+    seed: int,
+    taxis: bool = True,
+) -> tuple[dict, dict]:
     """({label: the fleet's summary with dollars}, {label: each server's summary}) for the three fleets
     (the first two only, without ``taxis``), on one workload."""
     wl = _workload(rate, requests, seed)
@@ -43,16 +51,31 @@ def _fleets(server, replicas: int, router: str, max_batch: int, rate: float, req
         runs[f"{replicas} taxis"] = (Taxi(), replicas)
     rows, servers = {}, {}
     for label, (policy, n) in runs.items():
-        res = simulate(wl, policy, server.step_time, kv_budget_tokens=server.kv.tokens, replicas=n, router=router,
-                       router_seed=seed)
+        res = simulate(
+            wl,
+            policy,
+            server.step_time,
+            kv_budget_tokens=server.kv.tokens,
+            replicas=n,
+            router=router,
+            router_seed=seed,
+        )
         whole, parts = fleet_summaries(res)
         whole.update(cost_summary(whole, server.price * n))
         rows[label], servers[label] = whole, parts
     return rows, servers
 
 
-def fleet(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, rate: float = 2.0, gpu: str = LESSON_GPU,
-          model: str = LESSON_MODEL, requests: int = 600, seed: int = 0) -> tuple[dict, Figure]:
+def fleet(
+    replicas: int = 4,
+    router: str = "least-loaded",
+    max_batch: int = 8,
+    rate: float = 2.0,
+    gpu: str = LESSON_GPU,
+    model: str = LESSON_MODEL,
+    requests: int = 600,
+    seed: int = 0,
+) -> tuple[dict, Figure]:
     """The same traffic on three fleets: ``replicas`` GPUs with batches of ``max_batch`` (behind
     ``router``), one GPU with batches of ``replicas x max_batch`` (the same seats, one bus), and
     ``replicas`` taxis. The bill is servers x $/hour over the run."""
@@ -62,11 +85,22 @@ def fleet(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, r
     server = lesson_server(gpu, model)
     rows, servers = _fleets(server, replicas, router, max_batch, rate, requests, seed)
     mine = next(iter(rows))
-    keys = ["replicas", "request_throughput", "p99_ttft", "p99_e2e", "busy_fraction", "mean_batch_size", "cost_total",
-            "cost_per_1m_tokens"]
+    keys = [
+        "replicas",
+        "request_throughput",
+        "p99_ttft",
+        "p99_e2e",
+        "busy_fraction",
+        "mean_batch_size",
+        "cost_total",
+        "cost_per_1m_tokens",
+    ]
     big = list(rows)[1]
     summary = {
-        "rows": rows, "servers": servers, "table": format_table(rows, keys), "price_per_hour": server.price,
+        "rows": rows,
+        "servers": servers,
+        "table": format_table(rows, keys),
+        "price_per_hour": server.price,
         "notes": [
             f"{server.describe()}; {requests} requests at {rate:g}/s; the fleets are routed {router}",
             f"{mine}: ${rows[mine]['cost_per_1m_tokens']:.2f} per 1M tokens, p99 E2E {rows[mine]['p99_e2e']:.2f} s; "
@@ -93,14 +127,24 @@ def fleet(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, r
     for i, b in zip(x, busy):
         ax3.text(i, served[i], f"{b:.0%} busy", ha="center", va="bottom", fontsize=8)
     ax3.set_title(f"{router}: requests per GPU", fontsize=11)
-    fig.suptitle(f"More buses or bigger buses? {requests} requests at {rate:g}/s on {server.gpu.name} "
-                 f"(${server.price:.2f}/GPU-hour)")
+    fig.suptitle(
+        f"More buses or bigger buses? {requests} requests at {rate:g}/s on {server.gpu.name} "
+        f"(${server.price:.2f}/GPU-hour)"
+    )
     return summary, fig
 
 
-def fleet_flip(replicas: int = 4, router: str = "least-loaded", max_batch: int = 8, gpu: str = LESSON_GPU,
-               model: str = LESSON_MODEL, requests: int = 600, seed: int = 0, ratio: float = FLIP_RATIO,
-               max_rate: int = FLIP_MAX_RATE) -> dict:
+def fleet_flip(
+    replicas: int = 4,
+    router: str = "least-loaded",
+    max_batch: int = 8,
+    gpu: str = LESSON_GPU,
+    model: str = LESSON_MODEL,
+    requests: int = 600,
+    seed: int = 0,
+    ratio: float = FLIP_RATIO,
+    max_rate: int = FLIP_MAX_RATE,
+) -> dict:
     """Where the one GPU falls behind the fleet: a whole arrival rate (requests/s) at which its p99 E2E
     is more than ``ratio`` times the fleet's, while at one request/s less it is not.
 
@@ -122,7 +166,9 @@ def fleet_flip(replicas: int = 4, router: str = "least-loaded", max_batch: int =
     p99s: dict[int, tuple[float, float]] = {}  # rate -> (one GPU's p99, the fleet's)
 
     def behind(rate: int) -> bool:
-        rows, _ = _fleets(server, replicas, router, max_batch, float(rate), requests, seed, taxis=False)
+        rows, _ = _fleets(
+            server, replicas, router, max_batch, float(rate), requests, seed, taxis=False
+        )
         many, big = rows.values()
         p99s[rate] = (big["p99_e2e"], many["p99_e2e"])
         return big["p99_e2e"] > ratio * many["p99_e2e"]
@@ -130,8 +176,15 @@ def fleet_flip(replicas: int = 4, router: str = "least-loaded", max_batch: int =
     lo, hi = 0, 1  # not behind at lo (0: no traffic), to be tried at hi
     while not behind(hi):
         if hi >= max_rate:
-            return {"rate": None, "big_p99": None, "many_p99": None, "below": hi, "below_big_p99": p99s[hi][0],
-                    "below_many_p99": p99s[hi][1], "ratios": {r: b / m for r, (b, m) in sorted(p99s.items())}}
+            return {
+                "rate": None,
+                "big_p99": None,
+                "many_p99": None,
+                "below": hi,
+                "below_big_p99": p99s[hi][0],
+                "below_many_p99": p99s[hi][1],
+                "ratios": {r: b / m for r, (b, m) in sorted(p99s.items())},
+            }
         lo, hi = hi, min(2 * hi, max_rate)
     # Upward from the last rate within, not by halving: the crossing tends to lie just past it (the
     # one GPU's capacity), so this tries fewer rates, and every rate below the answer is within.
@@ -141,5 +194,12 @@ def fleet_flip(replicas: int = 4, router: str = "least-loaded", max_batch: int =
     lo, hi = rate - 1, rate
     big, many = p99s[hi]
     below = p99s.get(lo, (None, None))
-    return {"rate": hi, "big_p99": big, "many_p99": many, "below": lo or None, "below_big_p99": below[0],
-            "below_many_p99": below[1], "ratios": {r: b / m for r, (b, m) in sorted(p99s.items())}}
+    return {
+        "rate": hi,
+        "big_p99": big,
+        "many_p99": many,
+        "below": lo or None,
+        "below_big_p99": below[0],
+        "below_many_p99": below[1],
+        "ratios": {r: b / m for r, (b, m) in sorted(p99s.items())},
+    }

@@ -15,9 +15,16 @@ from ..figures import POLICY_COLORS, draw_step_series
 from ._common import LESSON_GPU, lesson_server, run_each
 
 
-def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tokens: int = 512, max_batch: int = 32,
-                requests: int = 96, gpu: str = LESSON_GPU, model: str = "llama-2-7b",
-                block_size: int = 16) -> tuple[dict, Figure]:
+def memory_wall(
+    kv_budget_gb: float = 8.0,
+    prompt_tokens: int = 1024,
+    output_tokens: int = 512,
+    max_batch: int = 32,
+    requests: int = 96,
+    gpu: str = LESSON_GPU,
+    model: str = "llama-2-7b",
+    block_size: int = 16,
+) -> tuple[dict, Figure]:
     """How many requests fit in the KV cache: the memory wall, and preemption in continuous batching.
 
     A burst of ``requests`` identical requests (``prompt_tokens`` in, ``output_tokens``
@@ -37,24 +44,48 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     budget = server.kv.tokens
     context = prompt_tokens + output_tokens
     if context > budget:
-        raise ConfigError(f"kv_budget_gb must hold one request of {context} tokens "
-                          f"({context * server.kv.bytes_per_token / 1e9:.2f} GB), got {kv_budget_gb!r}")
-    wl = make_workload(Constant(1000.0), Fixed(prompt_tokens), Fixed(output_tokens), n=requests, seed=0)
-    policies = {"static": Static(max_batch),
-                "continuous": Continuous(max_seqs=max_batch, max_batched_tokens=max(2048, prompt_tokens),
-                                         block_size=block_size)}
+        raise ConfigError(
+            f"kv_budget_gb must hold one request of {context} tokens "
+            f"({context * server.kv.bytes_per_token / 1e9:.2f} GB), got {kv_budget_gb!r}"
+        )
+    wl = make_workload(
+        Constant(1000.0), Fixed(prompt_tokens), Fixed(output_tokens), n=requests, seed=0
+    )
+    policies = {
+        "static": Static(max_batch),
+        "continuous": Continuous(
+            max_seqs=max_batch, max_batched_tokens=max(2048, prompt_tokens), block_size=block_size
+        ),
+    }
     results, rows = run_each(wl, policies, server)
     fits = budget // context
-    keys = ["completed", "output_throughput", "mean_e2e", "p99_e2e", "mean_batch_size", "max_batch_size",
-            "kv_peak_tokens", "preemptions"]
+    keys = [
+        "completed",
+        "output_throughput",
+        "mean_e2e",
+        "p99_e2e",
+        "mean_batch_size",
+        "max_batch_size",
+        "kv_peak_tokens",
+        "preemptions",
+    ]
     summary = {
-        "policies": rows, "table": format_table(rows, keys), "kv_budget_tokens": budget,
-        "kv_bytes_per_token": server.kv.bytes_per_token, "rows_that_fit": int(fits),
+        "policies": rows,
+        "table": format_table(rows, keys),
+        "kv_budget_tokens": budget,
+        "kv_bytes_per_token": server.kv.bytes_per_token,
+        "rows_that_fit": int(fits),
         "memory_bound": fits < max_batch,
-        "notes": [f"{server.model.name}: {server.kv.bytes_per_token / 1024:.0f} KiB of KV per token; "
-                  f"{gb} GB holds {budget:,} tokens = {fits} requests of {context} tokens",
-                  f"you asked for {max_batch} rows: " + (f"memory caps a padded batch at {fits}" if fits < max_batch
-                                                           else "memory is not the limit")],
+        "notes": [
+            f"{server.model.name}: {server.kv.bytes_per_token / 1024:.0f} KiB of KV per token; "
+            f"{gb} GB holds {budget:,} tokens = {fits} requests of {context} tokens",
+            f"you asked for {max_batch} rows: "
+            + (
+                f"memory caps a padded batch at {fits}"
+                if fits < max_batch
+                else "memory is not the limit"
+            ),
+        ],
     }
 
     fig = Figure(figsize=(11, 7.2), layout="constrained")
@@ -62,7 +93,9 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     ax = axes[0, 0]
     ctx = np.linspace(128, max(8192, 2 * context), 200)
     ax.plot(ctx, budget / ctx, color="k", lw=1.5, label=f"rows that fit in {gb} GB")
-    ax.axhline(max_batch, color="tab:red", ls="--", lw=1, label=f"batch you asked for ({max_batch})")
+    ax.axhline(
+        max_batch, color="tab:red", ls="--", lw=1, label=f"batch you asked for ({max_batch})"
+    )
     ax.plot([context], [fits], "o", color="tab:red", ms=8)
     ax.fill_between(ctx, budget / ctx, max(max_batch, fits) * 4, color="tab:red", alpha=0.08)
     ax.set_xscale("log", base=2)
@@ -91,8 +124,12 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     ax = axes[1, 1]
     names = list(rows)
     x = np.arange(len(names))
-    ax.bar(x - 0.2, [rows[n]["output_throughput"] for n in names], width=0.4,
-           color=[POLICY_COLORS[n] for n in names])
+    ax.bar(
+        x - 0.2,
+        [rows[n]["output_throughput"] for n in names],
+        width=0.4,
+        color=[POLICY_COLORS[n] for n in names],
+    )
     ax.set_ylabel("output tokens/s")
     ax2 = ax.twinx()
     pre = [rows[n]["preemptions"] for n in names]
@@ -101,5 +138,7 @@ def memory_wall(kv_budget_gb: float = 8.0, prompt_tokens: int = 1024, output_tok
     ax2.set_ylabel("preemptions (grey)")
     ax.set_xticks(x, names)
     ax.set_title("throughput (colour) and preemptions (grey)")
-    fig.suptitle(f"{server.model.name}: {gb} GB of KV cache, {context}-token requests, batch {max_batch}")
+    fig.suptitle(
+        f"{server.model.name}: {gb} GB of KV cache, {context}-token requests, batch {max_batch}"
+    )
     return summary, fig

@@ -41,8 +41,15 @@ def prefill_knee(step_time, limit: int = 1 << 15) -> int | None:
     return None
 
 
-def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: int = 512, arrive: float = 1.0,
-                  output_tokens: int = 400, gpu: str = LESSON_GPU, model: str = LESSON_MODEL) -> tuple[dict, Figure]:
+def prefill_stall(
+    prompt_tokens: int = 8192,
+    running: int = 32,
+    chunk_tokens: int = 512,
+    arrive: float = 1.0,
+    output_tokens: int = 400,
+    gpu: str = LESSON_GPU,
+    model: str = LESSON_MODEL,
+) -> tuple[dict, Figure]:
     """``running`` chat requests are decoding when one long prompt arrives: with and without chunks.
 
     At t = 0 ``running`` requests (128-token prompts, ``output_tokens`` each) start decoding
@@ -69,27 +76,46 @@ def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: in
     budget = max(prompt_tokens, 128 * running)
     policies = {
         "whole prompt": Continuous(max_seqs=n, max_batched_tokens=budget, chunked_prefill=False),
-        f"chunks of {chunk_tokens}": Continuous(max_seqs=n, max_batched_tokens=chunk_tokens, chunked_prefill=True),
+        f"chunks of {chunk_tokens}": Continuous(
+            max_seqs=n, max_batched_tokens=chunk_tokens, chunked_prefill=True
+        ),
     }
     results, rows = run_each(wl, policies, server)
-    decode_ms = float(server.step_time.decode(np.array([running]), 128 + output_tokens / 2)["step_s"][0] * 1e3)
+    decode_ms = float(
+        server.step_time.decode(np.array([running]), 128 + output_tokens / 2)["step_s"][0] * 1e3
+    )
     whole_ms = server.step_time.prefill(prompt_tokens)["step_s"] * 1e3
     knee = prefill_knee(server.step_time)
     out: dict[str, dict] = {}
     for label, res in results.items():
         r = res.records
         gap = float(np.nanmax(r.itl_max[:running]))
-        out[label] = {"worst_gap_ms": gap * 1e3, "long_ttft_ms": float(r.first_token[-1] - r.arrival[-1]) * 1e3,
-                      "stall_steps": int(((res.records.steps["prompt_tokens"] > 0)
-                                          & (res.records.steps["start"] >= arrive - 1e-9)).sum())}
+        out[label] = {
+            "worst_gap_ms": gap * 1e3,
+            "long_ttft_ms": float(r.first_token[-1] - r.arrival[-1]) * 1e3,
+            "stall_steps": int(
+                (
+                    (res.records.steps["prompt_tokens"] > 0)
+                    & (res.records.steps["start"] >= arrive - 1e-9)
+                ).sum()
+            ),
+        }
         rows[label].update(out[label])
-    lines = ["mode            worst gap ms  running TPOT ms  long prompt's TTFT ms  steps with its prefill"]
+    lines = [
+        "mode            worst gap ms  running TPOT ms  long prompt's TTFT ms  steps with its prefill"
+    ]
     for label, o in out.items():
-        lines.append(f"{label:15s} {o['worst_gap_ms']:12.0f} {rows[label]['mean_tpot'] * 1e3:16.1f} "
-                     f"{o['long_ttft_ms']:22.0f} {o['stall_steps']:23d}")
+        lines.append(
+            f"{label:15s} {o['worst_gap_ms']:12.0f} {rows[label]['mean_tpot'] * 1e3:16.1f} "
+            f"{o['long_ttft_ms']:22.0f} {o['stall_steps']:23d}"
+        )
     whole, chunked = out["whole prompt"], out[f"chunks of {chunk_tokens}"]
     summary = {
-        "modes": out, "rows": rows, "decode_ms": decode_ms, "whole_prefill_ms": whole_ms, "prefill_knee": knee,
+        "modes": out,
+        "rows": rows,
+        "decode_ms": decode_ms,
+        "whole_prefill_ms": whole_ms,
+        "prefill_knee": knee,
         "table": "\n".join(lines),
         "notes": [
             f"server: {server.describe()}",
@@ -104,20 +130,38 @@ def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: in
     fig = Figure(figsize=(11, 4.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
     colors = ["tab:red", "tab:green"]
-    lo, hi = arrive - 0.15, arrive + max(whole["long_ttft_ms"], chunked["long_ttft_ms"]) / 1e3 + 0.15
+    lo, hi = (
+        arrive - 0.15,
+        arrive + max(whole["long_ttft_ms"], chunked["long_ttft_ms"]) / 1e3 + 0.15,
+    )
     for (label, res), c in zip(results.items(), colors):
         st = res.records.steps
         reps = st["repeat"]
         # A logged row may stand for k repeated steps (its duration is their sum): unroll it.
-        start = np.concatenate([s + np.arange(k) * d / k for s, d, k in zip(st["start"], st["duration"], reps)])
+        start = np.concatenate(
+            [s + np.arange(k) * d / k for s, d, k in zip(st["start"], st["duration"], reps)]
+        )
         dur = np.repeat(st["duration"] / reps, reps)
         keep = (start + dur >= lo) & (start <= hi)
-        ax1.step(np.append(start[keep], start[keep][-1] + dur[keep][-1]) if keep.any() else [],
-                 np.append(dur[keep], dur[keep][-1]) * 1e3 if keep.any() else [], where="post", color=c, lw=1.8,
-                 label=f"{label}: worst gap {out[label]['worst_gap_ms']:,.0f} ms")
+        ax1.step(
+            np.append(start[keep], start[keep][-1] + dur[keep][-1]) if keep.any() else [],
+            np.append(dur[keep], dur[keep][-1]) * 1e3 if keep.any() else [],
+            where="post",
+            color=c,
+            lw=1.8,
+            label=f"{label}: worst gap {out[label]['worst_gap_ms']:,.0f} ms",
+        )
     ax1.axvline(arrive, color="0.4", ls=":", lw=1)
-    ax1.annotate(f"{prompt_tokens:,}-token prompt arrives", (arrive, 0.97), xycoords=("data", "axes fraction"),
-                 fontsize=8, ha="left", va="top", xytext=(4, 0), textcoords="offset points")
+    ax1.annotate(
+        f"{prompt_tokens:,}-token prompt arrives",
+        (arrive, 0.97),
+        xycoords=("data", "axes fraction"),
+        fontsize=8,
+        ha="left",
+        va="top",
+        xytext=(4, 0),
+        textcoords="offset points",
+    )
     ax1.set_yscale("log")
     ax1.set_xlim(lo, hi)
     ax1.set_xlabel("time (s)")
@@ -127,16 +171,43 @@ def prefill_stall(prompt_tokens: int = 8192, running: int = 32, chunk_tokens: in
     ax1.grid(alpha=0.3, which="both")
     labels = list(out)
     x = np.arange(len(labels))
-    ax2.bar(x - 0.2, [out[k]["worst_gap_ms"] for k in labels], width=0.4, color=colors, label="worst gap, running")
-    ax2.bar(x + 0.2, [out[k]["long_ttft_ms"] for k in labels], width=0.4, color=colors, alpha=0.35, hatch="//",
-            label="TTFT of the long prompt")
+    ax2.bar(
+        x - 0.2,
+        [out[k]["worst_gap_ms"] for k in labels],
+        width=0.4,
+        color=colors,
+        label="worst gap, running",
+    )
+    ax2.bar(
+        x + 0.2,
+        [out[k]["long_ttft_ms"] for k in labels],
+        width=0.4,
+        color=colors,
+        alpha=0.35,
+        hatch="//",
+        label="TTFT of the long prompt",
+    )
     for xi, k in zip(x, labels):
-        ax2.annotate(f"{out[k]['worst_gap_ms']:,.0f}", (xi - 0.2, out[k]["worst_gap_ms"]), ha="center", va="bottom", fontsize=8)
-        ax2.annotate(f"{out[k]['long_ttft_ms']:,.0f}", (xi + 0.2, out[k]["long_ttft_ms"]), ha="center", va="bottom", fontsize=8)
+        ax2.annotate(
+            f"{out[k]['worst_gap_ms']:,.0f}",
+            (xi - 0.2, out[k]["worst_gap_ms"]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+        ax2.annotate(
+            f"{out[k]['long_ttft_ms']:,.0f}",
+            (xi + 0.2, out[k]["long_ttft_ms"]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax2.set_xticks(x, labels)
     ax2.set_ylabel("ms")
     ax2.set_ylim(0, max(max(o["worst_gap_ms"], o["long_ttft_ms"]) for o in out.values()) * 1.2)
     ax2.set_title("the stall, and what chunking costs the newcomer", fontsize=10)
     ax2.legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"prefill vs decode on {server.model.name}, {server.gpu.name}: one long prompt among {running} chats")
+    fig.suptitle(
+        f"prefill vs decode on {server.model.name}, {server.gpu.name}: one long prompt among {running} chats"
+    )
     return summary, fig

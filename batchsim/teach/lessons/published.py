@@ -34,11 +34,15 @@ def published_record() -> tuple[dict, Figure]:
         k["error"] = k["predicted"] / k["kv_tokens"] - 1
     errors = [abs(r["error"]) for r in rows]
     summary = {
-        "points": len(rows), "engines": sorted({r["engine"] for r in rows}),
-        "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors),
+        "points": len(rows),
+        "engines": sorted({r["engine"] for r in rows}),
+        "median_abs_error": statistics.median(errors),
+        "worst_abs_error": max(errors),
         "within_target": sum(abs(r["error"]) <= TARGET[r["family"]] for r in rows),
         "beyond_worst": sum(abs(r["error"]) > WORST for r in rows),
-        "per_engine": {f"{e} {f}": s for (e, f), s in per.items()}, "held_out": held, "kv": kv,
+        "per_engine": {f"{e} {f}": s for (e, f), s in per.items()},
+        "held_out": held,
+        "kv": kv,
         "rows": rows,
         "table": _table(per, held, kv),
     }
@@ -47,31 +51,57 @@ def published_record() -> tuple[dict, Figure]:
 
 def _table(per: dict, held: dict, kv: list[dict]) -> str:
     lines = [f"{'engine':<8} {'figure':<11} {'points':>6} {'median |error|':>15} {'worst':>7}"]
-    lines += [f"{e:<8} {f:<11} {s['points']:>6} {s['median']:>15.1%} {s['worst']:>7.1%}" for (e, f), s in per.items()]
+    lines += [
+        f"{e:<8} {f:<11} {s['points']:>6} {s['median']:>15.1%} {s['worst']:>7.1%}"
+        for (e, f), s in per.items()
+    ]
     # The points a preset was not fitted to, apart: how far its fit carries.
-    lines += [f"{e:<8} {'held out':<11} {s['points']:>6} {s['median']:>15.1%} {s['worst']:>7.1%}"
-              for e, s in held.items()]
-    lines += [f"KV budget {k['hardware']} {k['model']}: batchsim {k['predicted']:,} tokens, vLLM logged {k['kv_tokens']:,} "
-              f"({k['error']:+.1%})" for k in kv]
+    lines += [
+        f"{e:<8} {'held out':<11} {s['points']:>6} {s['median']:>15.1%} {s['worst']:>7.1%}"
+        for e, s in held.items()
+    ]
+    lines += [
+        f"KV budget {k['hardware']} {k['model']}: batchsim {k['predicted']:,} tokens, vLLM logged {k['kv_tokens']:,} "
+        f"({k['error']:+.1%})"
+        for k in kv
+    ]
     return "\n".join(lines)
 
 
 def _figure(rows: list[dict]) -> Figure:
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=(1, 1.5))
-    lo = min(min(r["measured"], r["predicted"]) for r in rows if r["metric"] == "output_throughput") / 1.5
-    hi = max(max(r["measured"], r["predicted"]) for r in rows if r["metric"] == "output_throughput") * 1.5
+    lo = (
+        min(min(r["measured"], r["predicted"]) for r in rows if r["metric"] == "output_throughput")
+        / 1.5
+    )
+    hi = (
+        max(max(r["measured"], r["predicted"]) for r in rows if r["metric"] == "output_throughput")
+        * 1.5
+    )
     for engine, (marker, color) in _MARKERS.items():
         pts = [r for r in rows if r["engine"] == engine and r["metric"] == "output_throughput"]
         if pts:
-            ax1.loglog([r["measured"] for r in pts], [r["predicted"] for r in pts], marker, color=color, ms=5,
-                       label=f"{engine} ({len(pts)})", alpha=0.8)
+            ax1.loglog(
+                [r["measured"] for r in pts],
+                [r["predicted"] for r in pts],
+                marker,
+                color=color,
+                ms=5,
+                label=f"{engine} ({len(pts)})",
+                alpha=0.8,
+            )
     ax1.plot([lo, hi], [lo, hi], "k-", lw=1)
     for f, style in ((TARGET["throughput"], "--"), (WORST, ":")):
         ax1.plot([lo, hi], [lo * (1 + f), hi * (1 + f)], "k" + style, lw=0.8)
         ax1.plot([lo, hi], [lo * (1 - f), hi * (1 - f)], "k" + style, lw=0.8)
-    ax1.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="published output tokens/s", ylabel="batchsim output tokens/s",
-            title="throughput: batchsim vs published")
+    ax1.set(
+        xlim=(lo, hi),
+        ylim=(lo, hi),
+        xlabel="published output tokens/s",
+        ylabel="batchsim output tokens/s",
+        title="throughput: batchsim vs published",
+    )
     ax1.legend(loc="upper left", title="engine (points)")
     order = sorted(rows, key=lambda r: r["error"])
     colors = [_MARKERS[r["engine"]][1] for r in order]
@@ -82,9 +112,19 @@ def _figure(rows: list[dict]) -> Figure:
     ax2.axhline(0, color="k", lw=1)
     from matplotlib.patches import Patch
 
-    ax2.legend(handles=[Patch(color=c, label=f"{e}: {sum(r['engine'] == e for r in rows)}")
-                        for e, (_, c) in _MARKERS.items() if any(r["engine"] == e for r in rows)],
-               loc="upper left", title="engine: points")
-    ax2.set(xticks=[], xlabel=f"each published point ({len(rows)}), sorted by error",
-            ylabel="batchsim / published - 1 (%)", title="errors: target ±15 % (dashed), none beyond ±40 % (dotted)")
+    ax2.legend(
+        handles=[
+            Patch(color=c, label=f"{e}: {sum(r['engine'] == e for r in rows)}")
+            for e, (_, c) in _MARKERS.items()
+            if any(r["engine"] == e for r in rows)
+        ],
+        loc="upper left",
+        title="engine: points",
+    )
+    ax2.set(
+        xticks=[],
+        xlabel=f"each published point ({len(rows)}), sorted by error",
+        ylabel="batchsim / published - 1 (%)",
+        title="errors: target ±15 % (dashed), none beyond ±40 % (dotted)",
+    )
     return fig

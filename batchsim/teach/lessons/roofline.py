@@ -12,8 +12,15 @@ from ._common import LESSON_GPU, LESSON_MODEL
 from .prefill import prefill_knee
 
 
-def roofline(gpu: str = LESSON_GPU, model: str = LESSON_MODEL, batch: int = 32, context: int = 512,
-             dtype: str | None = None, max_batch: int = 1024, prompt: int = 512) -> tuple[dict, Figure]:
+def roofline(
+    gpu: str = LESSON_GPU,
+    model: str = LESSON_MODEL,
+    batch: int = 32,
+    context: int = 512,
+    dtype: str | None = None,
+    max_batch: int = 1024,
+    prompt: int = 512,
+) -> tuple[dict, Figure]:
     """Step time and tokens/s of one decode step against batch size, and of a prefill: the two phases.
 
     Below the knee the step is memory-bound (every step reads all the weights, however
@@ -39,23 +46,31 @@ def roofline(gpu: str = LESSON_GPU, model: str = LESSON_MODEL, batch: int = 32, 
     pre = st.prefill(prompt)
     pknee = prefill_knee(st)
     summary = {
-        "prefill_ms": pre["step_s"] * 1e3, "prefill_tokens_per_s": prompt / pre["step_s"], "prefill_knee": pknee,
-        "prefill_bound": "compute" if pre["compute_s"] >= pre["memory_s"] else "memory", "prompt": prompt,
-        "knee": knee, "knee_no_context": knee0, "batch": batch,
-        "step_ms": float(at["step_s"][0] * 1e3), "tokens_per_s": float(at["tokens_per_s"][0]),
+        "prefill_ms": pre["step_s"] * 1e3,
+        "prefill_tokens_per_s": prompt / pre["step_s"],
+        "prefill_knee": pknee,
+        "prefill_bound": "compute" if pre["compute_s"] >= pre["memory_s"] else "memory",
+        "prompt": prompt,
+        "knee": knee,
+        "knee_no_context": knee0,
+        "batch": batch,
+        "step_ms": float(at["step_s"][0] * 1e3),
+        "tokens_per_s": float(at["tokens_per_s"][0]),
         "bound": "compute" if bool(at["compute_bound"][0]) else "memory",
         "speedup_vs_batch1": float(at["tokens_per_s"][0] / one["tokens_per_s"][0]),
         "weight_gb": server.model.weight_bytes(server.dtype) / 1e9,
-        "table": "\n".join([
-            f"{server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row",
-            f"batch {batch}: step {at['step_s'][0] * 1e3:.2f} ms ({'compute' if at['compute_bound'][0] else 'memory'}-bound), "
-            f"{at['tokens_per_s'][0]:,.0f} tokens/s = {at['tokens_per_s'][0] / one['tokens_per_s'][0]:.1f}x batch 1",
-            f"knee (first compute-bound batch): {knee if knee is not None else 'none: KV reads keep it memory-bound'}"
-            f"; with no context: {knee0}",
-            f"prefill of {prompt} tokens: {pre['step_s'] * 1e3:.1f} ms "
-            f"({'compute' if pre['compute_s'] >= pre['memory_s'] else 'memory'}-bound), "
-            f"{prompt / pre['step_s']:,.0f} prompt tokens/s; compute-bound from {pknee} tokens",
-        ]),
+        "table": "\n".join(
+            [
+                f"{server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row",
+                f"batch {batch}: step {at['step_s'][0] * 1e3:.2f} ms ({'compute' if at['compute_bound'][0] else 'memory'}-bound), "
+                f"{at['tokens_per_s'][0]:,.0f} tokens/s = {at['tokens_per_s'][0] / one['tokens_per_s'][0]:.1f}x batch 1",
+                f"knee (first compute-bound batch): {knee if knee is not None else 'none: KV reads keep it memory-bound'}"
+                f"; with no context: {knee0}",
+                f"prefill of {prompt} tokens: {pre['step_s'] * 1e3:.1f} ms "
+                f"({'compute' if pre['compute_s'] >= pre['memory_s'] else 'memory'}-bound), "
+                f"{prompt / pre['step_s']:,.0f} prompt tokens/s; compute-bound from {pknee} tokens",
+            ]
+        ),
     }
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(1, 3)
@@ -84,8 +99,20 @@ def roofline(gpu: str = LESSON_GPU, model: str = LESSON_MODEL, batch: int = 32, 
     n = np.unique(np.round(np.logspace(0, np.log10(max(8192, 2 * prompt)), 80)).astype(int))
     sides = [st.prefill(int(k)) for k in n]
     ax3.plot(n, [p_["step_s"] * 1e3 for p_ in sides], color="k", lw=2, label="prefill step")
-    ax3.plot(n, [p_["memory_s"] * 1e3 for p_ in sides], color="tab:blue", ls="--", label="memory: weights")
-    ax3.plot(n, [p_["compute_s"] * 1e3 for p_ in sides], color="tab:orange", ls="--", label="compute: FLOPs")
+    ax3.plot(
+        n,
+        [p_["memory_s"] * 1e3 for p_ in sides],
+        color="tab:blue",
+        ls="--",
+        label="memory: weights",
+    )
+    ax3.plot(
+        n,
+        [p_["compute_s"] * 1e3 for p_ in sides],
+        color="tab:orange",
+        ls="--",
+        label="compute: FLOPs",
+    )
     if pknee is not None:
         ax3.axvline(pknee, color="tab:red", ls=":", lw=1.5, label=f"compute-bound from {pknee}")
     ax3.plot([prompt], [pre["step_s"] * 1e3], "o", color="tab:red")
@@ -97,5 +124,7 @@ def roofline(gpu: str = LESSON_GPU, model: str = LESSON_MODEL, batch: int = 32, 
     ax3.legend(fontsize=7, loc="upper left")
     ax1.set_title("decode step: the slower side wins", fontsize=10)
     ax2.set_title("decode tokens/s: grows, then flattens", fontsize=10)
-    fig.suptitle(f"roofline: {server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row")
+    fig.suptitle(
+        f"roofline: {server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row"
+    )
     return summary, fig

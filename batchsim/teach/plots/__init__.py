@@ -20,7 +20,6 @@ size to that size: a slide shows a figure scaled down, and its text must still r
 ``slide.slide_parts`` redraws a figure for the slides, a row of its panels or fewer at a time.
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,10 +32,19 @@ from .runs import batch_kv_figure, latency_cdf_figure, timeline_figure
 from .summaries import batch_sweep_figure, cost_figure, sweep_figure, tradeoff_figure
 
 __all__ = [
-    "tradeoff_figure", "sweep_figure", "batch_sweep_figure", "latency_cdf_figure", "timeline_figure", "batch_kv_figure", "cost_figure",
-    "roofline_figure", "figures_for_report", "save", "texts", "raise_text",
+    "tradeoff_figure",
+    "sweep_figure",
+    "batch_sweep_figure",
+    "latency_cdf_figure",
+    "timeline_figure",
+    "batch_kv_figure",
+    "cost_figure",
+    "roofline_figure",
+    "figures_for_report",
+    "save",
+    "texts",
+    "raise_text",
 ]
-
 
 
 # --- per scenario -----------------------------------------------------------------------------------
@@ -62,7 +70,9 @@ def figures_for_report(report, out_dir: str | Path) -> list[Path]:
             fig = timeline_figure(results)
         elif kind == "batch_kv":
             fig = batch_kv_figure(results)
-        elif kind == "cost" and any(s.get("cost_per_request") is not None for s in summaries.values()):
+        elif kind == "cost" and any(
+            s.get("cost_per_request") is not None for s in summaries.values()
+        ):
             fig = cost_figure(summaries)
         elif kind == "batch_sweep" and "sweep" in cfg:
             fig = batch_sweep_figure(report)
@@ -73,12 +83,21 @@ def figures_for_report(report, out_dir: str | Path) -> list[Path]:
             best_label = None
             if best is not None:
                 best_label = next((k for k in summaries if k.endswith(f"={best}")), None)
-            fig = tradeoff_figure(summaries, latency_key=metric, slo=sw.get("slo"), best=best_label,
-                                  title=f"{report.name}: throughput vs {metric.replace('_', ' ')}")
+            fig = tradeoff_figure(
+                summaries,
+                latency_key=metric,
+                slo=sw.get("slo"),
+                best=best_label,
+                title=f"{report.name}: throughput vs {metric.replace('_', ' ')}",
+            )
         elif kind == "roofline" and server is not None:
             r = first.records
             ctx = float(np.mean(r.prompt_tokens + r.output_tokens / 2)) if len(r) else 0.0
-            fig = roofline_figure(server.step_time, context=round(ctx), max_batch_memory=server.kv.max_batch(max(ctx, 1)))
+            fig = roofline_figure(
+                server.step_time,
+                context=round(ctx),
+                max_batch_memory=server.kv.max_batch(max(ctx, 1)),
+            )
         if fig is not None:
             paths.append(save(fig, out / f"{kind}.png"))
     return paths

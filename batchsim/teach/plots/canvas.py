@@ -12,7 +12,18 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 __all__ = ["COLORS", "log_x", "new_figure", "plain", "raise_text", "save", "texts"]
 
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
 
 
 def new_figure(w: float, h: float) -> Figure:
@@ -24,7 +35,9 @@ def new_figure(w: float, h: float) -> Figure:
 
 def plain(x: float, _pos=None) -> str:
     """A tick label as prose writes the number: 0.001, 0.5, 20, 1,000 (never "0" for 0.0001)."""
-    return f"{x:,.0f}" if x >= 1 else f"{x:.{max(0, -int(np.floor(np.log10(x))))}f}" if x > 0 else "0"
+    return (
+        f"{x:,.0f}" if x >= 1 else f"{x:.{max(0, -int(np.floor(np.log10(x))))}f}" if x > 0 else "0"
+    )
 
 
 def log_x(ax) -> None:
@@ -58,7 +71,11 @@ def texts(fig: Figure) -> list[Text]:
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
                 if hidden or not lo - eps <= tick.get_loc() <= hi + eps:
                     undrawn.update((id(tick.label1), id(tick.label2)))
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
+    return [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and id(t) not in undrawn
+    ]
 
 
 def raise_text(fig: Figure, floor_pt: float) -> Figure:
@@ -85,6 +102,9 @@ def raise_text(fig: Figure, floor_pt: float) -> Figure:
         for label, room in ((ax.xaxis.label, box.width), (ax.yaxis.label, box.height)):
             ext, words = label.get_window_extent(), label.get_text()
             if max(ext.width, ext.height) > room and " " in words and "\n" not in words:
-                mid = min((i for i, c in enumerate(words) if c == " "), key=lambda i: abs(i - len(words) / 2))
-                label.set_text(words[:mid] + "\n" + words[mid + 1:])
+                mid = min(
+                    (i for i, c in enumerate(words) if c == " "),
+                    key=lambda i: abs(i - len(words) / 2),
+                )
+                label.set_text(words[:mid] + "\n" + words[mid + 1 :])
     return fig

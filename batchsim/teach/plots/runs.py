@@ -13,6 +13,7 @@ __all__ = ["latency_cdf_figure", "timeline_figure", "step_series", "batch_kv_fig
 
 # --- latency distribution ------------------------------------------------------------------
 
+
 def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> Figure:
     """Empirical CDFs of a latency (e2e, ttft or queue wait), one curve per run."""
     fig = new_figure(8.5, 4.5)
@@ -27,7 +28,9 @@ def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> F
             continue
         v = np.maximum(v, 1e-4)
         lo = min(lo, v[0])
-        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color=COLORS[i % 10], label=label)
+        ax.step(
+            v, np.arange(1, len(v) + 1) / len(v), where="post", color=COLORS[i % 10], label=label
+        )
     log_x(ax)
     ax.set_ylim(0, 1.01)
     ax.axhline(0.99, color="grey", lw=0.8, ls=":")
@@ -35,7 +38,9 @@ def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> F
     names = {"e2e": "end-to-end latency", "ttft": "time to first token", "wait": "queue wait"}
     ax.set_xlabel(f"{names[metric]} (s, log scale)")
     ax.set_ylabel("share of requests")
-    ax.set_title(title or f"{names[metric]}: further left is better, the tail is what users remember")
+    ax.set_title(
+        title or f"{names[metric]}: further left is better, the tail is what users remember"
+    )
     ax.grid(alpha=0.3, which="both")
     # Beside the axes, not on them: with several runs a legend inside covers the curves' tails.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
@@ -43,6 +48,7 @@ def latency_cdf_figure(results: dict, metric: str = "e2e", title: str = "") -> F
 
 
 # --- the bus timeline -------------------------------------------------------------------------
+
 
 def _streams(res) -> bool:
     from ...core.metrics import streams_by_default
@@ -60,8 +66,12 @@ def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> tuple[float, f
         ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center")
         return None
     rows = np.arange(len(ids))
-    wait = np.stack([np.column_stack([r.arrival[ids], rows]), np.column_stack([r.start[ids], rows])], axis=1)
-    ride = np.stack([np.column_stack([r.start[ids], rows]), np.column_stack([r.finish[ids], rows])], axis=1)
+    wait = np.stack(
+        [np.column_stack([r.arrival[ids], rows]), np.column_stack([r.start[ids], rows])], axis=1
+    )
+    ride = np.stack(
+        [np.column_stack([r.start[ids], rows]), np.column_stack([r.finish[ids], rows])], axis=1
+    )
     if _streams(res):
         # Continuous batching has no batches to tell apart: one bus that never stops, which each
         # request boards at the next step and leaves when its own answer ends. One colour says so.
@@ -90,20 +100,28 @@ def timeline_figure(results: dict, max_requests: int = 40, title: str = "") -> F
         span = _draw_timeline(ax, res, max_requests)
         if span is not None:
             spans.append(span)
-        how = ("one colour: a bus that never stops, each leaves when done" if _streams(res)
-               else "one colour per batch: boarded together, delivered together")
+        how = (
+            "one colour: a bus that never stops, each leaves when done"
+            if _streams(res)
+            else "one colour per batch: boarded together, delivered together"
+        )
         ax.set_title(f"{label}  ({how})", fontsize=9, loc="left")
         ax.grid(alpha=0.3, axis="x")
     if spans:
         lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
         axes[0].set_xlim(lo, lo + (hi - lo) * 1.01 + 1e-9)
     axes[-1].set_xlabel("time (s)")
-    fig.suptitle(title or f"the bus timeline (first {max_requests} requests): grey = waiting at the stop, "
-                          "bar = riding, | = first token produced", fontsize=10)
+    fig.suptitle(
+        title
+        or f"the bus timeline (first {max_requests} requests): grey = waiting at the stop, "
+        "bar = riding, | = first token produced",
+        fontsize=10,
+    )
     return fig
 
 
 # --- batch size and KV memory over time ----------------------------------------------------------
+
 
 def step_series(res, key: str):
     """A step function of a step-log column over time, dropping to 0 while the server idles."""

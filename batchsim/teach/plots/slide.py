@@ -72,8 +72,10 @@ def _middle_space(words: str) -> int:
 
 def _crowded(labels: list[Text]) -> bool:
     """Whether any two of an axis's tick labels run into each other."""
-    boxes = sorted((t.get_window_extent() for t in labels if t.get_visible() and t.get_text()),
-                   key=lambda b: b.x0)
+    boxes = sorted(
+        (t.get_window_extent() for t in labels if t.get_visible() and t.get_text()),
+        key=lambda b: b.x0,
+    )
     return any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:]))
 
 
@@ -88,8 +90,10 @@ def wrap_text(fig: Figure) -> Figure:
         names = [t.get_text() for t in labels]
         if ax.xaxis.get_visible() and any(" " in n for n in names) and _crowded(labels):
             cut = [_middle_space(n) for n in names]
-            ax.set_xticks(ax.get_xticks(), labels=[n if i < 0 else n[:i] + "\n" + n[i + 1:]
-                                                   for n, i in zip(names, cut)])
+            ax.set_xticks(
+                ax.get_xticks(),
+                labels=[n if i < 0 else n[:i] + "\n" + n[i + 1 :] for n, i in zip(names, cut)],
+            )
     if fig._suptitle is not None:  # matplotlib keeps the figure's title Text here, with no getter
         _wrap(fig._suptitle, 0.98 * fig.bbox.width)
     fig.draw_without_rendering()
@@ -101,18 +105,22 @@ def collisions(fig: Figure, slack: float = 1.0) -> list[tuple[str, str]]:
     figure's edge is paired with "the edge"."""
     boxes = [(t.get_text(), t.get_window_extent()) for t in texts(fig)]
     w, h = fig.bbox.width, fig.bbox.height
-    out = [(s, "the edge") for s, b in boxes
-           if b.x0 < -slack or b.y0 < -slack or b.x1 > w + slack or b.y1 > h + slack]
+    out = [
+        (s, "the edge")
+        for s, b in boxes
+        if b.x0 < -slack or b.y0 < -slack or b.x1 > w + slack or b.y1 > h + slack
+    ]
     for i, (s, a) in enumerate(boxes):
-        for r, b in boxes[i + 1:]:
+        for r, b in boxes[i + 1 :]:
             across = min(a.x1, b.x1) - max(a.x0, b.x0)
             if across > slack and min(a.y1, b.y1) - max(a.y0, b.y0) > slack:
                 out.append((s, r))
     return out
 
 
-def _part(draw: Callable[[], Figure], cells: list[Cell], size: tuple[float, float],
-          floor_pt: float) -> tuple[Figure, list[tuple[str, str]]]:
+def _part(
+    draw: Callable[[], Figure], cells: list[Cell], size: tuple[float, float], floor_pt: float
+) -> tuple[Figure, list[tuple[str, str]]]:
     """The panels at ``cells`` as one slide figure, and what still collides on it."""
     fig = keep_panels(draw(), cells)
     fig.set_size_inches(*size)
@@ -142,8 +150,9 @@ def _copies(draw: Callable[[], Figure]) -> Callable[[], Figure]:
     return lambda: pickle.loads(blob)
 
 
-def slide_parts(draw: Callable[[], Figure], size: tuple[float, float],
-                floor_pt: float) -> list[Figure]:
+def slide_parts(
+    draw: Callable[[], Figure], size: tuple[float, float], floor_pt: float
+) -> list[Figure]:
     """``draw()``'s figure as slide figures of ``size`` inches with no text under ``floor_pt``:
     one a row of its grid, the row cut into fewer panels a figure until its texts no longer
     collide (one panel a figure is kept even then; ``collisions`` tells what is left)."""
@@ -156,7 +165,7 @@ def slide_parts(draw: Callable[[], Figure], size: tuple[float, float],
         for n in range(len(row), 0, -1):
             figs = []
             for i in range(0, len(row), n):
-                fig, hits = _part(fresh, row[i:i + n], size, floor_pt)
+                fig, hits = _part(fresh, row[i : i + n], size, floor_pt)
                 figs.append(fig)
                 if n > 1 and hits:
                     break  # the row does not fit n panels a figure: try fewer

@@ -13,8 +13,15 @@ __all__ = ["tradeoff_figure", "sweep_figure", "cost_figure", "batch_sweep_figure
 
 # --- throughput vs latency -----------------------------------------------------------------
 
-def tradeoff_figure(summaries: dict[str, dict], latency_key: str = "p99_e2e", throughput_key: str = "output_throughput",
-                    slo: float | None = None, best: str | None = None, title: str = "") -> Figure:
+
+def tradeoff_figure(
+    summaries: dict[str, dict],
+    latency_key: str = "p99_e2e",
+    throughput_key: str = "output_throughput",
+    slo: float | None = None,
+    best: str | None = None,
+    title: str = "",
+) -> Figure:
     """One point per run (labelled), joined in order: what each step along the knob buys and costs."""
     fig = new_figure(7, 4.5)
     ax = fig.add_subplot()
@@ -23,16 +30,33 @@ def tradeoff_figure(summaries: dict[str, dict], latency_key: str = "p99_e2e", th
     y = np.array([summaries[k][throughput_key] for k in labels], dtype=float)
     ax.plot(x, y, "-o", color=COLORS[0])
     for k, xi, yi in zip(labels, x, y):
-        ax.annotate(k.split()[-1] if " " in k else k, (xi, yi), textcoords="offset points", xytext=(6, -10), fontsize=8)
+        ax.annotate(
+            k.split()[-1] if " " in k else k,
+            (xi, yi),
+            textcoords="offset points",
+            xytext=(6, -10),
+            fontsize=8,
+        )
     if best is not None and best in summaries:
-        ax.plot([summaries[best][latency_key]], [summaries[best][throughput_key]], "o", ms=14, mfc="none",
-                mec=COLORS[3], mew=2, label=f"largest meeting the SLO: {best}")
+        ax.plot(
+            [summaries[best][latency_key]],
+            [summaries[best][throughput_key]],
+            "o",
+            ms=14,
+            mfc="none",
+            mec=COLORS[3],
+            mew=2,
+            label=f"largest meeting the SLO: {best}",
+        )
     if slo is not None:
         ax.axvline(slo, color=COLORS[3], ls="--", lw=1, label=f"SLO: {latency_key} <= {slo:g} s")
     if len(x) and np.nanmax(x) / max(np.nanmin(x), 1e-9) > 30:
         log_x(ax)
     ax.set_xlabel(f"{latency_key.replace('_', ' ')} (s)")
-    ax.set_ylabel(throughput_key.replace("_", " ") + (" (tokens/s)" if "output" in throughput_key else " (req/s)"))
+    ax.set_ylabel(
+        throughput_key.replace("_", " ")
+        + (" (tokens/s)" if "output" in throughput_key else " (req/s)")
+    )
     ax.set_title(title or "throughput vs latency: what a bigger batch buys and costs")
     ax.grid(alpha=0.3)
     if slo is not None or best is not None:
@@ -40,8 +64,13 @@ def tradeoff_figure(summaries: dict[str, dict], latency_key: str = "p99_e2e", th
     return fig
 
 
-def sweep_figure(summaries: dict[str, dict], policies: list[str], knob: str, latency_key: str = "p99_e2e",
-                 throughput_key: str = "output_throughput") -> Figure:
+def sweep_figure(
+    summaries: dict[str, dict],
+    policies: list[str],
+    knob: str,
+    latency_key: str = "p99_e2e",
+    throughput_key: str = "output_throughput",
+) -> Figure:
     """Throughput against latency, one curve per policy, each point labelled with the knob's value.
 
     Labels are "knob=value policy", as ``python -m batchsim sweep`` writes them.
@@ -50,26 +79,41 @@ def sweep_figure(summaries: dict[str, dict], policies: list[str], knob: str, lat
     ax = fig.add_subplot()
     xs = []
     for i, pol in enumerate(policies):
-        labels = [k for k, s in summaries.items() if k.endswith(" " + pol) and s.get(latency_key) is not None]
+        labels = [
+            k
+            for k, s in summaries.items()
+            if k.endswith(" " + pol) and s.get(latency_key) is not None
+        ]
         x = np.array([summaries[k][latency_key] for k in labels], dtype=float)
         y = np.array([summaries[k][throughput_key] for k in labels], dtype=float)
         xs.extend(x.tolist())
         ax.plot(x, y, "-o", color=COLORS[i % 10], label=pol)
         for k, xi, yi in zip(labels, x, y):
-            ax.annotate(k.split(" ")[0].split("=", 1)[-1], (xi, yi), textcoords="offset points", xytext=(5, 4),
-                        fontsize=7, color=COLORS[i % 10])
+            ax.annotate(
+                k.split(" ")[0].split("=", 1)[-1],
+                (xi, yi),
+                textcoords="offset points",
+                xytext=(5, 4),
+                fontsize=7,
+                color=COLORS[i % 10],
+            )
     if xs and max(xs) / max(min(xs), 1e-9) > 30:
         log_x(ax)
     ax.set_xlabel(f"{latency_key.replace('_', ' ')} (s)")
-    ax.set_ylabel(throughput_key.replace("_", " ") + (" (tokens/s)" if "output" in throughput_key else " (req/s)"))
-    ax.set_title(f"sweep of {knob}: throughput vs {latency_key.replace('_', ' ')} (points labelled with {knob})")
+    ax.set_ylabel(
+        throughput_key.replace("_", " ")
+        + (" (tokens/s)" if "output" in throughput_key else " (req/s)")
+    )
+    ax.set_title(
+        f"sweep of {knob}: throughput vs {latency_key.replace('_', ' ')} (points labelled with {knob})"
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return fig
 
 
-
 # --- dollars ------------------------------------------------------------------------------------
+
 
 def cost_figure(summaries: dict[str, dict], title: str = "") -> Figure:
     """$/request per run, split into busy time (running steps) and idle time (waiting for traffic).
@@ -80,12 +124,26 @@ def cost_figure(summaries: dict[str, dict], title: str = "") -> Figure:
     fig = new_figure(max(7, 1.3 * len(labels) + 2.5), 4.4)
     ax = fig.add_subplot()
     v = np.array([summaries[k]["cost_per_request"] for k in labels], dtype=float)
-    busy = np.array([summaries[k].get("cost_per_request_busy", summaries[k]["cost_per_request"]) for k in labels],
-                    dtype=float)
+    busy = np.array(
+        [
+            summaries[k].get("cost_per_request_busy", summaries[k]["cost_per_request"])
+            for k in labels
+        ],
+        dtype=float,
+    )
     x = np.arange(len(labels))
     colors = [COLORS[i % 10] for i in range(len(labels))]
     ax.bar(x, busy, color=colors, label="busy: running steps")
-    ax.bar(x, v - busy, bottom=busy, color=colors, alpha=0.3, hatch="//", edgecolor="0.5", label="idle: waiting for traffic")
+    ax.bar(
+        x,
+        v - busy,
+        bottom=busy,
+        color=colors,
+        alpha=0.3,
+        hatch="//",
+        edgecolor="0.5",
+        label="idle: waiting for traffic",
+    )
     for i, k in enumerate(labels):
         s = summaries[k]
         per_m, per_m_busy = s.get("cost_per_1m_tokens"), s.get("cost_per_1m_tokens_busy")
@@ -99,9 +157,23 @@ def cost_figure(summaries: dict[str, dict], title: str = "") -> Figure:
     ax.set_ylabel("$ per request")
     ax.set_ylim(0, (v.max() if len(v) else 1) * 1.45)
     ax.legend(fontsize=8, loc="upper right")
-    price = next((s.get("gpu_price_per_hour") for s in summaries.values() if s.get("gpu_price_per_hour") is not None), None)
-    ax.set_title(title or (f"what a request costs at ${price:.2f}/GPU-hour: busy and idle" if price is not None
-                           else "what a request costs"), fontsize=10)
+    price = next(
+        (
+            s.get("gpu_price_per_hour")
+            for s in summaries.values()
+            if s.get("gpu_price_per_hour") is not None
+        ),
+        None,
+    )
+    ax.set_title(
+        title
+        or (
+            f"what a request costs at ${price:.2f}/GPU-hour: busy and idle"
+            if price is not None
+            else "what a request costs"
+        ),
+        fontsize=10,
+    )
     ax.grid(alpha=0.3, axis="y")
     return fig
 
@@ -142,7 +214,11 @@ def batch_sweep_figure(report) -> Figure:
     ax2.set_title("throughput: capped by the bus, then by the traffic", fontsize=9)
     ax2.legend(fontsize=8, loc="upper left")
     best = sw.get("best")
-    fig.suptitle(f"{report.name}: {sw['policy']} batches at one arrival rate ({sw['rate']:g} req/s)"
-                 + (f"; the largest meeting the SLO: {best}" if best is not None else "; none meets the SLO"),
-                 fontsize=10)
+    fig.suptitle(
+        f"{report.name}: {sw['policy']} batches at one arrival rate ({sw['rate']:g} req/s)"
+        + (
+            f"; the largest meeting the SLO: {best}" if best is not None else "; none meets the SLO"
+        ),
+        fontsize=10,
+    )
     return fig

@@ -24,6 +24,15 @@ from .base import (
 from .library import FLAGSHIP, SERVER, batch_capacity
 
 __all__ = [
-    "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
-    "FLAGSHIP", "SERVER", "batch_capacity",
+    "Scenario",
+    "ScenarioReport",
+    "SCENARIOS",
+    "register",
+    "get_scenario",
+    "run_policies",
+    "run_set",
+    "Run",
+    "FLAGSHIP",
+    "SERVER",
+    "batch_capacity",
 ]

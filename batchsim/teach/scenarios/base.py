@@ -28,8 +28,21 @@ from .execute import RunPlan, extent_flag, plan_runs, server_limits, simulate_pl
 from .knobs import policies_from_args
 
 __all__ = [
-    "Scenario", "ScenarioReport", "SCENARIOS", "register", "get_scenario", "run_policies", "run_set", "Run",
-    "Interrupted", "plan_runs", "size_of", "RunPlan", "server_limits", "simulate_plan", "policy_label",
+    "Scenario",
+    "ScenarioReport",
+    "SCENARIOS",
+    "register",
+    "get_scenario",
+    "run_policies",
+    "run_set",
+    "Run",
+    "Interrupted",
+    "plan_runs",
+    "size_of",
+    "RunPlan",
+    "server_limits",
+    "simulate_plan",
+    "policy_label",
 ]
 
 
@@ -45,7 +58,9 @@ class ScenarioReport:
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
-    replica_summaries: dict[str, list[dict]] = field(default_factory=dict)  # a fleet's runs: each server's
+    replica_summaries: dict[str, list[dict]] = field(
+        default_factory=dict
+    )  # a fleet's runs: each server's
     replica_table: str = ""
 
     def rejection_lines(self) -> list[str]:
@@ -104,6 +119,7 @@ def get_scenario(name: str) -> Scenario:
 
 # --- running labelled runs ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Run:
     """One line of a scenario's table: a label, a policy, and defaults layered over the scenario's.
@@ -123,8 +139,15 @@ class Run:
 LONG_RUN = 20_000
 
 
-def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys: list[str] | None = None,
-            progress: bool = False, title: str | None = None, workload_notes: bool = True) -> ScenarioReport:
+def run_set(
+    args: argparse.Namespace,
+    scenario: Scenario,
+    runs: list[Run],
+    keys: list[str] | None = None,
+    progress: bool = False,
+    title: str | None = None,
+    workload_notes: bool = True,
+) -> ScenarioReport:
     """Run each labelled run; identical workloads are built once; add dollars when a price is known.
 
     Every run's configuration is resolved and checked, and the whole set sized, before the
@@ -138,12 +161,16 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
     if not getattr(args, "no_size_check", False):
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     for wcfg in wconfigs:
-        check_trace_file(wcfg.trace)  # a missing trace says where traces come from, not only "not found"
+        check_trace_file(
+            wcfg.trace
+        )  # a missing trace says where traces come from, not only "not found"
         wconfigs[wcfg] = wcfg.build()
         served = served_record_note(wcfg.trace)
         if served is not None and served not in report.notes:
             report.notes.append(served)
-    if not getattr(args, "no_size_check", False):  # traces: sized again now that their rows are known
+    if not getattr(
+        args, "no_size_check", False
+    ):  # traces: sized again now that their rows are known
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     described: dict[str, str] = {}
     servers: dict[str, tuple] = {}
@@ -159,7 +186,9 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         if show_bar is not None or progress:
             show: bool | str = show_bar if show_bar is not None else progress
         else:
-            show = (True if sys.stderr.isatty() else "lines") if len(workload) >= LONG_RUN else False
+            show = (
+                (True if sys.stderr.isatty() else "lines") if len(workload) >= LONG_RUN else False
+            )
         try:
             res, summary, parts = simulate_plan(plan, workload, progress=show)
         except KeyboardInterrupt:
@@ -171,13 +200,24 @@ def run_set(args: argparse.Namespace, scenario: Scenario, runs: list[Run], keys:
         if parts:
             report.replica_summaries[run.label] = parts
         policies_repr.append(repr(plan.policy.build()))
-        described.setdefault(workload.description, f"{len(workload)} requests, {workload.description}")
+        described.setdefault(
+            workload.description, f"{len(workload)} requests, {workload.description}"
+        )
         skey = repr(setup.step_time) + f"|{setup.kv_budget_tokens}|{setup.price}"
         if skey not in servers:
-            servers[skey] = (setup.step_time, setup.kv_budget_tokens, setup.server, setup.price, workload)
+            servers[skey] = (
+                setup.step_time,
+                setup.kv_budget_tokens,
+                setup.server,
+                setup.price,
+                workload,
+            )
         if plan.fleet.replicas > 1 or plan.fleet.summary_only:
             note = f"{run.label}: {plan.fleet.describe()}" + (
-                "; summary only (percentiles from sketches within 0.5 %)" if plan.fleet.summary_only else "")
+                "; summary only (percentiles from sketches within 0.5 %)"
+                if plan.fleet.summary_only
+                else ""
+            )
             report.notes.append(note)
     _finish(report, keys, slo, any_price, policies_repr)
     for text in described.values() if workload_notes else ():
@@ -196,7 +236,10 @@ def column_notes(keys) -> list[str]:
         return table_notes(keys)
     if kinds == {True}:
         return [delivered]
-    return [produced + " (a padded batch, like generate(), hands it to the user only when the whole batch ends)"]
+    return [
+        produced
+        + " (a padded batch, like generate(), hands it to the user only when the whole batch ends)"
+    ]
 
 
 def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: list[str]) -> None:
@@ -209,7 +252,11 @@ def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: l
         keys = ["replicas", *keys]
     report.table = format_table(report.summaries, keys)
     if report.replica_summaries:
-        rows = {f"{label} / server {i}": s for label, parts in report.replica_summaries.items() for i, s in enumerate(parts)}
+        rows = {
+            f"{label} / server {i}": s
+            for label, parts in report.replica_summaries.items()
+            for i, s in enumerate(parts)
+        }
         report.replica_table = format_table(rows, [k for k in keys if k != "replicas"])
     report.notes.extend(column_notes(keys))  # which TTFT the table shows: produced, or delivered
     first = next(iter(report.results.values()), None)
@@ -220,7 +267,9 @@ def _finish(report: ScenarioReport, keys, slo, any_price: bool, policies_repr: l
         "kv_budget_tokens": first.meta["kv_budget_tokens"] if first else None,
         "policies": policies_repr,
         "labels": list(report.summaries),
-        "server": first.meta["server"].config() if first and first.meta["server"] is not None else None,
+        "server": first.meta["server"].config()
+        if first and first.meta["server"] is not None
+        else None,
         "price_per_hour": first.meta["price"] if first else None,
     }
 
@@ -240,7 +289,9 @@ def _server_notes(step_time, kv, server, price, workload) -> list[str]:
     return out
 
 
-def run_policies(args: argparse.Namespace, scenario: Scenario, progress: bool = False) -> ScenarioReport:
+def run_policies(
+    args: argparse.Namespace, scenario: Scenario, progress: bool = False
+) -> ScenarioReport:
     """Run each of the scenario's policies on one identical workload; summarise and tabulate."""
     names = policies_from_args(args, scenario.defaults)
     keys = scenario.defaults.get("table_keys")
@@ -261,5 +312,3 @@ def policy_label(name: str, d: dict) -> str:
     if name == "continuous":
         return f"{name}-{d.get('max_seqs')}"
     return name
-
-

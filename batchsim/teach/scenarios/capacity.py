@@ -37,17 +37,42 @@ from .base import Run, Scenario
 from .execute import plan_runs, simulate_plan
 from .steady import steady_misses, thirds
 
-__all__ = ["Objective", "Candidate", "Point", "PlanResult", "candidates", "search", "evaluate", "PLAN_POLICIES",
-           "server_capacity"]
+__all__ = [
+    "Objective",
+    "Candidate",
+    "Point",
+    "PlanResult",
+    "candidates",
+    "search",
+    "evaluate",
+    "PLAN_POLICIES",
+    "server_capacity",
+]
 
 PLAN_POLICIES = ("taxi", "dynamic", "continuous")
 _PLAN = Scenario("plan", "capacity plan", "")
 #: Theory's count of servers (``rate / capacity``) rests on mean lengths; a fleet of fewer than this
 #: share of it is taken to miss the objective when deciding what to simulate first and what to drop.
 THEORY_MARGIN = 0.8
-_KEEP = ("completed", "arrived", "rejected", "p99_e2e", "p99_ttft_delivered", "p99_tpot", "mean_e2e",
-         "request_throughput", "cost_per_1m_tokens", "cost_total", "busy_fraction", "mean_batch_size", "duration",
-         "kv_peak_tokens", "preemptions", "e2e_mid", "e2e_last")
+_KEEP = (
+    "completed",
+    "arrived",
+    "rejected",
+    "p99_e2e",
+    "p99_ttft_delivered",
+    "p99_tpot",
+    "mean_e2e",
+    "request_throughput",
+    "cost_per_1m_tokens",
+    "cost_total",
+    "busy_fraction",
+    "mean_batch_size",
+    "duration",
+    "kv_peak_tokens",
+    "preemptions",
+    "e2e_mid",
+    "e2e_last",
+)
 
 
 @dataclass(frozen=True)
@@ -66,36 +91,62 @@ class Objective:
             if v is not None:
                 check_positive(f"slo_{name}", v)
         if all(getattr(self, k) is None for k in ("p99_e2e", "p99_ttft", "p99_tpot")):
-            raise ConfigError("plan needs an objective: --slo-p99-e2e S and/or --slo-ttft S (p99 seconds)")
+            raise ConfigError(
+                "plan needs an objective: --slo-p99-e2e S and/or --slo-ttft S (p99 seconds)"
+            )
 
     @property
     def metric(self) -> str:
         """The summary key the front is drawn against: the first objective given."""
-        return "p99_e2e" if self.p99_e2e is not None else "p99_ttft_delivered" if self.p99_ttft is not None else "p99_tpot"
+        return (
+            "p99_e2e"
+            if self.p99_e2e is not None
+            else "p99_ttft_delivered"
+            if self.p99_ttft is not None
+            else "p99_tpot"
+        )
 
     def misses(self, s: dict) -> list[str]:
         """Why a summary fails the objective (empty: it meets it)."""
         out = []
         if s["rejected"] > self.unservable:
-            out.append(f"turns away {s['rejected'] - self.unservable} of {s['arrived']} requests"
-                       + (f" (besides the {self.unservable} longer than the model's context)" if self.unservable else ""))
-        for key, limit, name in (("p99_e2e", self.p99_e2e, "p99 E2E"), ("p99_ttft_delivered", self.p99_ttft, "p99 TTFT"),
-                                 ("p99_tpot", self.p99_tpot, "p99 TPOT")):
+            out.append(
+                f"turns away {s['rejected'] - self.unservable} of {s['arrived']} requests"
+                + (
+                    f" (besides the {self.unservable} longer than the model's context)"
+                    if self.unservable
+                    else ""
+                )
+            )
+        for key, limit, name in (
+            ("p99_e2e", self.p99_e2e, "p99 E2E"),
+            ("p99_ttft_delivered", self.p99_ttft, "p99 TTFT"),
+            ("p99_tpot", self.p99_tpot, "p99 TPOT"),
+        ):
             v = s.get(key)
             if limit is not None and (v is None or v > limit):
                 out.append(f"{name} {_secs(v)} > {_secs(limit)}")
         return out
 
     def describe(self) -> str:
-        parts = [f"{name} <= {_secs(v)}" for name, v in (("p99 E2E", self.p99_e2e), ("p99 TTFT", self.p99_ttft),
-                                                        ("p99 TPOT", self.p99_tpot)) if v is not None]
+        parts = [
+            f"{name} <= {_secs(v)}"
+            for name, v in (
+                ("p99 E2E", self.p99_e2e),
+                ("p99 TTFT", self.p99_ttft),
+                ("p99 TPOT", self.p99_tpot),
+            )
+            if v is not None
+        ]
         return " and ".join(parts)
 
 
 def _secs(v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.2f} s"  # 3 figures: an objective of 0.1 ms is not "<= 0 ms"
+    return (
+        f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.2f} s"
+    )  # 3 figures: an objective of 0.1 ms is not "<= 0 ms"
 
 
 @dataclass(frozen=True)
@@ -155,14 +206,18 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
 
 
-def candidates(gpus: list[str], policies: list[str], batches: list[int], tps: dict[str, list[int]] | None = None
-               ) -> list[Candidate]:
+def candidates(
+    gpus: list[str],
+    policies: list[str],
+    batches: list[int],
+    tps: dict[str, list[int]] | None = None,
+) -> list[Candidate]:
     """Every GPU x split x policy x batch limit; ``tps`` gives each GPU's splits (default: 1)."""
     out = []
     for g in gpus:
         for tp in (tps or {}).get(g, [1]):
             for p in policies:
-                for b in ([1] if p == "taxi" else batches):
+                for b in [1] if p == "taxi" else batches:
                     out.append(Candidate(g, p, b, tp))
     return out
 
@@ -187,7 +242,9 @@ def evaluate(task: tuple):
     return key, {k: summary.get(k) for k in _KEEP}
 
 
-def server_capacity(cand: Candidate, model: str, prompt: float, output: float, server_kw: dict | None = None) -> float | None:
+def server_capacity(
+    cand: Candidate, model: str, prompt: float, output: float, server_kw: dict | None = None
+) -> float | None:
     """Requests/s one server of the candidate carries at most (None: the model does not fit its memory)."""
     from .library import batch_capacity
 
@@ -228,9 +285,22 @@ class _Search:
         return None
 
 
-def search(flags: dict, cands: list[Candidate], objective: Objective, model: str, router: str, rate: float,
-           prompt: float, output: float, max_replicas: int = 64, max_wait: float = 0.1, run=None,
-           per_round: int = 8, server_kw: dict | None = None, max_load: float = 1.0) -> PlanResult:
+def search(
+    flags: dict,
+    cands: list[Candidate],
+    objective: Objective,
+    model: str,
+    router: str,
+    rate: float,
+    prompt: float,
+    output: float,
+    max_replicas: int = 64,
+    max_wait: float = 0.1,
+    run=None,
+    per_round: int = 8,
+    server_kw: dict | None = None,
+    max_load: float = 1.0,
+) -> PlanResult:
     """Search every candidate (see the module's docstring). ``run(fn, tasks) -> results`` runs a
     round of at most ``per_round`` simulations (default: one by one), the most promising first
     (the cheapest fleets that could still meet the objective); ``flags`` describe the workload and the machine
@@ -254,8 +324,13 @@ def search(flags: dict, cands: list[Candidate], objective: Objective, model: str
             lowest = st.floor() * st.price
             if best is not None and lowest > best.cost:
                 why = "" if st.fail + 1 == st.floor() else " by theory"
-                st.done, st.dropped = True, (f"{_servers(st.floor())} or more{why}, ${lowest:,.2f}/h or more: dearer "
-                                             "than the answer")
+                st.done, st.dropped = (
+                    True,
+                    (
+                        f"{_servers(st.floor())} or more{why}, ${lowest:,.2f}/h or more: dearer "
+                        "than the answer"
+                    ),
+                )
                 continue
             n = st.next_size(max_replicas)
             if n is None:
@@ -274,13 +349,24 @@ def search(flags: dict, cands: list[Candidate], objective: Objective, model: str
         sims += len(results)
         for key, summary in results:
             st, n = owners[key]
-            summary["refused"] = summary["rejected"] > objective.unservable  # turned away what it could have served
-            p = Point(st.cand, n, st.price, summary, objective.misses(summary)
-                      + steady_misses(summary, n, st.cap, rate, objective, max_load))
+            summary["refused"] = (
+                summary["rejected"] > objective.unservable
+            )  # turned away what it could have served
+            p = Point(
+                st.cand,
+                n,
+                st.price,
+                summary,
+                objective.misses(summary)
+                + steady_misses(summary, n, st.cap, rate, objective, max_load),
+            )
             points.append(p)
             if p.meets:
                 st.meet = n if st.meet is None else min(st.meet, n)
-                if best is None or (p.cost, summary[objective.metric]) < (best.cost, best.summary[objective.metric]):
+                if best is None or (p.cost, summary[objective.metric]) < (
+                    best.cost,
+                    best.summary[objective.metric],
+                ):
                     best = p
             else:
                 st.fail = max(st.fail, n)
@@ -290,13 +376,19 @@ def search(flags: dict, cands: list[Candidate], objective: Objective, model: str
     closest = None
     if best is None and points:
         closest = min(points, key=lambda p: (p.summary["refused"], _excess(p, objective), p.cost))
-    return PlanResult(objective, best, points, front, verdicts, closest, sims, time.perf_counter() - t0)
+    return PlanResult(
+        objective, best, points, front, verdicts, closest, sims, time.perf_counter() - t0
+    )
 
 
 def _excess(p: Point, o: Objective) -> float:
     """How far a point is from the objective: its worst ratio of achieved to target."""
     r = 0.0
-    for key, limit in (("p99_e2e", o.p99_e2e), ("p99_ttft_delivered", o.p99_ttft), ("p99_tpot", o.p99_tpot)):
+    for key, limit in (
+        ("p99_e2e", o.p99_e2e),
+        ("p99_ttft_delivered", o.p99_ttft),
+        ("p99_tpot", o.p99_tpot),
+    ):
         v = p.summary.get(key)
         if limit is not None:
             r = max(r, math.inf if v is None else v / limit)
@@ -305,8 +397,10 @@ def _excess(p: Point, o: Objective) -> float:
 
 def pareto(points: list[Point], metric: str) -> list[Point]:
     """The points that serve every request and that no other such point beats on both cost and ``metric``."""
-    ok = sorted((p for p in points if not p.summary.get("refused") and p.summary.get(metric) is not None),
-                key=lambda p: (p.cost, p.summary[metric]))
+    ok = sorted(
+        (p for p in points if not p.summary.get("refused") and p.summary.get(metric) is not None),
+        key=lambda p: (p.cost, p.summary[metric]),
+    )
     front, low = [], math.inf
     for p in ok:
         if p.summary[metric] < low:
@@ -324,19 +418,31 @@ def _verdict(st: _Search, points: list[Point], best: Point | None, o: Objective,
     name = st.cand.label()
     failed = [p for p in mine if not p.meets]
     worst_fail = max(failed, key=lambda p: p.replicas) if failed else None
-    missed = f"with {_servers(worst_fail.replicas)}: {', '.join(worst_fail.misses)}" if worst_fail else ""
+    missed = (
+        f"with {_servers(worst_fail.replicas)}: {', '.join(worst_fail.misses)}"
+        if worst_fail
+        else ""
+    )
     if best is not None and st.cand == best.candidate:
-        return f"{name}: the answer, at {_servers(best.replicas)}" + (f" (misses it {missed})" if missed else "")
+        return f"{name}: the answer, at {_servers(best.replicas)}" + (
+            f" (misses it {missed})" if missed else ""
+        )
     if st.meet is not None:
         p = min((p for p in mine if p.meets), key=lambda p: p.replicas)
         if best is not None and p.cost == best.cost:
             metric = o.metric.replace("_delivered", "").replace("_", " ")
-            return (f"{name}: meets it with {_servers(p.replicas)} at the answer's ${p.cost:,.2f}/h, with a {metric} no "
-                    f"lower ({_secs(p.summary[o.metric])} against {_secs(best.summary[o.metric])})")
+            return (
+                f"{name}: meets it with {_servers(p.replicas)} at the answer's ${p.cost:,.2f}/h, with a {metric} no "
+                f"lower ({_secs(p.summary[o.metric])} against {_secs(best.summary[o.metric])})"
+            )
         extra = f", ${p.cost - best.cost:,.2f}/h more than the answer" if best is not None else ""
         return f"{name}: meets it with {_servers(p.replicas)} at ${p.cost:,.2f}/h{extra}"
     if st.dropped:
-        return f"{name}: misses it {missed}; {st.dropped} (not simulated further)" if missed else f"{name}: {st.dropped}"
+        return (
+            f"{name}: misses it {missed}; {st.dropped} (not simulated further)"
+            if missed
+            else f"{name}: {st.dropped}"
+        )
     if worst_fail is not None:
         cap = f" (--max-replicas {most})" if worst_fail.replicas >= most else ""
         return f"{name}: misses it even {missed}{cap}"

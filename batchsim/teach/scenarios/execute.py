@@ -25,7 +25,15 @@ from ...machine.serverconfig import ServerConfig, ServerSetup
 from ...sim.simulator import simulate
 from .knobs import WORKLOAD_DEFAULTS
 
-__all__ = ["RunPlan", "plan_runs", "size_of", "extent_flag", "simulate_plan", "server_limits", "args_for"]
+__all__ = [
+    "RunPlan",
+    "plan_runs",
+    "size_of",
+    "extent_flag",
+    "simulate_plan",
+    "server_limits",
+    "args_for",
+]
 
 
 class RunPlan(NamedTuple):
@@ -56,9 +64,16 @@ def plan_runs(args: argparse.Namespace, scenario, runs: list) -> list[RunPlan]:
     for run in runs:
         d = {**scenario.defaults, **run.defaults}
         flags = given(args_for(args, d))
-        plans.append(RunPlan(run, WorkloadConfig.from_flags(flags, d), PolicyConfig.from_flags(run.policy, flags, d),
-                             ServerConfig.from_flags(flags, d).build(), slo_config(flags, d),
-                             FleetConfig.from_flags(flags, d)))
+        plans.append(
+            RunPlan(
+                run,
+                WorkloadConfig.from_flags(flags, d),
+                PolicyConfig.from_flags(run.policy, flags, d),
+                ServerConfig.from_flags(flags, d).build(),
+                slo_config(flags, d),
+                FleetConfig.from_flags(flags, d),
+            )
+        )
     return plans
 
 
@@ -87,7 +102,9 @@ def extent_flag(plans: list[RunPlan]) -> str:
 def server_limits(kv, server, step_time) -> ServerLimits:
     """The simulated server's limits: its KV budget and its model's context (a catalog model's, or the
     one a calibration was measured on), which the policies enforce as a real server would."""
-    context = server.model.max_context if server is not None else getattr(step_time, "context_len", None)
+    context = (
+        server.model.max_context if server is not None else getattr(step_time, "context_len", None)
+    )
     return ServerLimits(kv_budget_tokens=kv, context_len=context)
 
 
@@ -95,10 +112,18 @@ def simulate_plan(plan: RunPlan, workload, progress: bool | str = False):
     """(result, the fleet's summary, each server's summary) of one plan on its workload."""
     setup, fleet = plan.setup, plan.fleet
     policy = plan.policy.build()
-    res = simulate(workload, policy, setup.step_time, progress=progress,
-                   limits=server_limits(setup.kv_budget_tokens, setup.server, setup.step_time),
-                   replicas=fleet.replicas, router=fleet.router, router_seed=plan.workload.seed,
-                   records="summary" if fleet.summary_only else "full", slo=plan.slo)
+    res = simulate(
+        workload,
+        policy,
+        setup.step_time,
+        progress=progress,
+        limits=server_limits(setup.kv_budget_tokens, setup.server, setup.step_time),
+        replicas=fleet.replicas,
+        router=fleet.router,
+        router_seed=plan.workload.seed,
+        records="summary" if fleet.summary_only else "full",
+        slo=plan.slo,
+    )
     whole, parts = fleet_summaries(res, plan.slo)
     for i, s in enumerate([whole] + (parts if fleet.replicas > 1 else [])):
         servers = fleet.replicas if i == 0 else 1
@@ -106,6 +131,14 @@ def simulate_plan(plan: RunPlan, workload, progress: bool | str = False):
             s.update(cost_summary(s, setup.price * servers))
         if setup.server is not None:
             s["kv_peak_gb"] = round(s["kv_peak_tokens"] * setup.server.kv.bytes_per_token / 1e9, 2)
-    res.meta.update(label=plan.run.label, part=plan.run.part, server=setup.server, price=setup.price, slo=plan.slo,
-                    step_time=setup.step_time, kv_budget_tokens=setup.kv_budget_tokens, fleet=fleet)
+    res.meta.update(
+        label=plan.run.label,
+        part=plan.run.part,
+        server=setup.server,
+        price=setup.price,
+        slo=plan.slo,
+        step_time=setup.step_time,
+        kv_budget_tokens=setup.kv_budget_tokens,
+        fleet=fleet,
+    )
     return res, whole, (parts if fleet.replicas > 1 else [])

@@ -27,13 +27,24 @@ from ...machine.serverconfig import ServerConfig, ServerSetup
 from ...sim.steptime import StepTimeModel
 
 __all__ = [
-    "WORKLOAD_DEFAULTS", "POLICY_DEFAULTS", "workload_from_args", "workload_config_from_args", "policy_from_args",
-    "policies_from_args", "step_time_from_args", "slo_from_args", "kv_budget_from_args", "server_from_args",
-    "server_setup_from_args", "price_from_args",
+    "WORKLOAD_DEFAULTS",
+    "POLICY_DEFAULTS",
+    "workload_from_args",
+    "workload_config_from_args",
+    "policy_from_args",
+    "policies_from_args",
+    "step_time_from_args",
+    "slo_from_args",
+    "kv_budget_from_args",
+    "server_from_args",
+    "server_setup_from_args",
+    "price_from_args",
 ]
 
 
-def workload_config_from_args(args: argparse.Namespace, overrides: dict | None = None) -> WorkloadConfig:
+def workload_config_from_args(
+    args: argparse.Namespace, overrides: dict | None = None
+) -> WorkloadConfig:
     return WorkloadConfig.from_flags(given(args), overrides or {})
 
 
@@ -59,7 +70,9 @@ def server_from_args(args: argparse.Namespace, overrides: dict | None = None):
     return ServerConfig.from_flags(given(args), overrides or {}).server()
 
 
-def price_from_args(args: argparse.Namespace, overrides: dict | None = None, server=None) -> float | None:
+def price_from_args(
+    args: argparse.Namespace, overrides: dict | None = None, server=None
+) -> float | None:
     """$/hour: --gpu-price, else the scenario's, else the server's GPU's catalog price, else None."""
     return server_setup_from_args(args, overrides).price
 

@@ -44,18 +44,33 @@ def thirds(rec) -> dict:
     return {"e2e_mid": float(e2e[mid].mean()), "e2e_last": float(e2e[last].mean())}
 
 
-def steady_misses(s: dict, servers: int, cap: float | None, rate: float, objective, max_load: float = 1.0) -> list[str]:
+def steady_misses(
+    s: dict, servers: int, cap: float | None, rate: float, objective, max_load: float = 1.0
+) -> list[str]:
     """Why a fleet cannot hold its latency in steady state: theory says it carries less than the traffic, or
     the run measured its queue growing (see ``GROWTH_RATIO``). ``max_load`` < 1: a run too short to show a slow
     queue's growth, so theory's capacity must keep that much headroom (``SHORT_RUN_LOAD``)."""
     out = []
     if cap is not None and servers * cap < rate:
-        out.append(f"cannot keep up: {servers} x {cap:,.3g} requests/s at most < {rate:,.4g}/s arriving (queue grows)")
+        out.append(
+            f"cannot keep up: {servers} x {cap:,.3g} requests/s at most < {rate:,.4g}/s arriving (queue grows)"
+        )
     elif cap is not None and servers * cap * max_load < rate:
-        out.append(f"loaded to {rate / (servers * cap):.0%} of theory's capacity, past the {max_load:.0%} a run this "
-                   "short can vouch for (its queue may grow unseen)")
+        out.append(
+            f"loaded to {rate / (servers * cap):.0%} of theory's capacity, past the {max_load:.0%} a run this "
+            "short can vouch for (its queue may grow unseen)"
+        )
     mid, last = s.get("e2e_mid"), s.get("e2e_last")
-    target = min(v for v in (objective.p99_e2e, objective.p99_ttft, objective.p99_tpot) if v is not None)
-    if mid is not None and last is not None and last > GROWTH_RATIO * mid and last - mid > GROWTH_FLOOR * target:
-        out.append(f"queue grows: mean E2E {secs(mid)} for the middle third of arrivals, {secs(last)} for the last")
+    target = min(
+        v for v in (objective.p99_e2e, objective.p99_ttft, objective.p99_tpot) if v is not None
+    )
+    if (
+        mid is not None
+        and last is not None
+        and last > GROWTH_RATIO * mid
+        and last - mid > GROWTH_FLOOR * target
+    ):
+        out.append(
+            f"queue grows: mean E2E {secs(mid)} for the middle third of arrivals, {secs(last)} for the last"
+        )
     return out

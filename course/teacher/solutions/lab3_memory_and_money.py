@@ -12,7 +12,9 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: i
     return 2 * layers * kv_heads * head_dim * dtype_bytes
 
 
-def max_batch(memory_gb: float, mem_util: float, weights_gb: float, context: int, bytes_per_token: int) -> int:
+def max_batch(
+    memory_gb: float, mem_util: float, weights_gb: float, context: int, bytes_per_token: int
+) -> int:
     free = memory_gb * 1e9 * mem_util - weights_gb * 1e9
     if free <= 0:
         return 0

@@ -26,8 +26,11 @@ def fit(prompt_tokens, decode_rows, kv_read, seconds) -> LinearStepTime:
 
 
 def errors(predicted: dict, measured: dict) -> dict:
-    return {k: (predicted[k] - measured[k]) / measured[k] for k in predicted
-            if k in measured and isinstance(predicted[k], (int, float)) and measured[k]}
+    return {
+        k: (predicted[k] - measured[k]) / measured[k]
+        for k in predicted
+        if k in measured and isinstance(predicted[k], (int, float)) and measured[k]
+    }
 
 
 def worst(predicted: dict, measured: dict) -> str:

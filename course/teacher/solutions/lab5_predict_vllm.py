@@ -30,10 +30,20 @@ def workload(rate: float, requests: int = 120, seed: int = 0):
 
 def predict(calibration, rate: float) -> dict:
     k = MEASURED["knobs"]
-    policy = make_policy("continuous", max_seqs=k["max_seqs"], max_batched_tokens=k["max_batched_tokens"],
-                         block_size=k["block_size"], chunked_prefill=k["chunked_prefill"], scheduler="vllm-v1")
-    result = simulate(workload(rate), policy, load_step_time(calibration),
-                      limits=ServerLimits(context_len=MEASURED["context"]))
+    policy = make_policy(
+        "continuous",
+        max_seqs=k["max_seqs"],
+        max_batched_tokens=k["max_batched_tokens"],
+        block_size=k["block_size"],
+        chunked_prefill=k["chunked_prefill"],
+        scheduler="vllm-v1",
+    )
+    result = simulate(
+        workload(rate),
+        policy,
+        load_step_time(calibration),
+        limits=ServerLimits(context_len=MEASURED["context"]),
+    )
     return summarize(result)
 
 

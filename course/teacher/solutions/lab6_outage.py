@@ -24,9 +24,11 @@ def predict_wait_in_outage(duration: float) -> float:
 
 
 ROUTER = "least-loaded"
-WHY = ("Round-robin does not look: it keeps sending every other request to server 0 while it is down, "
-       "so half the traffic of those 30 seconds queues behind the outage and waits 15 s on average. "
-       "Least-loaded sees server 0's queue of outstanding requests grow and sends new requests to "
-       "server 1, which has room; only the few routed before the queue grew wait for server 0 to "
-       "come back. A load balancer that counts what each server holds routes around a sick server "
-       "without being told it is sick.")
+WHY = (
+    "Round-robin does not look: it keeps sending every other request to server 0 while it is down, "
+    "so half the traffic of those 30 seconds queues behind the outage and waits 15 s on average. "
+    "Least-loaded sees server 0's queue of outstanding requests grow and sends new requests to "
+    "server 1, which has room; only the few routed before the queue grew wait for server 0 to "
+    "come back. A load balancer that counts what each server holds routes around a sick server "
+    "without being told it is sick."
+)

@@ -30,16 +30,24 @@ def sidecar(record) -> dict:
 def measured_ttft(record):
     """Part A: TTFT (s) of every finished request, from the record's own columns."""
     with open(record, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if not r["rejected"].strip() and r["finish_s"].strip()]
+        rows = [
+            r for r in csv.DictReader(fh) if not r["rejected"].strip() and r["finish_s"].strip()
+        ]
     return np.array([float(r["first_token_s"]) - float(r["arrival_s"]) for r in rows])
 
 
 def _summary(record, calibration, policy: str, knobs: dict) -> dict:
     """The record's arrivals (a trace: its first three columns) under ``policy`` on the calibrated machine."""
     meta = sidecar(record)
-    limits = ServerLimits(kv_budget_tokens=meta.get("kv_budget_tokens"), context_len=meta.get("context_len"))
-    run = simulate(trace_workload(read_trace(record)), make_policy(policy, **knobs), load_step_time(calibration),
-                   limits=limits)
+    limits = ServerLimits(
+        kv_budget_tokens=meta.get("kv_budget_tokens"), context_len=meta.get("context_len")
+    )
+    run = simulate(
+        trace_workload(read_trace(record)),
+        make_policy(policy, **knobs),
+        load_step_time(calibration),
+        limits=limits,
+    )
     return summarize(run)
 
 
@@ -56,23 +64,35 @@ def what_if(record, calibration, policy: str, knobs: dict) -> float:
 
 LOWER_P90_TTFT = "continuous"
 PREDICTED_THE_SAME = True
-GAP = ('For the continuous record batchsim predicts a p50 TTFT of 28 ms and the room measured 37 ms: the '
-       'prediction is lower, by about a quarter (39 ms against 55 ms at p90), and its mean TPOT lower by a third '
-       '(6.9 ms against 10.1 ms). The queue is not where the time went: the median request waited 0.9 ms between '
-       'arrival_s and start_s, and the simulation 1.2 ms, because a newcomer joins the running batch at the next '
-       'step in both. The prefill (first_token_s - start_s, a median of 36 ms against 27 ms simulated) and every '
-       'decode step ran a third to a half slower than profiled, because the four load generators shared the '
-       "machine's two CPU cores with the server, each parsing every streamed token, and the server did HTTP and "
-       'streaming work per token besides, while the profile timed the model with no clients running. The static '
-       'record agrees to half a per cent although its steps were slow too (a TPOT of 33 ms against 26 ms): its '
-       'median request waited 4.6 s for the bus to fill, which the simulator computes exactly from the '
-       'arrivals, so a slower prefill of a few tens of ms is lost in it.')
+GAP = (
+    "For the continuous record batchsim predicts a p50 TTFT of 28 ms and the room measured 37 ms: the "
+    "prediction is lower, by about a quarter (39 ms against 55 ms at p90), and its mean TPOT lower by a third "
+    "(6.9 ms against 10.1 ms). The queue is not where the time went: the median request waited 0.9 ms between "
+    "arrival_s and start_s, and the simulation 1.2 ms, because a newcomer joins the running batch at the next "
+    "step in both. The prefill (first_token_s - start_s, a median of 36 ms against 27 ms simulated) and every "
+    "decode step ran a third to a half slower than profiled, because the four load generators shared the "
+    "machine's two CPU cores with the server, each parsing every streamed token, and the server did HTTP and "
+    "streaming work per token besides, while the profile timed the model with no clients running. The static "
+    "record agrees to half a per cent although its steps were slow too (a TPOT of 33 ms against 26 ms): its "
+    "median request waited 4.6 s for the bus to fill, which the simulator computes exactly from the "
+    "arrivals, so a slower prefill of a few tens of ms is lost in it."
+)
 
 
 # -- at home: the room on one machine (not checked) ----------------------------------------------
 
-def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate: float = 0.25, requests: int = 12,
-         port: int = 8000, max_batch: int = 8, model: str = "tiny-gpt2", dry_run: bool = False):
+
+def solo(
+    policy: str = "static",
+    record: str = "r1.csv",
+    students: int = 4,
+    rate: float = 0.25,
+    requests: int = 12,
+    port: int = 8000,
+    max_batch: int = 8,
+    model: str = "tiny-gpt2",
+    dry_run: bool = False,
+):
     """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server is
     stopped when they are done (or, for a bus still waiting for company, a little after the last
     arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands instead.
@@ -82,12 +102,47 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     """
     py, url = sys.executable, f"http://127.0.0.1:{port}"
     knobs = ["--max-batch", str(max_batch)] if policy in ("static", "dynamic") else []
-    serve = [py, "-m", "realrun", "serve", "--model", model, "--policy", policy, *knobs, "--host", "127.0.0.1",
-             "--port", str(port), "--record", str(record), "--client-by", "key"]
+    serve = [
+        py,
+        "-m",
+        "realrun",
+        "serve",
+        "--model",
+        model,
+        "--policy",
+        policy,
+        *knobs,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--record",
+        str(record),
+        "--client-by",
+        "key",
+    ]
     # On one machine every client has the same address, so each "student" sends a key of its own, and the
     # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
-    loads = [[py, "-m", "realrun", "load", "--url", url, "--rate", f"{rate:g}", "--requests", str(requests),
-              "--seed", str(k + 1), "--api-key", f"student-{k + 1}", "--no-progress"] for k in range(students)]
+    loads = [
+        [
+            py,
+            "-m",
+            "realrun",
+            "load",
+            "--url",
+            url,
+            "--rate",
+            f"{rate:g}",
+            "--requests",
+            str(requests),
+            "--seed",
+            str(k + 1),
+            "--api-key",
+            f"student-{k + 1}",
+            "--no-progress",
+        ]
+        for k in range(students)
+    ]
     if dry_run:
         return [serve, *loads]
     server = subprocess.Popen(serve)
@@ -95,7 +150,9 @@ def solo(policy: str = "static", record: str = "r1.csv", students: int = 4, rate
     try:
         _wait_until_up(url, server)
         clients = [subprocess.Popen(c) for c in loads]
-        deadline = time.monotonic() + 2 * requests / rate + 30.0  # Poisson spans vary; clients start slowly
+        deadline = (
+            time.monotonic() + 2 * requests / rate + 30.0
+        )  # Poisson spans vary; clients start slowly
         while time.monotonic() < deadline and any(c.poll() is None for c in clients):
             time.sleep(0.2)
     finally:
@@ -111,7 +168,9 @@ def _wait_until_up(url: str, server: subprocess.Popen, timeout: float = 120.0) -
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if server.poll() is not None:
-            raise RuntimeError(f"the server stopped before it was up (exit code {server.returncode})")
+            raise RuntimeError(
+                f"the server stopped before it was up (exit code {server.returncode})"
+            )
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=1.0):
                 return
@@ -121,5 +180,8 @@ def _wait_until_up(url: str, server: subprocess.Popen, timeout: float = 120.0) -
 
 
 if __name__ == "__main__":  # python course/labs/lab7_class_traffic.py POLICY RECORD [PORT]
-    solo(sys.argv[1] if len(sys.argv) > 1 else "static", sys.argv[2] if len(sys.argv) > 2 else "r1.csv",
-         port=int(sys.argv[3]) if len(sys.argv) > 3 else 8000)
+    solo(
+        sys.argv[1] if len(sys.argv) > 1 else "static",
+        sys.argv[2] if len(sys.argv) > 2 else "r1.csv",
+        port=int(sys.argv[3]) if len(sys.argv) > 3 else 8000,
+    )

@@ -20,8 +20,24 @@ RUNS = json.loads((DATA / "lab8-repeated-runs.json").read_text())
 TOLERANCE_PCT = {"p50_e2e": 10.0, "p99_e2e": 20.0, "p50_ttft": 15.0, "request_throughput": 5.0}
 
 #: Student's t for a two-sided 90 % interval, by degrees of freedom (a standard table).
-T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
-       12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671, 120: 1.658}
+T90 = {
+    1: 6.314,
+    2: 2.920,
+    3: 2.353,
+    4: 2.132,
+    5: 2.015,
+    6: 1.943,
+    7: 1.895,
+    8: 1.860,
+    9: 1.833,
+    10: 1.812,
+    12: 1.782,
+    15: 1.753,
+    20: 1.725,
+    30: 1.697,
+    60: 1.671,
+    120: 1.658,
+}
 Z90 = 1.645
 
 
@@ -49,6 +65,7 @@ def _pct(x: float) -> float:
 
 # -- Part A: on the given runs ----------------------------------------------------------------------
 
+
 def pooled_spread(groups: list[list[float]]) -> tuple[float | None, int]:
     ss, df = 0.0, 0
     for g in groups:
@@ -59,7 +76,9 @@ def pooled_spread(groups: list[list[float]]) -> tuple[float | None, int]:
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def error_interval(predicted: float, runs: list[float], sd: float, df: int | None) -> tuple[float, float, float]:
+def error_interval(
+    predicted: float, runs: list[float], sd: float, df: int | None
+) -> tuple[float, float, float]:
     d = math.log(predicted) - np.log(np.asarray(runs, dtype=float))
     centre = float(d.mean())
     half = t90(df) * sd / math.sqrt(len(runs))
@@ -83,9 +102,10 @@ def runs_needed(tolerance_pct: float, sd: float, df: int | None) -> int:
     return max(1, math.ceil((sd / room) ** 2))
 
 
-def one_run_interval(centre: float, seed_sd: float, elasticity: float, level_sd: float,
-                     ref_runs: int = 1) -> tuple[float, float]:
-    sd = math.sqrt(seed_sd ** 2 + (elasticity * level_sd) ** 2 * (1 + 1 / ref_runs))
+def one_run_interval(
+    centre: float, seed_sd: float, elasticity: float, level_sd: float, ref_runs: int = 1
+) -> tuple[float, float]:
+    sd = math.sqrt(seed_sd**2 + (elasticity * level_sd) ** 2 * (1 + 1 / ref_runs))
     return centre * math.exp(-Z90 * sd), centre * math.exp(Z90 * sd)
 
 
@@ -135,7 +155,7 @@ again at another time of day instead of trusting my back-to-back 3 %.
 def main(argv: list[str] | None = None) -> int:
     """Part A's table on the given runs, then Part B on this machine:
 
-        python course/labs/lab8_how_sure.py [RUNS]
+    python course/labs/lab8_how_sure.py [RUNS]
     """
     args = sys.argv[1:] if argv is None else argv
     text = args[0] if args else "10"
@@ -147,18 +167,29 @@ def main(argv: list[str] | None = None) -> int:
     for metric, tol in TOLERANCE_PCT.items():
         groups = {p: RUNS["measured"][p][metric] for p in RUNS["measured"]}
         sd, df = pooled_spread(list(groups.values()))
-        print(f"  {metric} (±{tol:g} %): spread {sd * 100:.1f} %, {df} degrees of freedom; "
-              f"{runs_needed(tol, sd, df)} run(s) would show ±{tol:g} %")
+        print(
+            f"  {metric} (±{tol:g} %): spread {sd * 100:.1f} %, {df} degrees of freedom; "
+            f"{runs_needed(tol, sd, df)} run(s) would show ±{tol:g} %"
+        )
         for policy, runs in groups.items():
             err, lo, hi = error_interval(RUNS["predicted"][policy][metric], runs, sd, df)
-            print(f"    {policy:<11} {err:+6.1f} %  [{lo:+6.1f}, {hi:+6.1f}]  {verdict(lo, hi, tol)}")
+            print(
+                f"    {policy:<11} {err:+6.1f} %  [{lo:+6.1f}, {hi:+6.1f}]  {verdict(lo, hi, tol)}"
+            )
     print(f"\nPart B, on this machine: the same work, {repeats} times")
     seconds = time_runs(work, repeats)
     sd, df = machine_spread(seconds)
-    print(f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} degrees of freedom)")
-    print("  the smallest difference R runs can show: " +
-          ", ".join(f"R = {r}: ±{smallest_difference(sd, df, r):.1f} %" for r in (1, 3, 5, 10)))
-    print("  runs that would show: " + ", ".join(f"±{t:g} %: {runs_needed(t, sd, df)}" for t in (5, 10, 20)))
+    print(
+        f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} degrees of freedom)"
+    )
+    print(
+        "  the smallest difference R runs can show: "
+        + ", ".join(f"R = {r}: ±{smallest_difference(sd, df, r):.1f} %" for r in (1, 3, 5, 10))
+    )
+    print(
+        "  runs that would show: "
+        + ", ".join(f"±{t:g} %: {runs_needed(t, sd, df)}" for t in (5, 10, 20))
+    )
     return 0
 
 

@@ -19,5 +19,13 @@ from .client import RequestResult, prompt_for
 from .metrics import LoadReport, format_report
 from .runner import DEFAULT_URL, ENDPOINTS, LoadConfig, run_load
 
-__all__ = ["DEFAULT_URL", "ENDPOINTS", "LoadConfig", "LoadReport", "RequestResult", "format_report", "prompt_for",
-           "run_load"]
+__all__ = [
+    "DEFAULT_URL",
+    "ENDPOINTS",
+    "LoadConfig",
+    "LoadReport",
+    "RequestResult",
+    "format_report",
+    "prompt_for",
+    "run_load",
+]

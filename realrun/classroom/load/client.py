@@ -24,13 +24,39 @@ import numpy as np
 from batchsim.core.errors import ConfigError, check_int_at_least
 from batchsim.core.workload import Request, seeded_prompt
 
-__all__ = ["RequestResult", "prompt_for", "payload_for", "stream_one", "error_text", "connect_reason", "CHAT", "COMPLETIONS"]
+__all__ = [
+    "RequestResult",
+    "prompt_for",
+    "payload_for",
+    "stream_one",
+    "error_text",
+    "connect_reason",
+    "CHAT",
+    "COMPLETIONS",
+]
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 # Short English words that GPT-2's tokenizer (and Llama's) reads as one token each, with the space
 # before them: a chat message must be text, and this keeps its length close to the workload's.
-_WORDS = ("the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "as", "with", "be", "at", "by")
+_WORDS = (
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "it",
+    "was",
+    "for",
+    "on",
+    "as",
+    "with",
+    "be",
+    "at",
+    "by",
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +84,10 @@ class RequestResult:
         check_int_at_least("id", self.id, 0)
         check_int_at_least("output_tokens", self.output_tokens, 0)
         if self.success and (self.ttft is None or self.latency is None or self.error):
-            raise ConfigError(f"request {self.id}: a success needs a ttft and a latency and no error, "
-                              f"got ttft {self.ttft!r}, latency {self.latency!r}, error {self.error!r}")
+            raise ConfigError(
+                f"request {self.id}: a success needs a ttft and a latency and no error, "
+                f"got ttft {self.ttft!r}, latency {self.latency!r}, error {self.error!r}"
+            )
         if not self.success and not self.error:
             raise ConfigError(f"request {self.id}: a failure needs its message")
 
@@ -91,8 +119,12 @@ def payload_for(req: Request, model: str, endpoint: str, prompt: list[int] | str
     """The JSON body: exactly the workload's output length (``ignore_eos``, vLLM's extension, so an
     early end-of-text does not shorten the answer), greedy, streamed, with usage in the last chunk."""
     body: dict[str, Any] = {
-        "model": model, "max_tokens": int(req.output_tokens), "temperature": 0, "ignore_eos": True,
-        "stream": True, "stream_options": {"include_usage": True},
+        "model": model,
+        "max_tokens": int(req.output_tokens),
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
     if endpoint == CHAT:
         body["messages"] = [{"role": "user", "content": prompt}]
@@ -137,14 +169,17 @@ def _token_chunk(choice: dict, chat: bool) -> bool:
 class _Seen:
     """What has arrived so far; filled as the stream comes in, so a timeout keeps what came before it."""
 
-    stamps: list[float] = field(default_factory=list)  # perf_counter of each chunk that carried output
+    stamps: list[float] = field(
+        default_factory=list
+    )  # perf_counter of each chunk that carried output
     status: int | None = None
     usage: dict = field(default_factory=dict)
     error: str = ""
 
 
-async def stream_one(client, url: str, body: dict[str, Any], req: Request, t0: float, chat: bool,
-                     timeout: float) -> RequestResult:
+async def stream_one(
+    client, url: str, body: dict[str, Any], req: Request, t0: float, chat: bool, timeout: float
+) -> RequestResult:
     """Send one request now and read its stream to the end (or ``timeout`` seconds)."""
     st = time.perf_counter()
     seen = _Seen()
@@ -156,15 +191,26 @@ async def stream_one(client, url: str, body: dict[str, Any], req: Request, t0: f
         seen.error = seen.error or connect_reason(e)
     tokens, prompt_len = seen.usage.get("completion_tokens"), seen.usage.get("prompt_tokens")
     tokens = tokens if _count(tokens) else len(seen.stamps)
-    common = dict(id=int(req.id), arrival=float(req.arrival), start=st - t0,
-                  prompt_len=prompt_len if _count(prompt_len) else int(req.prompt_tokens),
-                  max_tokens=int(req.output_tokens), status=seen.status)
+    common = dict(
+        id=int(req.id),
+        arrival=float(req.arrival),
+        start=st - t0,
+        prompt_len=prompt_len if _count(prompt_len) else int(req.prompt_tokens),
+        max_tokens=int(req.output_tokens),
+        status=seen.status,
+    )
     error = seen.error or ("" if seen.stamps else "the stream ended before any token")
     if error:
         return RequestResult(success=False, error=error, output_tokens=len(seen.stamps), **common)
     # The end is the last token, not the [DONE] after the usage chunk, as vllm bench times it.
-    return RequestResult(success=True, output_tokens=tokens, ttft=seen.stamps[0] - st,
-                         itl=tuple(np.diff(seen.stamps).tolist()), latency=seen.stamps[-1] - st, **common)
+    return RequestResult(
+        success=True,
+        output_tokens=tokens,
+        ttft=seen.stamps[0] - st,
+        itl=tuple(np.diff(seen.stamps).tolist()),
+        latency=seen.stamps[-1] - st,
+        **common,
+    )
 
 
 def _count(x) -> bool:

@@ -54,11 +54,26 @@ class LoadReport:
             raise ValueError(f"duration must be >= 0, got {self.duration!r}")
 
     @classmethod
-    def of(cls, cfg, wl: Workload, model: str | None, results: list[RequestResult], duration: float,
-           interrupted: bool) -> LoadReport:
-        return cls(url=cfg.url, endpoint=cfg.endpoint, model=model, workload=wl.description, requests=len(wl),
-                   results=tuple(results), duration=max(0.0, duration), interrupted=interrupted,
-                   max_concurrency=cfg.max_concurrency)
+    def of(
+        cls,
+        cfg,
+        wl: Workload,
+        model: str | None,
+        results: list[RequestResult],
+        duration: float,
+        interrupted: bool,
+    ) -> LoadReport:
+        return cls(
+            url=cfg.url,
+            endpoint=cfg.endpoint,
+            model=model,
+            workload=wl.description,
+            requests=len(wl),
+            results=tuple(results),
+            duration=max(0.0, duration),
+            interrupted=interrupted,
+            max_concurrency=cfg.max_concurrency,
+        )
 
     @property
     def completed(self) -> int:
@@ -85,27 +100,40 @@ class LoadReport:
         total_out = sum(r.output_tokens for r in ok)
         per_s = (lambda x: x / self.duration) if self.duration > 0 else (lambda x: None)  # noqa: E731
         out: dict = {
-            "date": datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": "realrun-load", "base_url": self.url,
-            "endpoint": self.endpoint, "model_id": self.model, "num_prompts": self.requests,
-            "request_rate": self.request_rate, "burstiness": self.burstiness, "max_concurrency": self.max_concurrency,
-            "workload": self.workload, "interrupted": self.interrupted,
-            "duration": self.duration, "completed": len(ok), "failed": self.failed,
-            "total_input_tokens": total_in, "total_output_tokens": total_out,
-            "request_throughput": per_s(len(ok)), "output_throughput": per_s(total_out),
+            "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
+            "backend": "realrun-load",
+            "base_url": self.url,
+            "endpoint": self.endpoint,
+            "model_id": self.model,
+            "num_prompts": self.requests,
+            "request_rate": self.request_rate,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "workload": self.workload,
+            "interrupted": self.interrupted,
+            "duration": self.duration,
+            "completed": len(ok),
+            "failed": self.failed,
+            "total_input_tokens": total_in,
+            "total_output_tokens": total_out,
+            "request_throughput": per_s(len(ok)),
+            "output_throughput": per_s(total_out),
             "total_token_throughput": per_s(total_in + total_out),
         }
         for name, values in self.samples().items():
             out.update(_stats_ms(name, values))
-        out.update({
-            "input_lens": [r.prompt_len for r in self.results],
-            "output_lens": [r.output_tokens if r.success else 0 for r in self.results],
-            "ttfts": [r.ttft for r in self.results],
-            "itls": [list(r.itl) for r in self.results],
-            "latencies": [r.latency for r in self.results],
-            "start_times": [r.start for r in self.results],
-            "queue_times": [max(0.0, r.start - r.arrival) for r in self.results],
-            "errors": [r.error for r in self.results],
-        })
+        out.update(
+            {
+                "input_lens": [r.prompt_len for r in self.results],
+                "output_lens": [r.output_tokens if r.success else 0 for r in self.results],
+                "ttfts": [r.ttft for r in self.results],
+                "itls": [list(r.itl) for r in self.results],
+                "latencies": [r.latency for r in self.results],
+                "start_times": [r.start for r in self.results],
+                "queue_times": [max(0.0, r.start - r.arrival) for r in self.results],
+                "errors": [r.error for r in self.results],
+            }
+        )
         return out
 
 
@@ -115,8 +143,14 @@ def _stats_ms(name: str, seconds: np.ndarray) -> dict:
     ms = lambda k: s[f"{k}_{name}"]  # noqa: E731
     std = float(np.std(seconds * 1000.0)) if len(seconds) else None
     top = float(np.max(seconds * 1000.0)) if len(seconds) else None
-    return {f"mean_{name}_ms": ms("mean"), f"median_{name}_ms": ms("p50"), f"std_{name}_ms": std,
-            f"p90_{name}_ms": ms("p90"), f"p99_{name}_ms": ms("p99"), f"max_{name}_ms": top}
+    return {
+        f"mean_{name}_ms": ms("mean"),
+        f"median_{name}_ms": ms("p50"),
+        f"std_{name}_ms": std,
+        f"p90_{name}_ms": ms("p90"),
+        f"p99_{name}_ms": ms("p99"),
+        f"max_{name}_ms": top,
+    }
 
 
 def _fmt(x) -> str:
@@ -141,15 +175,23 @@ def format_report(report: LoadReport) -> str:
         f"  {'(ms)':<6}{'mean':>10}{'std':>10}{'median':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
     for name, label in METRICS.items():
-        cells = "".join(f"{_fmt(s[f'{k}_{name}_ms']):>10}" for k in ("mean", "std", "median", "p90", "p99", "max"))
+        cells = "".join(
+            f"{_fmt(s[f'{k}_{name}_ms']):>10}"
+            for k in ("mean", "std", "median", "p90", "p99", "max")
+        )
         rows.append(f"  {label:<6}{cells}")
     errors = [r.error for r in report.results if not r.success]
     if errors:
         common = max(set(errors), key=errors.count)
         times = errors.count(common)
-        rows.append(f"  errors: {len(errors)}; " + (f"{times} of them: {common}" if times > 1 else f"the first: {errors[0]}"))
+        rows.append(
+            f"  errors: {len(errors)}; "
+            + (f"{times} of them: {common}" if times > 1 else f"the first: {errors[0]}")
+        )
     lag = max((r.start - r.arrival for r in report.results), default=0.0)
     if lag > 0.05 and report.max_concurrency is None:
-        rows.append(f"  note: a request left up to {lag * 1000:.0f} ms after its arrival time: the client fell "
-                    "behind, so the load was lighter than asked")
+        rows.append(
+            f"  note: a request left up to {lag * 1000:.0f} ms after its arrival time: the client fell "
+            "behind, so the load was lighter than asked"
+        )
     return "\n".join(rows)

@@ -38,5 +38,7 @@ def check_output(path: str, flag: str) -> Path:
             why = "this user may not write there"
         else:
             why = e.strerror or str(e)
-        raise ConfigError(f"{where}: no file can be made in the folder {str(folder)!r}: {why}") from None
+        raise ConfigError(
+            f"{where}: no file can be made in the folder {str(folder)!r}: {why}"
+        ) from None
     return p

@@ -79,23 +79,32 @@ class LoadConfig:
     timeout: float = 600.0
     prompt_text: str | None = None
     seed: int = 0
-    api_key: str | None = None  # sent as ``Authorization: Bearer KEY`` (``realrun serve --api-key``, ``vllm serve``)
+    api_key: str | None = (
+        None  # sent as ``Authorization: Bearer KEY`` (``realrun serve --api-key``, ``vllm serve``)
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", check_url(self.url))
         if self.endpoint not in ENDPOINTS:
-            raise ConfigError(f"endpoint must be {' or '.join(ENDPOINTS)}, got {show(self.endpoint)}")
+            raise ConfigError(
+                f"endpoint must be {' or '.join(ENDPOINTS)}, got {show(self.endpoint)}"
+            )
         if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
             raise ConfigError(f"model must be a model name, got {show(self.model)}")
         if self.max_concurrency is not None:
             check_int_at_least("max_concurrency", self.max_concurrency, 1)
         check_positive("timeout", self.timeout)
         check_at_most("timeout", self.timeout, MAX_SECONDS, "a day")
-        if self.prompt_text is not None and (not isinstance(self.prompt_text, str) or not self.prompt_text):
+        if self.prompt_text is not None and (
+            not isinstance(self.prompt_text, str) or not self.prompt_text
+        ):
             raise ConfigError(f"prompt_text must be some text, got {show(self.prompt_text)}")
         check_int_at_least("seed", self.seed, 0)
-        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()
-                                         or any(c in self.api_key for c in "\r\n")):
+        if self.api_key is not None and (
+            not isinstance(self.api_key, str)
+            or not self.api_key.strip()
+            or any(c in self.api_key for c in "\r\n")
+        ):
             # A newline would end the header early: refused here, not as httpx's traceback.
             raise ConfigError("api_key must be a non-empty key on one line")
 
@@ -114,7 +123,9 @@ class _State:
     results: list[RequestResult] = field(default_factory=list)
 
 
-def run_load(config: LoadConfig | str, workload: Workload, *, progress: bool = False, **options) -> LoadReport:
+def run_load(
+    config: LoadConfig | str, workload: Workload, *, progress: bool = False, **options
+) -> LoadReport:
     """Send ``workload`` open-loop to the server at ``config`` (a ``LoadConfig``, or its url with the
     other fields as keywords) and return what was measured. Bad input, or a server that cannot be
     reached, is a ConfigError before the first request; a failed request is a result, not an error."""
@@ -135,15 +146,25 @@ def run_load(config: LoadConfig | str, workload: Workload, *, progress: bool = F
         if bar is not None:
             bar.close()
     end = state.end if state.end is not None else time.perf_counter()
-    return LoadReport.of(config, workload, state.model, sorted(state.results, key=lambda r: r.id),
-                         end - state.t0 if state.t0 is not None else 0.0, interrupted)
+    return LoadReport.of(
+        config,
+        workload,
+        state.model,
+        sorted(state.results, key=lambda r: r.id),
+        end - state.t0 if state.t0 is not None else 0.0,
+        interrupted,
+    )
 
 
 async def _main(httpx, cfg: LoadConfig, wl: Workload, state: _State, bar) -> None:
     # No pool limit of httpx's own (100 by default): it would be a silent max_concurrency.
-    limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
+    limits = httpx.Limits(
+        max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency
+    )
     headers = {"Authorization": f"Bearer {cfg.api_key.strip()}"} if cfg.api_key else None
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(cfg.timeout), headers=headers) as client:
+    async with httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(cfg.timeout), headers=headers
+    ) as client:
         state.model = cfg.model or await _first_model(client, cfg.url)
         if cfg.model:
             await _first_model(client, cfg.url, required=False)  # only: is anything listening?
@@ -194,8 +215,10 @@ async def _first_model(client, base: str, required: bool = True) -> str | None:
     except Exception as e:  # noqa: BLE001 (every way of not reaching the server is one line)
         raise ConfigError(f"cannot connect to {base}: {connect_reason(e)}") from None
     if resp.status_code == 401:  # before any request leaves, not as 401s in every row of the table
-        raise ConfigError(f"GET {base}/v1/models: 401, the server wants an API key: give --api-key KEY "
-                          "(the key its teacher gave, as `realrun serve --api-key` or `vllm serve --api-key` set it)")
+        raise ConfigError(
+            f"GET {base}/v1/models: 401, the server wants an API key: give --api-key KEY "
+            "(the key its teacher gave, as `realrun serve --api-key` or `vllm serve --api-key` set it)"
+        )
     if not required:
         return None
     try:
@@ -203,7 +226,11 @@ async def _first_model(client, base: str, required: bool = True) -> str | None:
     except (ValueError, KeyError, TypeError):
         ids = []
     if not ids or not isinstance(ids[0], str):
-        why = error_text(resp.status_code, resp.content) if resp.status_code != 200 else "lists no model"
+        why = (
+            error_text(resp.status_code, resp.content)
+            if resp.status_code != 200
+            else "lists no model"
+        )
         raise ConfigError(f"GET {base}/v1/models: {why}; give --model NAME")
     return ids[0]
 

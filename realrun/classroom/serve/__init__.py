@@ -13,5 +13,17 @@ from .protocol import Completion, RequestError, parse_completion
 from .record import RECORD_FIELDS, write_record
 from .server import serve
 
-__all__ = ["serve", "make_app", "AppConfig", "LiveServer", "Stream", "Histogram", "prometheus_text", "Completion",
-           "RequestError", "parse_completion", "RECORD_FIELDS", "write_record"]
+__all__ = [
+    "serve",
+    "make_app",
+    "AppConfig",
+    "LiveServer",
+    "Stream",
+    "Histogram",
+    "prometheus_text",
+    "Completion",
+    "RequestError",
+    "parse_completion",
+    "RECORD_FIELDS",
+    "write_record",
+]

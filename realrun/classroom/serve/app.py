@@ -78,8 +78,11 @@ async def read_body(request: Request, cap: int, timeout: float) -> bytes:
     if it has not all come within ``timeout`` seconds (a client dribbling a byte every few seconds)."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > cap:
-        raise RequestError(413, None, f"the body is {int(length)} bytes; this server takes at most {cap} "
-                                      "(--max-body-bytes)")
+        raise RequestError(
+            413,
+            None,
+            f"the body is {int(length)} bytes; this server takes at most {cap} (--max-body-bytes)",
+        )
 
     async def chunks() -> bytes:
         got = bytearray()
@@ -92,7 +95,9 @@ async def read_body(request: Request, cap: int, timeout: float) -> bytes:
     try:
         return await asyncio.wait_for(chunks(), timeout)
     except TimeoutError:
-        raise RequestError(408, None, f"the body did not all arrive within {timeout:g} s (--body-timeout)") from None
+        raise RequestError(
+            408, None, f"the body did not all arrive within {timeout:g} s (--body-timeout)"
+        ) from None
 
 
 def _error(e: RequestError, headers: dict | None = None) -> JSONResponse:
@@ -138,10 +143,16 @@ class _Handlers:
 
     def __init__(self, server: LiveServer, cfg: AppConfig) -> None:
         self.server, self.cfg = server, cfg
-        self.tok, self.vocab, self.context = server.lm.tokenizer, server.lm.vocab_size, server.lm.n_positions
+        self.tok, self.vocab, self.context = (
+            server.lm.tokenizer,
+            server.lm.vocab_size,
+            server.lm.n_positions,
+        )
         self.counter = iter(range(1 << 62))
         self.body_cap = cfg.max_body_bytes or body_cap(self.context)
-        self.created = int(time.time())  # /v1/models' "created": when this server started serving the model
+        self.created = int(
+            time.time()
+        )  # /v1/models' "created": when this server started serving the model
 
     async def complete(self, request: Request, chat: bool) -> Response:
         server, cfg = self.server, self.cfg
@@ -151,7 +162,9 @@ class _Handlers:
                 check_key(request, cfg.api_key)
             raw = await read_body(request, self.body_cap, cfg.body_timeout_s)
             # Tokenising a long prompt takes a while: in a worker thread, so no stream waits for it.
-            req = await asyncio.to_thread(parse_completion, raw, chat, cfg.model, self.tok, self.vocab, self.context)
+            req = await asyncio.to_thread(
+                parse_completion, raw, chat, cfg.model, self.tok, self.vocab, self.context
+            )
         except RequestError as e:
             return _error(e, {"WWW-Authenticate": "Bearer"} if e.status == 401 else None)
         busy = None
@@ -159,9 +172,14 @@ class _Handlers:
             busy = "the server is shutting down"
         elif cfg.max_queue is not None and server.counts()[1] >= cfg.max_queue:
             busy = f"the queue is full ({cfg.max_queue} waiting): try again shortly"
-        elif cfg.max_queue_per_client is not None and server.waiting_of(client) >= cfg.max_queue_per_client:
-            busy = (f"client {client} has {cfg.max_queue_per_client} requests waiting (--max-queue-per-client): "
-                    "try again when one has started")
+        elif (
+            cfg.max_queue_per_client is not None
+            and server.waiting_of(client) >= cfg.max_queue_per_client
+        ):
+            busy = (
+                f"client {client} has {cfg.max_queue_per_client} requests waiting (--max-queue-per-client): "
+                "try again when one has started"
+            )
         stream = Stream(asyncio.get_running_loop(), req.ignore_eos, req.max_tokens)
         if busy is None:
             try:
@@ -170,7 +188,10 @@ class _Handlers:
                 busy = str(e)
         if busy is not None:
             server.refuse(len(req.prompt), req.max_tokens, f"refused (503): {busy}", client)
-            return _error(RequestError(503, None, busy, "ServiceUnavailable"), {"Retry-After": str(cfg.retry_after_s)})
+            return _error(
+                RequestError(503, None, busy, "ServiceUnavailable"),
+                {"Retry-After": str(cfg.retry_after_s)},
+            )
         cid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.counter)}"
         # Whatever the response, a client that hangs up is heard at once (not at the next token it would
         # be sent): its request is withdrawn and its seat is free before the next step.
@@ -180,13 +201,17 @@ class _Handlers:
             # is a 400 with its reason, not a stream that opens and fails.
             kind, value, _, _ = await stream.queue.get()
             if kind == "gone":
-                server.withdraw(rid, "cancelled: the client disconnected while its request was queued")
+                server.withdraw(
+                    rid, "cancelled: the client disconnected while its request was queued"
+                )
                 return Response(status_code=499)
             if kind != "queued":
                 return _error(_refusal(kind, value))
             if req.stream:
                 events, watch = self._events(req, cid, rid, stream, watch), None
-                return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                return StreamingResponse(
+                    events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                )
             return await self._whole(req, cid, rid, stream)
         except asyncio.CancelledError:
             server.withdraw(rid, "cancelled: the server cut the connection")
@@ -197,7 +222,9 @@ class _Handlers:
 
     async def _whole(self, req, cid: str, rid: int, stream: Stream) -> Response:
         toks: list[int] = []
-        text = IncrementalText(self.tok)  # the very pieces a stream would send, so the two texts agree
+        text = IncrementalText(
+            self.tok
+        )  # the very pieces a stream would send, so the two texts agree
         while True:
             kind, value, _, _ = await stream.queue.get()
             if kind == "token":
@@ -207,14 +234,20 @@ class _Handlers:
                 text.flush()
                 return JSONResponse(whole_response(req, cid, text.text, value, len(toks)))
             elif kind == "gone":
-                self.server.withdraw(rid, f"cancelled: the client disconnected after {len(toks)} tokens")
-                return Response(status_code=499)  # nobody reads it: nginx's code for a client that left
+                self.server.withdraw(
+                    rid, f"cancelled: the client disconnected after {len(toks)} tokens"
+                )
+                return Response(
+                    status_code=499
+                )  # nobody reads it: nginx's code for a client that left
             else:
                 return _error(_refusal(kind, value))
 
     async def _events(self, req, cid: str, rid: int, stream: Stream, watch: asyncio.Future):
         sent, done, held = 0, False, None  # held: the last token, sent with its finish reason
-        text = IncrementalText(self.tok)  # one chunk per token; a piece of a character waits for the rest
+        text = IncrementalText(
+            self.tok
+        )  # one chunk per token; a piece of a character waits for the rest
         try:
             while True:
                 kind, value, _, last = await stream.queue.get()
@@ -242,7 +275,9 @@ class _Handlers:
                     return
         finally:
             watch.cancel()
-            if not done:  # the client went away (Starlette cancels this generator): free its row now
+            if (
+                not done
+            ):  # the client went away (Starlette cancels this generator): free its row now
                 self.server.withdraw(rid, f"cancelled: the client disconnected after {sent} tokens")
 
     async def completions(self, request: Request) -> Response:
@@ -257,8 +292,20 @@ class _Handlers:
                 check_key(request, self.cfg.api_key)
             except RequestError as e:
                 return _error(e, {"WWW-Authenticate": "Bearer"})
-        return JSONResponse({"object": "list", "data": [{"id": self.cfg.model, "object": "model", "owned_by": "realrun",
-                                                          "created": self.created, "max_model_len": self.context}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.cfg.model,
+                        "object": "model",
+                        "owned_by": "realrun",
+                        "created": self.created,
+                        "max_model_len": self.context,
+                    }
+                ],
+            }
+        )
 
     async def health(self, request: Request) -> Response:
         if not self.server.alive:
@@ -266,18 +313,26 @@ class _Handlers:
         return PlainTextResponse("ok")
 
     async def metrics(self, request: Request) -> Response:
-        return PlainTextResponse(prometheus_text(self.server, self.cfg.model), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            prometheus_text(self.server, self.cfg.model), media_type="text/plain; version=0.0.4"
+        )
 
     async def state(self, request: Request) -> Response:
         return JSONResponse(self.server.state(self.cfg.model))
 
     async def dashboard(self, request: Request) -> Response:
-        page = resources.files("realrun.classroom.serve").joinpath("dashboard.html").read_text(encoding="utf-8")
+        page = (
+            resources.files("realrun.classroom.serve")
+            .joinpath("dashboard.html")
+            .read_text(encoding="utf-8")
+        )
         return HTMLResponse(page)
 
 
 async def _not_found(request: Request, exc) -> Response:
-    return _error(RequestError(404, None, f"no route {request.method} {request.url.path}", "NotFoundError"))
+    return _error(
+        RequestError(404, None, f"no route {request.method} {request.url.path}", "NotFoundError")
+    )
 
 
 async def _wrong_method(request: Request, exc) -> Response:

@@ -39,5 +39,9 @@ def check_key(request: Request, api_key: str) -> None:
     """A 401 unless the request carries ``Authorization: Bearer`` with ``api_key``."""
     key = _bearer(request)
     if key is None or not hmac.compare_digest(key.encode(), api_key.encode()):
-        raise RequestError(401, None, "missing or wrong API key: send the header Authorization: Bearer KEY",
-                           "AuthenticationError")
+        raise RequestError(
+            401,
+            None,
+            "missing or wrong API key: send the header Authorization: Bearer KEY",
+            "AuthenticationError",
+        )

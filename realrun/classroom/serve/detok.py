@@ -33,7 +33,7 @@ class IncrementalText:
         now = self.tok.decode(self.context + self.held)
         if not force and now.endswith(_PARTIAL) and len(self.held) < _MAX_HELD:
             return ""
-        piece = now[len(before):] if now.startswith(before) else self.tok.decode(self.held)
+        piece = now[len(before) :] if now.startswith(before) else self.tok.decode(self.held)
         self.context, self.held = self.held, []
         self.text += piece
         return piece

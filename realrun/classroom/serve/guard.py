@@ -54,20 +54,37 @@ def raise_fd_limit() -> int:
 
 
 def _reply(status: str, message: str, extra: str = "") -> bytes:
-    body = json.dumps({"error": {"message": message, "type": "ServiceUnavailable" if status.startswith("503")
-                                 else "invalid_request_error", "param": None, "code": int(status[:3])}}).encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
-            "Connection: close\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "error": {
+                "message": message,
+                "type": "ServiceUnavailable"
+                if status.startswith("503")
+                else "invalid_request_error",
+                "param": None,
+                "code": int(status[:3]),
+            }
+        }
+    ).encode()
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
 
 
 def guarded_protocol(max_connections: int, header_timeout: float):
     """uvicorn's h11 protocol with a cap on open connections and a time limit on each request's head."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    full = _reply("503 Service Unavailable", f"the server has {max_connections} connections open "
-                  "(--max-connections): try again shortly", "Retry-After: 1\r\n")
-    late = _reply("408 Request Timeout", f"the request's head did not arrive within {header_timeout:g} s "
-                  "(--header-timeout)")
+    full = _reply(
+        "503 Service Unavailable",
+        f"the server has {max_connections} connections open (--max-connections): try again shortly",
+        "Retry-After: 1\r\n",
+    )
+    late = _reply(
+        "408 Request Timeout",
+        f"the request's head did not arrive within {header_timeout:g} s (--header-timeout)",
+    )
 
     class Guarded(H11Protocol):
         _timer = None
@@ -79,12 +96,18 @@ def guarded_protocol(max_connections: int, header_timeout: float):
                 Guarded._quiet = True
                 _quiet_accept_errors(self.loop)
             if len(self.connections) > max_connections:
-                stalled = [c for c in self.connections if isinstance(c, Guarded) and c is not self and c._stalled()]
+                stalled = [
+                    c
+                    for c in self.connections
+                    if isinstance(c, Guarded) and c is not self and c._stalled()
+                ]
                 if not stalled:
                     transport.write(full)
                     transport.close()
                     return
-                min(stalled, key=lambda c: c._armed_at)._close(late)  # the oldest half-sent request goes
+                min(stalled, key=lambda c: c._armed_at)._close(
+                    late
+                )  # the oldest half-sent request goes
             self._arm()
 
         def _arm(self) -> None:
@@ -94,7 +117,12 @@ def guarded_protocol(max_connections: int, header_timeout: float):
         def _stalled(self) -> bool:
             """No new request head since the timer was armed, and none being answered."""
             idle = self.cycle is None or self.cycle.response_complete
-            return self._timer is not None and self.cycle is self._seen and idle and not self.transport.is_closing()
+            return (
+                self._timer is not None
+                and self.cycle is self._seen
+                and idle
+                and not self.transport.is_closing()
+            )
 
         def _close(self, reply: bytes) -> None:
             if self._timer is not None:
@@ -135,8 +163,12 @@ def _quiet_accept_errors(loop) -> None:
         if context.get("message", "").startswith("socket.accept() out of system resource"):
             if loop.time() - last[0] >= 10:
                 last[0] = loop.time()
-                print(f"realrun serve: out of open files ({context.get('exception')}): new connections wait; "
-                      "raise ulimit -n or lower --max-connections", file=sys.stderr, flush=True)
+                print(
+                    f"realrun serve: out of open files ({context.get('exception')}): new connections wait; "
+                    "raise ulimit -n or lower --max-connections",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return
         loop.default_exception_handler(context)
 

@@ -21,7 +21,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as e:
-        raise ConfigError(f"host {show(host)} is not an address or a name this machine can resolve ({e})") from None
+        raise ConfigError(
+            f"host {show(host)} is not an address or a name this machine can resolve ({e})"
+        ) from None
     family, kind, proto, _, addr = infos[0]
     sock = socket.socket(family, kind, proto)
     # As uvicorn does: a port a stopped server left in TIME_WAIT is free to take again at once.
@@ -31,11 +33,19 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
-            raise ConfigError(f"port {port} on {host} is already in use (another server?): choose another --port") from None
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another server?): choose another --port"
+            ) from None
         if e.errno in (errno.EACCES, errno.EPERM):
-            raise ConfigError(f"port {port}: not allowed to listen on it (ports below 1024 need root)") from None
+            raise ConfigError(
+                f"port {port}: not allowed to listen on it (ports below 1024 need root)"
+            ) from None
         if e.errno == errno.EADDRNOTAVAIL:
-            raise ConfigError(f"host {show(host)} is not an address of this machine (try 127.0.0.1 or 0.0.0.0)") from None
-        raise ConfigError(f"host {show(host)} port {port} cannot be listened on: {e.strerror or e}") from None
+            raise ConfigError(
+                f"host {show(host)} is not an address of this machine (try 127.0.0.1 or 0.0.0.0)"
+            ) from None
+        raise ConfigError(
+            f"host {show(host)} port {port} cannot be listened on: {e.strerror or e}"
+        ) from None
     sock.set_inheritable(True)
     return sock

@@ -71,8 +71,15 @@ class Stream:
 class LiveServer:
     """The engine thread: ``start()``, then ``submit`` from any thread; ``shutdown()`` drains and joins."""
 
-    def __init__(self, engine, policy, limits, clock: Callable[[], float] = time.perf_counter,
-                 stop_errors: tuple = (), explain=None) -> None:
+    def __init__(
+        self,
+        engine,
+        policy,
+        limits,
+        clock: Callable[[], float] = time.perf_counter,
+        stop_errors: tuple = (),
+        explain=None,
+    ) -> None:
         self.engine, self.policy, self.limits, self.clock = engine, policy, limits, clock
         self.lm = engine.lm
         self.t0 = clock()
@@ -89,14 +96,26 @@ class LiveServer:
         self.error: BaseException | None = None
         engine.start(Workload(()))
         engine.on_tokens = self._tokens
-        self.executor = ServingExecutor(self, engine, self.inbox, clock, stop_errors=stop_errors, explain=explain)
+        self.executor = ServingExecutor(
+            self, engine, self.inbox, clock, stop_errors=stop_errors, explain=explain
+        )
         self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.closing = False  # shutting down: nothing new is admitted
-        self.cut_reason: str | None = None  # the drain is over: every repeat stops and the run with it
-        self.clients: dict[int, str] = {}  # request id -> its client's short id (``clients.client_id``)
-        self._open: dict[str, list[Stream]] = {}  # client -> its streams (ended ones pruned as read)
-        self.refused: list[tuple] = []  # (arrival s, prompt tokens, max tokens, reason): 503s, for the record
-        self._reasons: dict[int, str] = {}  # why each withdrawn request left, for its stream's last word
+        self.cut_reason: str | None = (
+            None  # the drain is over: every repeat stops and the run with it
+        )
+        self.clients: dict[
+            int, str
+        ] = {}  # request id -> its client's short id (``clients.client_id``)
+        self._open: dict[
+            str, list[Stream]
+        ] = {}  # client -> its streams (ended ones pruned as read)
+        self.refused: list[
+            tuple
+        ] = []  # (arrival s, prompt tokens, max tokens, reason): 503s, for the record
+        self._reasons: dict[
+            int, str
+        ] = {}  # why each withdrawn request left, for its stream's last word
 
     # -- the engine thread ------------------------------------------------------------------
     def start(self) -> None:
@@ -105,8 +124,14 @@ class LiveServer:
     def _run(self) -> None:
         arrivals = LiveArrivals(self.inbox, on_admit=self._admit, on_decided=self._decided)
         try:
-            self.result = drive(Workload(()), self.policy, self.executor, self.limits, arrivals=arrivals,
-                                recorder=self.recorder)
+            self.result = drive(
+                Workload(()),
+                self.policy,
+                self.executor,
+                self.limits,
+                arrivals=arrivals,
+                recorder=self.recorder,
+            )
         except BaseException as e:  # noqa: BLE001 - every stream hears of it; shutdown re-raises it
             self.error = e
             for s in list(self.streams.values()):
@@ -154,8 +179,12 @@ class LiveServer:
     def _stepped(self, step, start: float, ends) -> None:
         n = len(ends)
         self.metrics.step.observe(float(ends[-1] - start) / n)
-        made = (len(step.decode) - step.padded_rows) * n + sum(1 for c in step.prefill if c.completes)
-        self.recent_steps.append((float(start), float(ends[-1] - start), n, step.batch_size, step.prefill_tokens, made))
+        made = (len(step.decode) - step.padded_rows) * n + sum(
+            1 for c in step.prefill if c.completes
+        )
+        self.recent_steps.append(
+            (float(start), float(ends[-1] - start), n, step.batch_size, step.prefill_tokens, made)
+        )
 
     def _released(self, finished, natural: bool) -> None:
         t = self.clock()
@@ -213,7 +242,9 @@ class LiveServer:
         """(running, waiting), the waiting including what the inbox holds for the next decision."""
         try:
             running, waiting = self.policy.counts()
-        except RuntimeError:  # a deque changed size while read from this thread: read again next time
+        except (
+            RuntimeError
+        ):  # a deque changed size while read from this thread: read again next time
             return 0, 0
         return running, waiting + self.inbox.arrivals_pending()
 
@@ -242,10 +273,19 @@ class LiveServer:
         running, waiting = self.counts()
         used, total = self.kv()
         return {
-            "t": self.now(), "model": model, "policy": self.policy.describe(), "running": running, "waiting": waiting,
-            "kv_blocks_used": used, "kv_blocks_total": total, "tokens_total": self.tokens_total,
-            "tokens_per_s": self.tokens_per_s(), "finished": self.finished, "admitted": self.inbox.submitted,
-            "max_rows": self.policy.max_rows, "clients": self.by_client(),
+            "t": self.now(),
+            "model": model,
+            "policy": self.policy.describe(),
+            "running": running,
+            "waiting": waiting,
+            "kv_blocks_used": used,
+            "kv_blocks_total": total,
+            "tokens_total": self.tokens_total,
+            "tokens_per_s": self.tokens_per_s(),
+            "finished": self.finished,
+            "admitted": self.inbox.submitted,
+            "max_rows": self.policy.max_rows,
+            "clients": self.by_client(),
             # (start s, seconds, passes, rows, prompt tokens, tokens made), the last 200 steps
             "steps": [list(x) for x in list(self.recent_steps)[-200:]],
         }
@@ -263,4 +303,3 @@ class LiveServer:
 
     def now(self) -> float:
         return self.clock() - self.t0
-

@@ -14,8 +14,30 @@ from dataclasses import dataclass, field
 __all__ = ["Histogram", "ServerMetrics", "prometheus_text", "TTFT_BUCKETS", "STEP_BUCKETS"]
 
 #: vLLM's buckets for time to first token (seconds), so the two servers' histograms line up.
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-                40.0, 80.0, 160.0, 640.0, 2560.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 #: One pass: a millisecond on a GPU, a few hundred on a laptop's CPU.
 STEP_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -70,20 +92,34 @@ def prometheus_text(server, model: str) -> str:
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_: str, value) -> None:
-        lines.extend((f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"))
+        lines.extend(
+            (f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}")
+        )
 
     metric("vllm:num_requests_running", "gauge", "Requests in the batch now.", running)
     metric("vllm:num_requests_waiting", "gauge", "Requests waiting for the batch.", waiting)
-    metric("vllm:kv_cache_usage_perc", "gauge", "Share of the KV budget in use (0 when the budget is unlimited).",
-           0.0 if not total else used / total)
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "Share of the KV budget in use (0 when the budget is unlimited).",
+        0.0 if not total else used / total,
+    )
     metric("realrun:kv_blocks_in_use", "gauge", "KV blocks held by the batch.", used)
-    if total is not None:  # without a KV budget there is no total: the series is absent, never a -1 block count
+    if (
+        total is not None
+    ):  # without a KV budget there is no total: the series is absent, never a -1 block count
         metric("realrun:kv_blocks_total", "gauge", "KV blocks in the budget.", total)
-    metric("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", server.prompt_tokens_total)
+    metric(
+        "vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", server.prompt_tokens_total
+    )
     metric("vllm:generation_tokens_total", "counter", "Tokens generated.", server.tokens_total)
-    metric("vllm:request_success_total", "counter", "Requests served to their end.", server.finished)
-    for name, h, help_ in (("vllm:time_to_first_token_seconds", server.metrics.ttft, "Time to first token."),
-                           ("realrun:step_duration_seconds", server.metrics.step, "Seconds of one forward pass.")):
+    metric(
+        "vllm:request_success_total", "counter", "Requests served to their end.", server.finished
+    )
+    for name, h, help_ in (
+        ("vllm:time_to_first_token_seconds", server.metrics.ttft, "Time to first token."),
+        ("realrun:step_duration_seconds", server.metrics.step, "Seconds of one forward pass."),
+    ):
         lines.extend((f"# HELP {name} {help_}", f"# TYPE {name} histogram"))
         lines.extend(h.lines(name, labels))
     return "\n".join(lines) + "\n"

@@ -31,8 +31,16 @@ from batchsim.core.files import write_atomic
 
 __all__ = ["RECORD_FIELDS", "record_rows", "write_record", "write_with_fallback", "meta_path"]
 
-RECORD_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "start_s", "first_token_s", "finish_s", "tokens",
-                 "rejected")
+RECORD_FIELDS = (
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "start_s",
+    "first_token_s",
+    "finish_s",
+    "tokens",
+    "rejected",
+)
 #: The columns written: ``RECORD_FIELDS`` (what a reader needs; records written before it existed lack the
 #: rest), then ``client``, the short id of who sent each request (``clients.client_id``).
 WRITTEN_FIELDS = RECORD_FIELDS + ("client",)
@@ -53,12 +61,33 @@ def record_rows(records, refused=(), clients=None) -> list[list[str]]:
         out = int(records.output_tokens[i])
         if records.rejected[i] is not None and made > 0:
             out = made  # the client left after these: the server made no more
-        rows.append([f"{records.arrival[i]:.6f}", str(int(records.prompt_tokens[i])), str(max(1, out)),
-                     _t(records.start[i]), _t(records.first_token[i]), _t(records.finish[i]), str(made),
-                     (records.rejected[i] or "").replace("\n", " "), clients.get(i, "")])
+        rows.append(
+            [
+                f"{records.arrival[i]:.6f}",
+                str(int(records.prompt_tokens[i])),
+                str(max(1, out)),
+                _t(records.start[i]),
+                _t(records.first_token[i]),
+                _t(records.finish[i]),
+                str(made),
+                (records.rejected[i] or "").replace("\n", " "),
+                clients.get(i, ""),
+            ]
+        )
     for arrival, prompt, out, reason, client in refused:
-        rows.append([f"{arrival:.6f}", str(int(prompt)), str(max(1, int(out))), "", "", "", "0",
-                     str(reason).replace("\n", " "), client])
+        rows.append(
+            [
+                f"{arrival:.6f}",
+                str(int(prompt)),
+                str(max(1, int(out))),
+                "",
+                "",
+                "",
+                "0",
+                str(reason).replace("\n", " "),
+                client,
+            ]
+        )
     rows.sort(key=lambda r: float(r[0]))  # stable: the engine's own rows keep their order
     return rows
 
@@ -76,7 +105,9 @@ def _shared(path: Path) -> None:
     os.chmod(path, 0o666 & ~mask)
 
 
-def write_record(records, path: str | Path, meta: dict | None = None, refused=(), clients=None) -> Path:
+def write_record(
+    records, path: str | Path, meta: dict | None = None, refused=(), clients=None
+) -> Path:
     """Write the record whole or not at all (a half-written trace would replay as a shorter class),
     and beside it ``meta`` (``meta_path``), what served it."""
     buf = io.StringIO()
@@ -97,8 +128,9 @@ def fallback_paths(path: str | Path) -> list[Path]:
     return [Path.cwd() / name, Path(tempfile.gettempdir()) / name]
 
 
-def write_with_fallback(records, path: str | Path, meta: dict | None = None, refused=(),
-                        clients=None) -> tuple[Path, str | None]:
+def write_with_fallback(
+    records, path: str | Path, meta: dict | None = None, refused=(), clients=None
+) -> tuple[Path, str | None]:
     """``write_record`` to ``path``, or else to the first ``fallback_paths`` that takes it: (where, why
     not ``path``: None when it was written there). The last failure is raised: nowhere could take it."""
     why = None

@@ -32,23 +32,50 @@ def _meta(engine, policy, limits, model: str) -> dict:
     lm = engine.lm
     # The knobs the policy was built with (PolicyConfig's fields), as predict rebuilds it from them.
     knobs = {f.name: vars(policy)[f.name] for f in fields(PolicyConfig) if f.name in vars(policy)}
-    return {"model": model, "model_source": lm.source, "random_weights": lm.random_weights, "device": lm.device,
-            "dtype": lm.dtype, "threads": lm.threads, "policy": policy.name, "policy_knobs": knobs,
-            "policy_repr": policy.describe(), "kv_budget_tokens": limits.kv_budget_tokens,
-            "context_len": limits.context_len}
+    return {
+        "model": model,
+        "model_source": lm.source,
+        "random_weights": lm.random_weights,
+        "device": lm.device,
+        "dtype": lm.dtype,
+        "threads": lm.threads,
+        "policy": policy.name,
+        "policy_knobs": knobs,
+        "policy_repr": policy.describe(),
+        "kv_budget_tokens": limits.kv_budget_tokens,
+        "context_len": limits.context_len,
+    }
 
 
-def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int = 8000, max_queue: int | None = None,
-          record: str | None = None, drain_timeout: float = 30.0, log_level: str = "warning", stop_errors: tuple = (),
-          explain=None, sock=None, max_connections: int = 1000, header_timeout: float = 10.0, **room) -> int:
+def serve(
+    engine,
+    policy,
+    limits,
+    model: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_queue: int | None = None,
+    record: str | None = None,
+    drain_timeout: float = 30.0,
+    log_level: str = "warning",
+    stop_errors: tuple = (),
+    explain=None,
+    sock=None,
+    max_connections: int = 1000,
+    header_timeout: float = 10.0,
+    **room,
+) -> int:
     """Serve until SIGTERM or Ctrl-C, on ``sock`` (bound beforehand, ``listen.bind``) or else ``host:port``.
     ``max_connections`` and ``header_timeout``: ``guard``; ``room``: the rest of ``AppConfig``'s limits."""
     import uvicorn
 
     fds = raise_fd_limit()
     if connections_allowed(fds) < max_connections:
-        print(f"realrun serve: note: this process may open {fds} files (ulimit -n), so at most "
-              f"{connections_allowed(fds)} connections, not --max-connections {max_connections}", file=sys.stderr)
+        print(
+            f"realrun serve: note: this process may open {fds} files (ulimit -n), so at most "
+            f"{connections_allowed(fds)} connections, not --max-connections {max_connections}",
+            file=sys.stderr,
+        )
         max_connections = connections_allowed(fds)
 
     live = LiveServer(engine, policy, limits, stop_errors=stop_errors, explain=explain)
@@ -74,19 +101,33 @@ def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int
 
     # uvicorn's own cut (it cancels the connections' tasks) is the last resort only: ours comes first and
     # ends each stream with its reason, so uvicorn waits for a few seconds more than the drain.
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=guarded_protocol(max_connections,
-                            header_timeout), timeout_graceful_shutdown=int(drain_timeout) + _GRACE_S, lifespan="off",
-                            access_log=False, backlog=BACKLOG)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=guarded_protocol(max_connections, header_timeout),
+        timeout_graceful_shutdown=int(drain_timeout) + _GRACE_S,
+        lifespan="off",
+        access_log=False,
+        backlog=BACKLOG,
+    )
     server = _Server(config)
     live.start()
     lm = engine.lm
     if sock is not None:
         port = sock.getsockname()[1]  # --port 0: the port the system chose
-    print(f"realrun serve: {model} ({lm.device}, {lm.dtype}, {lm.threads} threads), policy {policy.describe()}; "
-          f"listening on http://{host}:{port} (live view: /dashboard, metrics: /metrics); "
-          "SIGTERM or Ctrl-C drains and stops", file=sys.stderr, flush=True)
+    print(
+        f"realrun serve: {model} ({lm.device}, {lm.dtype}, {lm.threads} threads), policy {policy.describe()}; "
+        f"listening on http://{host}:{port} (live view: /dashboard, metrics: /metrics); "
+        "SIGTERM or Ctrl-C drains and stops",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
-        server.run(sockets=None if sock is None else [sock])  # returns once every connection has finished: ended, left, or cut at the drain's end
+        server.run(
+            sockets=None if sock is None else [sock]
+        )  # returns once every connection has finished: ended, left, or cut at the drain's end
     finally:
         # A second SIGTERM (a supervisor that repeats itself) must not kill the record half-way; a second
         # Ctrl-C still does, as a person pressing it twice means.
@@ -96,23 +137,36 @@ def serve(engine, policy, limits, model: str, host: str = "127.0.0.1", port: int
             live.cut(cut if server.started else "cut: the server stopped")
         live.closing = True
     drained = live.shutdown(timeout=_GRACE_S + drain_timeout)
-    if not drained:  # one pass outlasted the grace: the record cannot be read while the engine writes it
-        print(f"realrun serve: error: the engine did not stop within {_GRACE_S + drain_timeout:g} s of the drain's "
-              "end (one forward pass still running); no record written", file=sys.stderr)
+    if (
+        not drained
+    ):  # one pass outlasted the grace: the record cannot be read while the engine writes it
+        print(
+            f"realrun serve: error: the engine did not stop within {_GRACE_S + drain_timeout:g} s of the drain's "
+            "end (one forward pass still running); no record written",
+            file=sys.stderr,
+        )
         return 1
     if live.error is not None:
         print(f"realrun serve: error: the engine stopped: {live.error}", file=sys.stderr)
     records = live.records()
     n = 0 if records is None else len(records)
     done = 0 if records is None else records.completed
-    print(f"realrun serve: stopped: {n} requests admitted, {done} served to their end, "
-          f"{live.tokens_total} tokens generated", file=sys.stderr)
+    print(
+        f"realrun serve: stopped: {n} requests admitted, {done} served to their end, "
+        f"{live.tokens_total} tokens generated",
+        file=sys.stderr,
+    )
     if record is not None and records is not None:
-        path, why = write_with_fallback(records, record, _meta(engine, policy, limits, model), live.refused,
-                                        live.clients)
+        path, why = write_with_fallback(
+            records, record, _meta(engine, policy, limits, model), live.refused, live.clients
+        )
         if why:
-            print(f"realrun serve: could not write the record to {record} ({why}); wrote it to {path} instead",
-                  file=sys.stderr)
-        print(f"realrun serve: wrote the record to {path} (replay: python -m batchsim run --trace {path})",
-              file=sys.stderr)
+            print(
+                f"realrun serve: could not write the record to {record} ({why}); wrote it to {path} instead",
+                file=sys.stderr,
+            )
+        print(
+            f"realrun serve: wrote the record to {path} (replay: python -m batchsim run --trace {path})",
+            file=sys.stderr,
+        )
     return 0 if live.error is None else 1

@@ -4,4 +4,11 @@ reads each row's blocks in place (``attention``), and the passes over them (``pa
 from .attention import attention_reference, kernel_available, paged_attention
 from .pool import KVPool, PagedPass, PoolFull
 
-__all__ = ["KVPool", "PagedPass", "PoolFull", "paged_attention", "attention_reference", "kernel_available"]
+__all__ = [
+    "KVPool",
+    "PagedPass",
+    "PoolFull",
+    "paged_attention",
+    "attention_reference",
+    "kernel_available",
+]

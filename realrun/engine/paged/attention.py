@@ -123,15 +123,25 @@ def _kernel():
         folder = Path(_get_build_directory(name, verbose=False))
 
         def build():
-            return load_inline(name, cpp_sources=_SOURCE, functions=["paged_attention"], build_directory=str(folder),
-                               extra_cflags=["-O3", "-march=native", "-ffast-math"], verbose=False)
+            return load_inline(
+                name,
+                cpp_sources=_SOURCE,
+                functions=["paged_attention"],
+                build_directory=str(folder),
+                extra_cflags=["-O3", "-march=native", "-ffast-math"],
+                verbose=False,
+            )
 
         compiled = any(folder.glob(f"{name}*.so"))
         return build_once(folder, build, _say, _wait_s(), compiled)
     except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a failed build: the reference path serves
-        _problem = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+        _problem = (
+            f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+        )
         if isinstance(e, KernelBusy):
-            _say(f"not waiting longer for the attention kernel: {e}; the slower reference attention serves")
+            _say(
+                f"not waiting longer for the attention kernel: {e}; the slower reference attention serves"
+            )
         return None
 
 
@@ -197,22 +207,38 @@ def kernel_problem() -> str | None:
     return _problem
 
 
-def paged_attention(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, table: torch.Tensor,
-                    ctx: torch.Tensor, q_start: torch.Tensor, scale: float) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    pool_k: torch.Tensor,
+    pool_v: torch.Tensor,
+    table: torch.Tensor,
+    ctx: torch.Tensor,
+    q_start: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """Ragged causal attention over blocks: q [Nq, heads, head_dim] -> [Nq, heads, head_dim].
 
     ``table`` [rows, most blocks] (int64; entries past a row's blocks are never read), ``ctx`` [rows]
     each row's context after this pass, ``q_start`` [rows + 1] where each row's queries begin."""
     # Checked first, every call: the C++ reads raw pointers, so a bad index is a segfault, not an error.
-    q, pool_k, pool_v, table, ctx, q_start, scale = checked_arguments(q, pool_k, pool_v, table, ctx, q_start, scale)
+    q, pool_k, pool_v, table, ctx, q_start, scale = checked_arguments(
+        q, pool_k, pool_v, table, ctx, q_start, scale
+    )
     k = _kernel()
     if k is not None and q.dtype == torch.float32 and q.device.type == "cpu":
         return k.paged_attention(q, pool_k, pool_v, table, ctx, q_start, scale)
     return attention_reference(q, pool_k, pool_v, table, ctx, q_start, scale)
 
 
-def attention_reference(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, table: torch.Tensor,
-                        ctx: torch.Tensor, q_start: torch.Tensor, scale: float) -> torch.Tensor:
+def attention_reference(
+    q: torch.Tensor,
+    pool_k: torch.Tensor,
+    pool_v: torch.Tensor,
+    table: torch.Tensor,
+    ctx: torch.Tensor,
+    q_start: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """The same, with each row's blocks gathered and torch's SDPA: any device and dtype, slower."""
     out = torch.empty_like(q)
     H, D, bs = q.shape[1], q.shape[2], pool_k.shape[2]
@@ -226,7 +252,12 @@ def attention_reference(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Ten
         v = pool_v.index_select(0, blocks).transpose(0, 1).reshape(H, -1, D)[:, :n]
         nq = b - a
         # Query i sits at position n - nq + i and sees keys up to it.
-        allowed = torch.arange(n, device=q.device)[None, :] <= torch.arange(n - nq, n, device=q.device)[:, None]
-        o = F.scaled_dot_product_attention(q[a:b].transpose(0, 1), k, v, attn_mask=allowed, scale=scale)
+        allowed = (
+            torch.arange(n, device=q.device)[None, :]
+            <= torch.arange(n - nq, n, device=q.device)[:, None]
+        )
+        o = F.scaled_dot_product_attention(
+            q[a:b].transpose(0, 1), k, v, attn_mask=allowed, scale=scale
+        )
         out[a:b] = o.transpose(0, 1)
     return out

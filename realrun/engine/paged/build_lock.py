@@ -34,8 +34,14 @@ class KernelBusy(RuntimeError):
     """Another process held the build lock past the time allowed."""
 
 
-def build_once(folder: Path, build: Callable[[], object], say: Callable[[str], None], wait_s: float,
-               compiled: bool, poll_s: float = 0.2) -> object:
+def build_once(
+    folder: Path,
+    build: Callable[[], object],
+    say: Callable[[str], None],
+    wait_s: float,
+    compiled: bool,
+    poll_s: float = 0.2,
+) -> object:
     """``build()`` under the lock in ``folder``; says so first unless ``compiled`` (a build is there)."""
     folder.mkdir(parents=True, exist_ok=True)
     if not _acquire(folder / OURS, say, wait_s, poll_s):
@@ -73,8 +79,10 @@ def _acquire(path: Path, say: Callable[[str], None], wait_s: float, poll_s: floa
         if started is None:
             started = time.monotonic()
             who = f"process {holder[0]} on {holder[1]}" if holder else "another process"
-            say(f"waiting for {who} to finish building the attention kernel (lock {path}; "
-                f"at most {wait_s:g} s, then the slower reference attention serves)")
+            say(
+                f"waiting for {who} to finish building the attention kernel (lock {path}; "
+                f"at most {wait_s:g} s, then the slower reference attention serves)"
+            )
         if time.monotonic() - started >= wait_s:
             return False
         time.sleep(poll_s)  # polling a file another process holds: there is no event to wait on

@@ -28,7 +28,14 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 def checked_arguments(q, pool_k, pool_v, table, ctx, q_start, scale):
     """The arguments as the kernel needs them (contiguous, indices int64), or ``ConfigError``."""
-    named = {"q": q, "pool_k": pool_k, "pool_v": pool_v, "table": table, "ctx": ctx, "q_start": q_start}
+    named = {
+        "q": q,
+        "pool_k": pool_k,
+        "pool_v": pool_v,
+        "table": table,
+        "ctx": ctx,
+        "q_start": q_start,
+    }
     for name, t in named.items():
         if not isinstance(t, torch.Tensor):
             raise ConfigError(f"{name} must be a torch.Tensor, got {type(t).__name__} {show(t)}")
@@ -49,28 +56,46 @@ def checked_arguments(q, pool_k, pool_v, table, ctx, q_start, scale):
         raise ConfigError(f"scale must be a finite number, got {show(scale)}")
     table, ctx, q_start = (t.to(torch.long).contiguous() for t in (table, ctx, q_start))
     _check_values(q, pool_k, table, ctx, q_start)
-    return q.contiguous(), pool_k.contiguous(), pool_v.contiguous(), table, ctx, q_start, float(scale)
+    return (
+        q.contiguous(),
+        pool_k.contiguous(),
+        pool_v.contiguous(),
+        table,
+        ctx,
+        q_start,
+        float(scale),
+    )
 
 
 def _check_shapes(q, pool_k, pool_v, table, ctx, q_start) -> None:
     if q.dim() != 3:
         raise ConfigError(f"q must be [queries, heads, head_dim], got shape {tuple(q.shape)}")
     if pool_k.dim() != 4:
-        raise ConfigError(f"pool_k must be [blocks, heads, block_size, head_dim], got shape {tuple(pool_k.shape)}")
+        raise ConfigError(
+            f"pool_k must be [blocks, heads, block_size, head_dim], got shape {tuple(pool_k.shape)}"
+        )
     if pool_v.shape != pool_k.shape:
-        raise ConfigError(f"pool_v must have pool_k's shape {tuple(pool_k.shape)}, got {tuple(pool_v.shape)}")
+        raise ConfigError(
+            f"pool_v must have pool_k's shape {tuple(pool_k.shape)}, got {tuple(pool_v.shape)}"
+        )
     if pool_k.shape[1] != q.shape[1] or pool_k.shape[3] != q.shape[2]:
-        raise ConfigError(f"pool_k must have q's heads {q.shape[1]} and head_dim {q.shape[2]} "
-                          f"(dims 1 and 3), got shape {tuple(pool_k.shape)}")
+        raise ConfigError(
+            f"pool_k must have q's heads {q.shape[1]} and head_dim {q.shape[2]} "
+            f"(dims 1 and 3), got shape {tuple(pool_k.shape)}"
+        )
     if pool_k.shape[2] < 1:
         raise ConfigError(f"pool_k's block_size (dim 2) must be >= 1, got {pool_k.shape[2]}")
     if ctx.dim() != 1:
         raise ConfigError(f"ctx must be [rows], got shape {tuple(ctx.shape)}")
     rows = ctx.shape[0]
     if table.dim() != 2 or table.shape[0] != rows:
-        raise ConfigError(f"table must be [rows={rows}, blocks per row], got shape {tuple(table.shape)}")
+        raise ConfigError(
+            f"table must be [rows={rows}, blocks per row], got shape {tuple(table.shape)}"
+        )
     if q_start.dim() != 1 or q_start.shape[0] != rows + 1:
-        raise ConfigError(f"q_start must be [rows + 1 = {rows + 1}], got shape {tuple(q_start.shape)}")
+        raise ConfigError(
+            f"q_start must be [rows + 1 = {rows + 1}], got shape {tuple(q_start.shape)}"
+        )
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -88,25 +113,33 @@ def _check_values(q, pool_k, table, ctx, q_start) -> None:
     brought = q_start[1:] - q_start[:-1]
     if (brought < 0).any():
         (r,) = _first(brought < 0)
-        raise ConfigError(f"q_start must not decrease, got q_start[{r}] = {int(q_start[r])} "
-                          f"then q_start[{r + 1}] = {int(q_start[r + 1])}")
+        raise ConfigError(
+            f"q_start must not decrease, got q_start[{r}] = {int(q_start[r])} "
+            f"then q_start[{r + 1}] = {int(q_start[r + 1])}"
+        )
     if (ctx < 0).any():
         (r,) = _first(ctx < 0)
         raise ConfigError(f"ctx[{r}] must be >= 0, got {int(ctx[r])}")
     # A row's queries are the last of its context: more queries than context would sit before position 0.
     if (brought > ctx).any():
         (r,) = _first(brought > ctx)
-        raise ConfigError(f"ctx[{r}] must be at least the row's {int(brought[r])} queries "
-                          f"(q_start[{r + 1}] - q_start[{r}]), got {int(ctx[r])}")
+        raise ConfigError(
+            f"ctx[{r}] must be at least the row's {int(brought[r])} queries "
+            f"(q_start[{r + 1}] - q_start[{r}]), got {int(ctx[r])}"
+        )
     needed = (ctx + bs - 1) // bs
     if (needed > table.shape[1]).any():
         (r,) = _first(needed > table.shape[1])
-        raise ConfigError(f"ctx[{r}] = {int(ctx[r])} needs {int(needed[r])} blocks of {bs}, "
-                          f"but table has {table.shape[1]} per row")
+        raise ConfigError(
+            f"ctx[{r}] = {int(ctx[r])} needs {int(needed[r])} blocks of {bs}, "
+            f"but table has {table.shape[1]} per row"
+        )
     # Only the blocks a row's context covers are read: what pads the table past them may be anything.
     read = torch.arange(table.shape[1], device=table.device)[None, :] < needed[:, None]
     outside = read & ((table < 0) | (table >= blocks))
     if outside.any():
         r, c = _first(outside)
-        raise ConfigError(f"table[{r}, {c}] must be a block of the pool (0..{blocks - 1}, pool_k.shape[0] = "
-                          f"{blocks}), got {int(table[r, c])}")
+        raise ConfigError(
+            f"table[{r}, {c}] must be a block of the pool (0..{blocks - 1}, pool_k.shape[0] = "
+            f"{blocks}), got {int(table[r, c])}"
+        )

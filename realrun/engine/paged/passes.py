@@ -35,11 +35,28 @@ __all__ = ["PagedPasses"]
 class PagedPasses:
     """Prefill and decode passes of ``body`` (a model body that attends over the pool) and ``head``."""
 
-    def __init__(self, body: torch.nn.Module, head: torch.nn.Module, shapes: list[tuple[int, int]], dtype, device,
-                 context: Callable[[int, int], list[int]], cache_kw: str, block_size: int = 16) -> None:
+    def __init__(
+        self,
+        body: torch.nn.Module,
+        head: torch.nn.Module,
+        shapes: list[tuple[int, int]],
+        dtype,
+        device,
+        context: Callable[[int, int], list[int]],
+        cache_kw: str,
+        block_size: int = 16,
+    ) -> None:
         if not use_paged_attention(body):
-            raise RuntimeError("this model body has no attention implementation to set: it cannot attend over blocks")
-        self.body, self.head, self.shapes, self.dtype, self.device = body, head, shapes, dtype, device
+            raise RuntimeError(
+                "this model body has no attention implementation to set: it cannot attend over blocks"
+            )
+        self.body, self.head, self.shapes, self.dtype, self.device = (
+            body,
+            head,
+            shapes,
+            dtype,
+            device,
+        )
         self.context, self.cache_kw = context, cache_kw
         self.pool = KVPool(shapes, 64, block_size, dtype, device)
         self.running: list[int] = []
@@ -60,8 +77,12 @@ class PagedPasses:
     def size_for(self, blocks: int, block_size: int) -> None:
         """A fresh pool of ``blocks`` blocks for the run about to start (the old one must be empty)."""
         if self.pool.table:
-            raise RuntimeError("the KV pool is resized only between runs, when no request holds a block")
-        self.pool = KVPool(self.shapes, max(1, int(blocks)), int(block_size), self.dtype, self.device)
+            raise RuntimeError(
+                "the KV pool is resized only between runs, when no request holds a block"
+            )
+        self.pool = KVPool(
+            self.shapes, max(1, int(blocks)), int(block_size), self.dtype, self.device
+        )
 
     def _room(self, rows: list[int], new: list[int]) -> None:
         """Grow the pool if ``rows`` bringing ``new`` tokens each would not fit (the profiler's rows, or a
@@ -73,12 +94,16 @@ class PagedPasses:
             self.regrown += 1
 
     # -- passes ----------------------------------------------------------------------------
-    def _forward(self, rows: list[int], tokens: list[int], positions: list[int], new: list[int]) -> list[int]:
+    def _forward(
+        self, rows: list[int], tokens: list[int], positions: list[int], new: list[int]
+    ) -> list[int]:
         self._room(rows, new)
         p = self.pool.plan(rows, new)  # fits: _room made sure
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor([positions], dtype=torch.long, device=self.device)
-        hidden = self.body(input_ids=ids, position_ids=pos, **{self.cache_kw: p}, use_cache=True, paged=p).last_hidden_state[0]
+        hidden = self.body(
+            input_ids=ids, position_ids=pos, **{self.cache_kw: p}, use_cache=True, paged=p
+        ).last_hidden_state[0]
         return self.head(hidden[p.last]).argmax(-1).tolist()
 
     def decode(self) -> tuple[list[int], list[int]]:
@@ -90,7 +115,9 @@ class PagedPasses:
             last[r] = t
         return list(rows), toks
 
-    def prefill(self, chunks: list[Chunk], pad_to: int = 0) -> tuple[list[int], list[int], list[int]]:
+    def prefill(
+        self, chunks: list[Chunk], pad_to: int = 0
+    ) -> tuple[list[int], list[int], list[int]]:
         """The chunks' tokens in one pass, each padded to ``pad_to`` tokens when given (see the module's
         docstring): (rows whose prefill completed, their first tokens, the rows for ``join``). They join
         ``running`` when the engine says, after the step's other passes."""
@@ -99,16 +126,23 @@ class PagedPasses:
         for c in chunks:
             rid = c.request_id
             if c.start == 0:
-                pool.free(rid)  # a fresh start (or a recompute after preemption) forgets any old blocks
+                pool.free(
+                    rid
+                )  # a fresh start (or a recompute after preemption) forgets any old blocks
             elif pool.length.get(rid, 0) != c.start:
-                raise RuntimeError(f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} tokens are cached")
+                raise RuntimeError(
+                    f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} tokens are cached"
+                )
             ctx = self.context(rid, c.start + c.length)
             rows.append(rid)
             tokens.extend(ctx[c.start : c.start + c.length])
             positions.extend(range(c.start, c.start + c.length))
             new.append(c.length)
         pads = [(-1 - i, pad_to - c.length) for i, c in enumerate(chunks) if c.length < pad_to]
-        for pid, n in pads:  # ids below zero: no request's; any token will do (its output is never read)
+        for (
+            pid,
+            n,
+        ) in pads:  # ids below zero: no request's; any token will do (its output is never read)
             rows.append(pid)
             tokens.extend([0] * n)
             positions.extend(range(n))

@@ -35,14 +35,33 @@ class PoolFull(RuntimeError):
 class KVPool:
     """``blocks`` blocks of ``block_size`` tokens for every layer of ``shapes`` ((KV heads, head dim) per layer)."""
 
-    def __init__(self, shapes: list[tuple[int, int]], blocks: int, block_size: int, dtype: torch.dtype, device) -> None:
+    def __init__(
+        self,
+        shapes: list[tuple[int, int]],
+        blocks: int,
+        block_size: int,
+        dtype: torch.dtype,
+        device,
+    ) -> None:
         if blocks < 1 or block_size < 1:
-            raise ValueError(f"a KV pool needs at least one block of at least one token, got {blocks} x {block_size}")
-        self.shapes, self.blocks, self.block_size, self.dtype, self.device = shapes, blocks, block_size, dtype, device
+            raise ValueError(
+                f"a KV pool needs at least one block of at least one token, got {blocks} x {block_size}"
+            )
+        self.shapes, self.blocks, self.block_size, self.dtype, self.device = (
+            shapes,
+            blocks,
+            block_size,
+            dtype,
+            device,
+        )
         # Zeroed once: a bay is always written before it is read, but a NaN left in memory must never
         # reach a product (the kernel reads only written bays; the reference path reads whole blocks).
-        self.K = [torch.zeros(blocks, h, block_size, d, dtype=dtype, device=device) for h, d in shapes]
-        self.V = [torch.zeros(blocks, h, block_size, d, dtype=dtype, device=device) for h, d in shapes]
+        self.K = [
+            torch.zeros(blocks, h, block_size, d, dtype=dtype, device=device) for h, d in shapes
+        ]
+        self.V = [
+            torch.zeros(blocks, h, block_size, d, dtype=dtype, device=device) for h, d in shapes
+        ]
         self._free = list(range(blocks - 1, -1, -1))  # a stack: the lowest numbers first
         self.table: dict[int, list[int]] = {}  # request -> its blocks, in order
         self.length: dict[int, int] = {}  # request -> tokens cached
@@ -52,7 +71,12 @@ class KVPool:
     @property
     def block_bytes(self) -> int:
         """Bytes of one block, keys and values of every layer."""
-        return 2 * self.block_size * sum(h * d for h, d in self.shapes) * torch.tensor([], dtype=self.dtype).element_size()
+        return (
+            2
+            * self.block_size
+            * sum(h * d for h, d in self.shapes)
+            * torch.tensor([], dtype=self.dtype).element_size()
+        )
 
     @property
     def nbytes(self) -> int:
@@ -76,7 +100,9 @@ class KVPool:
         bs = self.block_size
         need = -(-end // bs) - len(table)
         if need > len(self._free):
-            raise PoolFull(f"request {rid} needs {need} more KV blocks, {len(self._free)} of {self.blocks} are free")
+            raise PoolFull(
+                f"request {rid} needs {need} more KV blocks, {len(self._free)} of {self.blocks} are free"
+            )
         for _ in range(need):
             table.append(self._free.pop())
         self.length[rid] = end
@@ -93,20 +119,30 @@ class KVPool:
         slots = torch.tensor(self.grow(rid, n), dtype=torch.long, device=self.device)
         blk, off = slots // self.block_size, slots % self.block_size
         for K, V in zip(self.K, self.V):
-            K[blk, :, off] = torch.randn(n, K.shape[1], K.shape[3], generator=gen, dtype=self.dtype, device=self.device)
-            V[blk, :, off] = torch.randn(n, V.shape[1], V.shape[3], generator=gen, dtype=self.dtype, device=self.device)
+            K[blk, :, off] = torch.randn(
+                n, K.shape[1], K.shape[3], generator=gen, dtype=self.dtype, device=self.device
+            )
+            V[blk, :, off] = torch.randn(
+                n, V.shape[1], V.shape[3], generator=gen, dtype=self.dtype, device=self.device
+            )
 
     def blocks_wanted(self, rows: list[int], new: list[int]) -> int:
         """Blocks more that ``rows``, bringing ``new`` tokens each, would take."""
         bs, table, length = self.block_size, self.table, self.length
-        return sum(-(-(length.get(r, 0) + n) // bs) - len(table.get(r, ())) for r, n in zip(rows, new))
+        return sum(
+            -(-(length.get(r, 0) + n) // bs) - len(table.get(r, ())) for r, n in zip(rows, new)
+        )
 
     def enlarge(self, extra: int) -> None:
         """``extra`` blocks more, every block kept where it is (a copy of the whole pool: never in a sized run)."""
         K, V, old = self.K, self.V, self.blocks
         self.blocks = old + int(extra)
-        self.K = [torch.zeros(self.blocks, *k.shape[1:], dtype=self.dtype, device=self.device) for k in K]
-        self.V = [torch.zeros(self.blocks, *v.shape[1:], dtype=self.dtype, device=self.device) for v in V]
+        self.K = [
+            torch.zeros(self.blocks, *k.shape[1:], dtype=self.dtype, device=self.device) for k in K
+        ]
+        self.V = [
+            torch.zeros(self.blocks, *v.shape[1:], dtype=self.dtype, device=self.device) for v in V
+        ]
         for new, was in zip(self.K + self.V, K + V):
             new[:old] = was
         self._free = list(range(self.blocks - 1, old - 1, -1)) + self._free
@@ -132,15 +168,21 @@ class PagedPass:
         self.block, self.offset = s // bs, s % bs
         tables = [pool.table[r] for r in rows]
         widest = max(len(t) for t in tables)
-        self.table = torch.tensor([t + [0] * (widest - len(t)) for t in tables], dtype=torch.long, device=dev)
+        self.table = torch.tensor(
+            [t + [0] * (widest - len(t)) for t in tables], dtype=torch.long, device=dev
+        )
         self.ctx = torch.tensor([pool.length[r] for r in rows], dtype=torch.long, device=dev)
         starts = [0]
         for n in new:
             starts.append(starts[-1] + n)
         self.q_start = torch.tensor(starts, dtype=torch.long, device=dev)
-        self.last = [e - 1 for e in starts[1:]]  # each row's last new token: where its next token is read
+        self.last = [
+            e - 1 for e in starts[1:]
+        ]  # each row's last new token: where its next token is read
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs
+    ):
         """The new tokens' keys and values ([1, heads, tokens, head dim]) into their bays; the layer's pool back."""
         K, V = self.pool.K[layer_idx], self.pool.V[layer_idx]
         K[self.block, :, self.offset] = key_states[0].transpose(0, 1)
@@ -151,12 +193,18 @@ class PagedPass:
         return 0  # positions are given explicitly: nothing reads this
 
 
-def _paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, paged=None, **kwargs):
+def _paged_attention_forward(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, paged=None, **kwargs
+):
     """transformers' attention interface: query [1, heads, tokens, head dim]; key and value the layer's pool."""
     if paged is None:
-        raise RuntimeError("the paged attention needs the pass (paged=...) among the forward's arguments")
+        raise RuntimeError(
+            "the paged attention needs the pass (paged=...) among the forward's arguments"
+        )
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    out = paged_attention(query[0].transpose(0, 1), key, value, paged.table, paged.ctx, paged.q_start, scale)
+    out = paged_attention(
+        query[0].transpose(0, 1), key, value, paged.table, paged.ctx, paged.q_start, scale
+    )
     return out[None], None
 
 

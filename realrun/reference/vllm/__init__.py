@@ -16,8 +16,18 @@ until it is used; ``require_vllm`` says, in one line, what to install.
 from .knobs import VLLMKnobs, knobs_for
 from .server import VLLM_EXTRA, VLLMServer, has_vllm, model_dir, require_vllm, save_model
 
-__all__ = ["VLLMKnobs", "knobs_for", "VLLM_EXTRA", "VLLMServer", "has_vllm", "model_dir", "require_vllm", "save_model",
-           "run_vllm", "profile_vllm"]
+__all__ = [
+    "VLLMKnobs",
+    "knobs_for",
+    "VLLM_EXTRA",
+    "VLLMServer",
+    "has_vllm",
+    "model_dir",
+    "require_vllm",
+    "save_model",
+    "run_vllm",
+    "profile_vllm",
+]
 
 
 def run_vllm(*args, **kwargs):

@@ -26,9 +26,11 @@ def parser():
     from vllm.entrypoints.serve.utils.api_utils import VLLM_SUBCMD_PARSER_EPILOG
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    p = FlexibleArgumentParser(prog="python -m realrun.reference.vllm.bench serve",
-                               description="Benchmark the online serving throughput (vllm bench serve).",
-                               epilog=VLLM_SUBCMD_PARSER_EPILOG.format(subcmd="bench serve"))
+    p = FlexibleArgumentParser(
+        prog="python -m realrun.reference.vllm.bench serve",
+        description="Benchmark the online serving throughput (vllm bench serve).",
+        epilog=VLLM_SUBCMD_PARSER_EPILOG.format(subcmd="bench serve"),
+    )
     add_cli_args(p)
     return p
 

@@ -35,21 +35,30 @@ class VLLMCanary(Canary):
         self.server, self.model, self.vocab = server, model, int(vocab)
         ref = (getattr(model, "extra", None) or {}).get("canary")
         #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price alone.
-        self.reference: tuple[float, float] | None = (float(ref["prefill"]), float(ref["decode"])) if ref else None
+        self.reference: tuple[float, float] | None = (
+            (float(ref["prefill"]), float(ref["decode"])) if ref else None
+        )
         self.prefills, self.decodes = int(prefills), int(decodes)
         room = max(16, server.knobs.max_model_len // 2)
-        self.length = max(1, min(room, grid_middle(model.prefill.y), server.knobs.max_num_batched_tokens))
+        self.length = max(
+            1, min(room, grid_middle(model.prefill.y), server.knobs.max_num_batched_tokens)
+        )
         self.width = max(1, min(room, grid_middle(model.decode.y)))
 
     async def _read(self, pr: Prober) -> tuple[list[float], list[float]]:
         steps = await pr.batch([self.width], self.decodes + SETTLE + 2)
         dec = decode_times(steps, 1)[SETTLE:]
         # Each decode step attends to the prompt and the tokens made so far: priced at its own width.
-        dec = [t / float(self.model.decode(1, self.width + SETTLE + 1 + k)[0]) for k, t in enumerate(dec)]
+        dec = [
+            t / float(self.model.decode(1, self.width + SETTLE + 1 + k)[0])
+            for k, t in enumerate(dec)
+        ]
         pre = []
         for _ in range(self.prefills):
             steps = await pr.batch([self.length], 1)
-            pre += [t / float(self.model.prefill(1, self.length)[0]) for t in prefill_times(steps, 1)]
+            pre += [
+                t / float(self.model.prefill(1, self.length)[0]) for t in prefill_times(steps, 1)
+            ]
         return pre, dec
 
     def raw(self) -> CanaryReading | None:
@@ -61,5 +70,7 @@ class VLLMCanary(Canary):
         for _ in range(3):
             pre, dec = self.server.call(self._read, Prober(self.server, self.vocab))
             if pre and dec:
-                return CanaryReading(float(np.median(pre)), float(np.median(dec)), time.perf_counter() - t0)
+                return CanaryReading(
+                    float(np.median(pre)), float(np.median(dec)), time.perf_counter() - t0
+                )
         return None

@@ -20,12 +20,22 @@ from batchsim.core.policies import VLLMV1, make_policy
 from .knobs import knobs_for
 from .server import VLLMServer, model_dir, save_model
 
-__all__ = ["start_server", "calibration", "sim_policy", "decompose_vllm", "delivered", "schedule_note", "REPLAY_NOTE"]
+__all__ = [
+    "start_server",
+    "calibration",
+    "sim_policy",
+    "decompose_vllm",
+    "delivered",
+    "schedule_note",
+    "REPLAY_NOTE",
+]
 
 #: What the replay identity (decomposition b) means for vLLM, said plainly.
-REPLAY_NOTE = ("does not apply to vLLM: its scheduler is vLLM's code, not a batchsim policy, so there is no "
-               "decision trace to replay; its steps are priced in (a) from its scheduler's log, and the schedule "
-               "batchsim predicts (the vllm-v1 flavour) is compared by step count and batch size above")
+REPLAY_NOTE = (
+    "does not apply to vLLM: its scheduler is vLLM's code, not a batchsim policy, so there is no "
+    "decision trace to replay; its steps are priced in (a) from its scheduler's log, and the schedule "
+    "batchsim predicts (the vllm-v1 flavour) is compared by step count and batch size above"
+)
 
 
 def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
@@ -34,7 +44,9 @@ def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
 
     path = save_model(lm.name) if lm.name in OFFLINE_MODELS else model_dir(lm.name)
     policy = setup.policies[0].build()
-    knobs = knobs_for(policy, path, lm.n_positions, setup.kv, device=lm.device, dtype=lm.dtype, seed=0)
+    knobs = knobs_for(
+        policy, path, lm.n_positions, setup.kv, device=lm.device, dtype=lm.dtype, seed=0
+    )
     setup.notes.extend(knobs.mapping())
     if progress:
         print("realrun: starting vLLM (about 15 s on 2 cores) ...", file=sys.stderr)
@@ -45,7 +57,9 @@ def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
 
 def sim_policy(config) -> VLLMV1:
     """The simulated side of a vLLM comparison: the continuous policy, scheduled as vLLM V1 schedules."""
-    if config.name != "continuous":  # vLLM has one scheduler: its flavour is the continuous policy's
+    if (
+        config.name != "continuous"
+    ):  # vLLM has one scheduler: its flavour is the continuous policy's
         raise ConfigError(f"policy must be continuous, got {config.name}")
     return make_policy(config.name, **config.knobs(), scheduler="vllm-v1")
 
@@ -59,24 +73,38 @@ def calibration(args, server, lm, setup, progress: bool = False):
         model = load_calibration(args.calibration)
         info = read_json(args.calibration, "calibration")
         if info.get("engine") != "vllm":
-            setup.notes.append(f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
-                              f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another engine's times")
-        return model, {"file": args.calibration, **{k: info.get(k) for k in ("model", "version", "source", "heldout",
-                                                                               "delivery_s")}}
+            setup.notes.append(
+                f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
+                f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another engine's times"
+            )
+        return model, {
+            "file": args.calibration,
+            **{k: info.get(k) for k in ("model", "version", "source", "heldout", "delivery_s")},
+        }
     cap = None
     if server.knobs.kv_budget_tokens is None and lm.kv_bytes_per_token:
         from .knobs import DEFAULT_CPU_KV_GIB
 
         cap = int(0.9 * DEFAULT_CPU_KV_GIB * 2**30 // lm.kv_bytes_per_token)
-    prof = profile_vllm(server, setup.workload, lm.vocab_size, quick=args.grid == "quick", progress=progress,
-                        capacity_tokens=cap)
+    prof = profile_vllm(
+        server,
+        setup.workload,
+        lm.vocab_size,
+        quick=args.grid == "quick",
+        progress=progress,
+        capacity_tokens=cap,
+    )
     with Staging(setup.out) as staging:
         prof.write(staging.path("calibration-vllm.json"))
         path = staging.commit()[0]
-    setup.notes.append(f"calibration (vLLM profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}")
+    setup.notes.append(
+        f"calibration (vLLM profiled now, {len(prof.points)} shapes, {prof.seconds:.1f} s): {path}"
+    )
     setup.notes.append(prof.text())
-    setup.notes.append(f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
-                      "(added to every predicted token)")
+    setup.notes.append(
+        f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
+        "(added to every predicted token)"
+    )
     info = {k: v for k, v in prof.as_dict().items() if k != "points"}
     info["file"] = str(path)
     return prof.model, info
@@ -114,14 +142,19 @@ def schedule_note(row) -> str:
     sim, real = row.sim.records.steps, row.real.records.steps
     n_sim = int(sim["repeat"].sum()) if len(sim["repeat"]) else 0
     n_real = int(len(real["start"]))
+
     def rows(st):
-        return float(np.average(st["batch_size"], weights=st["repeat"])) if len(st["repeat"]) else 0.0
+        return (
+            float(np.average(st["batch_size"], weights=st["repeat"])) if len(st["repeat"]) else 0.0
+        )
 
     def pre(st):
         return int((st["prompt_tokens"] > 0).sum())
 
-    return (f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows per step "
-            f"{rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs {pre(real):,}")
+    return (
+        f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows per step "
+        f"{rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs {pre(real):,}"
+    )
 
 
 def delivered(result, seconds: float):
@@ -135,5 +168,10 @@ def delivered(result, seconds: float):
     if not seconds:
         return result
     r = result.records
-    recs = replace(r, first_token=r.first_token + seconds, last_token=r.last_token + seconds, finish=r.finish + seconds)
+    recs = replace(
+        r,
+        first_token=r.first_token + seconds,
+        last_token=r.last_token + seconds,
+        finish=r.finish + seconds,
+    )
     return replace(result, records=recs, meta={**result.meta, "delivery_s": seconds})

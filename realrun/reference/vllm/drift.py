@@ -17,10 +17,14 @@ from .probe import SETTLE, Prober, decode_times
 __all__ = ["recheck_note"]
 
 
-async def _recheck(pr: Prober, points: list[tuple[int, int]], r: int) -> list[tuple[int, int, float]]:
+async def _recheck(
+    pr: Prober, points: list[tuple[int, int]], r: int
+) -> list[tuple[int, int, float]]:
     out = []
     for b, w in points:
-        steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens))
+        steps = await pr.batch(
+            [w] * b, r + 3 + SETTLE + -(-b * w // pr.server.knobs.max_num_batched_tokens)
+        )
         d = decode_times(steps, b)
         if d[SETTLE:]:
             out.append((b, w, float(np.mean(d[SETTLE : SETTLE + r]))))
@@ -34,13 +38,20 @@ def recheck_note(server, model: ProfiledStepTime, vocab_size: int, repeats: int 
     On a shared CPU another process can take a core between the profile and the run: a step-time
     error that the recheck also shows is the machine's drift, not the model's."""
     rows, widths = model.decode.x, model.decode.y
-    points = sorted({(int(rows[0]), int(widths[0])), (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
-                     (int(rows[-1]), int(widths[0]))})
+    points = sorted(
+        {
+            (int(rows[0]), int(widths[0])),
+            (int(rows[len(rows) // 2]), int(widths[len(widths) // 2])),
+            (int(rows[-1]), int(widths[0])),
+        }
+    )
     got = server.call(_recheck, Prober(server, vocab_size), points, repeats)
     if not got:
         return "drift: the recheck saw no clean decode step"
     ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
     mean = (float(np.mean(ratios)) - 1) * 100
-    return (f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
-            f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
-            "a step-time error (a) of the same size is the machine's drift, not the model's")
+    return (
+        f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
+        f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
+        "a step-time error (a) of the same size is the machine's drift, not the model's"
+    )

@@ -38,14 +38,41 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def serve_command(model: str | Path, port: int, *, host: str = "127.0.0.1", served_name: str = "tiny-gpt2",
-                  max_model_len: int = 1024, max_num_seqs: int = 32, python: str = sys.executable) -> list[str]:
+def serve_command(
+    model: str | Path,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    served_name: str = "tiny-gpt2",
+    max_model_len: int = 1024,
+    max_num_seqs: int = 32,
+    python: str = sys.executable,
+) -> list[str]:
     """The command line: ``vllm serve`` spelled as the module it runs (the console script fails here)."""
-    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-            "--served-model-name", served_name, "--dtype", "float32", "--enforce-eager",
-            "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
-            "--no-enable-prefix-caching", "--host", host, "--port", str(port),
-            "--uvicorn-log-level", "warning", "--disable-log-stats"]
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        served_name,
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        str(max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--no-enable-prefix-caching",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--uvicorn-log-level",
+        "warning",
+        "--disable-log-stats",
+    ]
 
 
 @dataclass
@@ -72,7 +99,9 @@ class VLLMHTTP:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)  # its own group: the engine's processes too
+                    os.killpg(
+                        self.proc.pid, signal.SIGKILL
+                    )  # its own group: the engine's processes too
                 self.proc.wait()
         return self.proc.returncode
 
@@ -81,25 +110,50 @@ class VLLMHTTP:
 
 
 @contextlib.contextmanager
-def vllm_served(model: str | Path, *, port: int | None = None, log: str | Path | None = None, kv_gib: int = 1,
-                start_timeout: float = 600.0, **options):
+def vllm_served(
+    model: str | Path,
+    *,
+    port: int | None = None,
+    log: str | Path | None = None,
+    kv_gib: int = 1,
+    start_timeout: float = 600.0,
+    **options,
+):
     """Start ``vllm serve`` on ``model`` (a saved folder), wait for ``/health``, yield a ``VLLMHTTP``, stop it."""
     port = port or free_port()
-    log = Path(log) if log is not None else Path(tempfile.mkstemp(prefix="vllm-serve-", suffix=".log")[1])
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(kv_gib), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONUNBUFFERED="1")
+    log = (
+        Path(log)
+        if log is not None
+        else Path(tempfile.mkstemp(prefix="vllm-serve-", suffix=".log")[1])
+    )
+    env = dict(
+        os.environ,
+        VLLM_CPU_KVCACHE_SPACE=str(kv_gib),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
     t0 = time.perf_counter()
     with log.open("w") as fh:
-        proc = subprocess.Popen(serve_command(model, port, **options), stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            serve_command(model, port, **options),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     srv = VLLMHTTP(proc, f"http://127.0.0.1:{port}", log)
     try:
         deadline = t0 + start_timeout
         while not srv.healthy():
             if proc.poll() is not None:
-                raise RuntimeError(f"vllm serve exited with {proc.returncode} before listening:\n{srv.tail()}")
+                raise RuntimeError(
+                    f"vllm serve exited with {proc.returncode} before listening:\n{srv.tail()}"
+                )
             if time.perf_counter() > deadline:
-                raise TimeoutError(f"vllm serve did not answer /health within {start_timeout:.0f} s:\n{srv.tail()}")
+                raise TimeoutError(
+                    f"vllm serve did not answer /health within {start_timeout:.0f} s:\n{srv.tail()}"
+                )
             time.sleep(0.5)
         srv.startup_s = time.perf_counter() - t0
         yield srv

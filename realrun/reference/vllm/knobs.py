@@ -56,20 +56,26 @@ class VLLMKnobs:
             check_int_at_least(name, getattr(self, name), 1)
         check_bool("chunked_prefill", self.enable_chunked_prefill)
         if self.device == "cpu" and self.block_size % CPU_BLOCK_MULTIPLE:
-            raise ConfigError(f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for vLLM on the CPU "
-                              f"(its attention kernels), got {show(self.block_size)}")
+            raise ConfigError(
+                f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for vLLM on the CPU "
+                f"(its attention kernels), got {show(self.block_size)}"
+            )
         if self.kv_budget_tokens is not None:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
             # vLLM refuses to start with a cache that cannot hold one request of the model's whole
             # context (plus the block it keeps in hand): it checks this at start-up, we before loading.
             least = (-(-self.max_model_len // self.block_size) + 1) * self.block_size
             if self.kv_budget_tokens < least:
-                raise ConfigError(f"kv-budget-tokens must hold one request of the model's whole context for vLLM "
-                                  f"(at least {least:,} tokens with blocks of {self.block_size}), got {show(self.kv_budget_tokens)}")
+                raise ConfigError(
+                    f"kv-budget-tokens must hold one request of the model's whole context for vLLM "
+                    f"(at least {least:,} tokens with blocks of {self.block_size}), got {show(self.kv_budget_tokens)}"
+                )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             # vLLM's own rule: unchunked, any prompt the model takes must fit one step.
-            raise ConfigError(f"max-batched-tokens must be at least the model's context ({self.max_model_len}) for vLLM "
-                              f"without chunked prefill, got {show(self.max_num_batched_tokens)}")
+            raise ConfigError(
+                f"max-batched-tokens must be at least the model's context ({self.max_model_len}) for vLLM "
+                f"without chunked prefill, got {show(self.max_num_batched_tokens)}"
+            )
 
     @property
     def num_blocks(self) -> int | None:
@@ -78,11 +84,19 @@ class VLLMKnobs:
     def engine_args(self) -> dict:
         """Keyword arguments for ``vllm.engine.arg_utils.AsyncEngineArgs``."""
         return {
-            "model": self.model, "skip_tokenizer_init": True, "dtype": self.dtype, "max_model_len": self.max_model_len,
-            "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
-            "block_size": self.block_size, "enable_chunked_prefill": self.enable_chunked_prefill,
-            "num_gpu_blocks_override": self.num_blocks, "enable_prefix_caching": False, "enforce_eager": True,
-            "seed": self.seed, "disable_log_stats": False,
+            "model": self.model,
+            "skip_tokenizer_init": True,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "block_size": self.block_size,
+            "enable_chunked_prefill": self.enable_chunked_prefill,
+            "num_gpu_blocks_override": self.num_blocks,
+            "enable_prefix_caching": False,
+            "enforce_eager": True,
+            "seed": self.seed,
+            "disable_log_stats": False,
         }
 
     def env(self) -> dict[str, str]:
@@ -94,9 +108,12 @@ class VLLMKnobs:
 
     def mapping(self, policy=None) -> list[str]:
         """The lines that say how each batchsim knob became a vLLM argument (printed by every vLLM run)."""
-        kv = ("no budget: vLLM's cache of " + (f"{DEFAULT_CPU_KV_GIB} GiB" if self.device == "cpu" else "its memory share")
-              if self.kv_budget_tokens is None else
-              f"{self.kv_budget_tokens:,} tokens -> num_gpu_blocks_override={self.num_blocks} blocks of {self.block_size}")
+        kv = (
+            "no budget: vLLM's cache of "
+            + (f"{DEFAULT_CPU_KV_GIB} GiB" if self.device == "cpu" else "its memory share")
+            if self.kv_budget_tokens is None
+            else f"{self.kv_budget_tokens:,} tokens -> num_gpu_blocks_override={self.num_blocks} blocks of {self.block_size}"
+        )
         return [
             "vLLM engine arguments (batchsim knob -> vLLM):",
             f"  max_seqs {self.max_num_seqs} -> max_num_seqs={self.max_num_seqs}",
@@ -110,15 +127,30 @@ class VLLMKnobs:
         ]
 
 
-def knobs_for(policy, model_path: str, context_len: int, kv_budget_tokens: int | None = None, device: str = "cpu",
-              dtype: str = "fp32", seed: int = 0) -> VLLMKnobs:
+def knobs_for(
+    policy,
+    model_path: str,
+    context_len: int,
+    kv_budget_tokens: int | None = None,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    seed: int = 0,
+) -> VLLMKnobs:
     """The engine arguments that serve as ``policy`` (a batchsim ``Continuous``) would."""
     if not hasattr(policy, "max_batched_tokens"):
-        raise ConfigError(f"engine vllm is vLLM's own continuous batching: policy must be continuous, got {policy.name}")
+        raise ConfigError(
+            f"engine vllm is vLLM's own continuous batching: policy must be continuous, got {policy.name}"
+        )
     dtypes = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
     return VLLMKnobs(
-        model=str(model_path), max_model_len=int(context_len), max_num_seqs=policy.max_seqs,
-        max_num_batched_tokens=policy.max_batched_tokens, block_size=policy.block_size,
-        enable_chunked_prefill=policy.chunked_prefill, kv_budget_tokens=kv_budget_tokens, dtype=dtypes.get(dtype, dtype),
-        device="cpu" if device == "cpu" else "cuda", seed=seed,
+        model=str(model_path),
+        max_model_len=int(context_len),
+        max_num_seqs=policy.max_seqs,
+        max_num_batched_tokens=policy.max_batched_tokens,
+        block_size=policy.block_size,
+        enable_chunked_prefill=policy.chunked_prefill,
+        kv_budget_tokens=kv_budget_tokens,
+        dtype=dtypes.get(dtype, dtype),
+        device="cpu" if device == "cpu" else "cuda",
+        seed=seed,
     )

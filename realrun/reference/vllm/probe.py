@@ -38,9 +38,17 @@ class Prober:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        sp = SamplingParams(max_tokens=n_out, min_tokens=n_out, ignore_eos=True, temperature=0.0, detokenize=False,
-                            output_kind=RequestOutputKind.FINAL_ONLY)
-        async for _ in self.engine.generate(TokensPrompt(prompt_token_ids=self._prompt(n_prompt)), sp, request_id=tag):
+        sp = SamplingParams(
+            max_tokens=n_out,
+            min_tokens=n_out,
+            ignore_eos=True,
+            temperature=0.0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        async for _ in self.engine.generate(
+            TokensPrompt(prompt_token_ids=self._prompt(n_prompt)), sp, request_id=tag
+        ):
             pass
 
     def _tag(self) -> str:
@@ -53,7 +61,10 @@ class Prober:
         # Paused, vLLM queues what arrives; resumed, it sees the whole batch at its next step, so the
         # batch is not split by the microseconds between our submissions.
         await self.engine.pause_generation(mode="keep", clear_cache=False)
-        tasks = [asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out)) for i, p in enumerate(prompts)]
+        tasks = [
+            asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out))
+            for i, p in enumerate(prompts)
+        ]
         deadline = time.monotonic() + 10.0
         while self.engine.get_num_unfinished_requests() < len(prompts):
             if any(t.done() for t in tasks) or time.monotonic() > deadline:
@@ -75,13 +86,17 @@ class Prober:
         await asyncio.gather(*running)
         return self.server.read_steps()
 
-    async def after_idle(self, idle: float, n_prompt: int, n_out: int) -> tuple[float, float, float]:
+    async def after_idle(
+        self, idle: float, n_prompt: int, n_out: int
+    ) -> tuple[float, float, float]:
         """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at once."""
         self.server.clear_steps()
         # Late is counted from when the request was due, as a served request's TTFT is: the client's
         # own sleep overshoots too.
         due = time.monotonic() + idle
-        await asyncio.get_running_loop().run_in_executor(None, time.sleep, idle)  # as run_vllm submits
+        await asyncio.get_running_loop().run_in_executor(
+            None, time.sleep, idle
+        )  # as run_vllm submits
         await self._one(f"{self._tag()}q0", n_prompt, n_out)
         received = time.monotonic()
         cold = self.server.read_steps()
@@ -117,9 +132,17 @@ def is_decode(row) -> bool:
 
 def decode_times(steps: list[dict], rows: int) -> list[float]:
     """The cycle times of the steps that decode exactly ``rows`` rows and nothing else, in order."""
-    return [t for s, t in durations(steps) if len(s["rows"]) == rows and all(is_decode(x) for x in s["rows"])]
+    return [
+        t
+        for s, t in durations(steps)
+        if len(s["rows"]) == rows and all(is_decode(x) for x in s["rows"])
+    ]
 
 
 def prefill_times(steps: list[dict], rows: int) -> list[float]:
     """The cycle times of the steps that prefill exactly ``rows`` rows, none of them decoding, in order."""
-    return [t for s, t in durations(steps) if len(s["rows"]) == rows and not any(is_decode(x) for x in s["rows"])]
+    return [
+        t
+        for s, t in durations(steps)
+        if len(s["rows"]) == rows and not any(is_decode(x) for x in s["rows"])
+    ]

@@ -61,7 +61,9 @@ PROFILE_TOKENS = 12_288
 
 def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Grid:
     """The shapes this workload will make vLLM run, within the server's rows, budget and cache."""
-    rows_max = min(knobs.max_num_seqs, max(1, len(workload)) if len(workload) else knobs.max_num_seqs)
+    rows_max = min(
+        knobs.max_num_seqs, max(1, len(workload)) if len(workload) else knobs.max_num_seqs
+    )
     ctx = int(np.max(workload.prompt_tokens + workload.output_tokens)) if len(workload) else 256
     p_max = int(workload.prompt_tokens.max()) if len(workload) else 128
     p_min = int(max(1, workload.prompt_tokens.min())) if len(workload) else 8
@@ -71,8 +73,14 @@ def vllm_grid(workload, knobs, capacity_tokens: int, quick: bool = False) -> Gri
     width_lo = max(8, min(p_min, 32))
     widths = doubling(width_lo, max(width_lo, ctx), factor=2.5 if not quick else 4.0)
     # Continued chunks, as vLLM cuts a prompt longer than the budget: q new tokens after p cached.
-    past = tuple((q, p) for q, p in ((budget // 2, budget), (budget, budget)) if p < p_max and p + q < knobs.max_model_len)
-    mean_prompt = int(max(1, min(np.mean(workload.prompt_tokens) if len(workload) else 64, longest_chunk)))
+    past = tuple(
+        (q, p)
+        for q, p in ((budget // 2, budget), (budget, budget))
+        if p < p_max and p + q < knobs.max_model_len
+    )
+    mean_prompt = int(
+        max(1, min(np.mean(workload.prompt_tokens) if len(workload) else 64, longest_chunk))
+    )
     join_rows = sorted({min(rows_max, 4), rows_max})
     return Grid(
         decode_rows=doubling(1, rows_max, 2.0 if not quick else 4.0),
@@ -94,10 +102,17 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
     dec: dict[tuple[int, int], list[float]] = {}
     pre: dict[tuple[int, int], list[float]] = {}
     past, joins, wake = [], [], {"idle": list(grid.wake_idle), "extra": [], "late": []}
-    runs: list[list[float]] = []  # each decode point's consecutive steps, a stretch per round (the spread's lag1)
+    runs: list[
+        list[float]
+    ] = []  # each decode point's consecutive steps, a stretch per round (the spread's lag1)
     r = grid.repeats
     decode_pts = [(b, w) for b in grid.decode_rows for w in grid.decode_widths] + val["decode"]
-    prefill_pts = [(b, n) for b in grid.prefill_rows for n in grid.prefill_lengths if b * n <= grid.max_prefill_tokens]
+    prefill_pts = [
+        (b, n)
+        for b in grid.prefill_rows
+        for n in grid.prefill_lengths
+        if b * n <= grid.max_prefill_tokens
+    ]
     prefill_pts += val["prefill"]
     await _warm(pr, grid, decode_pts, prefill_pts)
     for _ in range(grid.rounds):
@@ -144,8 +159,15 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
         wake["late"].append(float(np.mean(lates)))
         wake["extra"].append(max(0.0, float(np.mean(extras))))
         _tick(bar)
-    return {"decode": dec, "prefill": pre, "past": past, "joins": joins, "wake": wake, "decode_runs": runs,
-            "slow_probe": probe}
+    return {
+        "decode": dec,
+        "prefill": pre,
+        "past": past,
+        "joins": joins,
+        "wake": wake,
+        "decode_runs": runs,
+        "slow_probe": probe,
+    }
 
 
 async def _warm(pr: Prober, grid: Grid, decode_pts: list, prefill_pts: list) -> None:
@@ -154,7 +176,10 @@ async def _warm(pr: Prober, grid: Grid, decode_pts: list, prefill_pts: list) -> 
     again and again. The first request after start-up pays one-off costs of its own."""
     await pr.batch([16], 2)
     for b in sorted({b for b, _ in decode_pts}):
-        await pr.batch([grid.decode_widths[0]] * b, 3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens))
+        await pr.batch(
+            [grid.decode_widths[0]] * b,
+            3 + -(-b * grid.decode_widths[0] // grid.max_prefill_tokens),
+        )
     for b, n in prefill_pts:
         await pr.batch([n] * b, 1)
 
@@ -164,7 +189,9 @@ async def _slow_probe(pr: Prober, grid: Grid, dec: dict) -> list[float]:
     machine's slow drift, as our engine's profile probes it), in requests that fit the model's context,
     each one's first steps let by."""
     w = grid.decode_widths[len(grid.decode_widths) // 2]
-    one = float(np.mean(dec[(grid.decode_rows[0], w)])) if dec.get((grid.decode_rows[0], w)) else 0.01
+    one = (
+        float(np.mean(dec[(grid.decode_rows[0], w)])) if dec.get((grid.decode_rows[0], w)) else 0.01
+    )
     want = probe_passes(grid.probe_s, one)
     stretch = max(16, min(2048, pr.server.knobs.max_model_len - w - 8))
     out: list[float] = []
@@ -185,41 +212,75 @@ def _validation(grid: Grid, rng: np.random.Generator) -> dict:
         if not (b in grid.decode_rows and w in grid.decode_widths) and (b, w) not in out["decode"]:
             out["decode"].append((b, w))
         n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
-        b = int(rng.integers(1, max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n)) + 1))
-        if not (b in grid.prefill_rows and n in grid.prefill_lengths) and (b, n) not in out["prefill"]:
+        b = int(
+            rng.integers(1, max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n)) + 1)
+        )
+        if (
+            not (b in grid.prefill_rows and n in grid.prefill_lengths)
+            and (b, n) not in out["prefill"]
+        ):
             out["prefill"].append((b, n))
     return out
 
 
-def _build(meas: dict, grid: Grid, source: str, context_len: int) -> tuple[ProfiledStepTime, list[ProfilePoint]]:
+def _build(
+    meas: dict, grid: Grid, source: str, context_len: int
+) -> tuple[ProfiledStepTime, list[ProfilePoint]]:
     mid = (grid.repeats - 1) / 2
-    missing = [k for k in itertools.product(grid.decode_rows, grid.decode_widths) if not meas["decode"].get(k)]
+    missing = [
+        k
+        for k in itertools.product(grid.decode_rows, grid.decode_widths)
+        if not meas["decode"].get(k)
+    ]
     if missing:
-        raise ConfigError(f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width {missing[0][1]} was "
-                          "seen (vLLM scheduled the batch otherwise); profile again, or raise --max-batched-tokens")
-    dz = np.array([[np.mean(meas["decode"][(b, w)]) for w in grid.decode_widths] for b in grid.decode_rows])
-    decode = Grid2D(np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode")
+        raise ConfigError(
+            f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width {missing[0][1]} was "
+            "seen (vLLM scheduled the batch otherwise); profile again, or raise --max-batched-tokens"
+        )
+    dz = np.array(
+        [[np.mean(meas["decode"][(b, w)]) for w in grid.decode_widths] for b in grid.decode_rows]
+    )
+    decode = Grid2D(
+        np.array(grid.decode_rows, float), np.array(grid.decode_widths, float) + mid, dz, "decode"
+    )
     pz = np.full((len(grid.prefill_rows), len(grid.prefill_lengths)), np.nan)
     for i, b in enumerate(grid.prefill_rows):
         for j, n in enumerate(grid.prefill_lengths):
             if meas["prefill"].get((b, n)):
                 pz[i, j] = np.mean(meas["prefill"][(b, n)])
-    for j in range(pz.shape[1]):  # above the step's token budget: the largest measured rows, scaled by rows
+    for j in range(
+        pz.shape[1]
+    ):  # above the step's token budget: the largest measured rows, scaled by rows
         known = np.flatnonzero(np.isfinite(pz[:, j]))
         for i in range(known[-1] + 1, pz.shape[0]):
             pz[i, j] = pz[known[-1], j] * grid.prefill_rows[i] / grid.prefill_rows[known[-1]]
-    prefill = Grid2D(np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill")
+    prefill = Grid2D(
+        np.array(grid.prefill_rows, float), np.array(grid.prefill_lengths, float), pz, "prefill"
+    )
     past = [(t - float(prefill(1, q)[0])) / (q * p) for q, p, t in meas["past"]]
-    shared = [float(decode(b, ctx)[0]) + float(prefill(1, n)[0]) - t for b, ctx, n, t in meas["joins"]]
+    shared = [
+        float(decode(b, ctx)[0]) + float(prefill(1, n)[0]) - t for b, ctx, n, t in meas["joins"]
+    ]
     wake = meas["wake"]
     model = ProfiledStepTime(
-        decode, prefill, past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
+        decode,
+        prefill,
+        past_cost=max(0.0, float(np.mean(past))) if past else 0.0,
         fused_shared=max(0.0, float(np.median(shared))) if shared else 0.0,
         wake_late=max(0.0, float(np.mean(wake["late"]))) if wake["late"] else 0.0,
-        wake_idle=tuple(wake["idle"]), wake_extra=tuple(wake["extra"]),
-        plan="fused", source=source, context_len=context_len,
-        spread=spread_from(grid, decode, prefill, lambda kind, b, n: meas[kind].get((b, n)), meas.get("decode_runs", []),
-                           meas.get("slow_probe") or []),
+        wake_idle=tuple(wake["idle"]),
+        wake_extra=tuple(wake["extra"]),
+        plan="fused",
+        source=source,
+        context_len=context_len,
+        spread=spread_from(
+            grid,
+            decode,
+            prefill,
+            lambda kind, b, n: meas[kind].get((b, n)),
+            meas.get("decode_runs", []),
+            meas.get("slow_probe") or [],
+        ),
     )
     points = []
     val_d, val_p = set(map(tuple, meas["val"]["decode"])), set(map(tuple, meas["val"]["prefill"]))
@@ -227,18 +288,50 @@ def _build(meas: dict, grid: Grid, source: str, context_len: int) -> tuple[Profi
         if xs:
             t = np.asarray(xs)
             kind = "validation-decode" if (b, w) in val_d else "decode"
-            points.append(ProfilePoint(kind, 0, b, b * (w + mid), float(t.mean()), float(np.ptp(t) / np.median(t)), b, 1,
-                                       w + mid, len(t)))
+            points.append(
+                ProfilePoint(
+                    kind,
+                    0,
+                    b,
+                    b * (w + mid),
+                    float(t.mean()),
+                    float(np.ptp(t) / np.median(t)),
+                    b,
+                    1,
+                    w + mid,
+                    len(t),
+                )
+            )
     for (b, n), xs in meas["prefill"].items():
         if xs:
             t = np.asarray(xs)
             kind = "validation-prefill" if (b, n) in val_p else "prefill"
-            points.append(ProfilePoint(kind, b * n, 0, 0.0, float(t.mean()), float(np.ptp(t) / np.median(t)), b, n, 0.0, len(t)))
+            points.append(
+                ProfilePoint(
+                    kind,
+                    b * n,
+                    0,
+                    0.0,
+                    float(t.mean()),
+                    float(np.ptp(t) / np.median(t)),
+                    b,
+                    n,
+                    0.0,
+                    len(t),
+                )
+            )
     return model, points
 
 
-def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progress: bool = False,
-                 capacity_tokens: int | None = None, grid: Grid | None = None) -> Profile:
+def profile_vllm(
+    server,
+    workload,
+    vocab_size: int,
+    quick: bool = False,
+    progress: bool = False,
+    capacity_tokens: int | None = None,
+    grid: Grid | None = None,
+) -> Profile:
     """Time vLLM's steps on the shapes ``workload`` needs; a ``Profile`` whose model has plan "fused"."""
     knobs = server.knobs
     cap = capacity_tokens or knobs.kv_budget_tokens or 1 << 40
@@ -247,14 +340,30 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
     # Keep within the cache, and within a profile of a minute or so: every decode point prefills its
     # rows first, so the widest of the most rows is the dearest point (beyond it, the last cell's slope).
     cap = min(cap, PROFILE_TOKENS)
-    grid = replace(grid, decode_widths=tuple(w for w in grid.decode_widths if grid.decode_rows[-1] * (w + grid.repeats + 2) <= cap)
-                   or grid.decode_widths[:1])
+    grid = replace(
+        grid,
+        decode_widths=tuple(
+            w for w in grid.decode_widths if grid.decode_rows[-1] * (w + grid.repeats + 2) <= cap
+        )
+        or grid.decode_widths[:1],
+    )
     val = _validation(grid, np.random.default_rng(grid.seed))
     val["decode"] = [(b, w) for b, w in val["decode"] if b * (w + grid.repeats + 2) <= cap]
     pr = Prober(server, vocab_size)
     bar = None
-    n_pts = grid.rounds * (len(grid.decode_rows) * len(grid.decode_widths) + len(val["decode"]) + len(grid.prefill_rows)
-                           * len(grid.prefill_lengths) + len(val["prefill"]) + len(grid.past) + len(grid.join)) + len(grid.wake_idle) + 1
+    n_pts = (
+        grid.rounds
+        * (
+            len(grid.decode_rows) * len(grid.decode_widths)
+            + len(val["decode"])
+            + len(grid.prefill_rows) * len(grid.prefill_lengths)
+            + len(val["prefill"])
+            + len(grid.past)
+            + len(grid.join)
+        )
+        + len(grid.wake_idle)
+        + 1
+    )
     if progress:
         from tqdm import tqdm
 
@@ -272,12 +381,30 @@ def profile_vllm(server, workload, vocab_size: int, quick: bool = False, progres
     model, points = _build(meas, grid, source, knobs.max_model_len)
     from .canary import VLLMCanary
 
-    model = replace(model, extra={**model.extra, "canary": VLLMCanary(server, model, vocab_size).take_reference()})
-    linear = fit_linear([q for q in points if not q.kind.startswith("validation-")], f"{source} (linear)", plan="fused")
-    info = {"engine": "vllm", "vllm": server.version, "delivery_s": delivery, "model_name": knobs.model, "device": knobs.device,
-            "engine_args": knobs.engine_args(), "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "grid": {"decode_rows": list(grid.decode_rows), "decode_widths": list(grid.decode_widths),
-                     "prefill_rows": list(grid.prefill_rows), "prefill_lengths": list(grid.prefill_lengths)}}
+    model = replace(
+        model,
+        extra={**model.extra, "canary": VLLMCanary(server, model, vocab_size).take_reference()},
+    )
+    linear = fit_linear(
+        [q for q in points if not q.kind.startswith("validation-")],
+        f"{source} (linear)",
+        plan="fused",
+    )
+    info = {
+        "engine": "vllm",
+        "vllm": server.version,
+        "delivery_s": delivery,
+        "model_name": knobs.model,
+        "device": knobs.device,
+        "engine_args": knobs.engine_args(),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "grid": {
+            "decode_rows": list(grid.decode_rows),
+            "decode_widths": list(grid.decode_widths),
+            "prefill_rows": list(grid.prefill_rows),
+            "prefill_lengths": list(grid.prefill_lengths),
+        },
+    }
     return Profile(model, linear, points, seconds, info)
 
 

@@ -59,8 +59,10 @@ class Difference:
     batchsim: StepView | None
 
     def __str__(self) -> str:
-        return (f"step {self.step} differs in {', '.join(self.fields)}:\n  vLLM:     {self.vllm or 'idle'}\n"
-                f"  batchsim: {self.batchsim or 'idle'}")
+        return (
+            f"step {self.step} differs in {', '.join(self.fields)}:\n  vLLM:     {self.vllm or 'idle'}\n"
+            f"  batchsim: {self.batchsim or 'idle'}"
+        )
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,10 @@ class Verdict:
         head = f"{self.policy} against vLLM's scheduler ({self.config.describe()}): "
         if self.agrees:
             return head + f"the same {len(self.vllm)} steps"
-        return head + f"{len(self.differences)} of {max(len(self.vllm), len(self.batchsim))} steps differ; first:\n{self.first}"
+        return (
+            head
+            + f"{len(self.differences)} of {max(len(self.vllm), len(self.batchsim))} steps differ; first:\n{self.first}"
+        )
 
 
 def compare(vllm: Sequence[StepView], batchsim: Sequence[StepView]) -> tuple[Difference, ...]:
@@ -120,7 +125,9 @@ def check_requests(requests: Sequence[Request]) -> None:
         if r.id != i:
             raise ConfigError(f"request ids must be 0..n-1 in order, got id {r.id} at position {i}")
         if r.arrival != int(r.arrival) or r.arrival < last:
-            raise ConfigError(f"arrival must be a whole tick >= the previous one, got {show(r.arrival)} for request {i}")
+            raise ConfigError(
+                f"arrival must be a whole tick >= the previous one, got {show(r.arrival)} for request {i}"
+            )
         last = r.arrival
         check_int_at_least("prompt_tokens", r.prompt_tokens, 1)
         check_int_at_least("output_tokens", r.output_tokens, 1)
@@ -134,6 +141,8 @@ def referee(requests: Sequence[Request], config: RefereeConfig, policy: str = "v
     from .referee_policy import batchsim_schedule
 
     check_requests(requests)
-    ours, our_late = batchsim_schedule(requests, config, policy)  # first: it refuses a request that can never run
+    ours, our_late = batchsim_schedule(
+        requests, config, policy
+    )  # first: it refuses a request that can never run
     theirs, late = vllm_schedule(requests, config)
     return Verdict(config, policy, theirs, ours, compare(theirs, ours), late, our_late)

@@ -38,14 +38,18 @@ class RefereeConfig:
         check_bool("chunked_prefill", self.chunked_prefill)
         check_bool("async_scheduling", self.async_scheduling)
         if not self.chunked_prefill and self.max_batched_tokens < self.context_len:
-            raise ConfigError(f"max_batched_tokens must be >= context_len ({self.context_len}) without chunked "
-                              f"prefill, as vLLM requires, got {show(self.max_batched_tokens)}")
+            raise ConfigError(
+                f"max_batched_tokens must be >= context_len ({self.context_len}) without chunked "
+                f"prefill, as vLLM requires, got {show(self.max_batched_tokens)}"
+            )
 
     def describe(self) -> str:
         kv = "no KV limit" if self.kv_blocks is None else f"{self.kv_blocks} KV blocks"
-        return (f"max_seqs={self.max_seqs}, max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
-                f"chunked_prefill={'on' if self.chunked_prefill else 'off'}, {kv}, "
-                f"async_scheduling={'on' if self.async_scheduling else 'off'}")
+        return (
+            f"max_seqs={self.max_seqs}, max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
+            f"chunked_prefill={'on' if self.chunked_prefill else 'off'}, {kv}, "
+            f"async_scheduling={'on' if self.async_scheduling else 'off'}"
+        )
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,16 @@ __all__ = ["vllm_schedule", "make_scheduler"]
 
 _TOKEN = 1  # the stand-in model's every sampled token
 # A config.json that vLLM's ModelConfig accepts; no weights are ever loaded.
-_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 1, "n_head": 2,
-           "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
+_CONFIG = {
+    "model_type": "gpt2",
+    "architectures": ["GPT2LMHeadModel"],
+    "n_embd": 64,
+    "n_layer": 1,
+    "n_head": 2,
+    "vocab_size": 128,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
 
 
 @functools.lru_cache(maxsize=4)
@@ -42,12 +50,28 @@ def _base_config(context_len: int):
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 
     folder = Path(tempfile.mkdtemp(prefix="batchsim-referee-"))
-    (folder / "config.json").write_text(json.dumps(dict(_CONFIG, n_positions=max(context_len, 1024))))
-    model = ModelConfig(model=str(folder), skip_tokenizer_init=True, dtype="float32", seed=0, max_model_len=context_len)
-    sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=max(context_len, 2048), max_model_len=context_len,
-                            enable_chunked_prefill=True, is_encoder_decoder=False)
-    return VllmConfig(model_config=model, scheduler_config=sched,
-                      cache_config=CacheConfig(block_size=16, enable_prefix_caching=False))
+    (folder / "config.json").write_text(
+        json.dumps(dict(_CONFIG, n_positions=max(context_len, 1024)))
+    )
+    model = ModelConfig(
+        model=str(folder),
+        skip_tokenizer_init=True,
+        dtype="float32",
+        seed=0,
+        max_model_len=context_len,
+    )
+    sched = SchedulerConfig(
+        max_num_seqs=8,
+        max_num_batched_tokens=max(context_len, 2048),
+        max_model_len=context_len,
+        enable_chunked_prefill=True,
+        is_encoder_decoder=False,
+    )
+    return VllmConfig(
+        model_config=model,
+        scheduler_config=sched,
+        cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
+    )
 
 
 def make_scheduler(config: RefereeConfig, num_blocks: int):
@@ -67,22 +91,45 @@ def make_scheduler(config: RefereeConfig, num_blocks: int):
     vc.cache_config = copy.copy(base.cache_config)
     vc.cache_config.block_size = config.block_size
     vc.cache_config.num_gpu_blocks = num_blocks
-    vc.cache_config.enable_prefix_caching = False  # vLLM's default is on: see the module ``referee``
-    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
-        KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=config.block_size, num_kv_heads=1, head_size=1,
-                                                      dtype=torch.float32))])
+    vc.cache_config.enable_prefix_caching = (
+        False  # vLLM's default is on: see the module ``referee``
+    )
+    kv = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer"],
+                FullAttentionSpec(
+                    block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                ),
+            )
+        ],
+    )
     cls = AsyncScheduler if config.async_scheduling else Scheduler
-    return cls(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-               block_size=config.block_size, log_stats=False)
+    return cls(
+        vllm_config=vc,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=config.block_size,
+        log_stats=False,
+    )
 
 
 def _request(r: BatchsimRequest):
     from vllm.sampling_params import SamplingParams
     from vllm.v1.request import Request
 
-    params = SamplingParams(max_tokens=r.output_tokens, min_tokens=r.output_tokens, ignore_eos=True, temperature=0.0)
-    return Request(request_id=str(r.id), prompt_token_ids=[2] * r.prompt_tokens, sampling_params=params,
-                   pooling_params=None, arrival_time=float(r.arrival))
+    params = SamplingParams(
+        max_tokens=r.output_tokens, min_tokens=r.output_tokens, ignore_eos=True, temperature=0.0
+    )
+    return Request(
+        request_id=str(r.id),
+        prompt_token_ids=[2] * r.prompt_tokens,
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=float(r.arrival),
+    )
 
 
 class _Engine:
@@ -91,8 +138,11 @@ class _Engine:
     def __init__(self, config: RefereeConfig, requests: Sequence[BatchsimRequest]) -> None:
         bs = config.block_size
         # No limit: more blocks than every request at its longest, all at once (and the null block).
-        usable = config.kv_blocks if config.kv_blocks is not None else sum(
-            -(-(r.prompt_tokens + r.output_tokens) // bs) for r in requests) + 1
+        usable = (
+            config.kv_blocks
+            if config.kv_blocks is not None
+            else sum(-(-(r.prompt_tokens + r.output_tokens) // bs) for r in requests) + 1
+        )
         self.usable = usable
         self.sched = make_scheduler(config, usable + 1)
         self.pool = self.sched.kv_cache_manager.block_pool
@@ -130,8 +180,12 @@ class _Engine:
 
         bs, blocks = self.sched.block_size, 0
         for rid, r in self.sched.requests.items():
-            if (r.status == RequestStatus.RUNNING and r.num_output_placeholders and rid not in out.num_scheduled_tokens
-                    and r.num_output_tokens + r.num_output_placeholders >= r.max_tokens):
+            if (
+                r.status == RequestStatus.RUNNING
+                and r.num_output_placeholders
+                and rid not in out.num_scheduled_tokens
+                and r.num_output_tokens + r.num_output_placeholders >= r.max_tokens
+            ):
                 blocks += -(-r.num_computed_tokens // bs)
         return blocks
 
@@ -140,9 +194,14 @@ class _Engine:
         from vllm.v1.outputs import ModelRunnerOutput
 
         out, ids, samples = step
-        self.sched.update_from_output(out, ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={rid: i for i, rid in enumerate(ids)},
-            sampled_token_ids=[[_TOKEN] if s else [] for s in samples]))
+        self.sched.update_from_output(
+            out,
+            ModelRunnerOutput(
+                req_ids=ids,
+                req_id_to_index={rid: i for i, rid in enumerate(ids)},
+                sampled_token_ids=[[_TOKEN] if s else [] for s in samples],
+            ),
+        )
 
 
 def vllm_schedule(requests: Sequence[BatchsimRequest], config: RefereeConfig):
@@ -152,8 +211,11 @@ def vllm_schedule(requests: Sequence[BatchsimRequest], config: RefereeConfig):
     i, n, t = 0, len(requests), 0
     running = None  # the step of the tick now ending, whose output comes in at the tick's end
     ahead = None  # async: the step already scheduled for the next tick
-    limit = int(max((r.arrival for r in requests), default=0)) + 64 * sum(r.prompt_tokens + r.output_tokens
-                                                                          for r in requests) + 64
+    limit = (
+        int(max((r.arrival for r in requests), default=0))
+        + 64 * sum(r.prompt_tokens + r.output_tokens for r in requests)
+        + 64
+    )
     while i < n or sched.has_unfinished_requests() or ahead is not None:
         if running is not None:
             eng.finish(running)
@@ -182,6 +244,14 @@ def vllm_schedule(requests: Sequence[BatchsimRequest], config: RefereeConfig):
     # A preemption after which the request never ran again: its last token was in flight.
     late = tuple((tick, rid) for tick, rid in eng.preempted_at if eng.last_run.get(rid, -1) < tick)
     drop = set(late)
-    views = tuple(StepView(v.step, v.tokens, tuple(p for p in v.preempted if (v.step, p) not in drop), v.admitted,
-                           v.kv_blocks) for v in eng.views)
+    views = tuple(
+        StepView(
+            v.step,
+            v.tokens,
+            tuple(p for p in v.preempted if (v.step, p) not in drop),
+            v.admitted,
+            v.kv_blocks,
+        )
+        for v in eng.views
+    )
     return tuple(v for v in views if v.tokens or v.preempted), late

@@ -27,7 +27,9 @@ def make_referee_policy(config: RefereeConfig, policy: str = "vllm-v1") -> Conti
     knobs = (config.max_seqs, config.max_batched_tokens, config.block_size, config.chunked_prefill)
     if policy == "vllm-v1":
         return VLLMV1(*knobs, async_scheduling=config.async_scheduling)
-    return Continuous(*knobs)  # the textbook scheduler knows no async scheduling: it decides at each step's end
+    return Continuous(
+        *knobs
+    )  # the textbook scheduler knows no async scheduling: it decides at each step's end
 
 
 def limits_of(config: RefereeConfig) -> ServerLimits:
@@ -39,12 +41,18 @@ def view_of(t: int, step: Step, block_size: int) -> StepView:
     tokens = {rid: 1 for rid in step.decode}
     for c in step.prefill:
         tokens[c.request_id] = c.length
-    return StepView(t, tuple(sorted(tokens.items())), tuple(sorted(step.preempted)),
-                    tuple(sorted(c.request_id for c in step.prefill if c.start == 0)), step.kv_in_use // block_size)
+    return StepView(
+        t,
+        tuple(sorted(tokens.items())),
+        tuple(sorted(step.preempted)),
+        tuple(sorted(c.request_id for c in step.prefill if c.start == 0)),
+        step.kv_in_use // block_size,
+    )
 
 
-def batchsim_schedule(requests: Sequence[Request], config: RefereeConfig,
-                      policy: str = "vllm-v1") -> tuple[tuple[StepView, ...], int]:
+def batchsim_schedule(
+    requests: Sequence[Request], config: RefereeConfig, policy: str = "vllm-v1"
+) -> tuple[tuple[StepView, ...], int]:
     """The steps batchsim's ``policy`` schedules for ``requests`` (arrival = tick), one view per busy tick,
     and the requests it saw vLLM preempt while their last token was in flight (``VLLMV1``, async)."""
     pol = make_referee_policy(config, policy)
@@ -52,14 +60,21 @@ def batchsim_schedule(requests: Sequence[Request], config: RefereeConfig,
     views: list[StepView] = []
     i, n, t = 0, len(requests), 0
     # A watchdog, not a measure: every request runs within its own prefill and decodes, many times over.
-    limit = int(max((r.arrival for r in requests), default=0)) + 64 * sum(r.prompt_tokens + r.output_tokens
-                                                                          for r in requests) + 64
+    limit = (
+        int(max((r.arrival for r in requests), default=0))
+        + 64 * sum(r.prompt_tokens + r.output_tokens for r in requests)
+        + 64
+    )
     while i < n or not pol.idle:
         while i < n and requests[i].arrival <= t:
             r = requests[i]
-            reason = pol.on_arrival(Request(r.id, t + 0.5, r.prompt_tokens, r.output_tokens), t + 0.5)
+            reason = pol.on_arrival(
+                Request(r.id, t + 0.5, r.prompt_tokens, r.output_tokens), t + 0.5
+            )
             if reason is not None:
-                raise ConfigError(f"request {r.id} can never run under {config.describe()}: {reason}")
+                raise ConfigError(
+                    f"request {r.id} can never run under {config.describe()}: {reason}"
+                )
             i += 1
         if i == n:
             pol.close(t + 1.0)

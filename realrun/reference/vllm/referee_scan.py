@@ -48,22 +48,32 @@ class ScanRow:
     differing_workloads: int
     steps: int
     differing_steps: int
-    last_token_preemptions: int  # vLLM's (async): requests preempted with their last token in flight
-    batchsim_last_token_preemptions: int  # the same, as batchsim's policy counted them in its decisions
+    last_token_preemptions: (
+        int  # vLLM's (async): requests preempted with their last token in flight
+    )
+    batchsim_last_token_preemptions: (
+        int  # the same, as batchsim's policy counted them in its decisions
+    )
     bites: tuple[tuple[str, int], ...]
     first: Verdict | None  # the first workload that differs, for its report
 
     def line(self) -> str:
         bit = ", ".join(f"{k} {v}" for k, v in self.bites)
-        return (f"{self.name:34s} {self.differing_workloads:4d} of {self.workloads} workloads, {self.differing_steps:6d} of "
-                f"{self.steps:7d} steps differ; {bit}; last-token preemptions {self.last_token_preemptions} "
-                f"(batchsim {self.batchsim_last_token_preemptions})")
+        return (
+            f"{self.name:34s} {self.differing_workloads:4d} of {self.workloads} workloads, {self.differing_steps:6d} of "
+            f"{self.steps:7d} steps differ; {bit}; last-token preemptions {self.last_token_preemptions} "
+            f"(batchsim {self.batchsim_last_token_preemptions})"
+        )
 
 
-def bites(views: Sequence[StepView], config: RefereeConfig, prompts: dict[int, int]) -> dict[str, int]:
+def bites(
+    views: Sequence[StepView], config: RefereeConfig, prompts: dict[int, int]
+) -> dict[str, int]:
     """How often each rule decided something in vLLM's schedule (the counts of ``ScanRow.bites``)."""
     out = dict.fromkeys(BITES, 0)
-    first = set(prompts)  # not admitted yet: only a request's first admission says whether its prompt was cut
+    first = set(
+        prompts
+    )  # not admitted yet: only a request's first admission says whether its prompt was cut
     for v in views:
         given = dict(v.tokens)
         out["full_rows"] += len(given) == config.max_seqs
@@ -76,8 +86,13 @@ def bites(views: Sequence[StepView], config: RefereeConfig, prompts: dict[int, i
     return out
 
 
-def scan(workloads: int = 20, max_requests: int = 200, policy: str = "vllm-v1",
-         configurations: dict[str, RefereeConfig] | None = None, first_seed: int = 0) -> tuple[ScanRow, ...]:
+def scan(
+    workloads: int = 20,
+    max_requests: int = 200,
+    policy: str = "vllm-v1",
+    configurations: dict[str, RefereeConfig] | None = None,
+    first_seed: int = 0,
+) -> tuple[ScanRow, ...]:
     """Referee ``workloads`` seeded workloads (seeds ``first_seed``...) in every configuration."""
     if workloads < 1:
         raise ConfigError(f"workloads must be >= 1, got {workloads}")
@@ -98,24 +113,53 @@ def scan(workloads: int = 20, max_requests: int = 200, policy: str = "vllm-v1",
                 first = first or v
             for k, c in bites(v.vllm, config, {r.id: r.prompt_tokens for r in requests}).items():
                 total[k] += c
-        rows.append(ScanRow(name, config, workloads, n_bad, steps, bad_steps, late, our_late, tuple(total.items()), first))
+        rows.append(
+            ScanRow(
+                name,
+                config,
+                workloads,
+                n_bad,
+                steps,
+                bad_steps,
+                late,
+                our_late,
+                tuple(total.items()),
+                first,
+            )
+        )
     return tuple(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print one line per configuration (and the first difference of each); 1 if any step differs."""
-    ap = argparse.ArgumentParser(prog="python -m realrun.reference.vllm.referee_scan", description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", type=int, default=20, help="seeded workloads per configuration (default 20)")
-    ap.add_argument("--max-requests", type=int, default=200, help="the most requests in a workload (default 200)")
-    ap.add_argument("--policy", choices=POLICIES, default="vllm-v1", help="batchsim's scheduler to referee")
-    ap.add_argument("--textbook-table", action="store_true",
-                    help="print where and why the textbook continuous policy first differs from vLLM, as a table")
+    ap = argparse.ArgumentParser(
+        prog="python -m realrun.reference.vllm.referee_scan", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--workloads", type=int, default=20, help="seeded workloads per configuration (default 20)"
+    )
+    ap.add_argument(
+        "--max-requests",
+        type=int,
+        default=200,
+        help="the most requests in a workload (default 200)",
+    )
+    ap.add_argument(
+        "--policy", choices=POLICIES, default="vllm-v1", help="batchsim's scheduler to referee"
+    )
+    ap.add_argument(
+        "--textbook-table",
+        action="store_true",
+        help="print where and why the textbook continuous policy first differs from vLLM, as a table",
+    )
     args = ap.parse_args(argv)
     try:
         if args.textbook_table:
             from .referee_table import markdown, textbook_table
 
-            print("Where the textbook continuous policy first differs from vLLM's scheduler (workloads, by reason):")
+            print(
+                "Where the textbook continuous policy first differs from vLLM's scheduler (workloads, by reason):"
+            )
             print(markdown(textbook_table(args.workloads, args.max_requests)))
             return 0
         rows = scan(args.workloads, args.max_requests, args.policy)

@@ -73,8 +73,11 @@ def why(d: Difference, config: RefereeConfig, requests: Sequence[Request]) -> st
     return "async" if config.async_scheduling else "other"
 
 
-def textbook_table(workloads: int = 10, max_requests: int = 200,
-                   configurations: dict[str, RefereeConfig] | None = None) -> dict[str, Counter]:
+def textbook_table(
+    workloads: int = 10,
+    max_requests: int = 200,
+    configurations: dict[str, RefereeConfig] | None = None,
+) -> dict[str, Counter]:
     """For each configuration, how many workloads' schedules first differ from vLLM's for each reason
     (``"same"``: the textbook scheduled that workload exactly as vLLM did)."""
     from .referee import referee
@@ -87,7 +90,11 @@ def textbook_table(workloads: int = 10, max_requests: int = 200,
             v = referee(requests, config, policy="continuous")
             # With no KV limit, a step that differs only in its KV count changes nothing after it:
             # explain the first one that differs in what runs, if any.
-            firsts = [d for d in v.differences if config.kv_blocks is not None or d.fields != ("kv_blocks",)]
+            firsts = [
+                d
+                for d in v.differences
+                if config.kv_blocks is not None or d.fields != ("kv_blocks",)
+            ]
             first = firsts[0] if firsts else v.first
             tally["same" if v.agrees else why(first, config, requests)] += 1
         out[name] = tally
@@ -98,6 +105,8 @@ def markdown(table: dict[str, Counter]) -> str:
     """The table as Markdown: one row per configuration, one column per reason that occurs."""
     keys = [k for k in ("same", *REASONS) if any(t[k] for t in table.values())]
     lines = ["| configuration | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(str(t[k]) for k in keys) + " |" for name, t in table.items()]
+    lines += [
+        f"| {name} | " + " | ".join(str(t[k]) for k in keys) + " |" for name, t in table.items()
+    ]
     lines += ["", *(f"- **{k}**: {REASONS[k]}" for k in keys if k != "same")]
     return "\n".join(lines)

@@ -21,7 +21,10 @@ __all__ = ["CONFIGURATIONS", "random_workload"]
 
 
 def _both(name: str, **knobs) -> dict[str, RefereeConfig]:
-    return {f"{name}, sync": RefereeConfig(**knobs), f"{name}, async": RefereeConfig(**knobs, async_scheduling=True)}
+    return {
+        f"{name}, sync": RefereeConfig(**knobs),
+        f"{name}, async": RefereeConfig(**knobs, async_scheduling=True),
+    }
 
 
 #: Named configurations: what binds in each, with async scheduling off and on.
@@ -33,17 +36,27 @@ CONFIGURATIONS: dict[str, RefereeConfig] = {
     # max_batched_tokens binds: more rows decode than the budget holds, prompts are cut small.
     **_both("max_batched_tokens binds", max_seqs=48, max_batched_tokens=12, context_len=512),
     # The KV cache binds: rows are preempted and recomputed.
-    **_both("KV forces preemption", max_seqs=16, max_batched_tokens=128, kv_blocks=40, context_len=512),
+    **_both(
+        "KV forces preemption", max_seqs=16, max_batched_tokens=128, kv_blocks=40, context_len=512
+    ),
     # The KV cache binds and the budget never does (it holds every request's whole context at once):
     # what is left of vLLM's admission and preemption rules, alone.
     **_both("KV binds alone", max_seqs=16, max_batched_tokens=8192, kv_blocks=40, context_len=512),
     # Unchunked prefill (vLLM then requires a budget of the whole context), with a tight cache too.
-    **_both("chunked prefill off", max_seqs=16, max_batched_tokens=256, chunked_prefill=False, kv_blocks=48,
-            context_len=256),
+    **_both(
+        "chunked prefill off",
+        max_seqs=16,
+        max_batched_tokens=256,
+        chunked_prefill=False,
+        kv_blocks=48,
+        context_len=256,
+    ),
 }
 
 
-def random_workload(seed: int, config: RefereeConfig, max_requests: int = 200) -> tuple[Request, ...]:
+def random_workload(
+    seed: int, config: RefereeConfig, max_requests: int = 200
+) -> tuple[Request, ...]:
     """A seeded workload of 1 to ``max_requests`` requests that ``config`` can serve (arrival = tick)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, max_requests + 1))

@@ -57,17 +57,27 @@ class VLLMRun:
         self.errors: dict[int, str] = {}
 
 
-async def _one(engine, r, ids: list[int], tag: str, t0: float, run: VLLMRun, stop_on_eos: bool) -> None:
+async def _one(
+    engine, r, ids: list[int], tag: str, t0: float, run: VLLMRun, stop_on_eos: bool
+) -> None:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
     n = r.output_tokens
-    sp = SamplingParams(max_tokens=n, min_tokens=0 if stop_on_eos else n, ignore_eos=not stop_on_eos, temperature=0.0,
-                        detokenize=False, output_kind=RequestOutputKind.DELTA)
+    sp = SamplingParams(
+        max_tokens=n,
+        min_tokens=0 if stop_on_eos else n,
+        ignore_eos=not stop_on_eos,
+        temperature=0.0,
+        detokenize=False,
+        output_kind=RequestOutputKind.DELTA,
+    )
     run.submitted[r.id] = time.monotonic() - t0
     try:
-        async for out in engine.generate(TokensPrompt(prompt_token_ids=ids), sp, request_id=f"{tag}q{r.id}"):
+        async for out in engine.generate(
+            TokensPrompt(prompt_token_ids=ids), sp, request_id=f"{tag}q{r.id}"
+        ):
             t = time.monotonic() - t0
             new = out.outputs[0].token_ids
             if new:
@@ -79,11 +89,20 @@ async def _one(engine, r, ids: list[int], tag: str, t0: float, run: VLLMRun, sto
     except asyncio.CancelledError:
         raise
     except Exception as e:  # noqa: BLE001 - vLLM refused this request: it is rejected with vLLM's words
-        run.errors[r.id] = f"vllm: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        run.errors[r.id] = (
+            f"vllm: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        )
 
 
-async def _serve(engine, workload: Workload, prompts: dict[int, list[int]], skip: set[int], run: VLLMRun,
-                 stop_on_eos: bool, bar) -> tuple[float, str | None]:
+async def _serve(
+    engine,
+    workload: Workload,
+    prompts: dict[int, list[int]],
+    skip: set[int],
+    run: VLLMRun,
+    stop_on_eos: bool,
+    bar,
+) -> tuple[float, str | None]:
     tag = f"r{next(_RUNS)}"
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task] = []
@@ -130,7 +149,11 @@ def run_vllm(
         if reason is not None:
             rec.reject(r.id, reason)
             skip.add(r.id)
-    prompts = {r.id: prompt_ids(r, vocab_size, tokenizer, prompt_seed) for r in workload.requests if r.id not in skip}
+    prompts = {
+        r.id: prompt_ids(r, vocab_size, tokenizer, prompt_seed)
+        for r in workload.requests
+        if r.id not in skip
+    }
     run = VLLMRun(len(workload))
     bar = None
     if progress and len(prompts):
@@ -140,7 +163,9 @@ def run_vllm(
     server.clear_steps()
     stopped = None
     try:
-        t0, stopped = server.call(_serve, server.engine, workload, prompts, skip, run, stop_on_eos, bar)
+        t0, stopped = server.call(
+            _serve, server.engine, workload, prompts, skip, run, stop_on_eos, bar
+        )
     except KeyboardInterrupt:
         t0, stopped = float("nan"), INTERRUPTED
     finally:
@@ -153,20 +178,32 @@ def run_vllm(
         rec.reject_unfinished(stopped)
     knobs = server.knobs
     meta = {
-        "engine": "vllm", "vllm": server.version, "stopped": stopped, "outputs": run.tokens,
-        "vllm_steps": len(steps), "step_shapes": shapes, "delivery_s": delivery, "engine_args": knobs.engine_args(),
+        "engine": "vllm",
+        "vllm": server.version,
+        "stopped": stopped,
+        "outputs": run.tokens,
+        "vllm_steps": len(steps),
+        "step_shapes": shapes,
+        "delivery_s": delivery,
+        "engine_args": knobs.engine_args(),
         # Each step as the one fused pass the profile prices it as: the run's own level (realrun.timing.pass_level).
         "passes": [(plan_step(step, "fused")[0], secs) for step, secs in shapes],
-        "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals)) if len(prompts) else 0.0,
+        "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals))
+        if len(prompts)
+        else 0.0,
     }
     return RunResult(
         records=rec.records(),
-        policy=(f"vLLM {server.version} V1 scheduler (max_num_seqs={knobs.max_num_seqs}, max_num_batched_tokens="
-                f"{knobs.max_num_batched_tokens}, block_size={knobs.block_size}, chunked_prefill={knobs.enable_chunked_prefill})"),
+        policy=(
+            f"vLLM {server.version} V1 scheduler (max_num_seqs={knobs.max_num_seqs}, max_num_batched_tokens="
+            f"{knobs.max_num_batched_tokens}, block_size={knobs.block_size}, chunked_prefill={knobs.enable_chunked_prefill})"
+        ),
         step_time=f"measured: vLLM {server.version}{model_note}",
         kv_budget_tokens=knobs.kv_budget_tokens,
         kv_peak_tokens=int(rec.records().steps["kv_in_use"].max()) if steps else 0,
-        preemptions=int(sum(getattr(m, "num_preemptions", 0) or 0 for m in run.metrics if m is not None)),
+        preemptions=int(
+            sum(getattr(m, "num_preemptions", 0) or 0 for m in run.metrics if m is not None)
+        ),
         workload=workload.description,
         meta=meta,
     )

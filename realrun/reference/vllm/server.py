@@ -43,8 +43,10 @@ def has_vllm() -> bool:
 def require_vllm() -> None:
     """One line naming what to install, as a ConfigError (exit 2), when vLLM is not importable."""
     if not has_vllm():
-        raise ConfigError(f"engine vllm needs vLLM, which is not installed here: {VLLM_EXTRA}; "
-                          "`make test` makes one in .venv-vllm/")
+        raise ConfigError(
+            f"engine vllm needs vLLM, which is not installed here: {VLLM_EXTRA}; "
+            "`make test` makes one in .venv-vllm/"
+        )
 
 
 def model_dir(name: str, seed: int = 0) -> Path:
@@ -52,12 +54,16 @@ def model_dir(name: str, seed: int = 0) -> Path:
     from ...engine.model import OFFLINE_MODELS
 
     if name in OFFLINE_MODELS:
-        root = Path(os.environ.get("BATCHSIM_MODELS") or Path.home() / ".cache" / "batchsim" / "models")
+        root = Path(
+            os.environ.get("BATCHSIM_MODELS") or Path.home() / ".cache" / "batchsim" / "models"
+        )
         return root / f"{name}-seed{seed}"
     p = Path(name)
     if not (p / "config.json").is_file():
-        raise ConfigError(f"model: engine vllm loads a model from a local folder (or an offline model, which it "
-                          f"saves), got {name!r}, which is not a folder with a config.json")
+        raise ConfigError(
+            f"model: engine vllm loads a model from a local folder (or an offline model, which it "
+            f"saves), got {name!r}, which is not a folder with a config.json"
+        )
     return p
 
 
@@ -82,7 +88,9 @@ def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Pa
         try:
             os.replace(tmp, target)
         except OSError:
-            if not (target / "config.json").is_file():  # not a concurrent writer that got there first
+            if not (
+                target / "config.json"
+            ).is_file():  # not a concurrent writer that got there first
                 raise
         else:
             os.makedirs(tmp, exist_ok=True)  # TemporaryDirectory removes it again
@@ -95,12 +103,16 @@ class VLLMServer:
     ``steplog``: the file vLLM's scheduler writes its steps to (``steplog.StepLogScheduler``).
     """
 
-    def __init__(self, knobs: VLLMKnobs, kv_bytes_per_token: int | None = None, quiet: bool = True) -> None:
+    def __init__(
+        self, knobs: VLLMKnobs, kv_bytes_per_token: int | None = None, quiet: bool = True
+    ) -> None:
         require_vllm()
         self.knobs = knobs
         self.steplog = Path(tempfile.mkstemp(prefix="batchsim-vllm-steps-", suffix=".jsonl")[1])
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-loop", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="vllm-loop", daemon=True
+        )
         self._thread.start()
         env = {**knobs.env(), "BATCHSIM_VLLM_STEPLOG": str(self.steplog)}
         if kv_bytes_per_token and knobs.kv_budget_tokens and knobs.device == "cpu":
@@ -117,7 +129,10 @@ class VLLMServer:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = AsyncEngineArgs(**self.knobs.engine_args(), scheduler_cls="realrun.reference.vllm.steplog.StepLogScheduler")
+        args = AsyncEngineArgs(
+            **self.knobs.engine_args(),
+            scheduler_cls="realrun.reference.vllm.steplog.StepLogScheduler",
+        )
         return AsyncLLM.from_engine_args(args)
 
     async def _stop(self) -> None:
@@ -153,7 +168,10 @@ class VLLMServer:
                 starts[ev["s"]] = ev
             elif "e" in ev:
                 ends[ev["e"]] = ev["t"]
-        return [{"k": k, "start": ev["t"], "end": ends.get(k), "rows": ev["rows"]} for k, ev in sorted(starts.items())]
+        return [
+            {"k": k, "start": ev["t"], "end": ends.get(k), "rows": ev["rows"]}
+            for k, ev in sorted(starts.items())
+        ]
 
     def close(self) -> None:
         engine = getattr(self, "engine", None)
@@ -216,4 +234,3 @@ def _quiet(quiet: bool):
             os.environ.pop("VLLM_LOGGING_LEVEL", None)
         else:
             os.environ["VLLM_LOGGING_LEVEL"] = old
-

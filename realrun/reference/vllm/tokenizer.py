@@ -32,7 +32,11 @@ _BYTE_MODELS = ("tiny-gpt2", "gpt2-6l")
 
 def _byte_alphabet() -> dict[int, str]:
     """GPT-2's ``bytes_to_unicode``: the printable bytes stand for themselves, the rest move past 255."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     shown, moved = dict(zip(keep, map(chr, keep))), 0
     for b in range(256):
         if b not in shown:
@@ -54,10 +58,20 @@ def byte_tokenizer(model_max_length: int = 1024):
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
     bos, eos, pad = SPECIALS
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=eos, pad_token=pad,
-                                   model_max_length=model_max_length, split_special_tokens=True)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad,
+        model_max_length=model_max_length,
+        split_special_tokens=True,
+    )
     ids = fast.convert_tokens_to_ids(list(SPECIALS))
-    if ids != [256, 257, 258]:  # the ids the model's config names; a tokenizers change must not move them
+    if ids != [
+        256,
+        257,
+        258,
+    ]:  # the ids the model's config names; a tokenizers change must not move them
         raise RuntimeError(f"byte tokenizer: special ids came out as {ids}, not [256, 257, 258]")
     return fast
 
@@ -79,10 +93,14 @@ def save_tokenizer(folder: str | Path, model_max_length: int = 1024) -> Path:
     return folder
 
 
-def save_served_model(name: str = "tiny-gpt2", folder: str | Path | None = None, seed: int = 0) -> Path:
+def save_served_model(
+    name: str = "tiny-gpt2", folder: str | Path | None = None, seed: int = 0
+) -> Path:
     """``realrun.reference.vllm.save_model`` plus the byte tokenizer: a folder ``vllm serve`` serves text from."""
     from .server import save_model
 
     if name not in _BYTE_MODELS:
-        raise ConfigError(f"model to save with a byte tokenizer must be one of {', '.join(_BYTE_MODELS)}, got {name!r}")
+        raise ConfigError(
+            f"model to save with a byte tokenizer must be one of {', '.join(_BYTE_MODELS)}, got {name!r}"
+        )
     return save_tokenizer(save_model(name, folder, seed))
