@@ -29,6 +29,12 @@ Two things make it a little longer than that, and both are SimPy's ``interrupt``
   The steps are the same either way, to the last float (``tests/test_simpy_driver.py``);
   telling beforehand saves an interrupt and two events an arrival, about a sixth of a run.
 
+A lone server on the simulated clock, with no process of the user's beside it, has no arrivals
+process at all (``Run.pull_arrivals``): before each decision it takes every request due by now
+(``_take_arrivals``), as the textbook's server does, and a sleep jumps to the deadline or the next
+arrival. Nothing else shares its clock, so no event is needed per request; the records are the same
+to the last float (``tests/test_textbook.py``, ``tests/test_simpy_driver.py``).
+
 On the simulated clock a step whose end comes before any other event needs no event of its own:
 nothing can happen meanwhile, so the clock jumps to its end (``SimClock.jump``) and the server
 goes on, exactly as if it had yielded that event and been resumed by it.
