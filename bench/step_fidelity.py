@@ -139,6 +139,16 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
+        "--profile-budget",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="the profile's time budget (default 600): it buys interleaved rounds of every shape, so a "
+        "slow moment of the machine spreads over all of them instead of landing on one. On gpt2-6l here, "
+        "240 s timed one round of two and the families' level-out ratios spread over 0.86-1.14; both "
+        "rounds (552 s) gave 0.93-1.07",
+    )
+    ap.add_argument(
         "--save", default=None, metavar="PATH", help="write the profile's calibration here"
     )
     ap.add_argument(
@@ -184,7 +194,7 @@ def main(argv=None) -> int:
             builders,
             [b() for b in builders.values()],
             limits,
-            budget_s=240.0,
+            budget_s=a.profile_budget,
             say=lambda s: print(s, file=sys.stderr, flush=True),
             notes=notes,
             busy=a.load,
