@@ -303,9 +303,8 @@ def _ablation(row, wl, model, lv, limits, args) -> tuple:
     ]
     p_pred, p_band = median_summary(passes), band_of(passes, [k for k, *_ in COMPARE_METRICS])
     m, errs = row.measured, row.errors
-    held = [
-        k for k in row.band if k in p_band and m.get(k) is not None
-    ]  # the metrics both bands cover
+    # the metrics both bands cover
+    held = [k for k in row.band if k in p_band and m.get(k) is not None]
     in_passes = [p_band[k][0] <= m[k] <= p_band[k][1] for k in held]
     in_slow = [row.band[k][0] <= m[k] <= row.band[k][1] for k in held]
     return (
@@ -457,9 +456,7 @@ def _print_at_passes(at_passes: list) -> None:
         + " | the passes' level"
     )
     for shape, pol, errs, pl in at_passes:
-        cells = " ".join(
-            f"{errs[k]:+8.1f}%" if errs.get(k) is not None else f"{'-':>9s}" for k, *_ in TARGETS
-        )
+        cells = _cells(errs)
         print(f"{shape:7s} {pol:11s} | {cells} | {pl.text()}")
     met = sum(
         all(errs.get(k) is not None and abs(errs[k]) <= t for k, t, _ in TARGETS)
@@ -480,11 +477,16 @@ def _head() -> str:
     )
 
 
-def _line(row) -> str:
-    name, pol, rate, n, bs, bm, errs, spread, verdicts, inband = row
-    cells = " ".join(
+def _cells(errs: dict) -> str:
+    """The errors of ``TARGETS``, one column each ("-" where a metric has none)."""
+    return " ".join(
         f"{errs[k]:+8.1f}%" if errs.get(k) is not None else f"{'-':>9s}" for k, *_ in TARGETS
     )
+
+
+def _line(row) -> str:
+    name, pol, rate, n, bs, bm, errs, spread, verdicts, inband = row
+    cells = _cells(errs)
     v = [x for x in verdicts.values() if x]
     counts = f"{v.count('agrees')}/{v.count('disagrees')}/{v.count('cannot tell')}"
     b = [x for x in inband.values() if x is not None]

@@ -73,9 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                 Poisson(args.rate), Fixed(args.prompt), Fixed(args.output), n=4, seed=999
             )
             for url in servers.values():
-                run_load(
-                    url, warm
-                )  # one-off costs (first passes, allocations) before anything is timed
+                # one-off costs (first passes, allocations) before anything is timed
+                run_load(url, warm)
             runs: dict[str, list[dict]] = {k: [] for k in servers}
             for r in range(args.rounds):
                 wl = make_workload(

@@ -166,9 +166,8 @@ AGAINST_RUNS = {
 def timed(run: str) -> None:
     """In a child: one 10,000-request run of ``AGAINST_RUNS[run]`` at 20/s, its wall time as JSON."""
     name, extra = AGAINST_RUNS[run]
-    simulate(
-        workload(20.0, 300, seed=1), make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME
-    )  # warm caches
+    # warm caches
+    simulate(workload(20.0, 300, seed=1), make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME)
     wl = workload(20.0, 10_000)
     t = time.perf_counter()
     res = simulate(wl, make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME)

@@ -113,9 +113,8 @@ def kind_of(p) -> str:
 def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
     """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
     out: dict[str, list[float]] = {}
-    for p, priced, secs in priced_passes(
-        run, model.for_policy(policy)
-    ):  # a step after an idle: its cold start too
+    # a step after an idle: its cold start too
+    for p, priced, secs in priced_passes(run, model.for_policy(policy)):
         for key in (kind_of(p), "all"):
             acc = out.setdefault(key, [0.0, 0.0])
             acc[0] += secs

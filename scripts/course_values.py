@@ -46,10 +46,11 @@ def lesson1(v: dict[str, str], figure: Figure) -> None:
             v[f"l1.r{rate}_b{seats}_p99"] = fixed(st["p99_e2e"], 1)
             v[f"l1.r{rate}_b{seats}_per_1000"] = fixed(st["cost_per_request"] * 1000, 3)
             v[f"l1.r{rate}_b{seats}_busy"] = f"{st['busy_fraction']:.0%}"
+            # the run's start is a visible part of a short run: the panel's note
             if (rate, seats) == (
                 30,
                 64,
-            ):  # the run's start is a visible part of a short run: the panel's note
+            ):
                 e = r["edges"]["static"]
                 v["l1.r30_b64_first_s"] = fixed(e["first_departure_s"], 1)
                 v["l1.r30_b64_first_share"] = f"{e['share_of_run']:.0%}"

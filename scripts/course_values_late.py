@@ -98,9 +98,8 @@ def _lesson5_engine(v: dict[str, str], figure: Figure) -> None:
     paged, padded = med["ours-continuous"], med["ours-padded"]
     held, padded_bytes = m["paged"]["kv_peak_bytes_used"], m["padded_peak_bytes"]
     v["l5.eng_command"] = m["command"]
-    size = re.search(
-        r"([\d.]+[MB]) params", m["model"]
-    )  # "gpt2-random (offline, ...; 124.4M params) on cpu, ..."
+    # "gpt2-random (offline, ...; 124.4M params) on cpu, ..."
+    size = re.search(r"([\d.]+[MB]) params", m["model"])
     v["l5.eng_model"] = (
         m["model"].split(" (")[0]
         + (f", {size.group(1)} parameters" if size else "")
@@ -248,9 +247,8 @@ def lesson9(v: dict[str, str]) -> None:
     v["l9.runs"] = ", ".join(fixed(x, 2) for x in runs[:-1]) + f" and {fixed(runs[-1], 2)} s"
     v["l9.pred"] = fixed(predicted, 2)
     v["l9.tol"] = fixed(tol, 0)
-    v["l9.each"] = ", ".join(
-        pct((predicted / m - 1) * 100) for m in runs
-    )  # e^ln(p/m) - 1 = p/m - 1
+    # e^ln(p/m) - 1 = p/m - 1
+    v["l9.each"] = ", ".join(pct((predicted / m - 1) * 100) for m in runs)
     sd, df = pooled_log_sd([runs])
     j = judge(predicted, runs, tol, sd, df)
     v.update(

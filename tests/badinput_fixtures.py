@@ -120,9 +120,8 @@ def prepare(name: str | None, tmp: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(vocab_size=32000, n_layer=2, n_embd=64, n_head=2, n_positions=256)
-    assert (
-        cfg.eos_token_id == 50256 and cfg.pad_token_id is None
-    )  # the case is this config's defaults
+    # the case is this config's defaults
+    assert cfg.eos_token_id == 50256 and cfg.pad_token_id is None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         GPT2LMHeadModel(cfg).save_pretrained(tmp / name)

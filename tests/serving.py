@@ -81,9 +81,8 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(
-    *flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | None = None
-):  # a watchdog: it starts in seconds
+# a watchdog: it starts in seconds
+def served(*flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | None = None):
     port = free_port()
     log = tmp / f"serve-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")

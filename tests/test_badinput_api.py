@@ -229,9 +229,8 @@ def test_a_dask_scheduler_without_workers_is_an_error_naming_the_flag(capsys, mo
         codes: list[int] = []
         run = threading.Thread(target=lambda: codes.append(main(argv)), daemon=True)
         run.start()
-        run.join(
-            600
-        )  # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s limit
+        # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s limit
+        run.join(600)
         assert codes, (
             "sweep still waiting after 600 s on a scheduler without workers: the hang is back"
         )

@@ -23,9 +23,8 @@ def _conserved(requests_csv: Path) -> int:
     with requests_csv.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     for r in rows:
-        assert (r["finish"] != "") != (r["rejected"] != ""), (
-            r
-        )  # each request finished or rejected, not both
+        # each request finished or rejected, not both
+        assert (r["finish"] != "") != (r["rejected"] != ""), r
     return len(rows)
 
 
@@ -54,10 +53,11 @@ def test_ctrl_c_in_batchsim_run_prints_the_finished_policies(tmp_path):
     assert "interrupted (Ctrl-C) during taxi" in out
     assert "batchsim: interrupted (Ctrl-C) during taxi" in err and "Traceback" not in err
     d = tmp_path / "custom"
+    # whole, and only these
     assert sorted(p.name for p in d.iterdir()) == [
         "static-requests.csv",
         "static-steps.csv",
-    ]  # whole, and only these
+    ]
     assert _conserved(d / "static-requests.csv") == n
 
 
@@ -83,9 +83,8 @@ def test_ctrl_c_before_any_policy_finished(tmp_path):
     assert code == 130 and "Traceback" not in err
     assert "interrupted (Ctrl-C) during taxi" in err
     d = tmp_path / "custom"
-    assert not d.exists() or not any(
-        d.iterdir()
-    )  # nothing finished, nothing written, no partial folder
+    # nothing finished, nothing written, no partial folder
+    assert not d.exists() or not any(d.iterdir())
 
 
 def test_ctrl_c_in_a_real_run_keeps_what_was_measured(tmp_path):
@@ -133,6 +132,7 @@ def test_ctrl_c_in_a_real_run_keeps_what_was_measured(tmp_path):
 
 def test_doctor_with_absurd_threads_is_one_line_not_a_crash(tmp_path):
     pytest.importorskip("torch")
+    # a hang guard only
     p = subprocess.run(
         [sys.executable, "-m", "realrun", "doctor", "--threads", "100000"],
         cwd=tmp_path,
@@ -140,7 +140,7 @@ def test_doctor_with_absurd_threads_is_one_line_not_a_crash(tmp_path):
         capture_output=True,
         text=True,
         timeout=WATCHDOG_S,
-    )  # a hang guard only
+    )
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "threads" in lines[0] and "100000" in lines[0]

@@ -109,6 +109,7 @@ def test_the_table_counts_per_metric_and_over_all():
     lines = H.coverage_lines(rows)
     body = [x for x in lines if x.startswith("short")]
     assert len(body) == 2 * len(H.COVERED)
+    # a: 1.0 inside both, 2.0 in neither
     assert body[0].split("|")[1].split() == [
         "1",
         "of",
@@ -116,7 +117,7 @@ def test_the_table_counts_per_metric_and_over_all():
         "1",
         "of",
         "2",
-    ]  # a: 1.0 inside both, 2.0 in neither
+    ]
     assert body[-1].split("|")[1].split() == ["2", "of", "2", "2", "of", "2"]  # b: both inside both
     n = len(rows)
     assert (
@@ -137,9 +138,8 @@ def test_held_out_rounds_run_every_label_count_times_in_a_seeded_shuffled_order(
             np.random.default_rng(seed),
         )
         assert {k: len(v) for k, v in runs.items()} == {"a": 4, "b": 4, "c": 4}
-        assert all(
-            sorted(seen[i : i + 3]) == ["a", "b", "c"] for i in range(0, 12, 3)
-        )  # every round runs each once
+        # every round runs each once
+        assert all(sorted(seen[i : i + 3]) == ["a", "b", "c"] for i in range(0, 12, 3))
         return seen
 
     assert order(7) == order(7)

@@ -162,9 +162,8 @@ def _voila(notebook: Path, tmp_path: Path):
         env=env,
     )
     try:
-        _wait_for_port(
-            port, proc, timeout=600
-        )  # a watchdog: voila starts in seconds, slowly on a busy laptop
+        # a watchdog: voila starts in seconds, slowly on a busy laptop
+        _wait_for_port(port, proc, timeout=600)
         yield f"http://127.0.0.1:{port}/"
     finally:
         _stop(proc, log, ARTEFACTS / f"voila-{notebook.stem}.log")
@@ -299,20 +298,19 @@ def test_notebook2_figure_stays_beside_the_sliders_and_its_table_is_whole(tmp_pa
         finally:
             browser.close()
     left, top, right, w, h = geometry["img"]
+    # beside
     assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, (
         geometry
-    )  # beside
+    )
     assert right <= geometry["page"] + 0.5, geometry
     assert (
         w <= geometry["natural"][0] + 0.5
         and abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02
     ), geometry
     if width == SCREEN["width"]:
-        assert abs(w - geometry["natural"][0]) <= 1, (
-            geometry
-        )  # room enough: its natural size, not shrunk
+        # room enough: its natural size, not shrunk
+        assert abs(w - geometry["natural"][0]) <= 1, geometry
     table = geometry["table"]
     assert table is not None and table[0] <= geometry["page"] + 0.5, geometry
-    assert table[1] <= table[2] or table[3] == "auto", (
-        geometry
-    )  # whole, or scrolling in its own box
+    # whole, or scrolling in its own box
+    assert table[1] <= table[2] or table[3] == "auto", geometry

@@ -79,20 +79,17 @@ def test_the_session_level_is_the_median_and_moves_only_beyond_its_error():
     lv = session_level(_pairs(_readings(1.3, 1.0, 0.05)))
     assert lv.readings == 8 and lv.prefill == pytest.approx(1.3, abs=0.06)
     p, d = lv.applied()
-    assert (
-        p == lv.prefill and d == 1.0
-    )  # the decode reading is within its error (and the canary's accuracy) of 1
+    # the decode reading is within its error (and the canary's accuracy) of 1
+    assert p == lv.prefill and d == 1.0
     assert lv.prefill_se == pytest.approx(
         1.2533 * np.std([r.prefill for r in _readings(1.3, 1.0, 0.05)], ddof=1) / math.sqrt(8)
     )
-    steady = session_level(
-        _pairs(_readings(1.15, 0.88, 0.005))
-    )  # tight, but within the canary's accuracy
+    # tight, but within the canary's accuracy
+    steady = session_level(_pairs(_readings(1.15, 0.88, 0.005)))
     assert steady.applied() == (1.0, 1.0) and "not moved" in steady.text()
     one = session_level(_pairs(_readings(1.5, 1.5, 0.0, n=2)))
-    assert (
-        one.prefill_run_sd == 0.0 and one.model(model(), np.random.default_rng(0)) is not None
-    )  # too few runs to tell
+    # too few runs to tell
+    assert one.prefill_run_sd == 0.0 and one.model(model(), np.random.default_rng(0)) is not None
     assert session_level([]) is None
     # Drawn levels scatter around the applied one by its standard error: one seed's share of the band.
     draws = [lv.model(model(), np.random.default_rng(k)).prefill for k in range(400)]
@@ -105,9 +102,8 @@ def test_the_session_level_is_the_median_and_moves_only_beyond_its_error():
 def test_the_run_to_run_spread_is_told_apart_from_the_canary_s_own_noise():
     rng = np.random.default_rng(3)
     runs = []
-    for level in 1.0 + 0.08 * rng.standard_normal(
-        40
-    ):  # each run its own level, 8 % apart; the canary's noise 5 %
+    # each run its own level, 8 % apart; the canary's noise 5 %
+    for level in 1.0 + 0.08 * rng.standard_normal(40):
         runs.append(
             tuple(
                 CanaryReading(

@@ -89,16 +89,14 @@ def test_pruning_finds_what_an_exhaustive_search_finds():
                     cheapest = n * price
                     break
     assert result.best.cost == pytest.approx(cheapest)
-    assert (
-        result.simulations < 40
-    )  # and it got there with far fewer simulations than every fleet of the space
+    # and it got there with far fewer simulations than every fleet of the space
+    assert result.simulations < 40
 
 
 def test_a_tighter_objective_costs_more():
     loose, _, _ = planned(20.0)
-    tight, _, _ = planned(
-        6.0
-    )  # (below about 5.3 s nothing meets it: the longest answers alone take that long)
+    # (below about 5.3 s nothing meets it: the longest answers alone take that long)
+    tight, _, _ = planned(6.0)
     assert tight.best.cost > loose.best.cost
 
 

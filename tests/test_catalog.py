@@ -79,9 +79,8 @@ def test_weight_and_kv_bytes():
     assert gpt2.weight_bytes("fp32") == 4 * 124_439_808
     assert gpt2.kv_bytes_per_token("fp16") == 2 * 12 * 12 * 64 * 2 == 36_864
     assert l2.kv_bytes_per_token("fp16") == 2 * 32 * 32 * 128 * 2 == 524_288  # half a MiB per token
-    assert (
-        l3.kv_bytes_per_token("fp16") == l2.kv_bytes_per_token("fp16") // 4
-    )  # GQA: 8 KV heads, not 32
+    # GQA: 8 KV heads, not 32
+    assert l3.kv_bytes_per_token("fp16") == l2.kv_bytes_per_token("fp16") // 4
 
 
 def test_kv_budget_by_hand_for_gpt2_and_a_7b_model():
@@ -185,9 +184,8 @@ def test_user_catalog_from_json_adds_and_overrides(tmp_path):
     )
     assert cat.model("gpt2") is DEFAULT_CATALOG.model("gpt2")  # built-ins stay
     srv = Server.named("my-gpu", "tiny", cat)
-    act = (
-        8192 * (4 * 256 + 3 * 1024) * 2 + 2 * 256 * 1000 * 4 + 2**29
-    )  # a GDDR-like entry: decimal GB
+    # a GDDR-like entry: decimal GB
+    act = 8192 * (4 * 256 + 3 * 1024) * 2 + 2 * 256 * 1000 * 4 + 2**29
     assert srv.kv.tokens == int((48e9 * 0.9 - 8e6 - act) // 4096)
 
 

@@ -178,6 +178,7 @@ def test_theory_command(capsys):
 
 
 def test_subprocess_bad_input():
+    # a watchdog against a hang, not a speed limit
     p = subprocess.run(
         [
             sys.executable,
@@ -193,7 +194,7 @@ def test_subprocess_bad_input():
         capture_output=True,
         text=True,
         timeout=600,
-    )  # a watchdog against a hang, not a speed limit
+    )
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "batchsim: error: max_batch must be an integer >= 1, got 0"

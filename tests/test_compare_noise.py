@@ -82,12 +82,10 @@ def test_repeats_are_interleaved_in_seeded_shuffled_rounds():
     assert logs[0] == logs[1] != logs[2]  # the order is the seed's
     for log in logs:
         rounds = [log[i : i + 2] for i in range(0, 12, 2)]
-        assert all(
-            sorted(r) == ["continuous", "taxi"] for r in rounds
-        )  # every round measures each once
-    assert (
-        len({tuple(r) for r in (logs[0][i : i + 2] for i in range(0, 12, 2))}) == 2
-    )  # and the order varies
+        # every round measures each once
+        assert all(sorted(r) == ["continuous", "taxi"] for r in rounds)
+    # and the order varies
+    assert len({tuple(r) for r in (logs[0][i : i + 2] for i in range(0, 12, 2))}) == 2
 
 
 def test_same_model_measured_agrees_and_falls_in_its_band():

@@ -151,9 +151,8 @@ def test_cost_10x_reproduces_the_ratio_and_prints_the_implied_price(tmp_path, ca
     assert s["taxi"]["cost_per_request"] / s["static-32"]["cost_per_request"] == pytest.approx(
         c["ratio"], rel=0.01
     )
-    assert (
-        c["ratio_continuous"] > c["ratio"]
-    )  # continuous batching does better than the claim's bus
+    # continuous batching does better than the claim's bus
+    assert c["ratio_continuous"] > c["ratio"]
     assert c["implied_price_per_hour"] == pytest.approx(3600.0)
     # A different price moves dollars, not the ratio.
     r2 = get_scenario("cost-10x").run(

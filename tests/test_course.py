@@ -94,9 +94,8 @@ def test_student_material_points_nowhere_into_the_teachers_edition():
     assert len(files) > 25
     for f in files:
         text = f.read_text()
-        if (
-            f.name == "build.py"
-        ):  # the generator's own docstring explains the rule; the notebooks it writes are checked
+        # the generator's own docstring explains the rule; the notebooks it writes are checked
+        if f.name == "build.py":
             text = text.split('"""', 2)[2]
         hits = sorted(set(m.group(0) for m in pointers.finditer(text)))
         assert not hits, f"{f.relative_to(ROOT)} points at the answers: {hits}"

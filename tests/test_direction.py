@@ -45,9 +45,8 @@ def wait_at(
 
 
 def test_more_load_more_waiting_taxi():
-    waits = [
-        wait_at(Taxi, rate)["mean_queue_wait"] for rate in (2.0, 4.0, 6.0, 8.0)
-    ]  # rho 0.2 .. 0.8
+    # rho 0.2 .. 0.8
+    waits = [wait_at(Taxi, rate)["mean_queue_wait"] for rate in (2.0, 4.0, 6.0, 8.0)]
     assert all(b > 1.3 * a for a, b in zip(waits, waits[1:])), waits
 
 

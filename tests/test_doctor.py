@@ -12,9 +12,8 @@ def test_jupyter_lab_runs_after_the_documented_setup():
     # The syllabus's first command. `make test` installs ".[all]", which includes the notebooks extra.
     exe = shutil.which("jupyter")
     assert exe, "no `jupyter` on PATH: the notebooks extra must bring jupyterlab"
-    out = subprocess.run(
-        [exe, "lab", "--version"], capture_output=True, text=True, timeout=600
-    )  # a watchdog against a hang, not a speed limit
+    # a watchdog against a hang, not a speed limit
+    out = subprocess.run([exe, "lab", "--version"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-500:]
     assert out.stdout.strip().split(".")[0].isdigit() and int(out.stdout.split(".")[0]) >= 4, (
         out.stdout

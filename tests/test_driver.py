@@ -65,11 +65,12 @@ CASES = [
     ("static", {"max_batch": 4}, None),
     ("dynamic", {"max_batch": 4, "max_wait": 0.03}, None),
     ("continuous", {"max_seqs": 6, "chunked_prefill": False}, None),
+    # chunked prefill
     (
         "continuous",
         {"max_seqs": 6, "max_batched_tokens": 24, "block_size": 4},
         None,
-    ),  # chunked prefill
+    ),
     ("continuous", {"max_seqs": 8, "max_batched_tokens": 48, "block_size": 4}, 160),  # preemptions
     ("static", {"max_batch": 4}, 200),  # batches cut by memory
 ]

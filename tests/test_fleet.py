@@ -147,9 +147,8 @@ def test_nothing_is_lost_across_servers(router):
     assert whole["steps"] == sum(p["steps"] for p in parts)
     assert whole["preemptions"] == sum(p["preemptions"] for p in parts)
     assert whole["busy_fraction"] == pytest.approx(np.mean([p["busy_fraction"] for p in parts]))
-    assert all(
-        p["duration"] == whole["duration"] for p in parts
-    )  # every server is rented for the whole run
+    # every server is rented for the whole run
+    assert all(p["duration"] == whole["duration"] for p in parts)
     r = fleet.records
     np.testing.assert_array_equal(r.tokens[r.completed_mask], wl.output_tokens[r.completed_mask])
 

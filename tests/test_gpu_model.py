@@ -38,9 +38,8 @@ def test_every_catalogue_entry_cites_its_source():
     for m in C.models.values():
         assert m.source.startswith("huggingface.co/") and m.source.endswith("config.json"), m.name
     for name in ("H200", "L40S", "MI300X"):
-        assert (
-            C.gpu(name).tflops_fp8 > C.gpu(name).tflops
-        )  # FP8 tensor cores: twice the 16-bit roof
+        # FP8 tensor cores: twice the 16-bit roof
+        assert C.gpu(name).tflops_fp8 > C.gpu(name).tflops
     assert C.gpu("A100-80GB").tflops_fp8 == 0  # Ampere has none
     assert C.model("llama-3-70b").layers == 80 and C.model("llama-3-70b").kv_heads == 8
 
@@ -68,9 +67,8 @@ def test_the_activation_reserve_follows_the_profiling_pass_and_shows_in_the_budg
     # vLLM PR 10511 logged a PyTorch activation peak of 1.26 GiB for this model at 8,192 tokens; ours,
     # without the 0.5 GiB outside PyTorch, is within 15 % of it.
     assert abs((activation_bytes(m, 8192) - 0.5 * GIB) / (1.26 * GIB) - 1) < 0.15
-    assert activation_bytes(m, 2048) < activation_bytes(
-        m, 8192
-    )  # a smaller pass, a smaller reserve
+    # a smaller pass, a smaller reserve
+    assert activation_bytes(m, 2048) < activation_bytes(m, 8192)
     line = Server.named("H100-SXM", "llama-3-8b").kv.describe()
     assert "80 GiB x 0.9" in line and "weights 14.96 GiB" in line and "activations 1.65 GiB" in line
 
@@ -98,9 +96,8 @@ def test_fp8_weights_speed_decode_everywhere_and_prefill_only_on_fp8_tensor_core
         if gpu == "H100-SXM":
             assert ratio < 0.6  # 1,979 against 989 dense TFLOP/s
         else:
-            assert ratio == pytest.approx(
-                1.0, rel=0.02
-            )  # weight-only on an A100: the products stay 16-bit
+            # weight-only on an A100: the products stay 16-bit
+            assert ratio == pytest.approx(1.0, rel=0.02)
 
 
 def test_fp8_kv_cache_doubles_the_tokens_and_halves_what_a_row_reads():

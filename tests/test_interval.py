@@ -40,9 +40,8 @@ def test_median_share_is_a_medians_variance():
 def test_elasticity_of_a_proportional_metric_is_one_and_of_a_fixed_one_zero():
     assert elasticity(1.0 / 1.1, 1.1) == pytest.approx(1.0)
     assert elasticity(2.0, 2.0) == 0.0
-    assert elasticity(1.0 / 1.1**3, 1.1**3) == pytest.approx(
-        3.0
-    )  # waits compounding near saturation
+    # waits compounding near saturation
+    assert elasticity(1.0 / 1.1**3, 1.1**3) == pytest.approx(3.0)
     assert elasticity(1.0, 1e9) == MAX_ELASTICITY and elasticity(None, 1.0) == 0.0
 
 
@@ -105,9 +104,8 @@ def test_a_spread_read_from_three_runs_widens_the_interval_to_hold_nine_in_ten()
         sd = float(np.std(rng.normal(0, sigma, 3), ddof=1))
         read = RunSpread(sd, "three runs", runs=3, df=2)
         new = float(np.exp(rng.normal(0, sigma)))
-        lo, hi = interval_for(
-            1.0, part, read, 1, ref_runs=10**9
-        )  # the centre known: the spread alone
+        # the centre known: the spread alone
+        lo, hi = interval_for(1.0, part, read, 1, ref_runs=10**9)
         held_t += lo <= new <= hi
         lo, hi = interval_for(1.0, part, read, 1, ref_runs=10**9, z=1.645)
         held_z += lo <= new <= hi

@@ -60,9 +60,8 @@ def test_a_pass_that_jitters_more_than_the_machine_is_called_the_engines():
     loops, asked = _steady_loops({"torch loop": 0.2, "python loop": 0.5})
     got = pass_jitter(eng, passes=40, yardsticks=loops)
     assert got["passes"] == 40
-    assert (
-        len(asked) == 1 and min(abs(asked[0] - 0.001), abs(asked[0] - 0.004)) < 1e-12
-    )  # sized to one pass
+    # sized to one pass
+    assert len(asked) == 1 and min(abs(asked[0] - 0.001), abs(asked[0] - 0.004)) < 1e-12
     # Half 1 ms, half 4 ms: the pass's p90 / p10 is 4 (spread 3), its median one of the two or between.
     assert abs(got["pass"]["spread"] - 3.0) < 1e-6
     assert 0.001 - 1e-9 <= got["pass"]["median_s"] <= 0.004 + 1e-9

@@ -130,17 +130,16 @@ def test_notebook2_in_jupyterlab_keeps_its_figure_beside_the_sliders(lab_url):
         finally:
             browser.close()
     left, top, right, w, h = geometry["img"]
+    # beside
     assert left >= geometry["controls"][2] - 0.5 and abs(top - geometry["controls"][1]) < 40, (
         geometry
-    )  # beside
+    )
     assert right <= geometry["output_right"] + 0.5, geometry  # inside the notebook's page, not cut
     assert w <= geometry["natural"][0] + 0.5, geometry
-    assert abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, (
-        geometry
-    )  # not stretched
+    # not stretched
+    assert abs(h / w - geometry["natural"][1] / geometry["natural"][0]) < 0.02, geometry
     assert w >= 480 - 0.5, geometry  # shrunk no further than the layout allows before it wraps
     table = geometry["table"]
     assert table is not None and table[0] <= geometry["output_right"] + 0.5, geometry
-    assert table[1] <= table[2] or table[3] == "auto", (
-        geometry
-    )  # whole, or scrolling in its own box
+    # whole, or scrolling in its own box
+    assert table[1] <= table[2] or table[3] == "auto", geometry

@@ -97,9 +97,8 @@ def test_each_flag_shows_the_default_make_policy_uses():
         shown = ("on" if default else "off") if isinstance(default, bool) else str(default)
         assert f"{flag} " in text
         assert f"(default {shown})" in K.knob_help(knob)
-        assert K.knob_help(knob).replace(" ", "") in text.replace(" ", ""), (
-            knob
-        )  # argparse breaks at "--no-"
+        # argparse breaks at "--no-"
+        assert K.knob_help(knob).replace(" ", "") in text.replace(" ", ""), knob
     assert "--scheduler" not in {f.flag for f in POLICY_FLAGS}  # batchsim's --scheduler is Dask's
 
 
@@ -120,9 +119,8 @@ def test_realrun_help_still_says_its_own_defaults():
     from realrun.cli import build_parser
 
     text = _help(build_parser(), ["run", "--help"])
-    assert (
-        "the oldest request may wait before the batch leaves (default 0.1)" in text
-    )  # realrun's, not 0.05
+    # realrun's, not 0.05
+    assert "the oldest request may wait before the batch leaves (default 0.1)" in text
     assert "the most requests running at once (default 32)" in text
 
 
@@ -180,9 +178,8 @@ def test_bad_values_are_refused_naming_the_field_and_the_value(make, field, valu
 def test_good_values_pass_as_any_number_a_caller_holds():
     assert K.StaticKnobs(max_batch=np.int64(4)).max_batch == 4
     assert PolicyConfig("static", max_batch=np.int64(4)).build().max_batch == 4
-    assert (
-        PolicyConfig("continuous", chunked_prefill=None).build().chunked_prefill is True
-    )  # None: the default
+    # None: the default
+    assert PolicyConfig("continuous", chunked_prefill=None).build().chunked_prefill is True
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_sqes'"):
         make_policy("continuous", max_sqes=4)
 

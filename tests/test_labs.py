@@ -128,9 +128,8 @@ def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
     from realrun.judge.verdict import TARGETS
 
     sol = _load("_lab8_solution", SOLUTIONS / "lab8_how_sure.py")
-    given = _load(
-        "_lab8_student", LABS / "lab8_how_sure.py"
-    )  # its t90 and targets are given, not a gap
+    # its t90 and targets are given, not a gap
+    given = _load("_lab8_student", LABS / "lab8_how_sure.py")
     checks = _load("_lab8_checks", LABS / "test_lab8.py")
     for df in [None, *range(1, 300)]:
         assert sol.t90(df) == given.t90(df) == pytest.approx(t90(df), rel=1e-12), df

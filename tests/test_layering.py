@@ -148,9 +148,8 @@ def read_graph(package: str = PACKAGE) -> Graph:
         for node, kind in _imports(tree):
             # (module, name taken from it or None, the local name bound to that module or None)
             named: list[tuple[str, str | None, str | None]] = []
-            if isinstance(
-                node, ast.Import
-            ):  # ``import a.b`` binds ``a``, not ``a.b``; ``import a.b as m`` binds it
+            # ``import a.b`` binds ``a``, not ``a.b``; ``import a.b as m`` binds it
+            if isinstance(node, ast.Import):
                 named = [(a.name, None, a.asname) for a in node.names]
             else:
                 base = node.module or ""
@@ -243,9 +242,8 @@ def _shortest_circle(
     start: str, members: set[str], out: dict[str, dict[str, Arrow]]
 ) -> list[Arrow]:
     """The fewest arrows from ``start`` back to itself inside one group (breadth first)."""
-    came: dict[str, Arrow | None] = {
-        start: None
-    }  # the arrow by which each module was first reached
+    # the arrow by which each module was first reached
+    came: dict[str, Arrow | None] = {start: None}
     frontier = [start]
     while frontier:
         nxt = []

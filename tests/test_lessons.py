@@ -54,9 +54,8 @@ def test_why_batch_says_when_a_short_runs_first_bus_hides_what_the_bus_carries()
     arrivals = make_workload(
         Poisson(30.0), Uniform(32, 256), Uniform(16, 64), n=400, seed=0
     ).arrivals
-    assert e["first_departure_s"] == pytest.approx(
-        float(arrivals[63])
-    )  # the 64th passenger's arrival
+    # the 64th passenger's arrival
+    assert e["first_departure_s"] == pytest.approx(float(arrivals[63]))
     assert e["share_of_run"] > 0.1 and st["busy_fraction"] < 0.9 < e["busy_after"]
     assert e["throughput_after"] > st["request_throughput"] + 3
     note = next(n for n in s["notes"] if n.startswith("bus: wait for 64"))
@@ -207,9 +206,8 @@ def test_theory_agrees_with_simulation_within_the_stated_tolerance():
         # M/D/1 and bus-fill means from 8 x 1500 requests: within 10 % of theory.
         assert abs(r["error"]) < 0.10, (name, r)
         assert r["ci95"] > 0
-    assert s["rows"]["bus of 8"]["theory"] == pytest.approx(
-        7 / (2 * 25.0)
-    )  # (N-1)/(2 lambda), lambda = 0.5/0.02
+    # (N-1)/(2 lambda), lambda = 0.5/0.02
+    assert s["rows"]["bus of 8"]["theory"] == pytest.approx(7 / (2 * 25.0))
     assert len(fig.axes) == 3
 
 
@@ -323,9 +321,8 @@ def test_published_record_is_the_validation_table_drawn():
     assert s["points"] == len(rows) == len(validation.points())
     assert [r["error"] for r in s["rows"]] == [r["error"] for r in rows]
     assert s["within_target"] == sum(abs(r["error"]) <= TARGET[r["family"]] for r in rows)
-    assert (
-        s["beyond_worst"] == sum(abs(r["error"]) > WORST for r in rows) == 0
-    )  # the course's bound holds
+    # the course's bound holds
+    assert s["beyond_worst"] == sum(abs(r["error"]) > WORST for r in rows) == 0
     assert s["per_engine"]["trt-llm throughput"]["median"] <= TARGET["throughput"]
     assert len(s["kv"]) == len(validation.kv_points()) and all(
         abs(k["error"]) <= 0.05 for k in s["kv"]

@@ -78,9 +78,8 @@ def _live(policy, hold_after: int | None = None):
 
 def test_a_request_during_a_long_repeat_joins_at_the_next_pass():
     policy = make_policy("continuous", max_seqs=8)
-    inbox, th, out, engine = _live(
-        policy
-    )  # (the sleeps below only spread the arrivals; no result hangs on them)
+    # (the sleeps below only spread the arrivals; no result hangs on them)
+    inbox, th, out, engine = _live(policy)
     inbox.submit(8, 400)  # a repeat of ~400 passes (1.6 s) starts
     time.sleep(0.1)
     late = [inbox.submit(8, 5) for _ in range(3)]
@@ -109,12 +108,10 @@ def test_withdrawn_requests_leave_and_nothing_is_lost_or_duplicated(name):
     inbox, th, out, engine = _live(policy, hold_after=2)
     ids = [inbox.submit(8 + i, 30 + 10 * i) for i in range(10)]
     assert engine.reached.wait(WATCHDOG_S), "watchdog: the engine never ran two passes"
-    inbox.withdraw(
-        ids[1], "the client disconnected after 2 tokens"
-    )  # running (or in the first batch)
-    inbox.withdraw(
-        ids[9], "the client disconnected before its first token"
-    )  # queued behind the others
+    # running (or in the first batch)
+    inbox.withdraw(ids[1], "the client disconnected after 2 tokens")
+    # queued behind the others
+    inbox.withdraw(ids[9], "the client disconnected before its first token")
     engine.go.set()
     inbox.close()
     th.join(WATCHDOG_S)

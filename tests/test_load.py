@@ -174,9 +174,8 @@ def server():
     )
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = (
-        time.monotonic() + 600
-    )  # a watchdog against a hang; the fake starts in well under a second
+    # a watchdog against a hang; the fake starts in well under a second
+    deadline = time.monotonic() + 600
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.01)
     assert srv.started, "the fake server did not start"
@@ -271,9 +270,8 @@ def test_a_chunk_of_several_tokens_is_counted_from_usage(fake, usage, expected_t
     assert [r.output_tokens for r in rep.results] == [
         expected_tokens
     ] * 3  # without usage: one per chunk
-    assert all(
-        len(r.itl) == 2 for r in rep.results
-    )  # 3 chunks, 2 gaps: an ITL is a gap between chunks
+    # 3 chunks, 2 gaps: an ITL is a gap between chunks
+    assert all(len(r.itl) == 2 for r in rep.results)
 
 
 def test_chat_role_chunk_is_not_the_first_token(fake):
@@ -294,9 +292,8 @@ def test_arrivals_are_open_loop(fake):
     wl = workload(n=6, rate=20.0, output=4)
     rep = run_load(fake.url, wl)
     assert rep.completed == 6 and len(fake.received) == 6
-    assert all(
-        r.start >= r.arrival - 1e-6 for r in rep.results
-    )  # none sent before its arrival time
+    # none sent before its arrival time
+    assert all(r.start >= r.arrival - 1e-6 for r in rep.results)
     assert [r.arrival for r in rep.results] == sorted(r.arrival for r in rep.results)
 
 
@@ -473,9 +470,8 @@ def test_a_server_that_wants_a_key_is_asked_with_it(fake, capsys):
         and "--api-key" in err
         and fake.bodies == []
     )
-    assert (
-        cli(["load", "--url", fake.url, "--requests", "2", "--model", "m"]) == 2
-    )  # the probe checks it too
+    # the probe checks it too
+    assert cli(["load", "--url", fake.url, "--requests", "2", "--model", "m"]) == 2
     assert "--api-key" in capsys.readouterr().err and fake.bodies == []
     fake.reset(key="class-key")
     assert (
@@ -536,9 +532,8 @@ def test_ctrl_c_prints_what_was_measured_and_exits_130(fake, tmp_path):
         ROOT,
         module=False,
     )
-    w.wait_for_count(
-        200, 5
-    )  # five answered, as the client's own bar counts them; the 200th is 10 s away
+    # five answered, as the client's own bar counts them; the 200th is 10 s away
+    w.wait_for_count(200, 5)
     code, out, err = w.interrupt()
     assert code == 130, err
     assert "interrupted" in out and "completed / failed" in out and "Traceback" not in err
@@ -555,13 +550,11 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     import realrun.classroom.load
     import realrun.cli.load
 
-    monkeypatch.setattr(
-        realrun.classroom, "load", realrun.classroom.load
-    )  # the fresh import rebinds it
+    # the fresh import rebinds it
+    monkeypatch.setattr(realrun.classroom, "load", realrun.classroom.load)
     monkeypatch.setattr(realrun.cli, "load", realrun.cli.load)
-    monkeypatch.setitem(
-        sys.modules, "httpx", None
-    )  # `import httpx` now fails, as where it is not installed
+    # `import httpx` now fails, as where it is not installed
+    monkeypatch.setitem(sys.modules, "httpx", None)
     for name in [
         m
         for m in sys.modules

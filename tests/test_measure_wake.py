@@ -15,9 +15,8 @@ import pytest
 from realrun.timing.grid import Grid
 from realrun.timing.measure import WAKE_PAIRS, _wake
 
-measure = importlib.import_module(
-    "realrun.timing.measure"
-)  # the module: the package's name is a function
+# the module: the package's name is a function
+measure = importlib.import_module("realrun.timing.measure")
 
 PASS_S = 0.010  # every pass of the fake engine, warm
 REAL_SLEEP = time.sleep

@@ -124,13 +124,11 @@ def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(
     )
     res = run_real(workload, make_policy("static", max_batch=4), paged)
     prefills = [p for p, _ in paged.pass_log if p.prefill_rows]
-    assert prefills and any(
-        p.prefill_tokens > sum(c.length for c in p.chunks) for p in prefills
-    )  # some padding
+    # some padding
+    assert prefills and any(p.prefill_tokens > sum(c.length for c in p.chunks) for p in prefills)
     assert sum(fed) == sum(p.prefill_tokens + p.decode_rows for p, _ in paged.pass_log)
-    assert (
-        paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0
-    )  # the padding's blocks came back
+    # the padding's blocks came back
+    assert paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0
     # (That the padding changes nobody's tokens: test_realrun_engine.py's one-at-a-time equality, static included.)
 
 
@@ -150,9 +148,8 @@ def test_an_unknown_kv_layout_is_refused(lm):
 
 def test_the_profilers_rows_fit_a_pool_that_grows_between_runs(paged):
     paged.start(make_workload(Poisson(10.0), Uniform(4, 8), Uniform(2, 4), n=40, seed=0))
-    paged.fill_rows(
-        list(range(40)), [300] * 40
-    )  # more than the last run's pool: it grows, outside any run
+    # more than the last run's pool: it grows, outside any run
+    paged.fill_rows(list(range(40)), [300] * 40)
     assert (
         len(paged.paged.running) == 40
         and paged.paged.pool.used_blocks >= 40 * 300 // paged.paged.pool.block_size

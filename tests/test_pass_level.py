@@ -73,9 +73,8 @@ def test_slow_drift_widens_the_error_more_than_independent_noise_of_the_same_siz
         "continuous",
     )
     assert indep.decode == pytest.approx(1.0, abs=0.02)
-    assert (
-        wave.decode_se > 3 * indep.decode_se
-    )  # batch means see the wave; a naive sd / sqrt(n) would not
+    # batch means see the wave; a naive sd / sqrt(n) would not
+    assert wave.decode_se > 3 * indep.decode_se
 
 
 def test_contradiction_is_beyond_the_tolerance_and_the_error():
@@ -91,9 +90,8 @@ def test_contradiction_is_beyond_the_tolerance_and_the_error():
         MODEL,
         "taxi",
     )
-    assert (
-        only_decode.prefill is None and only_decode.contradicts(3.0, only_decode.decode) == []
-    )  # no prefill ran
+    # no prefill ran
+    assert only_decode.prefill is None and only_decode.contradicts(3.0, only_decode.decode) == []
 
 
 def test_the_model_at_the_level_prices_each_kind_at_its_own():
@@ -131,9 +129,8 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
     def measure(label, policy):
         count["k"] += 1
         res = simulate(WL, policy, with_noise(st, 100 + count["k"], "passes"))
-        res.meta["passes"] = [
-            (p, st.for_policy(policy.name).pass_time(p)) for p, _ in passes
-        ]  # at the profile's price
+        # at the profile's price
+        res.meta["passes"] = [(p, st.for_policy(policy.name).pass_time(p)) for p, _ in passes]
         return res
 
     pairs = [(n, make_policy(n), make_policy(n)) for n in ("taxi", "static")]
@@ -248,9 +245,8 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
         assert d["judged_at"] == "the level predicted at"
         return
     rows = {r.label: r for r in report.rows}
-    assert (
-        rows["taxi"].predicted["p99_e2e"] < rows["static"].predicted["p99_e2e"]
-    )  # as made: another machine's
+    # as made: another machine's
+    assert rows["taxi"].predicted["p99_e2e"] < rows["static"].predicted["p99_e2e"]
     assert rows["taxi"].measured["p99_e2e"] > rows["static"].measured["p99_e2e"]
     assert (
         rows["taxi"].predicted_at_machine["p99_e2e"]
@@ -323,6 +319,5 @@ def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_tak
     pooled = summarize(simulate(wl, make_policy("continuous"), row.pass_level.model(MODEL)))
     assert row.predicted_at_passes["p50_e2e"] == pytest.approx(at_one["p50_e2e"], rel=1e-12)
     assert pooled["p50_e2e"] > 1.2 * at_one["p50_e2e"]  # the pooled level would have said otherwise
-    assert row.errors_at_passes["p50_e2e"] == pytest.approx(
-        0.0, abs=1e-9
-    )  # the median run is the 1.0x one
+    # the median run is the 1.0x one
+    assert row.errors_at_passes["p50_e2e"] == pytest.approx(0.0, abs=1e-9)

@@ -43,9 +43,8 @@ def test_a_high_rate_run_is_capped_and_warns_that_it_is_shorter_than_the_objecti
 
 def test_a_short_run_keeps_headroom_below_theorys_capacity():
     o = Objective(p99_e2e=10.0)
-    assert (
-        steady_misses({}, 10, 10.0, 95.0, o) == []
-    )  # a long enough run: 95 % load is judged by measurement
+    # a long enough run: 95 % load is judged by measurement
+    assert steady_misses({}, 10, 10.0, 95.0, o) == []
     assert steady_misses({}, 10, 10.0, 95.0, o, max_load=0.9)[0].startswith(
         "loaded to 95% of theory's capacity"
     )
@@ -67,9 +66,8 @@ def test_a_growing_queue_is_measured_and_a_steady_one_is_not():
     _, big = evaluate(
         ("big", flags, cand.defaults("llama-3-8b", 8, "least-loaded", 0.1), "continuous")
     )
-    assert (
-        small["e2e_last"] > 1.25 * small["e2e_mid"]
-    )  # one A100 at 40 requests/s: the queue grows all run
+    # one A100 at 40 requests/s: the queue grows all run
+    assert small["e2e_last"] > 1.25 * small["e2e_mid"]
     assert any(m.startswith("queue grows") for m in steady_misses(small, 1, None, 40.0, o))
     assert steady_misses(big, 8, None, 40.0, o) == []
 
@@ -160,9 +158,8 @@ def test_a_70b_model_plans_over_tensor_parallel_splits_and_pays_for_every_gpu(ca
     ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["config"]["tp"] == {
-        "H100-SXM": [2, 4]
-    }  # the two smallest splits that hold 141 GB of weights
+    # the two smallest splits that hold 141 GB of weights
+    assert out["config"]["tp"] == {"H100-SXM": [2, 4]}
     ans = out["answer"]
     assert "TP" in ans["config"]
     tp = int(ans["config"].split("TP")[1].split()[0])
@@ -212,9 +209,8 @@ def test_plan_takes_runs_machine_flags(capsys):
     )
     from batchsim.machine.engines import engine_profile
 
-    assert (
-        m["memory_eff"] == engine_profile("vllm").memory_eff
-    )  # the preset's, where no flag overrides it
+    # the preset's, where no flag overrides it
+    assert m["memory_eff"] == engine_profile("vllm").memory_eff
 
 
 @pytest.mark.parametrize(

@@ -107,11 +107,12 @@ def test_figures_for_report_picks_by_scenario(tmp_path):
 
     rep = _CUSTOM.run(args)
     paths = plots.figures_for_report(rep, tmp_path / "custom")
+    # no price, no GPU
     assert [p.name for p in paths] == [
         "latency_cdf.png",
         "timeline.png",
         "batch_kv.png",
-    ]  # no price, no GPU
+    ]
     assert all(_png_ok(p) for p in paths)
     rep = get_scenario("batch-size-sweep").run(
         build_parser().parse_args(["run", "batch-size-sweep", "--requests", "40"])

@@ -165,9 +165,8 @@ def test_continuous_token_budget_with_and_without_chunking():
     p.start(None)
     p.on_arrival(req(1, 30, 2), 0.0)
     p.on_arrival(req(2, 30, 2), 0.0)
-    assert (
-        p.on_arrival(req(0, 120, 2), 0.0) is None
-    )  # longer than the budget, but it fits in memory
+    # longer than the budget, but it fits in memory
+    assert p.on_arrival(req(0, 120, 2), 0.0) is None
     step, _ = run_step(p, 0.0)
     assert [c.request_id for c in step.prefill] == [1]  # the second prompt waits for the next step
     step, _ = run_step(p, 0.1)

@@ -135,9 +135,8 @@ def test_cli_json_and_figure(tmp_path, capsys):
     run = obj["runs"][0]
     assert set(run["verdict"].values()) == {"agrees"} and run["seeds"] == 1
     assert obj["config"]["served"]["policy"] == "static"
-    assert any(
-        "kept no spread" in n for n in obj["notes"]
-    )  # a linear calibration: mean only, said so
+    # a linear calibration: mean only, said so
+    assert any("kept no spread" in n for n in obj["notes"])
     assert (out / "predict-ttft-cdf.png").stat().st_size > 1000
     assert main([str(path), "--calibration", str(cal)]) == 0
     text = capsys.readouterr().out
@@ -283,9 +282,8 @@ def test_lab7_solo_is_one_server_and_four_clients_on_this_machine():
     assert serve[serve.index("--max-batch") + 1] == "8"
     assert len(loads) == 4 and all(c[2:4] == ["realrun", "load"] for c in loads)
     assert {c[c.index("--url") + 1] for c in loads} == {"http://127.0.0.1:8123"}
-    assert (
-        len({c[c.index("--seed") + 1] for c in loads}) == 4
-    )  # four students, four different arrival streams
+    # four students, four different arrival streams
+    assert len({c[c.index("--seed") + 1] for c in loads}) == 4
     # One machine, one address: each student sends a key of its own and the server tells them apart by it.
     assert (
         serve[serve.index("--client-by") + 1] == "key"

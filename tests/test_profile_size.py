@@ -113,9 +113,8 @@ def test_the_grid_goes_as_far_as_the_workload_reaches_and_no_further_than_the_po
     assert (
         whole.decode_rows[-1] == 32 and sized.decode_rows[-1] == 2 and sized.prefill_rows[-1] == 2
     )
-    assert (
-        sized.max_prefill_tokens == 2 * 890
-    )  # a padded pass of the rows reached, at the longest prompt
+    # a padded pass of the rows reached, at the longest prompt
+    assert sized.max_prefill_tokens == 2 * 890
     assert grid_for_policies(wl, pols, Reach(64, 10**6)).decode_rows[-1] == 32
 
 

@@ -101,11 +101,12 @@ def test_a_step_costs_the_sum_of_its_passes():
         decode_width=70,
     )
     passes = plan_step(step, "grouped")
+    # 30 < 0.75 x 100: two prefill passes
     assert [p.kind for p in passes] == [
         "prefill",
         "prefill",
         "decode",
-    ]  # 30 < 0.75 x 100: two prefill passes
+    ]
     assert passes[-1].attn_read == 3 * 70  # the rectangle reads its padding
     for st in (model(), LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="grouped")):
         assert st.durations(step, 1)[0] == pytest.approx(
@@ -113,9 +114,10 @@ def test_a_step_costs_the_sum_of_its_passes():
         )
     lin = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="grouped")
     fused = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="fused")
+    # two more fixed costs, and the padding read
     assert lin.durations(step, 1)[0] - fused.durations(step, 1)[0] == pytest.approx(
         2e-3 + 1e-7 * (3 * 70 - 150)
-    )  # two more fixed costs, and the padding read
+    )
 
 
 def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
@@ -134,12 +136,13 @@ def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
         20,
         True,
     )
+    # no rectangle
     assert (dec.decode_rows, dec.kv_read, dec.attn_read, dec.ragged) == (
         3,
         150,
         150,
         True,
-    )  # no rectangle
+    )
     for st in (
         model(past_cost=1e-9, plan="paged"),
         LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged"),
@@ -215,12 +218,10 @@ def test_a_step_after_idle_starts_late_and_runs_cold():
     wl = Workload.from_arrays([0.0, 1.0], [10, 10], [1, 1])
     r = simulate(wl, make_policy("taxi"), m).records
     warm = float(m.prefill(1, 10)[0])
-    assert r.start[1] == pytest.approx(
-        1.0 + 0.002
-    )  # the second request woke the server after 1 s asleep
-    assert r.finish[1] - r.start[1] == pytest.approx(
-        warm + 0.003
-    )  # colder than any idle timed: the last extra
+    # the second request woke the server after 1 s asleep
+    assert r.start[1] == pytest.approx(1.0 + 0.002)
+    # colder than any idle timed: the last extra
+    assert r.finish[1] - r.start[1] == pytest.approx(warm + 0.003)
     late, extra = m.wake_penalty(0.01)
     assert 0.0005 < extra < 0.003 and late == 0.002
 
@@ -394,9 +395,8 @@ def test_a_ragged_prefill_is_priced_as_equal_chunks_with_its_tokens_and_its_atte
     rows, length = ragged.prefill_shape
     assert rows * length == pytest.approx(sum(lengths))
     assert rows * length**2 == pytest.approx(sum(n * n for n in lengths))
-    assert (
-        rows < 8 and length > sum(lengths) / 8
-    )  # fewer, longer chunks than the mean: more attention
+    # fewer, longer chunks than the mean: more attention
+    assert rows < 8 and length > sum(lengths) / 8
     # A padded batch on the pool: 8 x 433 tokens, but the padding attends only to itself, so on a table
     # whose cost per token grows with the length it costs less than 8 chunks of 433, more than its prompts alone.
     padded = Pass(

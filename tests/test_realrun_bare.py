@@ -46,9 +46,8 @@ def test_help_gives_the_load_and_the_time_a_bare_run_takes(capsys):
         ("--max-wait MAX_WAIT", "0.1"),
         ("--max-seqs MAX_SEQS", "32"),
     ):
-        help_of = text.rsplit(flag, 1)[1].split(" --", 1)[
-            0
-        ]  # the last: the usage line names each flag first
+        # the last: the usage line names each flag first
+        help_of = text.rsplit(flag, 1)[1].split(" --", 1)[0]
         assert f"(default {default})" in help_of, (flag, help_of)
     assert (
         "(default 5)" not in text.rsplit("--rate RATE", 1)[1][:80] and "(default 500)" not in text

@@ -85,9 +85,8 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, calibration, capsy
     ):
         assert word in out
     assert "p99 TTFT ms" not in out  # one screen: the toleranced metrics only
-    fig = (
-        tmp_path / "realrun-compare" / "predicted_vs_measured.png"
-    )  # --out DIR writes DIR/<scenario>/
+    # --out DIR writes DIR/<scenario>/
+    fig = tmp_path / "realrun-compare" / "predicted_vs_measured.png"
     assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     d = tmp_path / "realrun-compare"
     assert (d / "taxi-measured-requests.csv").is_file() and (
@@ -371,12 +370,13 @@ def test_cuda_asked_without_a_gpu(capsys):
 
 def test_module_entry_point_as_a_subprocess():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # a watchdog against a hang, not a speed limit
     p = subprocess.run(
         [sys.executable, "-m", "realrun", "run", "--model", "no-such-org/no-such-model"],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
-    )  # a watchdog against a hang, not a speed limit
+    )
     assert p.returncode == 2
     assert "tiny-gpt2" in _one_line(p.stderr)

@@ -67,9 +67,8 @@ def test_the_canary_reads_grid_points_against_their_profiled_price(profiled):
     c = Canary(engine, model)
     # At the grid's middle: priced from the profile's own means, not from an edge's extrapolation.
     assert c.length in model.prefill.y and model.decode.y[0] <= c.width <= model.decode.y[-1]
-    assert (
-        c.reference is not None and model.extra["canary"]["decode"] == c.reference[1]
-    )  # the profile kept its own
+    # the profile kept its own
+    assert c.reference is not None and model.extra["canary"]["decode"] == c.reference[1]
     r = c()
     # A reading of this machine's own speed: near 1 on a quiet one, but 4x has been read beside other work,
     # so only that it is a reading is asserted (the arithmetic of levels is tested on injected readings).
@@ -86,17 +85,15 @@ def test_the_recheck_on_a_real_engine_times_five_profiled_shapes(profiled):
 
 
 def test_against_the_shipped_reference_a_machine_far_from_it_is_told_how_to_get_its_own_prediction():
-    far = _drift(
-        0.50, 0.53, 0.55, 0.52, 0.54
-    )  # this machine runs the reference's passes in half the time
+    # this machine runs the reference's passes in half the time
+    far = _drift(0.50, 0.53, 0.55, 0.52, 0.54)
     line = far.text(reference=True)
     assert "47 % faster at the end than the course machine's reference" in line
     assert (
         "the prediction is the course machine's" in line
         and "python -m realrun compare profiles" in line
     )
-    assert (
-        "while profiling" in far.text() and "course machine" not in far.text()
-    )  # a profile of its own
+    # a profile of its own
+    assert "while profiling" in far.text() and "course machine" not in far.text()
     near = _drift(0.90, 0.92, 0.88, 0.91, 0.89)  # within REFERENCE_APART_PCT: the usual line only
     assert "the prediction is the course machine's" not in near.text(reference=True)

@@ -118,15 +118,13 @@ def calibration(tmp_path_factory):
 def test_profile_times_every_shape_and_holds_some_out(calibration):
     prof, path = calibration
     kinds = [q.kind for q in prof.points]
-    assert (
-        kinds.count("decode") == 6 and kinds.count("prefill") == 8 and kinds.count("past") == 1
-    )  # 4 x 32 > 64
+    # 4 x 32 > 64
+    assert kinds.count("decode") == 6 and kinds.count("prefill") == 8 and kinds.count("past") == 1
     assert any(k.startswith("validation-") for k in kinds)
     assert all(q.seconds > 0 and q.samples >= 1 for q in prof.points)
     m = prof.model
-    assert (
-        isinstance(m, ProfiledStepTime) and m.plan == "paged"
-    )  # the engine runs on its block pool here (a CPU)
+    # the engine runs on its block pool here (a CPU)
+    assert isinstance(m, ProfiledStepTime) and m.plan == "paged"
     assert set(m.policy_gaps) == {"taxi", "continuous"} and all(
         g > 0 for g in m.policy_gaps.values()
     )

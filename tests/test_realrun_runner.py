@@ -162,9 +162,8 @@ def test_a_stopped_run_keeps_what_was_measured(error, word):
 
 
 def test_prompts_longer_than_the_context_are_rejected_with_the_reason():
-    assert (
-        context_reason(100, 25, 124) is None
-    )  # positions 0..123: the last token is never fed back
+    # positions 0..123: the last token is never fed back
+    assert context_reason(100, 25, 124) is None
     assert "context of 124" in context_reason(100, 26, 124)
     wl = make_workload(Poisson(50.0), Uniform(10, 60), Uniform(1, 5), n=20, seed=4)
     clock = FakeClockAt100()

@@ -74,9 +74,8 @@ def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
     ps = {(p.a, p.b): p for p in pairs(rep.rows)}
     assert not ps[("dynamic", "taxi")].apart and ps[("continuous", "dynamic")].apart
     assert measured_order(rep.rows) == "continuous < dynamic ~ taxi"
-    assert "preserved (continuous < dynamic ~ taxi: 2 of 3 pairs" in verdict_line(
-        rep
-    )  # the tie, mis-ordered, not held against it
+    # the tie, mis-ordered, not held against it
+    assert "preserved (continuous < dynamic ~ taxi: 2 of 3 pairs" in verdict_line(rep)
 
 
 def _judged(*rows: CompareRow) -> CompareReport:

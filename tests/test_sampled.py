@@ -22,9 +22,8 @@ from batchsim.sim.sampled import SampledStepTime, with_noise
 from batchsim.sim.spread import LEVELS, SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import ScaledStepTime, load_step_time
 
-UNIFORM = np.linspace(
-    0.1, 1.9, LEVELS
-)  # ratios uniform on [0.1, 1.9]: mean 1, CV 0.9 / sqrt(3) = 0.52
+# ratios uniform on [0.1, 1.9]: mean 1, CV 0.9 / sqrt(3) = 0.52
+UNIFORM = np.linspace(0.1, 1.9, LEVELS)
 CV_UNIFORM = 0.9 / np.sqrt(3)
 
 
@@ -125,9 +124,8 @@ def test_spread_from_timings():
     assert len(q) == LEVELS and np.all(np.diff(q) >= 0) and q[-1] < 2
     g = SpreadGrid([1.0], [1.0], q[None, None, :])
     assert g.cv()[0, 0] == pytest.approx(0.2, rel=0.15)
-    runs = [
-        0.002 * (1 + 0.1 * np.sin(np.arange(16) / 3)) for _ in range(8)
-    ]  # slow drifts: correlated
+    # slow drifts: correlated
+    runs = [0.002 * (1 + 0.1 * np.sin(np.arange(16) / 3)) for _ in range(8)]
     assert lag1_of(runs) > 0.8
     assert lag1_of([rng.normal(1, 0.1, 16) for _ in range(50)]) < 0.2
 

@@ -87,9 +87,8 @@ def test_flags_override_scenario_defaults():
     r = run("taxi-vs-bus", "--requests", "40", "--step-time", "0.02", "--policy", "taxi")
     assert "ConstantStepTime(seconds=0.02)" in r.config["step_time"]
     # the KV budget still follows the scenario's GPU and model
-    assert (
-        r.config["kv_budget_tokens"] == 453_767
-    )  # 80 GiB x 0.9 - weights - activations (batchsim.machine.memory)
+    # 80 GiB x 0.9 - weights - activations (batchsim.machine.memory)
+    assert r.config["kv_budget_tokens"] == 453_767
 
 
 def _ns(**kw):
@@ -125,9 +124,8 @@ def test_step_time_precedence(tmp_path):
 
 def test_kv_budget_precedence_and_bytes():
     scen = {"gpu": "A100-80GB", "model": "gpt2"}
-    act = (
-        8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29
-    )  # the activation reserve (machine.memory)
+    # the activation reserve (machine.memory)
+    act = 8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29
     assert kv_budget_from_args(_ns(), scen) == 2_067_583
     assert kv_budget_from_args(_ns(kv_budget_tokens=1000), scen) == 1000
     assert kv_budget_from_args(_ns(kv_budget_bytes="1GB"), scen) == 1_000_000_000 // 36_864
@@ -178,9 +176,8 @@ def test_bad_server_input_exits_2_with_one_line(argv, field, capsys):
 
 def test_taxi_vs_bus_taxi_saturates_and_batching_copes():
     s = run("taxi-vs-bus", "--requests", "200").summaries
-    assert (
-        s["taxi"]["busy_fraction"] > 0.99 and s["taxi"]["request_throughput"] < 1.0
-    )  # ~0.73 req/s < 2 arriving
+    # ~0.73 req/s < 2 arriving
+    assert s["taxi"]["busy_fraction"] > 0.99 and s["taxi"]["request_throughput"] < 1.0
     for p in ("static", "dynamic", "continuous"):
         assert s[p]["request_throughput"] > 1.8 * s["taxi"]["request_throughput"]
         assert s[p]["mean_e2e"] < s["taxi"]["mean_e2e"] / 5
@@ -190,12 +187,10 @@ def test_taxi_vs_bus_taxi_saturates_and_batching_copes():
 
 def test_laundromat_answer_flips_with_load():
     s = run("laundromat", "--requests", "96").summaries
-    assert (
-        s["low: taxi"]["mean_e2e"] < s["low: static-8"]["mean_e2e"] / 4
-    )  # waiting for 8 loads hurts when quiet
-    assert (
-        s["high: taxi"]["mean_e2e"] > s["high: static-8"]["mean_e2e"] * 2
-    )  # the taxi falls behind when busy
+    # waiting for 8 loads hurts when quiet
+    assert s["low: taxi"]["mean_e2e"] < s["low: static-8"]["mean_e2e"] / 4
+    # the taxi falls behind when busy
+    assert s["high: taxi"]["mean_e2e"] > s["high: static-8"]["mean_e2e"] * 2
     assert s["high: dynamic-8"]["mean_e2e"] <= s["high: static-8"]["mean_e2e"]
 
 
@@ -220,14 +215,12 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
         and s["long: continuous-128"]["preemptions"] > 0
     )
     budget = r.config["kv_budget_tokens"]
-    assert (
-        budget == 45_329
-    )  # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
+    # (40 GiB x 0.9 - 13,476,831,232 of weights - 1,411,907,584 of activations) // 524,288
+    assert budget == 45_329
     for _label, x in s.items():
         assert x["kv_peak_tokens"] <= budget
-    assert (
-        s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1
-    )  # memory, not max_batch=64, caps it
+    # memory, not max_batch=64, caps it
+    assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1
     assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
     # The notes count in words that agree with the counts, and the rows a full cache holds are memory's
     # budget over the tokens each held then: one arithmetic, not two numbers for one limit.
@@ -281,9 +274,8 @@ def test_batch_size_sweep_at_one_rate_finds_the_largest_batch_meeting_the_slo():
             assert t == pytest.approx(rate, rel=0.15)  # a big enough bus serves the traffic
     p99 = [x["p99_e2e"] for x in s]
     low = int(np.argmin(p99))
-    assert (
-        0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]
-    )  # the U: drowns, then waits to fill
+    # the U: drowns, then waits to fill
+    assert 0 < low < len(p99) - 1 and p99[0] > p99[low] < p99[-1]
     meets = [b for b, x in zip(sw["values"], s) if x["p99_e2e"] <= sw["slo"]]
     assert sw["best"] == max(meets)
     r2 = run("batch-size-sweep", "--requests", "300", "--slo-e2e", "1000")
@@ -310,9 +302,8 @@ def test_azure_conv_replays_the_trace_when_it_is_present(tmp_path, monkeypatch):
 def test_azure_conv_says_when_it_uses_the_synthetic_fit(monkeypatch, tmp_path):
     import sys
 
-    monkeypatch.setattr(
-        sys.modules["batchsim.traces"], "find_trace", lambda *a, **k: None
-    )  # a wheel without its data
+    # a wheel without its data
+    monkeypatch.setattr(sys.modules["batchsim.traces"], "find_trace", lambda *a, **k: None)
     syn = run("azure-conv", "--duration", "30")
     assert syn.config["traffic"]["source"] == "synthetic fit"
     assert (

@@ -148,9 +148,8 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
 
             # A failed poll raises the banner; the next good one takes it down.
             page.route("**/v1/state", lambda route: route.abort())
-            page.wait_for_selector(
-                "#banner", state="visible", timeout=600_000
-            )  # polls come twice a second
+            # polls come twice a second
+            page.wait_for_selector("#banner", state="visible", timeout=600_000)
             banner = page.locator("#banner").inner_text()
             page.unroute("**/v1/state")
             page.wait_for_selector("#banner", state="hidden", timeout=600_000)

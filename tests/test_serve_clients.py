@@ -37,9 +37,8 @@ def test_by_key_students_sharing_a_machine_are_told_apart_and_no_key_falls_back_
         client_id(_request("127.0.0.1", "student-2"), "key"),
     )
     assert a != b
-    assert (
-        client_id(_request("10.0.0.9", "student-1"), "key") == a
-    )  # the key, wherever it is sent from
+    # the key, wherever it is sent from
+    assert client_id(_request("10.0.0.9", "student-1"), "key") == a
     assert client_id(_request("127.0.0.1"), "key") == client_id(_request("127.0.0.1"))
     # The id names neither the key nor the address.
     assert "student" not in a and "127" not in client_id(_request("127.0.0.1"))

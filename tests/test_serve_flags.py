@@ -31,10 +31,11 @@ def _refused(argv, capsys, monkeypatch) -> str:
     [
         (["--max-queue", "0"], "max-queue"),
         (["--policy", "static", "--max-batch", "8", "--max-queue", "4"], "max-queue"),
+        # TEST-NET-1 (RFC 5737): never this machine's address
         (
             ["--host", "192.0.2.1", "--port", "0"],
             "host",
-        ),  # TEST-NET-1 (RFC 5737): never this machine's address
+        ),
     ],
 )
 def test_impossible_flags_are_one_line_naming_the_flag(argv, flag, capsys, monkeypatch):

@@ -87,9 +87,8 @@ def test_a_client_who_leaves_a_full_batch_frees_the_seat_for_the_one_waiting(str
     assert left["rejected"].startswith("cancelled: the client disconnected"), left
     assert 0 < int(left["tokens"]) < LONG and left["output_tokens"] == left["tokens"], left
     assert stayed["rejected"] == "" and stayed["tokens"] == str(LONG)
-    assert float(waited["finish_s"]) < float(
-        stayed["finish_s"]
-    )  # it took the seat the leaver freed
+    # it took the seat the leaver freed
+    assert float(waited["finish_s"]) < float(stayed["finish_s"])
 
 
 def test_a_client_who_leaves_the_queue_is_recorded_cancelled_with_no_tokens(tmp_path):
@@ -104,9 +103,8 @@ def test_a_client_who_leaves_the_queue_is_recorded_cancelled_with_no_tokens(tmp_
             _, writer = await _raw(srv.url, {"prompt": [3, 4], "max_tokens": 5})
             await _until(srv, "vllm:num_requests_waiting", 1)
             writer.close()
-            while (
-                srv.metric("vllm:num_requests_waiting") > 0
-            ):  # gone from the queue while the other runs
+            # gone from the queue while the other runs
+            while srv.metric("vllm:num_requests_waiting") > 0:
                 await asyncio.sleep(0.05)
             return runs.done(), await runs
 

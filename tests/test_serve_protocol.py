@@ -99,9 +99,8 @@ def test_chat_content_may_be_a_list_of_text_parts_and_runs_to_the_context_by_def
         == plain.prompt
         == tuple(TOK.encode(chat_text([{"role": "user", "content": "hello"}])))
     )
-    assert plain.max_tokens == CONTEXT - len(
-        plain.prompt
-    )  # no max_tokens: to the context's end, as OpenAI
+    # no max_tokens: to the context's end, as OpenAI
+    assert plain.max_tokens == CONTEXT - len(plain.prompt)
     assert _parse({"prompt": "hello"}).max_tokens == 16  # a completion's default stays OpenAI's 16
     e = _refused(
         {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
@@ -111,10 +110,11 @@ def test_chat_content_may_be_a_list_of_text_parts_and_runs_to_the_context_by_def
 
 
 def test_pieces_of_a_split_character_add_up_to_the_whole_text():
+    # two bytes no character begins with, as random weights print
     ids = TOK.encode("né 😀 ok") + [
         0xFF,
         0xFE,
-    ]  # two bytes no character begins with, as random weights print
+    ]
     text = IncrementalText(TOK)
     pieces = [text.push(i) for i in ids] + [text.flush()]
     assert "".join(pieces) == text.text == TOK.decode(ids)

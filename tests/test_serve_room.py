@@ -97,9 +97,8 @@ def test_half_sent_heads_beyond_the_cap_give_way_and_health_still_answers(room):
 
 def test_a_head_or_a_body_dribbled_past_its_limit_is_a_408(room):
     async def main():
-        r1, w1 = await _open(
-            room, b"GET /health HTTP/1.1\r\nHost: x\r\n"
-        )  # the blank line never comes
+        # the blank line never comes
+        r1, w1 = await _open(room, b"GET /health HTTP/1.1\r\nHost: x\r\n")
         head = await r1.read()
         body = b'{"prompt": [1, 2], "max_tokens": 2}'
         r2, w2 = await _open(

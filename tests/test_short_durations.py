@@ -84,6 +84,5 @@ def test_roofline_takes_the_short_path_and_a_subclass_that_prices_its_own_way_do
             return 2 * super().times(p, d, kv)
 
     slow = Slower(roof.gpu, roof.model, roof.dtype)
-    assert (
-        slow.short_durations(step, 4) is None
-    )  # its own times: durations prices it, not the short path
+    # its own times: durations prices it, not the short path
+    assert slow.short_durations(step, 4) is None

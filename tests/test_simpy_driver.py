@@ -124,9 +124,8 @@ def test_a_process_that_never_ends_does_not_keep_the_run_going():
 @pytest.mark.parametrize("name", ["taxi", "static", "dynamic", "continuous"])
 def test_an_outage_stops_the_server_and_its_queue_waits(name):
     wl = make_workload(Poisson(2.0), Uniform(32, 128), LogNormal(64, 48), n=150, seed=3)
-    st = ConstantStepTime(
-        0.001
-    )  # a taxi busy about 13 % of the time: the backlog drains in about a second
+    # a taxi busy about 13 % of the time: the backlog drains in about a second
+    st = ConstantStepTime(0.001)
     res = simulate(wl, make_policy(name, max_batch=4), st, processes=[outage(20.0, 10.0)])
     base = simulate(wl, make_policy(name, max_batch=4), st)
     r = res.records
@@ -138,13 +137,11 @@ def test_an_outage_stops_the_server_and_its_queue_waits(name):
     waited = r.start[during] - r.arrival[during]
     # Arrivals uniform over the outage wait for its rest: about half of it, on a server this lightly loaded.
     assert waited.mean() == pytest.approx(5.0, rel=0.25)
-    assert (
-        summarize(res)["p99_ttft"] > summarize(base)["p99_ttft"] + 5.0
-    )  # direction: an outage means waiting
+    # direction: an outage means waiting
+    assert summarize(res)["p99_ttft"] > summarize(base)["p99_ttft"] + 5.0
     before = r.arrival < 15.0
-    np.testing.assert_array_equal(
-        r.finish[before], base.records.finish[before]
-    )  # the past is untouched
+    # the past is untouched
+    np.testing.assert_array_equal(r.finish[before], base.records.finish[before])
 
 
 def test_least_loaded_routes_around_a_server_that_is_down():
@@ -295,9 +292,8 @@ def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(pol
     real = ServerProcess._interrupt
 
     def counted(self):
-        kicks["n"] += (
-            self.process is not None and self._bell is None
-        )  # a process interrupt, not a bell
+        # a process interrupt, not a bell
+        kicks["n"] += self.process is not None and self._bell is None
         real(self)
 
     monkeypatch.setattr(ServerProcess, "_interrupt", counted)

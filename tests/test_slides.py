@@ -104,6 +104,7 @@ def test_a_figure_is_shown_in_its_slide_versions_in_order_or_as_itself_where_it_
     lessons, figures = tmp_path / "lessons", tmp_path / "figures"
     lessons.mkdir()
     (figures / slides.SLIDE_VERSIONS).mkdir(parents=True)
+    # another figure's part, whose name starts alike
     for name in (
         "f.png",
         "g.png",
@@ -111,7 +112,7 @@ def test_a_figure_is_shown_in_its_slide_versions_in_order_or_as_itself_where_it_
         "slides/f-10.png",
         "slides/f-1.png",
         "slides/f-low-1.png",
-    ):  # another figure's part, whose name starts alike
+    ):
         (figures / name).write_bytes(name.encode())
     (lessons / "01-l.md").write_text(
         "# L\n\n## A\n\n![f](../figures/f.png)\n\n## B\n\n![g](../figures/g.png)\n"

@@ -50,18 +50,16 @@ def test_the_map_names_the_files_a_step_runs_through():
     finally:
         sys.setprofile(None)
     steps = len(res.records.steps["start"])
-    assert steps > 2.5 * len(
-        wl.requests
-    )  # so a file called once per request stays under the threshold
+    # so a file called once per request stays under the threshold
+    assert steps > 2.5 * len(wl.requests)
     on_path = {f for f, n in calls.items() if n >= 0.9 * steps}
     mapped = set(_mapped())
     assert mapped == on_path, (
         f"the map in batchsim/__init__.py names {sorted(mapped - on_path)} that a step no "
         f"longer runs through, and misses {sorted(on_path - mapped)}"
     )
-    assert (
-        len(mapped) == len(_mapped()) - 1
-    )  # continuous.py appears twice: deciding, then accounting
+    # continuous.py appears twice: deciding, then accounting
+    assert len(mapped) == len(_mapped()) - 1
 
 
 def test_the_map_counts_its_files():

@@ -54,9 +54,8 @@ def recorded(wl, name, **rec_kw):
 def test_folding_in_chunks_equals_one_fold_at_the_end(name):
     wl = workload(600, rate=4.0 if name != "continuous" else 15.0)
     whole = recorded(wl, name, fold_rows=10**12, step_chunk=10**12)
-    assert (
-        whole.tokens.sum() > 0 and len(whole.steps["start"]) > 500
-    )  # many folds and packs at small k
+    # many folds and packs at small k
+    assert whole.tokens.sum() > 0 and len(whole.steps["start"]) > 500
     for rows, steps in ((1, 1), (7, 3), (257, 64), (1 << 16, 4096)):
         part = recorded(wl, name, fold_rows=rows, step_chunk=steps)
         for k in ARRAYS:

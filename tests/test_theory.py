@@ -245,9 +245,8 @@ def test_static_bus_fill_at_low_load():
     # Spread over 16 seeds at 20k: sd 0.8 %. Tolerance 3 %.
     res = poisson_run(Static(8), 10.0, ConstantStepTime(0.001), 20_000)
     assert mean_queue_wait(res) == pytest.approx(bus_fill_wait(8, 10.0), rel=0.03)
-    assert summarize(res)["mean_batch_size"] == pytest.approx(
-        8, rel=1e-3
-    )  # only the last bus is partial
+    # only the last bus is partial
+    assert summarize(res)["mean_batch_size"] == pytest.approx(8, rel=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -240,9 +240,8 @@ def test_a_fresh_clone_replays_the_shipped_trace_and_gets_lesson_8s_numbers(monk
     assert find_trace() == SHIPPED / AZURE_TRACE
     s, _ = lessons.real_day(policy="continuous", max_batch=64)
     assert s["source"].startswith("Azure LLM trace 2023 (conversation)") and s["requests"] == 1445
-    assert (
-        f"{s['slo_attainment']['continuous']:.1%}" == "99.9%"
-    )  # what lesson 8 and notebook 8's answers quote
+    # what lesson 8 and notebook 8's answers quote
+    assert f"{s['slo_attainment']['continuous']:.1%}" == "99.9%"
 
 
 def test_a_missing_trace_says_where_traces_come_from(monkeypatch, tmp_path, capsys):
@@ -295,19 +294,16 @@ def test_fetch_keeps_a_file_only_when_its_checksum_is_the_published_one(tmp_path
 
     entry, mirror = _tiny_trace(tmp_path)
     cache = tmp_path / "cache"
-    path, what = fetch_one(
-        entry, cache, mirror.as_uri()
-    )  # a file:// mirror: nothing leaves the machine
+    # a file:// mirror: nothing leaves the machine
+    path, what = fetch_one(entry, cache, mirror.as_uri())
     assert path == cache / "tiny.csv" and "sha256 checked" in what and len(read_trace(path)) == 3
-    assert (
-        fetch_one(entry, cache, "http://127.0.0.1:9/nowhere")[1] == "already here"
-    )  # no second download
+    # no second download
+    assert fetch_one(entry, cache, "http://127.0.0.1:9/nowhere")[1] == "already here"
     (mirror / "Tiny.csv").write_text((mirror / "Tiny.csv").read_text().replace(",100,", ",999,"))
     with pytest.raises(ConfigError, match="not the published file"):
         fetch_one(entry, tmp_path / "other", str(mirror))  # a plain folder works as a mirror too
-    assert (
-        list((tmp_path / "other").iterdir()) == []
-    )  # neither the file nor its part is left behind
+    # neither the file nor its part is left behind
+    assert list((tmp_path / "other").iterdir()) == []
 
 
 def test_fetch_offline_is_one_line_and_exit_code_2(monkeypatch, tmp_path, capsys):
@@ -325,9 +321,8 @@ def test_fetch_offline_is_one_line_and_exit_code_2(monkeypatch, tmp_path, capsys
         "batchsim.traces: error: cannot fetch azure-2023-code"
     )
     assert not (tmp_path / "cache" / "batchsim" / "traces" / "azure_llm_2023_code.csv").exists()
-    assert (
-        main(["fetch", "azure-2023-code", "--from", str(tmp_path / "empty")]) == 2
-    )  # a mirror without the file
+    # a mirror without the file
+    assert main(["fetch", "azure-2023-code", "--from", str(tmp_path / "empty")]) == 2
     assert "cannot fetch" in capsys.readouterr().err
     assert main(["fetch", "nope"]) == 2
     assert (

@@ -85,9 +85,8 @@ def test_the_saved_tokenizer_reads_and_writes_text_as_byte_tokenizer_does(folder
         ids = hf.encode(t, add_special_tokens=False)
         assert ids == ours.encode(t), t
         assert hf.decode(ids) == t
-    for _ in range(
-        200
-    ):  # any bytes, broken UTF-8 included, decode with the same replacement characters
+    # any bytes, broken UTF-8 included, decode with the same replacement characters
+    for _ in range(200):
         ids = rng.integers(0, 256, size=int(rng.integers(1, 40))).tolist()
         assert hf.decode(ids) == ours.decode(ids), ids
     assert (hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (
@@ -109,9 +108,8 @@ class TestVLLMBenchOnOurServer:
     @pytest.fixture(scope="class")
     def ours(self, tmp_path_factory):
         with served("--threads", "1", tmp=tmp_path_factory.mktemp("ours")) as srv:
-            srv.post(
-                "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4}
-            )  # the first pass pays one-off costs
+            # the first pass pays one-off costs
+            srv.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4})
             yield srv
 
     @pytest.fixture(scope="class")
@@ -173,9 +171,8 @@ class TestVLLMBenchOnOurServer:
         assert all(PROMPT - 4 <= n <= PROMPT + 8 for n in result["input_lens"]), result[
             "input_lens"
         ]
-        assert all(
-            len(itl) == OUTPUT - 1 for itl in result["itls"]
-        )  # our server streams one token a chunk
+        # our server streams one token a chunk
+        assert all(len(itl) == OUTPUT - 1 for itl in result["itls"])
         assert ours.proc.poll() is None
 
     def test_the_two_load_generators_agree_on_our_servers_ttft(self, bench, ours, tmp_path):

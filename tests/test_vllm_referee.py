@@ -71,9 +71,8 @@ def test_vllm_preempts_requests_whose_last_token_is_in_flight_only_with_async_sc
     # running request, one whose last token is in flight; it finishes when the token lands and never
     # runs again, so the referee reports it apart and batchsim lists no such preemption.
     late = {r.name: r.last_token_preemptions for r in rows}
-    assert all(
-        r.batchsim_last_token_preemptions == r.last_token_preemptions for r in rows
-    )  # the policy saw them
+    # the policy saw them
+    assert all(r.batchsim_last_token_preemptions == r.last_token_preemptions for r in rows)
     assert late["KV forces preemption, async"] > 0 and late["chunked prefill off, async"] > 0
     assert all(n == 0 for name, n in late.items() if name.endswith("sync") and "async" not in name)
 
@@ -126,9 +125,8 @@ def test_kv_blocks_in_use_match_with_a_budget_that_forces_preemption():
     cfg = CONFIGURATIONS["KV forces preemption, async"]
     v = referee(random_workload(3, cfg, 120), cfg)
     assert v.agrees, v.report()
-    assert (
-        max(s.kv_blocks for s in v.vllm) == cfg.kv_blocks
-    )  # the budget binds, and is never passed
+    # the budget binds, and is never passed
+    assert max(s.kv_blocks for s in v.vllm) == cfg.kv_blocks
     assert any(s.preempted for s in v.vllm)
 
 
@@ -176,10 +174,11 @@ def test_the_textbook_policy_differs_from_vllm_where_and_why_the_table_says():
     for name, tally in table.items():
         assert sum(tally.values()) == 3 and not tally["other"], (name, tally)
         if name.endswith("async"):
+            # a newcomer waits a step in vLLM, never in the textbook
             assert tally["async"] > 0, (
                 name,
                 tally,
-            )  # a newcomer waits a step in vLLM, never in the textbook
+            )
     # Where neither the budget nor async scheduling decides anything, the textbook is vLLM, step for step.
     assert table["KV binds alone, sync"]["same"] == 3
     assert (

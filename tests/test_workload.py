@@ -226,10 +226,11 @@ def test_workload_config_precedence_and_numpy_values():
     )
     assert (c.rate, c.requests, c.seed) == (3.0, 50, 4)  # flag > scenario > package
     c = WorkloadConfig.from_flags({"duration": 10.0}, {"requests": 50})
+    # a flag's extent replaces the scenario's other kind
     assert (c.requests, c.duration) == (
         None,
         10.0,
-    )  # a flag's extent replaces the scenario's other kind
+    )
     wl = WorkloadConfig(rate=np.float64(2.0), requests=np.int64(7), seed=np.int64(1)).build()
     assert len(wl) == 7
 

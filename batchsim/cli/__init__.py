@@ -126,12 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
             if e.name != module:
                 raise
             continue
+        # the docstring's examples, as written
         sp = sub.add_parser(
             name,
             help=help_,
             description=(mod.__doc__ or help_),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        )  # the docstring's examples, as written
+        )
         mod.add_arguments(sp)
         sp.set_defaults(_module=mod)
     return p

@@ -202,9 +202,8 @@ def _workload_flags(args: argparse.Namespace) -> dict:
             from ..core.traces import read_trace
             from ..traces import check_trace_file
 
-            check_trace_file(
-                trace_of(flags)
-            )  # not there: where traces come from, not a bare "not found"
+            # not there: where traces come from, not a bare "not found"
+            check_trace_file(trace_of(flags))
             flags["requests"] = len(read_trace(trace_of(flags)).arrival_s)  # the whole trace
         else:
             flags["requests"] = PLAN_REQUESTS
@@ -213,9 +212,8 @@ def _workload_flags(args: argparse.Namespace) -> dict:
 
 def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     """Check every flag, size the work, search; returns (result, config, notes)."""
-    Objective(
-        args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot
-    )  # an objective is checked before anything else
+    # an objective is checked before anything else
+    Objective(args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot)
     gpus = comma_list(args.gpus, "gpus", [g for g in DEFAULT_CATALOG.gpus], among="among")
     DEFAULT_CATALOG.model(args.sim_model)
     policies = comma_list(args.policies, "policies", POLICY_NAMES, among="among")
@@ -363,9 +361,8 @@ def _table(points) -> str:
 
 
 def _f(v) -> str:
-    return (
-        "-" if v is None else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.3g} ms"
-    )  # 0.1 ms is not "0 ms"
+    # 0.1 ms is not "0 ms"
+    return "-" if v is None else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.3g} ms"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -81,9 +81,8 @@ def machine_of(args: argparse.Namespace) -> tuple[dict, dict]:
         }
     )
     if given_.get("calibration"):
-        load_step_time(
-            given_["calibration"]
-        )  # a missing or bad file is one line now, not one per fleet
+        # a missing or bad file is one line now, not one per fleet
+        load_step_time(given_["calibration"])
     kw = {**engine_profile(given_["engine_profile"]).knobs} if given_.get("engine_profile") else {}
     kw.update({_KW[d]: v for d, v in given_.items() if d in _KW})
     flags = {d: v for d, v in given_.items() if d != "tp"}  # the split is each candidate's own
@@ -101,9 +100,8 @@ def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = 
     span = float(wl.arrivals[-1] - wl.arrivals[0]) if len(wl) > 1 else 0.0
     rate = (len(wl) - 1) / span if span > 0 else math.inf
     horizon = _horizon(objective, float(wl.output_tokens.mean()))
-    need = (
-        1.1 * SPAN_OBJECTIVES * horizon * rate
-    )  # 10 % over: random arrivals may span a little less
+    # 10 % over: random arrivals may span a little less
+    need = 1.1 * SPAN_OBJECTIVES * horizon * rate
     if resize:
         n = int(min(max(len(wl), math.ceil(min(need, 1e12))), PLAN_MAX_REQUESTS))
         if n > len(wl):

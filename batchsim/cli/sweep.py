@@ -155,10 +155,11 @@ def _one(job: tuple) -> tuple[str, dict, dict]:
     args, scenario, runs, value_label = job
     try:
         report = run_set(args, scenario, runs)
+    # Ctrl-C reaches the workers too; the parent reports it
     except (
         Interrupted,
         KeyboardInterrupt,
-    ):  # Ctrl-C reaches the workers too; the parent reports it
+    ):
         return None
     return value_label, report.summaries, {"notes": report.notes, "config": report.config}
 
@@ -193,9 +194,8 @@ def sweep(args: argparse.Namespace) -> tuple[dict[str, dict], list[str], dict]:
         else (getattr(args, "replicas", None) or d.get("replicas") or 1),
     )
     jobs = []
-    plain = {
-        k: v for k, v in vars(args).items() if not k.startswith("_")
-    }  # the command's module does not pickle
+    # the command's module does not pickle
+    plain = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     sizes = []
     for v in values:
         a = argparse.Namespace(**plain)

@@ -169,9 +169,8 @@ class WorkloadConfig:
             (trace_of(layer) for layer in layers if trace_of(layer)), None
         )
         requests, duration = flags.get("requests"), flags.get("duration")
-        if (
-            requests is None and duration is None
-        ):  # neither flag: the scenario's extent, else the package's
+        # neither flag: the scenario's extent, else the package's
+        if requests is None and duration is None:
             duration = resolve("duration", {}, *layers[:-1])
             requests = None if duration is not None else g("requests")
         arrival = g("arrival") if trace is None else "poisson"

@@ -98,9 +98,8 @@ class Run:
         self.serving = len(self.servers)  # server processes not yet finished
         self.error: BaseException | None = None
         self.trace: list | None = [] if trace else None
-        self._outstanding = [0] * len(
-            self.servers
-        )  # what the router sees, refilled at each arrival
+        # what the router sees, refilled at each arrival
+        self._outstanding = [0] * len(self.servers)
         self.fleet = router is not None  # a router picks each request's server only as it arrives
         self.pulls = False  # the lone server reads the arrivals itself (``pull_arrivals``)
         self.come = 0  # requests handed over so far, when it does
@@ -112,11 +111,12 @@ class Run:
         Requests of one instant are all handed over before any server hears of them (a server
         woken by the first must see the second too), so the process yields only between instants."""
         env, wl, hand_over = self.env, self.workload, self.hand_over
+        # a float at a time: no list of a million
         request, arrival, n = (
             wl.request,
             wl.arrivals.item,
             len(wl),
-        )  # a float at a time: no list of a million
+        )
         self.next_arrival = arrival(0) if n else math.inf
         for i in range(n):
             a = self.next_arrival  # each arrival time read once: it is the next one until it comes

@@ -91,9 +91,8 @@ class Pass:
             return float(max(self.prefill_rows, 1)), max(
                 1.0, self.prefill_tokens / max(self.prefill_rows, 1)
             )
-        if self.prefill_tokens > sum(
-            lengths
-        ):  # padded to ``query``: the padding is rows of its own
+        # padded to ``query``: the padding is rows of its own
+        if self.prefill_tokens > sum(lengths):
             lengths += [self.query - n for n in lengths if n < self.query]
         s1 = float(sum(lengths))
         s2 = float(sum(n * n for n in lengths))

@@ -111,9 +111,8 @@ class Recorder:
         if len(ids):
             # Token bookkeeping is deferred: a list append here, one vectorised pass per chunk.
             self._events.append((ids, outcome.token_counts, ends, t_start))
-            self._buffered += len(ids) + len(
-                ends
-            )  # rows and step ends: both are kept until the fold
+            # rows and step ends: both are kept until the fold
+            self._buffered += len(ids) + len(ends)
             if self._buffered >= self.fold_rows:
                 self._fold()
         t_end = self._ends[replica] = float(ends[-1])

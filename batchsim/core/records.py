@@ -58,9 +58,8 @@ class Records:
     rejected: list[str | None]
     steps: dict[str, np.ndarray]
     replica: np.ndarray | None = None  # a fleet's: which server each request was routed to
-    totals_by_replica: list[StepTotals] | None = field(
-        default=None, repr=False
-    )  # a log kept as totals only
+    # a log kept as totals only
+    totals_by_replica: list[StepTotals] | None = field(default=None, repr=False)
     #: When each server's last step ended, as its clock had it (None: not known, as in records built
     #: by hand): the last row's start + duration can land an ulp off it (``batchsim.core.steplog``).
     step_ends: list[float | None] | None = field(default=None, repr=False)

@@ -98,9 +98,8 @@ class RandomRouter(Router):
 
     def start(self, n: int) -> None:
         super().start(n)
-        self.rng = np.random.default_rng(
-            np.random.SeedSequence([self.seed, 0x726F75])
-        )  # a stream of its own
+        # a stream of its own
+        self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x726F75]))
 
     def choose(self, outstanding, policies) -> int:
         return int(self.rng.integers(self.n))

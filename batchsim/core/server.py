@@ -143,21 +143,18 @@ class ServerProcess:
         self.steps = 0
         self.process: simpy.Process | None = None
         self.waiting = False  # asleep: an arrival wakes it
-        self.cut_until = (
-            -math.inf
-        )  # running a priced repeat: an arrival at or before this boundary cuts it
-        self.down_cut_until = (
-            -math.inf
-        )  # running a priced repeat: go_down() at or before this boundary cuts it
+        # running a priced repeat: an arrival at or before this boundary cuts it
+        self.cut_until = -math.inf
+        # running a priced repeat: go_down() at or before this boundary cuts it
+        self.down_cut_until = -math.inf
         self.down = False
         self._back: simpy.Event | None = None
         self._bell: simpy.Event | None = None  # what a sleep without deadline waits on
         self._withdrawn: list[
             tuple[int, str]
         ] = []  # (request, reason): clients gone, applied between steps
-        self._still = (
-            StandStill()
-        )  # a policy that waits "until now" forever stops the run, not hangs it
+        # a policy that waits "until now" forever stops the run, not hangs it
+        self._still = StandStill()
 
     def process_body(self):
         """What SimPy runs: ``serve``, and the run told how it ended (``guarded``)."""
@@ -206,9 +203,8 @@ class ServerProcess:
     def _sleep(self, until: float | None):
         """Wait until ``until`` (None: no deadline) or until an arrival wakes us."""
         env = self.env
-        self._still.check(
-            self.policy, env.now, until, self.steps, self.run.closed
-        )  # or the run would hang
+        # or the run would hang
+        self._still.check(self.policy, env.now, until, self.steps, self.run.closed)
         if self.run.pulls:
             # Nothing else shares the clock: it jumps to the deadline or the next arrival, whichever
             # comes first (``Run.pull_arrivals``). Textbook: ``yield clock.at(max(wake, clock.now))``.
@@ -259,9 +255,8 @@ class ServerProcess:
                 end = None
             except simpy.Interrupt:
                 # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
-                k = (
-                    bisect_left(ends, env.now) + 1
-                )  # numpy's searchsorted, side "left"; a list's too
+                # numpy's searchsorted, side "left"; a list's too
+                k = bisect_left(ends, env.now) + 1
                 ends = ends[:k]
                 ex.cut(k)
                 end = None if env.jump(ends[-1]) else env.at(ends[-1], self.priority)
@@ -323,9 +318,8 @@ class ServerProcess:
             self.down = True
             self._back = self.env.event()
             self._rouse()  # asleep: it goes down now, not at its next decision
-            if (
-                self.env.now <= self.down_cut_until
-            ):  # in a priced run of passes: after the one running
+            # in a priced run of passes: after the one running
+            if self.env.now <= self.down_cut_until:
                 self.cut_until = self.down_cut_until = -math.inf
                 self._interrupt()
 

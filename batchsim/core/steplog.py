@@ -59,9 +59,8 @@ class StepTotals:
 
     busy: float = 0.0
     reps: int = 0
-    batch_hist: dict[int, int] = field(
-        default_factory=dict
-    )  # rows -> repetitions with that many rows
+    # rows -> repetitions with that many rows
+    batch_hist: dict[int, int] = field(default_factory=dict)
     max_batch: int = 0
     batch_reps: int = 0  # sum of rows x repetitions
     padded_reps: int = 0

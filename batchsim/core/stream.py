@@ -167,9 +167,8 @@ class StreamRecorder:
         self.n = len(workload)
         self.slo, self.streaming = slo, streaming
         self.stats = [StreamStats(alpha) for _ in range(replicas)]
-        self.rejected_by: list[Counter] = [
-            Counter() for _ in range(replicas)
-        ]  # per server, by reason
+        # per server, by reason
+        self.rejected_by: list[Counter] = [Counter() for _ in range(replicas)]
         self.fold_rows = fold_rows
         self.log = StepLog(keep=False, path=steps_path, replicas=replicas)
         self._rows = self.log.rows
@@ -280,9 +279,8 @@ class StreamRecorder:
         self._fold()
         ids = np.arange(self.lo, self.n)
         open_ = np.ones(len(ids), dtype=bool)
-        slotted = (
-            ids < self.lo + self.cap
-        )  # later ids were never given a slot: nothing happened to them
+        # later ids were never given a slot: nothing happened to them
+        slotted = ids < self.lo + self.cap
         open_[slotted] = ~self.done[ids[slotted] & self.mask]
         left = ids[open_]
         before = int(np.count_nonzero(left < (self.n if arrived is None else arrived)))

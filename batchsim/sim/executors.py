@@ -84,9 +84,8 @@ class SimExecutor:
             late, extra = self.step_time.wake_penalty(now - self.last_end)
             t0 += late
             d[0] += extra
-        if (
-            m == 1
-        ):  # a single pass, in Python floats: the same additions, without numpy's per-call cost
+        # a single pass, in Python floats: the same additions, without numpy's per-call cost
+        if m == 1:
             d0 = d.item(0)
             if t0 < now or d0 < 0:
                 # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy

@@ -262,9 +262,8 @@ class ProfiledStepTime(StepTimeModel):
         decode = Grid2D.from_dict(data["decode"], f"{where}: decode")
         prefill = Grid2D.from_dict(data["prefill"], f"{where}: prefill")
         extra = {}
-        if (
-            data.get("canary") is not None
-        ):  # realrun's canary at the end of the profile (its reference)
+        # realrun's canary at the end of the profile (its reference)
+        if data.get("canary") is not None:
             c = data["canary"]
             if not isinstance(c, dict) or not all(
                 is_number(c.get(k)) and np.isfinite(c.get(k)) and 0 < c.get(k) <= 100

@@ -72,9 +72,8 @@ def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarra
 def spread_of(model: StepTimeModel) -> StepSpread | None:
     """The spread a model carries, looking through a speed scaling or level (which move the means; the
     spread is a ratio to them)."""
-    while isinstance(
-        model, (ScaledStepTime, SampledStepTime)
-    ):  # a LevelStepTime is a ScaledStepTime
+    # a LevelStepTime is a ScaledStepTime
+    while isinstance(model, (ScaledStepTime, SampledStepTime)):
         model = model.inner
     return getattr(model, "spread", None)
 
@@ -97,9 +96,8 @@ class SampledStepTime(StepTimeModel):
         self.inner, self.spread, self.rng, self.seed = inner, spread, rng, seed
         self.plan = inner.plan
         self.step_gap = inner.step_gap
-        self._z = [
-            float(rng.standard_normal())
-        ]  # the last pass's luck (a list: for_policy's twin shares it)
+        # the last pass's luck (a list: for_policy's twin shares it)
+        self._z = [float(rng.standard_normal())]
         # The machine's slow drift, unless asked for the passes' own spread alone (``--step-noise passes``);
         # its state starts where a stationary drift would be, at a random point of its own spread.
         self.slow = spread.slow if slow else None
@@ -151,9 +149,8 @@ class SampledStepTime(StepTimeModel):
         slow = self.slow
         f0 = self._factor_now()
         start = self._s[0]
-        z = _ar1(
-            self.rng, n, slow.keep(dt * f0), self._s
-        )  # z[0] is one step on: shift to start at now
+        # z[0] is one step on: shift to start at now
+        z = _ar1(self.rng, n, slow.keep(dt * f0), self._s)
         out = np.empty(n)
         out[0] = start
         out[1:] = z[:-1]
@@ -205,9 +202,8 @@ class SampledStepTime(StepTimeModel):
                 d[0] += sum((r - 1.0) * self.inner.pass_time(p) for p, r in zip(passes, ratios))
                 return d
             means = [self.inner.pass_time(p) for p in passes]
-            f = self._slow_one(
-                sum(means)
-            )  # one state for a step's passes: the drift moves over seconds
+            # one state for a step's passes: the drift moves over seconds
+            f = self._slow_one(sum(means))
             d[0] += sum((r * f - 1.0) * t for t, r in zip(means, ratios))
             return d
         (p,) = passes  # a repeated step is one decode pass, a column wider each time

@@ -80,9 +80,8 @@ def simulate(
     step_time = step_time.for_policy(policy.name)
     # Copies made before the run starts: each server's policy holds only its own run's state.
     policies = [policy] + [copy.deepcopy(policy) for _ in range(replicas - 1)]
-    rt = (
-        router if isinstance(router, Router) else make_router(router, router_seed)
-    )  # checked, even for one
+    # checked, even for one
+    rt = router if isinstance(router, Router) else make_router(router, router_seed)
     if replicas == 1:
         rt = None
     if records == "summary":

@@ -101,9 +101,8 @@ def fit_slow_drift(seconds) -> SlowDrift | None:
     t = t[np.isfinite(t) & (t > 0)]
     if len(t) < MIN_PASSES:
         return None
-    t = t[
-        t <= 2 * np.median(t)
-    ]  # as the profile's mean and spread: a pass that lost its core is not a pass
+    # as the profile's mean and spread: a pass that lost its core is not a pass
+    t = t[t <= 2 * np.median(t)]
     x = np.log(t)
     x = x - x.mean()
     var = float(x.var())

@@ -131,9 +131,8 @@ class SpreadGrid:
         if len(axis) == 1:
             return np.zeros(len(v), dtype=np.int64), np.zeros(len(v))
         i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)
-        return i, np.clip(
-            (v - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0
-        )  # no extrapolation of a spread
+        # no extrapolation of a spread
+        return i, np.clip((v - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0)
 
     def ratios(self, xv, yv, u: np.ndarray) -> np.ndarray:
         """The mixed quantile function at (xv, yv), evaluated at levels ``u`` in [0, 1]."""

@@ -173,9 +173,8 @@ def _connect(scheduler: str, workers: int):
         raise ConfigError(
             f"scheduler {scheduler}: cannot connect ({str(e).splitlines()[0][:120]})"
         ) from None
-    except (
-        MemoryError
-    ):  # Dask read a stray reply as a frame length: the address, not the run, is wrong
+    # Dask read a stray reply as a frame length: the address, not the run, is wrong
+    except MemoryError:
         raise ConfigError(f"scheduler {scheduler}: does not speak Dask's protocol") from None
     # A scheduler with no worker takes the tasks and waits, silently and without end, for one to join.
     try:

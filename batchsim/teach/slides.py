@@ -119,9 +119,8 @@ def _visual_html(s: Slide, figure: Path | None, md) -> str:
     v = s.visual
     if v.kind == "figure":
         target = f"{FIGURES}/{figure.name}"  # copied beside the deck by ``build``
-        _, h = fit.visual_box(
-            len(s.lines) or 1
-        )  # a figure without lines keeps a line for its caption
+        # a figure without lines keeps a line for its caption
+        _, h = fit.visual_box(len(s.lines) or 1)
         return (
             f"<div class='visual'><img src='{html.escape(target)}' alt='{html.escape(v.alt)}' "
             f"style='max-height: {h}px'></div>"
@@ -212,9 +211,8 @@ def handout(lessons: list[Path]) -> str:
     md = _markdown()
     parts = []
     for p in lessons:
-        text = re.sub(
-            r"<!--.*?-->", "", p.read_text(), flags=re.S
-        )  # slide blocks are not the handout's
+        # slide blocks are not the handout's
+        text = re.sub(r"<!--.*?-->", "", p.read_text(), flags=re.S)
         title = re.search(r"^# (.+)$", text, flags=re.M).group(1)
         take = (
             text.split("## Take-aways", 1)[1].split("\n## ", 1)[0]

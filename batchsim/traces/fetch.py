@@ -64,9 +64,8 @@ def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[
     h, got = hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer, open(part, "wb") as out:
-            while (
-                got <= trace.size
-            ):  # one byte past the published size proves the file is another one
+            # one byte past the published size proves the file is another one
+            while got <= trace.size:
                 block = answer.read(_CHUNK)
                 if not block:
                     break

@@ -175,9 +175,8 @@ def solo(
     try:
         _wait_until_up(url, server)
         clients = [subprocess.Popen(c) for c in loads]
-        deadline = (
-            time.monotonic() + 2 * requests / rate + 30.0
-        )  # Poisson spans vary; clients start slowly
+        # Poisson spans vary; clients start slowly
+        deadline = time.monotonic() + 2 * requests / rate + 30.0
         while time.monotonic() < deadline and any(c.poll() is None for c in clients):
             time.sleep(0.2)
     finally:

@@ -53,11 +53,12 @@ def test_lab3_grouped_query_attention_fits_four_times_the_batch(lab):
 
 
 def test_lab3_money(lab):
+    # 10 requests/s for an hour
     s = {
         "duration": 3600.0,
         "completed": 36_000,
         "total_output_tokens": 3_600_000,
-    }  # 10 requests/s for an hour
+    }
     assert lab.cost_per_request(2.5, 10.0) == pytest.approx(
         cost_summary(s, 2.5)["cost_per_request"]
     )

@@ -172,9 +172,8 @@ def sized_profile(
         if prof.info["rounds_timed"] < grid.rounds
         else "every round"
     )
-    sizing_s = (
-        time.monotonic() - t0 - prof.seconds
-    )  # the pilot and the simulations that sized the grid
+    # the pilot and the simulations that sized the grid
+    sizing_s = time.monotonic() - t0 - prof.seconds
     notes.append(
         f"profile: {prof.seconds:.0f} s against an estimate of {est:.0f} s ({timed}; pilot and sizing "
         f"{sizing_s:.1f} s)"
@@ -210,9 +209,8 @@ def grid_for_policies(workload, policies, reach=None):
         max_prefill = min(
             max_prefill, max(p_max, reach.prefill_tokens, rows * p_max if padded else 0)
         )
-    whole = any(
-        not getattr(p, "chunked_prefill", False) for p in policies
-    )  # padded ones, unchunked continuous
+    # padded ones, unchunked continuous
+    whole = any(not getattr(p, "chunked_prefill", False) for p in policies)
     return grid_for_workload(
         workload,
         rows,

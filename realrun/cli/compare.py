@@ -304,9 +304,8 @@ def _report_notes(
     if server is not None:
         from ..reference.vllm import commands as vllm_commands
 
-        for row in (
-            report.rows
-        ):  # (each prediction already carries vLLM's delivery lag: compare_policies' adjust)
+        # (each prediction already carries vLLM's delivery lag: compare_policies' adjust)
+        for row in report.rows:
             row.decomposition = vllm_commands.decompose_vllm(row, step_times)
             report.notes.append(vllm_commands.schedule_note(row))
         if report.rows and hasattr(step_times, "decode"):

@@ -53,9 +53,8 @@ def make_engine(name: str, lm, args, seed: int):
 
     if name == "hf-generate":
         return HFGenerateEngine(lm, stop_on_eos=args.stop_on_eos, prompt_seed=seed)
-    if (
-        name != "ours"
-    ):  # vllm and hf-continuous run their own schedulers: never stand in for them quietly
+    # vllm and hf-continuous run their own schedulers: never stand in for them quietly
+    if name != "ours":
         raise ConfigError(
             f"engine {name} has no step-by-step engine to build here (only ours and hf-generate do)"
         )

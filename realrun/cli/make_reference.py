@@ -220,9 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             (out / MEASURED.name, dumps(obj) + "\n"),
         ):
             write_atomic(path, text)
-            path.chmod(
-                0o644
-            )  # package data, read by everyone (the temporary file it was made from was private)
+            # package data, read by everyone (the temporary file it was made from was private)
+            path.chmod(0o644)
     print(f"written: {out / CALIBRATION.name}, {out / MEASURED.name}")
     return 0
 

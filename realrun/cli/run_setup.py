@@ -120,9 +120,8 @@ def check_threads(threads: int | None) -> None:
 
 
 def check_model_flags(args: argparse.Namespace) -> None:
-    check_threads(
-        args.threads
-    )  # device and dtype are checked by load_model, before it loads anything
+    # device and dtype are checked by load_model, before it loads anything
+    check_threads(args.threads)
     check_model_path(getattr(args, "model", None))
 
 
@@ -173,9 +172,8 @@ class RunSetup:
         self.slo = slo_config(flags, d)
         self.seed = int(resolve("seed", flags, d) or 0)
         self.out = Path(args.out or "out") / self.name
-        self.writes = (
-            bool(args.out) or args.command == "compare"
-        )  # run draws no figure; compare keeps its calibration
+        # run draws no figure; compare keeps its calibration
+        self.writes = bool(args.out) or args.command == "compare"
         if self.writes:
             check_out_dir(self.out, "out")
         if args.command == "compare" and getattr(args, "calibration", None):

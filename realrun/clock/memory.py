@@ -18,9 +18,8 @@ def memory_stats(lm: LoadedModel) -> dict:
     """Actual memory: CUDA's peak allocation on a GPU; the process's peak RSS always."""
     import resource
 
-    out = {
-        "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    }  # Linux reports KiB
+    # Linux reports KiB
+    out = {"peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
     if lm.device.startswith("cuda"):
         out["cuda_max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
     return out

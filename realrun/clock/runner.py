@@ -163,14 +163,12 @@ def run_real(
     if trace:
         result.meta["trace"] = run.trace
         if hasattr(engine, "pass_log"):
-            result.meta["passes"] = list(
-                engine.pass_log
-            )  # every pass it ran: planned shape, seconds
+            # every pass it ran: planned shape, seconds
+            result.meta["passes"] = list(engine.pass_log)
             idle = getattr(engine, "pass_idle", None)
             if idle is not None and len(idle) == len(engine.pass_log):
-                result.meta["pass_idle"] = list(
-                    idle
-                )  # seconds idle before each pass (0: it followed a pass)
+                # seconds idle before each pass (0: it followed a pass)
+                result.meta["pass_idle"] = list(idle)
     if getattr(engine, "stop_on_eos", False):
         cut_at_eos(result.records, engine, executor.t0)
     return result

@@ -414,9 +414,8 @@ class Engine:
         kept: list[int] | None = [] if self.on_tokens is not None else None
         for rid, t in zip(ids, toks):
             g = gen[rid]
-            if (
-                len(g) < out_len[rid]
-            ):  # a padded batch's finished rows compute on; their tokens are not kept
+            # a padded batch's finished rows compute on; their tokens are not kept
+            if len(g) < out_len[rid]:
                 g.append(t)
                 if kept is not None:
                     kept.append(rid)

@@ -236,9 +236,8 @@ class KVBatch:
             self.lo = self.hi = max(w, min(self.home, self.capacity))
         need_rows = self.n + k
         if need_rows <= self.row_capacity and self.hi < w <= self.capacity:
-            self._shift(
-                w
-            )  # a wider newcomer: slide the window right inside the buffers, no new memory
+            # a wider newcomer: slide the window right inside the buffers, no new memory
+            self._shift(w)
         if need_rows > self.row_capacity or self.hi - w < 0 or self.hi > self.capacity:
             right = max(self.width, w)
             self._rebuild(
@@ -255,9 +254,8 @@ class KVBatch:
         self.lo = min(self.lo, self.hi - w)
         idx = torch.tensor(rows, dtype=torch.long, device=self.device)
         r0, r1, c0, c1 = self.n, self.n + k, self.hi - w, self.hi
-        if (
-            self.lo < lo_before and r0
-        ):  # the window widens left: the rows already here are padded there
+        # the window widens left: the rows already here are padded there
+        if self.lo < lo_before and r0:
             for buf in self.K + self.V:
                 buf[:r0, :, self.lo : lo_before] = 0
         if self.lo < c0:  # the newcomers' own left padding

@@ -368,9 +368,8 @@ def load_model(
     n_pos = (
         getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048
     )
-    vocab = int(
-        model.get_input_embeddings().num_embeddings
-    )  # the rows the model can look up, whatever the config says
+    # the rows the model can look up, whatever the config says
+    vocab = int(model.get_input_embeddings().num_embeddings)
     pad, eos, notes = special_ids(cfg, vocab)
     return LoadedModel(
         model,

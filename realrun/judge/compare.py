@@ -447,9 +447,8 @@ def _after_the_run(
     per_run = [x if x is not None else pl for x in per_run]
     each = []
     for level in per_run:
-        fresh = [
-            copy.deepcopy(p) for p in policies
-        ]  # one set of fresh policies per run's prediction
+        # one set of fresh policies per run's prediction
+        fresh = [copy.deepcopy(p) for p in policies]
         at = predict_runs(
             workload, fresh, level.model(st), limits, seeds, noise, None, order_seed, adjust
         )

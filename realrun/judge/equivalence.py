@@ -111,9 +111,8 @@ class Judgement:
     high_pct: float
     tolerance_pct: float
     resolvable_pct: float
-    runs_needed: (
-        int | None
-    )  # None: the prediction's own seeds fill the tolerance; more runs cannot settle it
+    # None: the prediction's own seeds fill the tolerance; more runs cannot settle it
+    runs_needed: int | None
     runs: int
     spread_source: str
 

@@ -57,9 +57,8 @@ class CompareRow:
     partial: bool = False  # the measured run was cut short: compared over what it finished
     band: dict = field(default_factory=dict)
     repeats: list = field(default_factory=list)
-    canary: list = field(
-        default_factory=list
-    )  # (before, after) of each run's canary: readings, or seconds
+    # (before, after) of each run's canary: readings, or seconds
+    canary: list = field(default_factory=list)
     seeds: int = 1
     predicted_at_profile: dict | None = (
         None  # the median prediction at the profile's level (a level was applied)
@@ -73,18 +72,15 @@ class CompareRow:
     predicted_at_machine: dict | None = (
         None  # at the machine's level over every policy, where it is off (after the run)
     )
-    parts: dict = field(
-        default_factory=dict
-    )  # {metric: MetricSpread}: the seeds' spread and the level's elasticity
-    run_levels: list = field(
-        default_factory=list
-    )  # each run's level over its passes (measured / priced)
+    # {metric: MetricSpread}: the seeds' spread and the level's elasticity
+    parts: dict = field(default_factory=dict)
+    # each run's level over its passes (measured / priced)
+    run_levels: list = field(default_factory=list)
     spread: RunSpread | None = (
         None  # the machine's run-to-run spread this compare used (realrun.judge.interval)
     )
-    metric_sd: dict = field(
-        default_factory=dict
-    )  # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
+    # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
+    metric_sd: dict = field(default_factory=dict)
     ref_runs: int = 1  # runs the prediction's level was read from (the profile: one)
 
     @property
@@ -300,9 +296,8 @@ class CompareReport:
         None  # the machine's level over the runs, from the canaries (None: no canary readings)
     )
     spread: RunSpread | None = None  # the machine's run-to-run spread the intervals stand on
-    metric_sd: dict = field(
-        default_factory=dict
-    )  # {metric: (sd of ln, df)}: the repeats pooled over the policies
+    # {metric: (sd of ln, df)}: the repeats pooled over the policies
+    metric_sd: dict = field(default_factory=dict)
     machine_level: PassLevel | None = (
         None  # every policy's passes pooled (realrun.timing.pass_level.machine_level)
     )

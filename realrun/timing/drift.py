@@ -107,9 +107,8 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
                 Step(decode=tuple(rows), kv_read=b * n, decode_width=n, repeat=repeats + WARMUP)
             )
             engine.release(rows)
-            del engine.pass_log[
-                :WARMUP
-            ]  # fresh rows run slow at first (the profile drops these too)
+            # fresh rows run slow at first (the profile drops these too)
+            del engine.pass_log[:WARMUP]
         else:
             for _ in range(max(2, repeats // 2)):
                 engine.execute(Step(prefill=(Chunk(0, 0, n, True),)))

@@ -63,12 +63,13 @@ class Grid:
     rounds: int = 2
     validation: int = 10  # off-grid shapes timed and held out
     seed: int = 0
+    # idle seconds after which a cold start is timed
     wake_idle: tuple[float, ...] = (
         0.001,
         0.005,
         0.02,
         0.1,
-    )  # idle seconds after which a cold start is timed
+    )
     # Seconds of the slow probe (one pass over and over: how the machine's speed wanders); 0, a grid made
     # by hand: the fewest passes that can show a drift (120).
     probe_s: float = 0.0

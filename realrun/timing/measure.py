@@ -153,9 +153,8 @@ def measure(
         per_round = (time.monotonic() - t0) / rnd if rnd else 0.0
         if rnd and budget_s is not None and time.monotonic() - t0 + per_round > budget_s:
             if bar is not None:  # the rounds left out count as done
-                bar.update(
-                    (grid.rounds - rnd) * len(_one_round(grid))
-                )  # the count schedule() gives a round
+                # the count schedule() gives a round
+                bar.update((grid.rounds - rnd) * len(_one_round(grid)))
             break
         _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
         _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
@@ -217,9 +216,8 @@ def _time_decode(
         # which a running server's rows, a column wider each pass, are not: they are not kept.
         secs = np.array([x for _, x in log])[WARMUP:]
         s.add(("decode", b, w), secs)
-        runs.append(
-            secs
-        )  # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
+        # consecutive passes: how a slow pass's neighbours fare (the spread's lag1)
+        runs.append(secs)
         steps = np.diff(np.concatenate([[t0], ends]))[WARMUP:]
         extra.append(steps[0] - secs[0])
         repeat_extra.extend(steps[1:] - secs[1:])

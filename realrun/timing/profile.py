@@ -89,9 +89,8 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
         for j, n in enumerate(grid.prefill_lengths):
             if ("prefill", b, n) in s.by_key:
                 pz[i, j] = s.mean(("prefill", b, n))
-    for j in range(
-        pz.shape[1]
-    ):  # points above the pass limit: scale the largest measured rows by rows
+    # points above the pass limit: scale the largest measured rows by rows
+    for j in range(pz.shape[1]):
         known = np.flatnonzero(np.isfinite(pz[:, j]))
         top = known[-1]
         for i in range(top + 1, pz.shape[0]):
@@ -211,9 +210,8 @@ def _points(meas: dict) -> list[ProfilePoint]:
             out.append(
                 ProfilePoint(label, a * c, 0, 0.0, float(t.mean()), spread, a, c, 0.0, len(t))
             )
-        elif (
-            kind == "past0"
-        ):  # the same chunk with no past: the pair's other half, not a shape of the model
+        # the same chunk with no past: the pair's other half, not a shape of the model
+        elif kind == "past0":
             continue
         else:  # past: one row of a new tokens after c cached
             out.append(
@@ -395,9 +393,8 @@ def profile(
     seconds = time.perf_counter() - t0
     source = f"realrun profile: {lm.name} on {lm.device}, {lm.dtype}, {lm.threads} threads"
     points = _points(meas)
-    plan = getattr(
-        engine, "plan", "grouped"
-    )  # the pool's engine packs its passes ("paged"); the rectangle's groups them
+    # the pool's engine packs its passes ("paged"); the rectangle's groups them
+    plan = getattr(engine, "plan", "grouped")
     model = build(meas, source, plan)
     # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
     from .canary import Canary

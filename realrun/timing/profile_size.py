@@ -58,9 +58,8 @@ def pilot(engine, repeats: int = 3) -> LinearStepTime:
     for b, w in ((1, short), (1, long_), (8, short), (8, long_)):
         rows = list(range(b))
         engine.fill_rows(rows, [w] * b)
-        timed(
-            Step(decode=tuple(rows), kv_read=b * w, decode_width=w)
-        )  # a fresh row's first pass runs slow
+        # a fresh row's first pass runs slow
+        timed(Step(decode=tuple(rows), kv_read=b * w, decode_width=w))
         secs = [
             timed(Step(decode=tuple(rows), kv_read=b * (w + 1 + k), decode_width=w + 1 + k))
             for k in range(repeats)

@@ -32,9 +32,8 @@ __all__ = [
 ]
 
 _CLASSES = {"taxi": Taxi, "static": Static, "dynamic": Dynamic, "continuous": Continuous}
-_FLAVOURS = {
-    "vllm-v1": VLLMV1
-}  # the continuous policy's other schedulers (ContinuousKnobs.scheduler)
+# the continuous policy's other schedulers (ContinuousKnobs.scheduler)
+_FLAVOURS = {"vllm-v1": VLLMV1}
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:

@@ -127,9 +127,8 @@ class PaddedBatchPolicy(Policy):
         # The distinct output lengths, shortest first: a row turns to padding at each of them.
         self._ends = sorted(set(outs)) if len(outs) > 1 else outs
         self._reserved = len(rows) * (p + L)
-        self._padding = len(rows) * p - sum(
-            r.prompt_tokens for r in rows
-        )  # left-padding columns of the rectangle
+        # left-padding columns of the rectangle
+        self._padding = len(rows) * p - sum(r.prompt_tokens for r in rows)
         self._use_kv(self._reserved)
 
     def next_action(self, now: float) -> Step | Wait:
@@ -146,9 +145,8 @@ class PaddedBatchPolicy(Policy):
             return fast_step(
                 chunks, (), 0, 0, 1, False, (), self.kv_in_use, prefill_padding=self._padding
             )
-        padded = bisect_right(
-            self._ends, s
-        )  # rows whose answer is done: they ride along as padding
+        # rows whose answer is done: they ride along as padding
+        padded = bisect_right(self._ends, s)
         # Repeat only while the shape holds: when the next row finishes, one more row turns to
         # padding, and the step log (padded_rows per repetition) must say so.
         return fast_step(

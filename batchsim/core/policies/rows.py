@@ -164,9 +164,8 @@ class RunningRows:
         if self.fill is not None:  # lockstep: no row is part-way
             return self.fill.full()
         kv = self.kv
-        full = (
-            kv % self.block_size == 0
-        )  # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
+        # a row holds ceil(kv / block_size) blocks: full when kv is a multiple
+        full = kv % self.block_size == 0
         if self.partial:
             full &= kv >= self.target
         return int(np.count_nonzero(full))
@@ -175,9 +174,8 @@ class RunningRows:
         """(tokens the decoding rows have cached, the longest of their contexts); ``kv``: theirs."""
         if not n_decode:
             return 0, 0
-        if isinstance(
-            decoding, slice
-        ):  # lockstep: every row present before this step's admissions decodes
+        # lockstep: every row present before this step's admissions decodes
+        if isinstance(decoding, slice):
             # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
             if self.kv_max is None:
                 self.kv_max = int(_max_of(kv))
@@ -237,9 +235,8 @@ class RunningRows:
             # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
             self.forget()
         elif self.fill is None:
-            self.fill = BlockFill(
-                self.kv, self.block_size
-            )  # every row decodes next: count them once
+            # every row decodes next: count them once
+            self.fill = BlockFill(self.kv, self.block_size)
         return token_ids, counts, finished, grown, freed
 
     def _decode_run(self, done: int, least_left: int, held: int):
@@ -267,9 +264,8 @@ class RunningRows:
         token_ids = self.ids.copy()  # drop() below would overwrite the view
         finished, freed = self._finish() if done >= least_left else ((), None)
         if self.fill is None:
-            self.fill = BlockFill(
-                self.kv, self.block_size
-            )  # every row decodes next: count them once
+            # every row decodes next: count them once
+            self.fill = BlockFill(self.kv, self.block_size)
         return token_ids, counts, finished, grown, freed
 
     def _prefilled(

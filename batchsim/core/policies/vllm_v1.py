@@ -79,9 +79,8 @@ class VLLMV1(Continuous):
     def start(self, limits=None) -> None:
         super().start(limits)
         self._arrived: dict[int, float] = {}
-        self._decided = (
-            -math.inf
-        )  # when the step now running was chosen (async: the next one's cut-off)
+        # when the step now running was chosen (async: the next one's cut-off)
+        self._decided = -math.inf
         self._started = 0.0
         self._ended = -math.inf  # when the last step ended
         # Async only: each running request's place in vLLM's running list (admission order) and the
@@ -132,9 +131,8 @@ class VLLMV1(Continuous):
             # The step chosen ahead runs nothing: vLLM schedules afresh when the running step's
             # output is in, with every arrival seen and every finished request gone.
             decoding, need, late = self._decide(preempted, chunks, chunk_rows, [], False)
-        if isinstance(
-            decoding, slice
-        ):  # every running row decodes (the rows admitted now follow them)
+        # every running row decodes (the rows admitted now follow them)
+        if isinstance(decoding, slice):
             n_decode = decoding.stop
         else:
             decoding = np.concatenate([decoding, np.zeros(rows.n - len(decoding), dtype=bool)])
@@ -178,9 +176,8 @@ class VLLMV1(Continuous):
             preempted += mine
         finally:
             self.max_seqs += places
-            self.pool.take(
-                -sum(g[2] for g in ghosts)
-            )  # those not preempted: freed as their token lands
+            # those not preempted: freed as their token lands
+            self.pool.take(-sum(g[2] for g in ghosts))
         return decoding, need, late
 
     def _admit(
@@ -189,9 +186,8 @@ class VLLMV1(Continuous):
         n0 = self.rows.n
         out = super()._admit(budget, free, chunks, chunk_rows)
         if self.async_scheduling:
-            for rid in self.rows.id_list[
-                n0:
-            ]:  # vLLM appends each to its running list, resumed ones too
+            # vLLM appends each to its running list, resumed ones too
+            for rid in self.rows.id_list[n0:]:
                 self._place[rid] = self._places
                 self._places += 1
         return out
@@ -265,9 +261,8 @@ class VLLMV1(Continuous):
                     pool.take(-ghosts.pop()[2])
                     self.last_token_preemptions += 1
                     continue
-                victim = (
-                    rows.n - 1
-                )  # the newest: never one already scheduled this step (those are < i)
+                # the newest: never one already scheduled this step (those are < i)
+                victim = rows.n - 1
                 preempted.append(self._preempt_newest())
                 decoding = decoding[: rows.n]
                 if victim == i:

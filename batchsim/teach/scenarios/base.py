@@ -58,9 +58,8 @@ class ScenarioReport:
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
-    replica_summaries: dict[str, list[dict]] = field(
-        default_factory=dict
-    )  # a fleet's runs: each server's
+    # a fleet's runs: each server's
+    replica_summaries: dict[str, list[dict]] = field(default_factory=dict)
     replica_table: str = ""
 
     def rejection_lines(self) -> list[str]:
@@ -161,16 +160,14 @@ def run_set(
     if not getattr(args, "no_size_check", False):
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     for wcfg in wconfigs:
-        check_trace_file(
-            wcfg.trace
-        )  # a missing trace says where traces come from, not only "not found"
+        # a missing trace says where traces come from, not only "not found"
+        check_trace_file(wcfg.trace)
         wconfigs[wcfg] = wcfg.build()
         served = served_record_note(wcfg.trace)
         if served is not None and served not in report.notes:
             report.notes.append(served)
-    if not getattr(
-        args, "no_size_check", False
-    ):  # traces: sized again now that their rows are known
+    # traces: sized again now that their rows are known
+    if not getattr(args, "no_size_check", False):
         sizing.check(size_of(plans, wconfigs), extent_flag=extent_flag(plans))
     described: dict[str, str] = {}
     servers: dict[str, tuple] = {}

@@ -144,9 +144,8 @@ class Objective:
 def _secs(v: float | None) -> str:
     if v is None:
         return "-"
-    return (
-        f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.2f} s"
-    )  # 3 figures: an objective of 0.1 ms is not "<= 0 ms"
+    # 3 figures: an objective of 0.1 ms is not "<= 0 ms"
+    return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.2f} s"
 
 
 @dataclass(frozen=True)
@@ -349,9 +348,8 @@ def search(
         sims += len(results)
         for key, summary in results:
             st, n = owners[key]
-            summary["refused"] = (
-                summary["rejected"] > objective.unservable
-            )  # turned away what it could have served
+            # turned away what it could have served
+            summary["refused"] = summary["rejected"] > objective.unservable
             p = Point(
                 st.cand,
                 n,

@@ -169,9 +169,8 @@ def _token_chunk(choice: dict, chat: bool) -> bool:
 class _Seen:
     """What has arrived so far; filled as the stream comes in, so a timeout keeps what came before it."""
 
-    stamps: list[float] = field(
-        default_factory=list
-    )  # perf_counter of each chunk that carried output
+    # perf_counter of each chunk that carried output
+    stamps: list[float] = field(default_factory=list)
     status: int | None = None
     usage: dict = field(default_factory=dict)
     error: str = ""

@@ -150,9 +150,8 @@ class _Handlers:
         )
         self.counter = iter(range(1 << 62))
         self.body_cap = cfg.max_body_bytes or body_cap(self.context)
-        self.created = int(
-            time.time()
-        )  # /v1/models' "created": when this server started serving the model
+        # /v1/models' "created": when this server started serving the model
+        self.created = int(time.time())
 
     async def complete(self, request: Request, chat: bool) -> Response:
         server, cfg = self.server, self.cfg
@@ -222,9 +221,8 @@ class _Handlers:
 
     async def _whole(self, req, cid: str, rid: int, stream: Stream) -> Response:
         toks: list[int] = []
-        text = IncrementalText(
-            self.tok
-        )  # the very pieces a stream would send, so the two texts agree
+        # the very pieces a stream would send, so the two texts agree
+        text = IncrementalText(self.tok)
         while True:
             kind, value, _, _ = await stream.queue.get()
             if kind == "token":
@@ -237,17 +235,15 @@ class _Handlers:
                 self.server.withdraw(
                     rid, f"cancelled: the client disconnected after {len(toks)} tokens"
                 )
-                return Response(
-                    status_code=499
-                )  # nobody reads it: nginx's code for a client that left
+                # nobody reads it: nginx's code for a client that left
+                return Response(status_code=499)
             else:
                 return _error(_refusal(kind, value))
 
     async def _events(self, req, cid: str, rid: int, stream: Stream, watch: asyncio.Future):
         sent, done, held = 0, False, None  # held: the last token, sent with its finish reason
-        text = IncrementalText(
-            self.tok
-        )  # one chunk per token; a piece of a character waits for the rest
+        # one chunk per token; a piece of a character waits for the rest
+        text = IncrementalText(self.tok)
         try:
             while True:
                 kind, value, _, last = await stream.queue.get()
@@ -275,9 +271,8 @@ class _Handlers:
                     return
         finally:
             watch.cancel()
-            if (
-                not done
-            ):  # the client went away (Starlette cancels this generator): free its row now
+            # the client went away (Starlette cancels this generator): free its row now
+            if not done:
                 self.server.withdraw(rid, f"cancelled: the client disconnected after {sent} tokens")
 
     async def completions(self, request: Request) -> Response:

@@ -105,9 +105,8 @@ def guarded_protocol(max_connections: int, header_timeout: float):
                     transport.write(full)
                     transport.close()
                     return
-                min(stalled, key=lambda c: c._armed_at)._close(
-                    late
-                )  # the oldest half-sent request goes
+                # the oldest half-sent request goes
+                min(stalled, key=lambda c: c._armed_at)._close(late)
             self._arm()
 
         def _arm(self) -> None:

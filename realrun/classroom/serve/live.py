@@ -242,9 +242,8 @@ class LiveServer:
         """(running, waiting), the waiting including what the inbox holds for the next decision."""
         try:
             running, waiting = self.policy.counts()
-        except (
-            RuntimeError
-        ):  # a deque changed size while read from this thread: read again next time
+        # a deque changed size while read from this thread: read again next time
+        except RuntimeError:
             return 0, 0
         return running, waiting + self.inbox.arrivals_pending()
 

@@ -105,9 +105,8 @@ def prometheus_text(server, model: str) -> str:
         0.0 if not total else used / total,
     )
     metric("realrun:kv_blocks_in_use", "gauge", "KV blocks held by the batch.", used)
-    if (
-        total is not None
-    ):  # without a KV budget there is no total: the series is absent, never a -1 block count
+    # without a KV budget there is no total: the series is absent, never a -1 block count
+    if total is not None:
         metric("realrun:kv_blocks_total", "gauge", "KV blocks in the budget.", total)
     metric(
         "vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", server.prompt_tokens_total

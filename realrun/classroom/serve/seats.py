@@ -31,9 +31,8 @@ class ServingInbox(Inbox):
         self.leaving = 0
 
     def withdraw(self, request_id: int, reason: str) -> None:
-        with (
-            self._lock
-        ):  # counted before it is queued, so a take() that sees it also sees the count
+        # counted before it is queued, so a take() that sees it also sees the count
+        with self._lock:
             self.leaving += 1
         super().withdraw(request_id, reason)
 
@@ -65,9 +64,8 @@ class ServingExecutor(LiveExecutor):
 
     def run(self, step, now, stop_at):
         if self.server.cut_reason is not None:
-            raise StopRun(
-                self.server.cut_reason
-            )  # the drain is over: what is left is recorded as cut
+            # the drain is over: what is left is recorded as cut
+            raise StopRun(self.server.cut_reason)
         # The engine honours should_stop only on an interruptible step; the policy accounts for however
         # many passes ran (on_step_end's ``done``), so the engine's copy may say so without changing the plan.
         ran = step if step.interruptible or step.repeat == 1 else replace(step, interruptible=True)

@@ -125,9 +125,8 @@ def serve(
         flush=True,
     )
     try:
-        server.run(
-            sockets=None if sock is None else [sock]
-        )  # returns once every connection has finished: ended, left, or cut at the drain's end
+        # returns once every connection has finished: ended, left, or cut at the drain's end
+        server.run(sockets=None if sock is None else [sock])
     finally:
         # A second SIGTERM (a supervisor that repeats itself) must not kill the record half-way; a second
         # Ctrl-C still does, as a person pressing it twice means.
@@ -137,9 +136,8 @@ def serve(
             live.cut(cut if server.started else "cut: the server stopped")
         live.closing = True
     drained = live.shutdown(timeout=_GRACE_S + drain_timeout)
-    if (
-        not drained
-    ):  # one pass outlasted the grace: the record cannot be read while the engine writes it
+    # one pass outlasted the grace: the record cannot be read while the engine writes it
+    if not drained:
         print(
             f"realrun serve: error: the engine did not stop within {_GRACE_S + drain_timeout:g} s of the drain's "
             "end (one forward pass still running); no record written",

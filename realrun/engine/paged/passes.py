@@ -126,9 +126,8 @@ class PagedPasses:
         for c in chunks:
             rid = c.request_id
             if c.start == 0:
-                pool.free(
-                    rid
-                )  # a fresh start (or a recompute after preemption) forgets any old blocks
+                # a fresh start (or a recompute after preemption) forgets any old blocks
+                pool.free(rid)
             elif pool.length.get(rid, 0) != c.start:
                 raise RuntimeError(
                     f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} tokens are cached"

@@ -176,9 +176,8 @@ class PagedPass:
         for n in new:
             starts.append(starts[-1] + n)
         self.q_start = torch.tensor(starts, dtype=torch.long, device=dev)
-        self.last = [
-            e - 1 for e in starts[1:]
-        ]  # each row's last new token: where its next token is read
+        # each row's last new token: where its next token is read
+        self.last = [e - 1 for e in starts[1:]]
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs

@@ -57,9 +57,8 @@ def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
 
 def sim_policy(config) -> VLLMV1:
     """The simulated side of a vLLM comparison: the continuous policy, scheduled as vLLM V1 schedules."""
-    if (
-        config.name != "continuous"
-    ):  # vLLM has one scheduler: its flavour is the continuous policy's
+    # vLLM has one scheduler: its flavour is the continuous policy's
+    if config.name != "continuous":
         raise ConfigError(f"policy must be continuous, got {config.name}")
     return make_policy(config.name, **config.knobs(), scheduler="vllm-v1")
 

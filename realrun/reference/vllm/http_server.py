@@ -99,9 +99,8 @@ class VLLMHTTP:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(
-                        self.proc.pid, signal.SIGKILL
-                    )  # its own group: the engine's processes too
+                    # its own group: the engine's processes too
+                    os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         return self.proc.returncode
 

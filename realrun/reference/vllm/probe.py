@@ -94,9 +94,8 @@ class Prober:
         # Late is counted from when the request was due, as a served request's TTFT is: the client's
         # own sleep overshoots too.
         due = time.monotonic() + idle
-        await asyncio.get_running_loop().run_in_executor(
-            None, time.sleep, idle
-        )  # as run_vllm submits
+        # as run_vllm submits
+        await asyncio.get_running_loop().run_in_executor(None, time.sleep, idle)
         await self._one(f"{self._tag()}q0", n_prompt, n_out)
         received = time.monotonic()
         cold = self.server.read_steps()

@@ -248,9 +248,8 @@ def _build(
         for j, n in enumerate(grid.prefill_lengths):
             if meas["prefill"].get((b, n)):
                 pz[i, j] = np.mean(meas["prefill"][(b, n)])
-    for j in range(
-        pz.shape[1]
-    ):  # above the step's token budget: the largest measured rows, scaled by rows
+    # above the step's token budget: the largest measured rows, scaled by rows
+    for j in range(pz.shape[1]):
         known = np.flatnonzero(np.isfinite(pz[:, j]))
         for i in range(known[-1] + 1, pz.shape[0]):
             pz[i, j] = pz[known[-1], j] * grid.prefill_rows[i] / grid.prefill_rows[known[-1]]

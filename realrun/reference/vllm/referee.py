@@ -141,8 +141,7 @@ def referee(requests: Sequence[Request], config: RefereeConfig, policy: str = "v
     from .referee_policy import batchsim_schedule
 
     check_requests(requests)
-    ours, our_late = batchsim_schedule(
-        requests, config, policy
-    )  # first: it refuses a request that can never run
+    # first: it refuses a request that can never run
+    ours, our_late = batchsim_schedule(requests, config, policy)
     theirs, late = vllm_schedule(requests, config)
     return Verdict(config, policy, theirs, ours, compare(theirs, ours), late, our_late)

@@ -27,9 +27,8 @@ def make_referee_policy(config: RefereeConfig, policy: str = "vllm-v1") -> Conti
     knobs = (config.max_seqs, config.max_batched_tokens, config.block_size, config.chunked_prefill)
     if policy == "vllm-v1":
         return VLLMV1(*knobs, async_scheduling=config.async_scheduling)
-    return Continuous(
-        *knobs
-    )  # the textbook scheduler knows no async scheduling: it decides at each step's end
+    # the textbook scheduler knows no async scheduling: it decides at each step's end
+    return Continuous(*knobs)
 
 
 def limits_of(config: RefereeConfig) -> ServerLimits:

@@ -71,9 +71,8 @@ def bites(
 ) -> dict[str, int]:
     """How often each rule decided something in vLLM's schedule (the counts of ``ScanRow.bites``)."""
     out = dict.fromkeys(BITES, 0)
-    first = set(
-        prompts
-    )  # not admitted yet: only a request's first admission says whether its prompt was cut
+    # not admitted yet: only a request's first admission says whether its prompt was cut
+    first = set(prompts)
     for v in views:
         given = dict(v.tokens)
         out["full_rows"] += len(given) == config.max_seqs

@@ -67,11 +67,12 @@ def byte_tokenizer(model_max_length: int = 1024):
         split_special_tokens=True,
     )
     ids = fast.convert_tokens_to_ids(list(SPECIALS))
+    # the ids the model's config names; a tokenizers change must not move them
     if ids != [
         256,
         257,
         258,
-    ]:  # the ids the model's config names; a tokenizers change must not move them
+    ]:
         raise RuntimeError(f"byte tokenizer: special ids came out as {ids}, not [256, 257, 258]")
     return fast
 
