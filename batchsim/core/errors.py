@@ -27,6 +27,7 @@ __all__ = [
     "check_at_most",
     "check_bool",
     "check_kv_tokens",
+    "check_fraction",
     "check_knob",
     "is_number",
     "is_integer",
@@ -129,6 +130,13 @@ def check_bool(field: str, value: Any) -> None:
 def check_choice(field: str, value: Any, choices: tuple[str, ...] | list[str]) -> None:
     if value not in choices:
         raise ConfigError(f"{field} must be one of {', '.join(choices)}, got {show(value)}")
+
+
+def check_fraction(field: str, value: Any) -> float:
+    """A share of something, in [0, 1) (a share of 1 keeps all of it back): returned as a float."""
+    if not is_number(value) or not 0 <= value < 1:
+        raise ConfigError(f"{field} must be in [0, 1), got {show(value)}")
+    return float(value)
 
 
 def check_kv_tokens(field: str, tokens: Any) -> None:

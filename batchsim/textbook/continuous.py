@@ -20,12 +20,10 @@ with nothing left to make leaves, freeing its blocks. KV memory is counted in bl
 ``watermark`` keeps a share of blocks free when a request boards beside others (vLLM: 1 %).
 """
 
-from __future__ import annotations
-
 import math
 from collections import deque
 
-from ..core.errors import ConfigError, check_knob, is_number
+from ..core.errors import check_fraction
 from ..core.knobs import ContinuousKnobs as Knobs
 from ..core.limits import ServerLimits
 from ..core.step import Chunk, Step
@@ -44,25 +42,14 @@ class Continuous:
         chunked_prefill: bool = Knobs.chunked_prefill,
         watermark: float = 0.01,
     ) -> None:
-        for knob, value in (
-            ("max_seqs", max_seqs),
-            ("max_batched_tokens", max_batched_tokens),
-            ("block_size", block_size),
-            ("chunked_prefill", chunked_prefill),
-        ):
-            check_knob(knob, value)
-        if not is_number(watermark) or not 0 <= watermark < 1:
-            raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
+        Knobs(max_seqs, max_batched_tokens, block_size, chunked_prefill)  # each checks itself
         self.max_seqs, self.max_batched_tokens = int(max_seqs), int(max_batched_tokens)
         self.block_size, self.chunked_prefill = int(block_size), bool(chunked_prefill)
-        self.watermark = float(watermark)
+        self.watermark = check_fraction("watermark", watermark)
 
     def __repr__(self) -> str:
-        return (
-            f"Continuous(max_seqs={self.max_seqs}, "
-            f"max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
-            f"chunked_prefill={self.chunked_prefill})"
-        )
+        knobs = ("max_seqs", "max_batched_tokens", "block_size", "chunked_prefill")
+        return f"Continuous({', '.join(f'{k}={getattr(self, k)}' for k in knobs)})"
 
     def start(self, limits: ServerLimits) -> None:
         self.limits = limits
@@ -126,9 +113,7 @@ class Continuous:
             # 2. Continue the prefills under way, oldest first.
             prefill: list[tuple[Request, Chunk]] = []
             budget = self.budget
-            for r in self.running:
-                if r.kv >= r.target:
-                    continue
+            for r in [r for r in self.running if r.kv < r.target]:  # still prefilling
                 if budget <= 0:
                     break
                 room = (spare + r.blocks) * self.block_size - r.kv  # tokens its blocks could hold

@@ -41,7 +41,7 @@ from collections import deque
 
 import numpy as np
 
-from ..errors import ConfigError, check_knob, is_number
+from ..errors import check_fraction, check_knob
 from ..knobs import ContinuousKnobs
 from ..step import Chunk, Step, StepOutcome, Wait, fast_chunk, fast_step
 from ..workload import Request
@@ -71,13 +71,11 @@ class Continuous(Policy):
             ("chunked_prefill", chunked_prefill),
         ):
             check_knob(name, value)
-        if not is_number(watermark) or not (0 <= watermark < 1):
-            raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}")
         self.max_seqs = int(max_seqs)
         self.max_batched_tokens = int(max_batched_tokens)
         self.block_size = int(block_size)
         self.chunked_prefill = bool(chunked_prefill)
-        self.watermark = float(watermark)
+        self.watermark = check_fraction("watermark", watermark)
 
     @property
     def max_rows(self) -> int:  # type: ignore[override]
