@@ -147,6 +147,13 @@ def main(argv=None) -> int:
         metavar="H",
         help="H held-out runs per shape after its compare, each held up to its one-run interval (default 0: none)",
     )
+    p.add_argument(
+        "--no-pool",
+        action="store_true",
+        help="each shape's compare reads the run-to-run spread from its own --repeats alone; by default it "
+        "is pooled with the one the shapes before it read (realrun compare --run-spread), as a second "
+        "compare on one machine pools with the spread an earlier one stored with its calibration",
+    )
     args = p.parse_args(argv)
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
@@ -154,6 +161,7 @@ def main(argv=None) -> int:
     if not 0 <= args.coverage <= 50:
         p.error(f"--coverage must be a count of runs in [0, 50], got {args.coverage}")
     rows, held, held_notes = [], [], []
+    earlier = None  # the run-to-run spread the shapes so far read: "SD:DF"
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.shapes.split(","):
         t = time.perf_counter()
@@ -196,6 +204,7 @@ def main(argv=None) -> int:
                     "--seeds",
                     str(args.seeds),
                     *(["--busy", str(args.load)] if name != "saturated" else []),
+                    *(["--run-spread", earlier] if earlier and not args.no_pool else []),
                     "--json",
                     "--no-plots",
                 ],
@@ -205,6 +214,9 @@ def main(argv=None) -> int:
             print(f"{name}: compare failed (exit {code})")
             continue
         obj = json.loads(out.getvalue())
+        spread = obj.get("run_spread") or {}
+        if spread.get("df", 0) >= 1 and spread.get("sd", 0) > 0:
+            earlier = f"{spread['sd']}:{spread['df']}"
         (run,) = obj["runs"]
         busy = run["measured"].get("busy_fraction") or 0.0
         drift = next((n for n in obj["notes"] if n.startswith("drift")), "")

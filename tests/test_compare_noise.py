@@ -212,6 +212,10 @@ def test_rate_for_busy_reaches_the_asked_busy_fraction():
         (["--busy", "1.5"], "busy"),
         (["--busy", "0"], "busy"),
         (["--seeds", "3", "--step-noise", "none"], "--seeds"),
+        (["--run-spread", "8x:2"], "--run-spread"),
+        (["--run-spread", "0.1:0"], "--run-spread"),
+        (["--run-spread", "1.5"], "--run-spread"),
+        (["--run-spread", "nan:4"], "--run-spread"),
     ],
 )
 def test_bad_compare_flags_are_one_line(flags, words, capsys):
@@ -255,11 +259,19 @@ def test_cli_compare_with_seeds_repeats_and_busy(tmp_path, capsys, monkeypatch):
             "--no-plots",
             "--json",
             "--no-speed-check",
+            "--run-spread",
+            "10%:8",
         ]
     )
     out, err = capsys.readouterr()
     assert code == 0, err
     obj = json.loads(out)
+    # two runs of two policies (2 df) pooled with the 8 given; or, 3x apart, the wider alone
+    spread = obj["run_spread"]
+    if "not pooled" in spread["source"]:
+        assert spread["df"] in (2, 8)
+    else:
+        assert spread["df"] == 10 and "pooled with 8 more" in spread["source"]
     assert obj["config"]["seeds"] == 3 and obj["config"]["repeats"] == 2
     for r in obj["runs"]:
         assert (

@@ -149,6 +149,15 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
             "shuffled order, a canary of fixed passes timed before and after each run (default 1)",
         )
         g.add_argument(
+            "--run-spread",
+            default=None,
+            metavar="SD:DF",
+            help="this machine's run-to-run spread read earlier, as a compare prints it (\"8.0%% from one "
+            'run to the next ... 4 degrees of freedom": 8%%:4) or lab 7 measures it; pooled with the one '
+            "this compare reads from its --repeats, for a narrower interval that still holds nine runs in "
+            "ten (default: the one an earlier compare stored with --calibration, if any)",
+        )
+        g.add_argument(
             "--busy",
             type=float,
             default=None,

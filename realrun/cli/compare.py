@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
-from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least
+from batchsim.core.errors import ConfigError, check_at_most, check_int_at_least, show
 
 from ..clock.progress import Progress, progress_lines
 from ..clock.real_span import check_real_span
@@ -50,6 +51,8 @@ def _check_compare_flags(args) -> None:
         )
     if args.busy is not None:
         check_busy(args.busy)
+    if getattr(args, "run_spread", None) is not None:
+        given_spread(args.run_spread)
     budget = getattr(args, "profile_budget", None)
     if budget is not None and not (budget == budget and 5 <= budget <= 3600):
         raise ConfigError(f"--profile-budget must be seconds in [5, 3600], got {budget:g}")
@@ -157,7 +160,9 @@ def _compare(
         noise=args.step_noise or "profiled",
         level=not getattr(args, "no_speed_check", False),
         adjust=adjust,
-        stored_spread=stored_spread(cal_info),
+        stored_spread=given_spread(args.run_spread)
+        if getattr(args, "run_spread", None)
+        else stored_spread(cal_info),
     )
     keep_spread(report, cal_info, fresh=not args.calibration, notes=notes)
     if then is not None:  # before the notes put the engine into each row's label
@@ -179,6 +184,25 @@ def _compare(
     return report_compare(
         args, setup, lm, report, step_times, cal_info, seeds, repeats, say.elapsed
     )
+
+
+def given_spread(text: str):
+    """``--run-spread SD:DF``: an sd of ln(level) as a share or a percentage (0.08, 8%), and the degrees of
+    freedom it was read with (a whole number from 1; without one, 1: a guess weighs little)."""
+    from ..judge.interval import RunSpread
+
+    sd_text, _, df_text = str(text).partition(":")
+    try:
+        sd = float(sd_text[:-1]) / 100 if sd_text.endswith("%") else float(sd_text)
+        df = int(df_text) if df_text else 1
+    except ValueError:
+        sd, df = math.nan, 0
+    if not (math.isfinite(sd) and 0 < sd < 1) or df < 1:
+        raise ConfigError(
+            f"--run-spread must be SD:DF, an sd of ln(level) in (0, 1) or a percentage (8%) and its degrees "
+            f"of freedom (a whole number >= 1), got {show(text)}"
+        )
+    return RunSpread(sd, f"given (--run-spread {text})", df + 1, df)
 
 
 def stored_spread(cal_info: dict):

@@ -390,11 +390,12 @@ def _parts(
 
 def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpread:
     """The machine's run-to-run spread for this compare: from its runs' passes (two or more runs of a
-    policy), else the canaries' (when they could tell), else ``stored`` (an earlier compare's), else
-    ``ASSUMED``; each says where it came from."""
+    policy; pooled with ``stored``, read earlier on this machine, where the two agree), else the
+    canaries' (when they could tell), else ``stored`` (an earlier compare's), else ``ASSUMED``; each
+    says where it came from."""
     found = RunSpread.from_levels({r.label: r.run_levels for r in report.rows if not r.partial})
     if found is not None:
-        return found
+        return found.pooled_with(stored)
     lv = report.level
     if lv is not None and (lv.prefill_run_sd > 0 or lv.decode_run_sd > 0):
         sd = float(np.sqrt((lv.prefill_run_sd**2 + lv.decode_run_sd**2) / 2))

@@ -30,7 +30,7 @@ on runs held out (``bench/fidelity.py --coverage``) is for.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,6 +46,8 @@ __all__ = [
     "LEVEL_STEP",
     "MAX_ELASTICITY",
     "seed_log_sd",
+    "STORED_DF_MAX",
+    "AGREE",
 ]
 
 #: The level factor of the two simulations that read a metric's elasticity (× and ÷ this).
@@ -77,6 +79,34 @@ class RunSpread:
     def text(self) -> str:
         return f"{self.sd:.1%} from one run to the next ({self.source})"
 
+    def pooled_with(self, earlier: RunSpread | None) -> RunSpread:
+        """This spread pooled with one read on this machine before (stored with the calibration, or
+        given): variances weighted by degrees of freedom, the earlier one's capped at
+        ``STORED_DF_MAX``. A spread read from three runs has 2 df, and Student's t for 2 df (2.92)
+        makes its interval 1.8 times the width a known spread would give; with 8 more df, t is 1.81.
+        Where the two disagree by more than ``AGREE``, the larger stands alone (said in the source)."""
+        if earlier is None or earlier.df < 1 or self.df < 1:
+            return self
+        lo, hi = sorted((self.sd, earlier.sd))
+        if lo <= 0 or hi / lo > AGREE:
+            # The larger stands: a machine busier now than then, or a reading of 2 df that came out
+            # small by chance (one in ten does, by a third), where trusting it would miss.
+            wide = self if self.sd >= earlier.sd else earlier
+            return replace(
+                wide,
+                source=f"{wide.source}; not pooled with the {lo:.1%} read "
+                f"{'earlier' if wide is self else 'now'} (more than {AGREE:g}x apart: the "
+                "machine has changed, or one reading is off; the wider stands)",
+            )
+        df = min(earlier.df, STORED_DF_MAX)
+        sd = math.sqrt((self.df * self.sd**2 + df * earlier.sd**2) / (self.df + df))
+        return RunSpread(
+            sd,
+            f"{self.source}, pooled with {df} more read earlier on this machine ({earlier.sd:.1%})",
+            self.runs + earlier.runs,
+            self.df + df,
+        )
+
     @classmethod
     def from_levels(cls, levels: dict[str, list[float]]) -> RunSpread | None:
         """From each run's level (measured / priced over all its passes), grouped by policy: the sd of
@@ -91,6 +121,16 @@ class RunSpread:
         return cls(
             sd, f"the passes of this compare's {runs} runs, {df} degrees of freedom", runs, df
         )
+
+
+#: The most degrees of freedom a spread from earlier compares keeps when pooled with a new one: the
+#: machine changes (a quiet evening, a busy morning), so older evidence ages, and this compare's own
+#: runs always weigh at least df / (df + 8).
+STORED_DF_MAX = 8
+#: Two readings of the spread further apart than this factor are not pooled: the machine has changed
+#: (a build ran beside one of them), or one reading is far off (two of 2 df each of one machine fall
+#: this far apart one time in five). The larger then stands, with its own t.
+AGREE = 3.0
 
 
 #: No repeats, no canaries that could tell, no stored spread: the middle of the 10-30 % this course's
