@@ -154,7 +154,9 @@ def main(argv=None) -> int:
         "--calibration",
         default=None,
         metavar="PATH",
-        help="price with this calibration instead of profiling (one made by --save on this machine)",
+        help="price with this calibration instead of profiling (one made by --save on this machine); "
+        "several, separated by commas, each price the very same passes (a side-by-side of two profiles "
+        "that no run-to-run noise can blur): one table each",
     )
     a = ap.parse_args(argv)
     families = a.only.split(",")
@@ -184,8 +186,10 @@ def main(argv=None) -> int:
     if a.calibration:
         from realrun.timing.profile import load_calibration
 
-        model = load_calibration(a.calibration)
-        print(f"priced with {a.calibration} (not profiled now)")
+        paths = a.calibration.split(",")
+        models = [load_calibration(path) for path in paths]
+        model = models[0]
+        print(f"priced with {', '.join(paths)} (not profiled now)")
     else:
         prof = sized_profile(
             engine,
@@ -207,24 +211,30 @@ def main(argv=None) -> int:
         if a.save:
             prof.write(a.save)
         model = prof.model
+        paths, models = ["profiled now"], [model]
     workloads = {}
     for name, unit in units.items():
         f = rate_factor_for_busy(unit, builders[name], model, a.load, limits)
         n = int(np.clip(f * a.seconds, 20, 400))
         workloads[name] = scaled(Workload(unit.requests[:n], unit.description), f)
     rng = np.random.default_rng(a.seed)
-    rows = []  # (round, family, {kind: (measured, priced)})
+    # per calibration: (round, family, {kind: (measured, priced)})
+    rows: list[list] = [[] for _ in models]
     for r in range(a.rounds):
         for name in rng.permutation(families):
             res = run_real(workloads[name], builders[name](), engine, limits=limits, trace=True)
-            rows.append((r, name, ratios(res, model, FAMILIES[name][2])))
+            for m, into in zip(models, rows):
+                into.append((r, name, ratios(res, m, FAMILIES[name][2])))
             print(
                 f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
-                f"{rows[-1][2]['all'][0] / rows[-1][2]['all'][1]:.3f}x their price",
+                f"{rows[0][-1][2]['all'][0] / rows[0][-1][2]['all'][1]:.3f}x their price",
                 file=sys.stderr,
                 flush=True,
             )
-    _print(rows, families, a)
+    for path, got in zip(paths, rows):
+        if len(paths) > 1:
+            print(f"\n=== priced with {path}")
+        _print(got, families, a)
     return 0
 
 

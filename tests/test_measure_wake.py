@@ -1,4 +1,4 @@
-"""The cold start after an idle, as the profile measures it (``realrun.timing.measure._wake``).
+"""The cold start after an idle, as the profile measures it (``realrun.timing.wake``).
 
 A fake engine whose passes take fixed times, plus a cold extra on the first pass after a sleep
 that the test chooses, so what the measurement should read is known exactly."""
@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from realrun.timing.grid import Grid
-from realrun.timing.measure import WAKE_PAIRS, _wake
+from realrun.timing.wake import WAKE_PAIRS
+from realrun.timing.wake import wake as _wake
 
-# the module: the package's name is a function
-measure = importlib.import_module("realrun.timing.measure")
+# the module: its name is also a function's
+wake_module = importlib.import_module("realrun.timing.wake")
 
 PASS_S = 0.010  # every pass of the fake engine, warm
 REAL_SLEEP = time.sleep
@@ -63,7 +64,7 @@ def seen_sleep(monkeypatch):
         made.append(self)
 
     monkeypatch.setattr(ColdAfterSleep, "__init__", init)
-    monkeypatch.setattr(measure, "time", SimpleNamespace(sleep=lambda s: made[-1].sleep(s)))
+    monkeypatch.setattr(wake_module, "time", SimpleNamespace(sleep=lambda s: made[-1].sleep(s)))
 
 
 def grid(idles) -> Grid:

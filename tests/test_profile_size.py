@@ -144,6 +144,14 @@ def test_progress_says_what_is_left_scaled_by_how_the_ticks_so_far_ran():
         assert t.line() == "profiling: 1 of 3 shapes timed, about 6 s left"
         now[0] = 3.0  # one second into the second: 2 s of it left, then 4 s
         assert t.line().endswith("about 5 s left")
+        # work between ticks (the search for bends) says what it is, then stops saying it
+        t.note("looking for bends in the prefill cost: 8 x 448 tokens")
+        assert t.line() == (
+            "profiling: 1 of 3 shapes timed (looking for bends in the prefill cost: 8 x 448 tokens), "
+            "about 5 s left"
+        )
+        t.note("")
+        assert t.line() == "profiling: 1 of 3 shapes timed, about 5 s left"
     finally:
         t.close()
     assert lines == []  # no line before ``every`` seconds
@@ -160,3 +168,26 @@ def test_a_bad_profile_budget_is_one_line_and_exit_2(value, capsys):
     assert realrun_main(["compare", "--profile-budget", value, "--requests", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--profile-budget" in err[0]
+
+
+def test_the_search_for_bends_keeps_the_ticks_the_schedule_and_the_held_out_shapes_whole(engine):
+    """A cell wide enough to be looked at (8 to 64 tokens): whether its midpoint is kept or not, the
+    ticks add up to the schedule of the grid measured, every grid point was timed in every round, and
+    no held-out length became a grid point."""
+    grid = replace(TINY, prefill_lengths=(8, 64), max_prefill_tokens=128)
+    bar = Counter()
+    meas = measure(engine, grid, progress=bar)
+    got = meas["grid"]
+    assert set(got.prefill_lengths) >= set(grid.prefill_lengths)
+    assert bar.n == len(schedule(got))
+    held = {n for _, n in meas["validation"]["prefill"]}
+    assert not held & (set(got.prefill_lengths) - set(grid.prefill_lengths))
+    s = meas["samples"].by_key
+    for b in got.prefill_rows:
+        for n in got.prefill_lengths:
+            if b * n <= got.max_prefill_tokens:
+                assert len(s[("prefill", b, n)]) == 2 * got.rounds  # reps (2) in each round
+    # a midpoint looked at and not kept leaves no timings behind
+    kept = {(b, n) for b in got.prefill_rows for n in got.prefill_lengths}
+    extra = {(b, n) for k, b, n in s if k == "prefill"} - kept
+    assert extra <= set(meas["validation"]["prefill"])

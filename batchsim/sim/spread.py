@@ -55,7 +55,7 @@ def _unit_mean(q: np.ndarray) -> np.ndarray:
 
 def ratio_quantiles(samples, levels: int = LEVELS) -> list[float]:
     """``levels`` quantiles of time / mean of one point's timings, leaving out those over twice their
-    median, as the profile's mean does (``realrun.timing.measure.robust_mean``): what is left of the spread is
+    median, as the profile's mean does (``realrun.timing.samples.robust_mean``): what is left of the spread is
     the pass's own, and the quantiles' mean is the mean the model prices."""
     t = np.asarray(samples, dtype=np.float64)
     t = t[t <= 2 * np.median(t)]

@@ -47,7 +47,7 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
     from batchsim.sim.slowdrift import fit_slow_drift
 
     from ..timing.jitter import pass_jitter
-    from ..timing.measure import probe_passes, probe_series
+    from ..timing.probe import probe_passes, probe_series
 
     sample = lm.tokenizer.decode(eng.outputs()[0][:6])
     jitter = pass_jitter(eng)  # (it starts the engine afresh: the sample is taken first)

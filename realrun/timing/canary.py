@@ -54,7 +54,7 @@ from batchsim.core.workload import Request, Workload
 from batchsim.sim.level import LevelStepTime
 from batchsim.sim.steptime import StepTimeModel
 
-from .measure import probe_log
+from .probe import probe_log
 
 __all__ = ["ACCURACY", "Canary", "CanaryReading", "Level", "session_level", "grid_middle"]
 

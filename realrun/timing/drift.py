@@ -88,7 +88,8 @@ def _shapes(model: ProfiledStepTime) -> list[tuple[str, int, int]]:
 def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
     """Time a few of the profile's shapes once more on ``engine``, the way the profile did (it is
     reset: call it between runs)."""
-    from .measure import WARMUP, robust_mean
+    from .measure import robust_mean
+    from .probe import WARMUP
 
     shapes = _shapes(model)
     longest = max(n for k, _, n in shapes if k == "prefill")

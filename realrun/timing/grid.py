@@ -27,7 +27,7 @@ import numpy as np
 from batchsim.core.errors import ConfigError, check_int_at_least
 from batchsim.core.workload import Workload
 
-__all__ = ["Grid", "GRIDS", "grid_for_workload", "doubling"]
+__all__ = ["Grid", "GRIDS", "grid_for_workload", "doubling", "jittered", "validation_shapes"]
 
 
 def doubling(lo: int, hi: int, factor: float = 2.0) -> tuple[int, ...]:
@@ -209,3 +209,35 @@ def grid_for_workload(
         rounds=rounds,
         probe_s=probe_s,
     )
+
+
+def jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:
+    """``reps`` prompt lengths around n, averaging n, none used in an earlier round.
+
+    A real run's prompts are of many lengths, each a shape the CPU's kernels meet for the first
+    time or nearly (which costs a few per cent); the same length timed over and over would be
+    cheaper than any prompt a run sees."""
+    if n < 8:
+        return [n] * reps
+    half = [rnd * reps // 2 + j + 1 for j in range(reps // 2)]
+    out = [n + d for d in half] + [n - d for d in half] + ([n] if reps % 2 else [])
+    return [min(max(1, x), longest) for x in out]
+
+
+def validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:
+    """Shapes strictly between grid points (never measured for the model), to hold out."""
+    out: dict = {"decode": [], "prefill": []}
+    for _ in range(grid.validation // 2 + grid.validation % 2):
+        b = int(rng.integers(grid.decode_rows[0], grid.decode_rows[-1] + 1))
+        w = int(rng.integers(grid.decode_widths[0], grid.decode_widths[-1] + 1))
+        if (b, w) not in out["decode"] and not (b in grid.decode_rows and w in grid.decode_widths):
+            out["decode"].append((b, w))
+    for _ in range(grid.validation // 2):
+        n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
+        hi = max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n))
+        b = int(rng.integers(1, hi + 1))
+        if (b, n) not in out["prefill"] and not (
+            b in grid.prefill_rows and n in grid.prefill_lengths
+        ):
+            out["prefill"].append((b, n))
+    return out

@@ -24,51 +24,20 @@ import numpy as np
 
 from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
-from batchsim.sim.grid2d import isotonic
 
-from .grid import Grid
+from .gap import step_gap
+from .grid import Grid, jittered, validation_shapes
+from .probe import WARMUP, probe_width, slow_probe
+from .refine import refine_lengths
+from .samples import Samples, robust_mean
+from .wake import wake
 
 __all__ = [
     "measure",
     "schedule",
     "robust_mean",
-    "probe_log",
-    "probe_passes",
-    "probe_series",
-    "WARMUP",
     "Samples",
 ]
-
-WARMUP = 2
-#: The fewest passes of the slow probe: fewer cannot tell a drift from noise (``fit_slow_drift``).
-PROBE_PASSES = 120
-
-
-class Samples:
-    """Timed passes by shape key: each key's seconds, and their robust mean."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[tuple, list[float]] = {}
-
-    def add(self, key: tuple, seconds) -> None:
-        self.by_key.setdefault(key, []).extend(float(s) for s in np.atleast_1d(seconds))
-
-    def mean(self, key: tuple) -> float:
-        return robust_mean(self.by_key[key])
-
-
-#: cold/warm pairs timed after each idle (at least; more where the grid repeats more)
-WAKE_PAIRS = 5
-
-
-def robust_mean(xs) -> float:
-    """The mean of the timings, leaving out those over twice their median.
-
-    The mean, because the simulator adds step times up and a median would underestimate the busy
-    time of right-skewed timings. But a pass that took twice the usual time was interrupted by
-    another process: the core was lent away, which says nothing about this engine's passes."""
-    t = np.asarray(xs, dtype=float)
-    return float(t[t <= 2 * np.median(t)].mean())
 
 
 def schedule(grid: Grid) -> list[tuple]:
@@ -79,7 +48,7 @@ def schedule(grid: Grid) -> list[tuple]:
     wake_n = min(32, grid.prefill_lengths[-1])
     return (
         _one_round(grid) * grid.rounds
-        + [("probe", _probe_width(grid))]
+        + [("probe", probe_width(grid))]
         + [("wake", idle, wake_n) for idle in grid.wake_idle]
         + [("gap", name) for name in grid.policies]
     )
@@ -87,7 +56,7 @@ def schedule(grid: Grid) -> list[tuple]:
 
 def _one_round(grid: Grid) -> list[tuple]:
     """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves out."""
-    validation = _validation_shapes(grid, np.random.default_rng(grid.seed))
+    validation = validation_shapes(grid, np.random.default_rng(grid.seed))
     return (
         [("decode", b, w) for b, w in _decode_points(grid, validation)]
         + [("prefill", b, n) for b, n in _prefill_points(grid, validation)]
@@ -131,7 +100,7 @@ def measure(
     )
     ids = list(range(pool))
     s = Samples()
-    validation = _validation_shapes(grid, rng)
+    validation = validation_shapes(grid, rng)
     decode_pts = _decode_points(grid, validation)
     prefill_pts = _prefill_points(grid, validation)
     bar = progress if hasattr(progress, "update") else _bar(bool(progress), len(schedule(grid)))
@@ -158,14 +127,23 @@ def measure(
             break
         _time_decode(engine, grid, ids, decode_pts, s, runs, extra, repeat_extra, bar)
         _time_prefill(engine, ids, prefill_pts, reps, rnd, longest, s, bar)
+        if rnd == 0:
+            grid = _refine(
+                engine, grid, ids, reps, longest, s, validation, time.monotonic() - t0, bar
+            )
+            for _ in range(len(_prefill_points(grid, validation)) - len(prefill_pts)):
+                _tick(bar)  # the added points count as the first round's, as schedule(grid) says
+            prefill_pts = _prefill_points(grid, validation)
         _time_past(engine, grid, reps, s, bar)
         _time_join(engine, grid, ids, joins, bar)
         rounds_timed += 1
-    probe = _slow_probe(engine, grid, ids, s)
+    key = ("decode", grid.decode_rows[0], probe_width(grid))
+    probe = slow_probe(engine, grid, ids[0], s.mean(key) if key in s.by_key else 0.01)
     _tick(bar)
-    wake = _wake(engine, grid, ids, bar)
+    woke = wake(engine, grid, ids, bar)
     gaps = {
-        name: _gap(engine, name, (policies or {}).get(name), grid, bar) for name in grid.policies
+        name: step_gap(engine, name, (policies or {}).get(name), grid, bar)
+        for name in grid.policies
     }
     if bar is not None:
         bar.close()
@@ -178,7 +156,7 @@ def measure(
         "joins": joins,
         "decode_runs": runs,
         "gaps": gaps,
-        "wake": wake,
+        "wake": woke,
         "n_positions": int(engine.lm.n_positions),
         "slow_probe": probe,
         "rounds_timed": rounds_timed,
@@ -230,13 +208,53 @@ def _time_prefill(
 ) -> None:
     log = engine.pass_log
     for b, n in points:
-        for n2 in _jittered(n, reps, rnd, longest):
+        for n2 in jittered(n, reps, rnd, longest):
             rows = ids[:b]
             log.clear()
             engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
             s.add(("prefill", b, n), log[0][1])
             engine.release(rows)
         _tick(bar)
+
+
+def _refine(
+    engine, grid: Grid, ids, reps: int, longest: int, s: Samples, validation, round_s, bar=None
+):
+    """The grid with prompt lengths added where the prefill cost bends (``refine.refine_lengths``);
+    a progress bar that takes notes (``profile_size.Ticker``) says which shape is timed."""
+    note = getattr(bar, "note", None) or (lambda text: None)
+    log = engine.pass_log
+
+    def one(b: int, n: int) -> float:
+        log.clear()
+        engine.execute(Step(prefill=tuple(Chunk(i, 0, n, True) for i in ids[:b])))
+        engine.release(ids[:b])
+        return log[0][1]
+
+    def time_cell(b: int, lo: int, m: int, hi: int) -> dict[int, list[float]]:
+        note(f"looking for bends in the prefill cost: {b} x {lo}..{hi} tokens")
+        lengths = {n: jittered(n, reps, 0, longest) for n in (lo, m, hi)}
+        out: dict[int, list[float]] = {lo: [], m: [], hi: []}
+        for k in range(reps):  # pass by pass, the order turned each time (lo m hi, hi m lo)
+            for n in (lo, m, hi) if k % 2 == 0 else (hi, m, lo):
+                out[n].append(one(b, lengths[n][k]))
+        s.add(("prefill", b, m), out[m])
+        return out
+
+    def time_point(b: int, n: int) -> None:
+        note(f"looking for bends in the prefill cost: {b} x {n} tokens")
+        _time_prefill(engine, ids, [(b, n)], reps, 0, longest, s, None)
+
+    refined, _ = refine_lengths(
+        grid,
+        time_cell=time_cell,
+        time_point=time_point,
+        forget=lambda b, n: s.by_key.pop(("prefill", b, n), None),
+        round_s=round_s,
+        avoid=frozenset(n for _, n in validation["prefill"]),
+    )
+    note("")
+    return refined
 
 
 def _time_past(engine, grid: Grid, reps: int, s: Samples, bar) -> None:
@@ -282,142 +300,6 @@ def _time_join(engine, grid: Grid, ids: list[int], joins: list, bar) -> None:
             engine.release([new])
         engine.release(rows)
         _tick(bar)
-
-
-def _wake(engine, grid: Grid, ids: list[int], bar) -> dict:
-    """What a step costs extra after the server slept: the sleep's overshoot, and a cold first few passes.
-
-    After each idle time, a short prefill and a few decode passes run twice: right after the sleep
-    (cold) and at once again (warm); the difference is the cold start's cost."""
-    clock, n = engine.clock, min(32, grid.prefill_lengths[-1])
-
-    def sequence() -> float:
-        t0 = clock()
-        engine.execute(Step(prefill=(Chunk(ids[0], 0, n, True),)))
-        engine.execute(Step(decode=(ids[0],), kv_read=n, decode_width=n, repeat=4))
-        t1 = clock()
-        engine.release([ids[0]])
-        return t1 - t0
-
-    late, extra = [], []
-    for idle in grid.wake_idle:
-        paired = []
-        for _ in range(max(WAKE_PAIRS, grid.repeats)):
-            target = clock() + idle
-            time.sleep(idle)
-            late.append(clock() - target)
-            cold = sequence()
-            paired.append(cold - sequence())
-        # The median of paired differences: each cold run is set against the warm run beside it,
-        # so a slow moment of the machine lands on both (a difference of two means of three runs
-        # each read +7 ms after 5 ms idle and +2 ms after 20 ms on a 11 ms pass, beside other work).
-        extra.append(max(0.0, float(np.median(paired))))
-        _tick(bar)
-    # Longer idle leaves the caches no warmer: the extra never falls as the idle grows. Where
-    # noise says it does, the two readings pool (isotonic), instead of a short idle priced dearer.
-    extra = isotonic(np.asarray(extra)).tolist() if extra else extra
-    return {
-        "idle": list(grid.wake_idle),
-        "extra": extra,
-        "late": float(np.mean(late)) if late else 0.0,
-    }
-
-
-def _slow_probe(engine, grid: Grid, ids: list[int], s: Samples) -> list[float]:
-    """About ``grid.probe_s`` seconds (at least ``PROBE_PASSES`` passes) of consecutive one-row decode
-    passes at the grid's middle width, in stretches that fit the context (each refilled, its first
-    passes dropped as the grid's are)."""
-    w = _probe_width(grid)
-    key = ("decode", grid.decode_rows[0], w)
-    one = s.mean(key) if key in s.by_key else 0.01
-    return probe_series(engine, w, probe_passes(grid.probe_s, one), ids[0])
-
-
-def _probe_width(grid: Grid) -> int:
-    return grid.decode_widths[len(grid.decode_widths) // 2]
-
-
-def probe_passes(seconds: float, pass_s: float) -> int:
-    """How many passes of ``pass_s`` seconds fill ``seconds`` of a probe: at least ``PROBE_PASSES``, at most 4,000."""
-    return int(min(4000, max(PROBE_PASSES, seconds / max(pass_s, 1e-5))))
-
-
-def probe_log(engine, width: int, passes: int, rid: int = 0) -> list:
-    """(planned pass, seconds) of ``passes`` consecutive one-row decode passes over ``width`` tokens of
-    (random) KV, in stretches that fit the model's context: each stretch refilled and its first passes
-    dropped (fresh rows run slow at first). The engine must hold no rows; it holds none after."""
-    stretch = max(8, min(256, int(engine.lm.n_positions) - 1 - width - WARMUP))
-    out: list = []
-    log = engine.pass_log
-    while len(out) < passes:
-        k = min(stretch, passes - len(out))
-        engine.fill_rows([rid], [width])
-        log.clear()
-        engine.execute(Step(decode=(rid,), kv_read=width, decode_width=width, repeat=k + WARMUP))
-        out.extend(log[WARMUP:])
-        engine.release([rid])
-    return out
-
-
-def probe_series(engine, width: int, passes: int, rid: int = 0) -> list[float]:
-    """The seconds of ``probe_log``'s passes."""
-    return [s for _, s in probe_log(engine, width, passes, rid)]
-
-
-def _jittered(n: int, reps: int, rnd: int, longest: int) -> list[int]:
-    """``reps`` prompt lengths around n, averaging n, none used in an earlier round.
-
-    A real run's prompts are of many lengths, each a shape the CPU's kernels meet for the first
-    time or nearly (which costs a few per cent); the same length timed over and over would be
-    cheaper than any prompt a run sees."""
-    if n < 8:
-        return [n] * reps
-    half = [rnd * reps // 2 + j + 1 for j in range(reps // 2)]
-    out = [n + d for d in half] + [n - d for d in half] + ([n] if reps % 2 else [])
-    return [min(max(1, x), longest) for x in out]
-
-
-def _validation_shapes(grid: Grid, rng: np.random.Generator) -> dict:
-    """Shapes strictly between grid points (never measured for the model), to hold out."""
-    out: dict = {"decode": [], "prefill": []}
-    for _ in range(grid.validation // 2 + grid.validation % 2):
-        b = int(rng.integers(grid.decode_rows[0], grid.decode_rows[-1] + 1))
-        w = int(rng.integers(grid.decode_widths[0], grid.decode_widths[-1] + 1))
-        if (b, w) not in out["decode"] and not (b in grid.decode_rows and w in grid.decode_widths):
-            out["decode"].append((b, w))
-    for _ in range(grid.validation // 2):
-        n = int(rng.integers(grid.prefill_lengths[0], grid.prefill_lengths[-1] + 1))
-        hi = max(1, min(grid.prefill_rows[-1], grid.max_prefill_tokens // n))
-        b = int(rng.integers(1, hi + 1))
-        if (b, n) not in out["prefill"] and not (
-            b in grid.prefill_rows and n in grid.prefill_lengths
-        ):
-            out["prefill"].append((b, n))
-    return out
-
-
-def _gap(engine, name: str, policy, grid: Grid, bar) -> float:
-    """Mean seconds between a step's end and the next one's start, over a short burst through the driver."""
-    from batchsim.core.arrivals import Poisson
-    from batchsim.core.lengths import Uniform
-    from batchsim.core.policies import make_policy
-    from batchsim.core.workload import make_workload
-
-    from ..clock.runner import run_real
-
-    p_hi = max(8, min(64, grid.prefill_lengths[-1]))
-    wl = make_workload(Poisson(400.0), Uniform(8, p_hi), Uniform(4, 24), n=24, seed=grid.seed)
-    pol = make_policy(name, max_batch=8, max_seqs=16) if policy is None else _fresh(policy)
-    res = run_real(wl, pol, engine, trace=True)
-    gaps = [t_start - decided for decided, _, t_start, _ in res.meta["trace"]]
-    _tick(bar)
-    return robust_mean(gaps) if gaps else 0.0
-
-
-def _fresh(policy):
-    import copy
-
-    return copy.deepcopy(policy)
 
 
 def _bar(progress: bool, total: int):

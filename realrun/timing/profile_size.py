@@ -30,7 +30,8 @@ from batchsim.core.workload import Request, Workload
 from batchsim.sim.steptime import LinearStepTime
 
 from .grid import Grid
-from .measure import PROBE_PASSES, WARMUP, schedule
+from .measure import schedule
+from .probe import PROBE_PASSES, WARMUP
 
 __all__ = ["SLOWER", "Reach", "pilot", "reach", "estimate", "within_budget", "point_costs"]
 
@@ -139,7 +140,7 @@ def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) ->
         elif kind == "wake":
             idle, n = shape
             out.append(max(3, grid.repeats) * (idle + 2 * (p(prefill=n) + 4 * p(rows=1, kv=n))))
-        else:  # a policy's burst through the driver: 24 requests, as ``measure._gap`` sends them
+        else:  # a policy's burst through the driver: 24 requests, as ``gap.step_gap`` sends them
             (name,) = shape
             out.append(
                 (gap_s or {}).get(name, 24 * (p(prefill=40) + 14 * p(rows=8, kv=8 * 60)) / 4)
@@ -192,6 +193,7 @@ class Ticker:
     def __init__(self, costs: list[float], say, every: float = 5.0, clock=time.monotonic) -> None:
         self.costs, self.say, self.every, self.clock = costs, say, every, clock
         self.done = 0
+        self.doing = ""  # what the profile times beyond its ticks (``note``)
         self.t0 = self.last = self.tick_at = clock()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -203,6 +205,12 @@ class Ticker:
             self.done = min(len(self.costs), self.done + n)
             self.tick_at = self.clock()
 
+    def note(self, doing: str) -> None:
+        """Say what is timed between ticks (the search for bends in the prefill cost): a line that
+        only repeated its count would look stuck. An empty note ends it."""
+        with self._lock:
+            self.doing = doing
+
     def line(self) -> str:
         """What the next progress line says."""
         with self._lock:
@@ -211,7 +219,10 @@ class Ticker:
             scale = (self.tick_at - self.t0) / priced if done and priced > 0 else 1.0
             current = self.costs[done] * scale if done < len(self.costs) else 0.0
             left = sum(self.costs[done + 1 :]) * scale + max(0.0, current - (now - self.tick_at))
-        return f"profiling: {done} of {len(self.costs)} shapes timed, about {left:.0f} s left"
+            doing = f" ({self.doing})" if self.doing else ""
+        return (
+            f"profiling: {done} of {len(self.costs)} shapes timed{doing}, about {left:.0f} s left"
+        )
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every):

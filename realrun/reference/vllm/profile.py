@@ -47,7 +47,7 @@ from batchsim.core.errors import ConfigError
 from batchsim.sim.profiled import Grid2D, ProfiledStepTime
 
 from ...timing.grid import Grid, doubling
-from ...timing.measure import probe_passes
+from ...timing.probe import probe_passes
 from ...timing.profile import Profile, ProfilePoint, fit_linear, spread_from
 from .probe import SETTLE, Prober, decode_times, prefill_times
 from .probe import durations as _durations
