@@ -41,7 +41,6 @@ from batchsim.core.metrics import SLO, summarize
 from batchsim.core.policies import Policy
 from batchsim.core.result import RunResult
 from batchsim.core.workload import Workload
-from batchsim.sim.level import LevelStepTime
 from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
 from batchsim.sim.steptime import StepTimeModel
@@ -49,17 +48,12 @@ from batchsim.sim.steptime import StepTimeModel
 from ..timing.canary import CanaryReading, Level, session_level
 from ..timing.pass_level import PassLevel, machine_level, pass_level, run_level
 from .decompose import decompose
-from .equivalence import pooled_log_sd
 from .interval import (
-    ASSUMED,
-    LEVEL_STEP,
-    MetricSpread,
     RunSpread,
-    elasticity,
-    seed_log_sd,
 )
 from .plot import plot_compare
 from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
+from .spread import judge_rows, metric_parts
 from .table import format_compare
 from .verdict import band_of, median_summary
 
@@ -130,7 +124,7 @@ def compare_policies(
     ``adjust(result) -> result``, when given, is applied to every simulated result before it is read
     (vLLM's side: each token reaches the client a profiled delivery lag after its step), so the
     median and the band are of what the client would see. ``stored_spread``: the machine's run-to-run
-    spread from an earlier compare, used where this one cannot measure its own (``run_spread``).
+    spread from an earlier compare, used where this one cannot measure its own (``spread.run_spread``).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -182,7 +176,7 @@ def compare_policies(
                     off,
                 )
             )
-    _judge_rows(report, stored_spread)
+    judge_rows(report, stored_spread)
     return report
 
 
@@ -320,7 +314,7 @@ def _row(
         canary=canary,
         seeds=seeds,
     )
-    row.parts = _parts(
+    row.parts = metric_parts(
         preds,
         workload,
         probes,
@@ -367,57 +361,6 @@ def _row(
             workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits
         )
     return row
-
-
-def _parts(
-    preds: list[dict], workload, probes, st, limits, seeds: int, noise: str, adjust, slo
-) -> dict[str, MetricSpread]:
-    """Per metric, the seeds' spread of ln(metric) and its elasticity to the machine's level, read from
-    the policy at the level ÷ and × ``LEVEL_STEP``, with the first seed's draws on both sides (the same
-    luck, so the difference is the level's alone)."""
-    at = []
-    for f, p in zip((1.0 / LEVEL_STEP, LEVEL_STEP), probes):
-        m = LevelStepTime(st, f, f)
-        sim = simulate(workload, p, with_noise(m, 0, noise) if seeds > 1 else m, limits=limits)
-        at.append(summarize(adjust(sim) if adjust is not None else sim, slo))
-    return {
-        k: MetricSpread(
-            seed_log_sd([x.get(k) for x in preds]), elasticity(at[0].get(k), at[1].get(k))
-        )
-        for k in KEYS
-    }
-
-
-def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpread:
-    """The machine's run-to-run spread for this compare: from its runs' passes (two or more runs of a
-    policy; pooled with ``stored``, read earlier on this machine, where the two agree), else the
-    canaries' (when they could tell), else ``stored`` (an earlier compare's), else ``ASSUMED``; each
-    says where it came from."""
-    found = RunSpread.from_levels({r.label: r.run_levels for r in report.rows if not r.partial})
-    if found is not None:
-        return found.pooled_with(stored)
-    lv = report.level
-    if lv is not None and (lv.prefill_run_sd > 0 or lv.decode_run_sd > 0):
-        sd = float(np.sqrt((lv.prefill_run_sd**2 + lv.decode_run_sd**2) / 2))
-        return RunSpread(
-            sd,
-            f"the canaries around {lv.readings // 2} runs (a few passes each)",
-            lv.readings // 2,
-            0,
-        )
-    return stored if stored is not None else ASSUMED
-
-
-def _judge_rows(report: CompareReport, stored: RunSpread | None) -> None:
-    """The compare's run-to-run spread, and per metric the repeats' spread pooled over the policies:
-    what every row's intervals and verdicts stand on."""
-    report.spread = run_spread(report, stored)
-    whole = [r for r in report.rows if not r.partial]
-    for k in KEYS:
-        sd, df = pooled_log_sd([[x.get(k) for x in r.repeats] for r in whole])
-        report.metric_sd[k] = (sd, df) if sd is not None and df >= 2 else None
-    for r in report.rows:
-        r.spread, r.metric_sd = report.spread, report.metric_sd
 
 
 def _after_the_run(
