@@ -80,13 +80,13 @@ def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
 
 def _judged(*rows: CompareRow) -> CompareReport:
     """The rows judged as compare judges them: every metric moves one for one with the machine's level."""
-    from realrun.judge.compare import _judge_rows
     from realrun.judge.interval import MetricSpread
+    from realrun.judge.spread import judge_rows
 
     for r in rows:
         r.parts = {k: MetricSpread(0.0, 1.0) for k in KEYS}
     rep = _report(*rows)
-    _judge_rows(rep, None)
+    judge_rows(rep, None)
     return rep
 
 
