@@ -33,6 +33,7 @@ from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 from .grid import GRIDS, Grid, grid_for_workload
 from .measure import Samples, measure
 from .points import ProfilePoint, fit_linear, pass_errors, point_pass, points_of
+from .smooth import choose_prefill
 
 __all__ = [
     "Grid",
@@ -254,6 +255,14 @@ class Profile:
                     "machine's speed likely moved while it was timed (other work?); its predictions will be off by as "
                     "much: profile again with the machine quiet"
                 )
+        surf = self.info.get("prefill_surface")
+        if isinstance(surf, dict):
+            used = self.info.get("prefill_model") == "surface"
+            lines.append(
+                f"  prefill priced by {'a surface fitted to every timed point' if used else 'the timed grid'}: "
+                f"on {surf['shapes']} held-out prefill shapes the surface is {surf['heldout_mean_pct']:.1f} % "
+                f"off (mean), the grid {surf['grid_heldout_mean_pct']:.1f} %"
+            )
         lines.append(
             f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
             f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read"
@@ -286,6 +295,8 @@ def profile(
     # the pool's engine packs its passes ("paged"); the rectangle's groups them
     plan = getattr(engine, "plan", "grouped")
     model = build(meas, source, plan)
+    # The grid, or a surface fitted to all its prefill points where that holds out better (smooth.py).
+    model, prefill_choice = choose_prefill(model, points)
     # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
     from .canary import Canary
 
@@ -307,6 +318,7 @@ def profile(
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "rounds_timed": meas["rounds_timed"],
         "rounds": meas["grid"].rounds,
+        **prefill_choice,
     }
     return Profile(model, linear, points, seconds, info)
 
