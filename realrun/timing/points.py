@@ -19,7 +19,7 @@ from batchsim.sim.steptime import LinearStepTime, StepTimeModel
 
 from .grid import Grid
 
-__all__ = ["ProfilePoint", "points_of", "point_pass", "pass_errors", "fit_linear"]
+__all__ = ["ProfilePoint", "points_of", "point_pass", "pass_errors", "fit_linear", "nnls_relative"]
 
 
 @dataclass(frozen=True)
@@ -98,29 +98,37 @@ def _design(points: list[ProfilePoint]) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray | None:
+    """Non-negative coefficients c minimising the sum of (X @ c / t - 1)^2 (relative residuals), the
+    first column's kept > 0: the best over every active set of the others; None where none is."""
+    A = X / t[:, None]  # each row divided by its time: relative residuals
+    ones = np.ones(len(t))
+    scale = np.abs(A).max(0)
+    scale[scale == 0] = 1.0
+    As = A / scale
+    others = range(1, X.shape[1])
+    best, best_res = None, np.inf
+    for k in range(X.shape[1]):
+        for extra in itertools.combinations(others, k):
+            cols = [0, *extra]
+            coef, *_ = np.linalg.lstsq(As[:, cols], ones, rcond=None)
+            if np.any(coef < 0) or coef[0] <= 0:
+                continue
+            res = float(np.sum((As[:, cols] @ coef - ones) ** 2))
+            if res < best_res:
+                full = np.zeros(X.shape[1])
+                full[cols] = coef
+                best, best_res = full / scale, res
+    return best
+
+
 def fit_linear(
     points: list[ProfilePoint], source: str = "realrun profile", plan: str = "fused"
 ) -> LinearStepTime:
     """Non-negative least squares on relative error, c0 > 0: the best of every active set."""
     if len(points) < 2:
         raise ConfigError(f"profile needs at least 2 points to fit, got {len(points)}")
-    X, y = _design(points)
-    A, b = X / y[:, None], np.ones(len(y))  # each row divided by its time: relative residuals
-    scale = np.abs(A).max(0)
-    scale[scale == 0] = 1.0
-    As = A / scale
-    best, best_res = None, np.inf
-    for k in range(0, 4):
-        for extra in itertools.combinations((1, 2, 3), k):
-            cols = [0, *extra]
-            coef, *_ = np.linalg.lstsq(As[:, cols], b, rcond=None)
-            if np.any(coef < 0) or coef[0] <= 0:
-                continue
-            res = float(np.sum((As[:, cols] @ coef - b) ** 2))
-            if res < best_res:
-                full = np.zeros(4)
-                full[cols] = coef
-                best, best_res = full / scale, res
+    best = nnls_relative(*_design(points))
     if best is None:
         raise ConfigError("profile: no non-negative fit found (are the measured times positive?)")
     return LinearStepTime(

@@ -14,7 +14,7 @@ The surface is what a prefill pass does, to first order:
             + c * rows * length ** 2        (attention within each chunk, per pair of tokens)
             + e * rows + f                  (per row, per pass)
 
-fitted by non-negative least squares on relative error (every active set, as the linear fit is),
+fitted by non-negative least squares on relative error (``points.nnls_relative``, as the linear fit is),
 once more without the points beyond three robust deviations.
 
 Which one stands is decided by the profile's held-out prefill shapes (timed between grid points,
@@ -34,7 +34,6 @@ format and everything that reads it stay as they are.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -43,7 +42,7 @@ from batchsim.sim.grid2d import Grid2D
 from batchsim.sim.profiled import ProfiledStepTime
 from batchsim.sim.spread import SpreadGrid, StepSpread
 
-from .points import ProfilePoint, pass_errors
+from .points import ProfilePoint, nnls_relative, pass_errors
 
 __all__ = [
     "fit_surface",
@@ -68,28 +67,6 @@ def _design(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.stack([rows * lengths, rows * lengths**2, rows, np.ones_like(rows)], axis=1)
 
 
-def _nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray | None:
-    """Non-negative coefficients minimising the sum of (X @ c / t - 1)^2, the per-token term kept:
-    the best over every active set (4 terms: 8 sets), as ``points.fit_linear`` does."""
-    A = X / t[:, None]
-    scale = np.abs(A).max(0)
-    scale[scale == 0] = 1.0
-    As, ones = A / scale, np.ones(len(t))
-    best, best_res = None, np.inf
-    for k in range(4):
-        for extra in itertools.combinations((1, 2, 3), k):
-            cols = [0, *extra]
-            coef, *_ = np.linalg.lstsq(As[:, cols], ones, rcond=None)
-            if np.any(coef < 0) or coef[0] <= 0:
-                continue
-            res = float(np.sum((As[:, cols] @ coef - ones) ** 2))
-            if res < best_res:
-                full = np.zeros(4)
-                full[cols] = coef
-                best, best_res = full / scale, res
-    return best
-
-
 def fit_surface(points: list[ProfilePoint]) -> np.ndarray | None:
     """The surface's four coefficients (``TERMS``) from timed prefill points with no cached past;
     None where fewer than 4 points or no non-negative fit."""
@@ -100,14 +77,14 @@ def fit_surface(points: list[ProfilePoint]) -> np.ndarray | None:
     n = np.array([q.query for q in pts], float)
     t = np.array([q.seconds for q in pts], float)
     X = _design(b, n)
-    coef = _nnls_relative(X, t)
+    coef = nnls_relative(X, t)
     if coef is None:
         return None
     r = X @ coef / t - 1
     mad = 1.4826 * float(np.median(np.abs(r - np.median(r))))
     keep = np.abs(r - np.median(r)) <= OUTLIER_MADS * max(mad, 1e-9)
     if 4 <= keep.sum() < len(t):
-        again = _nnls_relative(X[keep], t[keep])
+        again = nnls_relative(X[keep], t[keep])
         coef = again if again is not None else coef
     return coef
 
