@@ -148,3 +148,14 @@ def test_too_few_points_leave_the_grid():
     model = model_of(timed())
     chosen, info = choose_prefill(model, pts)
     assert chosen is model and info["prefill_model"] == "grid"
+
+
+def test_each_round_takes_its_shapes_in_an_order_of_its_own_the_same_for_a_seed():
+    from realrun.timing.measure import _shuffled
+
+    shapes = [(b, n) for b in ROWS for n in LENGTHS]
+    r0 = _shuffled(shapes, np.random.default_rng([7, 0]))
+    r1 = _shuffled(shapes, np.random.default_rng([7, 1]))
+    assert sorted(r0) == sorted(shapes) and sorted(r1) == sorted(shapes)  # nothing lost or doubled
+    assert r0 != shapes and r0 != r1  # not in size order, and not the same order twice
+    assert r0 == _shuffled(shapes, np.random.default_rng([7, 0]))  # same seed, same order
