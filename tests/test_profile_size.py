@@ -125,8 +125,9 @@ def test_a_grid_over_budget_is_thinned_until_it_fits_and_one_under_it_is_kept():
     )
     slow = LinearStepTime(5e-3, 2e-4, 1e-3, 1e-7)
     full = estimate(big, slow)
-    thin, est = within_budget(big, slow, full / 4)
-    assert est <= full / 4 < full and est == pytest.approx(estimate(thin, slow))
+    # (a third: its longest prefills are timed once a round already, so fewer repetitions save less there)
+    thin, est = within_budget(big, slow, full / 3)
+    assert est <= full / 3 < full and est == pytest.approx(estimate(thin, slow))
     assert len(schedule(thin)) < len(schedule(big)) and thin.decode_rows[-1] == big.decode_rows[-1]
     assert within_budget(big, slow, full * 2) == (big, full)
     with pytest.raises(ConfigError, match="budget"):
@@ -191,3 +192,48 @@ def test_the_search_for_bends_keeps_the_ticks_the_schedule_and_the_held_out_shap
     kept = {(b, n) for b in got.prefill_rows for n in got.prefill_lengths}
     extra = {(b, n) for k, b, n in s if k == "prefill"} - kept
     assert extra <= set(meas["validation"]["prefill"])
+
+
+class _FakePrefills:
+    """An engine whose prefill of ``tokens`` tokens takes ``per_token x tokens`` seconds (no clock read)."""
+
+    def __init__(self, per_token: float) -> None:
+        self.per_token, self.pass_log, self.lengths = per_token, [], []
+
+    def execute(self, step):
+        n = sum(c.length for c in step.prefill)
+        self.lengths.append(n)
+        self.pass_log.append((None, self.per_token * n))
+
+    def release(self, rows) -> None:
+        pass
+
+
+def test_a_long_prefill_point_stops_at_point_s_and_keeps_its_timings_scaled_to_its_length():
+    from realrun.timing.prefills import POINT_S
+    from realrun.timing.prefills import time_prefill as _time_prefill
+    from realrun.timing.samples import Samples
+
+    # 100 tokens at 2 ms a token: 0.2 s a pass, so two passes reach POINT_S (0.3 s) of four planned
+    eng, s = _FakePrefills(0.002), Samples()
+    _time_prefill(eng, [0], [(1, 100)], 4, 1, 1000, s, None)
+    assert POINT_S == 0.3 and len(eng.lengths) == 2 and eng.lengths[0] != 100  # jittered lengths
+    assert s.by_key[("prefill", 1, 100)] == pytest.approx([0.2, 0.2])  # x 100 / its length
+    # 1 ms a pass: every planned pass runs, its own time kept
+    eng, s = _FakePrefills(1e-5), Samples()
+    _time_prefill(eng, [0], [(1, 100)], 4, 1, 1000, s, None)
+    assert len(eng.lengths) == 4 and sum(eng.lengths) == 400
+    assert s.by_key[("prefill", 1, 100)] == pytest.approx([1e-5 * n for n in eng.lengths])
+
+
+def test_the_estimate_prices_a_long_prefill_point_at_the_passes_measure_will_time():
+    from realrun.timing.prefills import POINT_S
+
+    slow = LinearStepTime(1e-12, 0.01, 0.0, 0.0)  # 10 ms a prompt token
+    grid = replace(TINY, prefill_rows=(1, 4), prefill_lengths=(8, 16), repeats=8)
+    costs = dict(zip(map(tuple, schedule(grid)), point_costs(grid, slow)))
+    # 4 x 16 tokens: 0.64 s, above POINT_S: one pass; 1 x 8: 0.08 s, four passes (the planned four)
+    assert costs[("prefill", 4, 16)] == pytest.approx(0.64)
+    assert costs[("prefill", 1, 8)] == pytest.approx(4 * 0.08)
+    # 1 x 16: 0.16 s, so two passes reach POINT_S
+    assert costs[("prefill", 1, 16)] == pytest.approx(2 * 0.16) and 0.16 < POINT_S <= 0.32

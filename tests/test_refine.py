@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from realrun.timing.grid import Grid
-from realrun.timing.refine import MOST, TOL, misses, refine_lengths, rows_at
+from realrun.timing.refine import MOST, SHARE, TOL, misses, refine_lengths, rows_at
 
 GRID = Grid(
     decode_rows=(1,),
@@ -165,3 +165,24 @@ def test_every_cell_of_the_grid_is_looked_at_before_the_halves_of_any():
     order = [n for i, n in enumerate(t.order) if i == 0 or t.order[i - 1] != n]  # a cell per entry
     assert order[:2] == [768, 384]  # the grid's two dearest cells, before any half of either
     assert {384, 768} <= set(grid.prefill_lengths)
+
+
+def test_a_cell_dearer_than_what_is_left_of_the_share_is_passed_over_for_cheaper_ones():
+    """The dearest cell first, unless its price says it would overrun the search's share: then the
+    cheaper cells are looked at, and the dear one's midpoint is never timed."""
+    t = Timer(knee_cost)
+
+    def price(b, lo, m, hi):  # the Timer's own cost of a cell: its reps of lo, m and hi
+        return t.reps * (knee_cost(b, lo) + knee_cost(b, m) + knee_cost(b, hi))
+
+    dearest = sum(price(b, 512, 768, 1024) for b in (1, 4))
+    # a share that holds the cells below 512 tokens but not the one above
+    round_s = 0.9 * dearest / SHARE
+    grid, added = refine_lengths(
+        GRID, t.time_cell, t.time_point, t.forget, round_s, clock=lambda: t.now, price_cell=price
+    )
+    assert 768 not in t.order and t.order  # passed over; cheaper cells were looked at
+    # without prices, the dearest cell is timed first, whatever it costs
+    t2 = Timer(knee_cost)
+    refine_lengths(GRID, t2.time_cell, t2.time_point, t2.forget, round_s, clock=lambda: t2.now)
+    assert t2.order[0] == 768 and t2.now > SHARE * round_s

@@ -17,6 +17,13 @@ the engine's passes on a grid of shapes and this model looks the answer up:
   and joining rows) plus ``join_cost`` per token joining the batch, and the server spends
   ``step_gap`` between two steps (the driver's own Python: the policy's decision, the
   records). Both are measured by the profile;
+- a step's first decode pass costs ``first_decode_extra`` more than the grid's price, its second
+  ``second_decode_extra`` more: the grid times passes repeated back to back (from the third on), while
+  a server's step begins after the driver's own Python has run, and its first passes pay for what
+  that work pushed out of the caches. Measured inside serving runs here (one thread), against the
+  passes of the same steps from the third on and of the same row counts: gpt2-6l's first decode
+  pass +4 to +8 %, its second +3 %; tiny-gpt2's first +12 to +18 %, its second +4 to +13 %. The
+  profile reads both off the bursts it runs through the real driver;
 - a step after the server sat idle starts late (its sleep overshoots) and runs its first
   passes cold (caches and clock speed recover over a few passes): ``wake_late`` seconds,
   plus ``wake_extra`` interpolated in the idle time's logarithm over ``wake_idle``. On the
@@ -59,6 +66,8 @@ _NUMBERS = (
     "repeat_extra",
     "wake_late",
     "fused_shared",
+    "first_decode_extra",
+    "second_decode_extra",
 )
 
 
@@ -77,6 +86,10 @@ class ProfiledStepTime(StepTimeModel):
     fused_shared: float = (
         0.0  # seconds a fused pass's prefill and decode share (counted once, not twice)
     )
+    first_decode_extra: float = (
+        0.0  # seconds a step's first decode pass costs beyond a repeated one
+    )
+    second_decode_extra: float = 0.0  # ... and its second (the grid times a step's third pass on)
     wake_idle: tuple = ()  # idle seconds at which the cold start was timed ...
     wake_extra: tuple = ()  # ... and the extra seconds of work it cost
     plan: str = "grouped"
@@ -195,9 +208,18 @@ class ProfiledStepTime(StepTimeModel):
         d[0] += self.step_extra + self.join_cost * sum(
             c.length + c.start for c in step.prefill if c.completes
         )
+        if step.decode:
+            d[0] += self.first_decode_extra
+            if m > 1:
+                d[1] += self.second_decode_extra
         if m > 1:
             d[1:] += self.repeat_extra
         return d
+
+    def cold_extra(self, p: Pass, rep: int) -> float:
+        if not p.decode_rows or rep > 1:
+            return 0.0
+        return self.second_decode_extra if rep else self.first_decode_extra
 
     # -- files -----------------------------------------------------------------------------------
     def as_dict(self) -> dict:

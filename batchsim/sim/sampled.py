@@ -216,6 +216,9 @@ class SampledStepTime(StepTimeModel):
             r = r * self._slow_path(m, float(means.mean()))
         return d + (r - 1.0) * means
 
+    def cold_extra(self, p: Pass, rep: int) -> float:
+        return self.inner.cold_extra(p, rep)
+
     def wake_penalty(self, idle: float) -> tuple[float, float]:
         # The one call that says how long the server slept: the machine's drift moves on meanwhile.
         if self.slow is not None:

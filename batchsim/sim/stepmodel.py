@@ -70,6 +70,12 @@ class StepTimeModel(ABC):
         (as ``batchsim.textbook`` prices it); a model that prices a shape has nothing to take
         back."""
 
+    def cold_extra(self, p: Pass, rep: int) -> float:
+        """Seconds ``p`` costs beyond its price because its step had just begun: ``rep`` is the
+        repetition of the step it ran in (0: the first). ``durations`` includes it; a referee that
+        prices a run's passes one by one adds it (``realrun.timing.pass_level.priced_passes``)."""
+        return 0.0
+
     def wake_penalty(self, idle: float) -> tuple[float, float]:
         """(late start, extra seconds of work) for a step that follows ``idle`` seconds with nothing
         to run: a real server wakes late from its sleep and runs its first passes cold."""

@@ -262,6 +262,9 @@ class ScaledStepTime(StepTimeModel):
     def durations(self, step: Step, m: int) -> np.ndarray:
         return self.inner.durations(step, m) * self.factor
 
+    def cold_extra(self, p: Pass, rep: int) -> float:
+        return self.inner.cold_extra(p, rep) * self.factor
+
     def wake_penalty(self, idle: float) -> tuple[float, float]:
         late, extra = self.inner.wake_penalty(idle)
         return late * self.factor, extra * self.factor

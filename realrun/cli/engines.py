@@ -188,7 +188,7 @@ def printable(meta: dict) -> dict:
     return {
         k: v
         for k, v in meta.items()
-        if k not in ("trace", "passes", "pass_idle", "outputs", "step_shapes")
+        if k not in ("trace", "passes", "pass_idle", "pass_rep", "outputs", "step_shapes")
     }
 
 

@@ -169,6 +169,10 @@ def run_real(
             if idle is not None and len(idle) == len(engine.pass_log):
                 # seconds idle before each pass (0: it followed a pass)
                 result.meta["pass_idle"] = list(idle)
+            rep = getattr(engine, "pass_rep", None)
+            if rep is not None and len(rep) == len(engine.pass_log):
+                # the repetition of its step each pass ran in (0: the first)
+                result.meta["pass_rep"] = list(rep)
     if getattr(engine, "stop_on_eos", False):
         cut_at_eos(result.records, engine, executor.t0)
     return result

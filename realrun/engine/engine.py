@@ -205,6 +205,9 @@ class Engine:
         # prices a step after the server sat idle with a cold-start extra (``wake_penalty``), so the
         # pass-by-pass referee (realrun.timing.pass_level) needs to know which passes followed an idle.
         self.pass_idle: list[float] = []
+        # ... and the repetition of its step each pass ran in (0: the step's first): a step's first decode
+        # passes run slower than the repeated ones the profile's grid times (``first_decode_extra``).
+        self.pass_rep: list[int] = []
         self._last_end: float | None = None
         self.on_tokens: Callable[[list[int], list[int]], None] | None = (
             None  # a live server streams from here
@@ -346,6 +349,7 @@ class Engine:
                 t1 = clock()
                 log.append((timed, t1 - t))
                 self.pass_idle.append(idle.pop() if idle else 0.0)
+                self.pass_rep.append(j)
                 t = t1
             for pending in joining:
                 kv.join(pending)

@@ -28,6 +28,8 @@ from batchsim.core.records import Records
 from batchsim.sim.simulator import ReplayDiverged, ReplayExecutor
 from batchsim.sim.steptime import StepTimeModel
 
+from ..timing.pass_level import priced_passes
+
 __all__ = ["Decomposition", "decompose", "format_decomposition", "error_summary"]
 
 _TIMES = ("start", "first_token", "finish", "last_token")
@@ -80,10 +82,10 @@ def decompose(
     """
     model = step_time.for_policy(policy.name)
     out = Decomposition()
-    passes = real.meta.get("passes") or []
     kinds: dict[str, list[tuple[float, float]]] = {}
-    for p, secs in passes:
-        kinds.setdefault(p.kind, []).append((model.pass_time(p), secs))
+    # each pass as the simulator prices it (a cold start after an idle, a step's first passes included)
+    for p, priced, secs in priced_passes(real, model):
+        kinds.setdefault(p.kind, []).append((priced, secs))
     for kind, pairs in sorted(kinds.items()):
         a = np.array(pairs)
         out.passes[kind] = error_summary(a[:, 0], a[:, 1])

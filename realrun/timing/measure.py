@@ -26,14 +26,16 @@ from batchsim.core.step import Chunk, Step
 from batchsim.core.workload import Request, Workload
 
 from .gap import step_gap
-from .grid import Grid, jittered, validation_shapes
+from .grid import Grid, validation_shapes
+from .prefills import refine_prefill as _refine
+from .prefills import time_prefill as _time_prefill
 from .probe import WARMUP, probe_width, slow_probe
-from .refine import refine_lengths
 from .samples import Samples, robust_mean
 from .wake import wake
 
 __all__ = [
     "measure",
+    "round_schedule",
     "schedule",
     "robust_mean",
     "Samples",
@@ -47,14 +49,14 @@ def schedule(grid: Grid) -> list[tuple]:
     (clipped to the model's context). ``realrun.timing.profile_size`` prices it to say how long is left."""
     wake_n = min(32, grid.prefill_lengths[-1])
     return (
-        _one_round(grid) * grid.rounds
+        round_schedule(grid) * grid.rounds
         + [("probe", probe_width(grid))]
         + [("wake", idle, wake_n) for idle in grid.wake_idle]
         + [("gap", name) for name in grid.policies]
     )
 
 
-def _one_round(grid: Grid) -> list[tuple]:
+def round_schedule(grid: Grid) -> list[tuple]:
     """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves out."""
     validation = validation_shapes(grid, np.random.default_rng(grid.seed))
     return (
@@ -123,7 +125,7 @@ def measure(
         if rnd and budget_s is not None and time.monotonic() - t0 + per_round > budget_s:
             if bar is not None:  # the rounds left out count as done
                 # the count schedule() gives a round
-                bar.update((grid.rounds - rnd) * len(_one_round(grid)))
+                bar.update((grid.rounds - rnd) * len(round_schedule(grid)))
             break
         # Each round takes its shapes in an order of its own: in size order, a slow minute of the
         # machine lands on neighbours (every large prefill, say), which then agree with each other
@@ -149,10 +151,10 @@ def measure(
     probe = slow_probe(engine, grid, ids[0], s.mean(key) if key in s.by_key else 0.01)
     _tick(bar)
     woke = wake(engine, grid, ids, bar)
-    gaps = {
-        name: step_gap(engine, name, (policies or {}).get(name), grid, bar)
-        for name in grid.policies
-    }
+    gaps, bursts = {}, []
+    for name in grid.policies:
+        gaps[name], passes = step_gap(engine, name, (policies or {}).get(name), grid, bar)
+        bursts.extend(passes)
     if bar is not None:
         bar.close()
     return {
@@ -164,6 +166,7 @@ def measure(
         "joins": joins,
         "decode_runs": runs,
         "gaps": gaps,
+        "burst_passes": bursts,
         "wake": woke,
         "n_positions": int(engine.lm.n_positions),
         "slow_probe": probe,
@@ -213,60 +216,6 @@ def _time_decode(
         repeat_extra.extend(steps[1:] - secs[1:])
         engine.release(rows)
         _tick(bar)
-
-
-def _time_prefill(
-    engine, ids: list[int], points, reps: int, rnd: int, longest: int, s: Samples, bar
-) -> None:
-    log = engine.pass_log
-    for b, n in points:
-        for n2 in jittered(n, reps, rnd, longest):
-            rows = ids[:b]
-            log.clear()
-            engine.execute(Step(prefill=tuple(Chunk(i, 0, n2, True) for i in rows)))
-            s.add(("prefill", b, n), log[0][1])
-            engine.release(rows)
-        _tick(bar)
-
-
-def _refine(
-    engine, grid: Grid, ids, reps: int, longest: int, s: Samples, validation, round_s, bar=None
-):
-    """The grid with prompt lengths added where the prefill cost bends (``refine.refine_lengths``);
-    a progress bar that takes notes (``profile_size.Ticker``) says which shape is timed."""
-    note = getattr(bar, "note", None) or (lambda text: None)
-    log = engine.pass_log
-
-    def one(b: int, n: int) -> float:
-        log.clear()
-        engine.execute(Step(prefill=tuple(Chunk(i, 0, n, True) for i in ids[:b])))
-        engine.release(ids[:b])
-        return log[0][1]
-
-    def time_cell(b: int, lo: int, m: int, hi: int) -> dict[int, list[float]]:
-        note(f"looking for bends in the prefill cost: {b} x {lo}..{hi} tokens")
-        lengths = {n: jittered(n, reps, 0, longest) for n in (lo, m, hi)}
-        out: dict[int, list[float]] = {lo: [], m: [], hi: []}
-        for k in range(reps):  # pass by pass, the order turned each time (lo m hi, hi m lo)
-            for n in (lo, m, hi) if k % 2 == 0 else (hi, m, lo):
-                out[n].append(one(b, lengths[n][k]))
-        s.add(("prefill", b, m), out[m])
-        return out
-
-    def time_point(b: int, n: int) -> None:
-        note(f"looking for bends in the prefill cost: {b} x {n} tokens")
-        _time_prefill(engine, ids, [(b, n)], reps, 0, longest, s, None)
-
-    refined, _ = refine_lengths(
-        grid,
-        time_cell=time_cell,
-        time_point=time_point,
-        forget=lambda b, n: s.by_key.pop(("prefill", b, n), None),
-        round_s=round_s,
-        avoid=frozenset(n for _, n in validation["prefill"]),
-    )
-    note("")
-    return refined
 
 
 def _time_past(engine, grid: Grid, reps: int, s: Samples, bar) -> None:

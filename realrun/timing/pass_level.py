@@ -131,18 +131,24 @@ IDLE_MIN_S = 0.5e-3
 def priced_passes(run, model) -> list[tuple]:
     """(pass, priced seconds, measured seconds) for each pass of a measured ``run``, as the simulator
     prices it: the pass's own price, plus the cold start a step pays after the server sat idle
-    (``wake_penalty``; ``meta['pass_idle']`` says which passes followed an idle, and how long). Without
-    that extra, a policy that idles between batches would read as a slow machine."""
+    (``wake_penalty``; ``meta['pass_idle']`` says which passes followed an idle, and how long), plus what
+    a step's first decode passes cost beyond repeated ones (``cold_extra``; ``meta['pass_rep']``). Without
+    those, a policy that idles between batches, or one whose steps are short, would read as a slow machine."""
     log = run.meta.get("passes") or []
     idle = run.meta.get("pass_idle")
     if idle is None or len(idle) != len(log) or not hasattr(model, "wake_penalty"):
         idle = None
+    rep = run.meta.get("pass_rep")
+    if rep is None or len(rep) != len(log) or not hasattr(model, "cold_extra"):
+        rep = None
     gap = float(getattr(model, "step_gap", 0.0) or 0.0)
     out = []
     for i, (p, secs) in enumerate(log):
         t = model.pass_time(p)
         if idle is not None and idle[i] - gap > IDLE_MIN_S:
             t += model.wake_penalty(idle[i] - gap)[1]
+        if rep is not None:
+            t += model.cold_extra(p, rep[i])
         out.append((p, t, secs))
     return out
 

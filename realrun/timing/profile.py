@@ -30,6 +30,7 @@ from batchsim.sim.slowdrift import fit_slow_drift
 from batchsim.sim.spread import SpreadGrid, StepSpread, lag1_of, ratio_quantiles
 from batchsim.sim.steptime import LinearStepTime, StepTimeModel, load_step_time
 
+from .cold import decode_cold
 from .grid import GRIDS, Grid, grid_for_workload
 from .measure import Samples, measure
 from .points import ProfilePoint, fit_linear, pass_errors, point_pass, points_of
@@ -99,7 +100,7 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
     )
     wake = meas["wake"]
     gaps = meas["gaps"]
-    return ProfiledStepTime(
+    model = ProfiledStepTime(
         decode,
         prefill,
         past_cost=past_cost,
@@ -117,6 +118,14 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
         source=source,
         context_len=meas.get("n_positions"),
         spread=spread,
+    )
+    # A step's first decode passes, priced on the grid just built, against the bursts' repeated ones.
+    cold = decode_cold(model.pass_time, meas.get("burst_passes") or [])
+    return replace(
+        model,
+        first_decode_extra=cold["first"],
+        second_decode_extra=cold["second"],
+        extra={**model.extra, "decode_cold_passes": cold["n"]},
     )
 
 
@@ -243,6 +252,13 @@ class Profile:
             f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
             f"gap between steps (ms): {gaps}",
             f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})",
+            f"  a step's first decode pass +{m.first_decode_extra * 1e3:.3f} ms, its second "
+            f"+{m.second_decode_extra * 1e3:.3f} ms beyond a repeated one"
+            + (
+                " (from the bursts' {} first, {} second and {} repeated passes)".format(*cold_n)
+                if (cold_n := m.extra.get("decode_cold_passes"))
+                else ""
+            ),
         ]
         if h:
             lines.append(

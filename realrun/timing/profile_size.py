@@ -18,6 +18,7 @@ against the 40 s the progress line announced). So before the grid is chosen:
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -30,8 +31,10 @@ from batchsim.core.workload import Request, Workload
 from batchsim.sim.steptime import LinearStepTime
 
 from .grid import Grid
-from .measure import schedule
+from .measure import round_schedule, schedule
+from .prefills import POINT_S
 from .probe import PROBE_PASSES, WARMUP
+from .refine import SHARE
 
 __all__ = ["SLOWER", "Reach", "pilot", "reach", "estimate", "within_budget", "point_costs"]
 
@@ -127,7 +130,8 @@ def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) ->
             out.append((grid.repeats + WARMUP + 1) * p(rows=b, kv=b * w))
         elif kind == "prefill":
             b, n = shape
-            out.append(reps * p(prefill=b * n))
+            one = p(prefill=b * n)  # as many as add up to POINT_S, at least one (measure's rule)
+            out.append(min(reps, max(1, math.ceil(POINT_S / max(one, 1e-9)))) * one)
         elif kind == "past":
             q, past = shape
             out.append(reps * (p(prefill=past) + p(prefill=q, kv=past) + p(prefill=q)))
@@ -149,8 +153,13 @@ def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) ->
 
 
 def estimate(grid: Grid, model: LinearStepTime) -> float:
-    """Seconds the profile of ``grid`` should take on the machine ``model`` was fitted on."""
-    return float(sum(point_costs(grid, model)))
+    """Seconds the profile of ``grid`` should take on the machine ``model`` was fitted on: its ticks,
+    and the search for bends after the first round, which may spend ``refine.SHARE`` of that round's
+    decode and prefill seconds (it ticks nothing of its own)."""
+    costs = point_costs(grid, model)
+    first_round = zip(round_schedule(grid), costs)  # schedule() starts with the first round
+    search = SHARE * sum(c for (kind, *_), c in first_round if kind in ("decode", "prefill"))
+    return float(sum(costs) + search)
 
 
 def within_budget(grid: Grid, model: LinearStepTime, budget_s: float) -> tuple[Grid, float]:
