@@ -9,7 +9,12 @@ of pass prints measured / priced:
 - **raw**: the ratio of totals (measured over priced), median over rounds, with its range;
 - **level out**: the same divided by the round's level, the median over every family of its
   whole-run ratio in that round (the machine's speed at that moment, read from all the passes
-  of the round), so what is left is the model's error in that kind of pass against the others.
+  of the round), so what is left is the model's error in that kind of pass against the others;
+- **two levels out**: the same with the round's prefill level (prefill and mixed passes) and decode
+  level (decode passes) taken out apart, as ``realrun.timing.pass_level`` reads a run's level and
+  ``LevelStepTime`` applies it: beside a busy neighbour, prefill (compute-bound) slows more than
+  decode, so one level leaves a prefill-heavy family (padded) looking cheap and a decode-heavy one
+  (taxi) dear. A family's "all" row prices each kind of pass at its own level.
 
 Kinds of pass (a pass is in one kind; a mixed step's pass is "chunk + decode"):
 
@@ -238,16 +243,42 @@ def main(argv=None) -> int:
     return 0
 
 
+def _is_decode(kind: str) -> bool:
+    return kind.startswith("decode")
+
+
+def _sums(v: dict, decode: bool) -> tuple[float, float]:
+    """(measured, priced) over a run's kinds of pass that are decode-only (or not)."""
+    ks = [k for k in v if k != "all" and _is_decode(k) == decode]
+    return sum(v[k][0] for k in ks), sum(v[k][1] for k in ks)
+
+
+def _levels(rows, rounds: int) -> tuple[dict, dict]:
+    """Each round's level: one (the median over families of all passes' measured/priced), and two
+    (the same for prefill and mixed passes, and for decode passes, apart: ``LevelStepTime``'s split,
+    since a neighbour on the other core moves compute-bound prefill more than decode)."""
+    one, two = {}, {}
+    for r in range(rounds):
+        runs = [v for rr, _, v in rows if rr == r]
+        one[r] = float(np.median([v["all"][0] / v["all"][1] for v in runs]))
+        two[r] = {}
+        for dec in (False, True):
+            got = [m / q for m, q in (_sums(v, dec) for v in runs) if q > 0]
+            two[r][dec] = float(np.median(got)) if got else one[r]
+    return one, two
+
+
 def _print(rows, families, a) -> None:
-    level = {}
-    for r in range(a.rounds):
-        level[r] = float(np.median([v["all"][0] / v["all"][1] for rr, _, v in rows if rr == r]))
+    level, split = _levels(rows, a.rounds)
     print(
         "\nround levels (median over families of measured/priced, all passes): "
         + ", ".join(f"{level[r]:.3f}" for r in range(a.rounds))
+        + "; prefill and decode apart: "
+        + ", ".join(f"{split[r][False]:.3f}/{split[r][True]:.3f}" for r in range(a.rounds))
     )
     print(
-        f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} {'s/run':>6}"
+        f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} "
+        f"{'two levels out':>15} {'s/run':>6}"
     )
     summary: dict[str, list[float]] = {}
     for fam in families:
@@ -255,20 +286,24 @@ def _print(rows, families, a) -> None:
             {k for _, f, v in rows if f == fam for k in v}, key=lambda k: (k == "all", k)
         )
         for k in kinds:
-            raw = [v[k][0] / v[k][1] for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
-            out = [
-                v[k][0] / v[k][1] / level[r]
-                for r, f, v in rows
-                if f == fam and k in v and v[k][1] > 0
-            ]
-            secs = np.mean([v[k][0] for _, f, v in rows if f == fam and k in v])
+            runs = [(r, v) for r, f, v in rows if f == fam and k in v and v[k][1] > 0]
+            raw = [v[k][0] / v[k][1] for r, v in runs]
+            out = [v[k][0] / v[k][1] / level[r] for r, v in runs]
+            if k == "all":  # every kind of pass at its own level
+                two = [
+                    v[k][0] / sum(v[j][1] * split[r][_is_decode(j)] for j in v if j != "all")
+                    for r, v in runs
+                ]
+            else:
+                two = [v[k][0] / v[k][1] / split[r][_is_decode(k)] for r, v in runs]
+            secs = np.mean([v[k][0] for _, v in runs])
             if k != "all":
-                summary.setdefault(k, []).extend(out)
+                summary.setdefault(k, []).extend(two)
             print(
                 f"{fam:<13} {k:<15} {np.median(raw):>8.3f} [{min(raw):.3f}-{max(raw):.3f}] "
-                f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {secs:6.1f}"
+                f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {np.median(two):>15.3f} {secs:6.1f}"
             )
-    print("\nby kind of pass, level out (median over every run that had it):")
+    print("\nby kind of pass, prefill and decode levels out (median over every run that had it):")
     for k in KINDS:
         if k in summary:
             print(f"  {k:<15} {np.median(summary[k]):.3f}  ({len(summary[k])} runs)")
