@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +238,29 @@ def test_the_estimate_prices_a_long_prefill_point_at_the_passes_measure_will_tim
     assert costs[("prefill", 1, 8)] == pytest.approx(4 * 0.08)
     # 1 x 16: 0.16 s, so two passes reach POINT_S
     assert costs[("prefill", 1, 16)] == pytest.approx(2 * 0.16) and 0.16 < POINT_S <= 0.32
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--rows", "0"], "--rows"),
+        (["--requests", "-3"], "--requests"),
+        (["--rate", "0"], "--rate"),
+        (["--prompt-len", "uniform:5"], "prompt-len"),
+    ],
+)
+def test_the_profile_time_bench_refuses_bad_input_in_one_line_with_exit_2(
+    argv, field, capsys, monkeypatch
+):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "profile_time.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its ``from host import yardstick``, as run
+    spec = importlib.util.spec_from_file_location("profile_time_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    # argparse's usage, then the one line that names the field
+    assert e.value.code == 2 and field in err[-1] and ": error: " in err[-1]
