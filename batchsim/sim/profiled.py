@@ -19,11 +19,13 @@ the engine's passes on a grid of shapes and this model looks the answer up:
   records). Both are measured by the profile;
 - a step's first decode pass costs ``first_decode_extra`` more than the grid's price, its second
   ``second_decode_extra`` more: the grid times passes repeated back to back (from the third on), while
-  a server's step begins after the driver's own Python has run, and its first passes pay for what
-  that work pushed out of the caches. Measured inside serving runs here (one thread), against the
+  a server's step begins after the driver's own Python has run, and its first passes run slower
+  (most likely for what that work pushed out of the caches: timed alone, a pass after 32 MB of memory
+  traffic, or after a 10 ms sleep, cost 13-14 % more). Measured inside serving runs here (one thread), against the
   passes of the same steps from the third on and of the same row counts: gpt2-6l's first decode
   pass +4 to +8 %, its second +3 %; tiny-gpt2's first +12 to +18 %, its second +4 to +13 %. The
-  profile reads both off the bursts it runs through the real driver;
+  profile reads both off the bursts it runs through the real driver (which, so far, read less than
+  the serving runs show: ``realrun.timing.cold`` says how much);
 - a step after the server sat idle starts late (its sleep overshoots) and runs its first
   passes cold (caches and clock speed recover over a few passes): ``wake_late`` seconds,
   plus ``wake_extra`` interpolated in the idle time's logarithm over ``wake_idle``. On the

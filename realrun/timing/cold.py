@@ -20,7 +20,8 @@ tiny-gpt2) read 0.0-0.01 ms from their bursts, where serving runs on the same mo
 first pass 4-18 % dear (in those runs the excess is in the first pass and a little in the second;
 the third on run alike). Three readings of gpt2-6l's bursts priced on an older profile gave
 0.7-1.9 ms. A burst's requests all arrive at once and its steps are short, which a serving run's
-are not; what in that makes the difference is not known. The extra is never below zero, so a
+are not; what in that makes the difference is not known. It is not the garbage collector:
+with it off, tiny-gpt2's first passes in a serving run still cost 13-15 % more than its later ones. The extra is never below zero, so a
 profile that sees none prices steps as before.
 """
 
