@@ -177,3 +177,19 @@ def test_the_engine_tags_each_pass_with_its_steps_repetition():
     assert rep == expected
     assert any(j >= 2 for j in rep)  # the workload repeats steps: the test reads something
     assert [(p, s) for p, s, _ in burst_passes(res)] == [(p, s) for p, s in log if p.decode_rows]
+
+
+def test_each_first_pass_is_held_to_the_warm_level_of_its_own_row_count():
+    """The grid prices 1-row passes 20 % cheap and 8-row ones right; the first passes are all 1 row,
+    the warm ones mostly 8: against one level for all, the grid's 1-row error would read as an extra."""
+    price = profiled_model().pass_time
+    out = []
+    for i in range(60):
+        one = Pass(decode_rows=1, kv_read=100 + i, attn_read=100 + i)
+        eight = Pass(decode_rows=8, kv_read=800 + i, attn_read=800 + i)
+        out.append((one, price(one) * 1.2 + 0.001, 0))  # a first pass: the 1-row level, plus 1 ms
+        out.append((one, price(one) * 1.2, 2))
+        out += [(eight, price(eight) * 1.0, 2)] * 4
+    got = decode_cold(price, out)
+    assert got["first"] == pytest.approx(0.001, rel=1e-6)
+    assert got["level"] < 1.1  # the one level, mostly 8 rows: it would have read ~1.2 ms or more
