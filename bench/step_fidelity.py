@@ -38,6 +38,19 @@ Run it quiet and beside two CPU-bound processes (``scripts/busy.py``), on two mo
 
     python bench/step_fidelity.py [--model gpt2-6l] [--rounds 3] [--seconds 8] [--load 0.7]
     python scripts/busy.py -- python bench/step_fidelity.py --model tiny-gpt2
+
+Per family it also holds a step's first and second decode passes to the later passes of the same
+runs (``meta['pass_rep']``): the same moments, so no level needs taking out, and 1.0 says the profile
+prices a step's first-pass extra (``first_decode_extra``) as the runs paid it. Measured so: gpt2-6l
+quiet, priced +0.57 ms, first passes 0.99x; tiny-gpt2 quiet, priced +0.13 ms, 1.15x (taxi 1.22x,
+static's padded batches 1.03x): its bursts read less than serving runs pay (``realrun.timing.cold``).
+
+``--save A.json`` keeps the profile; ``--calibration A.json,B.json`` prices the very same passes with two
+profiles of this machine (made minutes apart) and ends with how far apart they price each kind once
+their common level is out. That is the floor under the tables: the model can be no nearer the runs
+than a profile of this machine is to the next one. On gpt2-6l here, two profiles made ten minutes
+apart priced the same nine runs' passes 6.8 % apart in common, and, that level out, a chunk over its
+past 6.0 % apart, short prefills 9.0 %, every other kind within 3.2 %.
 """
 
 from __future__ import annotations
@@ -53,6 +66,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from host import yardstick  # noqa: E402  (bench/host.py)
+from pass_kinds import (  # noqa: E402  (bench/pass_kinds.py)
+    KINDS,
+    by_place,
+    place_ratios,
+    profiles_apart,
+    ratios,
+)
 
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
 from batchsim.core.workload import Workload  # noqa: E402
@@ -61,7 +81,6 @@ from realrun.cli.calibration import sized_profile  # noqa: E402
 from realrun.clock.runner import limits_for, run_real  # noqa: E402
 from realrun.engine.engine import Engine  # noqa: E402
 from realrun.engine.model import load_model  # noqa: E402
-from realrun.timing.pass_level import priced_passes  # noqa: E402
 
 FAMILIES = {
     "short": (
@@ -85,46 +104,6 @@ FAMILIES = {
     "padded": (Uniform(300, 450), Uniform(8, 32), "static", {"max_batch": 8}),
     "taxi": (Uniform(16, 512), Uniform(16, 64), "taxi", {}),
 }
-KINDS = (
-    "decode short",
-    "decode long",
-    "prefill short",
-    "prefill long",
-    "chunk + past",
-    "chunk + decode",
-    "padded batch",
-)
-LONG = 256
-
-
-def kind_of(p) -> str:
-    """The kind of pass of a planned ``Pass`` (see the module's list)."""
-    if p.prefill_rows and p.decode_rows:
-        return "chunk + decode"
-    if not p.prefill_rows:
-        width = (p.attn_read or p.kv_read) / max(1, p.decode_rows)
-        return "decode long" if width >= LONG else "decode short"
-    if p.ragged:
-        if any(c.start for c in p.chunks):
-            return "chunk + past"
-        return "prefill long" if p.prefill_tokens >= LONG else "prefill short"
-    if p.past:
-        return "chunk + past"
-    if p.prefill_rows >= 2:
-        return "padded batch"
-    return "prefill long" if p.query >= LONG else "prefill short"
-
-
-def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
-    """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
-    out: dict[str, list[float]] = {}
-    # a step after an idle: its cold start too
-    for p, priced, secs in priced_passes(run, model.for_policy(policy)):
-        for key in (kind_of(p), "all"):
-            acc = out.setdefault(key, [0.0, 0.0])
-            acc[0] += secs
-            acc[1] += priced
-    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def main(argv=None) -> int:
@@ -225,22 +204,60 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(a.seed)
     # per calibration: (round, family, {kind: (measured, priced)})
     rows: list[list] = [[] for _ in models]
+    places: list[list] = [[] for _ in models]
     for r in range(a.rounds):
         for name in rng.permutation(families):
             res = run_real(workloads[name], builders[name](), engine, limits=limits, trace=True)
-            for m, into in zip(models, rows):
+            for m, into, at in zip(models, rows, places):
                 into.append((r, name, ratios(res, m, FAMILIES[name][2])))
+                at.append((r, name, by_place(res, m, FAMILIES[name][2])))
             print(
                 f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
                 f"{rows[0][-1][2]['all'][0] / rows[0][-1][2]['all'][1]:.3f}x their price",
                 file=sys.stderr,
                 flush=True,
             )
-    for path, got in zip(paths, rows):
+    for path, got, at in zip(paths, rows, places):
         if len(paths) > 1:
             print(f"\n=== priced with {path}")
         _print(got, families, a)
+        _print_places(at, models[paths.index(path)], families)
+    if len(paths) > 1:
+        _print_apart(rows, paths)
     return 0
+
+
+def _print_places(places: list, model, families) -> None:
+    """Per family and over all: a step's first and second decode passes against its later ones."""
+    ext = (getattr(model, "first_decode_extra", 0.0), getattr(model, "second_decode_extra", 0.0))
+    print(
+        f"\na step's first and second decode passes against its later ones, the same run's (the profile "
+        f"prices them +{ext[0] * 1e3:.3f} and +{ext[1] * 1e3:.3f} ms; 1.0 = priced as paid), median [range] "
+        "over runs:"
+    )
+    for fam in [*families, "all"]:
+        got = place_ratios([x for x in places if fam in ("all", x[1])])
+        cells = [
+            f"{k} {np.median(v):.3f} [{min(v):.3f}-{max(v):.3f}] ({len(v)} runs)"
+            for k, v in got.items()
+            if v
+        ]
+        print(f"  {fam:<13} {'; '.join(cells) or 'no run had both'}")
+
+
+def _print_apart(rows: list[list], paths: list[str]) -> None:
+    """How far two profiles of this machine price the same passes apart, kind by kind, once their
+    common level is out: the floor under the tables above, since a model can be no nearer the runs
+    than its own profile is reproducible."""
+    print(
+        f"\nthe same passes priced by each profile over {paths[0]}, the profiles' common level out "
+        "(how reproducible a profile of this machine is, kind by kind):"
+    )
+    for path, apart in zip(paths[1:], profiles_apart(rows)):
+        cells = ", ".join(
+            f"{k} {(r - 1) * 100:+.1f} %" for k, r in sorted(apart.items()) if k != "all"
+        )
+        print(f"  {path}: common level {apart['all']:.3f}; {cells}")
 
 
 def _is_decode(kind: str) -> bool:

@@ -26,6 +26,16 @@ in 2.5x the time (6-8 s, against 2.5 s); two readings that far apart do not yet 
 the right one, so the bursts stay as ``gap`` has them. It is not the garbage
 collector: with it off, tiny-gpt2's first passes in a serving run still cost 13-15 % more than its
 later ones. The extra is never below zero, so a profile that sees none prices steps as before.
+
+Measured since, for the next design: the reading is thin where the bursts have few warm passes (a
+continuous-only profile of gpt2-6l has 10-12: two profiles ten minutes apart read +0.57 and +0.00 ms;
+with fewer than ``MIN_PASSES`` it is 0). Paired within each step instead (its first pass against its
+own passes from the third on: the same rows at the same moment, no grid and no level), the same
+bursts read steadily, but differently by policy: tiny-gpt2's taxi +0.39 to +0.42 ms (three bursts),
+static +0.10 to +0.12; gpt2-6l's static +0.82 and +0.98 ms, taxi +0.06 and +0.32; continuous's bursts
+hold one step of four passes or more, too few to pair. ``bench/step_fidelity.py`` holds serving runs
+to the same measure: on tiny-gpt2 beside two busy processes, a step's first decode passes cost 1.11x
+(second 1.08x) what the later passes of the same runs do, beyond the extra priced here.
 """
 
 from __future__ import annotations
