@@ -33,7 +33,7 @@ LONG = 256
 
 
 def kind_of(p) -> str:
-    """The kind of pass of a planned ``Pass`` (see the module's list)."""
+    """The kind of pass of a planned ``Pass`` (the list in ``step_fidelity.py``'s docstring)."""
     if p.prefill_rows and p.decode_rows:
         return "chunk + decode"
     if not p.prefill_rows:
