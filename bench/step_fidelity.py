@@ -75,6 +75,7 @@ from pass_kinds import (  # noqa: E402  (bench/pass_kinds.py)
 )
 
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
+from batchsim.core.errors import ConfigError  # noqa: E402
 from batchsim.core.workload import Workload  # noqa: E402
 from batchsim.sim.busy import rate_factor_for_busy, scaled  # noqa: E402
 from realrun.cli.calibration import sized_profile  # noqa: E402
@@ -144,6 +145,19 @@ def main(argv=None) -> int:
     )
     a = ap.parse_args(argv)
     families = a.only.split(",")
+    # argparse's error: one line naming the option and the value, exit code 2
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        ap.error(f"--only: no family {unknown[0]!r}; the families are {', '.join(FAMILIES)}")
+    for name, value, ok, want in (
+        ("--rounds", a.rounds, a.rounds >= 1, "a whole number >= 1"),
+        ("--seconds", a.seconds, a.seconds > 0, "seconds > 0"),
+        ("--load", a.load, 0 < a.load < 1, "a busy fraction between 0 and 1"),
+        ("--threads", a.threads, a.threads >= 1, "a whole number >= 1"),
+        ("--profile-budget", a.profile_budget, a.profile_budget > 0, "seconds > 0"),
+    ):
+        if not ok:
+            ap.error(f"{name} must be {want}, got {value}")
     lm = load_model(a.model, device="cpu", threads=a.threads)
     engine = Engine(lm)
     limits = limits_for(lm)
@@ -171,7 +185,12 @@ def main(argv=None) -> int:
         from realrun.timing.profile import load_calibration
 
         paths = a.calibration.split(",")
-        models = [load_calibration(path) for path in paths]
+        models = []
+        for path in paths:
+            try:
+                models.append(load_calibration(path))
+            except (ConfigError, OSError, ValueError) as e:
+                ap.error(f"--calibration {path}: {e}")
         model = models[0]
         print(f"priced with {', '.join(paths)} (not profiled now)")
     else:
@@ -217,11 +236,11 @@ def main(argv=None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    for path, got, at in zip(paths, rows, places):
+    for path, m, got, at in zip(paths, models, rows, places):
         if len(paths) > 1:
             print(f"\n=== priced with {path}")
         _print(got, families, a)
-        _print_places(at, models[paths.index(path)], families)
+        _print_places(at, m, families)
     if len(paths) > 1:
         _print_apart(rows, paths)
     return 0

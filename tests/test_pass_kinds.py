@@ -1,6 +1,6 @@
 """bench/pass_kinds.py, the sums bench/step_fidelity.py tabulates: how far two profiles price the very
 same passes apart, kind by kind, once their common level is out, and a step's first decode passes held
-to its later ones (on given numbers; no engine runs)."""
+to its later ones (on given numbers; no engine runs); and the bench's refusal of bad flags."""
 
 from __future__ import annotations
 
@@ -84,3 +84,30 @@ def test_by_place_reads_the_step_repetition_of_decode_passes_only():
     assert got["first"][1] == pytest.approx(2 * model.pass_time(dec))
     # a run that did not tag its passes has no places
     assert SF.by_place(SimpleNamespace(meta={"passes": log}), model, "continuous") == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["--only", "short,nope"], "--only"),
+        (["--rounds", "0"], "--rounds"),
+        (["--load", "1.5"], "--load"),
+        (["--seconds", "-1"], "--seconds"),
+        (["--threads", "0"], "--threads"),
+        (["--profile-budget", "0"], "--profile-budget"),
+    ],
+)
+def test_the_step_fidelity_bench_refuses_bad_input_in_one_line_with_exit_2(
+    argv, field, capsys, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(_bench))  # its ``from host import ...``, as run from bench/
+    spec = importlib.util.spec_from_file_location(
+        "step_fidelity_bench", _bench / "step_fidelity.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    # argparse's usage, then the one line that names the field, before any model is loaded
+    assert e.value.code == 2 and field in err[-1] and ": error: " in err[-1]
