@@ -13,9 +13,8 @@ __all__ = [
     "KINDS",
     "LONG",
     "kind_of",
-    "ratios",
     "PLACES",
-    "by_place",
+    "run_sums",
     "place_ratios",
     "profiles_apart",
 ]
@@ -50,36 +49,35 @@ def kind_of(p) -> str:
     return "prefill long" if p.query >= LONG else "prefill short"
 
 
-def ratios(run, model, policy: str) -> dict[str, tuple[float, float]]:
-    """kind -> (measured seconds, priced seconds) over the run's passes; "all" too."""
-    out: dict[str, list[float]] = {}
-    # a step after an idle: its cold start too
-    for p, priced, secs in priced_passes(run, model.for_policy(policy)):
-        for key in (kind_of(p), "all"):
-            acc = out.setdefault(key, [0.0, 0.0])
-            acc[0] += secs
-            acc[1] += priced
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
 PLACES = ("first", "second", "later")
 
 
-def by_place(run, model, policy: str) -> dict[str, tuple[float, float]]:
-    """Decode-only passes by their place in their step (``meta['pass_rep']``: the first, the second,
-    the third on) -> (measured seconds, priced seconds), the price with its first-pass extra
-    (``cold_extra``); empty where the run did not tag its passes."""
-    rep = run.meta.get("pass_rep")
+def run_sums(run, model, policy: str) -> tuple[dict, dict]:
+    """A measured run's passes, priced once as the simulator prices ``policy`` (a step after an idle
+    with its cold start, a step's first decode passes with their extra), summed two ways, each
+    name -> (measured seconds, priced seconds):
+
+    - by kind of pass (``kind_of``), and "all";
+    - decode-only passes by their place in their step (``meta['pass_rep']``: the first, the second,
+      the third on); empty where the run did not tag its passes."""
     got = priced_passes(run, model.for_policy(policy))
+    rep = run.meta.get("pass_rep")
     if rep is None or len(rep) != len(got):
-        return {}
-    out: dict[str, list[float]] = {}
-    for (p, priced, secs), j in zip(got, rep):
-        if not p.prefill_rows:
-            acc = out.setdefault(PLACES[min(j, 2)], [0.0, 0.0])
+        rep = None
+    kinds: dict[str, list[float]] = {}
+    places: dict[str, list[float]] = {}
+    for i, (p, priced, secs) in enumerate(got):
+        keys = [(kinds, kind_of(p)), (kinds, "all")]
+        if rep is not None and not p.prefill_rows:
+            keys.append((places, PLACES[min(rep[i], 2)]))
+        for into, key in keys:
+            acc = into.setdefault(key, [0.0, 0.0])
             acc[0] += secs
             acc[1] += priced
-    return {k: (v[0], v[1]) for k, v in out.items()}
+    return (
+        {k: (v[0], v[1]) for k, v in kinds.items()},
+        {k: (v[0], v[1]) for k, v in places.items()},
+    )
 
 
 def place_ratios(places: list) -> dict[str, list[float]]:

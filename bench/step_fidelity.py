@@ -68,10 +68,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from host import yardstick  # noqa: E402  (bench/host.py)
 from pass_kinds import (  # noqa: E402  (bench/pass_kinds.py)
     KINDS,
-    by_place,
     place_ratios,
     profiles_apart,
-    ratios,
+    run_sums,
 )
 
 from batchsim import Poisson, Uniform, make_policy, make_workload  # noqa: E402
@@ -228,8 +227,9 @@ def main(argv=None) -> int:
         for name in rng.permutation(families):
             res = run_real(workloads[name], builders[name](), engine, limits=limits, trace=True)
             for m, into, at in zip(models, rows, places):
-                into.append((r, name, ratios(res, m, FAMILIES[name][2])))
-                at.append((r, name, by_place(res, m, FAMILIES[name][2])))
+                kinds, places_of_run = run_sums(res, m, FAMILIES[name][2])
+                into.append((r, name, kinds))
+                at.append((r, name, places_of_run))
             print(
                 f"round {r + 1}: {name} ran {len(workloads[name])} requests, all passes "
                 f"{rows[0][-1][2]['all'][0] / rows[0][-1][2]['all'][1]:.3f}x their price",

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from bench_script import BENCH, assert_refused, bench_script
 
-_bench = Path(__file__).resolve().parents[1] / "bench"
-_path = _bench / "pass_kinds.py"
+_path = BENCH / "pass_kinds.py"
 _spec = importlib.util.spec_from_file_location("pass_kinds", _path)
 SF = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("pass_kinds", SF)
@@ -66,7 +65,7 @@ def test_place_ratios_hold_first_passes_to_the_later_ones_of_the_same_run():
     assert got["second"] == pytest.approx([1.0])
 
 
-def test_by_place_reads_the_step_repetition_of_decode_passes_only():
+def test_run_sums_read_the_step_repetition_of_decode_passes_only():
     from types import SimpleNamespace
 
     from batchsim.core.plan import Pass
@@ -77,13 +76,15 @@ def test_by_place_reads_the_step_repetition_of_decode_passes_only():
     pre = Pass(prefill_tokens=8, prefill_rows=1, query=8)
     log = [(pre, 0.05), (dec, 0.02), (dec, 0.03), (dec, 0.01), (dec, 0.01), (dec, 0.04)]
     run = SimpleNamespace(meta={"passes": log, "pass_rep": [0, 0, 1, 2, 3, 0]})
-    got = SF.by_place(run, model, "continuous")
+    kinds, got = SF.run_sums(run, model, "continuous")
+    assert kinds["all"][0] == pytest.approx(0.16)  # every pass by kind, the prefill too
     assert got["first"][0] == pytest.approx(0.06)  # the prefill's own first pass is left out
     assert got["second"][0] == pytest.approx(0.03)
     assert got["later"][0] == pytest.approx(0.02)
     assert got["first"][1] == pytest.approx(2 * model.pass_time(dec))
     # a run that did not tag its passes has no places
-    assert SF.by_place(SimpleNamespace(meta={"passes": log}), model, "continuous") == {}
+    kinds_untagged, places = SF.run_sums(SimpleNamespace(meta={"passes": log}), model, "continuous")
+    assert places == {} and kinds_untagged == kinds
 
 
 @pytest.mark.parametrize(
@@ -100,14 +101,5 @@ def test_by_place_reads_the_step_repetition_of_decode_passes_only():
 def test_the_step_fidelity_bench_refuses_bad_input_in_one_line_with_exit_2(
     argv, field, capsys, monkeypatch
 ):
-    monkeypatch.syspath_prepend(str(_bench))  # its ``from host import ...``, as run from bench/
-    spec = importlib.util.spec_from_file_location(
-        "step_fidelity_bench", _bench / "step_fidelity.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    with pytest.raises(SystemExit) as e:
-        bench.main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    # argparse's usage, then the one line that names the field, before any model is loaded
-    assert e.value.code == 2 and field in err[-1] and ": error: " in err[-1]
+    # argparse's error, before any model is loaded
+    assert_refused(bench_script("step_fidelity", monkeypatch).main, argv, field, capsys)

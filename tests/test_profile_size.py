@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -252,15 +251,6 @@ def test_the_estimate_prices_a_long_prefill_point_at_the_passes_measure_will_tim
 def test_the_profile_time_bench_refuses_bad_input_in_one_line_with_exit_2(
     argv, field, capsys, monkeypatch
 ):
-    import importlib.util
+    from bench_script import assert_refused, bench_script
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "profile_time.py"
-    monkeypatch.syspath_prepend(str(path.parent))  # its ``from host import yardstick``, as run
-    spec = importlib.util.spec_from_file_location("profile_time_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    with pytest.raises(SystemExit) as e:
-        bench.main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    # argparse's usage, then the one line that names the field
-    assert e.value.code == 2 and field in err[-1] and ": error: " in err[-1]
+    assert_refused(bench_script("profile_time", monkeypatch).main, argv, field, capsys)
