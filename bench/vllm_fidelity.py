@@ -24,7 +24,12 @@ the same per shape (one policy per shape: there is no ranking to check).
 Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
 
     .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long] [--repeats 3] [--seeds 5] [--load 0.7]
-                                                 [--coverage 3]
+                                                 [--coverage 3] [--run-spread SD:DF]
+
+Each shape's compare reads the machine's run-to-run spread from its own three runs (2 degrees of
+freedom) and pools it with what the shapes before it read; the last line prints the pooled reading, to
+start the next run of the bench on this machine from (``--run-spread``), as a compare on a stored
+calibration starts from the spread stored with it.
 """
 
 from __future__ import annotations
@@ -154,14 +159,29 @@ def main(argv=None) -> int:
         "is pooled with the one the shapes before it read (realrun compare --run-spread), as a second "
         "compare on one machine pools with the spread an earlier one stored with its calibration",
     )
+    p.add_argument(
+        "--run-spread",
+        metavar="SD:DF",
+        help="a run-to-run spread read earlier on this machine (the last line of an earlier run of this bench "
+        "prints it), pooled into the first shape's as the shapes after it pool theirs: three runs read a "
+        "spread with 2 degrees of freedom, whose Student's t (2.92) widens every interval 1.8x",
+    )
     args = p.parse_args(argv)
+    if args.run_spread is not None:
+        from batchsim.core.errors import ConfigError
+        from realrun.cli.compare import given_spread
+
+        try:
+            given_spread(args.run_spread)
+        except ConfigError as e:
+            p.error(str(e))
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
         p.error(f"--shapes: unknown shape {unknown[0]!r}; choose from {', '.join(SHAPES)}")
     if not 0 <= args.coverage <= 50:
         p.error(f"--coverage must be a count of runs in [0, 50], got {args.coverage}")
     rows, held, held_notes = [], [], []
-    earlier = None  # the run-to-run spread the shapes so far read: "SD:DF"
+    earlier = args.run_spread  # the run-to-run spread the shapes so far read: "SD:DF"
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.shapes.split(","):
         t = time.perf_counter()
@@ -275,6 +295,12 @@ def main(argv=None) -> int:
         print("\n".join(coverage_lines(held)))
         print("\n== per shape (one policy each: coverage and sharpness, no ranking)")
         print("\n".join(shape_lines(held)))
+    if earlier and not args.no_pool:
+        # what the next run of this bench on this machine can start from (--run-spread), so that its first
+        # shape's intervals do not stand on 2 degrees of freedom
+        print(
+            f"\nthe run-to-run spread these shapes read, to start the next run from: --run-spread {earlier}"
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from bench_script import assert_refused, bench_script
 
 from realrun.judge.interval import MetricSpread, RunSpread
 
@@ -74,10 +75,12 @@ def test_without_a_level_from_the_passes_nothing_is_counted_at_it():
         r.inside_after is None and r.half_after is None for r in rows
     )
     lines = H.coverage_lines(rows)
-    assert "at the passes' level none made" in lines[-1]
+    assert "at the passes' level none made" in lines[-2]
     assert (
-        f"inside the interval made before the runs {len(rows)} of {len(rows)} (100%)" in lines[-1]
+        f"inside the interval made before the runs {len(rows)} of {len(rows)} (100%)" in lines[-2]
     )
+    assert lines[-1].strip().startswith("a right interval in each place would read")
+    assert "x before, - at the passes' level" in lines[-1]
     assert "at passes -" in H.shape_lines(rows)[0]
 
 
@@ -122,8 +125,9 @@ def test_the_table_counts_per_metric_and_over_all():
     n = len(rows)
     assert (
         f"before the runs {3 * n // 4} of {n} (75%); at the passes' level {3 * n // 4} of {n} (75%)"
-        in lines[-1]
+        in lines[-2]
     )
+    assert lines == H.coverage_lines(rows)  # the right intervals' draws are seeded
     (line,) = H.shape_lines(rows)
     assert line.startswith("short") and f"inside before {3 * n // 4} of {n} (75%)" in line
 
@@ -153,3 +157,85 @@ def test_a_held_out_row_names_a_bad_field():
         H.HeldOut("short", "taxi", "p50_e2e", 0, True, True, -0.1, 0.1, 0.0, (1.0,))
     with pytest.raises(ValueError, match="inside_after and half_after"):
         H.HeldOut("short", "taxi", "p50_e2e", 0, True, None, 0.1, 0.1, 0.0, (1.0,))
+
+
+def _place(seed_sd=0.0, level_sd=0.2, df=0, ref_runs=1, repeats=3, values=(1.0, 1.1, 1.2)):
+    return [
+        H.HeldOut(
+            "s", "p", "m", 0, True, True, 0.1, 0.1, seed_sd, values, level_sd, df, ref_runs, repeats
+        )
+    ]
+
+
+def test_a_right_interval_with_a_known_spread_reads_the_closed_form():
+    # No seeds' part, sigma known (z = 1.645), three held-out runs: half / (1.645 sd_h) =
+    # sqrt(1 + 1/ref) / sqrt(chi2_2 / 2), whose median is sqrt((1 + 1/ref) / ln 2): 1.699 with the
+    # profile's one reference run, 1.387 at the level three repeats read. A right interval is not 1x.
+    before, after = H.right_sharpness(_place(), np.random.default_rng(1), draws=40_000)
+    assert before == pytest.approx(math.sqrt(2 / math.log(2)), rel=0.02)
+    assert after == pytest.approx(math.sqrt(4 / 3 / math.log(2)), rel=0.02)
+
+
+def test_a_right_interval_reads_sharper_with_more_degrees_of_freedom_and_held_out_runs():
+    rng = np.random.default_rng(2)
+    two = H.right_sharpness(_place(df=2), rng)[0]
+    eight = H.right_sharpness(_place(df=8), rng)[0]
+    known = H.right_sharpness(_place(df=0), rng)[0]
+    assert two > eight > known  # Student's t: 2.92, 1.86, 1.645
+    many = H.right_sharpness(_place(values=tuple(1 + i / 10 for i in range(12))), rng)[0]
+    assert many < known  # the held-out runs' own sd, read with 11 df, no longer lies low
+    assert all(math.isnan(x) for x in H.right_sharpness(_place(values=(1.0,)), rng))
+    same = [H.right_sharpness(_place(df=2), np.random.default_rng(3)) for _ in range(2)]
+    assert same[0] == same[1]
+
+
+def test_a_right_interval_reads_what_the_check_reads_of_intervals_that_are_right():
+    # The whole check, over a machine that is as the interval says: the level from one run to the next
+    # sd 0.1, elasticity 2, seeds' sd 0.05; each compare reads sigma from 3 runs (2 df) and predicts at a
+    # level read from one run (the profile, its error shared by every later run); three held-out runs.
+    # Across 2,000 such compares, the held-out runs land inside nine in ten, and the median sharpness the
+    # check reads is what right_sharpness draws for the same place.
+    rng = np.random.default_rng(4)
+    sigma, e, s = 0.10, 2.0, 0.05
+    sharp, inside = [], []
+    for _ in range(2000):
+        read = sigma * math.sqrt(rng.chisquare(2) / 2)
+        report = SimpleNamespace(rows=[_row()], spread=RunSpread(read, "three runs", 3, 2))
+        report.rows[0].parts = {k: MetricSpread(s, e) for k in H.COVERED}
+        report.rows[0].predicted = {
+            k: math.exp(e * sigma * rng.standard_normal()) for k in H.COVERED
+        }
+        report.rows[0].predicted_at_passes = None
+        values = np.exp(e * sigma * rng.standard_normal(3) + s * rng.standard_normal(3))
+        rows = [
+            r
+            for r in H.held_up("x", report, {"continuous": _runs(*values)})
+            if r.metric == "p50_e2e"
+        ]
+        sharp.append(H.sharpness(rows)[0])
+        inside += [r.inside_before for r in rows]
+    assert 0.87 <= np.mean(inside) <= 0.93
+    right = H.right_sharpness(
+        _place(seed_sd=s, level_sd=e * sigma, df=2, values=(1.0, 1.1, 1.2)),
+        np.random.default_rng(5),
+        20_000,
+    )[0]
+    assert float(np.median(sharp)) == pytest.approx(right, rel=0.06)
+    assert (
+        right > 2.0
+    )  # 2 df and one reference run: far above the 1.5x target, for a right interval
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--run-spread", "12"], "--run-spread"),
+        (["--run-spread", "8%:zero"], "--run-spread"),
+        (["--coverage", "-1"], "--coverage"),
+        (["--shapes", "short,wavy"], "--shapes"),
+    ],
+)
+def test_the_vllm_bench_refuses_a_bad_flag_in_one_line_before_starting_vllm(
+    argv, field, monkeypatch, capsys
+):
+    assert_refused(bench_script("vllm_fidelity", monkeypatch).main, argv, field, capsys)
