@@ -157,7 +157,7 @@ def test_agree_refuses_one_machine_one_time_in_forty_on_either_side():
     """Readings of one machine: the ratio follows F exactly, so the test refuses 2.5 % of pairs whose own
     reading is the lower and 2.5 % whose own is the higher. (The normal approximation of ln F this
     replaced refused 6.1 % and 0.2 % with 2 and 8 df: a low reading, the one that narrows an interval
-    below its runs, stood alone three times too often.)"""
+    below its runs, stood alone 2.4 times too often.)"""
     rng = np.random.default_rng(13)
     for df_a, df_b in ((2, 2), (2, 8), (8, 8)):
         low = high = 0
