@@ -182,6 +182,7 @@ def main(argv=None) -> int:
         p.error(f"--coverage must be a count of runs in [0, 50], got {args.coverage}")
     rows, held, held_notes = [], [], []
     earlier = args.run_spread  # the run-to-run spread the shapes so far read: "SD:DF"
+    moves = []  # per shape, ln(the mean level its runs' passes read against the profile's prices)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.shapes.split(","):
         t = time.perf_counter()
@@ -251,10 +252,18 @@ def main(argv=None) -> int:
                 run,
             )
         )
+        levels = [x for x in run.get("run_levels") or [] if x and x > 0]
+        if levels:
+            moves.append(float(np.log(np.mean(levels))))
         print(
             f"{name}: done in {time.perf_counter() - t:.0f} s (busy {busy:.0%}); "
             + "; ".join(
                 n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")
+            )
+            + (
+                f"; the runs' passes took {', '.join(f'{x:.2f}x' for x in levels)} the profile's prices"
+                if levels
+                else ""
             )
         )
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -295,6 +304,15 @@ def main(argv=None) -> int:
         print("\n".join(coverage_lines(held)))
         print("\n== per shape (one policy each: coverage and sharpness, no ranking)")
         print("\n".join(shape_lines(held)))
+    if moves:
+        # The interval made before the runs counts the profile as one more run-like reading of the level
+        # (e^2 sigma^2 / n_ref); how far the runs' level lay from the profile's says whether it is one.
+        rms = float(np.sqrt(np.mean(np.square(moves))))
+        print(
+            f"\nthe level's move from the profile to the runs (their passes against its prices, the model's "
+            f"own error in it): root mean square {rms:.1%} over {len(moves)} shapes "
+            f"({', '.join(f'{np.expm1(m):+.0%}' for m in moves)}), against the run-to-run spread above"
+        )
     if earlier and not args.no_pool:
         # what the next run of this bench on this machine can start from (--run-spread), so that its first
         # shape's intervals do not stand on 2 degrees of freedom
