@@ -27,7 +27,7 @@ things put it above 1x, none of them a fault of the interval:
   small a denominator lies above the ratio of the true values.
 
 So the ratio of the two, observed over right, is what says how much wider an interval is than it need
-be; the right one's own figure says what this check, with these runs, can show at best.
+be; the right one's own figure is what a right interval reads on this check with these runs.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def coverage_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) 
         dfs = sorted({r.df for r in rows})
         out.append(
             f"     a right interval in each place would read {_x(_median(right_b))} before, "
-            f"{_x(_median(right_a))} at the passes' level: the least this check shows with these runs "
+            f"{_x(_median(right_a))} at the passes' level, at the median "
             f"(spread read with {'/'.join(map(str, dfs))} degrees of freedom, {_held(rows)} held-out runs); "
             f"observed / right {_ratio(sharp_b, right_b)} before, {_ratio(sharp_a, right_a)} at the passes' "
             f"level; with the spread read with {STORED_DF_MAX} or more, a right one reads "
