@@ -58,7 +58,7 @@ __all__ = [
 #: The metrics held-out runs are checked on: those the course holds a tolerance for.
 COVERED = ("p50_e2e", "p99_e2e", "p50_ttft", "request_throughput")
 #: A 90 % two-sided interval in standard deviations (the printed tables name 1.645).
-Z = 1.645
+Z = Z90  # realrun.judge.equivalence's, the one the intervals are built with
 #: Draws of the machine behind each right interval's sharpness: its median to within about 2 %.
 DRAWS = 4000
 
@@ -212,7 +212,7 @@ def right_sharpness(
     if n < 2:
         return float("nan"), float("nan")
     s, level = first.seed_sd, first.level_sd
-    z = t90(first.df) if first.df >= 1 else Z90
+    z = t90(first.df) if first.df >= 1 else Z
     # sigma as read (its ratio to the true one), then n held-out runs of the true machine
     read = np.sqrt(rng.chisquare(first.df, draws) / first.df) if first.df >= 1 else np.ones(draws)
     runs = rng.standard_normal((draws, n)) * level + rng.standard_normal((draws, n)) * s
