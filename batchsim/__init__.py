@@ -32,7 +32,8 @@ One simulated step of the continuous policy, in the order it runs (``sim/simulat
                                  (env.at, or none where the clock jumps), report it
     core/policies/continuous.py  next_action: make room, continue chunks, admit, repeat horizon
     core/policies/rows.py        the running rows as arrays, and what a step's shape needs
-    core/policies/blocks.py      KV blocks: the pool (the KV in use), and rows by the fill of their last block
+    core/policies/blocks.py      KV blocks: the pool (the KV in use), and rows by the fill of
+                                 their last block
     core/step.py                 the Step it returns (chunks, decoding rows, repeat)
     sim/executors.py             SimExecutor.run: price the step's passes; SimClock.jump to its end
     sim/steptime.py              the step-time model's durations

@@ -1,4 +1,5 @@
-"""Fingerprints of ~2,000 runs, to hold a change of the driver to the same results, to the last float.
+"""Fingerprints of ~2,000 runs, to hold a change of the driver to the same results, to the last
+float.
 
 Every policy (and the vllm-v1 flavour) on four workloads (two dyadic, Poisson, gamma), three KV
 budgets and three step-time models; fleets of 2 and 3 behind every router; summary-only runs;

@@ -5,8 +5,10 @@ The workload (from the issue): 64 requests, prompts uniform 8..64 tokens, output
 request asked for (a padded batch's extra rows do not count); tokens/s is over the time
 from the first arrival to the last answer.
 
-    ours-continuous   our engine driven by batchsim's Continuous policy (max_seqs 64), KV in blocks of one pool
-    ours-padded       the same with the KV in left-padded rows (the layout before the pool), for the padding lesson
+    ours-continuous   our engine driven by batchsim's Continuous policy (max_seqs 64), KV in
+                      blocks of one pool
+    ours-padded       the same with the KV in left-padded rows (the layout before the pool),
+                      for the padding lesson
     ours-static16     our engine driven by Static(16): padded batches, for reference
     hf-generate       model.generate() on the same Static(16) batches
     hf-continuous     transformers' continuous batching, each request with its own max_new_tokens
@@ -14,12 +16,13 @@ from the first arrival to the last answer.
                       requests submitted at once, max_num_seqs 64, max_num_batched_tokens 4096,
                       block 32, eager (no compilation), prefix caching off
 
-Targets: ours-continuous >= 2x hf-generate and >= 1.5x hf-continuous, and >= 1.0x vLLM. Each engine runs
---rounds times, interleaved so that a burst of load from elsewhere hits all of them;
-the medians are compared. The machine's load average is printed: on a shared machine
-the absolute figures move, the ratios less so.
+Targets: ours-continuous >= 2x hf-generate and >= 1.5x hf-continuous, and >= 1.0x vLLM. Each engine
+runs --rounds times, interleaved so that a burst of load from elsewhere hits all of them; the
+medians are compared. The machine's load average is printed: on a shared machine the absolute
+figures move, the ratios less so.
 
-    python bench/engine_efficiency.py [--rounds 3] [--threads N] [--model tiny-gpt2|tiny-gpt2-50k|gpt2-random] [--json PATH]
+    python bench/engine_efficiency.py [--rounds 3] [--threads N] [--json PATH]
+        [--model tiny-gpt2|tiny-gpt2-50k|gpt2-random]
     .venv-vllm/bin/python bench/engine_efficiency.py      # the same, with vLLM alongside
 
 vLLM binds one core to its model and keeps torch at one thread, so ours runs with one thread too
@@ -87,8 +90,8 @@ def _engines(wl, lm, ours, padded, hfgen) -> tuple[dict, object]:
 
 
 def _rounds(runs: dict, wl, useful: int, rounds: int) -> tuple[dict[str, list[float]], dict]:
-    """Every run once a round, in turn (the host's drift reaches them alike): tokens/s per round, and
-    each run's last result."""
+    """Every run once a round, in turn (the host's drift reaches them alike): tokens/s per round,
+    and each run's last result."""
     tps: dict[str, list[float]] = {k: [] for k in runs}
     last: dict = {}
     for r in range(rounds):
@@ -111,7 +114,7 @@ def _rounds(runs: dict, wl, useful: int, rounds: int) -> tuple[dict[str, list[fl
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="tiny-gpt2")
@@ -124,7 +127,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         print(
-            f"engine_efficiency: error: --json: no folder {os.path.dirname(os.path.abspath(args.json))!r}",
+            f"engine_efficiency: error: --json: no folder "
+            f"{os.path.dirname(os.path.abspath(args.json))!r}",
             file=sys.stderr,
         )
         return 2
@@ -164,7 +168,8 @@ def main(argv=None) -> int:
 
 
 def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
-    """The table, the ratios against their targets, and whether the greedy tokens agree (returned)."""
+    """The table, the ratios against their targets, and whether the greedy tokens agree
+    (returned)."""
     print()
     print(f"{'engine':18s} {'median tok/s':>12s}   rounds")
     for k, v in med.items():
@@ -172,23 +177,28 @@ def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
     r_gen = med["ours-continuous"] / med["hf-generate"]
     print()
     print(
-        f"ours-continuous / hf-generate(static 16) = {r_gen:.2f}x   (target >= 2x: {'met' if r_gen >= 2 else 'MISSED'})"
+        f"ours-continuous / hf-generate(static 16) = {r_gen:.2f}x   (target >= 2x: "
+        f"{'met' if r_gen >= 2 else 'MISSED'})"
     )
     if "hf-continuous" in med:
         r_cont = med["ours-continuous"] / med["hf-continuous"]
         print(
-            f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: {'met' if r_cont >= 1.5 else 'MISSED'})"
+            f"ours-continuous / hf-continuous          = {r_cont:.2f}x   (target >= 1.5x: "
+            f"{'met' if r_cont >= 1.5 else 'MISSED'})"
         )
     if "vllm" in med:
         r_v = med["ours-continuous"] / med["vllm"]
         print(
-            f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: {'met' if r_v >= 1.0 else 'MISSED'})"
+            f"ours-continuous / vllm                   = {r_v:.2f}x   (target >= 1.0x: "
+            f"{'met' if r_v >= 1.0 else 'MISSED'})"
         )
     print(
-        f"ours-static16 / hf-generate (same batches, engine only) = {med['ours-static16'] / med['hf-generate']:.2f}x"
+        f"ours-static16 / hf-generate (same batches, engine only) = "
+        f"{med['ours-static16'] / med['hf-generate']:.2f}x"
     )
     print(
-        f"ours paged / ours padded (the KV layout alone)            = {med['ours-continuous'] / med['ours-padded']:.2f}x"
+        f"ours paged / ours padded (the KV layout alone)            = "
+        f"{med['ours-continuous'] / med['ours-padded']:.2f}x"
     )
     hf = [k for k in ("ours-padded", "hf-generate", "hf-continuous") if k in outputs]
     same = all(all(outputs["ours"][i] == outputs[k][i] for k in hf) for i in range(n))
@@ -196,7 +206,8 @@ def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
     if "vllm" in outputs:
         agree = sum(outputs["ours"][i] == outputs["vllm"][i] for i in range(n))
         print(
-            f"greedy tokens identical to vLLM's: {agree} of {n} requests (other kernels: near-ties may break otherwise)"
+            f"greedy tokens identical to vLLM's: {agree} of {n} requests (other kernels: near-ties "
+            f"may break otherwise)"
         )
     return same
 
@@ -204,7 +215,8 @@ def _report(med: dict, tps: dict, outputs: dict, n: int) -> bool:
 def _write_figures(
     args, argv, lm, wl, useful: int, tps: dict, med: dict, same: bool, last: dict, host: tuple
 ) -> None:
-    """The run's figures as JSON at ``args.json``: what lesson 5 quotes (``course/data/engine-kv.json``)."""
+    """The run's figures as JSON at ``args.json``: what lesson 5 quotes
+    (``course/data/engine-kv.json``)."""
     kv_keys = (
         "kv_layout",
         "kv_block_size",
@@ -242,19 +254,22 @@ def _write_figures(
 
 
 def _kv_bytes(paged: dict, padded: dict) -> None:
-    """The padding lesson: the same run's KV memory as blocks from one pool, against left-padded rows."""
+    """The padding lesson: the same run's KV memory as blocks from one pool, against left-padded
+    rows."""
     mib = 2**20
     if paged.get("kv_layout") != "paged":
         print("KV bytes: ours did not run paged here; no comparison")
         return
     print(
-        f"KV bytes, paged: pool of {paged['kv_pool_blocks']} blocks x {paged['kv_block_size']} tokens = "
-        f"{paged['kv_pool_bytes'] / mib:.1f} MiB reserved once; at most {paged['kv_peak_blocks']} blocks held = "
-        f"{paged['kv_peak_bytes_used'] / mib:.1f} MiB; grown mid-run {paged['kv_pool_regrown']} times"
+        f"KV bytes, paged: pool of {paged['kv_pool_blocks']} blocks x {paged['kv_block_size']} "
+        f"tokens = {paged['kv_pool_bytes'] / mib:.1f} MiB reserved once; at most "
+        f"{paged['kv_peak_blocks']} blocks held = {paged['kv_peak_bytes_used'] / mib:.1f} MiB; "
+        f"grown mid-run {paged['kv_pool_regrown']} times"
     )
     print(
-        f"KV bytes, padded rectangle: buffers peak {padded['kv_peak_bytes_measured'] / mib:.1f} MiB "
-        f"({padded['kv_peak_bytes_measured'] / max(1, paged['kv_peak_bytes_used']):.2f}x the blocks held)"
+        f"KV bytes, padded rectangle: buffers peak {padded['kv_peak_bytes_measured'] / mib:.1f} "
+        f"MiB ({padded['kv_peak_bytes_measured'] / max(1, paged['kv_peak_bytes_used']):.2f}x the "
+        f"blocks held)"
     )
 
 

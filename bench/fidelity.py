@@ -11,8 +11,9 @@ decode apart). Printed:
 
 - per run: the errors of the median prediction against the median measurement (targets at
   50-85 % busy: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %, TPOT 10 %), the repeats' spread of
-  p50 E2E, how many metrics agree / disagree / this machine cannot tell (``realrun.judge.equivalence``),
-  and how many measured medians fall in the interval for the median of the runs;
+  p50 E2E, how many metrics agree / disagree / this machine cannot tell
+  (``realrun.judge.equivalence``), and how many measured medians fall in the interval for the median
+  of the runs;
 - the ablation, per shape and policy: p99 E2E and p99 TTFT error with every pass at its mean,
   sampled from the passes' spread alone, and with the slow drift too; how many measured medians
   fall in the band of each noise; and p50 E2E's error at the profile's level against the canaries';
@@ -23,12 +24,13 @@ decode apart). Printed:
   the simulator ranks them the same way.
 
 With ``--coverage H``: after the compare, H more runs per policy, held out from those that set the
-level (interleaved, shuffled), each held up to its interval for one run (``realrun.judge.interval``): the
-prediction made before the runs (at the profile's or the canaries' level, the level one reading),
-and the prediction at the level the compare's own passes read (made after them, the level R
-readings). Printed: the share of held-out runs inside each (target 80-95 %), and sharpness: the
-interval's half-width against 1.645 x the held-out runs' own sd with the seeds' (median, target
-<= 1.5x; an interval cannot be made right by being wide), with this machine's run-to-run spread.
+level (interleaved, shuffled), each held up to its interval for one run
+(``realrun.judge.interval``): the prediction made before the runs (at the profile's or the canaries'
+level, the level one reading), and the prediction at the level the compare's own passes read (made
+after them, the level R readings). Printed: the share of held-out runs inside each (target 80-95 %),
+and sharpness: the interval's half-width against 1.645 x the held-out runs' own sd with the seeds'
+(median, target <= 1.5x; an interval cannot be made right by being wide), with this machine's
+run-to-run spread.
 
 Shapes (on the CPU, one thread):
 
@@ -42,8 +44,8 @@ Shapes (on the CPU, one thread):
 Models: ``gpt2-6l`` (6 x 512, random weights, offline; a one-row decode pass takes well over
 5 ms here, so the pass, not the clock, is what is timed) and ``tiny-gpt2``.
 
-    python bench/fidelity.py [--model gpt2-6l] [--seconds 6] [--only short] [--repeats 3] [--seeds 5] [--load 0.7] [--kv padded]
-                             [--coverage 3]
+    python bench/fidelity.py [--model gpt2-6l] [--seconds 6] [--only short] [--repeats 3]
+                             [--seeds 5] [--load 0.7] [--kv padded] [--coverage 3]
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ def unit_workload(name: str, n: int, seed: int) -> Workload | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="gpt2-6l", help="gpt2-6l (default) or tiny-gpt2")
     p.add_argument(
         "--seconds",
@@ -161,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="H",
-        help="H held-out runs per policy after the compare, each held up to its one-run interval (default 0: none)",
+        help="H held-out runs per policy after the compare, each held up to its one-run interval "
+        "(default 0: none)",
     )
     return p
 
@@ -175,12 +178,14 @@ def main(argv=None) -> int:
     print(f"model: {lm.describe()}")
     j = pass_jitter(engine)
     print(
-        f"one-row decode pass: {j['pass']['median_s'] * 1e3:.2f} ms median, p90/p10 {1 + j['pass']['spread']:.2f}; "
-        f"loops of its length timed in turn: torch {1 + j['torch loop']['spread']:.2f}, "
-        f"Python {1 + j['python loop']['spread']:.2f} (the machine's own jitter)"
+        f"one-row decode pass: {j['pass']['median_s'] * 1e3:.2f} ms median, p90/p10 "
+        f"{1 + j['pass']['spread']:.2f}; loops of its length timed in turn: torch "
+        f"{1 + j['torch loop']['spread']:.2f}, Python {1 + j['python loop']['spread']:.2f} (the "
+        f"machine's own jitter)"
     )
     print(
-        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)"
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} "
+        f"cores)"
     )
     t_all = time.perf_counter()
     table, ablation, decisions, coverage, at_passes = [], [], [], [], []
@@ -197,7 +202,8 @@ def main(argv=None) -> int:
     if args.coverage:
         print("\n".join(coverage_lines(coverage)))
     print(
-        f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.perf_counter() - t_all:.0f} s"
+        f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total "
+        f"{time.perf_counter() - t_all:.0f} s"
     )
     return 0
 
@@ -293,8 +299,9 @@ def _shape(
 
 
 def _ablation(row, wl, model, lv, limits, args) -> tuple:
-    """One row's errors with step times at the mean, sampled from the passes' spread, and with the slow
-    drift too; how many measured medians each noise's band holds; p50 E2E at the profile's level."""
+    """One row's errors with step times at the mean, sampled from the passes' spread, and with the
+    slow drift too; how many measured medians each noise's band holds; p50 E2E at the profile's
+    level."""
     fresh = [make_policy(row.label, **POLICIES[row.label]) for _ in range(args.seeds)]
     mean_only = summarize(simulate(wl, fresh[0], lv.model(model) if lv else model, limits=limits))
     passes = [
@@ -319,8 +326,8 @@ def _ablation(row, wl, model, lv, limits, args) -> tuple:
 
 
 def _held_out(name: str, report, workloads: dict, engine, limits, args) -> list[HeldOut]:
-    """``args.coverage`` fresh runs per policy, none of which set the level, held up to their one-run
-    intervals (``bench/held_out.py``)."""
+    """``args.coverage`` fresh runs per policy, none of which set the level, held up to their
+    one-run intervals (``bench/held_out.py``)."""
 
     def run_once(label: str) -> dict:
         return summarize(
@@ -331,13 +338,15 @@ def _held_out(name: str, report, workloads: dict, engine, limits, args) -> list[
         name, report, run_once, args.coverage, np.random.default_rng([args.seed, 0xC0FE])
     )
     print(
-        f"held out: {args.coverage} runs per policy; this machine's run-to-run spread {report.spread.text()}"
+        f"held out: {args.coverage} runs per policy; this machine's run-to-run spread "
+        f"{report.spread.text()}"
     )
     return out
 
 
 def _decisions(shape: str, rows) -> list[tuple]:
-    """(shape, a, b, figure, measured gap %, noise %, same ranking?) for every pair whose measured gap beats the noise."""
+    """(shape, a, b, figure, measured gap %, noise %, same ranking?) for every pair whose measured
+    gap beats the noise."""
     out = []
     figures = {
         "p99 E2E": lambda s: s["p99_e2e"],
@@ -369,8 +378,8 @@ def _decisions(shape: str, rows) -> list[tuple]:
 
 def _print_all(table, ablation, decisions, args) -> None:
     print(
-        f"\n== all runs at {args.load:.0%} simulated busy: error = (median prediction over {args.seeds} seeds - median of "
-        f"{args.repeats} measurements) / measured, % (targets: "
+        f"\n== all runs at {args.load:.0%} simulated busy: error = (median prediction over "
+        f"{args.seeds} seeds - median of {args.repeats} measurements) / measured, % (targets: "
         + ", ".join(f"{lab} {t} %" for _, t, lab in TARGETS)
         + ")"
     )
@@ -383,29 +392,31 @@ def _print_all(table, ablation, decisions, args) -> None:
     spreads = [r[7] for r in table if r[7] is not None]
     print(
         f"\n{met} of {len(table)} runs within every target; over every metric: "
-        f"{sum(v == 'agrees' for v in verdicts)} agree, {sum(v == 'disagrees' for v in verdicts)} disagree, "
-        f"{sum(v == 'cannot tell' for v in verdicts)} this machine cannot tell, of {len(verdicts)}; "
-        f"measured median in the interval for the median of the runs: {sum(inband)} of {len(inband)} "
-        f"({sum(inband) / max(1, len(inband)):.0%})"
+        f"{sum(v == 'agrees' for v in verdicts)} agree, {sum(v == 'disagrees' for v in verdicts)} "
+        f"disagree, {sum(v == 'cannot tell' for v in verdicts)} this machine cannot tell, of "
+        f"{len(verdicts)}; measured median in the interval for the median of the runs: "
+        f"{sum(inband)} of {len(inband)} ({sum(inband) / max(1, len(inband)):.0%})"
     )
     if spreads:
         print(
-            f"repeat spread of p50 E2E (farthest repeat from the median): median {np.median(spreads):.1f} %, "
-            f"worst {max(spreads):.1f} %"
+            f"repeat spread of p50 E2E (farthest repeat from the median): median "
+            f"{np.median(spreads):.1f} %, worst {max(spreads):.1f} %"
         )
     print(
-        "\n== ablation: step times at the mean, sampled from the passes' spread, and with the machine's slow drift too "
-        "(errors %, at the canaries' level); measured medians inside each noise's 90 % band; p50 E2E error at the "
-        "profile's level and at the canaries'"
+        "\n== ablation: step times at the mean, sampled from the passes' spread, and with the "
+        "machine's slow drift too (errors %, at the canaries' level); measured medians inside each "
+        "noise's 90 % band; p50 E2E error at the profile's level and at the canaries'"
     )
     print(
-        f"{'shape':7s} {'policy':11s} | {'p99 E2E: mean':>13s} {'passes':>7s} {'+slow':>7s} | {'p99 TTFT: mean':>14s} "
-        f"{'passes':>7s} {'+slow':>7s} | {'in band: passes':>15s} {'+slow':>6s} | {'p50 E2E: profile':>16s} {'canary':>7s}"
+        f"{'shape':7s} {'policy':11s} | {'p99 E2E: mean':>13s} {'passes':>7s} {'+slow':>7s} | "
+        f"{'p99 TTFT: mean':>14s} {'passes':>7s} {'+slow':>7s} | {'in band: passes':>15s} "
+        f"{'+slow':>6s} | {'p50 E2E: profile':>16s} {'canary':>7s}"
     )
     for shape, pol, e_m, t_m, e_p, t_p, e_s, t_s, b_p, b_s, l_p, l_c in ablation:
         print(
-            f"{shape:7s} {pol:11s} | {_pct(e_m):>13s} {_pct(e_p):>7s} {_pct(e_s):>7s} | {_pct(t_m):>14s} {_pct(t_p):>7s} "
-            f"{_pct(t_s):>7s} | {f'{b_p[0]}/{b_p[1]}':>15s} {f'{b_s[0]}/{b_s[1]}':>6s} | {_pct(l_p):>16s} {_pct(l_c):>7s}"
+            f"{shape:7s} {pol:11s} | {_pct(e_m):>13s} {_pct(e_p):>7s} {_pct(e_s):>7s} | "
+            f"{_pct(t_m):>14s} {_pct(t_p):>7s} {_pct(t_s):>7s} | {f'{b_p[0]}/{b_p[1]}':>15s} "
+            f"{f'{b_s[0]}/{b_s[1]}':>6s} | {_pct(l_p):>16s} {_pct(l_c):>7s}"
         )
     if ablation:
         for j, lab in ((2, "p99 E2E"), (3, "p99 TTFT")):
@@ -413,8 +424,8 @@ def _print_all(table, ablation, decisions, args) -> None:
                 [abs(r[j + 2 * c]) for r in ablation if r[j + 2 * c] is not None] for c in range(3)
             ]
             print(
-                f"  mean |error| of {lab}: mean-only {np.mean(cols[0]):.1f} %, passes' spread {np.mean(cols[1]):.1f} %, "
-                f"with the slow drift {np.mean(cols[2]):.1f} %"
+                f"  mean |error| of {lab}: mean-only {np.mean(cols[0]):.1f} %, passes' spread "
+                f"{np.mean(cols[1]):.1f} %, with the slow drift {np.mean(cols[2]):.1f} %"
             )
         for j, lab in ((8, "passes' spread"), (9, "with the slow drift")):
             got, of = sum(r[j][0] for r in ablation), sum(r[j][1] for r in ablation)
@@ -424,14 +435,17 @@ def _print_all(table, ablation, decisions, args) -> None:
         lp = [abs(r[10]) for r in ablation if r[10] is not None]
         lc = [abs(r[11]) for r in ablation if r[11] is not None]
         print(
-            f"  mean |error| of p50 E2E: at the profile's level {np.mean(lp):.1f} %, at the canaries' {np.mean(lc):.1f} %"
+            f"  mean |error| of p50 E2E: at the profile's level {np.mean(lp):.1f} %, at the "
+            f"canaries' {np.mean(lc):.1f} %"
         )
     print(
-        "\n== decision test: pairs whose measured gap exceeds their repeats' spread (the sum of each one's farthest repeat)"
+        "\n== decision test: pairs whose measured gap exceeds their repeats' spread (the sum of "
+        "each one's farthest repeat)"
     )
     for shape, a, b, fig, gap, noise, same in decisions:
         print(
-            f"{shape:7s} {a:>10s} vs {b:<10s} {fig:13s} measured gap {gap:+7.1f}% (noise {noise:5.1f}%): "
+            f"{shape:7s} {a:>10s} vs {b:<10s} {fig:13s} measured gap {gap:+7.1f}% (noise "
+            f"{noise:5.1f}%): "
             f"{'simulator ranks them the same' if same else 'SIMULATOR RANKS THEM THE OTHER WAY'}"
         )
     if decisions:
@@ -441,14 +455,15 @@ def _print_all(table, ablation, decisions, args) -> None:
 
 
 def _print_at_passes(at_passes: list) -> None:
-    """The model's own error: each run predicted again at the level its passes read (made after the runs,
-    so the machine's level is out), against the same targets. A miss here is the model's, not the machine's
-    (issue 44's target for continuous with long prompts: p50 E2E 10 %, p99 E2E 20 %, p50 TTFT 15 %)."""
+    """The model's own error: each run predicted again at the level its passes read (made after the
+    runs, so the machine's level is out), against the same targets. A miss here is the model's, not
+    the machine's (issue 44's target for continuous with long prompts: p50 E2E 10 %, p99 E2E 20 %,
+    p50 TTFT 15 %)."""
     if not at_passes:
         return
     print(
-        "\n== predicted again at the level each run's own passes read (made after the runs: the machine's level "
-        "out, the model's error left); errors %, targets as above"
+        "\n== predicted again at the level each run's own passes read (made after the runs: the "
+        "machine's level out, the model's error left); errors %, targets as above"
     )
     print(
         f"{'shape':7s} {'policy':11s} | "
@@ -492,8 +507,8 @@ def _line(row) -> str:
     b = [x for x in inband.values() if x is not None]
     sp = f"{spread:5.1f}%" if spread is not None else f"{'-':>6s}"
     return (
-        f"{name:7s} {pol:11s} {rate:7.2f} {n:4d} {bs:8.0%} {bm:5.0%} | {cells} {sp} | {counts:>15s} "
-        f"{f'{sum(b)}/{len(b)}':>7s}"
+        f"{name:7s} {pol:11s} {rate:7.2f} {n:4d} {bs:8.0%} {bm:5.0%} | {cells} {sp} | "
+        f"{counts:>15s} {f'{sum(b)}/{len(b)}':>7s}"
     )
 
 

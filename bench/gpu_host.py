@@ -1,4 +1,5 @@
-"""Where a pass's time goes on a GPU: the host (Python, launches, waiting to be woken) or the device.
+"""Where a pass's time goes on a GPU: the host (Python, launches, waiting to be woken) or the
+device.
 
 realrun's engine runs one forward pass per step and waits for it (``torch.cuda.synchronize``)
 so each pass has a time of its own. On a GPU a small model's pass is short enough that the host's
@@ -7,12 +8,13 @@ script times, on the device at hand:
 
 - ``sync``: a tiny kernel and a synchronize, over and over (the round trip a pass pays at least),
   then the same after a 2 ms sleep (as an engine that idled between arrivals);
-- ``engine``: realrun's decode passes (KV in blocks on a CPU, in padded rows on either) at 1, 16 and 64 rows,
-  with 1 and with 8 torch threads: the wall time of each pass (what the profile and the run
-  record) beside the device's own time for the same passes (CUDA events), so the host's share
-  is their difference.
+- ``engine``: realrun's decode passes (KV in blocks on a CPU, in padded rows on either) at 1, 16 and
+  64 rows, with 1 and with 8 torch threads: the wall time of each pass (what the profile and the run
+  record) beside the device's own time for the same passes (CUDA events), so the host's share is
+  their difference.
 
-    python bench/gpu_host.py [--model gpt2-random] [--device cuda] [--json out/host.json]   # from the repo root, installed
+    # from the repo root, installed:
+    python bench/gpu_host.py [--model gpt2-random] [--device cuda] [--json out/host.json]
     python bench/gpu_host.py --device cpu --model tiny-gpt2     # a dry run
 """
 
@@ -125,14 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, sleep in (("back to back", 0.0), ("after a 2 ms sleep", 0.002)):
         r = out["sync"][name] = sync_round_trip(a.device, 300, sleep)
         print(
-            f"sync round trip, {name}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f}, max {r['max_ms']:.3f}",
+            f"sync round trip, {name}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f}, max "
+            f"{r['max_ms']:.3f}",
             flush=True,
         )
     print(
-        f"\n{'kv':>6} {'threads':>7} {'rows':>4} {'pass p10/p50/p90 ms':>22} {'max':>7} {'device ms':>9}"
+        f"\n{'kv':>6} {'threads':>7} {'rows':>4} {'pass p10/p50/p90 ms':>22} {'max':>7} "
+        f"{'device ms':>9}"
     )
-    # The block pool's engine runs on the CPU only (its packed body is the CPU kernel's); on CUDA the
-    # engine holds its KV in padded rows, so only those are timed there.
+    # The block pool's engine runs on the CPU only (its packed body is the CPU kernel's); on CUDA
+    # the engine holds its KV in padded rows, so only those are timed there.
     layouts = ("padded",) if a.device.startswith("cuda") else ("paged", "padded")
     for kv in layouts:
         for threads in (1, 8):
@@ -150,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['device_per_pass_ms']:9.2f}" if "device_per_pass_ms" in r else f"{'-':>9}"
                 )
                 print(
-                    f"{kv:>6} {threads:>7} {rows:>4} {r['p10_ms']:6.2f} {r['p50_ms']:6.2f} {r['p90_ms']:7.2f} "
-                    f"{r['max_ms']:7.2f} {dev}",
+                    f"{kv:>6} {threads:>7} {rows:>4} {r['p10_ms']:6.2f} {r['p50_ms']:6.2f} "
+                    f"{r['p90_ms']:7.2f} {r['max_ms']:7.2f} {dev}",
                     flush=True,
                 )
     if a.json:

@@ -132,7 +132,8 @@ def linear_sweep(
     repeats: int,
     fp8: bool = False,
 ) -> list[dict]:
-    """Every weight of every layer times M tokens, for each M; bytes and FLOPs counted as batchsim does."""
+    """Every weight of every layer times M tokens, for each M; bytes and FLOPs counted as batchsim
+    does."""
     mats = []
     for _ in range(shape["layers"]):
         for k, n in layer_weights(shape):
@@ -163,7 +164,8 @@ def linear_sweep(
                     a @ w.t()
 
         r = spread(t.seconds(run, repeats))
-        # Activations read in and written out (out_dtype bf16 for FP8): small beside the weights until M is large.
+        # Activations read in and written out (out_dtype bf16 for FP8): small beside the weights
+        # until M is large.
         act_bytes = sum(
             a.numel() * a.element_size() + a.shape[0] * w.shape[0] * 2 for a, w in zip(xs, mats)
         )
@@ -234,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print(
-            "gpu_roofline: --device cuda, but torch sees no GPU; use --device cpu --small for a dry run",
+            "gpu_roofline: --device cuda, but torch sees no GPU; use --device cpu --small for a "
+            "dry run",
             file=sys.stderr,
         )
         return 2
@@ -301,15 +304,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'M':>6} {'median ms':>10} {'p10-p90 ms':>15} {'TFLOP/s':>8} {'TB/s':>6}")
         for r in rows:
             print(
-                f"{r['tokens']:>6} {r['median_s'] * 1e3:>10.3f} {r['p10_s'] * 1e3:>7.3f}-{r['p90_s'] * 1e3:<7.3f} "
+                f"{r['tokens']:>6} {r['median_s'] * 1e3:>10.3f} "
+                f"{r['p10_s'] * 1e3:>7.3f}-{r['p90_s'] * 1e3:<7.3f} "
                 f"{r['flops_per_s'] / 1e12:>8.1f} {r['bytes_per_s'] / 1e12:>6.2f}"
             )
     if isinstance(out.get("decode_attention"), list):
         print("\ndecode attention (SDPA, KV heads read once), every layer")
         for r in out["decode_attention"]:
             print(
-                f"batch {r['batch']:>4} ctx {r['ctx']:>5}: {r['median_s'] * 1e3:8.3f} ms, KV {r['kv_bytes'] / 1e9:6.2f} GB, "
-                f"{r['bytes_per_s'] / 1e12:5.2f} TB/s"
+                f"batch {r['batch']:>4} ctx {r['ctx']:>5}: {r['median_s'] * 1e3:8.3f} ms, KV "
+                f"{r['kv_bytes'] / 1e9:6.2f} GB, {r['bytes_per_s'] / 1e12:5.2f} TB/s"
             )
     if a.json:
         with open(a.json, "w") as f:

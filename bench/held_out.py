@@ -1,12 +1,13 @@
 """Coverage, checked on runs held out: does a new run land inside the interval the compare gave it?
 
-A compare (``realrun.judge.compare.compare_policies``) ends with an interval for one run per policy and
-metric (``realrun.judge.interval``). Whether 90 % of new runs land inside it is a claim, so it is measured:
-after the compare, a few more runs per policy, none of which set the level the prediction stands on,
-each held up to two intervals: the prediction made before the runs (at the profile's or the
-canaries' level) and the one made after them at the level the compare's own passes read. Both
-benches use this: ``bench/fidelity.py --coverage H`` (our engine, four policies interleaved) and
-``bench/vllm_fidelity.py --coverage H`` (vLLM, the continuous policy, on the server it was profiled on).
+A compare (``realrun.judge.compare.compare_policies``) ends with an interval for one run per policy
+and metric (``realrun.judge.interval``). Whether 90 % of new runs land inside it is a claim, so it
+is measured: after the compare, a few more runs per policy, none of which set the level the
+prediction stands on, each held up to two intervals: the prediction made before the runs (at the
+profile's or the canaries' level) and the one made after them at the level the compare's own passes
+read. Both benches use this: ``bench/fidelity.py --coverage H`` (our engine, four policies
+interleaved) and ``bench/vllm_fidelity.py --coverage H`` (vLLM, the continuous policy, on the server
+it was profiled on).
 
 An interval can cover by being wide, so each is also given its sharpness: its half-width against
 the half-width the held-out runs themselves call for, 1.645 x their own sd of ln(metric) with the
@@ -20,14 +21,14 @@ things put it above 1x, none of them a fault of the interval:
 
 - Student's t: a spread read with 2 degrees of freedom widens the interval by 2.92 / 1.645 = 1.78x,
   as it must to hold nine runs in ten (``realrun.judge.interval``);
-- the level the prediction stands on is itself one reading (the profile): its error is shared by every
-  later run, so it widens the interval (x sqrt(2) with one reference run) but not the held-out runs'
-  spread around each other, which cannot show it;
+- the level the prediction stands on is itself one reading (the profile): its error is shared by
+  every later run, so it widens the interval (x sqrt(2) with one reference run) but not the held-out
+  runs' spread around each other, which cannot show it;
 - three held-out runs read their own sd with 2 degrees of freedom, and the median of a ratio over so
   small a denominator lies above the ratio of the true values.
 
-So the ratio of the two, observed over right, is what says how much wider an interval is than it need
-be; the right one's own figure is what a right interval reads on this check with these runs.
+So the ratio of the two, observed over right, is what says how much wider an interval is than it
+need be; the right one's own figure is what a right interval reads on this check with these runs.
 """
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ DRAWS = 4000
 @dataclass(frozen=True)
 class HeldOut:
     """One metric of one held-out run: inside the interval made before the runs and the one at the
-    passes' level (None: the compare made none), each interval's half-width on a log scale, the seeds'
-    sd of ln(metric), and every held-out run's value of this metric for this policy (for their own sd);
-    what the intervals were built of, for the sharpness a right interval would read
+    passes' level (None: the compare made none), each interval's half-width on a log scale, the
+    seeds' sd of ln(metric), and every held-out run's value of this metric for this policy (for
+    their own sd); what the intervals were built of, for the sharpness a right interval would read
     (``right_sharpness``): the level's part of a run's sd, e x sigma (``level_sd``), the degrees of
-    freedom sigma was read with (0: taken as known), and the runs each interval's level was read from
-    (before the runs ``ref_runs``, the profile; at the passes' level ``repeats``)."""
+    freedom sigma was read with (0: taken as known), and the runs each interval's level was read
+    from (before the runs ``ref_runs``, the profile; at the passes' level ``repeats``)."""
 
     shape: str
     policy: str
@@ -111,7 +112,8 @@ def run_rounds(
     labels: list[str], run_once: Callable[[str], dict], count: int, rng: np.random.Generator
 ) -> dict[str, list[dict]]:
     """``count`` rounds, each running every label once (``run_once(label) -> summary``) in an order
-    shuffled by ``rng``, as the compare's own repeats are, so a slow minute spreads over every policy."""
+    shuffled by ``rng``, as the compare's own repeats are, so a slow minute spreads over every
+    policy."""
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     runs: dict[str, list[dict]] = {label: [] for label in labels}
@@ -122,9 +124,10 @@ def run_rounds(
 
 
 def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
-    """Every held-out run's ``COVERED`` metrics against the one-run intervals of ``report``'s row of the
-    same label: the prediction made before the runs (its level read from ``ref_runs`` runs) and the one
-    at the passes' level (read from the compare's repeats; none where the compare made none)."""
+    """Every held-out run's ``COVERED`` metrics against the one-run intervals of ``report``'s row of
+    the same label: the prediction made before the runs (its level read from ``ref_runs`` runs) and
+    the one at the passes' level (read from the compare's repeats; none where the compare made
+    none)."""
     out = []
     for row in report.rows:
         if row.label not in runs or row.partial or not row.parts:
@@ -170,8 +173,9 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
 def hold_out(
     shape: str, report, run_once: Callable[[str], dict], count: int, rng: np.random.Generator
 ) -> list[HeldOut]:
-    """``count`` fresh runs of every whole row of ``report`` (rounds in a shuffled order), each held up to
-    its intervals (``held_up``). The runs come after the compare's, so none of them set its level."""
+    """``count`` fresh runs of every whole row of ``report`` (rounds in a shuffled order), each held
+    up to its intervals (``held_up``). The runs come after the compare's, so none of them set its
+    level."""
     labels = [r.label for r in report.rows if not r.partial and r.parts]
     return held_up(shape, report, run_rounds(labels, run_once, count, rng))
 
@@ -182,9 +186,9 @@ def _half(interval: list[float]) -> float:
 
 
 def sharpness(rows: list[HeldOut]) -> tuple[float, float]:
-    """(before, at the passes' level) for one shape, policy and metric: half-width / (Z x sqrt(the held-out
-    runs' sd of ln(metric)^2 + the seeds' sd^2)); nan where that cannot be read (fewer than two positive
-    values) or no interval at that level was made."""
+    """(before, at the passes' level) for one shape, policy and metric: half-width / (Z x sqrt(the
+    held-out runs' sd of ln(metric)^2 + the seeds' sd^2)); nan where that cannot be read (fewer than
+    two positive values) or no interval at that level was made."""
     first = rows[0]
     vals = [x for x in first.values if x is not None and x > 0]
     sd = float(np.log(vals).std(ddof=1)) if len(vals) > 1 else float("nan")
@@ -199,14 +203,14 @@ def sharpness(rows: list[HeldOut]) -> tuple[float, float]:
 def right_sharpness(
     rows: list[HeldOut], rng: np.random.Generator, draws: int = DRAWS
 ) -> tuple[float, float]:
-    """(before, at the passes' level): the median sharpness a right interval would read in the place of
-    ``rows``' one (a shape, policy and metric), ``draws`` times over a machine that is exactly as the
-    interval says: each run's ln(metric) is e x the run's level, sd e x sigma, plus the run's own luck,
-    sd s (the seeds'); sigma's reading has the interval's degrees of freedom (sigma x sqrt(chi2_df /
-    df)); as many held-out runs as ``rows`` had. Each draw builds the interval as
-    ``realrun.judge.interval.interval_for`` does and reads its sharpness as ``sharpness`` does; nan where
-    that could not read one (fewer than two held-out runs). The centre's own error does not enter: it
-    moves where the held-out runs land, not their spread or the interval's width."""
+    """(before, at the passes' level): the median sharpness a right interval would read in the place
+    of ``rows``' one (a shape, policy and metric), ``draws`` times over a machine that is exactly as
+    the interval says: each run's ln(metric) is e x the run's level, sd e x sigma, plus the run's
+    own luck, sd s (the seeds'); sigma's reading has the interval's degrees of freedom (sigma x
+    sqrt(chi2_df / df)); as many held-out runs as ``rows`` had. Each draw builds the interval as
+    ``realrun.judge.interval.interval_for`` does and reads its sharpness as ``sharpness`` does; nan
+    where that could not read one (fewer than two held-out runs). The centre's own error does not
+    enter: it moves where the held-out runs land, not their spread or the interval's width."""
     first = rows[0]
     n = sum(1 for x in first.values if x is not None and x > 0)
     if n < 2:
@@ -250,20 +254,21 @@ def _of(inside: int, n: int, width: int = 2) -> str:
 
 
 def coverage_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) -> list[str]:
-    """The table: per shape, policy and metric, held-out runs inside each interval, its sharpness and the
-    sharpness a right interval would read in its place (``right_sharpness``, drawn from ``rng``, by
-    default seeded: the same rows print the same table); then the share over all of them, the median
-    sharpness of each, and what a spread read with ``STORED_DF_MAX`` degrees of freedom would change."""
+    """The table: per shape, policy and metric, held-out runs inside each interval, its sharpness
+    and the sharpness a right interval would read in its place (``right_sharpness``, drawn from
+    ``rng``, by default seeded: the same rows print the same table); then the share over all of
+    them, the median sharpness of each, and what a spread read with ``STORED_DF_MAX`` degrees of
+    freedom would change."""
     rng = np.random.default_rng(0x5EED) if rng is None else rng
     out = [
         (
-            "\n== coverage: held-out runs inside their 90 % one-run interval (target 80-95 %); sharpness: half-width / "
-            "(1.645 x the held-out runs' sd, with the seeds'), median (target <= 1.5x); right: what a right interval "
-            "would read in its place"
+            "\n== coverage: held-out runs inside their 90 % one-run interval (target 80-95 %); "
+            "sharpness: half-width / (1.645 x the held-out runs' sd, with the seeds'), median "
+            "(target <= 1.5x); right: what a right interval would read in its place"
         ),
         (
-            f"{'shape':7s} {'policy':11s} {'metric':18s} | {'before':>9s} {'at passes':>9s} | {'sharp before':>12s} "
-            f"{'at passes':>9s} | {'right before':>12s} {'at passes':>9s}"
+            f"{'shape':7s} {'policy':11s} {'metric':18s} | {'before':>9s} {'at passes':>9s} | "
+            f"{'sharp before':>12s} {'at passes':>9s} | {'right before':>12s} {'at passes':>9s}"
         ),
     ]
     sharp_b, sharp_a, right_b, right_a, more_b = [], [], [], [], []
@@ -274,27 +279,29 @@ def coverage_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) 
         sharp_a.append(sa)
         right_b.append(rb)
         right_a.append(ra)
-        # a spread taken as known (df 0) stays so; one read with fewer than STORED_DF_MAX gets that many
+        # a spread taken as known (df 0) stays so; one read with fewer than STORED_DF_MAX gets that
+        # many
         more = rs[0].df if rs[0].df == 0 else max(rs[0].df, STORED_DF_MAX)
         more_b.append(right_sharpness([replace(rs[0], df=more)], rng)[0])
         out.append(
-            f"{shape:7s} {pol:11s} {k:18s} | {_of(*_count(rs, False))} {_of(*_count(rs, True))} | {sb:>11.2f}x "
-            f"{sa:>8.2f}x | {rb:>11.2f}x {ra:>8.2f}x"
+            f"{shape:7s} {pol:11s} {k:18s} | {_of(*_count(rs, False))} {_of(*_count(rs, True))} | "
+            f"{sb:>11.2f}x {sa:>8.2f}x | {rb:>11.2f}x {ra:>8.2f}x"
         )
     if rows:
         b, n = _count(rows, False)
         a, na = _count(rows, True)
         at = f"{a} of {na} ({a / na:.0%})" if na else "none made"
         out.append(
-            f"all: inside the interval made before the runs {b} of {n} ({b / n:.0%}); at the passes' level {at}; "
-            f"sharpness median {_median(sharp_b):.2f}x before, {_median(sharp_a):.2f}x at the passes' level"
+            f"all: inside the interval made before the runs {b} of {n} ({b / n:.0%}); at the "
+            f"passes' level {at}; sharpness median {_median(sharp_b):.2f}x before, "
+            f"{_median(sharp_a):.2f}x at the passes' level"
         )
         dfs = sorted({r.df for r in rows})
         out.append(
             f"     a right interval in each place would read {_x(_median(right_b))} before, "
-            f"{_x(_median(right_a))} at the passes' level, at the median "
-            f"(spread read with {'/'.join(map(str, dfs))} degrees of freedom, {_held(rows)} held-out runs); "
-            f"observed / right {_ratio(sharp_b, right_b)} before, {_ratio(sharp_a, right_a)} at the passes' "
+            f"{_x(_median(right_a))} at the passes' level, at the median (spread read with "
+            f"{'/'.join(map(str, dfs))} degrees of freedom, {_held(rows)} held-out runs); observed "
+            f"/ right {_ratio(sharp_b, right_b)} before, {_ratio(sharp_a, right_a)} at the passes' "
             f"level; with the spread read with {STORED_DF_MAX} or more, a right one reads "
             f"{_x(_median(more_b))} before"
         )
@@ -319,9 +326,9 @@ def _ratio(observed: list[float], right: list[float]) -> str:
 
 
 def shape_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) -> list[str]:
-    """Per shape, over its policies and metrics: the share inside each interval and the median sharpness,
-    with a right interval's beside it (for a bench with one policy per shape, where there is no ranking of
-    policies to check)."""
+    """Per shape, over its policies and metrics: the share inside each interval and the median
+    sharpness, with a right interval's beside it (for a bench with one policy per shape, where there
+    is no ranking of policies to check)."""
     rng = np.random.default_rng(0x5EED) if rng is None else rng
     out = []
     for shape, rs in _groups(rows, lambda r: r.shape).items():
@@ -333,13 +340,15 @@ def shape_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) -> 
         at = f"{a} of {na} ({a / na:.0%})" if na else "-"
         out.append(
             f"{shape:8s} inside before {b} of {n} ({b / n:.0%}), at passes {at}; sharpness median "
-            f"{_median([s[0] for s in sharp]):.2f}x before, {_median([s[1] for s in sharp]):.2f}x at passes "
-            f"(a right interval: {_x(_median([r[0] for r in right]))}, {_x(_median([r[1] for r in right]))})"
+            f"{_median([s[0] for s in sharp]):.2f}x before, {_median([s[1] for s in sharp]):.2f}x "
+            f"at passes (a right interval: {_x(_median([r[0] for r in right]))}, "
+            f"{_x(_median([r[1] for r in right]))})"
         )
     return out
 
 
 def _median(xs: list[float]) -> float:
-    """The median of what could be read (nan where nothing could: no warning, the table says nan)."""
+    """The median of what could be read (nan where nothing could: no warning, the table says
+    nan)."""
     a = [x for x in xs if not math.isnan(x)]
     return float(np.median(a)) if a else float("nan")

@@ -1,4 +1,5 @@
-"""`realrun load` against our server and against `vllm serve`: the same model, the same load, side by side.
+"""`realrun load` against our server and against `vllm serve`: the same model, the same load, side
+by side.
 
 Both servers serve tiny-gpt2 (the same seeded weights: ours builds them, vLLM loads the folder
 ``save_served_model`` writes, tokenizer included) on this machine's CPU: ours with one torch
@@ -10,7 +11,7 @@ table gives the median over rounds and, after ±, half the range between rounds.
 yardstick (a fixed pure-Python loop) and the load average are printed first, since hosts differ.
 Both servers stay up for the whole run, so one is idle while the other is measured.
 
-    .venv-vllm/bin/python bench/load_vs_vllm.py                          # 40 requests at 4/s, 3 rounds
+    .venv-vllm/bin/python bench/load_vs_vllm.py                 # 40 requests at 4/s, 3 rounds
     .venv-vllm/bin/python bench/load_vs_vllm.py --rate 8 --requests 80 --output 64
 """
 
@@ -41,7 +42,7 @@ def _cell(values: list[float], fmt: str = "8.1f") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--rate", type=float, default=4.0, help="Poisson arrivals per second (default 4)"
     )
@@ -57,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     from realrun.reference.vllm.tokenizer import save_served_model
 
     print(
-        f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s; load average {os.getloadavg()[0]:.2f} "
-        f"on {os.cpu_count()} cores"
+        f"host yardstick: 10M-iteration Python loop {yardstick():.2f} s; load average "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -87,18 +88,21 @@ def main(argv: list[str] | None = None) -> int:
                 for name in list(servers) if r % 2 == 0 else list(servers)[::-1]:
                     runs[name].append(run_load(servers[name], wl).summary())
             print(
-                f"workload: {args.requests} requests, Poisson {args.rate:g}/s, prompt {args.prompt}, output "
-                f"{args.output} tokens; {args.rounds} rounds; load average now {os.getloadavg()[0]:.2f}"
+                f"workload: {args.requests} requests, Poisson {args.rate:g}/s, prompt "
+                f"{args.prompt}, output {args.output} tokens; {args.rounds} rounds; load average "
+                f"now {os.getloadavg()[0]:.2f}"
             )
             print(
-                f"{'(ms, median of rounds ± half range)':<36}{'ours':>18}{'vllm serve':>18}{'vllm/ours':>11}"
+                f"{'(ms, median of rounds ± half range)':<36}{'ours':>18}{'vllm serve':>18}"
+                f"{'vllm/ours':>11}"
             )
             for label, key in ROWS:
                 for q in ("median", "p90", "p99"):
                     f = f"{q}_{key}_ms"
                     a, b = ([x[f] for x in runs[n]] for n in servers)
                     print(
-                        f"{label + ' ' + ('p50' if q == 'median' else q):<36}{_cell(a):>18}{_cell(b):>18}"
+                        f"{label + ' ' + ('p50' if q == 'median' else q):<36}"
+                        f"{_cell(a):>18}{_cell(b):>18}"
                         f"{statistics.median(b) / statistics.median(a):>10.2f}x"
                     )
             for label, f in (
@@ -107,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 a, b = ([x[f] for x in runs[n]] for n in servers)
                 print(
-                    f"{label:<36}{_cell(a):>18}{_cell(b):>18}{statistics.median(b) / statistics.median(a):>10.2f}x"
+                    f"{label:<36}{_cell(a):>18}{_cell(b):>18}"
+                    f"{statistics.median(b) / statistics.median(a):>10.2f}x"
                 )
             failed = {n: sum(x["failed"] for x in runs[n]) for n in servers}
             print(f"failed requests: ours {failed['ours']}, vllm {failed['vllm']}")

@@ -2,7 +2,8 @@
 
 Each function reads a measured run (``meta['passes']``: (Pass, seconds) in the order they ran, and
 ``meta['pass_rep']``: each pass's place in its step) priced pass by pass as the simulator prices it
-(``realrun.timing.pass_level.priced_passes``), and returns sums, so the tables can take ratios of totals.
+(``realrun.timing.pass_level.priced_passes``), and returns sums, so the tables can take ratios of
+totals.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def run_sums(run, model, policy: str) -> tuple[dict, dict]:
 
 def place_ratios(places: list) -> dict[str, list[float]]:
     """Per run that had both, a step's first (second) decode passes against its later ones: each
-    one's measured/priced over the later passes' measured/priced. The level cancels (the same run, the
-    same moments), so 1.0 says the model prices a first pass's extra as the run paid it."""
+    one's measured/priced over the later passes' measured/priced. The level cancels (the same run,
+    the same moments), so 1.0 says the model prices a first pass's extra as the run paid it."""
     out: dict[str, list[float]] = {"first": [], "second": []}
     for _, _, v in places:
         if "later" not in v or v["later"][1] <= 0:
@@ -97,9 +98,9 @@ def place_ratios(places: list) -> dict[str, list[float]]:
 
 def profiles_apart(rows: list[list]) -> list[dict[str, float]]:
     """Per calibration after the first: kind -> its price of the very same passes over the first's,
-    divided by the same ratio over every pass (the two profiles' common level out), and "all" -> that
-    common level itself. ``rows``: per calibration, (round, family, {kind: (measured, priced)}) as
-    ``main`` gathers them."""
+    divided by the same ratio over every pass (the two profiles' common level out), and "all" ->
+    that common level itself. ``rows``: per calibration, (round, family, {kind: (measured, priced)})
+    as ``main`` gathers them."""
 
     def totals(got) -> dict[str, float]:
         out: dict[str, float] = {}

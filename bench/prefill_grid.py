@@ -1,9 +1,10 @@
-"""Prefill prices between the grid's points: equal-chunk prefills timed now, against one or more calibrations.
+"""Prefill prices between the grid's points: equal-chunk prefills timed now, against one or more
+calibrations.
 
-A calibration prices a prefill of ``rows`` chunks of ``length`` tokens from its table (the timed grid,
-or the surface fitted to it: ``realrun.timing.smooth``). This bench times such prefills on the same
-engine, every shape once per round, the rounds interleaved and the shapes in a new order each round,
-and prints per shape the median measured time and each calibration's measured / priced. The
+A calibration prices a prefill of ``rows`` chunks of ``length`` tokens from its table (the timed
+grid, or the surface fitted to it: ``realrun.timing.smooth``). This bench times such prefills on the
+same engine, every shape once per round, the rounds interleaved and the shapes in a new order each
+round, and prints per shape the median measured time and each calibration's measured / priced. The
 machine's level has moved since the profile, so each calibration's ratios are also given with their
 median divided out ("level out"): what is left is the table's error between shapes, which is what a
 compare's passes meet.
@@ -47,7 +48,7 @@ def _ints(text: str) -> list[int] | None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calibration", required=True, help="calibration file(s), comma-separated")
     ap.add_argument("--model", default="gpt2-6l", help="the model the calibrations were made on")
     ap.add_argument("--rows", default="1,8,12", help="rows of the timed prefills (default 1,8,12)")
@@ -84,7 +85,8 @@ def main(argv=None) -> int:
     eng = Engine(lm)
     print(f"model: {lm.describe()}")
     print(
-        f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f}"
+        f"host yardstick (10M additions): {yardstick():.3f} s; load average "
+        f"{os.getloadavg()[0]:.2f}"
     )
     ids = list(range(max(rows)))
     eng.start(Workload(tuple(Request(i, 0.0, max(lengths), 1 << 30) for i in ids), "prefill pool"))

@@ -47,7 +47,8 @@ def policies(rows: int) -> dict:
 
 
 def one_profile(engine, workload, builders, limits, budget_s: float) -> dict:
-    """One sized profile: its estimate, seconds, the longest gap between progress lines, held-out error."""
+    """One sized profile: its estimate, seconds, the longest gap between progress lines, held-out
+    error."""
     said: list[float] = []
     t0 = time.monotonic()
     notes: list[str] = []
@@ -77,7 +78,7 @@ def one_profile(engine, workload, builders, limits, budget_s: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="tiny-gpt2", help="tiny-gpt2 (realrun's default) or another")
     ap.add_argument(
         "--rows", type=int, default=4, help="the rows every policy may hold (default 4)"
@@ -118,7 +119,8 @@ def main(argv=None) -> int:
         f"{a.output_len}; every policy at most {a.rows} rows; budget {a.budget:g} s"
     )
     print(
-        f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f}"
+        f"host yardstick (10M additions): {yardstick():.3f} s; load average "
+        f"{os.getloadavg()[0]:.2f}"
     )
     print(
         f"{'profile':>7} {'estimate s':>10} {'took s':>7} {'took/est':>8} {'wall s':>7} "
@@ -132,8 +134,9 @@ def main(argv=None) -> int:
                 print(f"  {line}")
         print(
             f"{k + 1:>7} {r['estimate_s']:>10.0f} {r['seconds']:>7.0f} "
-            f"{r['seconds'] / r['estimate_s']:>8.2f} {r['wall_s']:>7.0f} {r['longest_silence_s']:>17.1f} "
-            f"{r['heldout_mean_pct']:>10.1f} / {r['heldout_max_pct']:<9.1f}  {r['rounds']}"
+            f"{r['seconds'] / r['estimate_s']:>8.2f} {r['wall_s']:>7.0f} "
+            f"{r['longest_silence_s']:>17.1f} {r['heldout_mean_pct']:>10.1f} / "
+            f"{r['heldout_max_pct']:<9.1f}  {r['rounds']}"
         )
     print(f"host yardstick after: {yardstick():.3f} s")
     return 0

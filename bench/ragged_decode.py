@@ -6,7 +6,8 @@ pool the padding was a throwaway row, dropped after the prefill, so each row hol
 only its own prompt and tokens. batchsim's pass plan "paged" prices the pool that way
 (``Step.kv_padding`` is left out of what the decode reads). This script measures it:
 
-    python bench/ragged_decode.py [--model gpt2-6l] [--rows 16] [--short 16] [--long 496] [--rounds 12]
+    python bench/ragged_decode.py [--model gpt2-6l] [--rows 16] [--short 16] [--long 496] \
+        [--rounds 12]
 
 One decode pass of ``rows`` rows, timed in three shapes, the shapes interleaved round by round
 (so the machine's drift reaches all three alike): half the rows at ``short`` and half at
@@ -56,7 +57,7 @@ def _median_pass(engine: Engine, ids: list[int], contexts: list[int], passes: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="gpt2-6l")
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--short", type=int, default=16, help="the short rows' context (default 16)")
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.rows < 2 or args.short >= args.long:
         print(
-            f"ragged_decode: error: needs --rows >= 2 and --short < --long, got {args.rows}, {args.short}, {args.long}",
+            f"ragged_decode: error: needs --rows >= 2 and --short < --long, got {args.rows}, "
+            f"{args.short}, {args.long}",
             file=sys.stderr,
         )
         return 2
@@ -84,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(lm)
     if args.long + args.passes + WARMUP > lm.n_positions:
         print(
-            f"ragged_decode: error: --long {args.long} leaves no room for the passes in {lm.n_positions} positions",
+            f"ragged_decode: error: --long {args.long} leaves no room for the passes in "
+            f"{lm.n_positions} positions",
             file=sys.stderr,
         )
         return 2
@@ -101,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     engine.start(Workload(tuple(Request(i, 0.0, room, 1 << 30) for i in ids), "ragged decode"))
     print(f"model: {lm.describe()}; KV {engine.kv_note}")
     print(
-        f"host yardstick (10M-iteration Python loop) {host:.2f} s; load average {os.getloadavg()[0]:.2f}"
+        f"host yardstick (10M-iteration Python loop) {host:.2f} s; load average "
+        f"{os.getloadavg()[0]:.2f}"
     )
     got: dict[str, list[float]] = {k: [] for k in shapes}
     for _ in range(args.rounds):
@@ -110,13 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in got.items():
         ms = np.array(v) * 1e3
         print(
-            f"{k:<36} {np.median(ms):8.2f} ms  (p10 {np.percentile(ms, 10):.2f}, p90 {np.percentile(ms, 90):.2f}; "
-            f"{args.rounds} rounds)"
+            f"{k:<36} {np.median(ms):8.2f} ms  (p10 {np.percentile(ms, 10):.2f}, p90 "
+            f"{np.percentile(ms, 90):.2f}; {args.rounds} rounds)"
         )
     rag, at_mean, at_long = (float(np.median(v)) for v in got.values())
     where = (rag - at_mean) / (at_long - at_mean)
     print(
-        f"the ragged pass sits {where:.0%} of the way from the mean's price (0 %) to the longest's (100 %): "
+        f"the ragged pass sits {where:.0%} of the way from the mean's price (0 %) to the longest's "
+        f"(100 %): "
         + (
             "it reads its rows' own context, as the paged plan prices it"
             if abs(where) < 0.25

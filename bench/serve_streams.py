@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     server_flags = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", default="1,2,4,8,16,32,64,128", help="concurrent clients to try")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompt", type=int, default=64)
@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp, served(*server_flags, tmp=Path(tmp)) as srv:
         print(
-            f"server: {srv.url} {' '.join(server_flags) or '(defaults)'}; prompt {args.prompt}, output {args.output}"
+            f"server: {srv.url} {' '.join(server_flags) or '(defaults)'}; prompt {args.prompt}, "
+            f"output {args.output}"
         )
         rows: dict[int, list[dict]] = {n: [] for n in levels}
         for r in range(args.repeats):
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                 rep = run_load(srv.url, wl, max_concurrency=n)
                 rows[n].append(rep.summary())
         print(
-            f"{'streams':>7} {'TTFT p50 ms':>16} {'TTFT p90 ms':>12} {'TPOT p50 ms':>16} {'out tok/s':>16}  failed"
+            f"{'streams':>7} {'TTFT p50 ms':>16} {'TTFT p90 ms':>12} {'TPOT p50 ms':>16} "
+            f"{'out tok/s':>16}  failed"
         )
         first_over = None
         for n in levels:
@@ -75,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             if first_over is None and p50 > 1000:
                 first_over = n
             print(
-                f"{n:>7} {spread('median_ttft_ms'):>16} {statistics.median(x['p90_ttft_ms'] for x in s):>12.0f} "
-                f"{spread('median_tpot_ms'):>16} {spread('output_throughput'):>16}  {sum(x['failed'] for x in s)}"
+                f"{n:>7} {spread('median_ttft_ms'):>16} "
+                f"{statistics.median(x['p90_ttft_ms'] for x in s):>12.0f} "
+                f"{spread('median_tpot_ms'):>16} {spread('output_throughput'):>16}  "
+                f"{sum(x['failed'] for x in s)}"
             )
         print(
             "median TTFT passed 1 s first at",

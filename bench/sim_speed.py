@@ -1,4 +1,5 @@
-"""How fast the simulator runs and how much memory it takes: every goal of the scale issue, measured.
+"""How fast the simulator runs and how much memory it takes: every goal of the scale issue,
+measured.
 
 Workloads: Poisson arrivals, prompts uniform 32..512, outputs lognormal mean 128 /
 median 96 (the package defaults), the default linear step time, max_seqs 64.
@@ -16,8 +17,8 @@ median 96 (the package defaults), the default linear step time, max_seqs 64.
    exact p99 of the 1,000,000-request run simulated both ways.
 5. Where the time goes: a profile of the 10,000-request continuous run, by part.
 
-    python bench/sim_speed.py [--repeat 3] [--quick]     # --quick skips 2-4
-    python bench/sim_speed.py --against /tmp/base [--rounds 5]   # this checkout vs another, side by side
+    python bench/sim_speed.py [--repeat 3] [--quick]            # --quick skips 2-4
+    python bench/sim_speed.py --against /tmp/base [--rounds 5]  # this checkout vs another
 
 ``--against PATH`` times the 10,000-request continuous runs (both flavours) in this checkout and in
 the one at PATH (a ``git worktree`` of an older commit), each run in a fresh interpreter that
@@ -121,7 +122,8 @@ def in_child(name: str, rate: float, n: int, records: str) -> dict:
 
 
 def where_the_time_goes(n: int) -> list[tuple[str, float]]:
-    """Shares of a profiled continuous run, by part (profiling slows Python calls; the shares hold)."""
+    """Shares of a profiled continuous run, by part (profiling slows Python calls; the shares
+    hold)."""
     wl = workload(20.0, n)
     prof = cProfile.Profile()
     prof.enable()
@@ -131,8 +133,9 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     cum = {}
     for (file, _, fn), (_, _, _, ct, _) in st.items():
         cum[(os.path.basename(file), fn)] = cum.get((os.path.basename(file), fn), 0.0) + ct
-    # The whole profiled run: every function's own time. (Not simulate's cumulative time: cProfile loses
-    # track of a generator that returns without yielding, as a server's step does when the clock jumps.)
+    # The whole profiled run: every function's own time. (Not simulate's cumulative time: cProfile
+    # loses track of a generator that returns without yielding, as a server's step does when the
+    # clock jumps.)
     total = sum(tt for (_, _, tt, _, _) in st.values()) or 1.0
     policy = sum(
         cum.get(("continuous.py", f), 0.0) for f in ("next_action", "on_step_end", "on_arrival")
@@ -144,7 +147,8 @@ def where_the_time_goes(n: int) -> list[tuple[str, float]]:
     executor = cum.get(("executors.py", "run"), 0.0) - pricing
     fold = cum.get(("recorder.py", "fold_events"), 0.0)
     records = cum.get(("recorder.py", "step"), 0.0) + cum.get(("recorder.py", "records"), 0.0)
-    # What is left is SimPy's: its event queue, the processes' resumptions, the arrivals and servers' own lines.
+    # What is left is SimPy's: its event queue, the processes' resumptions, the arrivals and
+    # servers' own lines.
     simpy_share = total - policy - pricing - executor - records
     parts = [
         ("policy decisions (next_action, on_step_end, on_arrival)", policy),
@@ -164,7 +168,8 @@ AGAINST_RUNS = {
 
 
 def timed(run: str) -> None:
-    """In a child: one 10,000-request run of ``AGAINST_RUNS[run]`` at 20/s, its wall time as JSON."""
+    """In a child: one 10,000-request run of ``AGAINST_RUNS[run]`` at 20/s, its wall time as
+    JSON."""
     name, extra = AGAINST_RUNS[run]
     # warm caches
     simulate(workload(20.0, 300, seed=1), make_policy(name, **SETTINGS, **extra), DEFAULT_STEP_TIME)
@@ -196,15 +201,17 @@ def against(other: str, rounds: int) -> int:
     sticks: list[float] = []
     skipped: set[str] = set()
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}; "
-        f"this = {trees['this']}, other = {trees['other']}; {rounds} rounds, 10,000 requests at 20/s each run"
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at start "
+        f"{os.getloadavg()[0]:.2f}; this = {trees['this']}, other = {trees['other']}; {rounds} "
+        f"rounds, 10,000 requests at 20/s each run"
     )
     for r in range(rounds):
         sticks.append(yardstick())
         order = list(trees) if r % 2 == 0 else list(trees)[::-1]  # who goes first alternates
         for run in AGAINST_RUNS:
             for tree in order:
-                # PYTHONPATH first: the child imports that checkout's batchsim, not the installed one.
+                # PYTHONPATH first: the child imports that checkout's batchsim, not the installed
+                # one.
                 env = dict(os.environ, PYTHONPATH=trees[tree])
                 done = subprocess.run(
                     [sys.executable, os.path.abspath(__file__), "--timed", run],
@@ -214,7 +221,8 @@ def against(other: str, rounds: int) -> int:
                     text=True,
                 )
                 if done.returncode != 0:
-                    # An older checkout may lack a flavour (vllm-v1 came later): that run is left out, said below.
+                    # An older checkout may lack a flavour (vllm-v1 came later): that run is left
+                    # out, said below.
                     if tree == "other":
                         skipped.add(run)
                         continue
@@ -229,8 +237,8 @@ def against(other: str, rounds: int) -> int:
                 walls[run, tree].append(got["wall"])
     med = lambda v: float(np.median(v))  # noqa: E731
     print(
-        f"yardstick (10M-iteration Python loop): median {med(sticks):.3f} s, "
-        f"spread {min(sticks):.3f}-{max(sticks):.3f} s\n"
+        f"yardstick (10M-iteration Python loop): median {med(sticks):.3f} s, spread "
+        f"{min(sticks):.3f}-{max(sticks):.3f} s\n"
     )
     head = f"{'run':<12}{'tree':<7}{'median s':>9}{'min-max s':>15}{'ratio to other (median)':>25}"
     print(head + "\n" + "-" * len(head))
@@ -254,7 +262,10 @@ def against(other: str, rounds: int) -> int:
 def small_runs(repeat: int) -> None:
     """Goal 1: 10,000 requests of each policy, at the issue's load and at a common one."""
     print(f"1. 10,000 requests, each policy (goal <= {GOAL_10K_S} s)")
-    head = f"{'policy':<11}{'rate/s':>7}{'busy':>6}{'batch':>7}{'events':>8}{'wall s':>8}{'sim req/s':>11}  goal"
+    head = (
+        f"{'policy':<11}{'rate/s':>7}{'busy':>6}{'batch':>7}{'events':>8}{'wall s':>8}"
+        f"{'sim req/s':>11}  goal"
+    )
     print(head + "\n" + "-" * len(head))
     for label, loads in (
         ("issue's load", ISSUE_LOADS),
@@ -264,13 +275,15 @@ def small_runs(repeat: int) -> None:
             wall, s, events = best_of(name, rate, 10_000, repeat)
             ok = "met" if wall <= GOAL_10K_S else "MISSED"
             print(
-                f"{name:<11}{rate:>7.2f}{s['busy_fraction']:>6.0%}{s['mean_batch_size']:>7.1f}{events:>8}{wall:>8.3f}"
-                f"{10_000 / wall:>11,.0f}  {ok}  ({label})"
+                f"{name:<11}{rate:>7.2f}{s['busy_fraction']:>6.0%}{s['mean_batch_size']:>7.1f}"
+                f"{events:>8}{wall:>8.3f}{10_000 / wall:>11,.0f} "
+                f" {ok}  ({label})"
             )
 
 
 def large_runs() -> None:
-    """Goals 2-4: 100k to 10M continuous requests, each in a child process (its peak RSS is the run's)."""
+    """Goals 2-4: 100k to 10M continuous requests, each in a child process (its peak RSS is the
+    run's)."""
     print("\n2-4. large runs, each in a child process of its own (peak RSS is that process's)")
     head = f"{'run':<38}{'wall s':>8}{'sim req/s':>11}{'peak RSS MB':>13}{'p99 E2E s':>11}"
     print(head + "\n" + "-" * len(head))
@@ -283,33 +296,36 @@ def large_runs() -> None:
     }.items():
         r = rows[key] = in_child(name, rate, n, records)
         print(
-            f"{key:<38}{r['wall']:>8.1f}{n / r['wall']:>11,.0f}{r['rss_mb']:>13,.0f}{r['p99_e2e']:>11.3f}"
+            f"{key:<38}{r['wall']:>8.1f}{n / r['wall']:>11,.0f}{r['rss_mb']:>13,.0f}"
+            f"{r['p99_e2e']:>11.3f}"
         )
     big, small = rows["1M continuous, full records"], rows["100k continuous, full records"]
     slope = (big["rss_mb"] - small["rss_mb"]) * 2**20 / 900_000
     print(
-        f"\n1M requests, continuous: {big['wall']:.1f} s (goal <= 30 s: {'met' if big['wall'] <= 30 else 'MISSED'}), "
-        f"peak RSS {big['rss_mb']:,.0f} MB (goal <= 1 GB: {'met' if big['rss_mb'] <= 1024 else 'MISSED'}); "
-        f"workload generation {big['workload_s']:.2f} s"
+        f"\n1M requests, continuous: {big['wall']:.1f} s (goal <= 30 s: "
+        f"{'met' if big['wall'] <= 30 else 'MISSED'}), peak RSS {big['rss_mb']:,.0f} MB (goal <= 1 "
+        f"GB: {'met' if big['rss_mb'] <= 1024 else 'MISSED'}); workload generation "
+        f"{big['workload_s']:.2f} s"
     )
     print(
         f"memory per request: the records' arrays {big['request_bytes']:.0f} B + the step log "
-        f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1_000_000:.2f} steps per request x 72 B; --summary-only keeps "
-        f"only its totals, or streams it to CSV); peak RSS grows {slope:.0f} B per request from 100k to 1M "
-        f"(goal: constant, <= 300 B plus the step log: {'met' if big['request_bytes'] <= 300 else 'MISSED'})"
+        f"{big['step_bytes']:.0f} B ({big['step_rows'] / 1_000_000:.2f} steps per request x 72 B; "
+        f"--summary-only keeps only its totals, or streams it to CSV); peak RSS grows {slope:.0f} "
+        f"B per request from 100k to 1M (goal: constant, <= 300 B plus the step log: "
+        f"{'met' if big['request_bytes'] <= 300 else 'MISSED'})"
     )
     summ = rows["1M continuous, summary only"]
     err = abs(summ["p99_e2e"] - big["p99_e2e"]) / big["p99_e2e"]
     print(
-        f"streaming sketch: p99 E2E of 1M requests {summ['p99_e2e']:.4f} s vs exact {big['p99_e2e']:.4f} s, "
-        f"error {err:.3%} (stated bound 0.5 %); 10M requests summary-only in "
-        f"{rows['10M continuous, summary only']['wall']:.0f} s, "
-        f"peak RSS {rows['10M continuous, summary only']['rss_mb']:,.0f} MB"
+        f"streaming sketch: p99 E2E of 1M requests {summ['p99_e2e']:.4f} s vs exact "
+        f"{big['p99_e2e']:.4f} s, error {err:.3%} (stated bound 0.5 %); 10M requests summary-only "
+        f"in {rows['10M continuous, summary only']['wall']:.0f} s, peak RSS "
+        f"{rows['10M continuous, summary only']['rss_mb']:,.0f} MB"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--quick", action="store_true", help="only the 10,000-request runs and the profile"
@@ -333,12 +349,14 @@ def main(argv: list[str] | None = None) -> int:
         child(name, float(rate), int(n), records)
         return 0
     print(
-        f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; load average at start "
-        f"{os.getloadavg()[0]:.2f}. This machine is shared with other work: every figure below is measured in this "
-        f"one run, side by side; wall = best of {args.repeat} where repeated."
+        f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; load "
+        f"average at start {os.getloadavg()[0]:.2f}. This machine is shared with other work: every "
+        f"figure below is measured in this one run, side by side; wall = best of {args.repeat} "
+        f"where repeated."
     )
     print(
-        f"workload: Poisson, prompts {PROMPT!r}, outputs {OUTPUT!r}; {DEFAULT_STEP_TIME!r}; {SETTINGS}\n"
+        f"workload: Poisson, prompts {PROMPT!r}, outputs {OUTPUT!r}; {DEFAULT_STEP_TIME!r}; "
+        f"{SETTINGS}\n"
     )
 
     small_runs(args.repeat)
@@ -346,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         large_runs()
 
     print(
-        "\n5. where the time goes (profiled 10,000-request continuous run at 20/s, share of simulate):"
+        "\n5. where the time goes (profiled 10,000-request continuous run at 20/s, share of "
+        "simulate):"
     )
     for k, share in where_the_time_goes(10_000):
         print(f"  {share:>6.1%}  {k}")

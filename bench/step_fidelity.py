@@ -1,10 +1,11 @@
-"""Step fidelity: does the profiled model price each kind of pass right, once the run's level is out?
+"""Step fidelity: does the profiled model price each kind of pass right, once the run's level is
+out?
 
 A measured run keeps every pass the engine ran with its planned shape (``meta['passes']``), and
 the schedule is the simulator's own (the replay is exact), so each pass has a price in the
 profiled model. This bench runs several workload families on one engine, against one profile
-sized to all of them (``realrun.cli.calibration.sized_profile``), in interleaved rounds, and per kind
-of pass prints measured / priced:
+sized to all of them (``realrun.cli.calibration.sized_profile``), in interleaved rounds, and per
+kind of pass prints measured / priced:
 
 - **raw**: the ratio of totals (measured over priced), median over rounds, with its range;
 - **level out**: the same divided by the round's level, the median over every family of its
@@ -31,7 +32,8 @@ Families (each at ``--load`` of the simulated server's time, ``--seconds`` of ar
     short          continuous; prompts 16..128, outputs 16..96
     long-prompt    continuous, chunked prefill of 256 tokens; prompts 400..900, outputs 8..48
     long-context   continuous; prompts 500..800, outputs 96..192
-    padded         static, 8 rows; prompts 300..450, outputs 8..32 (padded prefills of ~3,500 tokens)
+    padded         static, 8 rows; prompts 300..450, outputs 8..32 (padded prefills of ~3,500
+                   tokens)
     taxi           taxi; prompts 16..512, outputs 16..64
 
 Run it quiet and beside two CPU-bound processes (``scripts/busy.py``), on two models:
@@ -40,17 +42,18 @@ Run it quiet and beside two CPU-bound processes (``scripts/busy.py``), on two mo
     python scripts/busy.py -- python bench/step_fidelity.py --model tiny-gpt2
 
 Per family it also holds a step's first and second decode passes to the later passes of the same
-runs (``meta['pass_rep']``): the same moments, so no level needs taking out, and 1.0 says the profile
-prices a step's first-pass extra (``first_decode_extra``) as the runs paid it. Measured so: gpt2-6l
-quiet, priced +0.57 ms, first passes 0.99x; tiny-gpt2 quiet, priced +0.13 ms, 1.15x (taxi 1.22x,
-static's padded batches 1.03x): its bursts read less than serving runs pay (``realrun.timing.cold``).
+runs (``meta['pass_rep']``): the same moments, so no level needs taking out, and 1.0 says the
+profile prices a step's first-pass extra (``first_decode_extra``) as the runs paid it. Measured so:
+gpt2-6l quiet, priced +0.57 ms, first passes 0.99x; tiny-gpt2 quiet, priced +0.13 ms, 1.15x (taxi
+1.22x, static's padded batches 1.03x): its bursts read less than serving runs pay
+(``realrun.timing.cold``).
 
-``--save A.json`` keeps the profile; ``--calibration A.json,B.json`` prices the very same passes with two
-profiles of this machine (made minutes apart) and ends with how far apart they price each kind once
-their common level is out. That is the floor under the tables: the model can be no nearer the runs
-than a profile of this machine is to the next one. On gpt2-6l here, two profiles made ten minutes
-apart priced the same nine runs' passes 6.8 % apart in common, and, that level out, a chunk over its
-past 6.0 % apart, short prefills 9.0 %, every other kind within 3.2 %.
+``--save A.json`` keeps the profile; ``--calibration A.json,B.json`` prices the very same passes
+with two profiles of this machine (made minutes apart) and ends with how far apart they price each
+kind once their common level is out. That is the floor under the tables: the model can be no nearer
+the runs than a profile of this machine is to the next one. On gpt2-6l here, two profiles made ten
+minutes apart priced the same nine runs' passes 6.8 % apart in common, and, that level out, a chunk
+over its past 6.0 % apart, short prefills 9.0 %, every other kind within 3.2 %.
 """
 
 from __future__ import annotations
@@ -107,7 +110,7 @@ FAMILIES = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--model", default="gpt2-6l", help="gpt2-6l (default), tiny-gpt2 or another offline model"
     )
@@ -126,10 +129,10 @@ def main(argv=None) -> int:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="the profile's time budget (default 600): it buys interleaved rounds of every shape, so a "
-        "slow moment of the machine spreads over all of them instead of landing on one. On gpt2-6l here, "
-        "240 s timed one round of two and the families' level-out ratios spread over 0.86-1.14; both "
-        "rounds (552 s) gave 0.93-1.07",
+        help="the profile's time budget (default 600): it buys interleaved rounds of every shape, "
+        "so a slow moment of the machine spreads over all of them instead of landing on one. On "
+        "gpt2-6l here, 240 s timed one round of two and the families' level-out ratios spread over "
+        "0.86-1.14; both rounds (552 s) gave 0.93-1.07",
     )
     ap.add_argument(
         "--save", default=None, metavar="PATH", help="write the profile's calibration here"
@@ -138,9 +141,9 @@ def main(argv=None) -> int:
         "--calibration",
         default=None,
         metavar="PATH",
-        help="price with this calibration instead of profiling (one made by --save on this machine); "
-        "several, separated by commas, each price the very same passes (a side-by-side of two profiles "
-        "that no run-to-run noise can blur): one table each",
+        help="price with this calibration instead of profiling (one made by --save on this "
+        "machine); several, separated by commas, each price the very same passes (a side-by-side "
+        "of two profiles that no run-to-run noise can blur): one table each",
     )
     a = ap.parse_args(argv)
     families = a.only.split(",")
@@ -162,7 +165,8 @@ def main(argv=None) -> int:
     limits = limits_for(lm)
     print(f"model: {lm.describe()}; engine KV: {engine.kv_note}")
     print(
-        f"host yardstick (10M additions): {yardstick():.3f} s; load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+        f"host yardstick (10M additions): {yardstick():.3f} s; load average "
+        f"{os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
     )
     units, builders = {}, {}
     for name in families:
@@ -207,8 +211,8 @@ def main(argv=None) -> int:
         print("\n".join(notes))
         print(prof.text())
         print(
-            f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with pilot "
-            f"{time.monotonic() - t0:.0f} s"
+            f"profile: {prof.seconds:.0f} s (estimate {prof.info['estimate_s']:.0f} s); wall with "
+            f"pilot {time.monotonic() - t0:.0f} s"
         )
         if a.save:
             prof.write(a.save)
@@ -250,8 +254,9 @@ def _print_places(places: list, model, families) -> None:
     """Per family and over all: a step's first and second decode passes against its later ones."""
     ext = (getattr(model, "first_decode_extra", 0.0), getattr(model, "second_decode_extra", 0.0))
     print(
-        f"\na step's first and second decode passes against its later ones, the same run's (the profile "
-        f"prices them +{ext[0] * 1e3:.3f} and +{ext[1] * 1e3:.3f} ms; 1.0 = priced as paid), median [range] "
+        f"\na step's first and second decode passes against its later ones, the same run's (the "
+        f"profile prices them +{ext[0] * 1e3:.3f} and +{ext[1] * 1e3:.3f} ms; 1.0 = priced as "
+        f"paid), median [range] "
         "over runs:"
     )
     for fam in [*families, "all"]:
@@ -313,8 +318,8 @@ def _print(rows, families, a) -> None:
         + ", ".join(f"{split[r][False]:.3f}/{split[r][True]:.3f}" for r in range(a.rounds))
     )
     print(
-        f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} {'level out: median [range]':>28} "
-        f"{'two levels out':>15} {'s/run':>6}"
+        f"\n{'family':<13} {'kind of pass':<15} {'raw: median [range]':>22} "
+        f"{'level out: median [range]':>28} {'two levels out':>15} {'s/run':>6}"
     )
     summary: dict[str, list[float]] = {}
     for fam in families:
@@ -337,7 +342,8 @@ def _print(rows, families, a) -> None:
                 summary.setdefault(k, []).extend(two)
             print(
                 f"{fam:<13} {k:<15} {np.median(raw):>8.3f} [{min(raw):.3f}-{max(raw):.3f}] "
-                f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {np.median(two):>15.3f} {secs:6.1f}"
+                f"{np.median(out):>14.3f} [{min(out):.3f}-{max(out):.3f}] {np.median(two):>15.3f} "
+                f"{secs:6.1f}"
             )
     print("\nby kind of pass, prefill and decode levels out (median over every run that had it):")
     for k in KINDS:

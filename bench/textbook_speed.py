@@ -33,7 +33,7 @@ def timed(run) -> tuple[float, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
@@ -68,9 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<11}{rate:>7.2f}{a['steps']:>11,}{tb:>12.3f}{fs:>8.3f}{tb / fs:>7.1f}x")
     sticks.append(yardstick())
     print(
-        f"yardstick (10M-iteration Python loop, bench/host.py): "
-        f"{sticks[0]:.3f} s before, {sticks[1]:.3f} s after; "
-        f"load average at the end {os.getloadavg()[0]:.2f}"
+        f"yardstick (10M-iteration Python loop, bench/host.py): {sticks[0]:.3f} s before, "
+        f"{sticks[1]:.3f} s after; load average at the end {os.getloadavg()[0]:.2f}"
     )
     return 0
 

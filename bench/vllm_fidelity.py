@@ -1,4 +1,5 @@
-"""Fidelity against vLLM: batchsim's prediction of vLLM held against vLLM itself, on several load shapes.
+"""Fidelity against vLLM: batchsim's prediction of vLLM held against vLLM itself, on several load
+shapes.
 
 For each load shape, ``python -m realrun compare --engine vllm`` (in-process): vLLM started
 with the continuous policy's knobs, profiled on the workload's shapes (plan "fused", each
@@ -8,27 +9,29 @@ with sampled step times, then measured ``--repeats`` times. One table of errors 
 prediction against the median measurement, (predicted - measured) / measured, with vLLM's busy
 share and the repeats' spread of p50 E2E; each shape's rate is set for ``--load`` busy (0.7), the
 saturated shape's is past capacity (the goal holds at 50-85 % busy: p50 E2E within 10 %,
-p99 E2E within 20 %, p50 TTFT within 15 %); then, per shape, how many metrics agree / disagree / this
-machine cannot tell and how many runs fall inside their one-run 90 % interval. "drift" is how
+p99 E2E within 20 %, p50 TTFT within 15 %); then, per shape, how many metrics agree / disagree /
+this machine cannot tell and how many runs fall inside their one-run 90 % interval. "drift" is how
 much slower (+) or faster (-) a few decode shapes ran when timed again right after the measured run
-than in the profile before it: on a shared machine, errors of that size are the machine's, not the model's.
+than in the profile before it: on a shared machine, errors of that size are the machine's, not the
+model's.
 
-With ``--coverage H``: after each shape's compare, H more runs on the same vLLM server, held out from
-the runs that set the level and the run-to-run spread, each held up to its one-run interval, as
+With ``--coverage H``: after each shape's compare, H more runs on the same vLLM server, held out
+from the runs that set the level and the run-to-run spread, each held up to its one-run interval, as
 ``bench/fidelity.py --coverage`` does for our engine (``bench/held_out.py``): the prediction made
-before the runs, and the one at the level the compare's own passes read (from vLLM's step log). Printed:
-the share inside each (target 80-95 %), sharpness (the half-width against 1.645 x the held-out runs'
-own sd with the seeds', median, target <= 1.5x: an interval cannot be made right by being wide), and
-the same per shape (one policy per shape: there is no ranking to check).
+before the runs, and the one at the level the compare's own passes read (from vLLM's step log).
+Printed: the share inside each (target 80-95 %), sharpness (the half-width against 1.645 x the
+held-out runs' own sd with the seeds', median, target <= 1.5x: an interval cannot be made right by
+being wide), and the same per shape (one policy per shape: there is no ranking to check).
 
 Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
 
-    .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long] [--repeats 3] [--seeds 5] [--load 0.7]
+    .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long]
+    [--repeats 3] [--seeds 5] [--load 0.7]
                                                  [--coverage 3] [--run-spread SD:DF]
 
 Each shape's compare reads the machine's run-to-run spread from its own three runs (2 degrees of
-freedom) and pools it with what the shapes before it read; the last line prints the pooled reading, to
-start the next run of the bench on this machine from (``--run-spread``), as a compare on a stored
+freedom) and pools it with what the shapes before it read; the last line prints the pooled reading,
+to start the next run of the bench on this machine from (``--run-spread``), as a compare on a stored
 calibration starts from the spread stored with it.
 """
 
@@ -54,9 +57,9 @@ from held_out import (  # bench/ is the script's own folder
 )
 
 SHAPES = {
-    # name: realrun flags. The rate is only the shape's unit: --load sets each shape's rate so that the
-    # simulated server is busy that share of the time (realrun compare --busy), as this host's speed
-    # moves (at these fixed rates, short and mixed ran 95 % busy on a slower day).
+    # name: realrun flags. The rate is only the shape's unit: --load sets each shape's rate so that
+    # the simulated server is busy that share of the time (realrun compare --busy), as this host's
+    # speed moves (at these fixed rates, short and mixed ran 95 % busy on a slower day).
     "short": [
         "--arrival",
         "poisson",
@@ -125,7 +128,7 @@ COLUMNS = ("p50_ttft", "p99_ttft", "mean_tpot", "p50_e2e", "p99_e2e", "request_t
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="tiny-gpt2")
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--max-seqs", default="32")
@@ -143,28 +146,32 @@ def main(argv=None) -> int:
         "--load",
         type=float,
         default=0.7,
-        help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated shape)",
+        help="busy fraction each shape's rate is set to (realrun compare --busy; not the saturated "
+        "shape)",
     )
     p.add_argument(
         "--coverage",
         type=int,
         default=0,
         metavar="H",
-        help="H held-out runs per shape after its compare, each held up to its one-run interval (default 0: none)",
+        help="H held-out runs per shape after its compare, each held up to its one-run interval "
+        "(default 0: none)",
     )
     p.add_argument(
         "--no-pool",
         action="store_true",
-        help="each shape's compare reads the run-to-run spread from its own --repeats alone; by default it "
-        "is pooled with the one the shapes before it read (realrun compare --run-spread), as a second "
-        "compare on one machine pools with the spread an earlier one stored with its calibration",
+        help="each shape's compare reads the run-to-run spread from its own --repeats alone; by "
+        "default it is pooled with the one the shapes before it read (realrun compare "
+        "--run-spread), as a second compare on one machine pools with the spread an earlier one "
+        "stored with its calibration",
     )
     p.add_argument(
         "--run-spread",
         metavar="SD:DF",
-        help="a run-to-run spread read earlier on this machine (the last line of an earlier run of this bench "
-        "prints it), pooled into the first shape's as the shapes after it pool theirs: three runs read a "
-        "spread with 2 degrees of freedom, whose Student's t (2.92) widens every interval 1.8x",
+        help="a run-to-run spread read earlier on this machine (the last line of an earlier run of "
+        "this bench prints it), pooled into the first shape's as the shapes after it pool theirs: "
+        "three runs read a spread with 2 degrees of freedom, whose Student's t (2.92) widens every "
+        "interval 1.8x",
     )
     args = p.parse_args(argv)
     if args.run_spread is not None:
@@ -189,8 +196,9 @@ def main(argv=None) -> int:
         out = io.StringIO()
 
         def then(report, run_once, name=name) -> None:
-            # The held-out runs, on the server the compare profiled and measured on (a new server would be
-            # another level); after the compare's runs, so none of them set its level or its spread.
+            # The held-out runs, on the server the compare profiled and measured on (a new server
+            # would be another level); after the compare's runs, so none of them set its level or
+            # its spread.
             from batchsim import summarize
 
             held.extend(
@@ -261,7 +269,8 @@ def main(argv=None) -> int:
                 n for n in obj["notes"] if "schedule, predicted" in n or n.startswith("drift")
             )
             + (
-                f"; the runs' passes took {', '.join(f'{x:.2f}x' for x in levels)} the profile's prices"
+                f"; the runs' passes took {', '.join(f'{x:.2f}x' for x in levels)} the profile's "
+                f"prices"
                 if levels
                 else ""
             )
@@ -286,7 +295,8 @@ def main(argv=None) -> int:
             else "-"
         )
         print(
-            f"{name:8s} {busy:5.0%} {cells} {'-' if sp is None else f'{sp:.1f}%':>9s} {drift:>6s}   {a}"
+            f"{name:8s} {busy:5.0%} {cells} {'-' if sp is None else f'{sp:.1f}%':>9s} {drift:>6s}  "
+            f" {a}"
         )
         for k in GOALS:
             if err.get(k) is not None and 0.5 <= busy <= 0.85:
@@ -296,7 +306,8 @@ def main(argv=None) -> int:
     print()
     for k, goal in GOALS.items():
         print(
-            f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: {'met' if worst[k] <= goal else 'MISSED'})"
+            f"worst |{k}| at 50-85 % busy: {worst[k]:.1f} %  (goal {goal} %: "
+            f"{'met' if worst[k] <= goal else 'MISSED'})"
         )
     if args.coverage:
         print()
@@ -305,26 +316,30 @@ def main(argv=None) -> int:
         print("\n== per shape (one policy each: coverage and sharpness, no ranking)")
         print("\n".join(shape_lines(held)))
     if moves:
-        # The interval made before the runs counts the profile as one more run-like reading of the level
-        # (e^2 sigma^2 / n_ref); how far the runs' level lay from the profile's says whether it is one.
+        # The interval made before the runs counts the profile as one more run-like reading of the
+        # level (e^2 sigma^2 / n_ref); how far the runs' level lay from the profile's says whether
+        # it is one.
         rms = float(np.sqrt(np.mean(np.square(moves))))
         print(
-            f"\nthe level's move from the profile to the runs (their passes against its prices, the model's "
-            f"own error in it): root mean square {rms:.1%} over {len(moves)} shapes "
-            f"({', '.join(f'{np.expm1(m):+.0%}' for m in moves)}), against the run-to-run spread above"
+            f"\nthe level's move from the profile to the runs (their passes against its prices, "
+            f"the model's own error in it): root mean square {rms:.1%} over {len(moves)} shapes "
+            f"({', '.join(f'{np.expm1(m):+.0%}' for m in moves)}), against the run-to-run spread "
+            f"above"
         )
     if earlier and not args.no_pool:
-        # what the next run of this bench on this machine can start from (--run-spread), so that its first
-        # shape's intervals do not stand on 2 degrees of freedom
+        # what the next run of this bench on this machine can start from (--run-spread), so that its
+        # first shape's intervals do not stand on 2 degrees of freedom
         print(
-            f"\nthe run-to-run spread these shapes read, to start the next run from: --run-spread {earlier}"
+            f"\nthe run-to-run spread these shapes read, to start the next run from: --run-spread "
+            f"{earlier}"
         )
     return 0
 
 
 def _compare(argv: list[str], then) -> int:
-    """``python -m realrun compare`` in-process, with ``then(report, run_once)`` called while its vLLM
-    server still serves (``realrun.cli.compare.compare``); a refused flag is one line and exit 2."""
+    """``python -m realrun compare`` in-process, with ``then(report, run_once)`` called while its
+    vLLM server still serves (``realrun.cli.compare.compare``); a refused flag is one line and exit
+    2."""
     from batchsim.core.errors import ConfigError
     from realrun.cli import RunSetup, build_parser
     from realrun.cli.compare import compare
@@ -339,10 +354,11 @@ def _compare(argv: list[str], then) -> int:
 
 
 def _verdicts(rows) -> str:
-    """Per shape: the verdicts by equivalence (``realrun.judge.equivalence``) and how many of the runs lie inside
-    their one-run interval (``realrun.judge.interval``); then the share at 50-85 % busy (target 80-95 %). The
-    runs are held out from the level (the prediction was made before them), not from the run-to-run
-    spread, which their own passes measured: ``--coverage`` holds runs out of both."""
+    """Per shape: the verdicts by equivalence (``realrun.judge.equivalence``) and how many of the
+    runs lie inside their one-run interval (``realrun.judge.interval``); then the share at 50-85 %
+    busy (target 80-95 %). The runs are held out from the level (the prediction was made before
+    them), not from the run-to-run spread, which their own passes measured: ``--coverage`` holds
+    runs out of both."""
     lines, inside = [], []
     for name, busy, _, _, _, run in rows:
         v = {k: x for k, x in (run.get("verdicts") or {}).items() if x is not None}
@@ -359,14 +375,15 @@ def _verdicts(rows) -> str:
             for kind in ("agrees", "disagrees", "cannot tell")
         )
         lines.append(
-            f"{name:8s} {busy:5.0%}  {counts}; runs inside their one-run interval: {sum(held)} of {len(held)}"
+            f"{name:8s} {busy:5.0%}  {counts}; runs inside their one-run interval: {sum(held)} of "
+            f"{len(held)}"
         )
         if 0.5 <= busy <= 0.85:
             inside += held
     if inside:
         lines.append(
-            f"at 50-85 % busy: runs inside their one-run 90 % interval {sum(inside)} of {len(inside)} "
-            f"({sum(inside) / len(inside):.0%}, target 80-95 %)"
+            f"at 50-85 % busy: runs inside their one-run 90 % interval {sum(inside)} of "
+            f"{len(inside)} ({sum(inside) / len(inside):.0%}, target 80-95 %)"
         )
     return "\n".join(lines)
 

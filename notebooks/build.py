@@ -4,8 +4,8 @@ Every notebook opens with what the student will learn, has one cell tagged
 ``parameters`` (CI overrides it to run small), shows the slider panel of
 ``batchsim.teach.widgets`` (which calls ``batchsim.teach.lessons`` and draws the
 lesson's figure once, beside its sliders), and ends with questions. The student
-material never points at the answers: those are in the teacher's edition. The notebooks hold no logic:
-every computation is a package function the tests also call.
+material never points at the answers: those are in the teacher's edition. The notebooks hold no
+logic: every computation is a package function the tests also call.
 
     python notebooks/build.py           # (re)write notebooks/*.ipynb, without outputs
     python notebooks/build.py --check   # exit 1 if a committed notebook differs from this file
@@ -69,7 +69,8 @@ class Notebook:
         ]
         qs += [
             "",
-            "Write your answers down before you discuss them: your teacher goes through them in class.",
+            "Write your answers down before you discuss them: your teacher goes through them in "
+            "class.",
         ]
         add("md", "\n".join(qs))
         nb.cells = cells
@@ -104,13 +105,14 @@ NOTEBOOKS: list[Notebook] = [
         title="1. Why batch? The taxi, the bus and the laundromat",
         course="lesson 1, `course/lessons/01-taxi-and-bus.md`",
         learn=(
-            "why a GPU that serves requests one at a time (a taxi) runs out of capacity long before it runs out "
-            "of work,",
-            "how a batch (a bus, a washing machine holding eight loads) multiplies throughput and divides the "
-            "cost per request,",
-            "what the bus costs the passenger: waiting for it to fill, and the long tail (p99) of that wait,",
-            "why a timetable (leave when full *or* after a maximum wait) keeps most of the gain and little of "
-            "the wait.",
+            "why a GPU that serves requests one at a time (a taxi) runs out of capacity long "
+            "before it runs out of work,",
+            "how a batch (a bus, a washing machine holding eight loads) multiplies throughput and "
+            "divides the cost per request,",
+            "what the bus costs the passenger: waiting for it to fill, and the long tail (p99) of "
+            "that wait,",
+            "why a timetable (leave when full *or* after a maximum wait) keeps most of the gain "
+            "and little of the wait.",
         ),
         parameters="REQUESTS = 400  # requests per simulation\nSEED = 0",
         cells=_std(
@@ -134,14 +136,16 @@ and the price of the GPU. Read the notes under the table: a short run's start ca
 they say when it does.""",
         ),
         questions=(
-            "At what arrival rate does the taxi stop keeping up? Why there (hint: the notes say how long one "
-            "ride takes)?",
-            "At 1 request/s, which policy has the worst mean latency, and why? What does the timetable fix?",
-            "Try 4, 16 and 64 seats at 30 requests/s, then at 2 requests/s. When does a bigger bus help, and "
-            "when does it hurt? Look at throughput, p99 and cost.",
-            "The busy column shows the share of time the GPU computes. The taxi is always busy; why is its "
-            "cost per request still the highest?",
-            "A manager says: 'batching is 10x cheaper, so always batch 64'. Under which traffic is that wrong?",
+            "At what arrival rate does the taxi stop keeping up? Why there (hint: the notes say "
+            "how long one ride takes)?",
+            "At 1 request/s, which policy has the worst mean latency, and why? What does the "
+            "timetable fix?",
+            "Try 4, 16 and 64 seats at 30 requests/s, then at 2 requests/s. When does a bigger bus "
+            "help, and when does it hurt? Look at throughput, p99 and cost.",
+            "The busy column shows the share of time the GPU computes. The taxi is always busy; "
+            "why is its cost per request still the highest?",
+            "A manager says: 'batching is 10x cheaper, so always batch 64'. Under which traffic is "
+            "that wrong?",
         ),
     ),
     Notebook(
@@ -149,15 +153,17 @@ they say when it does.""",
         title="2. Static, dynamic and continuous batching",
         course="lesson 3, `course/lessons/03-static-dynamic-continuous.md`",
         learn=(
-            "how the bus that waits for N (static), the bus with a timetable (dynamic, as in Triton or Ray "
-            "Serve) and the bus that never stops (continuous, as in Orca and vLLM) decide who rides when,",
-            "why padded batches waste work when answers have different lengths (a 5-token answer rides until "
-            "the 250-token one is done),",
-            "how to read a latency distribution (CDF): the median, the tail, and where each policy sits,",
-            "which policy fits which service: an offline job, a high-volume API, an interactive chat, a "
-            "quiet internal tool,",
-            "why one long prompt (prefill) can stall every running request's next token (decode), and how "
-            "chunked prefill spreads it out.",
+            "how the bus that waits for N (static), the bus with a timetable (dynamic, as in "
+            "Triton or Ray Serve) and the bus that never stops (continuous, as in Orca and vLLM) "
+            "decide who rides when,",
+            "why padded batches waste work when answers have different lengths (a 5-token answer "
+            "rides until the 250-token one is done),",
+            "how to read a latency distribution (CDF): the median, the tail, and where each policy "
+            "sits,",
+            "which policy fits which service: an offline job, a high-volume API, an interactive "
+            "chat, a quiet internal tool,",
+            "why one long prompt (prefill) can stall every running request's next token (decode), "
+            "and how chunked prefill spreads it out.",
         ),
         parameters="REQUESTS = 300\nSHOW = 40  # requests drawn in the timeline\nSEED = 0",
         cells=_std(
@@ -201,18 +207,18 @@ gap would a chat user notice? What does chunking cost the person who pasted the 
             ),
         ),
         questions=(
-            "In the dynamic timeline, why do some batches leave with fewer than 16 requests? What sets when they "
-            "leave?",
-            "The `padded` column is the share of decode rows that compute nothing useful. Where does it come "
-            "from, and why is it 0 for continuous batching?",
-            "Continuous batching has the smallest mean batch at low load, yet the best latency. Why is a small "
-            "batch not a problem here?",
+            "In the dynamic timeline, why do some batches leave with fewer than 16 requests? What "
+            "sets when they leave?",
+            "The `padded` column is the share of decode rows that compute nothing useful. Where "
+            "does it come from, and why is it 0 for continuous batching?",
+            "Continuous batching has the smallest mean batch at low load, yet the best latency. "
+            "Why is a small batch not a problem here?",
             "At what load does each policy stop keeping up? Order them and explain the order.",
-            "Which policy would you choose for (a) a nightly job summarising a million documents, (b) a chat "
-            "assistant, (c) an internal tool used ten times an hour? Why?",
-            "In the second panel, why does one long prompt stall *every* running request, and what does chunked "
-            "prefill trade to avoid it? Which chunk size would you pick for a chat service with a 100 ms per "
-            "token SLO?",
+            "Which policy would you choose for (a) a nightly job summarising a million documents, "
+            "(b) a chat assistant, (c) an internal tool used ten times an hour? Why?",
+            "In the second panel, why does one long prompt stall *every* running request, and what "
+            "does chunked prefill trade to avoid it? Which chunk size would you pick for a chat "
+            "service with a 100 ms per token SLO?",
         ),
     ),
     Notebook(
@@ -220,12 +226,13 @@ gap would a chat user notice? What does chunking cost the person who pasted the 
         title="3. Memory: the KV cache and the wall",
         course="lesson 5, `course/lessons/05-kv-cache-memory.md`",
         learn=(
-            "what the KV cache is and how many bytes each token of context costs "
-            "(2 x layers x KV heads x head size x bytes per number),",
+            "what the KV cache is and how many bytes each token of context costs (2 x layers x KV "
+            "heads x head size x bytes per number),",
             "why long contexts cap the batch: the memory wall, batch x context <= KV budget,",
-            "how padded batches reserve memory up front while continuous batching allocates blocks as tokens "
-            "arrive (PagedAttention), and what preemption costs when the blocks run out,",
-            "why grouped-query attention (Llama-3, Mistral) makes room for four times the batch of Llama-2.",
+            "how padded batches reserve memory up front while continuous batching allocates blocks "
+            "as tokens arrive (PagedAttention), and what preemption costs when the blocks run out,",
+            "why grouped-query attention (Llama-3, Mistral) makes room for four times the batch of "
+            "Llama-2.",
         ),
         parameters="REQUESTS = 96  # the burst of identical requests",
         cells=_std(
@@ -244,14 +251,17 @@ the limit for 32 rows. Then switch the model to `llama-3-8b` (8 KV heads instead
 happens to the wall.""",
         ),
         questions=(
-            "Work out by hand how many 1,536-token requests fit in 8 GB for Llama-2-7B, and check the notes.",
-            "Continuous batching ran more rows at once than the static batch on the same memory. Where did the "
-            "extra room come from?",
-            "What is a preemption, what does it cost, and why does continuous batching preempt while the "
-            "static batch never does?",
-            "With `llama-3-8b` the wall moves. By how much, and which line of the model's shape explains it?",
-            "An A100-80GB serves Llama-2-7B (13.5 GB of weights). With 90 % of memory usable, how large a batch "
-            "of 4,096-token conversations fits? Is that enough to reach the roofline's knee (notebook 5)?",
+            "Work out by hand how many 1,536-token requests fit in 8 GB for Llama-2-7B, and check "
+            "the notes.",
+            "Continuous batching ran more rows at once than the static batch on the same memory. "
+            "Where did the extra room come from?",
+            "What is a preemption, what does it cost, and why does continuous batching preempt "
+            "while the static batch never does?",
+            "With `llama-3-8b` the wall moves. By how much, and which line of the model's shape "
+            "explains it?",
+            "An A100-80GB serves Llama-2-7B (13.5 GB of weights). With 90 % of memory usable, how "
+            "large a batch of 4,096-token conversations fits? Is that enough to reach the "
+            "roofline's knee (notebook 5)?",
         ),
     ),
     Notebook(
@@ -259,13 +269,15 @@ happens to the wall.""",
         title="4. Cost: dollars per request and per million tokens",
         course="lesson 6, `course/lessons/06-cost.md`",
         learn=(
-            "how a GPU rented by the hour turns into dollars per request: $/hour / (3600 x requests per second),",
+            "how a GPU rented by the hour turns into dollars per request: $/hour / (3600 x "
+            "requests per second),",
             "how batching divides that cost, and why the saving flattens,",
-            "to check a cost claim with one multiplication: the seed material's '10 RPS = $0.10/request' "
-            "implies a GPU costing $3,600 an hour,",
+            "to check a cost claim with one multiplication: the seed material's '10 RPS = "
+            "$0.10/request' implies a GPU costing $3,600 an hour,",
             "why $/1M tokens is the figure API providers quote.",
         ),
-        parameters="REQUESTS = 256  # the backlog served at each batch size\nFLEET_REQUESTS = 600  # the traffic each fleet serves",
+        parameters="REQUESTS = 256  # the backlog served at each batch size\nFLEET_REQUESTS = 600  "
+        "# the traffic each fleet serves",
         cells=_std(
             "cost_ui(requests=REQUESTS)",
             """
@@ -307,18 +319,21 @@ and the p99.""",
             ),
         ),
         questions=(
-            "What price per GPU-hour do the claim's figures imply for the batched case (100 RPS at $0.01)? "
-            "Is the claim consistent with itself?",
-            "On the A100 here, how many times cheaper is batch 32 than batch 1? Why is it more than the claim's 10x, "
-            "and why does the curve flatten at large batches?",
-            "A T4 costs a fifth of an A100-80GB per hour. Is it cheaper per request for this model? What limits it?",
-            "These runs keep the GPU busy. What happens to $/request at 2 requests/s of real traffic (notebook 1)?",
-            "An API charges $0.20 per million output tokens for an 8B model. With the numbers here, is that "
-            "price above or below the cost of the GPU?",
-            "At 2 requests/s, four GPUs with batches of 8 against one GPU with batches of 32: which costs less per "
-            "token, and by how much? Is the one GPU's p99 much worse? At what arrival rate does that change?",
-            "With 4 GPUs at 2 requests/s, compare the four routers on p99; then at 16 requests/s. When does the "
-            "router matter, and why does least-kv do worst of all at the higher rate?",
+            "What price per GPU-hour do the claim's figures imply for the batched case (100 RPS at "
+            "$0.01)? Is the claim consistent with itself?",
+            "On the A100 here, how many times cheaper is batch 32 than batch 1? Why is it more "
+            "than the claim's 10x, and why does the curve flatten at large batches?",
+            "A T4 costs a fifth of an A100-80GB per hour. Is it cheaper per request for this "
+            "model? What limits it?",
+            "These runs keep the GPU busy. What happens to $/request at 2 requests/s of real "
+            "traffic (notebook 1)?",
+            "An API charges $0.20 per million output tokens for an 8B model. With the numbers "
+            "here, is that price above or below the cost of the GPU?",
+            "At 2 requests/s, four GPUs with batches of 8 against one GPU with batches of 32: "
+            "which costs less per token, and by how much? Is the one GPU's p99 much worse? At what "
+            "arrival rate does that change?",
+            "With 4 GPUs at 2 requests/s, compare the four routers on p99; then at 16 requests/s. "
+            "When does the router matter, and why does least-kv do worst of all at the higher rate?",
         ),
     ),
     Notebook(
@@ -326,12 +341,13 @@ and the p99.""",
         title="5. The roofline: why GPUs want batches",
         course="lesson 2, `course/lessons/02-why-gpus-want-batches.md`",
         learn=(
-            "that a decode step is limited either by memory bandwidth (reading the weights and the KV cache) or "
-            "by arithmetic (FLOPs), whichever is slower, and that a prefill is compute-bound from the start,",
-            "why, at small batches, adding requests costs almost nothing: the weights are read once per step "
-            "for everyone,",
-            "where the knee is (the batch at which the step turns compute-bound) for a GPU and a model, and "
-            "why long contexts move it,",
+            "that a decode step is limited either by memory bandwidth (reading the weights and the "
+            "KV cache) or by arithmetic (FLOPs), whichever is slower, and that a prefill is "
+            "compute-bound from the start,",
+            "why, at small batches, adding requests costs almost nothing: the weights are read "
+            "once per step for everyone,",
+            "where the knee is (the batch at which the step turns compute-bound) for a GPU and a "
+            "model, and why long contexts move it,",
             "how to estimate tokens per second for a GPU from its datasheet.",
         ),
         parameters="GPU = 'A100-80GB'\nMODEL = 'llama-3-8b'",
@@ -357,16 +373,18 @@ only at the knee.""",
 an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
         ),
         questions=(
-            "At batch 1 the step is memory-bound. Estimate its time by hand from the weight bytes and the "
-            "bandwidth, and compare with the figure.",
-            "Why does the knee move to larger batches when each row has more cached context? Can it disappear?",
-            "An H100 has about 3x the FLOP/s of an A100 but only 1.6x the bandwidth. What does that do to the "
-            "knee, and to tokens/s at batch 1?",
-            "Past the knee, tokens/s flattens. What limits the batch before the knee is even reached (notebook 3)?",
-            "For `gpt2` on an A100 the knee is at a similar batch as for an 8B model. Why does the model size "
-            "hardly move it?",
-            "From how many prompt tokens is a prefill compute-bound? Compare with the decode knee at no context, "
-            "and explain why the two numbers are (nearly) the same.",
+            "At batch 1 the step is memory-bound. Estimate its time by hand from the weight bytes "
+            "and the bandwidth, and compare with the figure.",
+            "Why does the knee move to larger batches when each row has more cached context? Can "
+            "it disappear?",
+            "An H100 has about 3x the FLOP/s of an A100 but only 1.6x the bandwidth. What does "
+            "that do to the knee, and to tokens/s at batch 1?",
+            "Past the knee, tokens/s flattens. What limits the batch before the knee is even "
+            "reached (notebook 3)?",
+            "For `gpt2` on an A100 the knee is at a similar batch as for an 8B model. Why does the "
+            "model size hardly move it?",
+            "From how many prompt tokens is a prefill compute-bound? Compare with the decode knee "
+            "at no context, and explain why the two numbers are (nearly) the same.",
         ),
     ),
     Notebook(
@@ -374,12 +392,12 @@ an A100 and an H100, for `gpt2` and for `llama-3-8b`.""",
         title="6. Theory meets simulation",
         course="lesson 4, `course/lessons/04-throughput-latency-slo.md`",
         learn=(
-            "that a server taking one request at a time is the textbook M/D/1 queue, and that its mean wait "
-            "rho S / (2 (1 - rho)) explodes as the load approaches 1,",
-            "that a bus waiting for N passengers makes each wait (N - 1) / (2 lambda) on average, however fast "
-            "the GPU,",
-            "how to check a simulator against theory, and why one run is not enough: replications and "
-            "confidence intervals,",
+            "that a server taking one request at a time is the textbook M/D/1 queue, and that its "
+            "mean wait rho S / (2 (1 - rho)) explodes as the load approaches 1,",
+            "that a bus waiting for N passengers makes each wait (N - 1) / (2 lambda) on average, "
+            "however fast the GPU,",
+            "how to check a simulator against theory, and why one run is not enough: replications "
+            "and confidence intervals,",
             "that utilisation close to 100 % and low latency cannot go together.",
         ),
         parameters="REQUESTS = 2000  # per replication\nREPLICATIONS = 10\nSEED = 0",
@@ -400,15 +418,16 @@ N - i who come after, so the mean wait is (N - 1) / (2 lambda). Both formulas li
 then raise them to 50: how does the error bar change? Change the seats on the bus.""",
         ),
         questions=(
-            "At load 0.5, 0.8 and 0.9, what does the M/D/1 formula give? By what factor does the wait grow from "
-            "0.8 to 0.9?",
-            "Why is a single replication not enough to say the simulator agrees with theory? How does the 95 % "
-            "interval shrink as you add replications?",
-            "The bus-fill wait does not depend on the service time. Why? When would that stop being true?",
-            "The simulated mean is computed from the start, with an empty queue. Would a warm-up period change "
-            "the result at load 0.9? In which direction?",
-            "A provider promises 'p99 under 100 ms at 95 % utilisation' on one GPU serving one request at a "
-            "time. What does this notebook tell you about that promise?",
+            "At load 0.5, 0.8 and 0.9, what does the M/D/1 formula give? By what factor does the "
+            "wait grow from 0.8 to 0.9?",
+            "Why is a single replication not enough to say the simulator agrees with theory? How "
+            "does the 95 % interval shrink as you add replications?",
+            "The bus-fill wait does not depend on the service time. Why? When would that stop "
+            "being true?",
+            "The simulated mean is computed from the start, with an empty queue. Would a warm-up "
+            "period change the result at load 0.9? In which direction?",
+            "A provider promises 'p99 under 100 ms at 95 % utilisation' on one GPU serving one "
+            "request at a time. What does this notebook tell you about that promise?",
         ),
     ),
     Notebook(
@@ -416,17 +435,18 @@ then raise them to 50: how does the error bar change? Change the seats on the bu
         title="7. Predicted vs measured: the simulator meets a real model",
         course="lesson 7, `course/lessons/07-predicted-vs-measured.md`, and `course/gpu-lab.md`",
         learn=(
-            "how to measure step times of a real model (`python -m realrun profile`) and build the simulator's "
-            "profiled step-time model from them (calibration),",
-            "how to run the same policy objects on a real PyTorch model and on the simulator, on the identical "
-            "workload, and compare throughput and latency,",
-            "where the prediction errs and why (noise, warm-up, Python overhead, the shape of the cost),",
-            "that on a laptop CPU the model is tiny and random (timing is real, the text is not), and that the "
-            "same notebook runs GPT-2 on a classroom GPU.",
+            "how to measure step times of a real model (`python -m realrun profile`) and build the "
+            "simulator's profiled step-time model from them (calibration),",
+            "how to run the same policy objects on a real PyTorch model and on the simulator, on "
+            "the identical workload, and compare throughput and latency,",
+            "where the prediction errs and why (noise, warm-up, Python overhead, the shape of the "
+            "cost),",
+            "that on a laptop CPU the model is tiny and random (timing is real, the text is not), "
+            "and that the same notebook runs GPT-2 on a classroom GPU.",
         ),
         parameters=(
-            "MODEL = 'tiny-gpt2'  # offline default; 'gpt2' on a GPU machine with the weights cached\n"
-            "DEVICE = 'cpu'       # 'cuda' in the GPU lab\nREQUESTS = 24\nSEED = 0"
+            "MODEL = 'tiny-gpt2'  # offline default; 'gpt2' on a GPU machine with the weights "
+            "cached\nDEVICE = 'cpu'       # 'cuda' in the GPU lab\nREQUESTS = 24\nSEED = 0"
         ),
         cells=(
             (
@@ -443,9 +463,10 @@ that proves both clocks scheduled the same steps.""",
             ("code", REAL_IMPORTS),
             (
                 "code",
-                "summary, fig = lesson.predicted_vs_measured(policy='continuous', rate=4.0, requests=REQUESTS,\n"
-                "                                            model=MODEL, device=DEVICE, seed=SEED)\n"
-                "print(summary['table'])\nfor note in summary.get('notes', []):\n    print(note)\nfig",
+                "summary, fig = lesson.predicted_vs_measured(policy='continuous', rate=4.0, "
+                "requests=REQUESTS,\n                                            model=MODEL, "
+                "device=DEVICE, seed=SEED)\nprint(summary['table'])\nfor note in "
+                "summary.get('notes', []):\n    print(note)\nfig",
             ),
             (
                 "md",
@@ -455,17 +476,20 @@ few seconds, so it waits for the button rather than following the sliders).""",
             ),
             (
                 "code",
-                "panel = widgets.measured_ui(requests=REQUESTS, model=MODEL, device=DEVICE, seed=SEED)\npanel",
+                "panel = widgets.measured_ui(requests=REQUESTS, model=MODEL, device=DEVICE, "
+                "seed=SEED)\npanel",
             ),
         ),
         questions=(
-            "Which figure does the simulator predict best, and which worst? Give one cause for the worst.",
-            "Run the same policy twice. How much do the measured numbers move between runs? What does that say "
-            "about a 5 % prediction error?",
-            "The profile also fits a line: c0 + c1 x prompt tokens + c2 x rows + c3 x cached tokens. Which term "
-            "dominates on this CPU? Which would dominate on a GPU (notebook 5)? Where does the line miss the grid?",
-            "Does the ranking of the policies (which is fastest, which has the best p99) agree between predicted "
-            "and measured, even where the numbers differ?",
+            "Which figure does the simulator predict best, and which worst? Give one cause for the "
+            "worst.",
+            "Run the same policy twice. How much do the measured numbers move between runs? What "
+            "does that say about a 5 % prediction error?",
+            "The profile also fits a line: c0 + c1 x prompt tokens + c2 x rows + c3 x cached "
+            "tokens. Which term dominates on this CPU? Which would dominate on a GPU (notebook 5)? "
+            "Where does the line miss the grid?",
+            "Does the ranking of the policies (which is fastest, which has the best p99) agree "
+            "between predicted and measured, even where the numbers differ?",
             "What would you change in the profile to make the prediction better for long prompts?",
         ),
     ),
@@ -474,16 +498,16 @@ few seconds, so it waits for the button rather than following the sliders).""",
         title="8. A real day of traffic",
         course="lesson 8, `course/lessons/08-a-real-day.md`",
         learn=(
-            "what real LLM traffic looks like: the Azure 2023 conversation trace, bursty arrivals, long prompts, "
-            "answers from a few tokens to a thousand,",
-            "how to state a service-level objective (SLO) for a chat service: time to first token and time per "
-            "output token,",
+            "what real LLM traffic looks like: the Azure 2023 conversation trace, bursty arrivals, "
+            "long prompts, answers from a few tokens to a thousand,",
+            "how to state a service-level objective (SLO) for a chat service: time to first token "
+            "and time per output token,",
             "how to choose a policy and a batch size that meet it, and what the choice costs,",
             "why a configuration that looks fine on average can fail its SLO for minutes at a time.",
         ),
         parameters=(
-            "MINUTES = 5.0   # how much of the trace to replay\n"
-            "TRACE = None    # None: the Azure trace that ships with batchsim; 'synthetic': a fit to it"
+            "MINUTES = 5.0   # how much of the trace to replay\nTRACE = None    # None: the Azure "
+            "trace that ships with batchsim; 'synthetic': a fit to it"
         ),
         cells=_std(
             "real_day_ui(minutes=MINUTES, trace=TRACE)",
@@ -503,14 +527,16 @@ this SLO, on this GPU. Then tighten the SLO, move the window to a busier part of
 another GPU.""",
         ),
         questions=(
-            "Which policy meets the SLO, and with what smallest batch (max running requests)? What goes wrong "
-            "below it?",
-            "Why do the static and dynamic batches fail so badly on this trace, when they did well in notebook 1?",
-            "Look at the TTFT-over-time panel at batch 32. The SLO holds for a while, then fails for minutes. "
-            "What is happening in the queue?",
-            "Cost: what does one request cost with your choice? How would you lower it without breaking the SLO?",
-            "This trace was served by a fleet, not one GPU. How many A100s would you need for the whole hour at "
-            "your configuration, and how would you check it with this package?",
+            "Which policy meets the SLO, and with what smallest batch (max running requests)? What "
+            "goes wrong below it?",
+            "Why do the static and dynamic batches fail so badly on this trace, when they did well "
+            "in notebook 1?",
+            "Look at the TTFT-over-time panel at batch 32. The SLO holds for a while, then fails "
+            "for minutes. What is happening in the queue?",
+            "Cost: what does one request cost with your choice? How would you lower it without "
+            "breaking the SLO?",
+            "This trace was served by a fleet, not one GPU. How many A100s would you need for the "
+            "whole hour at your configuration, and how would you check it with this package?",
         ),
     ),
 ]

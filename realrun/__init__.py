@@ -2,13 +2,14 @@
 
 The policies are batchsim's own objects; realrun only supplies a wall clock
 (``run_real``) and an engine that executes their steps on a real model with its KV
-cache in fixed-size blocks of one pool (``Engine``, ``KVPool``), as the policies count them. The records are batchsim's, so its metrics apply
-unchanged, and ``profile`` fits batchsim's cost model to measured step times so that
-``compare`` can hold the simulator's prediction against the measurement.
+cache in fixed-size blocks of one pool (``Engine``, ``KVPool``), as the policies count them. The
+records are batchsim's, so its metrics apply unchanged, and ``profile`` fits batchsim's cost model
+to measured step times so that ``compare`` can hold the simulator's prediction against the
+measurement.
 
-The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``, ``gpt2-6l``, ``gpt2-8l-32k``) have random weights:
-the timing is real, the text is not. ``realrun.reference.vllm`` serves the same workloads through vLLM,
-the reference engine (``--engine vllm``), and profiles it for the simulator.
+The offline models (``tiny-gpt2``, ``gpt2-random``, ``tiny-gpt2-50k``, ``gpt2-6l``, ``gpt2-8l-32k``)
+have random weights: the timing is real, the text is not. ``realrun.reference.vllm`` serves the same
+workloads through vLLM, the reference engine (``--engine vllm``), and profiles it for the simulator.
 
 Importing ``realrun`` loads nothing heavy: each name below is imported from its module when it
 is first used, so ``python -m realrun load`` (a load generator, no model) starts without torch.

@@ -1,4 +1,5 @@
-"""Run a command beside CPU-bound processes of its own: a student's laptop, with a browser and a call.
+"""Run a command beside CPU-bound processes of its own: a student's laptop, with a browser and a
+call.
 
     python scripts/busy.py [--burners 2] [--limit 3600] [--bursts ON,OFF] -- make test
 
@@ -24,12 +25,16 @@ import subprocess
 import sys
 import time
 
-BURN = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    sum(range(1000))\n"
-#: A burner that comes and goes: ON seconds of work, OFF seconds asleep, starting ``phase`` seconds in.
+BURN = (
+    "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    "
+    "sum(range(1000))\n"
+)
+#: A burner that comes and goes: ON seconds of work, OFF seconds asleep, starting ``phase`` seconds
+#: in.
 BURST = (
-    "import time\nend = time.monotonic() + {limit}\ntime.sleep({phase})\n"
-    "while time.monotonic() < end:\n    stop = time.monotonic() + {on}\n"
-    "    while time.monotonic() < stop:\n        sum(range(1000))\n    time.sleep({off})\n"
+    "import time\nend = time.monotonic() + {limit}\ntime.sleep({phase})\nwhile time.monotonic() < "
+    "end:\n    stop = time.monotonic() + {on}\n    while time.monotonic() < stop:\n        "
+    "sum(range(1000))\n    time.sleep({off})\n"
 )
 
 
@@ -107,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         for b in burners:
             b.wait()
     print(
-        f"busy: the command exited {code} after {time.monotonic() - t0:.0f} s beside {a.burners} burners "
-        f"(load average now {os.getloadavg()[0]:.1f})",
+        f"busy: the command exited {code} after {time.monotonic() - t0:.0f} s beside {a.burners} "
+        f"burners (load average now {os.getloadavg()[0]:.1f})",
         file=sys.stderr,
     )
     return code

@@ -1,7 +1,8 @@
 """How the course writes its numbers and quotes its commands: shared by ``course_values*.py``.
 
 ``fixed`` rounds a figure to the precision the prose needs; ``cli_block`` quotes what a
-command prints, as a lesson shows it; ``lab_checks`` counts a lab's checks for the teacher's edition.
+command prints, as a lesson shows it; ``lab_checks`` counts a lab's checks for the teacher's
+edition.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def cli_block(argv: list[str]) -> str:
 
 
 def lab_checks(n: int) -> int:
-    """How many checks ``pytest course/labs -k labN`` runs: its test functions, a parametrized one once per case."""
+    """How many checks ``pytest course/labs -k labN`` runs: its test functions, a parametrized one
+    once per case."""
     import ast
 
     count = 0

@@ -97,7 +97,8 @@ def lesson2(v: dict[str, str], figure: Figure) -> None:
 
 
 def lesson2_published(v: dict[str, str], figure: Figure) -> None:
-    """Lesson 2's check: the roofline against what engines published (batchsim.machine.validation)."""
+    """Lesson 2's check: the roofline against what engines published
+    (batchsim.machine.validation)."""
     s = figure("02-published.png")
     per = s["per_engine"]
     trt, vllm = per["trt-llm throughput"], per["vllm TPOT"]
@@ -136,7 +137,8 @@ def lesson2_knees(v: dict[str, str]) -> None:
     from batchsim.teach import lessons
 
     rows = [
-        "| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | knee (512 cached) |",
+        "| GPU | model | step at batch 1 | tokens/s at 1 | tokens/s at 64 | knee (no context) | "
+        "knee (512 cached) |",
         "|---|---|---|---|---|---|---|",
     ]
     knees, knee_kv = {}, {}

@@ -1,4 +1,5 @@
-"""The course's numbers for lessons 4-9 and the GPU lab (the roofline, memory, cost, fleets, the engine, how sure).
+"""The course's numbers for lessons 4-9 and the GPU lab (the roofline, memory, cost, fleets, the
+engine, how sure).
 
 The same contract as ``course_values.py``: each function fills its lesson's placeholders in the dict
 ``v``, drawing its figures with ``figure(name)`` where it takes one.
@@ -48,30 +49,35 @@ def lesson5(v: dict[str, str], figure: Figure) -> None:
     v["l5.cont_tps"] = fixed(p["continuous"]["output_throughput"], 0)
     v["l5.table"] = "```\n" + s["table"] + "\n```"
     ct, st_ = p["continuous"]["output_throughput"], p["static"]["output_throughput"]
-    # The sentence follows the numbers: optimistic admission wins only while recomputation costs less.
+    # The sentence follows the numbers: optimistic admission wins only while recomputation costs
+    # less.
     v["l5.verdict"] = (
-        f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}. Optimistic admission wins, minus the recomputation it causes."
+        f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}. Optimistic admission wins, minus the "
+        f"recomputation it causes."
         if ct >= st_
-        else f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}: here optimistic admission *loses*. Every one of the "
-        f"{p['continuous']['preemptions']} preemptions threw away a request's cache, to be recomputed: with 96 "
-        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and again. "
-        "Admitting more than fits pays only when answers are short or memory is ample; with long answers, "
-        "fewer running rows (a lower `max_seqs`) stop the thrashing."
+        else f"{fixed(ct, 0)} tokens/s against {fixed(st_, 0)}: here optimistic admission *loses*. "
+        f"Every one of the {p['continuous']['preemptions']} preemptions threw away a request's "
+        f"cache, to be recomputed: with 96 "
+        "requests of 1,536 tokens and room for 9, the rows grow into each other's blocks again and "
+        "again. Admitting more than fits pays only when answers are short or memory is ample; with "
+        "long answers, fewer running rows (a lower `max_seqs`) stop the thrashing."
     )
     g3, _ = lessons.memory_wall(
         kv_budget_gb=8, prompt_tokens=1024, output_tokens=512, max_batch=32, model="llama-3-8b"
     )
     v["l5.gqa_rows"] = str(g3["rows_that_fit"])
     rows = [
-        "| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token requests that fit |",
+        "| model | KV per token (fp16) | weights | KV budget on an A100-80GB | 4,096-token "
+        "requests that fit |",
         "|---|---|---|---|---|",
     ]
     for m in ("gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b"):
         mm = DEFAULT_CATALOG.model(m)
         b = kv_budget(gpu, mm, "fp16", 0.9)
         rows.append(
-            f"| {m} | {fixed(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | {fixed(mm.weight_bytes('fp16') / 1e9, 1)} GB "
-            f"| {fixed(b.tokens, 0)} tokens | {b.max_batch(4096)} |"
+            f"| {m} | {fixed(mm.kv_bytes_per_token('fp16') / 1024, 0)} KiB | "
+            f"{fixed(mm.weight_bytes('fp16') / 1e9, 1)} GB | {fixed(b.tokens, 0)} tokens | "
+            f"{b.max_batch(4096)} |"
         )
         if m == "llama-2-7b":
             v["l5.a100_l2_rows_4096"] = str(b.max_batch(4096))
@@ -79,7 +85,8 @@ def lesson5(v: dict[str, str], figure: Figure) -> None:
     _lesson5_engine(v, figure)
 
 
-#: What ``bench/engine_efficiency.py --json`` measured, that lesson 5 quotes (made on the course machine).
+#: What ``bench/engine_efficiency.py --json`` measured, that lesson 5 quotes (made on the course
+#: machine).
 ENGINE_KV = Path(__file__).resolve().parent.parent / "course" / "data" / "engine-kv.json"
 
 
@@ -119,10 +126,12 @@ def _lesson5_engine(v: dict[str, str], figure: Figure) -> None:
     # The sentence follows the numbers: the speed claim only where every round agrees with it.
     faster = min(rounds["ours-continuous"]) > max(rounds["ours-padded"])
     speed = (
-        f"and the pool ran {fixed(paged / padded, 2)}x as fast (every round of the pool beat every round of the "
+        f"and the pool ran {fixed(paged / padded, 2)}x as fast (every round of the pool beat every "
+        f"round of the "
         "rectangle): attention reads only real tokens, and nothing is ever copied to make room"
         if faster
-        else f"at about the same speed ({fixed(paged / padded, 2)}x, within the rounds' spread): on this model "
+        else f"at about the same speed ({fixed(paged / padded, 2)}x, within the rounds' spread): "
+        f"on this model "
         "the products, not the cache, take most of a pass"
     )
     same = (
@@ -164,11 +173,13 @@ def lesson6_cost(v: dict[str, str], figure: Figure) -> None:
             c, _ = lessons.cost(gpu=g, max_batch=32)
         except ConfigError:
             rows.append(
-                f"| {g} | {fixed(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not fit | | |"
+                f"| {g} | {fixed(DEFAULT_CATALOG.gpu(g).price_per_hour, 2)} | llama-3-8b does not "
+                f"fit | | |"
             )
             continue
         rows.append(
-            f"| {g} | {fixed(c['price_per_hour'], 2)} | {fixed(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
+            f"| {g} | {fixed(c['price_per_hour'], 2)} | "
+            f"{fixed(c['batches']['batch 1']['cost_per_1m_tokens'], 2)} | "
             f"{fixed(c['cost_per_1m_tokens'], 2)} | {fixed(c['saving'], 0)}x |"
         )
     v["l6.gpu_table"] = "\n".join(rows)
@@ -197,11 +208,13 @@ def lesson6_fleet(v: dict[str, str], figure: Figure) -> None:
             row = next(iter(r["rows"].values()))
             v[f"l6.fleet_{int(rate)}_{router}_e2e"] = fixed(row["p99_e2e"], 2)
             v[f"l6.fleet_{int(rate)}_{router}_ttft"] = fixed(row["p99_ttft"], 2)
-    # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4, answer 6).
+    # Where the one GPU falls behind: at whole rates, the fleet panel's slider stops (notebook 4,
+    # answer 6).
     flip = lessons.fleet_flip()
     if flip["rate"] is None or flip["below"] is None:
         raise SystemExit(
-            f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: {flip['ratios']}"
+            f"lessons.fleet_flip: no crossing from 1 to {lessons.FLIP_MAX_RATE} requests/s: "
+            f"{flip['ratios']}"
         )
     v["l6.fleet_flip_rate"] = str(flip["rate"])
     v["l6.fleet_flip_below"] = str(flip["below"])
@@ -285,8 +298,8 @@ def lesson9(v: dict[str, str]) -> None:
     for p in (predicted, *L9_OTHERS):
         jj = judge(p, runs, tol, sd, df)
         rows.append(
-            f"| {fixed(p, 2)} s | {pct(jj.error_pct, 0)} | {pct(jj.low_pct, 0)} to {pct(jj.high_pct, 0)} | "
-            f"**{jj.verdict}** |"
+            f"| {fixed(p, 2)} s | {pct(jj.error_pct, 0)} | {pct(jj.low_pct, 0)} to "
+            f"{pct(jj.high_pct, 0)} | **{jj.verdict}** |"
         )
     v["l9.verdict_table"] = "\n".join(rows)
     level = ASSUMED.sd
@@ -299,7 +312,8 @@ def lesson9(v: dict[str, str]) -> None:
         "|---|---|---|",
     ]
     for r in (1, 2, 3, 5, 10, 20):
-        # The smallest difference r runs can show: the half-width of their interval, whatever they measured.
+        # The smallest difference r runs can show: the half-width of their interval, whatever they
+        # measured.
         small = [
             fixed(judge(1.0, [1.0] * r, tol, s, d).resolvable_pct, 1)
             for s, d in ((psd, pdf), (level, None))
@@ -321,7 +335,8 @@ def lesson9(v: dict[str, str]) -> None:
 
 
 def _lab8_answers(v: dict[str, str], lab: dict) -> None:
-    """Lab 8's answers for the teacher's notes: every verdict on the shipped runs, and Part C's case."""
+    """Lab 8's answers for the teacher's notes: every verdict on the shipped runs, and Part C's
+    case."""
     from realrun.judge.equivalence import judge, pooled_log_sd, runs_to_show
     from realrun.judge.interval import ASSUMED
     from realrun.judge.verdict import TARGETS
@@ -342,14 +357,15 @@ def _lab8_answers(v: dict[str, str], lab: dict) -> None:
             counts[j.verdict] += 1
             head = (
                 (
-                    f"| {metric} (±{fixed(tol, 0)} %) | {fixed(sd * 100, 1)} %, {df} df; "
-                    f"{need} run(s) show ±{fixed(tol, 0)} % |"
+                    f"| {metric} (±{fixed(tol, 0)} %) | {fixed(sd * 100, 1)} %, {df} df; {need} "
+                    f"run(s) show ±{fixed(tol, 0)} % |"
                 )
                 if k == 0
                 else "| | |"
             )
             rows.append(
-                f"{head} {policy} | {j.error_pct:+.1f} % | {j.low_pct:+.1f} to {j.high_pct:+.1f} % | {j.verdict} |"
+                f"{head} {policy} | {j.error_pct:+.1f} % | {j.low_pct:+.1f} to {j.high_pct:+.1f} % "
+                f"| {j.verdict} |"
             )
             if (metric, policy) == ("request_throughput", "static"):
                 v["l9.lab_static_thr"] = (
@@ -389,7 +405,8 @@ def gpu_lab(v: dict[str, str]) -> None:
         rows.append(
             f"| {g} | {fixed(t['step_s'][0] * 1e3, 2)} ms | {fixed(t['step_s'][1] * 1e3, 2)} ms | "
             f"{fixed(t['step_s'][2] * 1e3, 2)} ms | {fixed(t['tokens_per_s'][2], 0)} | "
-            f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | {fixed(pre['step_s'] * 1e3, 2)} ms |"
+            f"{lessons.roofline(gpu=g, model='gpt2', batch=1, context=0)[0]['knee']} | "
+            f"{fixed(pre['step_s'] * 1e3, 2)} ms |"
         )
     v["gpu.gpt2_table"] = "\n".join(rows)
     v["gpu.overhead_ms"] = fixed(Server.named("A100-80GB", "gpt2").step_time.overhead * 1e3, 1)

@@ -40,13 +40,17 @@ PLAIN = "arrival_s,prompt_tokens,output_tokens\n"
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 GOOD_ROWS = "".join(f"{i * 0.2:.1f},{20 + i},{5 + i % 7}\n" for i in range(30))
 CAL = '{"model": "linear", "c0": %s, "c1": 2e-05, "c2": 5e-05, "c3": 1e-08}'
-GPU = '{"gpus": {"g": {"tflops": %s, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1.2%s}}}'
+GPU = (
+    '{"gpus": {"g": {"tflops": %s, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": '
+    "1.2%s}}}"
+)
 MODEL = (
     '{"models": {"m": {"layers": %s, "hidden": 2048, "heads": 16, "kv_heads": 16, "head_dim": 128, '
     '"vocab": 32000, "params": 1.3e9, "max_context": 4096}}}'
 )
 
-#: name -> file content (bytes). Kept small: the whole suite writes under a megabyte (one file: 17 MB).
+#: name -> file content (bytes). Kept small: the whole suite writes under a megabyte (one file: 17
+#: MB).
 FILES: dict[str, bytes] = {
     "good": (PLAIN + GOOD_ROWS).encode(),
     "bom": ("\ufeff" + PLAIN + GOOD_ROWS).encode("utf-8"),
@@ -101,12 +105,13 @@ FILES: dict[str, bytes] = {
     "cal_list": b"[0.01, 0, 0, 0]",
     "cal_notjson": b"{c0: 0.01",
     "cal_deep": b"[" * 100_000,
-    # The profiled format (realrun profile writes it): an old version, a boolean where seconds belong.
+    # The profiled format (realrun profile writes it): an old version, a boolean where seconds
+    # belong.
     "cal_profiled_v1": b'{"model": "profiled", "version": 1}',
     "cal_profiled_true": (
-        b'{"model": "profiled", "version": 2, "join_cost": true, '
-        b'"decode": {"rows": [1], "columns": [8], "seconds": [[0.001]]}, '
-        b'"prefill": {"rows": [1], "columns": [8], "seconds": [[0.001]]}}'
+        b'{"model": "profiled", "version": 2, "join_cost": true, "decode": {"rows": [1], '
+        b'"columns": [8], "seconds": [[0.001]]}, "prefill": {"rows": [1], "columns": [8], '
+        b'"seconds": [[0.001]]}}'
     ),
     "cal_utf16": (CAL % "0.01").encode("utf-16"),
     # catalogs
@@ -134,8 +139,10 @@ FILES: dict[str, bytes] = {
     "cat_notjson": b"{gpus",
     "cat_binary": bytes(range(256)),
     "cat_toml_bad.toml": b"[gpus\n",
-    "cat_toml_nan.toml": b"[gpus.g]\ntflops = nan\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n",
-    "cat_toml_good.toml": b"[gpus.g]\ntflops = 100\nbandwidth_gbs = 900\nmemory_gb = 48\nprice_per_hour = 1.0\n",
+    "cat_toml_nan.toml": b"[gpus.g]\ntflops = nan\nbandwidth_gbs = 900\nmemory_gb = "
+    b"48\nprice_per_hour = 1.0\n",
+    "cat_toml_good.toml": b"[gpus.g]\ntflops = 100\nbandwidth_gbs = 900\nmemory_gb = "
+    b"48\nprice_per_hour = 1.0\n",
     "a_file": b"not a folder\n",
 }
 BIG_FILE = "cal_17mb"  # written on demand: 17 MB of JSON spaces
@@ -204,13 +211,15 @@ def _mains():
     return mains
 
 
-#: The watchdog against a hang, not a speed limit: the slowest case seen on a loaded 2-core machine (a real
-#: run whose every request is rejected, after loading the model) took over 60 s; a hang runs forever.
+#: The watchdog against a hang, not a speed limit: the slowest case seen on a loaded 2-core machine
+#: (a real run whose every request is rejected, after loading the model) took over 60 s; a hang runs
+#: forever.
 WATCHDOG_S = 600
 
 
 def run_case(case: Case, tmp: Path, timeout: int = WATCHDOG_S) -> tuple[object, str, str]:
-    """(exit code or exception, stdout, stderr) of one case, under a watchdog (and its service, if any)."""
+    """(exit code or exception, stdout, stderr) of one case, under a watchdog (and its service, if
+    any)."""
     if case.serve is None and case.prepare is None:
         return _run_case(case, tmp, timeout, ())
     from badinput_fixtures import prepare, serving

@@ -1,4 +1,5 @@
-"""The bad-input suite's cases: what a new user and a careless script type, and what must come of it.
+"""The bad-input suite's cases: what a new user and a careless script type, and what must come of
+it.
 
 Three lists, one per front door: ``BATCHSIM`` (``python -m batchsim``), ``REALRUN``
 (``python -m realrun``, every case refused before a model loads, or run on tiny-gpt2
@@ -559,7 +560,7 @@ BATCHSIM: list[Case] = [
         "no configuration meets",
         "closest",
     ),
-    # -- accepted: odd but meaningful input, run and checked ----------------------------------------
+    # -- accepted: odd but meaningful input, run and checked ---------------------------------------
     accept("a fleet of 3, least-kv", ("--replicas", "3", "--router", "least-kv")),
     accept("summary only", ("--summary-only",)),
     accept("trace with a BOM", ("--trace", "{f:bom}")),
@@ -1148,9 +1149,9 @@ REALRUN: list[Case] = [
 ]
 
 
-# -- calibrations' step times and spreads, step noise, compare's repeats and load (issue 18 / 23) -----------
-# Kept apart from the lists above (another engineer adds cases there): these cases' files join FILES
-# here, before any fixture writes them.
+# -- calibrations' step times and spreads, step noise, compare's repeats and load (issue 18 / 23)
+# ----------- Kept apart from the lists above (another engineer adds cases there): these cases'
+# files join FILES here, before any fixture writes them.
 import json as _json  # noqa: E402
 
 from badinput import FILES as _FILES  # noqa: E402
@@ -1159,7 +1160,8 @@ _GRID = {"rows": [1, 2], "columns": [8, 16], "seconds": [[0.001, 0.002], [0.002,
 
 
 def _prof(**change) -> bytes:
-    """A profiled (version 2) calibration with ``change`` applied; its spread 3 ratios per grid point."""
+    """A profiled (version 2) calibration with ``change`` applied; its spread 3 ratios per grid
+    point."""
     q = [[[0.8, 1.0, 1.2]] * 2] * 2
     base = {
         "model": "profiled",

@@ -1,4 +1,5 @@
-"""The bad-input suite's newer front doors, by category: fleets, schedulers, sweeps, plans, the API, engines.
+"""The bad-input suite's newer front doors, by category: fleets, schedulers, sweeps, plans, the API,
+engines.
 
 Each list holds issue 23's cases (what a careless or hostile user tried on what was added
 since the suite began) and their neighbours, declared as in ``badinput_cases``: ``refuse``
@@ -93,7 +94,8 @@ def _sweep_refuse(id_, spec, extra, *words) -> Case:
 
 
 def _same_default_server(t) -> bool:
-    """sweep and run simulate the same server: the same point gives the same p99 and the same bill."""
+    """sweep and run simulate the same server: the same point gives the same p99 and the same
+    bill."""
     from badinput import run_case
 
     got = []
@@ -239,7 +241,7 @@ PLANS: list[Case] = [
 ]
 
 
-# -- the Python API ---------------------------------------------------------------------------------
+# -- the Python API --------------------------------------------------------------------------------
 def _st():
     from batchsim import ConstantStepTime
 
@@ -264,7 +266,8 @@ def _check(workload, policy, step_time):
     return check_simulate_args(workload, policy, step_time)
 
 
-#: (id, arguments as a function of nothing, extra keywords, words): simulate's positional arguments gone wrong.
+#: (id, arguments as a function of nothing, extra keywords, words): simulate's positional arguments
+#: gone wrong.
 _SIMULATE_ARGS = [
     (
         "'continuous'",
@@ -294,7 +297,8 @@ API_SIMULATE: list[Case] = [
 
 
 def _quiet_or_noted(fn, *words):
-    """Run ``fn``; its ``BatchsimNote`` warnings must hold every word (none given: it must stay quiet)."""
+    """Run ``fn``; its ``BatchsimNote`` warnings must hold every word (none given: it must stay
+    quiet)."""
     from batchsim import BatchsimNote
 
     with warnings.catch_warnings(record=True) as caught:
@@ -345,7 +349,7 @@ API: list[Case] = [
 ]
 
 
-# -- engines (realrun) ------------------------------------------------------------------------------
+# -- engines (realrun) -----------------------------------------------------------------------------
 _RR = ("--rate", "50", "--prompt-len", "8", "--output-len", "3")
 
 

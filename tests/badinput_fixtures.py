@@ -29,7 +29,8 @@ SERVICES = ("silent", "http", "ssh", "dask")
 
 @contextlib.contextmanager
 def _raw(banner: bytes | None) -> Iterator[int]:
-    """A TCP server that accepts, sends ``banner`` (if any), and holds the connection open until closed."""
+    """A TCP server that accepts, sends ``banner`` (if any), and holds the connection open until
+    closed."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)

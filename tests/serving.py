@@ -100,7 +100,8 @@ def served(*flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | Non
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"realrun serve exited with {proc.returncode} before listening:\n{log.read_text()}"
+                    f"realrun serve exited with {proc.returncode} before "
+                    f"listening:\n{log.read_text()}"
                 )
             try:
                 if srv.get("/health", timeout=2)[0] == 200:
@@ -109,7 +110,8 @@ def served(*flags: str, tmp: Path, start_timeout: float = 600.0, cwd: Path | Non
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"realrun serve did not answer /health within {start_timeout:.0f} s:\n{log.read_text()}"
+                    f"realrun serve did not answer /health within {start_timeout:.0f} "
+                    f"s:\n{log.read_text()}"
                 )
             time.sleep(0.2)
         yield srv

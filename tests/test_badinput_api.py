@@ -1,6 +1,6 @@
-"""Bad input to the Python API, and the two hangs of issue 38: each is one ``ConfigError`` (a ``ValueError``)
-naming the argument and the value, or from a command line exit code 2 and one line naming the flag;
-the package's notes are ``BatchsimNote`` warnings a caller can filter."""
+"""Bad input to the Python API, and the two hangs of issue 38: each is one ``ConfigError`` (a
+``ValueError``) naming the argument and the value, or from a command line exit code 2 and one line
+naming the flag; the package's notes are ``BatchsimNote`` warnings a caller can filter."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ def test_the_api_refuses_by_argument_and_value(case):
 
 
 def test_what_the_checks_let_through_is_unchanged():
-    # Numbers of numpy's kinds are numbers; whole floats are whole; a request from the arrays is plain.
+    # Numbers of numpy's kinds are numbers; whole floats are whole; a request from the arrays is
+    # plain.
     r = Request(np.int64(0), np.float64(1.5), np.int64(3), 2)
     assert (r.arrival, r.prompt_tokens) == (1.5, 3)
     wl = Workload.from_arrays(np.array([0.0, 0.5]), [3.0, 4.0], np.array([1, 2], dtype=np.int32))
@@ -175,7 +176,8 @@ def test_kv_with_an_engine_that_does_not_read_it_is_refused(engine, capsys):
 
 
 def test_a_busy_that_stretches_the_run_past_a_day_is_refused_once_it_sets_the_rate(capsys):
-    """Before: the day check ran before --busy set the rate, so --busy 0.000001 ran for days silently."""
+    """Before: the day check ran before --busy set the rate, so --busy 0.000001 ran for days
+    silently."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from realrun.cli import main
@@ -203,8 +205,8 @@ def test_a_dask_scheduler_without_workers_is_an_error_naming_the_flag(capsys, mo
     from batchsim.cli import main
     from batchsim.sim import tasks
 
-    # The default gives a worker 20 s to join, inside the issue's 30 s with the connect's 5; the test,
-    # which only needs the refusal, gives it 1 s.
+    # The default gives a worker 20 s to join, inside the issue's 30 s with the connect's 5; the
+    # test, which only needs the refusal, gives it 1 s.
     assert tasks.WORKER_TIMEOUT + tasks.CONNECT_TIMEOUT <= 30
     monkeypatch.setattr(tasks, "WORKER_TIMEOUT", 1.0)
     with distributed.LocalCluster(
@@ -229,7 +231,8 @@ def test_a_dask_scheduler_without_workers_is_an_error_naming_the_flag(capsys, mo
         codes: list[int] = []
         run = threading.Thread(target=lambda: codes.append(main(argv)), daemon=True)
         run.start()
-        # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s limit
+        # a watchdog against the old hang, not a measure: the refusal comes within its own 25 s
+        # limit
         run.join(600)
         assert codes, (
             "sweep still waiting after 600 s on a scheduler without workers: the hang is back"

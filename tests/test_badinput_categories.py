@@ -1,4 +1,5 @@
-"""The bad-input suite's newer categories: fleets, schedulers, sweeps, plans, the API and the engines.
+"""The bad-input suite's newer categories: fleets, schedulers, sweeps, plans, the API and the
+engines.
 
 The cases are in ``badinput_categories`` (issue 23's, and their neighbours). Each must
 be ``held`` (see ``badinput.py``), under its watchdog against a hang (``WATCHDOG_S``, 600 s). A

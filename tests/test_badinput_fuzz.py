@@ -1,4 +1,5 @@
-"""A fuzz of flag values: whatever a flag is given, the answer is exit 0 with finite JSON, or exit 2 with one line.
+"""A fuzz of flag values: whatever a flag is given, the answer is exit 0 with finite JSON, or exit 2
+with one line.
 
 Hypothesis draws a flag of ``python -m batchsim run`` (or ``theory``/``roofline``) and a
 value: NaN, infinities, huge and tiny numbers, zero, negatives, integers near the type

@@ -1,5 +1,6 @@
 """The bad-input suite's cases on calibrations' step times and spreads, step noise, and compare's
-repeats, seeds and load (``badinput_cases``: NOISE_*): one line naming the field and the value, exit 2."""
+repeats, seeds and load (``badinput_cases``: NOISE_*): one line naming the field and the value, exit
+2."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""bench/held_out.py, the coverage check both fidelity benches share: the intervals each held-out run is
-held up to, the share inside, and sharpness, on given numbers (no engine runs)."""
+"""bench/held_out.py, the coverage check both fidelity benches share: the intervals each held-out
+run is held up to, the share inside, and sharpness, on given numbers (no engine runs)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ SEED_SD, ELASTICITY = 0.05, 2.0
 
 
 def _row(label="continuous", at_passes=True, repeats=3):
-    """A compare's row: every covered metric predicted at 1.0 before the runs and 1.2 at the passes' level."""
+    """A compare's row: every covered metric predicted at 1.0 before the runs and 1.2 at the passes'
+    level."""
     parts = {k: MetricSpread(SEED_SD, ELASTICITY) for k in H.COVERED}
     return SimpleNamespace(
         label=label,
@@ -170,7 +171,8 @@ def _place(seed_sd=0.0, level_sd=0.2, df=0, ref_runs=1, repeats=3, values=(1.0, 
 def test_a_right_interval_with_a_known_spread_reads_the_closed_form():
     # No seeds' part, sigma known (z = 1.645), three held-out runs: half / (1.645 sd_h) =
     # sqrt(1 + 1/ref) / sqrt(chi2_2 / 2), whose median is sqrt((1 + 1/ref) / ln 2): 1.699 with the
-    # profile's one reference run, 1.387 at the level three repeats read. A right interval is not 1x.
+    # profile's one reference run, 1.387 at the level three repeats read. A right interval is not
+    # 1x.
     before, after = H.right_sharpness(_place(), np.random.default_rng(1), draws=40_000)
     assert before == pytest.approx(math.sqrt(2 / math.log(2)), rel=0.02)
     assert after == pytest.approx(math.sqrt(4 / 3 / math.log(2)), rel=0.02)
@@ -190,11 +192,11 @@ def test_a_right_interval_reads_sharper_with_more_degrees_of_freedom_and_held_ou
 
 
 def test_a_right_interval_reads_what_the_check_reads_of_intervals_that_are_right():
-    # The whole check, over a machine that is as the interval says: the level from one run to the next
-    # sd 0.1, elasticity 2, seeds' sd 0.05; each compare reads sigma from 3 runs (2 df) and predicts at a
-    # level read from one run (the profile, its error shared by every later run); three held-out runs.
-    # Across 2,000 such compares, the held-out runs land inside nine in ten, and the median sharpness the
-    # check reads is what right_sharpness draws for the same place.
+    # The whole check, over a machine that is as the interval says: the level from one run to the
+    # next sd 0.1, elasticity 2, seeds' sd 0.05; each compare reads sigma from 3 runs (2 df) and
+    # predicts at a level read from one run (the profile, its error shared by every later run);
+    # three held-out runs. Across 2,000 such compares, the held-out runs land inside nine in ten,
+    # and the median sharpness the check reads is what right_sharpness draws for the same place.
     rng = np.random.default_rng(4)
     sigma, e, s = 0.10, 2.0, 0.05
     sharp, inside = [], []

@@ -57,7 +57,8 @@ def _chromium() -> str:
             return path
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
         pytest.skip(
-            "chromium is not installed and cannot be (needs root and apt-get): apt-get install -y chromium"
+            "chromium is not installed and cannot be (needs root and apt-get): apt-get install -y "
+            "chromium"
         )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
@@ -126,7 +127,8 @@ def _changed_fraction(a: bytes, b: bytes) -> float:
 
 
 def _stop(proc: subprocess.Popen, log, keep_as: Path) -> None:
-    """Stop a server the test started (killed if it will not end) and keep its log as an artefact."""
+    """Stop a server the test started (killed if it will not end) and keep its log as an
+    artefact."""
     proc.terminate()
     try:
         proc.wait(timeout=15)
@@ -140,7 +142,8 @@ def _stop(proc: subprocess.Popen, log, keep_as: Path) -> None:
 
 @contextlib.contextmanager
 def _voila(notebook: Path, tmp_path: Path):
-    """Voila serving ``notebook`` on 127.0.0.1; yields its URL and stops it (its log kept as an artefact)."""
+    """Voila serving ``notebook`` on 127.0.0.1; yields its URL and stops it (its log kept as an
+    artefact)."""
     _python_packages()
     port = _free_port()
     log = (tmp_path / "voila.log").open("w")
@@ -189,11 +192,12 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
             panel_img = page.locator(".widget-image").last
             panel_img.wait_for(state="visible")
             page.wait_for_function(
-                "() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
-                " return i && i.naturalWidth > 100; }"
+                "() => { const i = [...document.querySelectorAll('.widget-image')].pop(); return i "
+                "&& i.naturalWidth > 100; }"
             )
             images_on_page = page.evaluate(
-                "() => [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length"
+                "() => [...document.querySelectorAll('img')].filter(i => i.naturalWidth > "
+                "100).length"
             )
             # A student scrolls the panel to the top of the screen; then nothing more may be needed.
             panel_img.evaluate("i => i.closest('.widget-hbox').scrollIntoView({block: 'start'})")
@@ -212,7 +216,8 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
             before_src = panel_img.get_attribute("src")
             before = panel_img.screenshot(path=str(ARTEFACTS / "02_panel_before.png"))
 
-            # The arrival-rate slider is the first slider of the panel; type into its readout, as a student can.
+            # The arrival-rate slider is the first slider of the panel; type into its readout, as a
+            # student can.
             slider = page.locator(".widget-slider").filter(has_text="arrival rate").first
             readout = slider.locator(".widget-readout")
             readout.click()
@@ -220,12 +225,13 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
             page.keyboard.type("40")
             page.keyboard.press("Enter")
             page.wait_for_function(
-                "(old) => { const i = [...document.querySelectorAll('.widget-image')].pop(); return i && i.src !== old; }",
+                "(old) => { const i = [...document.querySelectorAll('.widget-image')].pop(); "
+                "return i && i.src !== old; }",
                 arg=before_src,
             )
             page.wait_for_function(
-                "() => { const i = [...document.querySelectorAll('.widget-image')].pop();"
-                " return i.complete && i.naturalWidth > 100; }"
+                "() => { const i = [...document.querySelectorAll('.widget-image')].pop(); return "
+                "i.complete && i.naturalWidth > 100; }"
             )
             after = panel_img.screenshot(path=str(ARTEFACTS / "03_panel_after.png"))
             page.screenshot(path=str(ARTEFACTS / "04_screen_after.png"))
@@ -255,9 +261,9 @@ def test_notebook1_slider_changes_the_plot_in_a_real_browser(voila_url):
     assert "taxi" in table_text and "dynamic" in table_text
 
 
-#: The notebook's width in JupyterLab on a 1366 px screen, its side bar folded: the page less the side
-#: bar's tabs, the prompts' column, the margins and a scroll bar (about 1,210 px), where Voila gives
-#: about 1,330. A page this wide is what the panels must fit there.
+#: The notebook's width in JupyterLab on a 1366 px screen, its side bar folded: the page less the
+#: side bar's tabs, the prompts' column, the margins and a scroll bar (about 1,210 px), where Voila
+#: gives about 1,330. A page this wide is what the panels must fit there.
 JUPYTERLAB_WIDTH = 1210
 
 
@@ -279,8 +285,8 @@ def test_notebook2_figure_stays_beside_the_sliders_and_its_table_is_whole(tmp_pa
             page.set_default_timeout(600_000)  # watchdogs against a hang only
             page.goto(url, timeout=600_000)
             page.wait_for_function(
-                "() => [...document.querySelectorAll('.widget-image')]"
-                ".some(i => i.complete && i.naturalWidth > 100)"
+                "() => [...document.querySelectorAll('.widget-image')].some(i => i.complete && "
+                "i.naturalWidth > 100)"
             )
             geometry = page.evaluate("""() => {
                 const img = [...document.querySelectorAll('.widget-image')].find(i => i.naturalWidth > 100);

@@ -12,11 +12,12 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "busy.py"
 
-#: The child prints the burners' pids (its siblings: children of busy.py) so the test can check them after.
+#: The child prints the burners' pids (its siblings: children of busy.py) so the test can check them
+#: after.
 SIBLINGS = (
-    "import os, subprocess; me = os.getpid(); ppid = os.getppid(); "
-    "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(ppid)], capture_output=True, text=True).stdout; "
-    "print(' '.join(p for p in out.split() if int(p) != me))"
+    "import os, subprocess; me = os.getpid(); ppid = os.getppid(); out = subprocess.run(['ps', "
+    "'-o', 'pid=', '--ppid', str(ppid)], capture_output=True, text=True).stdout; print(' '.join(p "
+    "for p in out.split() if int(p) != me))"
 )
 
 

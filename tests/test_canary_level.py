@@ -1,4 +1,5 @@
-"""The machine's level: prefill and decode priced apart, read by canaries, and a prediction moved there.
+"""The machine's level: prefill and decode priced apart, read by canaries, and a prediction moved
+there.
 
 The measured side is a stand-in (the simulator on a machine whose prefill runs 1.3x its profiled
 price and whose decode runs at it, as measured here while a neighbour used the other core): what
@@ -46,7 +47,8 @@ def test_prefill_and_decode_are_priced_apart():
     p_pass = sum(m.pass_time(p) for p in plan_step(both, m.plan) if p.prefill_rows)
     assert lv.durations(dec, 5) == pytest.approx(0.9 * m.durations(dec, 5))
     assert lv.durations(both, 1)[0] == pytest.approx(0.9 * m.durations(both, 1)[0] + 0.4 * p_pass)
-    # A prefill-only step: its pass at 1.3x, the work around it (step_extra) with the machine (0.9x).
+    # A prefill-only step: its pass at 1.3x, the work around it (step_extra) with the machine
+    # (0.9x).
     assert lv.durations(pre, 1)[0] == pytest.approx(
         1.3 * (m.durations(pre, 1)[0] - m.step_extra) + 0.9 * m.step_extra
     )
@@ -91,7 +93,8 @@ def test_the_session_level_is_the_median_and_moves_only_beyond_its_error():
     # too few runs to tell
     assert one.prefill_run_sd == 0.0 and one.model(model(), np.random.default_rng(0)) is not None
     assert session_level([]) is None
-    # Drawn levels scatter around the applied one by its standard error: one seed's share of the band.
+    # Drawn levels scatter around the applied one by its standard error: one seed's share of the
+    # band.
     draws = [lv.model(model(), np.random.default_rng(k)).prefill for k in range(400)]
     sd = math.hypot(lv.prefill_se, lv.prefill_run_sd) * p
     assert np.mean(draws) == pytest.approx(p, abs=3 * sd / 20) and np.std(draws) == pytest.approx(
@@ -142,8 +145,8 @@ def test_a_canary_that_reads_the_machine_moves_the_prediction_onto_it():
     assert report.level is not None and report.level.applied()[0] == pytest.approx(1.3, abs=0.05)
     assert any("machine level over the runs (8 canaries)" in n for n in report.notes)
     for row in report.rows:
-        # At the profile's level prefill is priced 1.3x too cheap, and TTFT (a prefill, mostly) misses;
-        # at the canaries' level it agrees.
+        # At the profile's level prefill is priced 1.3x too cheap, and TTFT (a prefill, mostly)
+        # misses; at the canaries' level it agrees.
         assert row.errors_at_profile["p50_ttft"] < -15
         assert abs(row.errors["p50_ttft"]) < 8 and row.verdicts["p50_ttft"] == "agrees"
         assert abs(row.errors["p50_e2e"]) < abs(row.errors_at_profile["p50_e2e"])

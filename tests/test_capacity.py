@@ -1,4 +1,5 @@
-"""Capacity planning: the answer holds when re-simulated, everything cheaper misses, and pruning loses nothing.
+"""Capacity planning: the answer holds when re-simulated, everything cheaper misses, and pruning
+loses nothing.
 
 The search prunes with theory and with bisection; an exhaustive search of a small space
 (every candidate at every fleet size) must find the same cheapest configuration.
@@ -42,7 +43,8 @@ def planned(slo: float, *extra):
 
 
 def resimulate(point, cfg):
-    """The configuration simulated afresh, the way a user would run it: a scenario run with its knobs."""
+    """The configuration simulated afresh, the way a user would run it: a scenario run with its
+    knobs."""
     flags = argparse.Namespace(rate=12.0, requests=400)
     d = point.candidate.defaults(cfg["model"], point.replicas, cfg["router"], 0.1)
     (p,) = plan_runs(flags, _PLAN, [Run("again", point.candidate.policy, d)])
@@ -64,8 +66,8 @@ def test_the_answer_meets_the_slo_and_the_next_cheaper_on_the_front_does_not():
 
 
 def test_pruning_finds_what_an_exhaustive_search_finds():
-    # --tp 1: the exhaustive space below is one split per GPU; a fleet meets the objective only in steady
-    # state (steady_misses), for the search and for the exhaustive loop alike.
+    # --tp 1: the exhaustive space below is one split per GPU; a fleet meets the objective only in
+    # steady state (steady_misses), for the search and for the exhaustive loop alike.
     result, cfg, _ = planned(6.0, "--tp", "1")
     objective = Objective(p99_e2e=6.0)
     flags = {"rate": 12.0, "requests": 400}
@@ -133,8 +135,8 @@ def test_bad_plans_are_one_line_and_exit_2(extra, words, capsys):
 
 
 def test_a_trace_that_is_not_there_says_where_traces_come_from(tmp_path, capsys):
-    """The whole trace is counted before the plan starts: a missing file is one line that names it and
-    the trace batchsim ships, not a bare "not found"."""
+    """The whole trace is counted before the plan starts: a missing file is one line that names it
+    and the trace batchsim ships, not a bare "not found"."""
     code = main(["plan", "--trace", str(tmp_path / "nowhere.csv"), "--slo-p99-e2e", "20"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err

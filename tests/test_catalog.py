@@ -1,4 +1,5 @@
-"""The catalog of GPUs and models, and the KV budget in bytes and tokens, against hand arithmetic."""
+"""The catalog of GPUs and models, and the KV budget in bytes and tokens, against hand
+arithmetic."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def test_datasheet_figures_and_ridge():
 
 
 def _gpt2_params(m: Model) -> int:
-    # token + position embeddings, per block (attn 4d^2+4d, 2 LayerNorms 4d, MLP 8d^2+5d), final LayerNorm
+    # token + position embeddings, per block (attn 4d^2+4d, 2 LayerNorms 4d, MLP 8d^2+5d), final
+    # LayerNorm
     d = m.hidden
     return m.vocab * d + m.max_context * d + m.layers * (12 * d * d + 13 * d) + 2 * d
 
@@ -84,9 +86,9 @@ def test_weight_and_kv_bytes():
 
 
 def test_kv_budget_by_hand_for_gpt2_and_a_7b_model():
-    # The A100-80GB has 80 GiB (HBM); vLLM's profiling pass of 8,192 tokens and 256 sampled rows is set aside
-    # (batchsim.machine.memory): (4 x hidden + 3 x MLP) x 2 bytes per token, 2 x 256 x vocab x 4 bytes of logits,
-    # and 0.5 GiB the CUDA context and graphs take.
+    # The A100-80GB has 80 GiB (HBM); vLLM's profiling pass of 8,192 tokens and 256 sampled rows is
+    # set aside (batchsim.machine.memory): (4 x hidden + 3 x MLP) x 2 bytes per token, 2 x 256 x
+    # vocab x 4 bytes of logits, and 0.5 GiB the CUDA context and graphs take.
     a100 = DEFAULT_CATALOG.gpu("A100-80GB")
     act2 = 8192 * (4 * 768 + 3 * 3072) * 2 + 2 * 256 * 50257 * 4 + 2**29
     b = kv_budget(a100, DEFAULT_CATALOG.model("gpt2"), "fp16", 0.9)
@@ -201,12 +203,14 @@ def test_user_catalog_from_toml(tmp_path):
     "content,match",
     [
         (
-            '{"gpus": {"g": {"tflops": 1, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1, "colour": "red"}}}',
+            '{"gpus": {"g": {"tflops": 1, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1, '
+            '"colour": "red"}}}',
             "unknown field 'colour'",
         ),
         ('{"gpus": {"g": {"tflops": 1}}}', "gpus.g"),
         (
-            '{"gpus": {"g": {"tflops": 0, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": 1}}}',
+            '{"gpus": {"g": {"tflops": 0, "bandwidth_gbs": 1, "memory_gb": 1, "price_per_hour": '
+            "1}}}",
             "tflops must be > 0",
         ),
         ('{"machines": {}}', "'gpus' and/or 'models'"),
@@ -234,16 +238,18 @@ def test_bad_catalog_files_name_the_problem(tmp_path, content, match):
 def test_catalog_values_of_the_wrong_type_are_refused(tmp_path, extra, words):
     f = tmp_path / "c.json"
     f.write_text(
-        '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1, '
-        + extra
-        + "}}}"
+        '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": '
+        "1, " + extra + "}}}"
     )
     with pytest.raises(ConfigError, match=words):
         load_catalog(f)
 
 
 def test_catalog_files_with_a_bom_or_in_utf16(tmp_path):
-    body = '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1}}}'
+    body = (
+        '{"gpus": {"g": {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": '
+        "1}}}"
+    )
     f = tmp_path / "c.json"
     f.write_bytes(("\ufeff" + body).encode("utf-8"))
     assert load_catalog(f).gpu("g").tflops == 100

@@ -201,7 +201,7 @@ def test_subprocess_bad_input():
     ]
 
 
-# -- one contract: --out DIR/<scenario>/, records and figures; --json {config, runs, notes} -------------
+# -- one contract: --out DIR/<scenario>/, records and figures; --json {config, runs, notes} --------
 
 
 def test_out_writes_records_and_figures_under_the_scenario(tmp_path, capsys):
@@ -246,7 +246,8 @@ def test_two_scenarios_into_one_folder_keep_both_sets_of_files(tmp_path, capsys)
 
 
 def test_rejected_requests_carry_their_reason_into_the_csv_and_under_the_table(tmp_path, capsys):
-    # A KV budget of 512 tokens: requests whose prompt + output need more blocks than that are refused.
+    # A KV budget of 512 tokens: requests whose prompt + output need more blocks than that are
+    # refused.
     code, out, err = call(
         [
             "run",
@@ -401,5 +402,6 @@ def test_ctrl_c_in_a_sweep_prints_the_values_that_finished(monkeypatch, capsys):
         and "max_batch=4 static" not in out.split("interrupted")[0]
     )
     assert err.strip().splitlines() == [
-        "batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not finish"
+        "batchsim: interrupted (Ctrl-C) during max_batch=4: it and the values after it did not "
+        "finish"
     ]

@@ -97,7 +97,8 @@ def test_same_model_measured_agrees_and_falls_in_its_band():
         )
         lo, hi = row.band["p50_e2e"]
         assert lo <= row.predicted["p50_e2e"] <= hi
-        # The same model on both sides: never "disagrees"; "cannot tell" is honest where 3 runs are too few.
+        # The same model on both sides: never "disagrees"; "cannot tell" is honest where 3 runs are
+        # too few.
         assert not {row.verdicts[k] for k in ("p50_e2e", "p99_e2e", "mean_tpot")} & {"disagrees"}
         d = row.as_dict()
         assert {
@@ -134,8 +135,9 @@ def test_same_model_measured_agrees_and_falls_in_its_band():
 
 
 def test_a_level_shift_the_runs_agree_on_is_called_the_machines():
-    # Every measured run 30 % slower than the profile, each pass priced at that level: the repeats agree with
-    # each other, the prediction misses, and the prediction at the passes' level does not.
+    # Every measured run 30 % slower than the profile, each pass priced at that level: the repeats
+    # agree with each other, the prediction misses, and the prediction at the passes' level does
+    # not.
     from batchsim.core.plan import Pass
 
     st, count = model(), {"k": 0}
@@ -197,7 +199,8 @@ def test_rate_for_busy_reaches_the_asked_busy_fraction():
         f = rate_factor_for_busy(unit, lambda: make_policy("taxi"), m, busy)
         got = summarize(simulate(scaled(unit, f), make_policy("taxi"), m))["busy_fraction"]
         assert got == pytest.approx(busy, abs=0.02)
-    # A batching policy needs a higher rate for the same busy fraction (it does the work in less time).
+    # A batching policy needs a higher rate for the same busy fraction (it does the work in less
+    # time).
     f_taxi = rate_factor_for_busy(unit, lambda: make_policy("taxi"), m, 0.7)
     f_cont = rate_factor_for_busy(unit, lambda: make_policy("continuous", max_seqs=8), m, 0.7)
     assert f_cont > f_taxi

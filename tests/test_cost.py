@@ -15,7 +15,8 @@ from batchsim.machine.cost import cost_summary, implied_price_per_hour, required
 
 def _small_run():
     # Three requests of 2 output tokens (a prefill and one decode step of 0.5 s each) on a taxi:
-    # request 0 runs 0-1 s, request 1 arrives at 1 s and runs 1-2 s, request 2 arrives at 5 s and runs 5-6 s.
+    # request 0 runs 0-1 s, request 1 arrives at 1 s and runs 1-2 s, request 2 arrives at 5 s and
+    # runs 5-6 s.
     wl = Workload.from_arrays([0.0, 1.0, 5.0], [10, 10, 10], [2, 2, 2])
     return summarize(simulate(wl, make_policy("taxi"), ConstantStepTime(0.5)))
 

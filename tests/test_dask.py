@@ -1,5 +1,6 @@
 """Sweeps on Dask: a LocalCluster of two workers gives the serial sweep's numbers exactly, a worker
-that dies is replaced and its task rerun, and a scheduler that cannot be reached is one line, exit 2."""
+that dies is replaced and its task rerun, and a scheduler that cannot be reached is one line, exit
+2."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """A step's first decode passes cost more than the repeated ones the profile's grid times.
 
-The extras are priced in the simulator's step (``ProfiledStepTime.durations``) and in the pass-by-pass
-referee (``priced_passes``) alike, and read off passes tagged with their step's repetition
-(``realrun.timing.cold.decode_cold``). The timed passes here are made up (seeded), so the tests are
-of the arithmetic; one test runs the real engine only to check which repetition it tags each pass with.
+The extras are priced in the simulator's step (``ProfiledStepTime.durations``) and in the
+pass-by-pass referee (``priced_passes``) alike, and read off passes tagged with their step's
+repetition (``realrun.timing.cold.decode_cold``). The timed passes here are made up (seeded), so the
+tests are of the arithmetic; one test runs the real engine only to check which repetition it tags
+each pass with.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def test_the_referee_prices_a_runs_first_passes_with_the_extra():
 
 
 def _burst(level, first, second, n_steps=40, reps=5, seed=0, noise=0.03):
-    """Passes of ``n_steps`` decode steps of ``reps`` repetitions each: price x level, plus the extras."""
+    """Passes of ``n_steps`` decode steps of ``reps`` repetitions each: price x level, plus the
+    extras."""
     rng = np.random.default_rng(seed)
     price = profiled_model().pass_time
     out = []
@@ -181,7 +183,8 @@ def test_the_engine_tags_each_pass_with_its_steps_repetition():
 
 def test_each_first_pass_is_held_to_the_warm_level_of_its_own_row_count():
     """The grid prices 1-row passes 20 % cheap and 8-row ones right; the first passes are all 1 row,
-    the warm ones mostly 8: against one level for all, the grid's 1-row error would read as an extra."""
+    the warm ones mostly 8: against one level for all, the grid's 1-row error would read as an
+    extra."""
     price = profiled_model().pass_time
     out = []
     for i in range(60):

@@ -76,7 +76,8 @@ def test_more_load_more_waiting_continuous():
 
 
 def test_the_bus_fills_faster_under_more_load():
-    """The one policy that goes the other way at low load: more riders, a shorter wait for the bus."""
+    """The one policy that goes the other way at low load: more riders, a shorter wait for the
+    bus."""
     waits = [
         wait_at(lambda: Static(8), rate, step=ConstantStepTime(0.001))["mean_queue_wait"]
         for rate in (2.0, 4.0, 8.0)

@@ -1,4 +1,5 @@
-"""``python -m batchsim doctor`` tells a class what is missing, and the documented setup gives `jupyter lab`."""
+"""``python -m batchsim doctor`` tells a class what is missing, and the documented setup gives
+`jupyter lab`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from batchsim.cli import doctor, main
 
 
 def test_jupyter_lab_runs_after_the_documented_setup():
-    # The syllabus's first command. `make test` installs ".[all]", which includes the notebooks extra.
+    # The syllabus's first command. `make test` installs ".[all]", which includes the notebooks
+    # extra.
     exe = shutil.which("jupyter")
     assert exe, "no `jupyter` on PATH: the notebooks extra must bring jupyterlab"
     # a watchdog against a hang, not a speed limit
@@ -63,7 +65,8 @@ def test_a_trace_that_does_not_exist_is_bad_input(tmp_path, capsys):
 def test_doctor_reads_a_given_trace(tmp_path, capsys):
     p = tmp_path / "t.csv"
     p.write_text(
-        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,100,10\n2023-11-16 18:15:47.5,200,20\n"
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,100,10\n2023-11-16 "
+        "18:15:47.5,200,20\n"
     )
     assert main(["doctor", "--no-widgets", "--trace", str(p)]) == 0
     assert "2 requests" in capsys.readouterr().out
@@ -76,7 +79,8 @@ def test_doctor_help_says_what_it_checks(capsys):
 
 
 def test_voila_without_its_templates_is_named_with_the_fix(monkeypatch, tmp_path):
-    # A venv made with --system-site-packages: voila imports, but Jupyter's data path is the venv's own.
+    # A venv made with --system-site-packages: voila imports, but Jupyter's data path is the venv's
+    # own.
     monkeypatch.setattr(
         "jupyter_core.paths.jupyter_path",
         lambda *parts: [str(tmp_path / "share" / "jupyter" / "voila" / "templates")],

@@ -1,4 +1,5 @@
-"""``realrun.judge.equivalence``: verdicts by equivalence, on made-up runs (no machine is timed here).
+"""``realrun.judge.equivalence``: verdicts by equivalence, on made-up runs (no machine is timed
+here).
 
 The numbers are chosen so the answer can be worked by hand, and one test checks the interval's
 coverage by drawing runs from a known spread with a seeded generator.
@@ -61,8 +62,9 @@ def test_more_runs_settle_what_one_cannot():
 
 
 def test_the_interval_holds_the_true_error_nine_times_in_ten():
-    # Runs drawn with a known log-sd around a metric the prediction misses by 5 %: the 90 % interval of the
-    # error, from 3 runs and the pooled spread of 8 degrees of freedom, holds +5 % in 88-92 % of 4,000 trials.
+    # Runs drawn with a known log-sd around a metric the prediction misses by 5 %: the 90 % interval
+    # of the error, from 3 runs and the pooled spread of 8 degrees of freedom, holds +5 % in 88-92 %
+    # of 4,000 trials.
     rng = np.random.default_rng(42)
     sd, held = 0.08, 0
     for _ in range(4000):

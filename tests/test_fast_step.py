@@ -1,6 +1,6 @@
 """The hot path's shortcuts give exactly what the public way gives: ``fast_step`` / ``fast_chunk``
-build the same objects as ``Step`` / ``Chunk`` (and refuse the same steps), and the simulated clock's
-``jump`` never passes an event that is due."""
+build the same objects as ``Step`` / ``Chunk`` (and refuse the same steps), and the simulated
+clock's ``jump`` never passes an event that is due."""
 
 import itertools
 import re
@@ -26,7 +26,8 @@ def test_fast_chunk_is_a_chunk():
             [0, 17],
             [0, 12],
             [0, 1, 4],
-            # (padded_rows, prefill_padding, kv_padding), as the padded policies pass them; 20 > kv_read is refused
+            # (padded_rows, prefill_padding, kv_padding), as the padded policies pass them; 20 >
+            # kv_read is refused
             [(0, 0, 0), (1, 6, 5), (2, 0, 20)],
         )
     ),

@@ -132,7 +132,8 @@ def test_no_text_of_a_lesson_figure_is_under_14_px_in_a_slide_sized_box(drawn):
 
 def test_the_lessons_own_fonts_are_what_the_floor_is_for():
     # The measurement can fail: the lesson figures as drawn for notebooks (7-10 pt) show their
-    # text at 7 to 11 px on a slide. Raised, the same figure clears the floor and keeps its larger text.
+    # text at 7 to 11 px on a slide. Raised, the same figure clears the floor and keeps its larger
+    # text.
     fn, kwargs = mcf.COURSE_FIGURES["05-memory.png"]
     _, fig = getattr(lessons, fn)(**kwargs)
     before = mcf.text_px_on_slide(fig, 3)

@@ -77,8 +77,8 @@ def test_a_fleet_of_one_is_the_single_server(name, router):
     ],
 )
 def test_each_server_is_a_single_server_fed_what_the_router_gave_it(name, router, rate):
-    """(static is left out: after the last arrival it departs half full, and that moment is the fleet's
-    last arrival, not the server's own.)"""
+    """(static is left out: after the last arrival it departs half full, and that moment is the
+    fleet's last arrival, not the server's own.)"""
     wl = workload(400, rate)
     limits = ServerLimits(kv_budget_tokens=4000)
     fleet = simulate(
@@ -103,7 +103,8 @@ def test_each_server_is_a_single_server_fed_what_the_router_gave_it(name, router
 
 def outstanding_at_each_arrival(r, n_rep):
     """From the records alone: how many requests each server held when request j arrived (routed
-    before j, not rejected, not finished by then; a step ending exactly at an arrival ends after it)."""
+    before j, not rejected, not finished by then; a step ending exactly at an arrival ends after
+    it)."""
     out = np.zeros((len(r), n_rep), dtype=np.int64)
     served = r.completed_mask
     for j in range(len(r)):

@@ -22,10 +22,12 @@ C = DEFAULT_CATALOG
 
 
 def test_hbm_cards_count_gib_and_gddr_cards_decimal_gb():
-    # Datasheets: "80GB HBM2e" is 81,920 MiB in nvidia-smi; "24GB GDDR6" on an L4 is 23,034 MiB = 24.2e9 bytes.
+    # Datasheets: "80GB HBM2e" is 81,920 MiB in nvidia-smi; "24GB GDDR6" on an L4 is 23,034 MiB =
+    # 24.2e9 bytes.
     assert C.gpu("A100-80GB").memory_bytes == 80 * GIB
     assert C.gpu("H100-SXM").memory_bytes == 80 * GIB
-    # This project's H200 showed 143,771 MiB (course/data/gpu/2026-12-04-h200/README.md): 141 GiB, not 141e9.
+    # This project's H200 showed 143,771 MiB (course/data/gpu/2026-12-04-h200/README.md): 141 GiB,
+    # not 141e9.
     assert abs(C.gpu("H200").memory_bytes - 143_771 * 2**20) / (143_771 * 2**20) < 0.01
     assert C.gpu("L4").memory_bytes == 24e9 and C.gpu("L40S").memory_bytes == 48e9
 
@@ -47,11 +49,11 @@ def test_every_catalogue_entry_cites_its_source():
 @pytest.mark.parametrize(
     "gpu,model,util,tokens,logged_tokens,source",
     [
-        # vllm-project/vllm PR 10511 (2024-12-13): `vllm serve meta-llama/Meta-Llama-3-8B` on an H100, 0.90:
-        # available_kv_cache_memory 53.29 GiB = 436,551 tokens of 128 KiB.
+        # vllm-project/vllm PR 10511 (2024-12-13): `vllm serve meta-llama/Meta-Llama-3-8B` on an
+        # H100, 0.90: available_kv_cache_memory 53.29 GiB = 436,551 tokens of 128 KiB.
         ("H100-SXM", "llama-3-8b", 0.9, 8192, 53.29 * GIB / 131072, "vllm PR 10511"),
-        # vllm-project/vllm PR 2031 (2023-12-12): Llama2-7B, TP 1, one A100-80GB: 7,351 GPU blocks of 16 tokens;
-        # max_num_batched_tokens was then the model's context, 4,096.
+        # vllm-project/vllm PR 2031 (2023-12-12): Llama2-7B, TP 1, one A100-80GB: 7,351 GPU blocks
+        # of 16 tokens; max_num_batched_tokens was then the model's context, 4,096.
         ("A100-80GB", "llama-2-7b", 0.9, 4096, 7351 * 16, "vllm PR 2031"),
     ],
 )
@@ -64,8 +66,8 @@ def test_kv_budget_within_5_percent_of_vllms_log(gpu, model, util, tokens, logge
 
 def test_the_activation_reserve_follows_the_profiling_pass_and_shows_in_the_budget_line():
     m = C.model("llama-3-8b")
-    # vLLM PR 10511 logged a PyTorch activation peak of 1.26 GiB for this model at 8,192 tokens; ours,
-    # without the 0.5 GiB outside PyTorch, is within 15 % of it.
+    # vLLM PR 10511 logged a PyTorch activation peak of 1.26 GiB for this model at 8,192 tokens;
+    # ours, without the 0.5 GiB outside PyTorch, is within 15 % of it.
     assert abs((activation_bytes(m, 8192) - 0.5 * GIB) / (1.26 * GIB) - 1) < 0.15
     # a smaller pass, a smaller reserve
     assert activation_bytes(m, 2048) < activation_bytes(m, 8192)
@@ -132,7 +134,8 @@ def test_the_all_reduce_is_priced_from_the_link():
     m = C.model("llama-3-8b")
     nv = RooflineStepTime(C.gpu("H100-SXM"), m, "bf16", tp=2)
     pcie = RooflineStepTime(C.gpu("L40S"), m, "bf16", tp=2)
-    # 64 all-reduces of 8,192 x 4,096 x 2 bytes, a ring of 2 moving 1x the data one way at 80 % of half the link
+    # 64 all-reduces of 8,192 x 4,096 x 2 bytes, a ring of 2 moving 1x the data one way at 80 % of
+    # half the link
     data = 8192 * 4096 * 2 * 2 * 1 / 2
     assert nv.allreduce_s(8192) == pytest.approx(64 * (8e-6 + data / (450e9 * 0.8)))
     assert pcie.allreduce_s(8192) == pytest.approx(64 * (25e-6 + data / (32e9 * 0.8)))

@@ -1,4 +1,5 @@
-"""``realrun.judge.interval``: the interval for one run and for the median of R, on a generative model.
+"""``realrun.judge.interval``: the interval for one run and for the median of R, on a generative
+model.
 
 The checks draw runs from exactly the model the interval assumes (a level per run, the reading the
 prediction was made at, a run's own luck) with seeded generators, and count how often the interval
@@ -99,7 +100,8 @@ def test_bad_values_name_the_field(make, field):
 
 def test_a_spread_read_from_three_runs_widens_the_interval_to_hold_nine_in_ten():
     """The machine's spread read from three runs (2 degrees of freedom) is as often too small as too
-    large: with 1.645 the interval holds about three new runs in four; with Student's 2.92, nine in ten."""
+    large: with 1.645 the interval holds about three new runs in four; with Student's 2.92, nine in
+    ten."""
     rng = np.random.default_rng(11)
     sigma, held_t, held_z, trials = 0.15, 0, 0, 6000
     part = MetricSpread(0.0, 1.0)
@@ -132,7 +134,8 @@ def test_a_spread_pooled_with_one_read_earlier_weighs_each_by_its_degrees_of_fre
 
 def test_readings_one_machine_would_not_give_are_not_pooled_and_this_compares_own_stand():
     """An earlier reading of a busy machine (50 %) against this quiet compare's (5 %), either way
-    round: this compare's own runs stand, with their own degrees of freedom, and the source says so."""
+    round: this compare's own runs stand, with their own degrees of freedom, and the source says
+    so."""
     for own, earlier in ((0.05, 0.50), (0.50, 0.05)):
         mine = RunSpread(own, "three runs", runs=3, df=2)
         p = mine.pooled_with(RunSpread(earlier, "another day", runs=3, df=2))
@@ -154,10 +157,10 @@ def test_f_cdf_is_snedecors_f():
 
 
 def test_agree_refuses_one_machine_one_time_in_forty_on_either_side():
-    """Readings of one machine: the ratio follows F exactly, so the test refuses 2.5 % of pairs whose own
-    reading is the lower and 2.5 % whose own is the higher. (The normal approximation of ln F this
-    replaced refused 6.1 % and 0.2 % with 2 and 8 df: a low reading, the one that narrows an interval
-    below its runs, stood alone 2.4 times too often.)"""
+    """Readings of one machine: the ratio follows F exactly, so the test refuses 2.5 % of pairs
+    whose own reading is the lower and 2.5 % whose own is the higher. (The normal approximation of
+    ln F this replaced refused 6.1 % and 0.2 % with 2 and 8 df: a low reading, the one that narrows
+    an interval below its runs, stood alone 2.4 times too often.)"""
     rng = np.random.default_rng(13)
     for df_a, df_b in ((2, 2), (2, 8), (8, 8)):
         low = high = 0

@@ -1,4 +1,5 @@
-"""``realrun.timing.jitter``: a pass that jitters more than loops of its own length is called the engine's."""
+"""``realrun.timing.jitter``: a pass that jitters more than loops of its own length is called the
+engine's."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def test_a_pass_that_jitters_more_than_the_machine_is_called_the_engines():
     assert got["passes"] == 40
     # sized to one pass
     assert len(asked) == 1 and min(abs(asked[0] - 0.001), abs(asked[0] - 0.004)) < 1e-12
-    # Half 1 ms, half 4 ms: the pass's p90 / p10 is 4 (spread 3), its median one of the two or between.
+    # Half 1 ms, half 4 ms: the pass's p90 / p10 is 4 (spread 3), its median one of the two or
+    # between.
     assert abs(got["pass"]["spread"] - 3.0) < 1e-6
     assert 0.001 - 1e-9 <= got["pass"]["median_s"] <= 0.004 + 1e-9
     assert (

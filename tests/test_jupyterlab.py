@@ -1,7 +1,8 @@
 """Notebook 2 in JupyterLab itself, on a laptop's screen (1366 x 768), run as a student runs it.
 
 JupyterLab opens with its file browser shown, so the notebook's page is narrower (about 1,000 px)
-than the 1,210 px of ``test_browser``'s folded side bar: the harder case, and the one a student meets.
+than the 1,210 px of ``test_browser``'s folded side bar: the harder case, and the one a student
+meets.
 
 ``test_browser`` holds the layout in Voila at JupyterLab's narrower page; this opens the real
 thing: JupyterLab on 127.0.0.1 with a throwaway configuration, notebook 2 opened, Run > Run All
@@ -97,20 +98,21 @@ def test_notebook2_in_jupyterlab_keeps_its_figure_beside_the_sliders(lab_url):
             page.set_default_timeout(WATCHDOG_MS)
             page.goto(lab_url, timeout=WATCHDOG_MS)
             page.locator(".jp-Notebook .jp-Cell").first.wait_for(state="visible")
-            # The status bar says "Idle" once the kernel is up; before that, Run All Cells is greyed out.
+            # The status bar says "Idle" once the kernel is up; before that, Run All Cells is greyed
+            # out.
             page.wait_for_function(
-                "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                ".some(e => /\\bIdle\\b/.test(e.textContent))"
+                "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')].some(e => "
+                "/\\bIdle\\b/.test(e.textContent))"
             )
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             page.wait_for_function(
-                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
-                ".some(i => i.complete && i.naturalWidth > 100)"
+                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')].some(i => "
+                "i.complete && i.naturalWidth > 100)"
             )
             page.evaluate(
-                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')]"
-                ".find(i => i.naturalWidth > 100).closest('.widget-hbox').scrollIntoView({block: 'start'})"
+                "() => [...document.querySelectorAll('.jp-OutputArea .widget-image')].find(i => "
+                "i.naturalWidth > 100).closest('.widget-hbox').scrollIntoView({block: 'start'})"
             )
             geometry = page.evaluate("""() => {
                 const img = [...document.querySelectorAll('.jp-OutputArea .widget-image')]

@@ -93,7 +93,8 @@ def test_the_waiter_builds_once_the_holder_lets_go(tmp_path):
     lines: list[str] = []
     release = threading.Thread(target=lambda: said_waiting.wait(60) and (tmp_path / OURS).unlink())
     release.start()
-    # 60 s is a watchdog against a hang, not a measure: the holder lets go as soon as the line is said.
+    # 60 s is a watchdog against a hang, not a measure: the holder lets go as soon as the line is
+    # said.
     assert build_once(tmp_path, _build, say, wait_s=60, compiled=True, poll_s=0.05) == "the module"
     release.join()
     assert said_waiting.is_set() and len(lines) == 1

@@ -2,8 +2,9 @@
 
 ``pytest course/labs -k labN`` is how a student checks lab N; CI's ``pytest`` runs
 only ``tests/``, so this test runs the lab checks in a subprocess twice: against
-the teacher's edition's ``course/teacher/solutions/`` (every check must pass) and against the student files as
-shipped (every check must fail: a check that passes on an empty lab checks nothing).
+the teacher's edition's ``course/teacher/solutions/`` (every check must pass) and against the
+student files as shipped (every check must fail: a check that passes on an empty lab checks
+nothing).
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ def test_lab4_solution_agrees_with_realruns_own_fit():
 
 
 def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
-    # Lab 8's verdicts are the ones realrun compare gives (realrun.judge.equivalence, realrun.judge.interval): checked here,
-    # on the teacher's side, so the student's check does not name the package's implementation as its oracle.
+    # Lab 8's verdicts are the ones realrun compare gives (realrun.judge.equivalence,
+    # realrun.judge.interval): checked here, on the teacher's side, so the student's check does not
+    # name the package's implementation as its oracle.
     import numpy as np
 
     from realrun.judge.equivalence import judge, pooled_log_sd, t90
@@ -134,7 +136,8 @@ def test_lab8_solution_and_checks_agree_with_realruns_verdicts(capsys):
     for df in [None, *range(1, 300)]:
         assert sol.t90(df) == given.t90(df) == pytest.approx(t90(df), rel=1e-12), df
     assert sol.TOLERANCE_PCT == given.TOLERANCE_PCT == {k: TARGETS[k] for k in sol.TOLERANCE_PCT}
-    # The checks' worked example is lesson 9's, which scripts/course_values_late.py reads from the same runs.
+    # The checks' worked example is lesson 9's, which scripts/course_values_late.py reads from the
+    # same runs.
     assert (checks.PREDICTED, checks.MEASURED) == (
         sol.RUNS["predicted"]["dynamic"]["p50_e2e"],
         sol.RUNS["measured"]["dynamic"]["p50_e2e"],
@@ -197,7 +200,8 @@ def test_student_labs_name_no_reference_implementation():
 
 def test_lab1_part_b_is_judged_on_its_own(tmp_path):
     # A right formula with a wrong bus (it leaves twice as late as the timetable says): Part A's
-    # check must fail and Part B's must pass, since Part B's waits do not come from the student's bus.
+    # check must fail and Part B's must pass, since Part B's waits do not come from the student's
+    # bus.
     text = (SOLUTIONS / "lab1_timetable.py").read_text()
     wrong = text.replace(
         "return self.queue[0].arrival + self.max_wait",
@@ -247,8 +251,9 @@ def test_lab6_parts_b_and_c_are_judged_on_their_own(tmp_path):
 
 
 def test_lab7_checks_name_the_mistake_and_never_the_answer():
-    """Lab 7's Part B and C checks, given the commonest wrong answers, name each one; no failure message
-    holds the figure the student had to compute (issue 40: a check that prints the answer is no check)."""
+    """Lab 7's Part B and C checks, given the commonest wrong answers, name each one; no failure
+    message holds the figure the student had to compute (issue 40: a check that prints the answer is
+    no check)."""
     import json
 
     lab = _load("_lab7_solution", SOLUTIONS / "lab7_class_traffic.py")
@@ -258,8 +263,9 @@ def test_lab7_checks_name_the_mistake_and_never_the_answer():
     mistakes = {
         "in milliseconds": lambda r, c, p, k: right(r, c, p, k)["p50_ttft"] * 1e3,
         "another statistic": lambda r, c, p, k: right(r, c, p, k)["mean_ttft"],
-        # (The policy's default knobs and a run without the limits are named too, where they differ: on the
-        # shipped records, light traffic and short prompts, they give the right figure, so no mistake.)
+        # (The policy's default knobs and a run without the limits are named too, where they differ:
+        # on the shipped records, light traffic and short prompts, they give the right figure, so no
+        # mistake.)
         "policy's replay": lambda r, c, p, k: right(
             r,
             c,
@@ -296,6 +302,7 @@ def test_lab7_checks_name_the_mistake_and_never_the_answer():
 
 
 def repr_given(text: str) -> str:
-    """The student's own figure, as the message quotes it ('you gave X:'), cut out before looking for the answer."""
+    """The student's own figure, as the message quotes it ('you gave X:'), cut out before looking
+    for the answer."""
     m = re.search(r"you gave (\S+):", text)
     return m[1] if m else "\0"

@@ -11,7 +11,8 @@ The layers, lowest first: ``core`` (what both clocks run), ``sim`` (the simulate
 ``machine`` (hardware, models and their bills), ``teach`` (lessons and scenarios), ``cli``.
 A module may import its own layer and those below, never one above; nothing in batchsim
 imports torch (or what brings it) or realrun. realrun is read the same way, with layers of its own
-(``REALRUN_RANKS``): ``engine``, ``clock``, ``timing``, ``judge``, ``reference``, ``classroom``, ``cli``.
+(``REALRUN_RANKS``): ``engine``, ``clock``, ``timing``, ``judge``, ``reference``, ``classroom``,
+``cli``.
 
 What breaks a rule today in files owned by other developers is listed in the allow-lists
 below, each with its reason: the test passes now, and the lists are what is left to do. An
@@ -33,8 +34,9 @@ PACKAGE = "batchsim"
 #: ``textbook`` is the simulated clock written to be read (``batchsim.textbook``): sim's rank.
 RANKS = {"core": 0, "sim": 1, "textbook": 1, "machine": 2, "teach": 3, "cli": 4}
 #: Parts of batchsim outside the layers: the package's own front door (it re-exports every layer)
-#: and ``python -m batchsim``. ``traces`` (the shipped trace files and their own fetch command, which
-#: borrows the CLI's parser while teach reads the traces) has no rank yet: its owner's to give.
+#: and ``python -m batchsim``. ``traces`` (the shipped trace files and their own fetch command,
+#: which borrows the CLI's parser while teach reads the traces) has no rank yet: its owner's to
+#: give.
 UNRANKED = {"", "__main__", "traces"}
 #: Packages batchsim never imports: realrun sits on top of it, and torch is realrun's (vLLM and
 #: transformers bring torch with them).
@@ -45,9 +47,10 @@ FORBIDDEN_ROOTS = {"realrun", "torch", "transformers", "vllm"}
 ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
 
 #: realrun's layers, lowest first, each a subpackage: ``engine`` (the model and its forward passes),
-#: ``clock`` (the wall-clock driver), ``timing`` (the passes timed: profile, canary, drift), ``judge``
-#: (predicted against measured, and the verdicts), ``reference`` (what our engine is held against:
-#: Hugging Face, vLLM, the course's shipped reference), ``classroom`` (serve, load, the lesson), ``cli``.
+#: ``clock`` (the wall-clock driver), ``timing`` (the passes timed: profile, canary, drift),
+#: ``judge`` (predicted against measured, and the verdicts), ``reference`` (what our engine is held
+#: against: Hugging Face, vLLM, the course's shipped reference), ``classroom`` (serve, load, the
+#: lesson), ``cli``.
 REALRUN_RANKS = {
     "engine": 0,
     "clock": 1,
@@ -57,8 +60,8 @@ REALRUN_RANKS = {
     "classroom": 5,
     "cli": 6,
 }
-#: realrun's only modules outside the layers: its front door (each public name imported from its layer
-#: when first used) and ``python -m realrun``.
+#: realrun's only modules outside the layers: its front door (each public name imported from its
+#: layer when first used) and ``python -m realrun``.
 REALRUN_UNRANKED = {"", "__main__"}
 #: realrun's arrows allowed to close a circle between its layers or to run back up, with the reason.
 REALRUN_ALLOWED_ARROWS: dict[tuple[str, str], str] = {}
@@ -84,7 +87,8 @@ class Arrow:
 
 
 def modules(package: str = PACKAGE) -> dict[str, tuple[Path, bool]]:
-    """Every module of the package by dotted name: its file, and whether it is a package's __init__."""
+    """Every module of the package by dotted name: its file, and whether it is a package's
+    __init__."""
     found = {}
     for path in sorted((ROOT / package).rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -104,7 +108,8 @@ _BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def _imports(tree: ast.Module):
-    """(node, kind) for every import statement of a module, walking into functions, classes and blocks."""
+    """(node, kind) for every import statement of a module, walking into functions, classes and
+    blocks."""
     todo = [(node, "module") for node in tree.body]
     while todo:
         node, kind = todo.pop()
@@ -178,8 +183,9 @@ def read_graph(package: str = PACKAGE) -> Graph:
                     graph.arrows.append(Arrow(mod, t, node.lineno, kind))
                     if name is not None and _private(name):
                         graph.private.append((mod, t, name, node.lineno))
-        # ``from . import grid2d; grid2d._plain(...)``: a private name all the same. The text is searched
-        # first: walking every expression of every module would cost most of this test's time.
+        # ``from . import grid2d; grid2d._plain(...)``: a private name all the same. The text is
+        # searched first: walking every expression of every module would cost most of this test's
+        # time.
         if any(re.search(rf"\b{re.escape(local)}\._", text) for local in bound):
             for node in ast.walk(tree):
                 if (
@@ -356,7 +362,8 @@ def _up(arrows: list[Arrow], ranks: dict[str, int]) -> list[Arrow]:
 
 
 def _between_layers(arrows: list[Arrow]) -> list[Arrow]:
-    """The arrows as from layer to layer (one per pair of layers), for circles among the layers themselves."""
+    """The arrows as from layer to layer (one per pair of layers), for circles among the layers
+    themselves."""
     return [
         Arrow(f"realrun.{layer(a.source)}", f"realrun.{layer(a.target)}", a.line, f"{a.kind}: {a}")
         for a in arrows
@@ -395,7 +402,8 @@ def test_the_checks_see_a_circle_an_arrow_back_up_and_a_private_name():
     assert circles(chain[:2]) == []
     assert RANKS[layer(c)] > RANKS[layer(b)]
     assert _private("_get") and not _private("__all__") and not _private("get")
-    # realrun's layers: an engine importing the CLI runs up, and two layers importing each other close a circle.
+    # realrun's layers: an engine importing the CLI runs up, and two layers importing each other
+    # close a circle.
     e, k = "realrun.engine.model", "realrun.cli.run"
     assert _up([Arrow(e, k, 1, "function")], REALRUN_RANKS) and not _up(
         [Arrow(k, e, 1, "module")], REALRUN_RANKS

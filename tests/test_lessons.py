@@ -60,7 +60,8 @@ def test_why_batch_says_when_a_short_runs_first_bus_hides_what_the_bus_carries()
     assert e["throughput_after"] > st["request_throughput"] + 3
     note = next(n for n in s["notes"] if n.startswith("bus: wait for 64"))
     assert f"{e['first_departure_s']:.1f} s" in note and "More REQUESTS" in note
-    # Where the start changes nothing that matters, no note: the defaults, and a bus that is always behind.
+    # Where the start changes nothing that matters, no note: the defaults, and a bus that is always
+    # behind.
     for kw in ({}, {"rate": 30.0, "max_batch": 4}, {"rate": 1.0}):
         r, _ = lessons.why_batch(requests=200, **kw)
         assert not any(n.startswith("bus") for n in r["notes"]), kw
@@ -119,7 +120,8 @@ def test_memory_wall_matches_the_hand_computation():
 
 
 def test_the_two_kv_layouts_count_what_a_hand_count_gives():
-    # Rows of 10, 40 and 25 tokens in blocks of 16: a rectangle 3 x 40 = 120 slots; blocks 1 + 3 + 2 = 6 = 96.
+    # Rows of 10, 40 and 25 tokens in blocks of 16: a rectangle 3 x 40 = 120 slots; blocks 1 + 3 + 2
+    # = 6 = 96.
     s, fig = lessons.kv_layouts(
         requests=((4, 6), (30, 10), (20, 5)), block_size=16, blocks_per_line=4
     )
@@ -128,7 +130,8 @@ def test_the_two_kv_layouts_count_what_a_hand_count_gives():
         "block_waste_pct"
     ] == pytest.approx(100 * 21 / 96)
     assert "3 x 40 = 120" in s["table"] and len(fig.axes) == 2
-    # Equal lengths pad nothing; a spread of lengths pads the rectangle, never the blocks past one per row.
+    # Equal lengths pad nothing; a spread of lengths pads the rectangle, never the blocks past one
+    # per row.
     even, _ = lessons.kv_layouts(requests=((16, 16),) * 4)
     assert even["rectangle_padding_pct"] == 0 and even["block_waste_pct"] == 0
     wide, _ = lessons.kv_layouts(requests=((1, 0), (500, 0)), block_size=16)
@@ -176,7 +179,8 @@ def test_cost_falls_with_batch_and_adds_up():
 def test_cost_checks_the_claim_and_follows_the_price():
     s, _ = lessons.cost(max_batch=8, requests=16, price_per_hour=1.0)
     t, _ = lessons.cost(max_batch=8, requests=16, price_per_hour=3.0)
-    # "10 RPS = $0.10/request" is $1 a second: 10 x 3600 x 0.10 = $3,600 an hour; so is 100 x 3600 x 0.01.
+    # "10 RPS = $0.10/request" is $1 a second: 10 x 3600 x 0.10 = $3,600 an hour; so is 100 x 3600 x
+    # 0.01.
     assert s["claim_implied_price"] == pytest.approx(3600.0)
     assert s["claim_implied_price_batch"] == pytest.approx(3600.0)
     assert s["claim_ratio"] == pytest.approx(10.0)
@@ -214,7 +218,8 @@ def test_theory_agrees_with_simulation_within_the_stated_tolerance():
 def test_theory_confidence_interval_narrows_with_replications():
     few, _ = lessons.theory_vs_simulation(load=0.6, replications=4, requests=400, seed=2)
     many, _ = lessons.theory_vs_simulation(load=0.6, replications=16, requests=400, seed=2)
-    # The half-width goes as t / sqrt(R): from R=4 to R=16 it should about halve (and more, t shrinks).
+    # The half-width goes as t / sqrt(R): from R=4 to R=16 it should about halve (and more, t
+    # shrinks).
     assert many["rows"]["taxi (M/D/1)"]["ci95"] < 0.8 * few["rows"]["taxi (M/D/1)"]["ci95"]
     one, _ = lessons.theory_vs_simulation(load=0.6, replications=1, requests=200)
     assert math.isnan(one["rows"]["taxi (M/D/1)"]["ci95"])
@@ -279,7 +284,8 @@ def test_prefill_is_compute_bound_from_the_start_and_decode_is_not():
     # 2 FLOPs per weight per prompt token at 60 % of peak, plus attention: within 15 %.
     by_hand = 2 * model.params * 2048 / (gpu.tflops * 1e12 * 0.6)
     assert s["prefill_ms"] / 1e3 == pytest.approx(by_hand, rel=0.15)
-    # One prefill of 2,048 tokens computes ~ as many tokens per second as a decode batch at the knee.
+    # One prefill of 2,048 tokens computes ~ as many tokens per second as a decode batch at the
+    # knee.
     assert s["prefill_tokens_per_s"] > 50 * s["tokens_per_s"]
     # The prefill's knee is the GPU's ridge, the same as decode's with no context.
     assert s["prefill_knee"] == pytest.approx(s["knee_no_context"], rel=0.1)
@@ -310,8 +316,9 @@ def test_a_long_prompt_stalls_everyone_unless_chunked():
 
 
 def test_published_record_is_the_validation_table_drawn():
-    """Lesson 2's check against published engines: the same rows as python -m batchsim.machine.validation,
-    the counts the lesson quotes computed from them, the KV budgets against vLLM's logs, two panels."""
+    """Lesson 2's check against published engines: the same rows as python -m
+    batchsim.machine.validation, the counts the lesson quotes computed from them, the KV budgets
+    against vLLM's logs, two panels."""
     from batchsim.machine import validation
     from batchsim.teach.lessons import published_record
     from batchsim.teach.lessons.published import TARGET, WORST

@@ -103,7 +103,8 @@ def check_limits(wl, policy, limits, res) -> None:
             if hard is not None and isinstance(policy, Continuous) and policy.chunked_prefill:
                 assert sum(c.length for c in p.chunks) <= hard
             if limits.context_len is not None:
-                # No row is fed past the context: chunk ends, and decode positions through the last repetition.
+                # No row is fed past the context: chunk ends, and decode positions through the last
+                # repetition.
                 assert all(c.start + c.length <= limits.context_len for c in p.chunks)
                 if p.decode_rows and not step.padded_rows and isinstance(policy, Continuous):
                     assert step.decode_width + len(ends) - 1 <= limits.context_len
@@ -145,7 +146,8 @@ def test_the_repro_pairs_are_cut_into_batches_that_fit():
     res = simulate(wl, Static(4), STEP, limits=ServerLimits(context_len=1024))
     r = res.records
     assert r.completed_mask.all()
-    # 1000 + 1000 - 1 > 1024: request 0 (prompt 1000) and request 1 (output 1000) never share a batch.
+    # 1000 + 1000 - 1 > 1024: request 0 (prompt 1000) and request 1 (output 1000) never share a
+    # batch.
     assert r.start[0] != r.start[1]
     assert summarize(res)["completed"] == 4
 

@@ -1,4 +1,5 @@
-"""The one driver fed live (``batchsim.core.live``): requests from another thread, on the real clock.
+"""The one driver fed live (``batchsim.core.live``): requests from another thread, on the real
+clock.
 
 The engine here is made of sleeps (each pass a fixed few milliseconds, told to stop between
 passes as a real engine is), so the checks are about scheduling, not speed: a request that
@@ -25,7 +26,8 @@ WATCHDOG_S = 600
 
 
 class SleepEngine:
-    """Each pass sleeps ``PASS_S``; a repeat stops after the pass where ``should_stop()`` turns true.
+    """Each pass sleeps ``PASS_S``; a repeat stops after the pass where ``should_stop()`` turns
+    true.
 
     It notes when each pass ended (``ends``), so a test counts passes, not seconds; and it can hold
     still after ``hold_after`` passes until the test lets it go (``reached``, then ``go``), so a
@@ -94,7 +96,8 @@ def test_a_request_during_a_long_repeat_joins_at_the_next_pass():
     assert len(r) == 7 and r.completed == 7 and (r.tokens == r.output_tokens).all()
     ends = np.array(engine.ends)
     # Counted in passes, not seconds: each joined at the next pass boundary (the pass under way when
-    # it came ends; a second only if it came just as the stop check ran), never after the 400-pass repeat.
+    # it came ends; a second only if it came just as the stop check ran), never after the 400-pass
+    # repeat.
     waited = [int(((ends > a) & (ends < s)).sum()) for a, s in zip(r.arrival, r.start)]
     assert max(waited[i] for i in [*late, 4, 5, 6]) <= 2, waited
     assert (r.start[[*late, 4, 5, 6]] < r.finish[0]).all()
@@ -146,8 +149,9 @@ def test_the_recorder_grows_and_ids_rise_with_arrival_times():
 
 
 def test_a_growing_recorder_rejects_only_the_requests_it_was_given():
-    # Capacity 8, three requests added, one finished: a stop rejects the two others, never the five spare
-    # slots beyond them (NaN like an unfinished request's), and the recorder still grows afterwards.
+    # Capacity 8, three requests added, one finished: a stop rejects the two others, never the five
+    # spare slots beyond them (NaN like an unfinished request's), and the recorder still grows
+    # afterwards.
     from batchsim.core.workload import Request
 
     rec = GrowingRecorder(capacity=8)

@@ -205,7 +205,8 @@ def free_port() -> int:
 
 
 def cli(argv: list[str]) -> int:
-    """realrun's own entry point (a stand-in for `serve` until its command exists: not this test's)."""
+    """realrun's own entry point (a stand-in for `serve` until its command exists: not this
+    test's)."""
     import importlib.util
     import types
 
@@ -236,13 +237,14 @@ def test_timings_match_the_servers_delays(fake):
         assert r.tpot == pytest.approx((r.latency - r.ttft) / 7)
     med = {k: float(np.median(v)) for k, v in rep.samples().items()}
     # The server sleeps 20 ms before the first token and 5 ms between tokens; the client's own
-    # overhead (a local connection, asyncio's timer, a busy 2-core machine) adds some ms, never takes
-    # any away. A TTFT taken at the stream's end would be past 55 ms.
+    # overhead (a local connection, asyncio's timer, a busy 2-core machine) adds some ms, never
+    # takes any away. A TTFT taken at the stream's end would be past 55 ms.
     assert 0.020 <= med["ttft"] <= 0.050, med
     assert 0.005 <= med["itl"] <= 0.015, med
     assert 0.055 <= med["e2el"] <= 0.120, med
     assert 0.005 <= med["tpot"] <= 0.015, med
-    # Each body asks for what the workload says, as vllm bench does: token ids, exact length, no EOS stop.
+    # Each body asks for what the workload says, as vllm bench does: token ids, exact length, no EOS
+    # stop.
     for body in fake.bodies:
         assert body["model"] == "fake-model"
         assert body["max_tokens"] == 8 and body["ignore_eos"] is True and body["temperature"] == 0
@@ -287,7 +289,8 @@ def test_chat_role_chunk_is_not_the_first_token(fake):
 
 def test_arrivals_are_open_loop(fake):
     # No answer starts until all six requests have come: a client that waited for an answer before
-    # sending the next (closed loop) would never get one. Nothing here depends on the machine's speed.
+    # sending the next (closed loop) would never get one. Nothing here depends on the machine's
+    # speed.
     fake.reset(first=0.05, gap=0.01, hold_until=6)
     wl = workload(n=6, rate=20.0, output=4)
     rep = run_load(fake.url, wl)
@@ -385,9 +388,9 @@ def test_a_trace_brings_its_own_arrivals_and_lengths(fake, tmp_path, capsys):
 
 
 def test_the_field_names_are_vllms_own():
-    """Hold the literal names above against vLLM's source, where vLLM is installed (`make test-vllm` runs
-    this test in vLLM's venv). Not read from .venv-vllm/ by path: `make test` builds that venv while
-    the main tests run, and a file half unpacked would fail for nothing."""
+    """Hold the literal names above against vLLM's source, where vLLM is installed (`make test-vllm`
+    runs this test in vLLM's venv). Not read from .venv-vllm/ by path: `make test` builds that venv
+    while the main tests run, and a file half unpacked would fail for nothing."""
     import importlib.util
 
     spec = importlib.util.find_spec("vllm")
@@ -502,7 +505,8 @@ def test_every_request_failing_exits_1(fake, capsys):
 
 _SCRIPT = """
 import importlib.util, sys, types
-if importlib.util.find_spec("realrun.cli.serve") is None:  # until `serve` exists: not this test's command
+# until `serve` exists: not this test's command
+if importlib.util.find_spec("realrun.cli.serve") is None:
     stub = types.ModuleType("realrun.cli.serve"); stub.add_parser = lambda sub: None
     sys.modules["realrun.cli.serve"] = stub
 {body}
@@ -570,7 +574,8 @@ def test_help_needs_no_httpx(monkeypatch, capsys):
     assert e.value.code == 0
     text = capsys.readouterr().out
     assert "--max-concurrency" in text and "--arrival" in text and "--json FILE" in text
-    # Each workload flag's help gives the default load actually sends: realrun's, not the simulator's.
+    # Each workload flag's help gives the default load actually sends: realrun's, not the
+    # simulator's.
     from realrun.cli.run_setup import REALRUN_DEFAULTS as d
 
     words = " ".join(text.split())

@@ -1,9 +1,9 @@
-"""``realrun load`` for a room (issue 37): chat prompts sized as the server counts them, and output paths
-refused with the flag and the real reason.
+"""``realrun load`` for a room (issue 37): chat prompts sized as the server counts them, and output
+paths refused with the flag and the real reason.
 
-The chat test runs against a real ``realrun serve`` (offline tiny-gpt2 on 127.0.0.1): the server's own
-``usage.prompt_tokens`` must equal ``--prompt-len``, where the words it sent before came to 367-375
-tokens of the byte tokenizer for a ``--prompt-len`` of 100.
+The chat test runs against a real ``realrun serve`` (offline tiny-gpt2 on 127.0.0.1): the server's
+own ``usage.prompt_tokens`` must equal ``--prompt-len``, where the words it sent before came to
+367-375 tokens of the byte tokenizer for a ``--prompt-len`` of 100.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ class ColdAfterSleep:
 
 @pytest.fixture(autouse=True)
 def seen_sleep(monkeypatch):
-    """Routes the measurement's sleep through the engine made last, so it knows which pass is cold."""
+    """Routes the measurement's sleep through the engine made last, so it knows which pass is
+    cold."""
     made: list[ColdAfterSleep] = []
     real_init = ColdAfterSleep.__init__
 

@@ -104,9 +104,9 @@ def test_notebook_runs_top_to_bottom_small(name):
 
     nb = _small(nbformat.read(NB_DIR / name, as_version=4), SMALL[name])
     report = nbformat.v4.new_code_cell(
-        "# injected by tests/test_notebooks.py\n"
-        "print('panel drew', None if panel.result is None else widgets.png_size(panel.image.value))\n"
-        "print('panel table', bool(panel.table.value) and len(panel.table.value))"
+        "# injected by tests/test_notebooks.py\nprint('panel drew', None if panel.result is None "
+        "else widgets.png_size(panel.image.value))\nprint('panel table', bool(panel.table.value) "
+        "and len(panel.table.value))"
     )
     nb.cells.append(report)
     saved = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONPATH")}

@@ -21,7 +21,8 @@ SCALE = 8**-0.5
 
 
 def _ragged(seed: int = 0, **kw):
-    """A pool with rows in scattered blocks, each bringing some queries: test_paged_kv's, as a list to edit."""
+    """A pool with rows in scattered blocks, each bringing some queries: test_paged_kv's, as a list
+    to edit."""
     return list(paged_kv_ragged(seed, **kw))
 
 

@@ -1,7 +1,7 @@
-"""The engine's KV in blocks of one pool: the attention over blocks equals torch's, the pool hands out
-and takes back blocks, a padded batch holds fewer bytes in blocks, and the slow reference path gives
-the same tokens. (Each policy's tokens, paged against padded, and the pool against the policy's count:
-``test_realrun_engine.py``.)"""
+"""The engine's KV in blocks of one pool: the attention over blocks equals torch's, the pool hands
+out and takes back blocks, a padded batch holds fewer bytes in blocks, and the slow reference path
+gives the same tokens. (Each policy's tokens, paged against padded, and the pool against the
+policy's count: ``test_realrun_engine.py``.)"""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def workload():
 
 
 def _ragged(seed: int, heads=3, dim=8, bs=4, contexts=(1, 5, 17, 30), queries=(1, 5, 1, 7)):
-    """A pool with rows in scattered blocks, each bringing some queries (a decode: 1; a chunk: more)."""
+    """A pool with rows in scattered blocks, each bringing some queries (a decode: 1; a chunk:
+    more)."""
     g = torch.Generator().manual_seed(seed)
     blocks = [-(-c // bs) for c in contexts]
     nb = sum(blocks) + 5
@@ -113,8 +114,9 @@ def test_a_padded_batch_holds_fewer_bytes_in_blocks_than_in_its_rectangle(paged,
 def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(
     paged, workload, monkeypatch
 ):
-    # generate()'s semantics, which the plan prices: a static batch's prefill computes rows x its longest
-    # prompt. Every pass that runs is counted here, in tokens, against the plan's prefill_tokens.
+    # generate()'s semantics, which the plan prices: a static batch's prefill computes rows x its
+    # longest prompt. Every pass that runs is counted here, in tokens, against the plan's
+    # prefill_tokens.
     fed: list[int] = []
     inner = paged.paged._forward
     monkeypatch.setattr(
@@ -129,7 +131,8 @@ def test_a_padded_batch_computes_its_padding_on_the_pool_and_gives_it_back(
     assert sum(fed) == sum(p.prefill_tokens + p.decode_rows for p, _ in paged.pass_log)
     # the padding's blocks came back
     assert paged.paged.pool.used_blocks == 0 and res.meta["kv_pool_regrown"] == 0
-    # (That the padding changes nobody's tokens: test_realrun_engine.py's one-at-a-time equality, static included.)
+    # (That the padding changes nobody's tokens: test_realrun_engine.py's one-at-a-time equality,
+    # static included.)
 
 
 def test_the_reference_attention_serves_when_the_kernel_cannot(lm, paged, workload, monkeypatch):

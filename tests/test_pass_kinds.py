@@ -1,6 +1,7 @@
-"""bench/pass_kinds.py, the sums bench/step_fidelity.py tabulates: how far two profiles price the very
-same passes apart, kind by kind, once their common level is out, and a step's first decode passes held
-to its later ones (on given numbers; no engine runs); and the bench's refusal of bad flags."""
+"""bench/pass_kinds.py, the sums bench/step_fidelity.py tabulates: how far two profiles price the
+very same passes apart, kind by kind, once their common level is out, and a step's first decode
+passes held to its later ones (on given numbers; no engine runs); and the bench's refusal of bad
+flags."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ _spec.loader.exec_module(SF)
 
 
 def _rows(scale: dict[str, float]) -> list:
-    """Two rounds of two families; each kind's price scaled as given (measured is the same for all)."""
+    """Two rounds of two families; each kind's price scaled as given (measured is the same for
+    all)."""
     base = {"decode short": (2.0, 2.0), "prefill long": (1.0, 1.0), "decode long": (3.0, 3.0)}
     out = []
     for r in range(2):

@@ -1,4 +1,5 @@
-"""``realrun.timing.pass_level``: the machine's level read from a run's own passes, on injected times.
+"""``realrun.timing.pass_level``: the machine's level read from a run's own passes, on injected
+times.
 
 Every time here is made up (the passes' seconds are the model's price times a chosen level, with
 seeded noise), so the tests are of the arithmetic, never of this machine's speed.
@@ -32,7 +33,8 @@ def _run(
     seed: int = 0,
     drift=None,
 ):
-    """A measured run of ``n`` passes (every tenth a prefill) at the given levels; ``drift(i)`` multiplies pass i."""
+    """A measured run of ``n`` passes (every tenth a prefill) at the given levels; ``drift(i)``
+    multiplies pass i."""
     rng = np.random.default_rng(seed)
     passes = []
     for i in range(n):
@@ -110,8 +112,9 @@ def test_no_passes_no_level():
 
 
 def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_so():
-    """The canaries read prefill at 1.3x; the runs' own passes ran at the profile's price: the prediction
-    stays at the profile's level, the notes say why, and the prediction at the passes' level is beside it."""
+    """The canaries read prefill at 1.3x; the runs' own passes ran at the profile's price: the
+    prediction stays at the profile's level, the notes say why, and the prediction at the passes'
+    level is beside it."""
     from test_canary_level import WL, _readings, model
 
     from batchsim import make_policy, simulate
@@ -151,8 +154,8 @@ def test_a_canary_level_the_passes_contradict_moves_nothing_and_the_report_says_
         and "predicted at the profile's level" in notes
     )
     assert (
-        "predicted again at that level (each run predicted at its own passes' level, the median taken) (after the run"
-        in notes
+        "predicted again at that level (each run predicted at its own passes' level, the median "
+        "taken) (after the run" in notes
     )
     assert isinstance(next(iter(report.rows)).canary[0][0], CanaryReading)
 
@@ -175,8 +178,8 @@ class _Wakes:
 def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
     from realrun.timing.pass_level import priced_passes, run_level
 
-    # Every fifth step follows a 50 ms idle and runs 3 ms cold, as the simulator prices it; the others
-    # follow the driver's own 0.2 ms gap (plus 0.1 ms of jitter: not an idle).
+    # Every fifth step follows a 50 ms idle and runs 3 ms cold, as the simulator prices it; the
+    # others follow the driver's own 0.2 ms gap (plus 0.1 ms of jitter: not an idle).
     idle = [0.05 if i % 5 == 0 else 3e-4 for i in range(100)]
     passes = [(Pass(decode_rows=1, kv_read=10), 1e-3 + (3e-3 if x > 0.01 else 0.0)) for x in idle]
     run = SimpleNamespace(meta={"passes": passes, "pass_idle": idle})
@@ -203,17 +206,19 @@ def test_the_engine_logs_the_idle_before_each_step():
     res = run_real(wl, make_policy("taxi"), Engine(lm), trace=True)
     idle = res.meta["pass_idle"]
     assert len(idle) == len(res.meta["passes"]) and idle[0] == 0.0 and min(idle) >= 0.0
-    # Taxi runs one request's prefill and decodes as steps back to back; between requests it waits for the
-    # next arrival, so some steps follow an idle and most passes (the repeats of a step) follow a pass.
+    # Taxi runs one request's prefill and decodes as steps back to back; between requests it waits
+    # for the next arrival, so some steps follow an idle and most passes (the repeats of a step)
+    # follow a pass.
     assert sum(x > 0 for x in idle) >= 1 and sum(x == 0 for x in idle) > len(idle) // 2
 
 
 @pytest.mark.parametrize("speed", [1.0, 2.0])
 def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
-    """A laptop twice as slow as the profile's machine (issue 40): at 9 requests/s the taxi saturates
-    there and not at the profile's speed, so the prediction as made ranks it below static where the
-    machine measured it above. The verdict says what the machine ran at and judges the prediction made
-    again at that level, which ranks as the machine did; at the profile's speed nothing is moved."""
+    """A laptop twice as slow as the profile's machine (issue 40): at 9 requests/s the taxi
+    saturates there and not at the profile's speed, so the prediction as made ranks it below static
+    where the machine measured it above. The verdict says what the machine ran at and judges the
+    prediction made again at that level, which ranks as the machine did; at the profile's speed
+    nothing is moved."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
     from realrun.judge.bottom_line import verdict_dict, verdict_line
     from realrun.judge.compare import compare_policies
@@ -263,8 +268,8 @@ def test_a_machine_off_the_profile_is_judged_at_its_own_level(speed):
 
 
 def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
-    """Two runs of one policy under two names on a machine twice as slow: nothing is measured apart, so
-    the line says so instead of calling a ranking that was never judged "preserved"."""
+    """Two runs of one policy under two names on a machine twice as slow: nothing is measured apart,
+    so the line says so instead of calling a ranking that was never judged "preserved"."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate
     from realrun.judge.bottom_line import verdict_line
     from realrun.judge.compare import compare_policies
@@ -287,8 +292,9 @@ def test_off_the_profile_with_no_two_policies_apart_it_claims_no_ranking():
 
 
 def test_after_the_run_each_run_is_predicted_at_its_own_level_and_the_median_taken():
-    """Three runs, two at the profile's price and one three times slower (a burst): the prediction after
-    the run is the median run's, at 1.0x, not one at the pooled level (about 1.7x, which no run ran at)."""
+    """Three runs, two at the profile's price and one three times slower (a burst): the prediction
+    after the run is the median run's, at 1.0x, not one at the pooled level (about 1.7x, which no
+    run ran at)."""
     from batchsim import Poisson, Uniform, make_policy, make_workload, simulate, summarize
     from realrun.judge.compare import compare_policies
 

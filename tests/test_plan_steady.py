@@ -1,4 +1,5 @@
-"""`plan` answers for the rate it names, in steady state (issue 38 item 2), and takes run's machine flags (issue 39).
+"""`plan` answers for the rate it names, in steady state (issue 38 item 2), and takes run's machine
+flags (issue 39).
 
 A finite run of a fleet too small for its traffic can still meet a latency objective if the
 run ends before the queue gets long: the plan sizes its runs, holds every fleet to theory's

@@ -1,4 +1,5 @@
-"""Figures: built without pyplot, written as real PNGs, drawing what they claim; and the sweep command."""
+"""Figures: built without pyplot, written as real PNGs, drawing what they claim; and the sweep
+command."""
 
 from __future__ import annotations
 

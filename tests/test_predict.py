@@ -1,11 +1,11 @@
 """realrun predict: a record of ``realrun serve`` held up to batchsim's prediction of it.
 
 The records here are made by the simulator itself with a known step-time model and written
-with ``realrun.classroom.serve.record.write_record`` (the server's own writer) beside a sidecar, so the
-truth is known: predicting with that same model must give the measured figures (to the
-record's microsecond rounding), a model twice as slow must be told apart, and a model with
-the same spread but other luck must not be called wrong. No model is loaded, nothing is
-profiled: the calibrations are files written here.
+with ``realrun.classroom.serve.record.write_record`` (the server's own writer) beside a sidecar, so
+the truth is known: predicting with that same model must give the measured figures (to the record's
+microsecond rounding), a model twice as slow must be told apart, and a model with the same spread
+but other luck must not be called wrong. No model is loaded, nothing is profiled: the calibrations
+are files written here.
 """
 
 from __future__ import annotations
@@ -284,7 +284,8 @@ def test_lab7_solo_is_one_server_and_four_clients_on_this_machine():
     assert {c[c.index("--url") + 1] for c in loads} == {"http://127.0.0.1:8123"}
     # four students, four different arrival streams
     assert len({c[c.index("--seed") + 1] for c in loads}) == 4
-    # One machine, one address: each student sends a key of its own and the server tells them apart by it.
+    # One machine, one address: each student sends a key of its own and the server tells them apart
+    # by it.
     assert (
         serve[serve.index("--client-by") + 1] == "key"
         and len({c[c.index("--api-key") + 1] for c in loads}) == 4

@@ -1,4 +1,5 @@
-"""The prefill surface: four costs fitted to every timed point, kept where the held-out shapes say so."""
+"""The prefill surface: four costs fitted to every timed point, kept where the held-out shapes say
+so."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from realrun.timing.smooth import (
 
 ROWS = (1, 2, 4, 8, 16)
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
-#: a prefill like gpt2-6l's on the course CPU: 350 us a token, 0.77 us a token pair, 1.4 ms a row, 7.7 ms a pass
+#: a prefill like gpt2-6l's on the course CPU: 350 us a token, 0.77 us a token pair, 1.4 ms a row,
+#: 7.7 ms a pass
 TRUE = np.array([3.5e-4, 7.7e-7, 1.4e-3, 7.7e-3])
 HELD = ((3, 200), (6, 400), (11, 300), (5, 700), (12, 150))
 
@@ -47,7 +49,8 @@ def timed(noise: dict | None = None, f=cost, held=HELD) -> list[ProfilePoint]:
 
 
 def model_of(pts: list[ProfilePoint], spread: bool = True) -> ProfiledStepTime:
-    """A profiled model whose prefill grid is the timed points (rows above the pass limit scaled)."""
+    """A profiled model whose prefill grid is the timed points (rows above the pass limit
+    scaled)."""
     z = np.zeros((len(ROWS), len(LENGTHS)))
     by = {(q.rows, q.query): q.seconds for q in pts if q.kind == "prefill"}
     for i, b in enumerate(ROWS):

@@ -1,4 +1,5 @@
-"""A profile sized before it runs: the rows the workload reaches, an estimate, a budget, progress that says what is left."""
+"""A profile sized before it runs: the rows the workload reaches, an estimate, a budget, progress
+that says what is left."""
 
 from __future__ import annotations
 
@@ -125,7 +126,8 @@ def test_a_grid_over_budget_is_thinned_until_it_fits_and_one_under_it_is_kept():
     )
     slow = LinearStepTime(5e-3, 2e-4, 1e-3, 1e-7)
     full = estimate(big, slow)
-    # (a third: its longest prefills are timed once a round already, so fewer repetitions save less there)
+    # (a third: its longest prefills are timed once a round already, so fewer repetitions save less
+    # there)
     thin, est = within_budget(big, slow, full / 3)
     assert est <= full / 3 < full and est == pytest.approx(estimate(thin, slow))
     assert len(schedule(thin)) < len(schedule(big)) and thin.decode_rows[-1] == big.decode_rows[-1]
@@ -148,8 +150,8 @@ def test_progress_says_what_is_left_scaled_by_how_the_ticks_so_far_ran():
         # work between ticks (the search for bends) says what it is, then stops saying it
         t.note("looking for bends in the prefill cost: 8 x 448 tokens")
         assert t.line() == (
-            "profiling: 1 of 3 shapes timed (looking for bends in the prefill cost: 8 x 448 tokens), "
-            "about 5 s left"
+            "profiling: 1 of 3 shapes timed (looking for bends in the prefill cost: 8 x 448 "
+            "tokens), about 5 s left"
         )
         t.note("")
         assert t.line() == "profiling: 1 of 3 shapes timed, about 5 s left"
@@ -173,8 +175,8 @@ def test_a_bad_profile_budget_is_one_line_and_exit_2(value, capsys):
 
 def test_the_search_for_bends_keeps_the_ticks_the_schedule_and_the_held_out_shapes_whole(engine):
     """A cell wide enough to be looked at (8 to 64 tokens): whether its midpoint is kept or not, the
-    ticks add up to the schedule of the grid measured, every grid point was timed in every round, and
-    no held-out length became a grid point."""
+    ticks add up to the schedule of the grid measured, every grid point was timed in every round,
+    and no held-out length became a grid point."""
     grid = replace(TINY, prefill_lengths=(8, 64), max_prefill_tokens=128)
     bar = Counter()
     meas = measure(engine, grid, progress=bar)
@@ -195,7 +197,8 @@ def test_the_search_for_bends_keeps_the_ticks_the_schedule_and_the_held_out_shap
 
 
 class _FakePrefills:
-    """An engine whose prefill of ``tokens`` tokens takes ``per_token x tokens`` seconds (no clock read)."""
+    """An engine whose prefill of ``tokens`` tokens takes ``per_token x tokens`` seconds (no clock
+    read)."""
 
     def __init__(self, per_token: float) -> None:
         self.per_token, self.pass_log, self.lengths = per_token, [], []

@@ -1,4 +1,5 @@
-"""The profiled step-time model: grids that recover known costs, files that round-trip, prices that add up.
+"""The profiled step-time model: grids that recover known costs, files that round-trip, prices that
+add up.
 
 ``realrun profile`` times passes on a grid and batchsim interpolates between the points
 (``batchsim.sim.profiled``). Here the "measurements" are a known synthetic function, a
@@ -151,17 +152,20 @@ def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
             st.pass_time(pre) + st.pass_time(dec), rel=1e-12
         )
     m = model(past_cost=1e-9, plan="paged")
-    # The chunks as equal ones with the same tokens (130) and attention among themselves (100^2 + 30^2).
+    # The chunks as equal ones with the same tokens (130) and attention among themselves (100^2 +
+    # 30^2).
     assert m.pass_time(pre) == pytest.approx(
         float(m.prefill(130**2 / 10900, 10900 / 130)[0]) + 1e-9 * 30 * 20
     )
     lin = LinearStepTime(1e-3, 2e-5, 1e-4, 1e-7, plan="paged")
     assert lin.pass_time(dec) == pytest.approx(1e-3 + 3e-4 + 150e-7)
-    # A padded batch computes its padding on the pool too: rows x the longest prompt, as its policy counts.
+    # A padded batch computes its padding on the pool too: rows x the longest prompt, as its policy
+    # counts.
     padded = Step(prefill=(Chunk(1, 0, 40), Chunk(2, 0, 10)), prefill_padding=30)
     (p,) = plan_step(padded, "paged")
     assert p.prefill_tokens == 80 and p.query == 40
-    # ... the padding as a row of its own (30 tokens beside the 10-token prompt), attending to itself.
+    # ... the padding as a row of its own (30 tokens beside the 10-token prompt), attending to
+    # itself.
     assert p.prefill_shape == pytest.approx((80**2 / 2600, 2600 / 80))
     # ... and a repeated decode reads each row's real context, a token longer each time.
     rep = Step(decode=(0, 1, 2, 3), kv_read=4 * 90, decode_width=100, repeat=5)
@@ -172,8 +176,9 @@ def test_the_pool_packs_every_chunk_into_one_pass_and_reads_only_real_tokens():
 
 
 def test_a_padded_batch_decodes_on_the_pool_reading_no_padding():
-    # Static's rows are left-padded to the longest prompt in a rectangle; on the pool the padding was
-    # a throwaway row, dropped after the prefill, so the decode reads each row's own prompt and tokens.
+    # Static's rows are left-padded to the longest prompt in a rectangle; on the pool the padding
+    # was a throwaway row, dropped after the prefill, so the decode reads each row's own prompt and
+    # tokens.
     from batchsim import Request, Static
 
     pol = Static(max_batch=3)
@@ -347,7 +352,8 @@ def test_a_calibration_runs_batchsim_from_the_command_line(tmp_path, capsys):
 
 
 def test_a_calibration_of_the_other_kv_layout_is_named_before_it_misprices(tmp_path):
-    # A rectangle's profile ("grouped") prices padding and groups that the block pool's engine never runs.
+    # A rectangle's profile ("grouped") prices padding and groups that the block pool's engine never
+    # runs.
     from types import SimpleNamespace
 
     from realrun.cli.calibration import calibration
@@ -397,8 +403,9 @@ def test_a_ragged_prefill_is_priced_as_equal_chunks_with_its_tokens_and_its_atte
     assert rows * length**2 == pytest.approx(sum(n * n for n in lengths))
     # fewer, longer chunks than the mean: more attention
     assert rows < 8 and length > sum(lengths) / 8
-    # A padded batch on the pool: 8 x 433 tokens, but the padding attends only to itself, so on a table
-    # whose cost per token grows with the length it costs less than 8 chunks of 433, more than its prompts alone.
+    # A padded batch on the pool: 8 x 433 tokens, but the padding attends only to itself, so on a
+    # table whose cost per token grows with the length it costs less than 8 chunks of 433, more than
+    # its prompts alone.
     padded = Pass(
         prefill_tokens=8 * 433, prefill_rows=8, query=433, ragged=True, chunks=ragged.chunks
     )

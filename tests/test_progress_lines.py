@@ -49,7 +49,8 @@ def test_spans_read_as_a_person_says_them():
 
 
 def test_a_long_scenario_run_without_a_terminal_prints_lines_not_a_bar(capsys, monkeypatch):
-    """What a student saw as 15 silent minutes: the run command, stderr to a file. Lines come out."""
+    """What a student saw as 15 silent minutes: the run command, stderr to a file. Lines come
+    out."""
     from batchsim.cli import main
     from batchsim.core import progress_lines
 

@@ -358,7 +358,8 @@ def assert_same_run(fast, slow) -> None:
 
 @settings(max_examples=200, **SETTINGS)
 @given(wl=workloads(max_n=25), policy=policies(), step_time=step_times, kv=kv_budgets)
-@example(  # continuous decoding long runs interrupted by arrivals, tight KV so runs are cut by blocks
+# continuous decoding long runs interrupted by arrivals, tight KV so runs are cut by blocks
+@example(
     wl=Workload.from_arrays(
         np.arange(12) * 0.037, [20] * 12, [40, 3, 25, 7, 33, 1, 12, 40, 5, 18, 2, 29]
     ),

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _line(start: str) -> list[str]:
-    """The README's command that begins ``python -m batchsim START``, as argv (its comment dropped)."""
+    """The README's command that begins ``python -m batchsim START``, as argv (its comment
+    dropped)."""
     for line in (ROOT / "README.md").read_text().splitlines():
         if line.startswith(f"python -m batchsim {start}"):
             return shlex.split(line.split("#")[0])[3:]
@@ -44,8 +45,9 @@ def test_the_trace_line_replays_the_shipped_trace_from_the_repository_root(
 
 
 def test_the_sweep_line_runs_on_the_server_every_run_uses(capsys):
-    # "A run without a scenario happens on the scenarios' server, Llama-3-8B in fp16 on one A100-80GB
-    # timed by a roofline model and priced per hour": the sweep line too, dollars included.
+    # "A run without a scenario happens on the scenarios' server, Llama-3-8B in fp16 on one
+    # A100-80GB timed by a roofline model and priced per hour": the sweep line too, dollars
+    # included.
     argv = _line("sweep ")
     assert argv[:2] == ["sweep", "replicas=1,2,4,8"]
     i = argv.index("--scheduler")

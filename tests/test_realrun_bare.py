@@ -1,4 +1,5 @@
-"""The bare ``python -m realrun``: what it runs, the course's reference it predicts from, and one truth about both.
+"""The bare ``python -m realrun``: what it runs, the course's reference it predicts from, and one
+truth about both.
 
 The reference (``realrun/reference/data/``) was measured on the course machine; these tests hold the
 package to it: the calibration loads and is the one the bare run uses, the simulator still
@@ -105,8 +106,9 @@ def test_the_reference_measured_every_policy_in_several_runs():
 
 
 def test_the_simulator_still_predicts_what_the_reference_recorded(tmp_path, monkeypatch):
-    """At the profile's level (the bare run moves nothing), seeds 0..4: the prediction depends on the
-    calibration, the workload and the policies alone, so it must come out as recorded, to the last digit."""
+    """At the profile's level (the bare run moves nothing), seeds 0..4: the prediction depends on
+    the calibration, the workload and the policies alone, so it must come out as recorded, to the
+    last digit."""
     from realrun.cli import build_parser
     from realrun.cli.run_setup import RunSetup
     from realrun.judge.compare import predict_runs
@@ -197,13 +199,16 @@ def test_a_small_reference_compare_says_what_it_does_and_ends_with_its_verdict(
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.strip().splitlines()
-    # Four requests on a shared machine may land the two policies within their runs' spread, so any of the
-    # three judgements is a correct ending; what is held is that the line judges the ranking and the errors.
-    # A machine far from the course machine's speed (a busy one) is named first, and judged at its own level.
+    # Four requests on a shared machine may land the two policies within their runs' spread, so any
+    # of the three judgements is a correct ending; what is held is that the line judges the ranking
+    # and the errors. A machine far from the course machine's speed (a busy one) is named first, and
+    # judged at its own level.
     assert re.match(
-        r"verdict: (this machine ran its passes at .* the profile's price, so judged at that level, predicted "
-        r"again after the run \(at the level predicted at, (the ranking was (NOT )?preserved|no two policies were apart)\): )?(ranking by p99 E2E (preserved|NOT preserved)|no ranking by p99 E2E to judge)"
-        r".*; errors \d+ % median, \d+ % largest .*: of \d+ toleranced figures, \d+ agree within tolerance",
+        r"verdict: (this machine ran its passes at .* the profile's price, so judged at that "
+        r"level, predicted again after the run \(at the level predicted at, (the ranking was (NOT "
+        r")?preserved|no two policies were apart)\): )?(ranking by p99 E2E (preserved|NOT "
+        r"preserved)|no ranking by p99 E2E to judge).*; errors \d+ % median, \d+ % largest .*: of "
+        r"\d+ toleranced figures, \d+ agree within tolerance",
         lines[-1],
     ), lines[-1]
     assert lines[-2].startswith("figure: ")

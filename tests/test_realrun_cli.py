@@ -1,4 +1,5 @@
-"""``python -m realrun`` in-process (and once as a subprocess): tables, JSON, figures, and one-line errors.
+"""``python -m realrun`` in-process (and once as a subprocess): tables, JSON, figures, and one-line
+errors.
 
 Every run here is tiny (a handful of short requests on tiny-gpt2, one thread) and
 offline: HF_HUB_OFFLINE is set, and the one test that reaches the hub probe gets a
@@ -260,7 +261,8 @@ def _one_line(err: str) -> str:
 
 
 def test_missing_model_fails_with_one_line(capsys):
-    # (How fast it fails is a speed, not a behaviour: no test asserts one on a machine that may be busy.)
+    # (How fast it fails is a speed, not a behaviour: no test asserts one on a machine that may be
+    # busy.)
     code, _, err = call(["run", "--model", "no-such-org/no-such-model", *SMALL], capsys)
     assert code == 2
     line = _one_line(err)
@@ -345,9 +347,8 @@ def test_a_long_real_run_says_how_long_before_it_starts(capsys):
 
 def test_realrun_does_not_import_batchsims_command_line():
     code = (
-        "import sys, realrun.cli, realrun.cli.run, realrun.cli.doctor; "
-        "bad = [m for m in sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; "
-        "assert not bad, bad"
+        "import sys, realrun.cli, realrun.cli.run, realrun.cli.doctor; bad = [m for m in "
+        "sys.modules if m == 'batchsim.cli' or m.startswith('batchsim.cli.')]; assert not bad, bad"
     )
     p = subprocess.run(
         [sys.executable, "-c", code],

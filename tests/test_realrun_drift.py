@@ -28,7 +28,8 @@ def test_a_clear_slowdown_is_applied():
 
 
 def test_a_correction_within_its_own_error_is_not_applied():
-    # Median 0.95, but the shapes scatter by +-15 %: the standard error (0.062) is larger than half the shift.
+    # Median 0.95, but the shapes scatter by +-15 %: the standard error (0.062) is larger than half
+    # the shift.
     d = _drift(0.80, 1.10, 0.95, 1.12, 0.85)
     assert d.ratio == pytest.approx(0.95)
     assert 2 * d.error > abs(d.ratio - 1)
@@ -70,8 +71,9 @@ def test_the_canary_reads_grid_points_against_their_profiled_price(profiled):
     # the profile kept its own
     assert c.reference is not None and model.extra["canary"]["decode"] == c.reference[1]
     r = c()
-    # A reading of this machine's own speed: near 1 on a quiet one, but 4x has been read beside other work,
-    # so only that it is a reading is asserted (the arithmetic of levels is tested on injected readings).
+    # A reading of this machine's own speed: near 1 on a quiet one, but 4x has been read beside
+    # other work, so only that it is a reading is asserted (the arithmetic of levels is tested on
+    # injected readings).
     assert r.prefill > 0 and r.decode > 0 and r.seconds > 0
     assert not engine.kv.held and not engine.pass_log  # it leaves the engine fresh for the run
 
@@ -84,7 +86,7 @@ def test_the_recheck_on_a_real_engine_times_five_profiled_shapes(profiled):
     assert "drift: 5 profiled shapes" in d.text()
 
 
-def test_against_the_shipped_reference_a_machine_far_from_it_is_told_how_to_get_its_own_prediction():
+def test_against_the_shipped_reference_a_far_machine_is_told_how_to_get_its_own_prediction():
     # this machine runs the reference's passes in half the time
     far = _drift(0.50, 0.53, 0.55, 0.52, 0.54)
     line = far.text(reference=True)

@@ -39,7 +39,8 @@ def engine(lm):
 
 @pytest.fixture(scope="module")
 def padded(lm):
-    """The engine with the KV in left-padded rows (the layout the pool replaced; lesson 5's rectangle)."""
+    """The engine with the KV in left-padded rows (the layout the pool replaced; lesson 5's
+    rectangle)."""
     return Engine(lm, kv="padded")
 
 
@@ -68,7 +69,8 @@ def reference(lm, workload):
 
 
 def test_reference_tokens_vary(reference):
-    # Guards the strength of the equality tests: a model that repeats one token would pass them trivially.
+    # Guards the strength of the equality tests: a model that repeats one token would pass them
+    # trivially.
     all_tokens = [t for toks in reference.values() for t in toks]
     assert len(set(all_tokens)) > 20
 
@@ -119,7 +121,8 @@ def test_paged_and_padded_give_the_same_tokens_and_the_pool_never_grows(
     assert (a.records.tokens == workload.output_tokens).all()
     m = a.meta
     assert m["kv_layout"] == "paged" and b.meta["kv_layout"] == "padded"
-    # One pool, sized at the start: never grown, its bytes blocks x block bytes, never more held than it has.
+    # One pool, sized at the start: never grown, its bytes blocks x block bytes, never more held
+    # than it has.
     assert m["kv_pool_regrown"] == 0
     assert m["kv_pool_bytes"] == m["kv_pool_blocks"] * paged.paged.pool.block_bytes
     assert 0 < m["kv_peak_blocks"] <= m["kv_pool_blocks"]
@@ -244,7 +247,8 @@ def test_kvbatch_rows_leave_and_join_without_disturbing_others(lm):
 
 
 def test_a_wider_newcomer_slides_the_window_instead_of_reallocating(lm):
-    """With room in the buffers, a row wider than the window's right edge moves the window, in place."""
+    """With room in the buffers, a row wider than the window's right edge moves the window, in
+    place."""
     shapes = [(2, 3)]
     b = KVBatch(shapes, torch.float32, "cpu", rows=4, columns=40)
     rows = []
@@ -272,7 +276,8 @@ def test_engine_refuses_a_step_that_disagrees_with_its_cache(engine):
 
 
 def test_long_outputs_outgrow_the_buffers_without_changing_tokens(lm, engine):
-    """Outputs far longer than the prompts make the cache grow (reallocate) many columns past its start."""
+    """Outputs far longer than the prompts make the cache grow (reallocate) many columns past its
+    start."""
     wl = Workload((Request(0, 0.0, 5, 160), Request(1, 0.0, 60, 20), Request(2, 0.001, 3, 120)))
     run_real(wl, make_policy("continuous", max_seqs=4), engine)
     for r in wl.requests:
@@ -307,8 +312,8 @@ def test_kvbatch_window_slides_back_inside_its_buffers():
 
 
 def test_packed_products_leave_the_model_alone_and_the_tokens_equal(lm):
-    # The engine runs a copy of the body with oneDNN-packed products (realrun.engine.packed) over the same
-    # parameters; the model the baselines and the reference run is untouched.
+    # The engine runs a copy of the body with oneDNN-packed products (realrun.engine.packed) over
+    # the same parameters; the model the baselines and the reference run is untouched.
     from realrun.engine.packed import PackedLinear
 
     eng = Engine(lm)
@@ -331,8 +336,8 @@ def test_batched_equals_alone_with_gpt2s_vocabulary():
 
 
 def test_every_offline_model_s_special_ids_lie_inside_its_vocabulary():
-    # A special id past the last row is an IndexError at the first padded batch (GPT-2's default 50256
-    # under gpt2-8l-32k's 32,000 rows would be one). Configs only: no weights are built.
+    # A special id past the last row is an IndexError at the first padded batch (GPT-2's default
+    # 50256 under gpt2-8l-32k's 32,000 rows would be one). Configs only: no weights are built.
     from realrun.engine.model import OFFLINE_MODELS, _gpt2_config
 
     for name in OFFLINE_MODELS:

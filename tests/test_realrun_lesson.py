@@ -1,4 +1,5 @@
-"""Notebook 7's lesson and panel, which live in realrun: the simulator calibrated against a real model."""
+"""Notebook 7's lesson and panel, which live in realrun: the simulator calibrated against a real
+model."""
 
 from __future__ import annotations
 

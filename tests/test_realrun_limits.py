@@ -76,8 +76,9 @@ def test_same_rejections_with_the_same_reasons_on_both_clocks(lm, policy, kw):
 
 
 def test_the_issues_command_line_repro_completes(tmp_path, capsys):
-    """``python -m realrun run --no-plots --policy static --max-batch 4 --trace p.csv`` once crashed with an
-    IndexError inside the model; now every request is served (none needs rejecting) and it exits 0."""
+    """``python -m realrun run --no-plots --policy static --max-batch 4 --trace p.csv`` once crashed
+    with an IndexError inside the model; now every request is served (none needs rejecting) and it
+    exits 0."""
     import json
 
     from realrun.cli import main

@@ -1,4 +1,5 @@
-"""Profiling the real engine: every grid shape timed, a model that prices what was timed, a file batchsim reads."""
+"""Profiling the real engine: every grid shape timed, a model that prices what was timed, a file
+batchsim reads."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def test_grid_for_workload_covers_the_workload():
     assert (
         chunked.prefill_lengths[-1] == 64 and chunked.past and all(q == 64 for q, _ in chunked.past)
     )
-    # A chunking policy beside one that prefills whole prompts: chunks over their past, and whole prompts too.
+    # A chunking policy beside one that prefills whole prompts: chunks over their past, and whole
+    # prompts too.
     both = grid_for_workload(wl, max_rows=16, max_prefill=512, chunk=64, whole_prompts=True)
     assert both.prefill_lengths[-1] == int(wl.prompt_tokens.max()) and both.past == chunked.past
 
@@ -145,7 +147,8 @@ def test_profile_times_every_shape_and_holds_some_out(calibration):
 def test_a_profile_whose_held_out_shapes_ran_slow_says_to_profile_again(calibration):
     prof, _ = calibration
     assert "warning" not in prof.text() or prof.heldout_mean_pct > HELDOUT_WARN_PCT
-    # A burst of other work while the held-out shapes were timed: they ran twice as slow as the grid says.
+    # A burst of other work while the held-out shapes were timed: they ran twice as slow as the grid
+    # says.
     burst = [
         replace(q, seconds=q.seconds * 2) if q.kind.startswith("validation-") else q
         for q in prof.points

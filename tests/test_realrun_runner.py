@@ -34,8 +34,8 @@ from realrun.clock.runner import context_reason, run_real  # noqa: E402
 
 
 class FakeEngine(PricedEngine):
-    """Every pass takes ``d`` seconds of the fake clock (a constant step time); ``fail_at`` raises on that call.
-    It carries what run_real reads of a loaded model."""
+    """Every pass takes ``d`` seconds of the fake clock (a constant step time); ``fail_at`` raises
+    on that call. It carries what run_real reads of a loaded model."""
 
     name = "fake"
 

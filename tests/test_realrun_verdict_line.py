@@ -65,7 +65,8 @@ def test_a_pair_predicted_the_wrong_way_round_is_not_preserved():
 
 
 def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
-    # dynamic and taxi 4 % apart with runs 25 % apart: a tie, here predicted the other way round; continuous is clearly first
+    # dynamic and taxi 4 % apart with runs 25 % apart: a tie, here predicted the other way round;
+    # continuous is clearly first
     rep = _report(
         _row("taxi", 0.9, [1.05, 1.45]),
         _row("dynamic", 1.0, [1.1, 1.3]),
@@ -79,7 +80,8 @@ def test_a_gap_within_the_runs_spread_is_a_tie_not_a_ranking():
 
 
 def _judged(*rows: CompareRow) -> CompareReport:
-    """The rows judged as compare judges them: every metric moves one for one with the machine's level."""
+    """The rows judged as compare judges them: every metric moves one for one with the machine's
+    level."""
     from realrun.judge.interval import MetricSpread
     from realrun.judge.spread import judge_rows
 
@@ -91,8 +93,9 @@ def _judged(*rows: CompareRow) -> CompareReport:
 
 
 def test_errors_are_held_up_to_the_spread_the_runs_showed():
-    # Runs 30 % apart: a 25 % miss cannot be told from the machine's noise, for either policy (the spread is
-    # the machine's, pooled over both). Runs 1 % apart: the same miss disagrees, and an exact one agrees.
+    # Runs 30 % apart: a 25 % miss cannot be told from the machine's noise, for either policy (the
+    # spread is the machine's, pooled over both). Runs 1 % apart: the same miss disagrees, and an
+    # exact one agrees.
     noisy = verdict_line(
         _judged(_row("taxi", 1.25, [0.7, 1.0, 1.3]), _row("static", 5.0, [3.96, 4.0, 4.04]))
     )

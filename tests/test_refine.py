@@ -1,4 +1,5 @@
-"""The profile looks for bends in the prefill cost: a midpoint the line misses becomes a grid point."""
+"""The profile looks for bends in the prefill cost: a midpoint the line misses becomes a grid
+point."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ GRID = Grid(
 
 
 def knee_cost(b: int, n: int, at: float = 500.0) -> float:
-    """Seconds of b rows of n tokens: per token 1 ms below ``at`` and 1.3 ms above (a cache outgrown)."""
+    """Seconds of b rows of n tokens: per token 1 ms below ``at`` and 1.3 ms above (a cache
+    outgrown)."""
     return b * n * (1e-3 if n < at else 1.3e-3)
 
 
 class Timer:
-    """A fake engine: each timing is the cost times (1 + noise x a normal draw) and moves a fake clock
-    on; what it timed and kept, and what it forgot, are recorded."""
+    """A fake engine: each timing is the cost times (1 + noise x a normal draw) and moves a fake
+    clock on; what it timed and kept, and what it forgot, are recorded."""
 
     def __init__(self, cost, noise: float = 0.0, seed: int = 0, reps: int = 4) -> None:
         self.cost, self.noise, self.reps = cost, noise, reps
@@ -155,7 +157,8 @@ def test_misses_reads_the_line_between_the_ends_and_the_noise_of_all_three():
 
 
 def test_every_cell_of_the_grid_is_looked_at_before_the_halves_of_any():
-    """Bends in the two dearest cells: the second's midpoint is timed before any half of the first."""
+    """Bends in the two dearest cells: the second's midpoint is timed before any half of the
+    first."""
 
     def two_knees(b, n):
         return b * n * (1e-3 if n < 500 else 1.3e-3 if n < 900 else 1.7e-3)

@@ -1,4 +1,5 @@
-"""The roofline step time: memory-bound when small, compute-bound when big, and the arithmetic behind it."""
+"""The roofline step time: memory-bound when small, compute-bound when big, and the arithmetic
+behind it."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_tokens_per_second_rise_with_batch_then_flatten():
 def test_knee_matches_a_hand_computation():
     st = rf()
     # At context 0, a decode row does 2P FLOPs plus attention to itself and writes one token of KV:
-    # compute(B) = B (2P + a) / F, memory(B) = (W + B kv) / BW; the knee is the first B with compute >= memory.
+    # compute(B) = B (2P + a) / F, memory(B) = (W + B kv) / BW; the knee is the first B with compute
+    # >= memory.
     F = A100.peak_flops("fp16") * st.compute_eff
     BW = A100.bandwidth * st.memory_eff
     per_row = (
@@ -62,7 +64,8 @@ def test_knee_matches_a_hand_computation():
     assert 64 < knee_batch(st, 0) < 160
     # H100's ridge is about twice the A100's, so is its knee.
     assert knee_batch(rf(gpu="H100-SXM"), 0) == pytest.approx(2 * knee_batch(st, 0), rel=0.1)
-    # GPT-2's cache is large next to its weights: at 512 tokens of context decode never turns compute-bound.
+    # GPT-2's cache is large next to its weights: at 512 tokens of context decode never turns
+    # compute-bound.
     assert knee_batch(st, 512) is None
 
 
@@ -85,7 +88,8 @@ def test_chunked_prefill_conserves_attention_flops():
         ]
 
     assert flops_time(first) + flops_time(second) == pytest.approx(flops_time(whole), rel=1e-12)
-    # 1000 tokens attend to 1000*1001/2 pairs: that is what durations() prices beyond 2 x params x tokens.
+    # 1000 tokens attend to 1000*1001/2 pairs: that is what durations() prices beyond 2 x params x
+    # tokens.
     extra = DEFAULT_CATALOG.model("llama-3-8b").attention_flops_per_pair() * 1000 * 1001 / 2
     base = 2 * st.model.params * 1000
     assert flops_time(whole) == pytest.approx((base + extra) / st.flops_per_s, rel=1e-12)

@@ -81,9 +81,9 @@ def test_same_seed_same_times_other_seed_other_times():
 
 
 def test_a_noisy_queue_waits_longer_by_one_plus_cv_squared():
-    """One-token answers on a taxi: every request is one prefill pass, so the server is M/G/1 with the
-    pass's spread as its service-time spread. Pollaczek-Khinchine: W_q = lambda E[S^2] / (2 (1 - rho)),
-    so sampled over mean-only waits 1 + CV^2 = 1.27 times longer."""
+    """One-token answers on a taxi: every request is one prefill pass, so the server is M/G/1 with
+    the pass's spread as its service-time spread. Pollaczek-Khinchine: W_q = lambda E[S^2] / (2 (1 -
+    rho)), so sampled over mean-only waits 1 + CV^2 = 1.27 times longer."""
     m = model(z_prefill=0.01, ratios=UNIFORM)
     lam = 0.7 / 0.0101  # rho 0.7, service = pass + step_extra
     wl = make_workload(Poisson(lam), Fixed(16), Fixed(1), n=20_000, seed=11)

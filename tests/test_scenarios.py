@@ -149,7 +149,8 @@ def test_kv_budget_precedence_and_bytes():
     [
         (
             ["run", "taxi-vs-bus", "--gpu", "V100"],
-            "gpu must be one of T4, L4, A10G, L40S, A100-40GB, A100-80GB, H100-SXM, H200, MI300X, cpu, got 'V100'",
+            "gpu must be one of T4, L4, A10G, L40S, A100-40GB, A100-80GB, H100-SXM, H200, MI300X, "
+            "cpu, got 'V100'",
         ),
         (["run", "taxi-vs-bus", "--model", "gpt5"], "model must be one of distilgpt2"),
         (
@@ -222,8 +223,8 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
     # memory, not max_batch=64, caps it
     assert s["long: dynamic-64"]["max_batch_size"] <= budget // 1800 + 1
     assert s["long: dynamic-64"]["kv_peak_tokens"] > 0.8 * budget
-    # The notes count in words that agree with the counts, and the rows a full cache holds are memory's
-    # budget over the tokens each held then: one arithmetic, not two numbers for one limit.
+    # The notes count in words that agree with the counts, and the rows a full cache holds are
+    # memory's budget over the tokens each held then: one arithmetic, not two numbers for one limit.
     res = r.results["long: continuous-128"]
     hit = np.bincount(res.records.preemptions)
     evicted = next(
@@ -237,8 +238,8 @@ def test_memory_wall_long_contexts_cap_the_batch_and_preempt():
     full = next((n for n in r.notes if "% full for" in n), None)
     if full is not None:
         m = re.search(
-            r"Then it holds (\d+) rows of about ([\d,]+) tokens each, all that fits in 90-100 % of memory's "
-            r"([\d,]+) tokens",
+            r"Then it holds (\d+) rows of about ([\d,]+) tokens each, all that fits in 90-100 % of "
+            r"memory's ([\d,]+) tokens",
             full,
         )
         rows, held, total = int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", ""))
@@ -327,9 +328,9 @@ def test_azure_conv_replays_a_trace_given_with_the_flag():
 
 
 def test_a_served_record_replayed_says_it_is_not_a_prediction_of_the_room(tmp_path):
-    """A `realrun serve --record` CSV (its sidecar names the real model) replayed by batchsim runs on the
-    simulated server: the notes say so and name the command that predicts the record; a trace with no
-    sidecar gets no such note, nor one whose sidecar is not a server's."""
+    """A `realrun serve --record` CSV (its sidecar names the real model) replayed by batchsim runs
+    on the simulated server: the notes say so and name the command that predicts the record; a trace
+    with no sidecar gets no such note, nor one whose sidecar is not a server's."""
     import shutil
     from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""``realrun serve``: OpenAI's protocol, many clients at once, bad requests, a full queue, a clean stop.
+"""``realrun serve``: OpenAI's protocol, many clients at once, bad requests, a full queue, a clean
+stop.
 
 Every server here is a real process on 127.0.0.1 with the default offline model (tiny-gpt2,
 random weights), stopped by its test. What is checked is behaviour a class relies on: each
@@ -120,8 +121,8 @@ def test_64_streams_each_get_exactly_their_tokens_and_a_killed_one_leaves_the_ot
             and r["finish"] == "length"
             and r["usage"]["completion_tokens"] == n
         )
-    # The one that left is withdrawn before the next step: running falls back to 0, and its 200 tokens
-    # were never all made (the others' total is exact, the killed one's is far short of 200).
+    # The one that left is withdrawn before the next step: running falls back to 0, and its 200
+    # tokens were never all made (the others' total is exact, the killed one's is far short of 200).
     for _ in range(100):
         if server.metric("vllm:num_requests_running") == 0:
             break
@@ -193,10 +194,11 @@ def test_metrics_speak_prometheus_with_vllm_names(server):
 
 
 def test_a_full_queue_answers_503_with_retry_after_and_sigterm_drains(tmp_path):
-    # One seat and a queue of one: a request runs, one waits (the queue is full), the next is turned away
-    # and kept in the record with why. SIGTERM drains: the one running and the one waiting finish whole.
-    # (A static bus larger than the queue is refused at start-up: it could never leave; a dynamic batch
-    # waits out its max_wait even when the stop comes, so neither would show a full queue here.)
+    # One seat and a queue of one: a request runs, one waits (the queue is full), the next is turned
+    # away and kept in the record with why. SIGTERM drains: the one running and the one waiting
+    # finish whole. (A static bus larger than the queue is refused at start-up: it could never
+    # leave; a dynamic batch waits out its max_wait even when the stop comes, so neither would show
+    # a full queue here.)
     record = tmp_path / "r.csv"
     with served(
         "--max-seqs", "1", "--max-queue", "1", "--record", str(record), tmp=tmp_path

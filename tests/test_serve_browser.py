@@ -41,7 +41,8 @@ REQUESTS, SPREAD_S, MAX_TOKENS = 20, 3.0, 60
 
 
 def _load(url: str, errors: list, done: list) -> None:
-    """20 streaming completions, one every 0.15 s, each read to its end; what went wrong goes to errors."""
+    """20 streaming completions, one every 0.15 s, each read to its end; what went wrong goes to
+    errors."""
 
     async def one(client: httpx.AsyncClient, i: int) -> None:
         await asyncio.sleep(i * SPREAD_S / REQUESTS)
@@ -100,7 +101,8 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
     errors: list[str] = []
     done: list[int] = []
     page_errors: list[str] = []
-    # 4 rows and a KV budget: the batch hits its limit, a queue forms, and both limit lines are drawn.
+    # 4 rows and a KV budget: the batch hits its limit, a queue forms, and both limit lines are
+    # drawn.
     with (
         served("--max-seqs", "4", "--kv-budget-tokens", "512", tmp=tmp_path) as srv,
         sync_playwright() as pw,
@@ -119,10 +121,11 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
             started = time.monotonic()
             load.start()
             page.wait_for_function(
-                "() => +document.getElementById('n-running').textContent > 0"
-                " && +document.getElementById('n-tps').textContent > 0"
+                "() => +document.getElementById('n-running').textContent > 0 && "
+                "+document.getElementById('n-tps').textContent > 0"
             )
-            # Well into the load (the last request arrives at 3 s), so the charts have a history to show.
+            # Well into the load (the last request arrives at 3 s), so the charts have a history to
+            # show.
             page.wait_for_timeout(max(0, 2500 - 1000 * (time.monotonic() - started)))
             page.screenshot(path=str(ARTEFACTS / "dashboard.png"))
             during = {
@@ -130,7 +133,8 @@ def test_the_dashboard_shows_the_batch_fill_and_empty_under_load(tmp_path):
             }
             bars_busy = page.evaluate(BAR_PIXELS)
             fits = page.evaluate(
-                "() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+                "() => [document.documentElement.scrollWidth, "
+                "document.documentElement.scrollHeight]"
             )
             assert load.is_alive(), (
                 "the load had ended before the screenshot: it would not show the batch busy"

@@ -1,4 +1,5 @@
-"""Who a client is (``realrun.classroom.serve.clients``): by address by default, by key with ``--client-by key``."""
+"""Who a client is (``realrun.classroom.serve.clients``): by address by default, by key with
+``--client-by key``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``realrun serve`` refuses flags that cannot work in one line naming the flag, exit 2, before the model
-loads (issue 37): a queue of 0 (every request turned away), a static bus larger than the queue (it would
-wait forever), a port already taken, a host that is not this machine's."""
+"""``realrun serve`` refuses flags that cannot work in one line naming the flag, exit 2, before the
+model loads (issue 37): a queue of 0 (every request turned away), a static bus larger than the queue
+(it would wait forever), a port already taken, a host that is not this machine's."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def test_a_busy_port_is_one_line_naming_the_port(capsys, monkeypatch):
 
 
 def test_a_static_bus_the_queue_can_hold_is_accepted(capsys, monkeypatch):
-    # The same check lets through what can work: a queue as large as the bus; the model's load is the
-    # first thing after the checks (refused here by the stand-in, with exit 1's own line).
+    # The same check lets through what can work: a queue as large as the bus; the model's load is
+    # the first thing after the checks (refused here by the stand-in, with exit 1's own line).
     from realrun import cli
     from realrun.cli import run as commands
 

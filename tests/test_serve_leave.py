@@ -33,7 +33,8 @@ async def _until(srv, name: str, at_least: float) -> None:
 
 
 async def _raw(url: str, body: dict) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A request sent on a bare socket, so that the test decides exactly when the client hangs up."""
+    """A request sent on a bare socket, so that the test decides exactly when the client hangs
+    up."""
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     data = json.dumps(body).encode()
@@ -113,6 +114,7 @@ def test_a_client_who_leaves_the_queue_is_recorded_cancelled_with_no_tokens(tmp_
     assert code == 0, log
     assert not was_done, "the queued request left the queue only when the running one ended"
     rows = list(csv.DictReader(record.read_text().splitlines()))
-    # Heard while its request was on its way to the queue, or once queued ("after 0 tokens"): either way, none made.
+    # Heard while its request was on its way to the queue, or once queued ("after 0 tokens"): either
+    # way, none made.
     assert rows[1]["rejected"].startswith("cancelled: the client disconnected"), rows
     assert rows[1]["tokens"] == "0" and rows[0]["tokens"] == "300"

@@ -1,4 +1,5 @@
-"""OpenAI's fields as ``realrun serve`` reads them (issue 37): nothing asked for is silently ignored.
+"""OpenAI's fields as ``realrun serve`` reads them (issue 37): nothing asked for is silently
+ignored.
 
 Checked on the parser (``parse_completion``) with the default model's byte tokenizer, and once on a
 real server: a streamed answer's pieces add up to the same request's whole text, byte for byte.

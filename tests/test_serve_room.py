@@ -1,4 +1,5 @@
-"""No student can lock the class out of ``realrun serve`` (issue 37), and each is named by a short id.
+"""No student can lock the class out of ``realrun serve`` (issue 37), and each is named by a short
+id.
 
 One real server (offline tiny-gpt2 on 127.0.0.1) with small limits, so each misbehaviour is cheap to
 show: half-sent request heads beyond the connection cap, a head dribbled past its time limit, a body
@@ -77,7 +78,9 @@ def test_half_sent_heads_beyond_the_cap_give_way_and_health_still_answers(room):
                     json={"prompt": [1, 2], "max_tokens": 2},
                     headers=AUTH,
                 )
-            try:  # the oldest gave way to a newer connection: its 408, or a reset if it came before the read
+            # the oldest gave way to a newer connection: its 408, or a reset if it came before the
+            # read
+            try:
                 first = await held[0][0].read()
             except ConnectionResetError:
                 first = b"reset"
@@ -135,8 +138,9 @@ def test_the_room_key_is_needed_on_v1_routes_only(room):
 
 
 def test_one_client_cannot_fill_the_queue_and_the_record_names_it(room):
-    # One seat; this client's first request runs, its second waits, its third is turned away: at most one
-    # of its requests may wait (--max-queue-per-client 1). The record names the client on all three.
+    # One seat; this client's first request runs, its second waits, its third is turned away: at
+    # most one of its requests may wait (--max-queue-per-client 1). The record names the client on
+    # all three.
     async def main():
         async with httpx.AsyncClient(timeout=WATCHDOG_S, headers=AUTH) as c:
             body = {"prompt": [1, 2], "max_tokens": 200, "ignore_eos": True}

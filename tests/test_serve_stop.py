@@ -23,7 +23,8 @@ from serving import served  # noqa: E402
 
 from batchsim.core.traces import read_trace  # noqa: E402
 
-#: A watchdog against a hang only: a tiny-gpt2 server starts and stops in seconds on a loaded machine.
+#: A watchdog against a hang only: a tiny-gpt2 server starts and stops in seconds on a loaded
+#: machine.
 WATCHDOG_S = 600
 
 

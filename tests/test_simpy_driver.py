@@ -135,7 +135,8 @@ def test_an_outage_stops_the_server_and_its_queue_waits(name):
     np.testing.assert_array_equal(r.tokens, wl.output_tokens)
     during = (r.arrival > 20.0) & (r.arrival < 30.0)
     waited = r.start[during] - r.arrival[during]
-    # Arrivals uniform over the outage wait for its rest: about half of it, on a server this lightly loaded.
+    # Arrivals uniform over the outage wait for its rest: about half of it, on a server this lightly
+    # loaded.
     assert waited.mean() == pytest.approx(5.0, rel=0.25)
     # direction: an outage means waiting
     assert summarize(res)["p99_ttft"] > summarize(base)["p99_ttft"] + 5.0
@@ -199,7 +200,8 @@ def test_an_error_in_a_user_process_surfaces_as_itself():
 
 
 def test_the_same_user_process_gives_the_same_records_on_both_clocks():
-    """An outage on the wall clock (fake clock, priced engine) and in the simulator: same records."""
+    """An outage on the wall clock (fake clock, priced engine) and in the simulator: same
+    records."""
     wl = dyadic_workload(80, 12.0, seed=3)
     sim = simulate(wl, make_policy("continuous", max_seqs=6), DYADIC, processes=[outage(2.0, 1.5)])
     clock = FakeClock()
@@ -248,8 +250,8 @@ def test_an_empty_workload_still_ends():
 
 
 def test_a_model_that_prices_a_pass_below_zero_cannot_move_the_clock_backwards():
-    """A profile fitted on a noisy machine can come with negative offsets (a repeat cheaper than free):
-    no pass takes negative time, so the run is priced at zero for it, and completes."""
+    """A profile fitted on a noisy machine can come with negative offsets (a repeat cheaper than
+    free): no pass takes negative time, so the run is priced at zero for it, and completes."""
     from dataclasses import dataclass
 
     import numpy as np
@@ -282,9 +284,9 @@ def test_a_model_that_prices_a_pass_below_zero_cannot_move_the_clock_backwards()
     ],
 )
 def test_a_lone_server_stops_its_repeat_where_an_interrupt_would_have_cut_it(policy, monkeypatch):
-    """A lone server knows its next passenger's arrival and prices a repeat only up to it; the same run
-    with that knowledge taken away (as in a fleet, where the arrival interrupts the repeat) gives the
-    very same records, and only it interrupts."""
+    """A lone server knows its next passenger's arrival and prices a repeat only up to it; the same
+    run with that knowledge taken away (as in a fleet, where the arrival interrupts the repeat)
+    gives the very same records, and only it interrupts."""
     from batchsim.core import driver
 
     wl = make_workload(Poisson(30.0), Uniform(8, 64), LogNormal(40, 30), n=300, seed=4)

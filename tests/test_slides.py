@@ -87,7 +87,8 @@ def test_every_section_and_every_figure_of_a_lesson_is_on_its_slides(built):
         assert linked == [f"figures/{p.name}" for p in parts], lesson.name
         assert all(p.parent == SLIDE_FIGURES for p in parts), lesson.name
         for src in linked:
-            # Copied beside the deck, byte for byte the course's figure: a deck folder carried elsewhere shows it.
+            # Copied beside the deck, byte for byte the course's figure: a deck folder carried
+            # elsewhere shows it.
             assert src.startswith("figures/") and (built / src).is_file(), (lesson.name, src)
             assert (built / src).read_bytes() == (SLIDE_FIGURES / Path(src).name).read_bytes()
 
@@ -154,7 +155,8 @@ def test_a_slide_block_captions_the_visual_before_it_and_cuts_it_to_its_columns(
         "not a slide.\n\n```\n"
         + OUTPUT
         + "\n```\n\n<!-- slide\ncolumns: policy | servers | $/1M tok\nOne big bus is "
-        "cheapest\n-->\n\n![A fleet](f.png)\n\n## Why\n\n<!-- slide\nBecause a step reads the weights once\n-->\n"
+        "cheapest\n-->\n\n![A fleet](f.png)\n\n## Why\n\n<!-- slide\nBecause a step reads the "
+        "weights once\n-->\n"
     )
     title, output, figure, why = lesson_slides(text)
     assert title.opening and title.lines == ("ten minutes",)
@@ -257,10 +259,10 @@ def test_the_handout_holds_every_take_away_on_one_page(built):
     assert page.count("<li>") == total and "<!--" not in page
 
 
-# Each slide as the deck's own script shows it on a 1280x720 screen (scaled, as a projector gets it):
-# the smallest text as rendered and its CSS size, table cells whose text takes more than one line,
-# output blocks whose lines wrapped or ran past their box, the short lines counted as lines on the
-# page, cut-off headings, content past the slide's edge or its body's, and each figure's scale
+# Each slide as the deck's own script shows it on a 1280x720 screen (scaled, as a projector gets
+# it): the smallest text as rendered and its CSS size, table cells whose text takes more than one
+# line, output blocks whose lines wrapped or ran past their box, the short lines counted as lines on
+# the page, cut-off headings, content past the slide's edge or its body's, and each figure's scale
 # (screen px per PNG px).
 _MEASURE = """() => {
   const lines = (el) => { const r = document.createRange(); r.selectNodeContents(el);
@@ -296,13 +298,13 @@ def measure(folder: Path) -> dict[str, list[dict]]:
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
     if chromium is None:
         pytest.skip(
-            "no Chromium on PATH (chromium or chromium-browser): the slides' layout cannot be measured; "
-            "apt-get install chromium to run this check"
+            "no Chromium on PATH (chromium or chromium-browser): the slides' layout cannot be "
+            "measured; apt-get install chromium to run this check"
         )
     sync_api = pytest.importorskip(
         "playwright.sync_api",
-        reason="Playwright's Python package is not installed "
-        "(pip install playwright; Debian's Chromium is used, nothing is downloaded)",
+        reason="Playwright's Python package is not installed (pip install playwright; Debian's "
+        "Chromium is used, nothing is downloaded)",
     )
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(

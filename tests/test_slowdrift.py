@@ -33,7 +33,8 @@ from batchsim.sim.spread import (
 
 
 def model() -> ProfiledStepTime:
-    """test_sampled's grid with a narrow spread of each pass (CV 6 %), so a drift stands out of it."""
+    """test_sampled's grid with a narrow spread of each pass (CV 6 %), so a drift stands out of
+    it."""
     return _model(ratios=np.linspace(0.9, 1.1, LEVELS))
 
 
@@ -64,7 +65,8 @@ def test_the_fit_recovers_a_known_drift(sd, tau):
     assert all(f is not None for f in fits)
     sds = np.median([f.sd for f in fits])
     taus = np.median([f.tau_s for f in fits])
-    # A probe of 2,000 passes (34 s): the drift's size within 30 %, its time constant within a factor 2.5.
+    # A probe of 2,000 passes (34 s): the drift's size within 30 %, its time constant within a
+    # factor 2.5.
     assert sds == pytest.approx(sd, rel=0.30)
     assert tau / 2.5 <= taus <= tau * 2.5
 

@@ -1,4 +1,5 @@
-"""A policy that makes no progress stops the run with a message, never hangs it (batchsim.core.standstill).
+"""A policy that makes no progress stops the run with a message, never hangs it
+(batchsim.core.standstill).
 
 Lab 1's commonest mistake, ``now > deadline`` for ``now >= deadline``, leaves the timetable bus
 answering "wait until now" forever at one instant; before this guard, the lab's check printed

@@ -55,8 +55,8 @@ def test_the_map_names_the_files_a_step_runs_through():
     on_path = {f for f, n in calls.items() if n >= 0.9 * steps}
     mapped = set(_mapped())
     assert mapped == on_path, (
-        f"the map in batchsim/__init__.py names {sorted(mapped - on_path)} that a step no "
-        f"longer runs through, and misses {sorted(on_path - mapped)}"
+        f"the map in batchsim/__init__.py names {sorted(mapped - on_path)} that a step no longer "
+        f"runs through, and misses {sorted(on_path - mapped)}"
     )
     # continuous.py appears twice: deciding, then accounting
     assert len(mapped) == len(_mapped()) - 1

@@ -1,4 +1,5 @@
-"""Records folded as the run goes: chunked folds equal one fold, and summary-only runs keep their promises.
+"""Records folded as the run goes: chunked folds equal one fold, and summary-only runs keep their
+promises.
 
 - Token events folded every k rows, and the step log packed every k steps, give records
   identical to the bit with a fold at the very end, for every k.
@@ -161,8 +162,9 @@ def test_summary_only_refuses_another_slo_afterwards():
 
 
 def test_summary_only_memory_does_not_grow_with_the_run():
-    """What a summary-only recorder holds is a ring of live requests, sketches and sums: serving 20,000
-    requests through a ring of 1,024 slots (a long answer holds its slot while later requests come and go), it never needs more, and the sketches stay a few KB."""
+    """What a summary-only recorder holds is a ring of live requests, sketches and sums: serving
+    20,000 requests through a ring of 1,024 slots (a long answer holds its slot while later requests
+    come and go), it never needs more, and the sketches stay a few KB."""
     wl = workload(20_000, rate=8.0)
     rec = StreamRecorder(wl, capacity=1024, fold_rows=2048)
     drive(wl, make_policy("continuous"), SimExecutor(STEP), recorder=rec)

@@ -223,7 +223,8 @@ def test_taxi_md1():
 
 
 def test_taxi_mm1():
-    # M/M/1, rho = 0.5, exponential step times. Spread over 16 seeds at 40k: sd 2.2 %. Tolerance 8 %.
+    # M/M/1, rho = 0.5, exponential step times. Spread over 16 seeds at 40k: sd 2.2 %. Tolerance 8
+    # %.
     res = poisson_run(Taxi(), 5.0, exp_step(0.1), 40_000)
     assert mean_queue_wait(res) == pytest.approx(MM1(5.0, 10.0).mean_wait, rel=0.08)
     # ...and it is not the M/D/1 answer, which is half as long.

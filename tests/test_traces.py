@@ -202,11 +202,12 @@ def test_bom_crlf_and_whole_number_floats_are_read(tmp_path):
         read_trace(p)
 
 
-# --- the trace that ships, and the fetch command (offline: file:// mirrors and a closed port) ---------
+# --- the trace that ships, and the fetch command (offline: file:// mirrors and a closed port) -----
 
 
 def _isolated(monkeypatch, tmp_path):
-    """No $BATCHSIM_TRACES, an empty cache, a working folder with nothing beside it: a fresh clone."""
+    """No $BATCHSIM_TRACES, an empty cache, a working folder with nothing beside it: a fresh
+    clone."""
     monkeypatch.delenv("BATCHSIM_TRACES", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "work").mkdir()

@@ -67,7 +67,8 @@ def test_each_presets_median_error_meets_the_target(rows):
 
 
 def test_the_presets_matter(rows):
-    # The default efficiencies, without a preset, miss TensorRT-LLM's table by more: the fit did something.
+    # The default efficiencies, without a preset, miss TensorRT-LLM's table by more: the fit did
+    # something.
     p = next(p for p in V.points() if p.id == "trtllm-H200-llama-3.1-8b-tp1-128-2048")
     fitted = next(r for r in rows if r["id"] == p.id)["error"]
     # (The vLLM preset stood in for the defaults here; fitted to vLLM's own runs it no longer does.)

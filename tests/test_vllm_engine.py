@@ -115,9 +115,10 @@ def test_greedy_tokens_agree_with_our_engine(served, lm, poisson):
     run_real(poisson, Continuous(MAX_SEQS, BUDGET, BLOCK), ours)
     mine, theirs = ours.outputs(), served.meta["outputs"]
     n = len(poisson)
-    # The same network and prompts: every first token agrees (the prefill), and most whole sequences.
-    # Two sets of fp32 kernels: a near-tie in tiny-gpt2's flat logits may break either way, and
-    # from there the sequences part; so the check is on the share of tokens agreed before parting.
+    # The same network and prompts: every first token agrees (the prefill), and most whole
+    # sequences. Two sets of fp32 kernels: a near-tie in tiny-gpt2's flat logits may break either
+    # way, and from there the sequences part; so the check is on the share of tokens agreed before
+    # parting.
     assert all(mine[i][0] == theirs[i][0] for i in range(n))
     agreed = sum(
         next((k for k, (a, b) in enumerate(zip(mine[i], theirs[i])) if a != b), len(mine[i]))
@@ -152,12 +153,14 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     m = prof.model
     assert m.plan == "fused" and m.step_gap == 0.0
     assert (m.decode.z > 0).all() and (np.diff(m.decode.z, axis=0) >= 0).all()
-    # A longer prompt never costs less. (Not "more": on tiny-gpt2 a 60-token prefill and an 8-token one
-    # differ by less than this host's noise, and the fit, kept non-decreasing, then prices them alike.)
-    # Within rounding: two points made equal interpolate a unit in the last place apart (seen beside busy work).
+    # A longer prompt never costs less. (Not "more": on tiny-gpt2 a 60-token prefill and an 8-token
+    # one differ by less than this host's noise, and the fit, kept non-decreasing, then prices them
+    # alike.) Within rounding: two points made equal interpolate a unit in the last place apart
+    # (seen beside busy work).
     assert float(m.prefill(1, 60)[0]) >= float(m.prefill(1, 8)[0]) * (1 - 1e-12)
-    # In seconds, not milliseconds: a 1-row step of tiny-gpt2 is a few ms on a quiet machine, tens beside other
-    # work; the bounds only catch a unit slip (how fast this machine is, is not a test's business).
+    # In seconds, not milliseconds: a 1-row step of tiny-gpt2 is a few ms on a quiet machine, tens
+    # beside other work; the bounds only catch a unit slip (how fast this machine is, is not a
+    # test's business).
     assert 1e-5 < float(m.decode(1, 32)[0]) < 5.0
     # Each shape's spread is kept, as our engine's profile keeps it: quantiles of time / mean, each
     # point's non-decreasing with mean 1, so sampling keeps the profiled mean and adds the spread.
@@ -165,7 +168,8 @@ def test_the_profile_is_a_fused_calibration(server, lm, poisson, tmp_path):
     assert q.shape[:2] == m.decode.z.shape and (np.diff(q, axis=2) >= -1e-12).all()
     assert (q[..., 0] <= 1.0).all() and (q[..., -1] >= 1.0).all() and (q[..., -1] > q[..., 0]).any()
     assert np.isfinite(m.spread.prefill.q).all() and 0.0 <= m.spread.lag1 < 1.0
-    # The canary's reference, read at the profile's end: vLLM's own steps against their profiled price.
+    # The canary's reference, read at the profile's end: vLLM's own steps against their profiled
+    # price.
     ref = m.extra["canary"]
     assert set(ref) == {"prefill", "decode"} and all(0.2 < ref[k] < 5.0 for k in ref)
     path = prof.write(tmp_path / "cal.json")
@@ -210,8 +214,8 @@ def test_compare_engine_vllm_predicts_and_decomposes(models, tmp_path, capsys):
     obj = json.loads(out)
     (run,) = obj["runs"]
     assert run["label"] == "continuous (vllm)"
-    # vLLM's profile kept its spread: three sampled predictions make a band, two runs a repeat spread,
-    # and every metric gets a verdict, as for our engine.
+    # vLLM's profile kept its spread: three sampled predictions make a band, two runs a repeat
+    # spread, and every metric gets a verdict, as for our engine.
     assert run["seeds"] == 3 and len(run["repeats"]) == 2
     for k in ("p50_e2e", "p99_e2e", "p50_ttft"):
         lo, hi = run["predicted_band"][k]

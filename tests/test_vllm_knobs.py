@@ -62,8 +62,8 @@ def test_knobs_refuse_what_vllm_would_refuse():
     VLLMKnobs("/m", 1024, block_size=16, device="cuda")  # GPU kernels take 16
     with pytest.raises(
         ConfigError,
-        match=r"kv-budget-tokens must hold one request of the model's whole context "
-        r"for vLLM \(at least 1,056 tokens .* got 1024",
+        match=r"kv-budget-tokens must hold one request of the model's whole context for vLLM \(at "
+        r"least 1,056 tokens .* got 1024",
     ):
         VLLMKnobs("/m", 1024, kv_budget_tokens=1024)
     assert VLLMKnobs("/m", 1024, kv_budget_tokens=1056).num_blocks == 33

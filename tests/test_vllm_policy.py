@@ -53,7 +53,8 @@ def test_make_policy_offers_the_flavour_by_name():
 
 
 def test_decode_tokens_spend_the_budget():
-    # 6 rows decoding and a budget of 10 tokens: a 20-token prompt gets 4 of them (batchsim's own: 10).
+    # 6 rows decoding and a budget of 10 tokens: a 20-token prompt gets 4 of them (batchsim's own:
+    # 10).
     reqs = [Request(i, 0.0, 1, 50) for i in range(6)] + [Request(6, 0.0, 20, 5)]
     for make, chunk in (
         (lambda: VLLMV1(8, 10, 4, async_scheduling=False), 4),

@@ -78,7 +78,8 @@ def test_vllm_preempts_requests_whose_last_token_is_in_flight_only_with_async_sc
 
 
 def test_the_referee_catches_a_scheduler_that_differs(monkeypatch):
-    # The textbook scheduler gives a prompt the whole budget while rows decode: vLLM counts the decodes.
+    # The textbook scheduler gives a prompt the whole budget while rows decode: vLLM counts the
+    # decodes.
     cfg = RefereeConfig(max_seqs=8, max_batched_tokens=16)
     reqs = [Request(0, 0.0, 4, 10), Request(1, 2.0, 40, 3)]
     assert referee(reqs, cfg).agrees
@@ -102,9 +103,10 @@ def test_the_referee_catches_a_scheduler_that_differs(monkeypatch):
 
 
 def test_vllm_ends_a_request_one_token_sooner_at_max_model_len():
-    # A documented difference of limits, not of scheduling: vLLM stops a request once its tokens reach
-    # max_model_len (vllm/v1/core/sched/utils.py, check_stop: request.num_tokens >= max_model_len);
-    # batchsim (as transformers) needs a position only for each token fed, prompt + output - 1.
+    # A documented difference of limits, not of scheduling: vLLM stops a request once its tokens
+    # reach max_model_len (vllm/v1/core/sched/utils.py, check_stop: request.num_tokens >=
+    # max_model_len); batchsim (as transformers) needs a position only for each token fed, prompt +
+    # output - 1.
     cfg = RefereeConfig(max_seqs=4, max_batched_tokens=64, context_len=64)
     fits = referee([Request(0, 0.0, 60, 4)], cfg)  # 64 tokens: both produce all 4
     assert fits.agrees and len(fits.vllm) == 4
@@ -179,7 +181,8 @@ def test_the_textbook_policy_differs_from_vllm_where_and_why_the_table_says():
                 name,
                 tally,
             )
-    # Where neither the budget nor async scheduling decides anything, the textbook is vLLM, step for step.
+    # Where neither the budget nor async scheduling decides anything, the textbook is vLLM, step for
+    # step.
     assert table["KV binds alone, sync"]["same"] == 3
     assert (
         table["roomy, sync"]["budget"] == 3

@@ -35,7 +35,8 @@ SMALL = {
 
 
 def _changed(panel: widgets.LessonPanel, **values) -> tuple[dict, dict]:
-    """(summary before, summary after) setting the controls; asserts one recompute and a new picture."""
+    """(summary before, summary after) setting the controls; asserts one recompute and a new
+    picture."""
     before_img, before, calls = panel.image.value, panel.result[0], panel.calls
     for name, v in values.items():
         panel.controls[name].value = v

@@ -215,7 +215,7 @@ def test_workload_validates_itself():
         Workload((wl.requests[1], wl.requests[0]))
 
 
-# -- the workload's configuration: one place for every rule -----------------------------------------
+# -- the workload's configuration: one place for every rule ----------------------------------------
 
 
 def test_workload_config_precedence_and_numpy_values():

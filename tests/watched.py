@@ -1,4 +1,5 @@
-"""A subprocess watched through what it prints: tests wait for what happened, never for a guessed time.
+"""A subprocess watched through what it prints: tests wait for what happened, never for a guessed
+time.
 
 A test that sends Ctrl-C sends it once the program has printed the line that says it reached the
 point under test (``wait_for``), or once its progress bar counts enough finished requests
@@ -34,10 +35,10 @@ class Watched:
     def __init__(self, argv: list[str], cwd: Path, module: bool = True) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
         cmd = [sys.executable, "-m", *argv] if module else [sys.executable, *argv]
-        # Ctrl-C's default action in the child, whatever this process inherited: a shell that runs the
-        # tests as a background job (``make test &``, ``nohup``, some CI runners) ignores SIGINT, an
-        # ignored signal stays ignored across exec, and Python then installs no KeyboardInterrupt:
-        # the child would run to its end and exit 0 with the signal lost.
+        # Ctrl-C's default action in the child, whatever this process inherited: a shell that runs
+        # the tests as a background job (``make test &``, ``nohup``, some CI runners) ignores
+        # SIGINT, an ignored signal stays ignored across exec, and Python then installs no
+        # KeyboardInterrupt: the child would run to its end and exit 0 with the signal lost.
         self.p = subprocess.Popen(
             cmd,
             cwd=cwd,

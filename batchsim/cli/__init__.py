@@ -8,7 +8,8 @@ Commands:
     theory                 simulation against queueing theory, side by side
     roofline               why batching works: step time vs batch size on a GPU
     sweep PARAM=v1,v2,...  vary one knob, print the trade-off, plot it
-    plan                   the cheapest fleet (GPU kind x servers x policy) that meets a p99 objective
+    plan                   the cheapest fleet (GPU kind x servers x policy) that meets a p99
+                           objective
 
 Every knob is a flag; ``python -m batchsim run --help`` lists them. Bad input
 prints one line naming the field and the value, and exits with code 2.
@@ -55,7 +56,8 @@ __all__ = [
     "default_server",
 ]
 
-# Commands that live in modules of their own; each module has add_arguments(parser) and run(args) -> int.
+# Commands that live in modules of their own; each module has add_arguments(parser) and run(args) ->
+# int.
 _EXTERNAL = {
     "theory": ("batchsim.cli.theory", "simulation against queueing theory, side by side"),
     "roofline": (
@@ -95,8 +97,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     add_slo_args(p)
     add_output_args(
         p,
-        "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ "
-        "(default: figures only, under out/SCENARIO/)",
+        "root folder for records (CSV) and figures (PNG): they go to OUT/SCENARIO/ (default: "
+        "figures only, under out/SCENARIO/)",
     )
 
 
@@ -204,7 +206,8 @@ def _json(report) -> dict:
 
 
 def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
-    """Print a scenario report (table or JSON), then write its records and figures under OUT/<name>/.
+    """Print a scenario report (table or JSON), then write its records and figures under
+    OUT/<name>/.
 
     Files are drawn into a hidden folder and moved into place once complete; as JSON the object
     is printed once they are drawn (it names them) and before they are moved in.
@@ -237,7 +240,8 @@ def emit_report(report, args: argparse.Namespace, out_default: str) -> None:
 
 
 def _interrupted(e: Interrupted, args: argparse.Namespace, name: str) -> int:
-    """Ctrl-C: what finished is printed (and its records written, whole); the run cut short is named."""
+    """Ctrl-C: what finished is printed (and its records written, whole); the run cut short is
+    named."""
     report = e.report
     note = f"interrupted (Ctrl-C) during {e.label}: it and any run after it did not finish"
     report.notes.insert(0, note)
@@ -260,7 +264,8 @@ def _run_scenario(args: argparse.Namespace) -> int:
     if getattr(args, "summary_only", None):
         if getattr(args, "out", None):
             raise ConfigError(
-                f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one of them"
+                f"--summary-only keeps no records to write to --out (got {args.out!r}): drop one "
+                f"of them"
             )
         args.no_plots = True  # a summary-only run keeps no per-request times to draw
     if _writes(args):
@@ -316,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         return _interrupted(e, args, e.report.name)
     except MemoryError:
         print(
-            "batchsim: error: out of memory: the run is larger than this machine holds; lower --requests, "
-            "--duration or --output-len",
+            "batchsim: error: out of memory: the run is larger than this machine holds; lower "
+            "--requests, --duration or --output-len",
             file=sys.stderr,
         )
         return 2

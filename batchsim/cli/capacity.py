@@ -1,18 +1,19 @@
 """python -m batchsim plan: how many GPUs, of which kind, for this traffic and this promise?
 
     python -m batchsim plan --rate 20 --slo-p99-e2e 10
-    python -m batchsim plan --trace batchsim/traces/azure_llm_2023_conv.csv --speedup 10 --slo-p99-e2e 20 \\
+    python -m batchsim plan --trace batchsim/traces/azure_llm_2023_conv.csv --speedup 10 \\
+        --slo-p99-e2e 20 \\
         --gpus A100-80GB,H100-SXM,L4 --model llama-3-8b
 
 It searches GPU kind x servers x policy x batch limit (batchsim.teach.scenarios.capacity)
 by simulating the traffic on each fleet it tries, and prints the cheapest configuration
 that meets the objective (in $/hour and $ per 1M output tokens), the Pareto front of cost
-against p99, and why each other candidate loses. The objectives are percentiles over requests: --slo-p99-e2e (end to end),
---slo-ttft (p99 time to the first token the user receives) and --slo-tpot; a fleet
-that turns any request away never meets them (requests longer than the model's context
-excepted: no fleet serves those, and the plan says how many). The simulations of each
-round run on Dask (--scheduler). An objective that no configuration meets is an error
-(exit 2) that names the closest one.
+against p99, and why each other candidate loses. The objectives are percentiles over requests:
+--slo-p99-e2e (end to end), --slo-ttft (p99 time to the first token the user receives) and
+--slo-tpot; a fleet that turns any request away never meets them (requests longer than the model's
+context excepted: no fleet serves those, and the plan says how many). The simulations of each round
+run on Dask (--scheduler). An objective that no configuration meets is an error (exit 2) that names
+the closest one.
 """
 
 from __future__ import annotations
@@ -54,15 +55,15 @@ DEFAULT_GPUS = "A100-80GB,H100-SXM,L4"
 
 
 class _Once(argparse.Action):
-    """One objective, two spellings (--slo-ttft, --slo-p99-ttft): given twice, argparse would keep the last
-    without a word; which one the user meant is theirs to say."""
+    """One objective, two spellings (--slo-ttft, --slo-p99-ttft): given twice, argparse would keep
+    the last without a word; which one the user meant is theirs to say."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         before = getattr(namespace, self.dest, None)
         if before is not None:
             parser.error(
-                f"{option_string} {show(values)} sets the objective {'/'.join(self.option_strings)} "
-                f"already given as {show(before)}: give it once"
+                f"{option_string} {show(values)} sets the objective "
+                f"{'/'.join(self.option_strings)} already given as {show(before)}: give it once"
             )
         setattr(namespace, self.dest, values)
 
@@ -104,8 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--gpus",
         default=DEFAULT_GPUS,
-        help=f"GPU kinds to consider (default {DEFAULT_GPUS}; the catalog "
-        f"has {', '.join(g for g in DEFAULT_CATALOG.gpus if g != 'cpu')})",
+        help=f"GPU kinds to consider (default {DEFAULT_GPUS}; the catalog has "
+        f"{', '.join(g for g in DEFAULT_CATALOG.gpus if g != 'cpu')})",
     )
     s.add_argument(
         "--model",
@@ -121,8 +122,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--batch-sizes",
         default="8,32,128",
-        help="batch limits to try: max_seqs of continuous, max_batch of "
-        "static and dynamic (default 8,32,128)",
+        help="batch limits to try: max_seqs of continuous, max_batch of static and dynamic "
+        "(default 8,32,128)",
     )
     s.add_argument(
         "--max-wait", type=float, default=0.1, help="dynamic batching's max_wait (default 0.1 s)"
@@ -239,7 +240,8 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     notes: list[str] = [steady]
     tps = splits(args, gpus, args.sim_model, server_kw)
     notes += [
-        f"{g} left out: --tp {args.tp} is not a split it allows (its catalogue entry: link, GPUs per node)"
+        f"{g} left out: --tp {args.tp} is not a split it allows (its catalogue entry: link, GPUs "
+        f"per node)"
         for g, t in tps.items()
         if not t
     ]
@@ -251,12 +253,13 @@ def plan(args: argparse.Namespace) -> tuple[PlanResult, dict, list[str]]:
     unservable = int((wl.prompt_tokens + wl.output_tokens - 1 > context).sum()) if context else 0
     if unservable == len(wl):  # nothing to search for: every fleet turns every request away
         raise ConfigError(
-            f"no request fits {args.sim_model}'s context of {context:,} positions (prompt + output; "
-            f"{_lengths(flags)}): no fleet serves any; shorten --prompt-len or --output-len"
+            f"no request fits {args.sim_model}'s context of {context:,} positions (prompt + "
+            f"output; {_lengths(flags)}): no fleet serves any; shorten --prompt-len or --output-len"
         )
     if unservable:
         notes.append(
-            f"{unservable} of {len(wl)} requests are longer than {args.sim_model}'s context of {context:,} "
+            f"{unservable} of {len(wl)} requests are longer than {args.sim_model}'s context of "
+            f"{context:,} "
             "positions: no fleet serves them, so the objective is for the others"
         )
     objective = Objective(args.slo_p99_e2e, args.slo_p99_ttft, args.slo_p99_tpot, unservable)
@@ -349,13 +352,16 @@ def _row(p) -> dict:
 
 
 def _table(points) -> str:
-    head = f"{'$/hour':>8}  {'$/1M tok':>8}  {'p99 E2E':>8}  {'p99 TTFT':>8}  {'meets':>5}  configuration"
+    head = (
+        f"{'$/hour':>8}  {'$/1M tok':>8}  {'p99 E2E':>8}  {'p99 TTFT':>8}  {'meets':>5}  "
+        f"configuration"
+    )
     lines = [head, "-" * len(head)]
     for p in points:
         s = p.summary
         lines.append(
-            f"{p.cost:>8,.2f}  {s.get('cost_per_1m_tokens') or 0:>8.2f}  {_f(s.get('p99_e2e')):>8}  "
-            f"{_f(s.get('p99_ttft_delivered')):>8}  {'yes' if p.meets else 'no':>5}  {p.label()}"
+            f"{p.cost:>8,.2f}  {s.get('cost_per_1m_tokens') or 0:>8.2f}  {_f(s.get('p99_e2e')):>8} "
+            f" {_f(s.get('p99_ttft_delivered')):>8}  {'yes' if p.meets else 'no':>5}  {p.label()}"
         )
     return "\n".join(lines)
 
@@ -383,18 +389,22 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"capacity plan: {config['requests']:,} requests at {config['rate']:.2f}/s ({config['workload']}); "
-            f"objective {result.objective.describe()}, every request served\n"
+            f"capacity plan: {config['requests']:,} requests at {config['rate']:.2f}/s "
+            f"({config['workload']}); objective {result.objective.describe()}, every request "
+            f"served\n"
         )
         if best is not None:
             s = best.summary
             print(
-                f"cheapest: {best.replicas} x {best.candidate.gpu}, {best.candidate.label().split(' ', 1)[1]}, "
-                f"{config['router']} router: ${best.cost:,.2f}/hour, ${s.get('cost_per_1m_tokens') or 0:.2f} per 1M "
-                f"output tokens (p99 E2E {_f(s.get('p99_e2e'))}, p99 TTFT {_f(s.get('p99_ttft_delivered'))})\n"
+                f"cheapest: {best.replicas} x {best.candidate.gpu}, "
+                f"{best.candidate.label().split(' ', 1)[1]}, {config['router']} router: "
+                f"${best.cost:,.2f}/hour, ${s.get('cost_per_1m_tokens') or 0:.2f} per 1M output "
+                f"tokens (p99 E2E {_f(s.get('p99_e2e'))}, p99 TTFT "
+                f"{_f(s.get('p99_ttft_delivered'))})\n"
             )
         print(
-            f"Pareto front, cost against {result.objective.metric.replace('_delivered', '').replace('_', ' ')}:"
+            f"Pareto front, cost against "
+            f"{result.objective.metric.replace('_delivered', '').replace('_', ' ')}:"
         )
         print(_table(result.front))
         print("\nwhy the others lose:")

@@ -73,7 +73,8 @@ def _check_core() -> tuple[bool, str]:
 
 
 def _check_plotting() -> tuple[bool, str]:
-    # The course's figures are drawn without pyplot (no display needed); draw and save one to prove it.
+    # The course's figures are drawn without pyplot (no display needed); draw and save one to prove
+    # it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -119,15 +120,16 @@ def _check_voila() -> tuple[bool, str]:
     if not ok:
         return ok, text
     # Voila's page templates are data files under <prefix>/share/jupyter, not a module: a virtual
-    # environment made with --system-site-packages imports the system's voila but looks for its templates
-    # under its own prefix, and every page then fails with a template error in the browser, not here.
+    # environment made with --system-site-packages imports the system's voila but looks for its
+    # templates under its own prefix, and every page then fails with a template error in the
+    # browser, not here.
     from jupyter_core.paths import jupyter_path
 
     if not any(Path(d, "lab").is_dir() for d in jupyter_path("voila", "templates")):
         base = Path(sys.base_prefix, "share", "jupyter")
         hint = (
-            f"export JUPYTER_PATH={base}   (a venv made with --system-site-packages sees the system's voila "
-            f"but not its data), or pip install voila inside the venv"
+            f"export JUPYTER_PATH={base}   (a venv made with --system-site-packages sees the "
+            f"system's voila but not its data), or pip install voila inside the venv"
             if Path(base, "voila", "templates", "lab").is_dir()
             else _FIX_NOTEBOOKS
         )
@@ -161,7 +163,8 @@ def _check_trace(path: str | None) -> tuple[bool | None, str]:
 
             return None, missing_trace_hint(path)
         return None, (
-            f"{AZURE_TRACE} is in neither $BATCHSIM_TRACES, the cache nor the package (a wheel built "
+            f"{AZURE_TRACE} is in neither $BATCHSIM_TRACES, the cache nor the package (a wheel "
+            f"built "
             "without its data?): lesson 8 and azure-conv use a synthetic fit instead"
         )
     tr = read_trace(p)
@@ -199,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {mark} {label.ljust(width)}  {text}")
     if problems:
         print(
-            f"{problems} check(s) need fixing before class; the real-model side: python -m realrun doctor"
+            f"{problems} check(s) need fixing before class; the real-model side: python -m realrun "
+            f"doctor"
         )
         return 1
     print("ready for class. The real-model side (torch, a GPU): python -m realrun doctor")

@@ -64,7 +64,8 @@ _KW = {
 
 
 def machine_of(args: argparse.Namespace) -> tuple[dict, dict]:
-    """(the machine flags each simulated fleet gets, the same as ``Server`` keyword arguments); checked now."""
+    """(the machine flags each simulated fleet gets, the same as ``Server`` keyword arguments);
+    checked now."""
     given_ = {d: getattr(args, d, None) for d in MACHINE if getattr(args, d, None) is not None}
     ServerConfig(
         **{
@@ -95,8 +96,9 @@ def _horizon(o: Objective, output: float) -> float:
 
 
 def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = True):
-    """(the workload to simulate, the line that says how steady state is judged, the most of theory's capacity
-    a fleet may be loaded to). ``resize`` False: the user set the requests; judge them, do not change them."""
+    """(the workload to simulate, the line that says how steady state is judged, the most of
+    theory's capacity a fleet may be loaded to). ``resize`` False: the user set the requests; judge
+    them, do not change them."""
     span = float(wl.arrivals[-1] - wl.arrivals[0]) if len(wl) > 1 else 0.0
     rate = (len(wl) - 1) / span if span > 0 else math.inf
     horizon = _horizon(objective, float(wl.output_tokens.mean()))
@@ -117,8 +119,8 @@ def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = 
         return (
             wl,
             (
-                f"steady state: {len(wl):,} requests span {secs(span)} of arrivals, {ratio:.3g}x the objective's "
-                f"{secs(horizon)}; {checks}"
+                f"steady state: {len(wl):,} requests span {secs(span)} of arrivals, {ratio:.3g}x "
+                f"the objective's {secs(horizon)}; {checks}"
             ),
             1.0,
         )
@@ -126,16 +128,18 @@ def size_for_steady_state(flags: dict, wl, objective: Objective, resize: bool = 
     return (
         wl,
         (
-            f"steady state: warning: {len(wl):,} requests ({why}) span only {secs(span)} of arrivals, "
-            f"{ratio:.2g}x the objective's {secs(horizon)}, too short to show a queue growing slowly; {checks}, "
-            f"and none may be loaded past {SHORT_RUN_LOAD:.0%} of theory's capacity"
+            f"steady state: warning: {len(wl):,} requests ({why}) span only {secs(span)} of "
+            f"arrivals, {ratio:.2g}x the objective's {secs(horizon)}, too short to show a queue "
+            f"growing slowly; {checks}, and none may be loaded past {SHORT_RUN_LOAD:.0%} of "
+            f"theory's capacity"
         ),
         SHORT_RUN_LOAD,
     )
 
 
 def splits(args: argparse.Namespace, gpus: list[str], model: str, kw: dict) -> dict[str, list[int]]:
-    """Each GPU kind's tensor-parallel splits to try: --tp's, or the two smallest that hold the model."""
+    """Each GPU kind's tensor-parallel splits to try: --tp's, or the two smallest that hold the
+    model."""
     m = DEFAULT_CATALOG.model(model)
     out: dict[str, list[int]] = {}
     for name in gpus:
@@ -167,8 +171,9 @@ def splits(args: argparse.Namespace, gpus: list[str], model: str, kw: dict) -> d
 def check_reachable(
     cands: list[Candidate], model: str, rate: float, prompt: float, output: float, kw: dict
 ) -> None:
-    """Refuse traffic that no fleet plan may try (``MAX_REPLICAS`` servers) can carry in steady state. Below
-    that the search runs, marks each fleet that cannot keep up, and a miss names the closest."""
+    """Refuse traffic that no fleet plan may try (``MAX_REPLICAS`` servers) can carry in steady
+    state. Below that the search runs, marks each fleet that cannot keep up, and a miss names the
+    closest."""
     from ..core.fleet import MAX_REPLICAS
 
     caps = [(c, server_capacity(c, model, prompt, output, kw)) for c in cands]
@@ -176,14 +181,16 @@ def check_reachable(
     if not caps:
         splits_ = sorted({f"{c.gpu} TP{c.tp}" if c.tp > 1 else c.gpu for c in cands})
         raise ConfigError(
-            f"model {model} fits on none of {', '.join(splits_)}: give a larger --tp (or leave it out: "
+            f"model {model} fits on none of {', '.join(splits_)}: give a larger --tp (or leave it "
+            f"out: "
             "plan then tries the splits that hold it) or smaller --weights"
         )
     best, cap = max(caps, key=lambda x: x[1])
     if rate / cap > MAX_REPLICAS:
         raise ConfigError(
             f"steady state cannot be reached: at {rate:,.4g} requests/s theory needs "
-            f"{math.ceil(min(rate / cap, 1e18)):,} servers of the fastest candidate ({best.label()}, "
-            f"{cap:,.3g} requests/s each at most), more than the {MAX_REPLICAS:,} a plan may try; plan "
+            f"{math.ceil(min(rate / cap, 1e18)):,} servers of the fastest candidate "
+            f"({best.label()}, {cap:,.3g} requests/s each at most), more than the {MAX_REPLICAS:,} "
+            f"a plan may try; plan "
             "will not judge a burst as if it were that rate"
         )

@@ -200,19 +200,22 @@ def _print_text(
     mem_batch: int,
     pre: dict,
 ) -> None:
-    """The roofline as a student reads it: the GPU, the decode table by batch, the knees, a prefill."""
+    """The roofline as a student reads it: the GPU, the decode table by batch, the knees, a
+    prefill."""
     model, gpu, st, price = server.model, server.gpu, server.step_time, server.price
     print(f"roofline: {model.name} ({server.dtype}) on {gpu.name}")
     print(
         f"  peak {gpu.peak_flops(server.dtype) / 1e12:g} TFLOP/s x {st.compute_eff:g}, bandwidth "
-        f"{gpu.bandwidth_gbs:,.0f} GB/s x {st.memory_eff:g}, overhead {st.overhead * 1e3:g} ms per step"
+        f"{gpu.bandwidth_gbs:,.0f} GB/s x {st.memory_eff:g}, overhead {st.overhead * 1e3:g} ms per "
+        f"step"
     )
     print(
-        f"  weights {bytes_label(st.weight_bytes)}; KV cache {st.kv_bytes_per_token / 1024:,.0f} KiB per token; "
-        f"KV budget {server.kv.describe()}"
+        f"  weights {bytes_label(st.weight_bytes)}; KV cache {st.kv_bytes_per_token / 1024:,.0f} "
+        f"KiB per token; KV budget {server.kv.describe()}"
     )
     print(
-        f"  decode with {args.context} cached tokens per row; memory holds a batch of {mem_batch:,} at that context\n"
+        f"  decode with {args.context} cached tokens per row; memory holds a batch of "
+        f"{mem_batch:,} at that context\n"
     )
     head = ["batch", "step ms", "compute ms", "memory ms", "bound", "tokens/s", "$/1M tok"]
     body = []
@@ -249,8 +252,8 @@ def _print_text(
         print(f"knee (decode turns compute-bound) at context {c:>6}: {verdict}")
     print(
         f"prefill of one {args.prompt}-token prompt: {pre['step_s'] * 1e3:.1f} ms, "
-        f"{'compute' if pre['compute_bound'] else 'memory'}-bound "
-        f"(a prompt is a batch of tokens: it needs no company to fill the GPU)"
+        f"{'compute' if pre['compute_bound'] else 'memory'}-bound (a prompt is a batch of tokens: "
+        f"it needs no company to fill the GPU)"
     )
     print(
         f"dollars at ${price:.2f}/hour{'' if args.gpu_price is not None else ' (assumed, 2026)'}: "

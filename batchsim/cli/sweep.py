@@ -99,7 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_sweep(spec: str) -> tuple[str, str, list]:
-    """``max_batch=1,2,4`` -> ("max_batch", "max_batch", [1, 2, 4]); errors name the knob or value."""
+    """``max_batch=1,2,4`` -> ("max_batch", "max_batch", [1, 2, 4]); errors name the knob or
+    value."""
     knob, sep, values = spec.partition("=")
     knob = knob.strip().replace("-", "_")
     if not sep or not values.strip():
@@ -120,7 +121,8 @@ def parse_sweep(spec: str) -> tuple[str, str, list]:
             raise ConfigError(f"{knob} values must be {typ.__name__}s, got {v[:40]!r}") from None
         if out[-1] in out[:-1]:  # one row per value: a repeat would be run twice and shown once
             raise ConfigError(
-                f"{knob} values must differ: {show(out[-1])} is given twice (got {values.strip()[:80]!r})"
+                f"{knob} values must differ: {show(out[-1])} is given twice (got "
+                f"{values.strip()[:80]!r})"
             )
     return knob, dest, out
 
@@ -132,8 +134,8 @@ def _check_knob_matters(
     users = knob_users(knob)
     if users is not None and not set(users) & set(names):
         raise ConfigError(
-            f"sweep of {knob} changes nothing: only {' and '.join(users)} read"
-            f"{'s' if len(users) == 1 else ''} it, and this sweep runs {', '.join(names)} "
+            f"sweep of {knob} changes nothing: only {' and '.join(users)} "
+            f"read{'s' if len(users) == 1 else ''} it, and this sweep runs {', '.join(names)} "
             f"(every row would be the same); add --policy {users[0]}"
         )
     if knob == "router":
@@ -145,13 +147,14 @@ def _check_knob_matters(
             )
     if getattr(args, dest, None) is not None:
         raise ConfigError(
-            f"{flag_name(dest)} {show(getattr(args, dest))} and the sweep of {knob} both set {knob}: "
-            f"drop {flag_name(dest)} (the sweep gives each row its value)"
+            f"{flag_name(dest)} {show(getattr(args, dest))} and the sweep of {knob} both set "
+            f"{knob}: drop {flag_name(dest)} (the sweep gives each row its value)"
         )
 
 
 def _one(job: tuple) -> tuple[str, dict, dict]:
-    """Worker: run one value of the knob (all policies) and return summaries (picklable, no RunResult)."""
+    """Worker: run one value of the knob (all policies) and return summaries (picklable, no
+    RunResult)."""
     args, scenario, runs, value_label = job
     try:
         report = run_set(args, scenario, runs)

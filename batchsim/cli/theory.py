@@ -208,7 +208,10 @@ def format_cases(cases: list[Case]) -> str:
     return "\n".join([line(heads), "  ".join("-" * w for w in widths), *map(line, body)])
 
 
-_NOTE = "error = (simulated - theory) / theory; a few percent is the noise of a finite run (more --requests shrink it)"
+_NOTE = (
+    "error = (simulated - theory) / theory; a few percent is the noise of a finite run (more "
+    "--requests shrink it)"
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -231,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"Simulation against queueing theory ({args.requests} requests per case, seed {args.seed})\n"
+            f"Simulation against queueing theory ({args.requests} requests per case, seed "
+            f"{args.seed})\n"
         )
         print(format_cases(cases))
         print(f"\n{_NOTE}")

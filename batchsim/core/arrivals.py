@@ -51,7 +51,8 @@ def check_rate(field: str, rate) -> None:
     check_positive(field, rate)
     if not (MIN_RATE <= float(rate) <= MAX_RATE):
         raise ConfigError(
-            f"{field} must be between {MIN_RATE:g} and {MAX_RATE:g} requests per second, got {show(rate)}"
+            f"{field} must be between {MIN_RATE:g} and {MAX_RATE:g} requests per second, got "
+            f"{show(rate)}"
         )
 
 
@@ -66,7 +67,8 @@ def _check_extent(n: int | None, duration: float | None, mean_rate: float) -> No
         if duration * mean_rate > MAX_REQUESTS:
             raise ConfigError(
                 f"duration {show(duration)} s at {mean_rate:g} requests/s would make "
-                f"{duration * mean_rate:.3g} requests, more than the {MAX_REQUESTS:,} any machine holds"
+                f"{duration * mean_rate:.3g} requests, more than the {MAX_REQUESTS:,} any machine "
+                f"holds"
             )
 
 
@@ -155,7 +157,8 @@ class Constant(ArrivalProcess):
 
 @dataclass(frozen=True)
 class RushHour(ArrivalProcess):
-    """Poisson arrivals whose rate changes by phase: ((seconds, rate), ...), repeated as a day repeats.
+    """Poisson arrivals whose rate changes by phase: ((seconds, rate), ...), repeated as a day
+    repeats.
 
     Generated exactly by time-rescaling: unit-rate Poisson points mapped through the
     inverse of the cumulative rate, so no thinning and no approximation.

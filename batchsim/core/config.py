@@ -88,7 +88,8 @@ class WorkloadConfig:
         check_int_at_least("seed", self.seed, 0)
         if (self.requests is None) == (self.duration is None):
             raise ConfigError(
-                f"give requests or duration, exactly one (got {show(self.requests)} and {show(self.duration)})"
+                f"give requests or duration, exactly one (got {show(self.requests)} and "
+                f"{show(self.duration)})"
             )
         if self.requests is not None:
             check_int_at_least("requests", self.requests, 1)
@@ -127,7 +128,8 @@ class WorkloadConfig:
 
     @property
     def expected_requests(self) -> float | None:
-        """How many requests the run will have (None for a trace cut by duration: known after reading)."""
+        """How many requests the run will have (None for a trace cut by duration: known after
+        reading)."""
         if self.requests is not None:
             return float(self.requests)
         if self.trace is not None:
@@ -162,7 +164,8 @@ class WorkloadConfig:
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> WorkloadConfig:
-        """Resolve from the flags given and the defaults under them (a scenario's, realrun's, the package's)."""
+        """Resolve from the flags given and the defaults under them (a scenario's, realrun's, the
+        package's)."""
         layers = (*layers, WORKLOAD_DEFAULTS)
         g = lambda k: resolve(k, flags, *layers)  # noqa: E731
         trace = trace_of(flags) or next(
@@ -203,7 +206,8 @@ class _PolicyRules:
                 check_knob_value(k, getattr(self, k))
 
     def knobs(self) -> dict[str, Any]:
-        """The knobs this policy reads, as make_policy takes them (numpy scalars made Python numbers)."""
+        """The knobs this policy reads, as make_policy takes them (numpy scalars made Python
+        numbers)."""
         return {
             k: type(DEFAULTS[k])(getattr(self, k))
             for k in READS[self.name]
@@ -227,7 +231,8 @@ class _PolicyRules:
 
 #: One policy and its knobs; each policy reads only the knobs that concern it. Its fields are made
 #: from ``batchsim.core.knobs`` (``name``, ``max_batch``, ``max_wait``, ``max_seqs``,
-#: ``max_batched_tokens``, ``block_size``, ``chunked_prefill``), so a knob added there is a field here.
+#: ``max_batched_tokens``, ``block_size``, ``chunked_prefill``), so a knob added there is a field
+#: here.
 PolicyConfig = make_dataclass(
     "PolicyConfig",
     [
@@ -241,8 +246,8 @@ PolicyConfig = make_dataclass(
     frozen=True,
     namespace={
         "__module__": __name__,
-        "__doc__": "One policy and its knobs; each policy reads only the knobs "
-        "that concern it (defaults and checks: ``batchsim.core.knobs``; None: the knob's default).",
+        "__doc__": "One policy and its knobs; each policy reads only the knobs that concern it "
+        "(defaults and checks: ``batchsim.core.knobs``; None: the knob's default).",
     },
 )
 

@@ -105,8 +105,9 @@ class Run:
         self.come = 0  # requests handed over so far, when it does
 
     def arrivals(self):
-        """The arrivals process: each request at its own time, routed, handed to its server's policy.
-        Textbook: ``serve``'s ``while come < len(requests) ...``: it reads them between passes.
+        """The arrivals process: each request at its own time, routed, handed to its server's
+        policy. Textbook: ``serve``'s ``while come < len(requests) ...``: it reads them between
+        passes.
 
         Requests of one instant are all handed over before any server hears of them (a server
         woken by the first must see the second too), so the process yields only between instants."""
@@ -128,11 +129,11 @@ class Run:
 
     def pull_arrivals(self) -> None:
         """No arrivals process: the lone server reads the arrivals itself between its steps
-        (``ServerProcess._take_arrivals``), as the textbook's server does. ``drive`` chooses it where
-        nothing else shares the clock (no router, no process of the user's, a clock that jumps): then
-        the only events would be the arrivals' and the steps' ends, and taking each arrival when the
-        server next decides is what the arrivals process does, without an event (and a step's end
-        that would wait for it) per request."""
+        (``ServerProcess._take_arrivals``), as the textbook's server does. ``drive`` chooses it
+        where nothing else shares the clock (no router, no process of the user's, a clock that
+        jumps): then the only events would be the arrivals' and the steps' ends, and taking each
+        arrival when the server next decides is what the arrivals process does, without an event
+        (and a step's end that would wait for it) per request."""
         self.pulls = True
         n = len(self.workload)
         self.next_arrival = self.workload.arrivals.item(0) if n else math.inf
@@ -140,8 +141,9 @@ class Run:
             self.close(0.0)
 
     def hand_over(self, request, now: float) -> str | None:
-        """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy queues
-        it (or says why it never can: the reason is returned, and recorded) and which wakes if asleep."""
+        """Request ``request.id`` has arrived at ``now``: the router picks its server, whose policy
+        queues it (or says why it never can: the reason is returned, and recorded) and which wakes
+        if asleep."""
         i, servers, rec, router = request.id, self.servers, self.recorder, self.router
         r = 0
         if router is not None:
@@ -194,7 +196,8 @@ class Run:
 
 
 def check_processes(processes) -> None:
-    """``processes`` must be generator functions ``f(env, servers)``: refuse anything else before the run."""
+    """``processes`` must be generator functions ``f(env, servers)``: refuse anything else before
+    the run."""
     if isinstance(processes, (str, bytes)) or not isinstance(processes, (list, tuple)):
         raise ConfigError(
             f"processes must be a list of functions f(env, servers), got {processes!r}"
@@ -207,7 +210,8 @@ def check_processes(processes) -> None:
 
 
 def _start(run: Run, f: UserProcess):
-    """Start a user's process: ``f(env, servers)`` must give a generator (a function with ``yield``)."""
+    """Start a user's process: ``f(env, servers)`` must give a generator (a function with
+    ``yield``)."""
     gen = f(run.env, run.servers)
     if not inspect.isgenerator(gen):
         raise ConfigError(
@@ -245,7 +249,8 @@ def drive(
     n_rep = len(policies)
     if n_rep < 1 or len(executors) != n_rep:
         raise ValueError(
-            f"a fleet needs one executor per policy, got {n_rep} policies and {len(executors)} executors"
+            f"a fleet needs one executor per policy, got {n_rep} policies and {len(executors)} "
+            f"executors"
         )
     if len({id(p) for p in policies}) != n_rep:
         raise ValueError(
@@ -307,7 +312,8 @@ def _run_until_served(env: simpy.Environment, run: Run) -> str | None:
 
 
 def _bar(progress: bool | str, n: int, desc: str):
-    """True: a tqdm bar; "lines": a plain line now and then (a long run whose stderr is no terminal)."""
+    """True: a tqdm bar; "lines": a plain line now and then (a long run whose stderr is no
+    terminal)."""
     if not progress or not n:
         return None
     if progress == "lines":

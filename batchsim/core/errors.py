@@ -122,7 +122,8 @@ def check_int_at_least(field: str, value: Any, least: int) -> None:
 
 def check_bool(field: str, value: Any) -> None:
     """True or False only: the string "no" is truthy, and so would silently mean yes."""
-    # numpy's bool is ``numpy.bool_`` before numpy 2 and ``numpy.bool`` since: both are true or false.
+    # numpy's bool is ``numpy.bool_`` before numpy 2 and ``numpy.bool`` since: both are true or
+    # false.
     if not isinstance(value, bool) and type(value).__name__ not in ("bool_", "bool"):
         raise ConfigError(f"{field} must be true or false, got {show(value)}")
 
@@ -146,7 +147,8 @@ def check_kv_tokens(field: str, tokens: Any) -> None:
 
 
 def check_knob(field: str, value: Any) -> None:
-    """A policy's knob, checked the same way by the policy itself and by the command line's config."""
+    """A policy's knob, checked the same way by the policy itself and by the command line's
+    config."""
     if field == "max_wait":
         check_nonneg(field, value)
         check_at_most(field, value, MAX_SECONDS, "seconds: a day")

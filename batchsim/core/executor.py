@@ -22,7 +22,8 @@ INTERRUPTED = "interrupted (Ctrl-C) before it finished"
 
 
 class StopRun(Exception):
-    """Raised by an executor that cannot go on (a GPU out of memory): the run stops, keeping what it measured."""
+    """Raised by an executor that cannot go on (a GPU out of memory): the run stops, keeping what it
+    measured."""
 
 
 class Executor(Protocol):
@@ -41,13 +42,14 @@ class Executor(Protocol):
         ...
 
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, Sequence[float]]:
-        """Run or price ``step`` (up to ``step.repeat`` passes), decided at ``now``; return its start and
-        the end of each pass that ran. ``stop_at``: stop after the first pass ending at or after it."""
+        """Run or price ``step`` (up to ``step.repeat`` passes), decided at ``now``; return its
+        start and the end of each pass that ran. ``stop_at``: stop after the first pass ending at or
+        after it."""
         ...
 
     def cut(self, k: int) -> None:
-        """Only the first ``k`` passes of the step just priced ran (an arrival ended it). Only called
-        when ``can_cut``."""
+        """Only the first ``k`` passes of the step just priced ran (an arrival ended it). Only
+        called when ``can_cut``."""
         ...
 
     def release(self, finished: tuple[int, ...]) -> None:

@@ -73,14 +73,16 @@ def _decode_error(what: str, p: Path, e: UnicodeDecodeError) -> ConfigError:
 
 
 def read_text(path: str | Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The whole file as text (UTF-8, a BOM allowed), or one ConfigError naming ``what`` and the path."""
+    """The whole file as text (UTF-8, a BOM allowed), or one ConfigError naming ``what`` and the
+    path."""
     p = Path(path)
     _check_is_file(what, p)
     try:
         size = p.stat().st_size
         if size > max_bytes:
             raise ConfigError(
-                f"{_where(what, p)} is {size / 2**20:.0f} MiB, more than the {max_bytes / 2**20:.0f} MiB "
+                f"{_where(what, p)} is {size / 2**20:.0f} MiB, more than the "
+                f"{max_bytes / 2**20:.0f} MiB "
                 "such a file can sensibly be; is it the right file?"
             )
         data = p.read_bytes()
@@ -121,7 +123,8 @@ def _utf16_error(what: str, p: Path) -> ConfigError:
 
 
 class _Lines:
-    """A text file's lines, decoded one at a time so that a bad byte is reported with its line number."""
+    """A text file's lines, decoded one at a time so that a bad byte is reported with its line
+    number."""
 
     def __init__(self, fh: IO[bytes], what: str, p: Path) -> None:
         self.fh, self.what, self.p, self.lineno = fh, what, p, 0
@@ -146,14 +149,15 @@ class _Lines:
                 raw = raw[3:]
         if b"\x00" in raw:
             raise ConfigError(
-                f"{_where(self.what, self.p)} line {self.lineno} is not text (NUL bytes: binary, or UTF-16)"
+                f"{_where(self.what, self.p)} line {self.lineno} is not text (NUL bytes: binary, "
+                f"or UTF-16)"
             )
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise ConfigError(
-                f"{_where(self.what, self.p)} line {self.lineno} is not UTF-8 text "
-                f"(byte 0x{raw[e.start : e.start + 1].hex()}); save it as UTF-8"
+                f"{_where(self.what, self.p)} line {self.lineno} is not UTF-8 text (byte "
+                f"0x{raw[e.start : e.start + 1].hex()}); save it as UTF-8"
             ) from None
 
     def close(self) -> None:
@@ -229,7 +233,8 @@ def write_atomic(path: str | Path, text: str) -> Path:
 
 
 class Staging:
-    """Outputs written into a hidden folder beside ``dest``; ``commit`` moves them in, ``discard`` drops them.
+    """Outputs written into a hidden folder beside ``dest``; ``commit`` moves them in, ``discard``
+    drops them.
 
     Use it as a context manager: leaving the block by an exception (Ctrl-C included) discards; a
     failed write (a full disk, a folder removed meanwhile) becomes one ConfigError line, and since
@@ -281,7 +286,8 @@ class Staging:
 
 
 def finite(obj: Any) -> Any:
-    """``obj`` with every non-finite float (and numpy number) made JSON-safe: nan and inf become None."""
+    """``obj`` with every non-finite float (and numpy number) made JSON-safe: nan and inf become
+    None."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -294,5 +300,6 @@ def finite(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """JSON text that every parser reads (no NaN or Infinity); objects it cannot encode become strings."""
+    """JSON text that every parser reads (no NaN or Infinity); objects it cannot encode become
+    strings."""
     return json.dumps(finite(obj), indent=2, default=str, allow_nan=False)

@@ -80,15 +80,16 @@ WORKLOAD_FLAGS = (
         "--arrival",
         "arrival",
         str,
-        "poisson (default), gamma:CV (bursty; CV=1 is Poisson), constant, "
-        "rush-hour[:S@R,...], or trace:PATH to replay a trace file",
+        "poisson (default), gamma:CV (bursty; CV=1 is Poisson), constant, rush-hour[:S@R,...], or "
+        "trace:PATH to replay a trace file",
     ),
     Flag(
         "--trace",
         "trace",
         str,
         "replay this trace file (CSV: arrival_s,prompt_tokens,output_tokens, or Azure's "
-        "TIMESTAMP,ContextTokens,GeneratedTokens); its own arrivals and lengths, so no --rate or --prompt-len",
+        "TIMESTAMP,ContextTokens,GeneratedTokens); its own arrivals and lengths, so no --rate or "
+        "--prompt-len",
     ),
     Flag("--rate", "rate", float, "mean arrivals per second (default 5)"),
     Flag(
@@ -121,7 +122,8 @@ WORKLOAD_FLAGS = (
 
 
 def policy_flags(knobs: dict | None = None) -> tuple[Flag, ...]:
-    """``--policy`` and one flag per knob of ``batchsim.core.knobs`` (its type, and help from the field)."""
+    """``--policy`` and one flag per knob of ``batchsim.core.knobs`` (its type, and help from the
+    field)."""
     knobs = knobs or KNOBS
     out = [
         Flag(
@@ -144,15 +146,15 @@ FLEET_FLAGS = (
         "--replicas",
         "replicas",
         int,
-        "servers in the fleet, each with its own policy and KV cache (default 1); "
-        "the bill is replicas x $/hour",
+        "servers in the fleet, each with its own policy and KV cache (default 1); the bill is "
+        "replicas x $/hour",
     ),
     Flag(
         "--router",
         "router",
         str,
-        "with --replicas > 1: which server takes each arrival: least-loaded (default: "
-        "fewest requests held), least-kv (least KV cache in use), round-robin or random",
+        "with --replicas > 1: which server takes each arrival: least-loaded (default: fewest "
+        "requests held), least-kv (least KV cache in use), round-robin or random",
     ),
 )
 RECORDS_FLAGS = (
@@ -160,8 +162,8 @@ RECORDS_FLAGS = (
         "--summary-only",
         "summary_only",
         action="store_true",
-        help="keep sums and quantile sketches (p99 within 0.5 %%) instead of every request: ten million "
-        "requests in constant memory; no records or figures",
+        help="keep sums and quantile sketches (p99 within 0.5 %%) instead of every request: ten "
+        "million requests in constant memory; no records or figures",
     ),
 )
 SLO_FLAGS = (
@@ -177,7 +179,10 @@ def dash_hint(message: str, argv: list[str]) -> str:
     if m and m.group(1) in argv:
         i = argv.index(m.group(1))
         if i + 1 < len(argv) and argv[i + 1].startswith("-"):
-            return f"{message}: got {argv[i + 1]!r}, which reads as a flag; write {m.group(1)}={argv[i + 1]}"
+            return (
+                f"{message}: got {argv[i + 1]!r}, which reads as a flag; write "
+                f"{m.group(1)}={argv[i + 1]}"
+            )
     return message
 
 
@@ -188,7 +193,8 @@ def given(values: Mapping[str, Any] | argparse.Namespace) -> dict[str, Any]:
 
 
 def resolve(key: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> Any:
-    """Flag given > each layer in turn (a scenario's defaults, then the package's); None if none has it."""
+    """Flag given > each layer in turn (a scenario's defaults, then the package's); None if none has
+    it."""
     v = flags.get(key)
     if v is not None:
         return v
@@ -199,7 +205,8 @@ def resolve(key: str, flags: Mapping[str, Any], *layers: Mapping[str, Any]) -> A
 
 
 def resolve_arg(args: Any, key: str, *layers: Mapping[str, Any]) -> Any:
-    """``resolve`` for a flag read from a namespace (argparse's, or any object with the attribute)."""
+    """``resolve`` for a flag read from a namespace (argparse's, or any object with the
+    attribute)."""
     return resolve(key, {key: getattr(args, key, None)}, *layers)
 
 
@@ -272,8 +279,7 @@ def ignored_knob_notes(flags: Mapping[str, Any], names: list[str]) -> list[str]:
         if flags.get(k) is not None and not set(users) & set(names):
             notes.append(
                 f"note: {flag_name(k)} {show(flags[k])} is ignored: only {' and '.join(users)} "
-                f"read{'s' if len(users) == 1 else ''} it, "
-                f"and this run has {', '.join(names)}"
+                f"read{'s' if len(users) == 1 else ''} it, and this run has {', '.join(names)}"
             )
     return notes
 

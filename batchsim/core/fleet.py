@@ -32,7 +32,8 @@ def check_replicas(replicas) -> None:
 
 
 def replica_result(result, i: int):
-    """Server ``i``'s share of a fleet's result: its requests, its steps, its memory, the fleet's span."""
+    """Server ``i``'s share of a fleet's result: its requests, its steps, its memory, the fleet's
+    span."""
     n = result.replicas
     if not 0 <= i < n:
         raise IndexError(f"replica {i} of a fleet of {n}")

@@ -62,7 +62,8 @@ def _check_scheduler(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class PolicyKnobs:
-    """A policy's knobs; each checks itself, naming the field and the value (``max_wait must be >= 0, got -1``)."""
+    """A policy's knobs; each checks itself, naming the field and the value
+    (``max_wait must be >= 0, got -1``)."""
 
     policy: ClassVar[str] = ""
 
@@ -88,7 +89,8 @@ class StaticKnobs(PolicyKnobs):
 
 @dataclass(frozen=True)
 class DynamicKnobs(PolicyKnobs):
-    """The bus with a timetable: it leaves when full or when its first passenger has waited long enough."""
+    """The bus with a timetable: it leaves when full or when its first passenger has waited long
+    enough."""
 
     policy: ClassVar[str] = "dynamic"
     max_batch: int = knob(8, "the most per batch")
@@ -105,8 +107,8 @@ class ContinuousKnobs(PolicyKnobs):
     block_size: int = knob(16, "KV block size in tokens")
     chunked_prefill: bool = knob(
         True,
-        "split long prompts across steps (--no-chunked-prefill: admit a prompt "
-        "whole or not at all)",
+        "split long prompts across steps (--no-chunked-prefill: admit a prompt whole or not at "
+        "all)",
     )
     # No flag: the command line picks the flavour by engine (realrun --engine vllm), and
     # batchsim's --scheduler is the one that runs simulations in parallel.
@@ -168,9 +170,11 @@ def knob_users(name: str, knobs: dict[str, type[PolicyKnobs]] | None = None) -> 
 
 
 def knob_help(name: str, knobs: dict[str, type[PolicyKnobs]] | None = None) -> str:
-    """A knob's help on the command line: what it means to each policy that reads it, and its default
+    """A knob's help on the command line: what it means to each policy that reads it, and its
+    default
     (``static: seats on the bus (wait for this many); dynamic: the most per batch (default 8)``).
-    realrun's command line rewrites the ``(default X)`` to its own defaults, so it is always there."""
+    realrun's command line rewrites the ``(default X)`` to its own defaults, so it is always
+    there."""
     knobs = knobs or KNOBS
     parts = [
         f"{p}: {f.metadata['help']}"

@@ -75,7 +75,8 @@ class Uniform(LengthDist):
 
 @dataclass(frozen=True)
 class LogNormal(LengthDist):
-    """Log-normal with the given mean and median (mean > median: a long right tail), rounded, at least 1.
+    """Log-normal with the given mean and median (mean > median: a long right tail), rounded, at
+    least 1.
 
     median = exp(mu) and mean = exp(mu + sigma^2/2), so sigma^2 = 2 ln(mean/median).
     Rounding and the floor at 1 shift the mean a little for small values.
@@ -93,7 +94,8 @@ class LogNormal(LengthDist):
             raise ConfigError(f"lognormal median must be >= 1, got {show(self.median_tokens)}")
         if not (self.mean_tokens > self.median_tokens):
             raise ConfigError(
-                f"lognormal mean must be > median, got mean={show(self.mean_tokens)} median={show(self.median_tokens)}"
+                f"lognormal mean must be > median, got mean={show(self.mean_tokens)} "
+                f"median={show(self.median_tokens)}"
             )
 
     @property

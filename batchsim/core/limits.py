@@ -66,7 +66,10 @@ class ServerLimits:
     def step_tokens_reason(self, tokens: int, what: str = "prompt") -> str | None:
         """Why a pass of ``tokens`` tokens cannot run (None if it can)."""
         if self.max_step_tokens is not None and tokens > self.max_step_tokens:
-            return f"{what} of {tokens} tokens exceeds the server's max_step_tokens={self.max_step_tokens}"
+            return (
+                f"{what} of {tokens} tokens exceeds the server's "
+                f"max_step_tokens={self.max_step_tokens}"
+            )
         return None
 
     # -- a padded batch ---------------------------------------------------------------------

@@ -10,10 +10,11 @@ such traffic, with nothing else changed:
 - ``LiveClock``: the wall clock (``WallClock``) whose sleep an inbox cuts short: asleep
   until the next event is due, it wakes the moment something comes in, and hands it to the
   arrivals process at the moment it came (never before the clock's own now);
-- ``LiveArrivals``: the arrivals process (``drive(..., arrivals=live, recorder=GrowingRecorder())``): each request is
-  handed to its server exactly as the workload's arrivals are (``Run.hand_over``), a
-  withdrawal (a client that disconnected) goes to the server holding it, and "no more"
-  closes the run, which ends when what was admitted is served;
+- ``LiveArrivals``: the arrivals process
+  (``drive(..., arrivals=live, recorder=GrowingRecorder())``): each request is handed to its server
+  exactly as the workload's arrivals are (``Run.hand_over``), a withdrawal (a client that
+  disconnected) goes to the server holding it, and "no more" closes the run, which ends when what
+  was admitted is served;
 - ``GrowingRecorder``: the logbook of a run whose length nobody knows in advance;
 - ``LiveExecutor``: the wall clock's executor on a ``LiveClock``; a repeated step stops at
   the first pass after something comes in (the next arrival is unknown, so it cannot be
@@ -42,7 +43,8 @@ _ARRIVE, _WITHDRAW, _CLOSE = "arrive", "withdraw", "close"
 
 
 class Inbox:
-    """What other threads hand a live run, in order, each with the moment it came (``clock() - t0``).
+    """What other threads hand a live run, in order, each with the moment it came
+    (``clock() - t0``).
 
     ``submit`` gives the request its id (0, 1, 2, ... in arrival order, as every record expects)
     under the same lock as its arrival time, so ids and times rise together."""
@@ -58,7 +60,8 @@ class Inbox:
         return self.clock() - self.t0
 
     def submit(self, prompt_tokens: int, output_tokens: int, payload=None) -> int:
-        """A request arrives now; its id. ``payload`` travels with it to ``LiveArrivals.on_admit``."""
+        """A request arrives now; its id. ``payload`` travels with it to
+        ``LiveArrivals.on_admit``."""
         with self._cv:
             if self.closed:
                 raise RuntimeError("the server is shutting down: no new requests")
@@ -98,7 +101,8 @@ class Inbox:
         return bool(self._items)  # a deque's length is read atomically: no lock for a glance
 
     def wait(self, timeout: float | None) -> bool:
-        """Sleep up to ``timeout`` seconds (None: as long as it takes); True if something came in."""
+        """Sleep up to ``timeout`` seconds (None: as long as it takes); True if something came
+        in."""
         with self._cv:
             if not self._items:
                 self._cv.wait(timeout)
@@ -135,9 +139,9 @@ class LiveClock(WallClock):
 
     def _deliver(self) -> None:
         # At the moment the first of them came (never before now): a request that came during a step
-        # is handed to the policy before that step's end is, exactly as a workload's arrival during a
-        # step is, so the next decision sees it. (Delivered at the moment it is *taken*, it would come
-        # after the step's end, and the next decision, and its repeat, would run without it.)
+        # is handed to the policy before that step's end is, exactly as a workload's arrival during
+        # a step is, so the next decision sees it. (Delivered at the moment it is *taken*, it would
+        # come after the step's end, and the next decision, and its repeat, would run without it.)
         ev, self.delivery = self.delivery, None
         items = self.inbox.take()
         ev._value, ev._ok = items, True  # Event.succeed, at that time and with arrivals' priority
@@ -161,12 +165,14 @@ class LiveArrivals:
         env = run.env
         if not isinstance(env, LiveClock):
             raise TypeError(
-                f"live arrivals need a LiveClock (a LiveExecutor's environment), got {type(env).__name__}"
+                f"live arrivals need a LiveClock (a LiveExecutor's environment), got "
+                f"{type(env).__name__}"
             )
         rec = run.recorder
         if not isinstance(rec, GrowingRecorder):
             raise TypeError(
-                "live arrivals need drive(..., recorder=GrowingRecorder()): nobody knows how many will come"
+                "live arrivals need drive(..., recorder=GrowingRecorder()): nobody knows how many "
+                "will come"
             )
         run.next_arrival = math.inf  # unknown: a real step is stopped by the inbox instead
         while True:
@@ -188,12 +194,14 @@ class LiveArrivals:
                     )
                     server.withdraw(what, extra)
                 elif not run.closed:
-                    # What was admitted is served; the process stays, for clients that leave meanwhile.
+                    # What was admitted is served; the process stays, for clients that leave
+                    # meanwhile.
                     run.close(env.now)
 
 
 class GrowingRecorder(Recorder):
-    """A ``Recorder`` for a run whose requests are not known in advance: ``add`` each as it arrives."""
+    """A ``Recorder`` for a run whose requests are not known in advance: ``add`` each as it
+    arrives."""
 
     _GROWN = (
         "arrival",

@@ -14,8 +14,8 @@ Names follow vLLM's serving benchmark so figures can be compared with it:
   token as it is produced, so it equals TTFT; a server that returns whole answers
   (padded batches, like ``generate()``) delivers at the request's finish. By default
   the policy's ``streams`` decides: padded policies do not stream and continuous
-  batching does (as vLLM's server does); ``summarize(..., streaming=True/False)`` says otherwise. The SLO's TTFT is
-  checked on the delivered one: it is what the user waits for. Tables say which
+  batching does (as vLLM's server does); ``summarize(..., streaming=True/False)`` says otherwise.
+  The SLO's TTFT is checked on the delivered one: it is what the user waits for. Tables say which
   one they show (``table_notes``).
 - mean_step_time: busy time over steps, the length of one forward pass. A padded
   batch's TPOT is far above it, because a row's tokens are spread over the wait
@@ -117,7 +117,8 @@ def summarize(result: RunResult, slo: SLO | None = None, streaming: bool | None 
 
 
 def _check_summarize_args(result, slo, streaming) -> None:
-    # Duck-typed, as the summary reads it: a result of another package's making with records is welcome.
+    # Duck-typed, as the summary reads it: a result of another package's making with records is
+    # welcome.
     if isinstance(result, (str, bytes, int, float, dict, list, tuple)) or not hasattr(
         result, "records"
     ):
@@ -187,8 +188,8 @@ _COLUMNS = {
 
 #: What a table's TTFT columns mean; ``table_notes`` adds it under any table that shows one.
 TTFT_NOTE = (
-    "TTFT = first token produced; TTFT dlv = first token delivered to the user (padded batches, like "
-    "generate(), deliver when the batch ends; a streaming server as soon as it is produced)"
+    "TTFT = first token produced; TTFT dlv = first token delivered to the user (padded batches, "
+    "like generate(), deliver when the batch ends; a streaming server as soon as it is produced)"
 )
 
 # A column in ms whose values reach this many ms is shown in seconds instead: a TTFT of 678880 ms

@@ -75,17 +75,20 @@ class Pass:
 
     @property
     def prefill_shape(self) -> tuple[float, float]:
-        """``(rows, length)`` of equal chunks with this pass's prompt tokens and its chunks' attention
-        pairs among themselves: rows = (sum l)^2 / sum l^2, length = sum l^2 / sum l over its pieces.
+        """``(rows, length)`` of equal chunks with this pass's prompt tokens and its chunks'
+        attention pairs among themselves: rows = (sum l)^2 / sum l^2, length = sum l^2 / sum l over
+        its pieces.
 
-        A profile times equal chunks, whose cost is, to second order, ``rows x (a l + b l^2)`` (per-token
-        work and attention within a chunk); that shape keeps both sums, so the profiled table prices a
-        ragged pass at the work it does. Its pieces are its chunks and, in a padded batch on the block
-        pool, each short prompt's padding, which the engine computes as a throwaway row of its own
-        (``realrun.engine.paged.passes``), so the padding attends to itself, not to the prompt: 8 prompts of
-        300-450 tokens padded to 433 do ~78 % of the attention of 8 x 433 (priced as that, the padded
-        passes came out 14-17 % dear in bench/step_fidelity.py). The plain version is
-        ``(prefill_rows, prefill_tokens / prefill_rows)``, the mean length, which equal chunks give."""
+        A profile times equal chunks, whose cost is, to second order, ``rows x (a l + b l^2)``
+        (per-token work and attention within a chunk); that shape keeps both sums, so the profiled
+        table prices a ragged pass at the work it does. Its pieces are its chunks and, in a padded
+        batch on the block pool, each short prompt's padding, which the engine computes as a
+        throwaway row of its own (``realrun.engine.paged.passes``), so the padding attends to
+        itself, not to the prompt: 8 prompts of 300-450 tokens padded to 433 do ~78 % of the
+        attention of 8 x 433 (priced as that, the padded passes came out 14-17 % dear in
+        bench/step_fidelity.py). The plain version is
+        ``(prefill_rows, prefill_tokens / prefill_rows)``, the mean length, which equal chunks
+        give."""
         lengths = [c.length for c in self.chunks]
         if not lengths or not self.prefill_rows:
             return float(max(self.prefill_rows, 1)), max(
@@ -110,7 +113,8 @@ class Pass:
 
     @property
     def past(self) -> int:
-        """Cached columns each row of the pass attends to (the rectangle's width before the pass)."""
+        """Cached columns each row of the pass attends to (the rectangle's width before the
+        pass)."""
         return self.attn_read // self.rows if self.rows else 0
 
 

@@ -70,7 +70,10 @@ class LineProgress:
 
     def _print(self, now: float, last: bool = False) -> None:
         took = now - self.t0
-        line = f"{self.desc}: {self.n:,} of {self.total:,} requests ({self.n / self.total:.0%}) in {span(took)}"
+        line = (
+            f"{self.desc}: {self.n:,} of {self.total:,} requests ({self.n / self.total:.0%}) in "
+            f"{span(took)}"
+        )
         if last:
             line += ", done"
         elif self.n:

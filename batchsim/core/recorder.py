@@ -82,9 +82,9 @@ class Recorder:
 
     def reject_unfinished(self, reason: str, arrived: int | None = None) -> None:
         """After a run stopped early: reject, with the reason, every request neither finished nor
-        rejected, so the conservation check still holds (requests ``>= arrived`` never arrived). Only the
-        requests recorded (one ``rejected`` entry each): a recorder that grows keeps spare capacity beyond
-        them, NaN, which is no request's."""
+        rejected, so the conservation check still holds (requests ``>= arrived`` never arrived).
+        Only the requests recorded (one ``rejected`` entry each): a recorder that grows keeps spare
+        capacity beyond them, NaN, which is no request's."""
         for i in np.flatnonzero(np.isnan(self.finish[: len(self.rejected)])).tolist():
             if self.rejected[i] is None:
                 self.rejected[i] = (

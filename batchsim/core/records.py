@@ -1,12 +1,12 @@
 """What happened to every request and every step: the logbook both clocks write.
 
 The simulator and realrun's wall-clock runner feed the same ``Recorder``
-(``batchsim.core.recorder``) with the same calls, so their ``Records`` have one schema and ``batchsim.core.metrics`` reads
-either. Per request: arrival, start of its first step, first token, finish,
-tokens produced, preemptions, rejection reason, and its inter-token gaps
-summarised as a mean and a max, so ITL and TPOT are exact without storing a
-timestamp per token. Per step (a repeated step is one row): start, duration,
-repetitions, batch size, prompt tokens, decode rows, padded rows, KV in use.
+(``batchsim.core.recorder``) with the same calls, so their ``Records`` have one schema and
+``batchsim.core.metrics`` reads either. Per request: arrival, start of its first step, first token,
+finish, tokens produced, preemptions, rejection reason, and its inter-token gaps summarised as a
+mean and a max, so ITL and TPOT are exact without storing a timestamp per token. Per step (a
+repeated step is one row): start, duration, repetitions, batch size, prompt tokens, decode rows,
+padded rows, KV in use.
 
 Arrays are indexed by request id (ids are 0..n-1), so updating a whole batch is a
 handful of numpy operations whatever its size.
@@ -98,7 +98,8 @@ class Records:
         return float(st["start"][-1] + st["duration"][-1])
 
     def step_totals(self) -> StepTotals:
-        """The step log's sums (for the summary), from the kept log or from the totals kept instead."""
+        """The step log's sums (for the summary), from the kept log or from the totals kept
+        instead."""
         if self.totals_by_replica is not None:
             t = StepTotals()
             for x in self.totals_by_replica:
@@ -110,7 +111,8 @@ class Records:
         return t
 
     def for_replica(self, i: int) -> Records:
-        """One server's share of a fleet's records: its requests (renumbered in order) and its steps."""
+        """One server's share of a fleet's records: its requests (renumbered in order) and its
+        steps."""
         if self.replica is None:
             if i != 0:
                 raise IndexError(f"replica {i} of a single server")

@@ -6,7 +6,8 @@ carries its reason in the records; ``group`` counts them by the *kind* of reason
 so "prompt of 2,049 tokens exceeds ..." and "prompt of 7,437 tokens exceeds ..."
 are one group, shown once with the range of the numbers that differ:
 
-    continuous: 195 of 2000 rejected: 195 prompt of 2049-7437 tokens exceeds max_batched_tokens=2048 (...)
+    continuous: 195 of 2000 rejected: 195 prompt of 2049-7437 tokens exceeds max_batched_tokens=2048
+    (...)
 
 It reads only the reasons, so it works for any reason either clock writes.
 """
@@ -29,7 +30,8 @@ def _value(text: str) -> float:
 
 
 def _tally(reasons: Iterable[str | None] | Mapping[str, int]):
-    """(reason, how many) pairs: from one reason per request, or from a summary-only run's counts."""
+    """(reason, how many) pairs: from one reason per request, or from a summary-only run's
+    counts."""
     if isinstance(reasons, Mapping):
         return reasons.items()
     return ((r, 1) for r in reasons if r is not None)

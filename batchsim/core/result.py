@@ -25,7 +25,8 @@ __all__ = ["RunResult", "result_of"]
 
 @dataclass
 class RunResult:
-    """A finished run, on either clock: the records plus what the summary needs to know about the server."""
+    """A finished run, on either clock: the records plus what the summary needs to know about the
+    server."""
 
     records: Records
     policy: str

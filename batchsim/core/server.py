@@ -9,9 +9,9 @@ of a model does exactly that with its batching policy deciding::
             action = policy.next_action(env.now)           # what runs now?
             if isinstance(action, Wait):                   # nothing yet:
                 if closed and policy.idle: return          #   nobody else is coming
-                yield env.at(action.until) or an arrival   #   sleep until the deadline or a passenger
+                yield env.at(action.until) or an arrival   #   sleep to the deadline or a passenger
             else:
-                start, ends = executor.run(action, ...)    # run the step (real) or price it (simulated)
+                start, ends = executor.run(action, ...)    # run the step (real) or price it (sim)
                 yield env.at(ends[-1])                     # the step takes its time
                 outcome = policy.on_step_end(action, ...)  # who got a token, who is done
                 record it
@@ -88,9 +88,10 @@ __all__ = [
 
 
 def guarded(body: Iterable, ended: Callable[[BaseException | None], None]):
-    """Run a process's ``body``, then tell ``ended`` how it ended (the error, or None). An error ends
-    the run as it happens: SimPy would re-raise a copy of it an event later, after other processes had
-    moved on. Every process of a run is run this way: the arrivals, each server, a user's own."""
+    """Run a process's ``body``, then tell ``ended`` how it ended (the error, or None). An error
+    ends the run as it happens: SimPy would re-raise a copy of it an event later, after other
+    processes had moved on. Every process of a run is run this way: the arrivals, each server, a
+    user's own."""
     error = None
     try:
         yield from body
@@ -106,7 +107,8 @@ class RunShared(Protocol):
     need not import the driver that starts it: whether every request has arrived, when the next one
     comes, whether a router chooses each request's server only when it comes (``fleet``), where a
     step's outcome goes (the recorder, the trace when one is kept, the progress bar) and a withdrawn
-    request is reported, and how the process ends (``ended``: with the error that ended it, if any)."""
+    request is reported, and how the process ends (``ended``: with the error that ended it, if
+    any)."""
 
     closed: bool
     next_arrival: float
@@ -180,9 +182,10 @@ class ServerProcess:
                 yield from self._run(action)
 
     def _take_arrivals(self, now: float) -> None:
-        """A lone server reads the arrivals itself (``Run.pull_arrivals``): every request due by ``now``
-        is handed over at its own time, in order, then the run closed after the last. Textbook:
-        ``serve``'s ``while come < len(requests) and requests[come].arrival <= clock.now``.
+        """A lone server reads the arrivals itself (``Run.pull_arrivals``): every request due by
+        ``now`` is handed over at its own time, in order, then the run closed after the last.
+        Textbook: ``serve``'s
+        ``while come < len(requests) and requests[come].arrival <= clock.now``.
 
         Where the arrivals process would hand a request over while a step runs, this hands it over
         when the step ends, with the same time: the policy queues it and is asked nothing before the
@@ -207,12 +210,14 @@ class ServerProcess:
         self._still.check(self.policy, env.now, until, self.steps, self.run.closed)
         if self.run.pulls:
             # Nothing else shares the clock: it jumps to the deadline or the next arrival, whichever
-            # comes first (``Run.pull_arrivals``). Textbook: ``yield clock.at(max(wake, clock.now))``.
+            # comes first (``Run.pull_arrivals``). Textbook:
+            # ``yield clock.at(max(wake, clock.now))``.
             wake = self.run.next_arrival if until is None else min(until, self.run.next_arrival)
             if wake < math.inf and env.jump(max(wake, env.now)):
                 return
-        # A deadline already past is "now": the policy is asked again at once (not forever: StandStill).
-        # Without a deadline, a bell the next passenger rings (cheaper than an interrupt: no exception).
+        # A deadline already past is "now": the policy is asked again at once (not forever:
+        # StandStill). Without a deadline, a bell the next passenger rings (cheaper than an
+        # interrupt: no exception).
         if until is None:
             alarm = self._bell = env.event()
         else:
@@ -232,16 +237,16 @@ class ServerProcess:
         repeats = step.interruptible and step.repeat > 1 and not self.run.closed
         stop_at = None
         if repeats:
-            # Where the next passenger is surely ours (a lone server), the repeat stops at its arrival,
-            # priced or real: knowing it, the server prices a repeat only up to it, with no interrupt, and
-            # stops just where one would. Where a router chooses only when it comes, a real engine stops
-            # at the next arrival anywhere, and a priced repeat runs on until an arrival routed here
-            # interrupts it.
+            # Where the next passenger is surely ours (a lone server), the repeat stops at its
+            # arrival, priced or real: knowing it, the server prices a repeat only up to it, with no
+            # interrupt, and stops just where one would. Where a router chooses only when it comes,
+            # a real engine stops at the next arrival anywhere, and a priced repeat runs on until an
+            # arrival routed here interrupts it.
             if not self.run.fleet or not ex.can_cut:
                 stop_at = self.run.next_arrival
         start, ends = ex.run(step, decided, stop_at)
-        # The simulated clock jumps to the step's end when nothing else happens before it: no arrival
-        # can cut it, and the event of its end would be the very next one anyway.
+        # The simulated clock jumps to the step's end when nothing else happens before it: no
+        # arrival can cut it, and the event of its end would be the very next one anyway.
         jumped = env.jump(ends[-1])
         if repeats and stop_at is None and len(ends) > 1 and not jumped:
             self.cut_until = ends[-2]
@@ -254,8 +259,8 @@ class ServerProcess:
                 yield end
                 end = None
             except simpy.Interrupt:
-                # A passenger for us at env.now: the repeat ends at the first pass boundary at or after it.
-                # numpy's searchsorted, side "left"; a list's too
+                # A passenger for us at env.now: the repeat ends at the first pass boundary at or
+                # after it. numpy's searchsorted, side "left"; a list's too
                 k = bisect_left(ends, env.now) + 1
                 ends = ends[:k]
                 ex.cut(k)
@@ -267,7 +272,8 @@ class ServerProcess:
         self._report(decided, step, start, ends, outcome)
 
     def _report(self, decided: float, step, start: float, ends, outcome) -> None:
-        """The step's outcome to the run's records (and trace), and its finished requests off our count."""
+        """The step's outcome to the run's records (and trace), and its finished requests off our
+        count."""
         run = self.run
         run.recorder.step(step, start, ends, outcome, self.index)
         if run.trace is not None:
@@ -277,8 +283,9 @@ class ServerProcess:
             run.progress(len(outcome.finished))
 
     def withdraw(self, request_id: int, reason: str) -> None:
-        """A request's client has gone (a live server): the policy lets it go before its next decision,
-        never in the middle of a step; a sleeping server wakes to decide again without it."""
+        """A request's client has gone (a live server): the policy lets it go before its next
+        decision, never in the middle of a step; a sleeping server wakes to decide again without
+        it."""
         self._withdrawn.append((request_id, reason))
         self._rouse()
 
@@ -313,7 +320,8 @@ class ServerProcess:
             self.process.interrupt()  # a deadline pending, or a repeat to cut
 
     def go_down(self) -> None:
-        """From a user's process: finish the step running, then run nothing until ``come_back()``."""
+        """From a user's process: finish the step running, then run nothing until
+        ``come_back()``."""
         if not self.down:
             self.down = True
             self._back = self.env.event()

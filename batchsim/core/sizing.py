@@ -68,8 +68,8 @@ class Size:
     def describe(self) -> str:
         return (
             f"{self.requests:,.0f} requests x {self.runs} run{'s' if self.runs != 1 else ''}, "
-            f"{self.output_tokens:,.0f} output tokens each run: about {_bytes(self.memory_bytes)} and "
-            f"{_duration(self.seconds)}"
+            f"{self.output_tokens:,.0f} output tokens each run: about {_bytes(self.memory_bytes)} "
+            f"and {_duration(self.seconds)}"
         )
 
 
@@ -123,8 +123,8 @@ def check(
     limit_seconds: float = LIMIT_SECONDS,
     extent_flag: str = "--requests",
 ) -> None:
-    """Refuse a run far beyond this machine, naming the flag to change (``extent_flag``: the one that
-    set the request count, --requests or --duration)."""
+    """Refuse a run far beyond this machine, naming the flag to change (``extent_flag``: the one
+    that set the request count, --requests or --duration)."""
     memory = machine_memory() if memory is None else memory
     too_big = memory is not None and size.memory_bytes > 0.8 * memory
     too_long = size.seconds > limit_seconds
@@ -142,5 +142,6 @@ def check(
     else:
         limit = f"more than the {_duration(limit_seconds)} a run may take"
     raise ConfigError(
-        f"run too large: {size.describe()}, {limit}; lower {change}, or pass {OVERRIDE_FLAG} to run it anyway"
+        f"run too large: {size.describe()}, {limit}; lower {change}, or pass {OVERRIDE_FLAG} to "
+        f"run it anyway"
     )

@@ -95,7 +95,8 @@ class QuantileSketch:
         return 2.0 * self.gamma ** (i + self.offset) / (self.gamma + 1.0)
 
     def quantile(self, q: float) -> float | None:
-        """The q-quantile (0 <= q <= 1), as numpy's linear percentile, within ``alpha``; None if empty."""
+        """The q-quantile (0 <= q <= 1), as numpy's linear percentile, within ``alpha``; None if
+        empty."""
         if not self.n:
             return None
         cum = np.cumsum(self.counts)
@@ -117,4 +118,7 @@ class QuantileSketch:
         return (self.zeros + below) / self.n
 
     def __repr__(self) -> str:
-        return f"QuantileSketch({self.n} values, relative error {self.alpha:g}, {len(self.counts)} buckets)"
+        return (
+            f"QuantileSketch({self.n} values, relative error {self.alpha:g}, {len(self.counts)} "
+            f"buckets)"
+        )

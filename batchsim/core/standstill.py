@@ -1,4 +1,5 @@
-"""A policy that makes no progress: asked at one instant, again and again, it neither runs nor waits.
+"""A policy that makes no progress: asked at one instant, again and again, it neither runs nor
+waits.
 
 A server asks its policy what to do next; ``Wait(until)`` with ``until`` already come means "ask me
 again now", which is right once (a deadline that just fell due: the policy acts when asked again).
@@ -20,11 +21,13 @@ LIMIT = 10_000
 
 
 class NoProgress(RuntimeError):
-    """A policy asked again and again at one instant neither ran a step nor waited for a later time."""
+    """A policy asked again and again at one instant neither ran a step nor waited for a later
+    time."""
 
 
 class StandStill:
-    """Counts a server's answers of ``Wait`` for a time already come, at one instant, with no step between."""
+    """Counts a server's answers of ``Wait`` for a time already come, at one instant, with no step
+    between."""
 
     __slots__ = ("at", "steps", "count")
 
@@ -34,12 +37,13 @@ class StandStill:
         self.count = 0
 
     def check(self, policy, now: float, until: float | None, steps: int, closed: bool) -> None:
-        """The policy answered ``Wait(until)`` at ``now``, after its server's ``steps``-th step; ``closed``:
-        every request has arrived."""
+        """The policy answered ``Wait(until)`` at ``now``, after its server's ``steps``-th step;
+        ``closed``: every request has arrived."""
         if until is None:
             if closed:  # nothing will ever wake it
                 raise NoProgress(
-                    f"{_name(policy)}: waits with no deadline and no arrival to come, but is not idle"
+                    f"{_name(policy)}: waits with no deadline and no arrival to come, but is not "
+                    f"idle"
                 )
             return
         if until > now:
@@ -49,10 +53,12 @@ class StandStill:
         self.count += 1
         if self.count >= LIMIT:
             raise NoProgress(
-                f"{_name(policy)}: at t={now:.9g} s it answered Wait(until={until!r}) {LIMIT:,} times in a row, a wait for "
-                "a time that has already come, so the server would ask it again at the same instant forever. When "
-                "its deadline has come, a policy must run a step (or wait for a later time): check how it compares "
-                "the time with its deadline (>= rather than >)."
+                f"{_name(policy)}: at t={now:.9g} s it answered Wait(until={until!r}) {LIMIT:,} "
+                f"times in a row, a wait for "
+                "a time that has already come, so the server would ask it again at the same "
+                "instant forever. When its deadline has come, a policy must run a step (or wait "
+                "for a later time): check how it compares the time with its deadline (>= rather "
+                "than >)."
             )
 
 

@@ -147,11 +147,11 @@ def fast_step(
     prefill_padding: int = 0,
     kv_padding: int = 0,
 ) -> Step:
-    """``Step(...)`` with these fields, built faster: for the policies, which decide a step every few
-    tens of microseconds, and for which building the frozen dataclass was the largest single cost of a
-    decision. The same checks, inline; a step they would refuse or complete (no ``decode_width`` given)
-    goes through ``Step`` itself, so the result is always what ``Step`` gives.
-    Textbook: ``Step(...)`` at the end of ``next_step`` (``batchsim/textbook/continuous.py``,
+    """``Step(...)`` with these fields, built faster: for the policies, which decide a step every
+    few tens of microseconds, and for which building the frozen dataclass was the largest single
+    cost of a decision. The same checks, inline; a step they would refuse or complete (no
+    ``decode_width`` given) goes through ``Step`` itself, so the result is always what ``Step``
+    gives. Textbook: ``Step(...)`` at the end of ``next_step`` (``batchsim/textbook/continuous.py``,
     ``padded.py``)."""
     if (
         repeat < 1
@@ -195,7 +195,8 @@ _new = object.__new__
 
 @dataclass(frozen=True)
 class Wait:
-    """Nothing to run. ``until``: wake at this time even without an arrival (None: only an arrival wakes)."""
+    """Nothing to run. ``until``: wake at this time even without an arrival (None: only an arrival
+    wakes)."""
 
     until: float | None = None
 

@@ -70,7 +70,8 @@ class StepTotals:
 
     @classmethod
     def of(cls, steps: dict[str, np.ndarray]) -> StepTotals:
-        """From a kept log (as ``summarize`` always computed them: one sum over each whole column)."""
+        """From a kept log (as ``summarize`` always computed them: one sum over each whole
+        column)."""
         t = cls()
         t.add(steps)
         return t
@@ -112,7 +113,8 @@ class StepTotals:
 
 
 class StepLog:
-    """Gathers step rows; ``keep=False`` keeps only totals (per replica); ``path`` streams rows to a CSV.
+    """Gathers step rows; ``keep=False`` keeps only totals (per replica); ``path`` streams rows to a
+    CSV.
 
     ``replicas`` > 1 adds a ``replica`` column: which server of a fleet ran the step.
     """

@@ -28,14 +28,15 @@ def summarize_stream(result, slo=None, streaming: bool | None = None) -> dict:
     given = slo is not None and slo.any
     if given and slo != r.slo:
         raise ConfigError(
-            f"a summary-only run counts goodput for the SLO it was started with ({r.slo}), "
-            f"not another ({slo}): run it again with this one"
+            f"a summary-only run counts goodput for the SLO it was started with ({r.slo}), not "
+            f"another ({slo}): run it again with this one"
         )
     st = r.fleet_stats()
     rejected = sum(r.rejected.values())
     if st.completed + rejected != r.arrived:
         raise AssertionError(
-            f"conservation broken: {r.arrived} arrived, {st.completed} completed, {rejected} rejected"
+            f"conservation broken: {r.arrived} arrived, {st.completed} completed, {rejected} "
+            f"rejected"
         )
 
     def stats(name: str, key: str) -> dict:

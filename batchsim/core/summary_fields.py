@@ -47,9 +47,9 @@ class SLO:
     def met(
         self, delivered: np.ndarray, e2e: np.ndarray, decode_time: np.ndarray, tokens: np.ndarray
     ) -> np.ndarray:
-        """Per finished request: whether it met every objective set (``summarize`` and the summary-only
-        records count goodput with this one rule). ``decode_time`` is first token to finish; a
-        one-token request's TPOT is taken over one gap, so it is 0 and always met."""
+        """Per finished request: whether it met every objective set (``summarize`` and the
+        summary-only records count goodput with this one rule). ``decode_time`` is first token to
+        finish; a one-token request's TPOT is taken over one gap, so it is 0 and always met."""
         ok = np.ones(len(e2e), dtype=bool)
         if self.ttft is not None:
             ok &= delivered <= self.ttft
@@ -76,8 +76,8 @@ def latency_stats(name: str, values: np.ndarray) -> dict[str, float | None]:
 
 
 def step_fields(totals, makespan: float, result) -> dict:
-    """The figures a run's step totals give (``StepTotals``): busy share, steps, batch sizes; and the
-    result's memory, preemptions and servers."""
+    """The figures a run's step totals give (``StepTotals``): busy share, steps, batch sizes; and
+    the result's memory, preemptions and servers."""
     reps = totals.reps
     return {
         "busy_fraction": totals.busy / (makespan * result.replicas) if makespan > 0 else 0.0,

@@ -61,7 +61,10 @@ class Trace:
 
     def __repr__(self) -> str:
         more = " (first rows only)" if self.truncated else ""
-        return f"Trace({Path(self.path).name!r}, {len(self)} requests over {self.duration:.0f} s{more})"
+        return (
+            f"Trace({Path(self.path).name!r}, {len(self)} requests over {self.duration:.0f} "
+            f"s{more})"
+        )
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -75,7 +78,8 @@ def _azure_time(text: str) -> float:
             f"timestamp must look like 2023-11-16 18:15:46.6805900, got {text.strip()!r}"
         )
     try:
-        # Naive arithmetic, not .timestamp(): local time zones and daylight saving must not move arrivals.
+        # Naive arithmetic, not .timestamp(): local time zones and daylight saving must not move
+        # arrivals.
         t = (datetime.fromisoformat(base) - _EPOCH).total_seconds()
     except ValueError:
         raise ValueError(
@@ -95,7 +99,8 @@ def _seconds(text: str) -> float:
 
 
 def parse_token_count(text: str, field: str) -> int:
-    """A whole number of tokens from 1 to MAX_TOKENS; "12.0" counts as 12 (spreadsheets write it)."""
+    """A whole number of tokens from 1 to MAX_TOKENS; "12.0" counts as 12 (spreadsheets write
+    it)."""
     s = text.strip()
     try:
         v = int(s)
@@ -111,7 +116,8 @@ def parse_token_count(text: str, field: str) -> int:
         raise ValueError(f"{field} must be >= 1, got {s!r}")
     if v > MAX_TOKENS:
         raise ValueError(
-            f"{field} must be <= {MAX_TOKENS:,} (no model reads more), got {s if len(s) < 30 else s[:27] + '...'}"
+            f"{field} must be <= {MAX_TOKENS:,} (no model reads more), got "
+            f"{s if len(s) < 30 else s[:27] + '...'}"
         )
     return v
 
@@ -119,7 +125,8 @@ def parse_token_count(text: str, field: str) -> int:
 def read_trace(
     path: str | Path, max_rows: int | None = None, max_seconds: float | None = None
 ) -> Trace:
-    """Read a trace; stop after ``max_rows`` rows or at the first row ``max_seconds`` after the first."""
+    """Read a trace; stop after ``max_rows`` rows or at the first row ``max_seconds`` after the
+    first."""
     p = Path(path)
     limit = MAX_TRACE_ROWS if max_rows is None else min(max_rows, MAX_TRACE_ROWS)
     ts: list[float] = []
@@ -134,14 +141,16 @@ def read_trace(
             if header == AZURE_HEADER:
                 parse_t = _azure_time
             elif header[:3] == PLAIN_HEADER and "" not in header:
-                # Columns after the three are carried, not read: a record of `realrun serve` keeps each
-                # request's measured times there, and replays as the trace of what the class sent.
+                # Columns after the three are carried, not read: a record of `realrun serve` keeps
+                # each request's measured times there, and replays as the trace of what the class
+                # sent.
                 parse_t = _seconds
             else:
                 shown = ",".join(header)
                 raise ConfigError(
-                    f"trace {str(p)!r} line 1: header must be {','.join(AZURE_HEADER)} or {','.join(PLAIN_HEADER)}, "
-                    f"got {shown if len(shown) < 80 else shown[:77] + '...'!r}"
+                    f"trace {str(p)!r} line 1: header must be {','.join(AZURE_HEADER)} or "
+                    f"{','.join(PLAIN_HEADER)}, got "
+                    f"{shown if len(shown) < 80 else shown[:77] + '...'!r}"
                 )
             for row in reader:
                 lineno = reader.line_num
@@ -180,7 +189,8 @@ def read_trace(
         raise ConfigError(f"trace {str(p)!r} has no rows")
     if len(ts) >= MAX_TRACE_ROWS and truncated:
         raise ConfigError(
-            f"trace {str(p)!r} has more than {MAX_TRACE_ROWS:,} rows; replay a part with --requests or --duration"
+            f"trace {str(p)!r} has more than {MAX_TRACE_ROWS:,} rows; replay a part with "
+            f"--requests or --duration"
         )
     arr = np.asarray(ts, dtype=np.float64)
     return Trace(

@@ -2,11 +2,12 @@
 
 The simulator's executor prices a step; this one runs it (``engine.execute``) and reads
 the clock. Everything else, the loop, the policy, the records, is shared
-(``batchsim.core.driver``). Its clock, ``WallClock``, is SimPy's ``RealtimeEnvironment(strict=False)``
-reading a clock we hand it (``time.perf_counter`` in a real run, a fake clock in tests): before each
-event it sleeps until the wall clock reaches the event's time, and when a real step has already
-carried the wall clock past it, it does not sleep at all. That is how a real forward pass, run
-synchronously inside a server process, and a ``yield`` of its measured end fit together.
+(``batchsim.core.driver``). Its clock, ``WallClock``, is SimPy's
+``RealtimeEnvironment(strict=False)`` reading a clock we hand it (``time.perf_counter`` in a real
+run, a fake clock in tests): before each event it sleeps until the wall clock reaches the event's
+time, and when a real step has already carried the wall clock past it, it does not sleep at all.
+That is how a real forward pass, run synchronously inside a server process, and a ``yield`` of its
+measured end fit together.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class WallClock(AtMixin, simpy.rt.RealtimeEnvironment):
         simpy.Environment.step(self)
 
     def until(self, t: float) -> float:
-        """Seconds of wall clock until the time ``t`` of this environment (negative: already past)."""
+        """Seconds of wall clock until the time ``t`` of this environment (negative: already
+        past)."""
         return (t - self.env_start) * self.factor - (self.clock() - self.real_start)
 
 
@@ -89,7 +91,8 @@ class WallExecutor:
         return self.clock() - self.t0
 
     def should_stop(self, stop_at: float | None) -> Callable[[], bool] | None:
-        """What a repeated step asks after each pass: has the next arrival come (None: never stop)?"""
+        """What a repeated step asks after each pass: has the next arrival come (None: never
+        stop)?"""
         return None if stop_at is None else (lambda: self.now() >= stop_at)
 
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:

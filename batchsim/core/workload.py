@@ -37,7 +37,8 @@ class Request:
 
     def __post_init__(self) -> None:
         # Every arrival makes one (``Workload.request``): plain ints and floats in range pass on one
-        # comparison chain; anything else (numpy numbers, a wrong value) takes the slow path that names it.
+        # comparison chain; anything else (numpy numbers, a wrong value) takes the slow path that
+        # names it.
         if not (
             type(self.id) is int
             and self.id >= 0
@@ -64,7 +65,8 @@ def _check_request(r: Request) -> None:
 
 
 class Workload:
-    """Requests in arrival order, kept as three arrays (24 bytes a request, not a Python object each).
+    """Requests in arrival order, kept as three arrays (24 bytes a request, not a Python object
+    each).
 
     ``Workload(requests, description)`` takes ``Request`` objects (a hand-made workload, a text
     prompt); ``Workload.from_arrays`` takes the arrays themselves. ``requests`` is a read-only
@@ -161,7 +163,8 @@ class Workload:
         )
 
     def subset(self, ids, description: str | None = None) -> Workload:
-        """The requests ``ids`` (in order), renumbered 0..k-1: what one replica of a fleet was given."""
+        """The requests ``ids`` (in order), renumbered 0..k-1: what one replica of a fleet was
+        given."""
         ids = np.asarray(ids, dtype=np.int64)
         texts = None if self.texts is None else tuple(self.texts[i] for i in ids.tolist())
         return Workload._of(
@@ -190,7 +193,8 @@ class Workload:
 
 
 def _array(name: str, values, dtype) -> np.ndarray:
-    """``values`` as a 1-D array of ``dtype``; token counts must be whole (2.5 would be cut to 2 silently)."""
+    """``values`` as a 1-D array of ``dtype``; token counts must be whole (2.5 would be cut to 2
+    silently)."""
     try:
         a = np.asarray(values)
         out = a.astype(dtype)
@@ -266,7 +270,8 @@ def make_workload(
                 else ""
             )
             raise ConfigError(
-                f"{name} must be a length distribution such as Uniform(16, 128){hint}, got {show(dist)}"
+                f"{name} must be a length distribution such as Uniform(16, 128){hint}, got "
+                f"{show(dist)}"
             )
     check_int_at_least("seed", seed, 0)
     a_rng, p_rng, o_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
@@ -283,7 +288,8 @@ def trace_workload(
 ) -> Workload:
     """Replay a trace: its own arrivals and lengths, the first ``n`` rows or ``duration`` seconds.
 
-    ``speedup`` > 1 compresses time (2.0 replays an hour of traffic in half an hour, at twice the rate).
+    ``speedup`` > 1 compresses time (2.0 replays an hour of traffic in half an hour, at twice the
+    rate).
     """
     check_positive("speedup", speedup)
     if n is not None:

@@ -23,7 +23,8 @@ _NVLINK, _PCIE = 8.0, 25.0  # assumed all-reduce latencies, microseconds
 
 GPUS = (
     # NVIDIA T4 datasheet: 65 TFLOPS fp16 (mixed precision), 8.1 TFLOPS fp32, 16 GB GDDR6, 320 GB/s,
-    # PCIe Gen3 x16 (32 GB/s). Turing has no bf16. Price: assumed ~$0.50/h (AWS g4dn.xlarge $0.526/h).
+    # PCIe Gen3 x16 (32 GB/s). Turing has no bf16. Price: assumed ~$0.50/h (AWS g4dn.xlarge
+    # $0.526/h).
     GPU(
         "T4",
         65,
@@ -38,8 +39,8 @@ GPUS = (
         max_tp=4,
         source="NVIDIA T4 datasheet; price assumed (2026)",
     ),
-    # NVIDIA L4 datasheet: 242 TFLOPS fp16/bf16 *with sparsity* -> 121 dense; FP8 485 sparse -> 242.5
-    # dense; 30.3 fp32; 24 GB GDDR6, 300 GB/s; PCIe Gen4 x16 64 GB/s.
+    # NVIDIA L4 datasheet: 242 TFLOPS fp16/bf16 *with sparsity* -> 121 dense; FP8 485 sparse ->
+    # 242.5 dense; 30.3 fp32; 24 GB GDDR6, 300 GB/s; PCIe Gen4 x16 64 GB/s.
     GPU(
         "L4",
         121,
@@ -134,8 +135,8 @@ GPUS = (
         source="NVIDIA H100 datasheet (SXM); price assumed (2026)",
     ),
     # NVIDIA H200 datasheet, SXM: the H100 SXM's compute; 141 GB HBM3e (GiB: see above), 4.8 TB/s;
-    # NVLink 900 GB/s. Measured here: 3.55 TB/s reading Llama-3-8B's weights, 638-676 TFLOP/s bf16 and
-    # 1,152-1,215 FP8 on large products (course/data/gpu/2026-12-04-h200/README.md).
+    # NVLink 900 GB/s. Measured here: 3.55 TB/s reading Llama-3-8B's weights, 638-676 TFLOP/s bf16
+    # and 1,152-1,215 FP8 on large products (course/data/gpu/2026-12-04-h200/README.md).
     GPU(
         "H200",
         989,
@@ -151,8 +152,9 @@ GPUS = (
         max_tp=8,
         source="NVIDIA H200 datasheet (SXM); price assumed (2026)",
     ),
-    # AMD Instinct MI300X datasheet: 1,307.4 TFLOPS fp16/bf16 dense, FP8 2,614.9 dense, 163.4 fp32 matrix;
-    # 192 GB HBM3, 5.3 TB/s; Infinity Fabric 7 links x 128 GB/s = 896 GB/s. Price: assumed ~$3.00/h.
+    # AMD Instinct MI300X datasheet: 1,307.4 TFLOPS fp16/bf16 dense, FP8 2,614.9 dense, 163.4 fp32
+    # matrix; 192 GB HBM3, 5.3 TB/s; Infinity Fabric 7 links x 128 GB/s = 896 GB/s. Price: assumed
+    # ~$3.00/h.
     GPU(
         "MI300X",
         1307,
@@ -253,7 +255,8 @@ MODELS = (
         tied=True,
         source="huggingface.co/openai-community/gpt2-xl config.json",
     ),
-    # Llama 2 (Touvron et al., 2023): multi-head attention, so 32 KV heads; 4,096 context; MLP 11,008.
+    # Llama 2 (Touvron et al., 2023): multi-head attention, so 32 KV heads; 4,096 context; MLP
+    # 11,008.
     Model(
         "llama-2-7b",
         32,
@@ -267,7 +270,8 @@ MODELS = (
         intermediate=11008,
         source="huggingface.co/meta-llama/Llama-2-7b-hf config.json",
     ),
-    # Llama 3 8B (Meta, 2024): grouped-query attention with 8 KV heads, 128k vocabulary, 8,192 context.
+    # Llama 3 8B (Meta, 2024): grouped-query attention with 8 KV heads, 128k vocabulary, 8,192
+    # context.
     Model(
         "llama-3-8b",
         32,
@@ -322,8 +326,8 @@ MODELS = (
         intermediate=28672,
         source="huggingface.co/meta-llama/Llama-3.1-70B config.json",
     ),
-    # Mistral 7B v0.1 (Jiang et al., 2023): GQA with 8 KV heads; 32,768 positions (4,096 sliding window,
-    # which this model ignores: it caches every token, as v0.2+ do); MLP 14,336.
+    # Mistral 7B v0.1 (Jiang et al., 2023): GQA with 8 KV heads; 32,768 positions (4,096 sliding
+    # window, which this model ignores: it caches every token, as v0.2+ do); MLP 14,336.
     Model(
         "mistral-7b",
         32,

@@ -9,9 +9,11 @@ on-demand prices for one GPU as of early 2026, which vary between providers by
 2-3x and fall every year; ``--gpu-price`` overrides them. Add your own GPUs and
 models from a JSON or TOML file (``--catalog FILE``), in the units used below::
 
-    {"gpus":   {"my-gpu":   {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48, "price_per_hour": 1.2}},
+    {"gpus":   {"my-gpu":   {"tflops": 100, "bandwidth_gbs": 900, "memory_gb": 48,
+                             "price_per_hour": 1.2}},
      "models": {"my-model": {"layers": 24, "hidden": 2048, "heads": 16, "kv_heads": 16,
-                             "head_dim": 128, "vocab": 32000, "params": 1.3e9, "max_context": 4096}}}
+                             "head_dim": 128, "vocab": 32000, "params": 1.3e9,
+                             "max_context": 4096}}}
 
 A GPU may add ``memory_gib`` (true: memory_gb is GiB), ``tflops_fp8``, ``link``, ``link_gbs``,
 ``link_latency_us`` and ``max_tp``; a model ``intermediate`` and ``tied`` (see ``specs``).
@@ -89,7 +91,8 @@ def _entries(kind: str, cls, raw: Any, path: str) -> dict:
         unknown = sorted(set(spec) - known)
         if unknown:
             raise ConfigError(
-                f"catalog {path!r}: {kind}.{name} has unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})"
+                f"catalog {path!r}: {kind}.{name} has unknown field {unknown[0]!r} (known: "
+                f"{', '.join(sorted(known))})"
             )
         spec = dict(spec)
         if cls is Model:
@@ -114,7 +117,8 @@ def _entries(kind: str, cls, raw: Any, path: str) -> dict:
 
 
 def load_catalog(path: str | Path | None = None, base: Catalog = DEFAULT_CATALOG) -> Catalog:
-    """The built-in catalog, with the entries of a JSON or TOML file added (same name: the file wins)."""
+    """The built-in catalog, with the entries of a JSON or TOML file added (same name: the file
+    wins)."""
     if path is None:
         return base
     p = Path(path)

@@ -31,8 +31,8 @@ def check_price(price: float) -> None:
 
 
 def cost_summary(summary: dict, price_per_hour: float) -> dict:
-    """$/request, $/1M output tokens and the run's bill from a ``summarize`` dict (idle time is paid),
-    and the same split into busy (running steps) and idle (waiting for traffic) time."""
+    """$/request, $/1M output tokens and the run's bill from a ``summarize`` dict (idle time is
+    paid), and the same split into busy (running steps) and idle (waiting for traffic) time."""
     check_price(price_per_hour)
     hours = summary["duration"] / 3600.0
     bill = price_per_hour * hours
@@ -51,7 +51,8 @@ def cost_summary(summary: dict, price_per_hour: float) -> dict:
 
 
 def required_throughput(price_per_hour: float, target_per_request: float) -> float:
-    """Requests per second a GPU at ``price_per_hour`` must serve to cost ``target_per_request`` each."""
+    """Requests per second a GPU at ``price_per_hour`` must serve to cost ``target_per_request``
+    each."""
     check_price(price_per_hour)
     check_positive("target $/request", target_per_request)
     return price_per_hour / 3600.0 / target_per_request

@@ -54,7 +54,8 @@ __all__ = [
 
 DEFAULT_MEM_UTIL = 0.9
 #: vLLM's profiling pass: 8,192 tokens (its default max_num_batched_tokens for an OpenAI server on a
-#: card of 70 GiB or more, vLLM engine arguments) and 256 sequences (its default max_num_seqs there).
+#: card of 70 GiB or more, vLLM engine arguments) and 256 sequences (its default max_num_seqs
+#: there).
 PROFILE_TOKENS = 8192
 PROFILE_SEQS = 256
 #: Memory PyTorch's peak does not show: CUDA context, library workspaces, CUDA graphs. ASSUMED.
@@ -136,7 +137,8 @@ def kv_budget(
     max_batched_tokens: int = PROFILE_TOKENS,
     max_seqs: int = PROFILE_SEQS,
 ) -> KVBudget:
-    """The KV budget of ``model`` on ``tp`` x ``gpu``; raises ConfigError naming both if the weights do not fit.
+    """The KV budget of ``model`` on ``tp`` x ``gpu``; raises ConfigError naming both if the weights
+    do not fit.
 
     ``weights``/``kv_dtype``: how weights and cache are stored (default: ``dtype``).
     """
@@ -153,13 +155,14 @@ def kv_budget(
     if w_gpu >= usable:
         split = f" (1/{tp} of them on each GPU)" if tp > 1 else ""
         raise ConfigError(
-            f"model {model.name} does not fit on {on}: its {weights} weights need {_gb(w_gpu)}{split}, "
-            f"the GPU offers {gpu.memory_label} x {mem_util:g} = {_gb(usable)}"
+            f"model {model.name} does not fit on {on}: its {weights} weights need "
+            f"{_gb(w_gpu)}{split}, the GPU offers {gpu.memory_label} x {mem_util:g} = {_gb(usable)}"
             + ("" if tp > 1 else "; try --tp or smaller --weights")
         )
     if override_tokens is not None and override_bytes is not None:
         raise ConfigError(
-            f"give kv-budget-tokens or kv-budget-bytes, not both (got {show(override_tokens)} and {show(override_bytes)})"
+            f"give kv-budget-tokens or kv-budget-bytes, not both (got {show(override_tokens)} and "
+            f"{show(override_bytes)})"
         )
     if override_tokens is not None:
         check_kv_tokens("kv-budget-tokens", override_tokens)
@@ -176,13 +179,13 @@ def kv_budget(
     free = usable - w_gpu - act
     if free * tp < per_token:
         raise ConfigError(
-            f"model {model.name} leaves no room for a KV cache on {on}: "
-            f"{_gb(usable)} usable - {_gb(w_gpu)} of weights - {_gb(act)} of activations"
+            f"model {model.name} leaves no room for a KV cache on {on}: {_gb(usable)} usable - "
+            f"{_gb(w_gpu)} of weights - {_gb(act)} of activations"
         )
     each = " each" if tp > 1 else ""
     why = (
-        f"{on} {gpu.memory_label}{each} x {mem_util:g} - {model.name} {weights} weights {_gb(w_gpu)}{each} - "
-        f"activations {_gb(act)}{each} ({max_batched_tokens:,} tokens a step)"
+        f"{on} {gpu.memory_label}{each} x {mem_util:g} - {model.name} {weights} weights "
+        f"{_gb(w_gpu)}{each} - activations {_gb(act)}{each} ({max_batched_tokens:,} tokens a step)"
         + (f"; KV cache in {kv_dtype}" if kv_dtype != weights else "")
     )
     return KVBudget(free * tp, per_token, why)

@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     k = result["knobs"]
     print(
-        f"{engine}: compute_eff {k['compute_eff']:g}, memory_eff {k['memory_eff']:g}, "
-        f"overhead {k['overhead'] * 1e3:g} ms (loss {result['loss']:.4f})"
+        f"{engine}: compute_eff {k['compute_eff']:g}, memory_eff {k['memory_eff']:g}, overhead "
+        f"{k['overhead'] * 1e3:g} ms (loss {result['loss']:.4f})"
     )
     for label in ("fitted", "held_out"):
         errs = result[label]
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         if errs:
             absolute = sorted(abs(e) for e in errs.values())
             print(
-                f"  {label}: {len(errs)} points, median |error| "
-                f"{float(np.median(absolute)):.1%}, worst {absolute[-1]:.1%}"
+                f"  {label}: {len(errs)} points, median |error| {float(np.median(absolute)):.1%}, "
+                f"worst {absolute[-1]:.1%}"
             )
     return 0
 

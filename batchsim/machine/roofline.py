@@ -219,8 +219,9 @@ class RooflineStepTime(StepTimeModel):
 
     def short_durations(self, step: Step, m: int) -> list[float] | None:
         # The simulator's hot path on the default server: a step of a pass or a few priced in Python
-        # floats, each operation the one ``components`` makes on its arrays, in the same order (an int
-        # meets a float as numpy converts it), so each float is the very one ``durations`` gives.
+        # floats, each operation the one ``components`` makes on its arrays, in the same order (an
+        # int meets a float as numpy converts it), so each float is the very one ``durations``
+        # gives.
         if (
             m > SHORT_REPEAT
             or type(self).durations is not StepTimeModel.durations
@@ -244,7 +245,8 @@ class RooflineStepTime(StepTimeModel):
         return [self._seconds(0.0, rows, float(d.attn_read + j * d.decode_rows)) for j in range(m)]
 
     def _seconds(self, prefill: float, rows: float, kv: float, pairs: float | None = None) -> float:
-        """``components`` and ``times`` of one pass, in Python floats (``pairs`` None: as ``times``)."""
+        """``components`` and ``times`` of one pass, in Python floats (``pairs`` None: as
+        ``times``)."""
         m = self.model
         tokens = prefill + rows
         flops = 2.0 * m.params * tokens + m.attention_flops_per_pair() * self.attention_ratio * (
@@ -258,7 +260,8 @@ class RooflineStepTime(StepTimeModel):
 
     # -- what the course prints ----------------------------------------------------------
     def decode(self, batch, context: float = 0.0) -> dict[str, np.ndarray]:
-        """Decode step of ``batch`` rows, each with ``context`` cached tokens: the roofline table."""
+        """Decode step of ``batch`` rows, each with ``context`` cached tokens: the roofline
+        table."""
         b = np.asarray(batch, dtype=np.float64)
         c, mem = self.components(np.zeros_like(b), b, b * context)
         step = np.maximum(c, mem) + self.overhead + self.allreduce_s(b)

@@ -51,7 +51,8 @@ __all__ = [
 ]
 
 #: An illustrative server when nothing else is given: 10 ms per pass plus small per-token costs,
-#: roughly a small model on one GPU. ``--step-time``, ``--calibration`` or a GPU/model pick replace it.
+#: roughly a small model on one GPU. ``--step-time``, ``--calibration`` or a GPU/model pick replace
+#: it.
 DEFAULT_STEP_TIME = LinearStepTime(
     c0=0.010, c1=2e-5, c2=5e-5, c3=1e-8, source="illustrative default"
 )
@@ -73,7 +74,8 @@ SERVER_FLAGS = (
         "--gpu",
         "gpu",
         str,
-        f"simulate this GPU with a roofline model: {', '.join(DEFAULT_CATALOG.gpus)} (default {DEFAULT_GPU})",
+        f"simulate this GPU with a roofline model: {', '.join(DEFAULT_CATALOG.gpus)} (default "
+        f"{DEFAULT_GPU})",
     ),
     Flag(
         "--model",
@@ -132,8 +134,8 @@ SERVER_FLAGS = (
         "--weights",
         "weights",
         str,
-        "how the weights are stored: fp16, bf16, fp8 (FP8 tensor cores where the GPU "
-        "has them) or int4 (4-bit weight-only) (default: --dtype)",
+        "how the weights are stored: fp16, bf16, fp8 (FP8 tensor cores where the GPU has them) or "
+        "int4 (4-bit weight-only) (default: --dtype)",
         metavar="DTYPE",
     ),
     Flag(
@@ -154,16 +156,17 @@ SERVER_FLAGS = (
         "--engine-profile",
         "engine_profile",
         str,
-        f"efficiencies and step overhead fitted to published measurements "
-        f"of an engine: {', '.join(ENGINE_NAMES)} (--compute-eff, --memory-eff, --step-overhead override it)",
+        f"efficiencies and step overhead fitted to published measurements of an engine: "
+        f"{', '.join(ENGINE_NAMES)} (--compute-eff, --memory-eff, --step-overhead override it)",
         metavar="ENGINE",
     ),
     Flag(
         "--step-noise",
         "step_noise",
         str,
-        "none (default: every pass at its mean), profiled (each pass drawn from the "
-        "spread the --calibration measured and the machine's slow drift, seeded by --seed) or passes (the passes' spread alone)",
+        "none (default: every pass at its mean), profiled (each pass drawn from the spread the "
+        "--calibration measured and the machine's slow drift, seeded by --seed) or passes (the "
+        "passes' spread alone)",
     ),
 )
 #: Flag dest -> the key a scenario's defaults use for it.
@@ -285,7 +288,8 @@ class ServerConfig:
                 check_positive(k.replace("_", "-"), v)
                 if not least <= v <= 1:
                     raise ConfigError(
-                        f"{k.replace('_', '-')} must be in {'(0' if not least else f'[{least:g}'}, 1], got {show(v)}"
+                        f"{k.replace('_', '-')} must be in {'(0' if not least else f'[{least:g}'}, "
+                        f"1], got {show(v)}"
                     )
         if self.kv_budget_tokens is not None:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
@@ -335,7 +339,8 @@ class ServerConfig:
         return self.gpu is not None or self.model is not None
 
     def server(self) -> Server | None:
-        """The GPU-and-model server named (only a GPU: the default model on it, and the other way round)."""
+        """The GPU-and-model server named (only a GPU: the default model on it, and the other way
+        round)."""
         if not self.has_server:
             return None
         kw: dict = (
@@ -380,12 +385,14 @@ class ServerConfig:
                         else "this run"
                     )
                     raise ConfigError(
-                        f"{flag_name(dest)} needs a GPU server (--gpu and/or --model): {what} has no GPU, "
-                        f"memory or dtype to tune (got {show(getattr(self, SERVER_KEYS[dest]))})"
+                        f"{flag_name(dest)} needs a GPU server (--gpu and/or --model): {what} has "
+                        f"no GPU, memory or dtype to tune (got "
+                        f"{show(getattr(self, SERVER_KEYS[dest]))})"
                     )
             if self.kv_budget_bytes is not None:
                 raise ConfigError(
-                    "kv-budget-bytes needs a server (--gpu and/or --model) to turn bytes into tokens; "
+                    "kv-budget-bytes needs a server (--gpu and/or --model) to turn bytes into "
+                    "tokens; "
                     f"got {show(self.kv_budget_bytes)} without one"
                 )
         server = self.server()

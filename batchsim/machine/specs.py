@@ -88,7 +88,8 @@ class GPU:
     ``tflops_fp8``: dense FP8 peak (0: no FP8 tensor cores; FP8 weights are then read as bytes
     and multiplied in 16-bit, as vLLM's weight-only FP8 kernels do). ``link_gbs``: the GPU-to-GPU
     bandwidth of one GPU, both directions together as datasheets quote it (0: tensor parallelism
-    is refused); ``link_latency_us``: the fixed cost of one small all-reduce; ``max_tp``: GPUs in one node.
+    is refused); ``link_latency_us``: the fixed cost of one small all-reduce; ``max_tp``: GPUs in
+    one node.
     """
 
     name: str
@@ -136,7 +137,8 @@ class GPU:
             raise ConfigError(f"gpu {self.name}: default_{e}") from None
 
     def peak_flops(self, dtype: str) -> float:
-        """Peak FLOP/s for matrix multiplies in ``dtype`` (fp8: the FP8 roof where the card has one)."""
+        """Peak FLOP/s for matrix multiplies in ``dtype`` (fp8: the FP8 roof where the card has
+        one)."""
         if dtype == "fp8":
             return (self.tflops_fp8 or self.tflops) * 1e12
         self.check_dtype(dtype)
@@ -205,7 +207,8 @@ class Model:
         check_bool(f"model {self.name}: tied", self.tied)
         if self.heads % self.kv_heads:
             raise ConfigError(
-                f"model {self.name}: heads must be a multiple of kv_heads, got {self.heads} and {self.kv_heads}"
+                f"model {self.name}: heads must be a multiple of kv_heads, got {self.heads} and "
+                f"{self.kv_heads}"
             )
 
     @property
@@ -214,11 +217,13 @@ class Model:
 
     @property
     def embedding_params(self) -> int:
-        """Parameters in the embedding table and the output head (once if tied), at most all of them."""
+        """Parameters in the embedding table and the output head (once if tied), at most all of
+        them."""
         return min(self.params, self.vocab * self.hidden * (1 if self.tied else 2))
 
     def weight_bytes(self, dtype: str = "fp16") -> float:
-        """Bytes of weights stored in ``dtype`` (fp16, bf16, fp32, fp8 or int4); an int for 16/32-bit."""
+        """Bytes of weights stored in ``dtype`` (fp16, bf16, fp32, fp8 or int4); an int for
+        16/32-bit."""
         if dtype in DTYPES:
             return self.params * DTYPES[dtype]
         # Quantized checkpoints (FP8, AWQ/GPTQ int4) quantize the linear layers only: the

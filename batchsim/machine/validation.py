@@ -53,8 +53,9 @@ __all__ = [
 
 _FILE = Path(__file__).with_name("published.json")
 MAX_REQUESTS = 3000
-#: Which target each metric counts toward. The E2E of a fixed batch of short prompts (vLLM's latency tests:
-#: 32 tokens in, 128 out) is 128 decode steps after a prefill of a few milliseconds: a TPOT measurement.
+#: Which target each metric counts toward. The E2E of a fixed batch of short prompts (vLLM's latency
+#: tests: 32 tokens in, 128 out) is 128 decode steps after a prefill of a few milliseconds: a TPOT
+#: measurement.
 _METRICS = {
     "output_throughput": "throughput",
     "mean_e2e": "TPOT",
@@ -97,7 +98,8 @@ class Point:
     def __post_init__(self) -> None:
         if self.metric not in _METRICS:
             raise ConfigError(
-                f"published point {self.id}: metric must be one of {', '.join(_METRICS)}, got {self.metric!r}"
+                f"published point {self.id}: metric must be one of {', '.join(_METRICS)}, got "
+                f"{self.metric!r}"
             )
         if not self.source.strip() or not self.engine_version.strip():
             raise ConfigError(
@@ -128,8 +130,8 @@ def points() -> list[Point]:
     for p in pts:
         if p.workload and len(workload_lengths(p.workload)[0]) != p.requests:
             raise ConfigError(
-                f"published point {p.id}: requests must equal its workload's length, "
-                f"got {p.requests}"
+                f"published point {p.id}: requests must equal its workload's length, got "
+                f"{p.requests}"
             )
     return pts
 
@@ -194,9 +196,10 @@ def predict(p: Point, engine: str | None = None, knobs: dict | None = None) -> f
         )
     rows = p.max_seqs
     if p.engine == "trt-llm":
-        # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when its
-        # whole length fits the cache, so it never preempts; for fixed lengths that is a cap on the rows.
-        # batchsim's continuous policy admits as vLLM does and preempts by recompute instead.
+        # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when
+        # its whole length fits the cache, so it never preempts; for fixed lengths that is a cap on
+        # the rows. batchsim's continuous policy admits as vLLM does and preempts by recompute
+        # instead.
         rows = max(1, min(rows, srv.kv.tokens // (p.prompt + p.output)))
     policy = make_policy("continuous", max_seqs=rows, max_batched_tokens=p.max_batched_tokens)
     s = summarize(
@@ -283,7 +286,8 @@ def _fmt(r: dict) -> str:
     name = r["model"].split("/")[-1]
     return (
         f"{r['engine']:<8} {r['hardware']:<18} {name:<28} {r['lengths']:>10} "
-        f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} {r['error']:>+7.1%}"
+        f"{str(r['concurrency']):>12} {r['metric']:<17} {show(v):>10} {show(r['predicted']):>10} "
+        f"{r['error']:>+7.1%}"
     )
 
 
@@ -297,24 +301,25 @@ def main() -> int:
         print(_fmt(r))
     for (engine, family), s in summary(rows).items():
         print(
-            f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst {s['worst']:.1%}"
+            f"{engine} {family}: {s['points']} points, median |error| {s['median']:.1%}, worst "
+            f"{s['worst']:.1%}"
         )
     for engine, s in held_out_summary(rows).items():
         print(
-            f"{engine} held out of its fit: {s['points']} points, "
-            f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}"
+            f"{engine} held out of its fit: {s['points']} points, median |error| "
+            f"{s['median']:.1%}, worst {s['worst']:.1%}"
         )
         for (_, family), f in s["families"].items():
             n = f["points"]
             print(
-                f"  of which {family}: {n} point{'s' if n != 1 else ''}, "
-                f"median |error| {f['median']:.1%}, worst {f['worst']:.1%}"
+                f"  of which {family}: {n} point{'s' if n != 1 else ''}, median |error| "
+                f"{f['median']:.1%}, worst {f['worst']:.1%}"
             )
     for k in kv_points():
         got = kv_predict(k)
         print(
-            f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, vLLM logged "
-            f"{k['kv_tokens']:,} ({k['logged']}): {got / k['kv_tokens'] - 1:+.1%}"
+            f"KV budget {k['hardware']} {k['model']} x {k['mem_util']}: batchsim {got:,} tokens, "
+            f"vLLM logged {k['kv_tokens']:,} ({k['logged']}): {got / k['kv_tokens'] - 1:+.1%}"
         )
     return 0
 

@@ -22,7 +22,8 @@ __all__ = ["check_simulate_args"]
 
 
 def _what(value: Any) -> str:
-    """A value as the message shows it: a list by its length (its repr may be a thousand policies long)."""
+    """A value as the message shows it: a list by its length (its repr may be a thousand policies
+    long)."""
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} of {len(value)}: {show(value)}"
     return show(value)
@@ -63,7 +64,8 @@ def _check_step_time(step_time: Any) -> None:
 
 
 def check_simulate_args(workload: Any, policy: Any, step_time: Any) -> None:
-    """Raise ``ConfigError`` naming the first of ``simulate``'s arguments that is not what it must be."""
+    """Raise ``ConfigError`` naming the first of ``simulate``'s arguments that is not what it must
+    be."""
     if not isinstance(workload, Workload):
         raise ConfigError(
             f"workload must be a Workload (make_workload(...), trace_workload(...) or "

@@ -24,7 +24,8 @@ __all__ = ["scaled", "rate_factor_for_busy", "check_busy"]
 
 
 def check_busy(busy) -> float:
-    """A busy fraction a rate can reach: strictly between 0 and 1 (at 1 the queue grows without end)."""
+    """A busy fraction a rate can reach: strictly between 0 and 1 (at 1 the queue grows without
+    end)."""
     if (
         isinstance(busy, bool)
         or not isinstance(busy, (int, float))
@@ -32,13 +33,15 @@ def check_busy(busy) -> float:
         or not 0 < busy < 1
     ):
         raise ConfigError(
-            f"busy must be a fraction of the time strictly between 0 and 1 (0.7 for 70 %), got {show(busy)}"
+            f"busy must be a fraction of the time strictly between 0 and 1 (0.7 for 70 %), got "
+            f"{show(busy)}"
         )
     return float(busy)
 
 
 def scaled(wl: Workload, factor: float, description: str | None = None) -> Workload:
-    """The workload with its arrivals ``factor`` times as frequent (the same requests, in the same order)."""
+    """The workload with its arrivals ``factor`` times as frequent (the same requests, in the same
+    order)."""
     return Workload.from_arrays(
         wl.arrivals / factor,
         wl.prompt_tokens,
@@ -50,9 +53,11 @@ def scaled(wl: Workload, factor: float, description: str | None = None) -> Workl
 def rate_factor_for_busy(
     wl: Workload, policy, step_time, busy: float, limits=None, steps: int = 18
 ) -> float:
-    """The factor on ``wl``'s arrival rate at which the simulated server is busy ``busy`` of the time.
+    """The factor on ``wl``'s arrival rate at which the simulated server is busy ``busy`` of the
+    time.
 
-    ``policy``: a policy object (copied for every trial run) or a function that makes a fresh one."""
+    ``policy``: a policy object (copied for every trial run) or a function that makes a fresh
+    one."""
     busy = check_busy(busy)
     if len(wl) < 2:
         raise ConfigError(

@@ -4,8 +4,8 @@
 then jumps to its end. A step the policy marks ``repeat=k`` is priced in one vectorised
 call; if it is ``interruptible``, it ends at the first boundary after the next arrival, exactly
 where a server stepping token by token would have noticed it: priced only up to ``stop_at`` when
-the server knows that arrival is its own, or ``cut`` there when the arrival interrupts it (a fleet's). That is what lets a
-10,000-request run finish in well under a second.
+the server knows that arrival is its own, or ``cut`` there when the arrival interrupts it (a
+fleet's). That is what lets a 10,000-request run finish in well under a second.
 
 Both bring ``SimClock``, SimPy's own ``Environment`` (with ``at``, ``batchsim.core.server``):
 time jumps to the next event at once, and a step whose end comes before any other event needs
@@ -45,9 +45,10 @@ class SimClock(AtMixin, simpy.Environment):
 
     def jump(self, t: float) -> bool:
         """Textbook: ``yield clock.at(end)`` in ``serve``, with nothing else due before ``end``."""
-        # With no event due at or before t, yielding an event at t would have the environment pop that
-        # very event next and resume the process at t, with nothing else run in between: setting the
-        # clock is the same, without the event. (An event due exactly at t might have to go first.)
+        # With no event due at or before t, yielding an event at t would have the environment pop
+        # that very event next and resume the process at t, with nothing else run in between:
+        # setting the clock is the same, without the event. (An event due exactly at t might have to
+        # go first.)
         queue = self._queue
         if queue and queue[0][0] <= t:
             return False
@@ -63,7 +64,8 @@ _least, _running_sum = np.minimum.reduce, np.add.accumulate
 class SimExecutor:
     """Prices a step with ``step_time`` and jumps to its end."""
 
-    #: A priced step can be shortened after the fact: an arrival routed here interrupts it (``cut``).
+    #: A priced step can be shortened after the fact: an arrival routed here interrupts it
+    #: (``cut``).
     can_cut = True
 
     def __init__(self, step_time: StepTimeModel) -> None:
@@ -89,8 +91,9 @@ class SimExecutor:
             d0 = d.item(0)
             if t0 < now or d0 < 0:
                 # A fitted model's offsets (a negative gap, repeat or step extra, fitted on a noisy
-                # machine) can price a pass below zero; no pass takes negative time, and no step starts
-                # before it was decided. Never the case for a well-fitted model: nothing else changes.
+                # machine) can price a pass below zero; no pass takes negative time, and no step
+                # starts before it was decided. Never the case for a well-fitted model: nothing else
+                # changes.
                 t0, d0 = max(t0, now), max(d0, 0.0)
             self.last_end = end = t0 + d0
             return t0, (end,)
@@ -148,11 +151,13 @@ class SimExecutor:
 
 
 class ReplayDiverged(AssertionError):
-    """The replayed policy chose a step the measured run did not: the two clocks scheduled differently."""
+    """The replayed policy chose a step the measured run did not: the two clocks scheduled
+    differently."""
 
 
 class ReplayExecutor:
-    """Hands back, step by step, the times a measured run took, and checks it asked for the same steps.
+    """Hands back, step by step, the times a measured run took, and checks it asked for the same
+    steps.
 
     ``trace``: (decided at, step, start, ends) per step, as ``drive(..., trace=True)`` returns.
     """
@@ -167,7 +172,8 @@ class ReplayExecutor:
     def run(self, step: Step, now: float, stop_at: float | None) -> tuple[float, np.ndarray]:
         if self.k >= len(self.trace):
             raise ReplayDiverged(
-                f"the replay asked for step {self.k + 1}, but the measured run ran {len(self.trace)}"
+                f"the replay asked for step {self.k + 1}, but the measured run ran "
+                f"{len(self.trace)}"
             )
         decided, measured, t_start, ends = self.trace[self.k]
         if step != measured:

@@ -20,7 +20,8 @@ from ..core.errors import ConfigError, is_number, show
 __all__ = ["Grid2D", "MAX_PASS_SECONDS", "plain_numbers"]
 
 #: The longest a pass, or any other time a calibration holds, may take (an hour, as a linear
-#: calibration's coefficients): no hardware is that slow, and 1e300 s overflows the first sum it enters.
+#: calibration's coefficients): no hardware is that slow, and 1e300 s overflows the first sum it
+#: enters.
 MAX_PASS_SECONDS = 3600.0
 
 
@@ -33,7 +34,8 @@ def _axis(name: str, values) -> np.ndarray:
     a = np.asarray(values, dtype=np.float64)
     if a.ndim != 1 or len(a) < 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ConfigError(
-            f"{name} must be a list of finite numbers >= 0, got {show(plain_numbers(a) if a.ndim == 1 else values)}"
+            f"{name} must be a list of finite numbers >= 0, got "
+            f"{show(plain_numbers(a) if a.ndim == 1 else values)}"
         )
     if np.any(np.diff(a) <= 0):
         raise ConfigError(f"{name} must be strictly increasing, got {show(plain_numbers(a))}")
@@ -44,7 +46,8 @@ def isotonic(y: np.ndarray) -> np.ndarray:
     """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators).
 
     Where noise makes one point dearer than the next, both take their mean: one outlier moves
-    its neighbour a little, where a running maximum would raise every point after it to its level."""
+    its neighbour a little, where a running maximum would raise every point after it to its
+    level."""
     vals, counts = [], []
     for v in y.tolist():
         vals.append(v)
@@ -82,15 +85,15 @@ class Grid2D:
         z = np.asarray(self.z, dtype=np.float64)
         if z.shape != (len(x), len(y)):
             raise ConfigError(
-                f"{self.name} seconds must be a {len(x)} x {len(y)} table (rows x columns), "
-                f"got {' x '.join(str(n) for n in z.shape) or 'one number'}"
+                f"{self.name} seconds must be a {len(x)} x {len(y)} table (rows x columns), got "
+                f"{' x '.join(str(n) for n in z.shape) or 'one number'}"
             )
         bad = ~np.isfinite(z) | (z <= 0) | (z > MAX_PASS_SECONDS)
         if bad.any():
             i, j = (int(v) for v in np.argwhere(bad)[0])
             raise ConfigError(
-                f"{self.name} seconds[{i}][{j}] must be a pass time in (0, {MAX_PASS_SECONDS:g}] seconds, "
-                f"got {show(float(z[i, j]))}"
+                f"{self.name} seconds[{i}][{j}] must be a pass time in (0, {MAX_PASS_SECONDS:g}] "
+                f"seconds, got {show(float(z[i, j]))}"
             )
         # Monotone in both axes: a bigger pass never costs less (noise may say otherwise).
         z = _monotone(z)
@@ -100,7 +103,8 @@ class Grid2D:
 
     @staticmethod
     def _cell(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Index of each value's cell (its left grid point) and the fraction across it, extrapolating."""
+        """Index of each value's cell (its left grid point) and the fraction across it,
+        extrapolating."""
         if len(axis) == 1:
             return np.zeros(len(v), dtype=np.int64), np.zeros(len(v))
         i = np.clip(np.searchsorted(axis, v, side="right") - 1, 0, len(axis) - 2)

@@ -31,7 +31,8 @@ def _split(address: str) -> tuple[str, int]:
 
 
 def probe_scheduler(address: str, timeout: float) -> None:
-    """Raise ``ConfigError`` unless ``address`` (``tcp://HOST:PORT``) opens with a Dask handshake within ``timeout`` s."""
+    """Raise ``ConfigError`` unless ``address`` (``tcp://HOST:PORT``) opens with a Dask handshake
+    within ``timeout`` s."""
     host, port = _split(address)
     deadline = time.monotonic() + timeout
     try:

@@ -18,14 +18,14 @@ the engine's passes on a grid of shapes and this model looks the answer up:
   ``step_gap`` between two steps (the driver's own Python: the policy's decision, the
   records). Both are measured by the profile;
 - a step's first decode pass costs ``first_decode_extra`` more than the grid's price, its second
-  ``second_decode_extra`` more: the grid times passes repeated back to back (from the third on), while
-  a server's step begins after the driver's own Python has run, and its first passes run slower
-  (most likely for what that work pushed out of the caches: timed alone, a pass after 32 MB of memory
-  traffic, or after a 10 ms sleep, cost 13-14 % more). Measured inside serving runs here (one thread), against the
-  passes of the same steps from the third on and of the same row counts: gpt2-6l's first decode
-  pass +4 to +8 %, its second +3 %; tiny-gpt2's first +12 to +18 %, its second +4 to +13 %. The
-  profile reads both off the bursts it runs through the real driver (which, so far, read less than
-  the serving runs show: ``realrun.timing.cold`` says how much);
+  ``second_decode_extra`` more: the grid times passes repeated back to back (from the third on),
+  while a server's step begins after the driver's own Python has run, and its first passes run
+  slower (most likely for what that work pushed out of the caches: timed alone, a pass after 32 MB
+  of memory traffic, or after a 10 ms sleep, cost 13-14 % more). Measured inside serving runs here
+  (one thread), against the passes of the same steps from the third on and of the same row counts:
+  gpt2-6l's first decode pass +4 to +8 %, its second +3 %; tiny-gpt2's first +12 to +18 %, its
+  second +4 to +13 %. The profile reads both off the bursts it runs through the real driver (which,
+  so far, read less than the serving runs show: ``realrun.timing.cold`` says how much);
 - a step after the server sat idle starts late (its sleep overshoots) and runs its first
   passes cold (caches and clock speed recover over a few passes): ``wake_late`` seconds,
   plus ``wake_extra`` interpolated in the idle time's logarithm over ``wake_idle``. On the
@@ -124,7 +124,8 @@ class ProfiledStepTime(StepTimeModel):
         ):
             raise ConfigError(
                 f"wake_idle must be increasing seconds > 0 and wake_extra as many seconds in [0, "
-                f"{MAX_PASS_SECONDS:g}], got {show(plain_numbers(idle))} and {show(plain_numbers(extra))}"
+                f"{MAX_PASS_SECONDS:g}], got {show(plain_numbers(idle))} and "
+                f"{show(plain_numbers(extra))}"
             )
         for part in ("decode", "prefill"):
             own, spread = getattr(self, part), getattr(self.spread, part, None)
@@ -135,7 +136,8 @@ class ProfiledStepTime(StepTimeModel):
             ):
                 raise ConfigError(
                     f"spread {part} must have one quantile list per {part} grid point "
-                    f"({own.z.shape[0]} x {own.z.shape[1]}), got {spread.q.shape[0]} x {spread.q.shape[1]}"
+                    f"({own.z.shape[0]} x {own.z.shape[1]}), got {spread.q.shape[0]} x "
+                    f"{spread.q.shape[1]}"
                 )
         object.__setattr__(self, "wake_idle", tuple(idle.tolist()))
         object.__setattr__(self, "wake_extra", tuple(extra.tolist()))
@@ -144,7 +146,8 @@ class ProfiledStepTime(StepTimeModel):
         return f"ProfiledStepTime({self.source or 'measured grid'}, plan={self.plan})"
 
     def for_policy(self, name: str) -> ProfiledStepTime:
-        """This model with the gap between steps measured for that policy (its decisions cost more or less)."""
+        """This model with the gap between steps measured for that policy (its decisions cost more
+        or less)."""
         from dataclasses import replace
 
         gap = self.policy_gaps.get(name)
@@ -188,9 +191,10 @@ class ProfiledStepTime(StepTimeModel):
         return float(self.decode(p.decode_rows, p.past)[0])
 
     def _fused_time(self, p: Pass) -> float:
-        """One ragged pass (plan "fused", vLLM's; or one of plan "paged"'s): its prefill priced as equal chunks with the
-        same tokens and attention (``Pass.prefill_shape``), each chunk's attention to its own cached past, and its decode rows at their
-        mean context; the fixed cost both grids include is paid once (``fused_shared``)."""
+        """One ragged pass (plan "fused", vLLM's; or one of plan "paged"'s): its prefill priced as
+        equal chunks with the same tokens and attention (``Pass.prefill_shape``), each chunk's
+        attention to its own cached past, and its decode rows at their mean context; the fixed cost
+        both grids include is paid once (``fused_shared``)."""
         t = 0.0
         if p.prefill_rows:
             t += float(self.prefill(*p.prefill_shape)[0])
@@ -266,7 +270,8 @@ class ProfiledStepTime(StepTimeModel):
                 or v > MAX_PASS_SECONDS
             ):
                 raise ConfigError(
-                    f"{where}: {k} must be a number of seconds in [0, {MAX_PASS_SECONDS:g}], got {show(v)}"
+                    f"{where}: {k} must be a number of seconds in [0, {MAX_PASS_SECONDS:g}], got "
+                    f"{show(v)}"
                 )
             nums[k] = float(v)
         ctx = data.get("n_positions")
@@ -277,8 +282,8 @@ class ProfiledStepTime(StepTimeModel):
             is_number(v) and np.isfinite(v) and 0 <= v <= MAX_PASS_SECONDS for v in gaps.values()
         ):
             raise ConfigError(
-                f"{where}: policy_gaps must map policy names to seconds in [0, {MAX_PASS_SECONDS:g}], "
-                f"got {show(gaps)}"
+                f"{where}: policy_gaps must map policy names to seconds in [0, "
+                f"{MAX_PASS_SECONDS:g}], got {show(gaps)}"
             )
         for part in ("decode", "prefill"):
             if not isinstance(data.get(part), dict):
@@ -294,7 +299,8 @@ class ProfiledStepTime(StepTimeModel):
                 for k in ("prefill", "decode")
             ):
                 raise ConfigError(
-                    f"{where}: canary must hold prefill and decode ratios in (0, 100], got {show(c)}"
+                    f"{where}: canary must hold prefill and decode ratios in (0, 100], got "
+                    f"{show(c)}"
                 )
             extra["canary"] = {"prefill": float(c["prefill"]), "decode": float(c["decode"])}
         spread = None

@@ -35,14 +35,16 @@ from .steptime import ScaledStepTime, StepTimeModel
 
 __all__ = ["SampledStepTime", "with_noise", "spread_of", "NOISE_CHOICES"]
 
-#: ``--step-noise``: ``profiled`` samples from everything the calibration measured (each pass's spread
-#: and the machine's slow drift), ``passes`` from the passes' spread alone, ``none`` prices the mean.
+#: ``--step-noise``: ``profiled`` samples from everything the calibration measured (each pass's
+#: spread and the machine's slow drift), ``passes`` from the passes' spread alone, ``none`` prices
+#: the mean.
 NOISE_CHOICES = ("profiled", "passes", "none")
 _BLOCK = 64
 
 
 def _phi(z: np.ndarray) -> np.ndarray:
-    """The standard normal CDF (Abramowitz and Stegun 7.1.26, error under 1.5e-7: no scipy needed)."""
+    """The standard normal CDF (Abramowitz and Stegun 7.1.26, error under 1.5e-7: no scipy
+    needed)."""
     x = np.abs(z) / math.sqrt(2.0)
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (
@@ -53,7 +55,8 @@ def _phi(z: np.ndarray) -> np.ndarray:
 
 
 def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarray:
-    """n unit-normal scores of an AR(1) with correlation ``rho``, continuing from ``state[0]`` (updated)."""
+    """n unit-normal scores of an AR(1) with correlation ``rho``, continuing from ``state[0]``
+    (updated)."""
     s = math.sqrt(max(0.0, 1.0 - rho * rho))
     e = rng.standard_normal(n)
     z = np.empty(n)
@@ -70,8 +73,8 @@ def _ar1(rng: np.random.Generator, n: int, rho: float, state: list) -> np.ndarra
 
 
 def spread_of(model: StepTimeModel) -> StepSpread | None:
-    """The spread a model carries, looking through a speed scaling or level (which move the means; the
-    spread is a ratio to them)."""
+    """The spread a model carries, looking through a speed scaling or level (which move the means;
+    the spread is a ratio to them)."""
     # a LevelStepTime is a ScaledStepTime
     while isinstance(model, (ScaledStepTime, SampledStepTime)):
         model = model.inner
@@ -79,7 +82,8 @@ def spread_of(model: StepTimeModel) -> StepSpread | None:
 
 
 class SampledStepTime(StepTimeModel):
-    """``inner``'s passes, each at its mean times a ratio drawn from ``spread`` (see the module's docstring)."""
+    """``inner``'s passes, each at its mean times a ratio drawn from ``spread`` (see the module's
+    docstring)."""
 
     def __init__(
         self,
@@ -98,8 +102,9 @@ class SampledStepTime(StepTimeModel):
         self.step_gap = inner.step_gap
         # the last pass's luck (a list: for_policy's twin shares it)
         self._z = [float(rng.standard_normal())]
-        # The machine's slow drift, unless asked for the passes' own spread alone (``--step-noise passes``);
-        # its state starts where a stationary drift would be, at a random point of its own spread.
+        # The machine's slow drift, unless asked for the passes' own spread alone
+        # (``--step-noise passes``); its state starts where a stationary drift would be, at a random
+        # point of its own spread.
         self.slow = spread.slow if slow else None
         self._s = [float(rng.standard_normal())] if self.slow is not None else [0.0]
 
@@ -110,11 +115,15 @@ class SampledStepTime(StepTimeModel):
             if self.slow is None
             else f", slow drift sd {self.slow.sd:.3f} over {self.slow.tau_s:.2f} s"
         )
-        return f"{self.inner!r}, sampled from its profiled spread (lag1 {self.spread.lag1:.2f}{slow}{seed})"
+        return (
+            f"{self.inner!r}, sampled from its profiled spread (lag1 "
+            f"{self.spread.lag1:.2f}{slow}{seed})"
+        )
 
     # -- the draws ---------------------------------------------------------------------------------
     def _levels(self, n: int) -> np.ndarray:
-        """n quantile levels in (0, 1), consecutive ones correlated by ``lag1`` (an AR(1) in normal scores)."""
+        """n quantile levels in (0, 1), consecutive ones correlated by ``lag1`` (an AR(1) in normal
+        scores)."""
         rho = self.spread.lag1
         if rho <= 0.0:
             return self.rng.random(n)
@@ -127,7 +136,8 @@ class SampledStepTime(StepTimeModel):
 
     def _slow_one(self, dt: float) -> float:
         """The slow drift's speed factor for work of ``dt`` seconds at the mean: the state's of now,
-        which then moves on by the seconds that work takes at that speed (the drift runs on the wall)."""
+        which then moves on by the seconds that work takes at that speed (the drift runs on the
+        wall)."""
         f = self._factor_now()
         self._move(dt * f)
         return f
@@ -143,9 +153,9 @@ class SampledStepTime(StepTimeModel):
         )
 
     def _slow_path(self, n: int, dt: float) -> np.ndarray:
-        """The factors for n consecutive passes of about ``dt`` seconds each at the mean: the first at the
-        state of now; the path steps by dt at the first pass's speed (a repeated step is short next to
-        the drift's time constant, so its speed hardly moves the pace)."""
+        """The factors for n consecutive passes of about ``dt`` seconds each at the mean: the first
+        at the state of now; the path steps by dt at the first pass's speed (a repeated step is
+        short next to the drift's time constant, so its speed hardly moves the pace)."""
         slow = self.slow
         f0 = self._factor_now()
         start = self._s[0]
@@ -192,8 +202,8 @@ class SampledStepTime(StepTimeModel):
         return mean * r * (self._slow_one(mean) if self.slow is not None else 1.0)
 
     def durations(self, step: Step, m: int) -> np.ndarray:
-        # The inner model's step (its passes and the work around them), plus each pass's drawn deviation
-        # from its mean: (ratio - 1) x the pass's mean time.
+        # The inner model's step (its passes and the work around them), plus each pass's drawn
+        # deviation from its mean: (ratio - 1) x the pass's mean time.
         d = np.array(self.inner.durations(step, m), dtype=np.float64)
         passes = plan_step(step, self.plan)
         if m == 1:
@@ -238,7 +248,8 @@ class SampledStepTime(StepTimeModel):
 def with_noise(
     model: StepTimeModel, seed: int | np.random.Generator | None, noise: str = "profiled"
 ) -> StepTimeModel:
-    """``model`` with its passes sampled from its spread (``noise="profiled"``), or as it is (``"none"``).
+    """``model`` with its passes sampled from its spread (``noise="profiled"``), or as it is
+    (``"none"``).
 
     Raises ``ConfigError`` when noise is asked for and the model carries no spread."""
     if noise not in NOISE_CHOICES:
@@ -248,8 +259,8 @@ def with_noise(
     spread = spread_of(model)
     if spread is None:
         raise ConfigError(
-            f"step-noise profiled needs a calibration that kept each shape's spread (realrun profile "
-            f"writes one); {model!r} has none: re-profile, or use --step-noise none"
+            f"step-noise profiled needs a calibration that kept each shape's spread (realrun "
+            f"profile writes one); {model!r} has none: re-profile, or use --step-noise none"
         )
     slow = noise == "profiled"
     if isinstance(seed, np.random.Generator):

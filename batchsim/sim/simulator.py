@@ -24,7 +24,8 @@ from .arguments import check_simulate_args
 from .executors import ReplayDiverged, ReplayExecutor, SimExecutor
 from .steptime import StepTimeModel
 
-# SimExecutor, ReplayExecutor, ReplayDiverged and result_of are re-exported from where they now live.
+# SimExecutor, ReplayExecutor, ReplayDiverged and result_of are re-exported from where they now
+# live.
 __all__ = [
     "simulate",
     "RECORDS",

@@ -20,10 +20,10 @@ after pass), so sampling keeps the profiled mean and only adds the wander. A ser
 queues work in slow spells and idles in fast ones is busier than that, as a real one is.
 (With the state moved on by each pass's mean time instead, slow spells would last longer
 than their seconds, and a loaded server would come out 3 % busier than the mean model at
-sd 0.3 even with no queue: measured over 40 seeds before this was put right.) ``fit_slow_drift`` estimates it from a long
-run of identical passes (the profile's slow probe): the autocorrelation of their log times at
-lags of two passes and more (lag one also holds the pass-to-pass luck the spread models),
-fitted as ``w * a**lag``; the slow part's variance is ``w`` of the total.
+sd 0.3 even with no queue: measured over 40 seeds before this was put right.) ``fit_slow_drift``
+estimates it from a long run of identical passes (the profile's slow probe): the autocorrelation of
+their log times at lags of two passes and more (lag one also holds the pass-to-pass luck the spread
+models), fitted as ``w * a**lag``; the slow part's variance is ``w`` of the total.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def _number(name: str, v, lo: float, hi: float, lo_open: bool) -> float:
 
 @dataclass(frozen=True)
 class SlowDrift:
-    """``sd``: the standard deviation of the log speed factor; ``tau_s``: its time constant, seconds."""
+    """``sd``: the standard deviation of the log speed factor; ``tau_s``: its time constant,
+    seconds."""
 
     sd: float
     tau_s: float
@@ -73,7 +74,8 @@ class SlowDrift:
         return math.exp(-max(dt, 0.0) / self.tau_s)
 
     def factor(self, s):
-        """The speed factor for state(s) ``s`` (unit normal scores): 1 per pass, on average, pass after pass."""
+        """The speed factor for state(s) ``s`` (unit normal scores): 1 per pass, on average, pass
+        after pass."""
         return np.exp(self.sd * np.asarray(s) + 0.5 * self.sd * self.sd)
 
     def as_dict(self) -> dict:

@@ -45,7 +45,8 @@ _MAX_RATIO = 100.0
 
 
 def _unit_mean(q: np.ndarray) -> np.ndarray:
-    """Each quantile function (last axis, evenly spaced levels) scaled to mean 1 (trapezoid rule)."""
+    """Each quantile function (last axis, evenly spaced levels) scaled to mean 1 (trapezoid
+    rule)."""
     k = q.shape[-1]
     mean = (
         q.mean(axis=-1) if k == 1 else (q.sum(axis=-1) - 0.5 * (q[..., 0] + q[..., -1])) / (k - 1)
@@ -54,9 +55,9 @@ def _unit_mean(q: np.ndarray) -> np.ndarray:
 
 
 def ratio_quantiles(samples, levels: int = LEVELS) -> list[float]:
-    """``levels`` quantiles of time / mean of one point's timings, leaving out those over twice their
-    median, as the profile's mean does (``realrun.timing.samples.robust_mean``): what is left of the spread is
-    the pass's own, and the quantiles' mean is the mean the model prices."""
+    """``levels`` quantiles of time / mean of one point's timings, leaving out those over twice
+    their median, as the profile's mean does (``realrun.timing.samples.robust_mean``): what is left
+    of the spread is the pass's own, and the quantiles' mean is the mean the model prices."""
     t = np.asarray(samples, dtype=np.float64)
     t = t[t <= 2 * np.median(t)]
     r = t / t.mean()
@@ -65,8 +66,8 @@ def ratio_quantiles(samples, levels: int = LEVELS) -> list[float]:
 
 def lag1_of(runs) -> float:
     """The correlation of consecutive ratios, pooled over runs of consecutive passes (each a list of
-    seconds); 0 when there is too little to tell, and never below 0 (a shared machine does not make a
-    slow pass followed by a fast one more likely; a negative estimate is noise)."""
+    seconds); 0 when there is too little to tell, and never below 0 (a shared machine does not make
+    a slow pass followed by a fast one more likely; a negative estimate is noise)."""
     a, b = [], []
     for xs in runs:
         t = np.asarray(xs, dtype=np.float64)
@@ -84,7 +85,8 @@ def lag1_of(runs) -> float:
 
 @dataclass(frozen=True, eq=False)
 class SpreadGrid:
-    """Quantiles of time / mean at each (x, y) grid point: ``q`` of shape (len(x), len(y), levels)."""
+    """Quantiles of time / mean at each (x, y) grid point: ``q`` of shape (len(x), len(y),
+    levels)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -108,20 +110,20 @@ class SpreadGrid:
         if bad.any():
             i, j, k = (int(v) for v in np.argwhere(bad)[0])
             raise ConfigError(
-                f"{self.name} quantile [{i}][{j}][{k}] must be a ratio to the mean in (0, {_MAX_RATIO:g}], "
-                f"got {show(float(q[i, j, k]))}"
+                f"{self.name} quantile [{i}][{j}][{k}] must be a ratio to the mean in (0, "
+                f"{_MAX_RATIO:g}], got {show(float(q[i, j, k]))}"
             )
         if np.any(np.diff(q, axis=2) < -1e-12):
             i, j = (int(v) for v in np.argwhere(np.diff(q, axis=2) < -1e-12)[0][:2])
             raise ConfigError(
-                f"{self.name} quantiles [{i}][{j}] must not decrease (they are a quantile function), "
-                f"got {[round(float(v), 4) for v in q[i, j]]}"
+                f"{self.name} quantiles [{i}][{j}] must not decrease (they are a quantile "
+                f"function), got {[round(float(v), 4) for v in q[i, j]]}"
             )
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "q", _unit_mean(q))
-        # Plain-float copies for ``ratio``, the one-pass path a simulated step takes (numpy on arrays of
-        # one element costs microseconds per call, many times over).
+        # Plain-float copies for ``ratio``, the one-pass path a simulated step takes (numpy on
+        # arrays of one element costs microseconds per call, many times over).
         object.__setattr__(self, "_xs", x.tolist())
         object.__setattr__(self, "_ys", y.tolist())
         object.__setattr__(self, "_ql", self.q.tolist())
@@ -168,7 +170,8 @@ class SpreadGrid:
         return i, i + 1, min(max((v - axis[i]) / (axis[i + 1] - axis[i]), 0.0), 1.0)
 
     def ratio(self, xv: float, yv: float, u: float) -> float:
-        """``ratios`` for one pass, in plain floats (the same numbers, without numpy's per-call cost)."""
+        """``ratios`` for one pass, in plain floats (the same numbers, without numpy's per-call
+        cost)."""
         i, i1, fx = self._at(self._xs, xv)
         j, j1, fy = self._at(self._ys, yv)
         k = len(self._ql[0][0])
@@ -189,7 +192,8 @@ class SpreadGrid:
         )
 
     def cv(self) -> np.ndarray:
-        """Each point's coefficient of variation (std / mean) of its piecewise-linear quantile function."""
+        """Each point's coefficient of variation (std / mean) of its piecewise-linear quantile
+        function."""
         q = self.q
         a, b = q[..., :-1], q[..., 1:]
         second = ((a * a + a * b + b * b) / 3).mean(axis=-1)  # E[r^2] over the linear pieces
@@ -234,7 +238,8 @@ class StepSpread:
         for part in ("decode", "prefill"):
             if not isinstance(d.get(part), list):
                 raise ConfigError(
-                    f"{where}: spread needs {part} quantiles (a list per grid point), got {show(d.get(part))}"
+                    f"{where}: spread needs {part} quantiles (a list per grid point), got "
+                    f"{show(d.get(part))}"
                 )
         try:
             return cls(

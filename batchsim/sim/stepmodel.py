@@ -1,4 +1,5 @@
-"""What every step-time model offers the simulator: a pass's price, and a step's as the sum of its passes.
+"""What every step-time model offers the simulator: a pass's price, and a step's as the sum of its
+passes.
 
 A step runs as one or more forward passes (its pass plan, ``batchsim.core.plan``); a
 model prices each pass from its shape (``times``, on arrays, so a run of ``repeat`` decode
@@ -33,21 +34,24 @@ class StepTimeModel(ABC):
     def times(
         self, prefill_tokens: np.ndarray, decode_rows: np.ndarray, kv_read: np.ndarray
     ) -> np.ndarray:
-        """Seconds for each pass described by the three arrays (kv_read: KV tokens its attention reads)."""
+        """Seconds for each pass described by the three arrays (kv_read: KV tokens its attention
+        reads)."""
 
     def pass_time(self, p: Pass) -> float:
         """Seconds for one pass."""
         return self.step_time(p.prefill_tokens, p.decode_rows, p.attn_read)
 
     def durations(self, step: Step, m: int) -> np.ndarray:
-        """Seconds for each of the first m repetitions of ``step``: the sum of its planned passes."""
+        """Seconds for each of the first m repetitions of ``step``: the sum of its planned
+        passes."""
         passes = plan_step(step, self.plan)
         if m == 1:
             t = 0.0
             for p in passes:
                 t += self.pass_time(p)
             return np.array([t])
-        # A decode-only step repeats one pass, every row (and the rectangle) a token longer each time.
+        # A decode-only step repeats one pass, every row (and the rectangle) a token longer each
+        # time.
         (d,) = passes
         j = np.arange(m, dtype=np.float64)
         return np.asarray(self._decode_times(d, d.attn_read + j * d.decode_rows), dtype=np.float64)
@@ -58,9 +62,10 @@ class StepTimeModel(ABC):
         )
 
     def short_durations(self, step: Step, m: int) -> list[float] | None:
-        """``durations(step, m)`` as a list of Python floats, the very same ones, where the model can
-        price a short step more cheaply that way (the simulator's hot path: most steps under load are
-        a pass or a few, and numpy's calls cost more than their arithmetic); None: it cannot."""
+        """``durations(step, m)`` as a list of Python floats, the very same ones, where the model
+        can price a short step more cheaply that way (the simulator's hot path: most steps under
+        load are a pass or a few, and numpy's calls cost more than their arithmetic); None: it
+        cannot."""
         return None
 
     def put_back(self, seconds) -> None:  # noqa: B027 - a hook: most models draw nothing, so nothing to put back
@@ -82,7 +87,8 @@ class StepTimeModel(ABC):
         return 0.0, 0.0
 
     def for_policy(self, name: str) -> StepTimeModel:
-        """The model as it applies to one policy (a profiled model knows each policy's own overhead)."""
+        """The model as it applies to one policy (a profiled model knows each policy's own
+        overhead)."""
         return self
 
     def step_time(

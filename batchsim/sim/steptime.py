@@ -17,8 +17,9 @@ simulator prices a run of ``repeat`` decode steps in one vectorised call.
 ``plan`` says how the modelled server runs a step: ``"fused"`` (one pass, as vLLM and
 the GPU servers of the catalog), ``"grouped"`` (realrun's engine on a rectangular cache:
 prefill passes, then a decode pass) or ``"paged"`` (realrun's engine on its block pool: one
-packed prefill pass, then a decode pass, both reading each row's own blocks). ``step_gap`` is the server's own time between
-two steps (deciding, recording: the driver's Python), added before each step.
+packed prefill pass, then a decode pass, both reading each row's own blocks). ``step_gap`` is the
+server's own time between two steps (deciding, recording: the driver's Python), added before each
+step.
 
 The interface every model offers is ``StepTimeModel`` (``batchsim.sim.stepmodel``, re-exported
 here); ``load_step_time`` reads a calibration file into the model it names (linear, or the
@@ -111,8 +112,8 @@ class ExponentialStepTime(StepTimeModel):
 
 
 def _first_read(step: Step, rows: int, plan: str) -> int:
-    """What a decode-only step's first pass reads, as ``plan_step`` counts it: the rectangle (grouped),
-    each row's own blocks with no padding (paged), or ``kv_read`` (fused)."""
+    """What a decode-only step's first pass reads, as ``plan_step`` counts it: the rectangle
+    (grouped), each row's own blocks with no padding (paged), or ``kv_read`` (fused)."""
     if plan == "grouped":
         return rows * step.decode_width
     return step.kv_read - step.kv_padding if plan == "paged" else step.kv_read
@@ -144,8 +145,8 @@ class LinearStepTime(StepTimeModel):
 
     def durations(self, step: Step, m: int) -> np.ndarray:
         # The simulator's hot path: a step is priced from its own fields, without building its plan.
-        # The sums are the very ones the plan's pricing makes, in the same order, so both give the same
-        # floats (the shortcut equivalence tests rely on it).
+        # The sums are the very ones the plan's pricing makes, in the same order, so both give the
+        # same floats (the shortcut equivalence tests rely on it).
         if m <= SHORT_REPEAT:
             d = self._floats(step, m)
             if d is not None:
@@ -171,9 +172,11 @@ class LinearStepTime(StepTimeModel):
         return self._floats(step, m)
 
     def _floats(self, step: Step, m: int) -> list[float] | None:
-        """The m passes' seconds in Python floats (None: a step whose plan must be priced pass by pass).
+        """The m passes' seconds in Python floats (None: a step whose plan must be priced pass by
+        pass).
 
-        ``j * rows + attn`` is an exact integer, so each is the very float the numpy path computes."""
+        ``j * rows + attn`` is an exact integer, so each is the very float the numpy path
+        computes."""
         rows = len(step.decode)
         if step.prefill:
             if self.plan != "fused" or m != 1:
@@ -198,7 +201,8 @@ class LinearStepTime(StepTimeModel):
         data = read_json(p, "calibration")
         if not isinstance(data, dict) or data.get("model", "linear") != "linear":
             raise ConfigError(
-                f"calibration {str(p)!r}: model must be 'linear', got {data.get('model') if isinstance(data, dict) else data!r}"
+                f"calibration {str(p)!r}: model must be 'linear', got "
+                f"{data.get('model') if isinstance(data, dict) else data!r}"
             )
         coeffs = {}
         for k in ("c0", "c1", "c2", "c3"):
@@ -208,8 +212,8 @@ class LinearStepTime(StepTimeModel):
             # A bool is an int to Python: "c0": true would be read as one second per step.
             if not is_number(v) or not math.isfinite(v):
                 raise ConfigError(f"calibration {str(p)!r}: {k} must be a number, got {show(v)}")
-            # Seconds per pass (c0) or per token (c1..c3): past an hour, sums of steps overflow long before
-            # a run ends, and no hardware is that slow.
+            # Seconds per pass (c0) or per token (c1..c3): past an hour, sums of steps overflow long
+            # before a run ends, and no hardware is that slow.
             check_at_most(f"calibration {str(p)!r}: {k}", v, _MAX_COEFF, "seconds")
             coeffs[k] = float(v)
         source = data.get("source", p.name)
@@ -231,8 +235,9 @@ class LinearStepTime(StepTimeModel):
 
 
 #: Steps of up to this many passes are priced in Python floats (``LinearStepTime.short_durations``):
-#: measured here, a 10-pass repeat costs 3 us that way against 12 us in numpy; at 30 passes they are even.
-#: Speed alone: the textbook prices every pass with ``durations(step, 1)`` (its ``server.price``).
+#: measured here, a 10-pass repeat costs 3 us that way against 12 us in numpy; at 30 passes they are
+#: even. Speed alone: the textbook prices every pass with ``durations(step, 1)`` (its
+#: ``server.price``).
 SHORT_REPEAT = 16
 
 #: The largest coefficient a calibration file may hold, in seconds.
@@ -240,8 +245,9 @@ _MAX_COEFF = 3600.0
 
 
 class ScaledStepTime(StepTimeModel):
-    """Another model's every time (passes, gaps, wake-ups) times ``factor``: the same machine, running
-    faster or slower than when it was measured (``batchsim.sim.level`` moves prefill apart from it)."""
+    """Another model's every time (passes, gaps, wake-ups) times ``factor``: the same machine,
+    running faster or slower than when it was measured (``batchsim.sim.level`` moves prefill apart
+    from it)."""
 
     def __init__(self, inner: StepTimeModel, factor: float) -> None:
         check_positive("factor", factor)
@@ -275,7 +281,8 @@ class ScaledStepTime(StepTimeModel):
 
 
 def load_step_time(path: str | Path) -> StepTimeModel:
-    """Load a calibration file written by ``python -m realrun profile`` (or a linear one by hand)."""
+    """Load a calibration file written by ``python -m realrun profile`` (or a linear one by
+    hand)."""
     from ..core.files import read_json
 
     p = Path(path)

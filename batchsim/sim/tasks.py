@@ -45,8 +45,9 @@ SCHEDULER_HELP = (
 _ADDRESS = re.compile(r"^tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
 #: Seconds to wait for a remote scheduler before saying it cannot be reached.
 CONNECT_TIMEOUT = 5.0
-#: Seconds a connected scheduler is given to have a worker: with the connect, inside the 30 s a user waits
-#: before deciding something hangs (issue 38), and long enough for a worker that is still starting.
+#: Seconds a connected scheduler is given to have a worker: with the connect, inside the 30 s a user
+#: waits before deciding something hangs (issue 38), and long enough for a worker that is still
+#: starting.
 WORKER_TIMEOUT = 20.0
 
 
@@ -115,8 +116,8 @@ def run_tasks(
         scheduler = "local" if len(tasks) > 1 and workers > 1 and dask_available() else "none"
         if scheduler == "none" and len(tasks) > 1 and workers > 1 and notes is not None:
             notes.append(
-                "note: Dask is not installed, so the simulations ran one by one here "
-                "(pip install 'batchsim[dask]' runs them on every core)"
+                "note: Dask is not installed, so the simulations ran one by one here (pip install "
+                "'batchsim[dask]' runs them on every core)"
             )
     show_bar = sys.stderr.isatty() if progress is None else progress
     if scheduler == "none":
@@ -176,14 +177,15 @@ def _connect(scheduler: str, workers: int):
     # Dask read a stray reply as a frame length: the address, not the run, is wrong
     except MemoryError:
         raise ConfigError(f"scheduler {scheduler}: does not speak Dask's protocol") from None
-    # A scheduler with no worker takes the tasks and waits, silently and without end, for one to join.
+    # A scheduler with no worker takes the tasks and waits, silently and without end, for one to
+    # join.
     try:
         client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
     except TimeoutError:
         client.close()
         raise ConfigError(
-            f"scheduler {scheduler}: no worker joined it within {WORKER_TIMEOUT:g} s (start one with "
-            f"`dask worker {scheduler}`, or pass --scheduler local or none)"
+            f"scheduler {scheduler}: no worker joined it within {WORKER_TIMEOUT:g} s (start one "
+            f"with `dask worker {scheduler}`, or pass --scheduler local or none)"
         ) from None
     return client, None
 
@@ -198,7 +200,8 @@ def _on_dask(
     done: list = []
     futures = []
     try:
-        # pure=False: two tasks that look alike (a sweep of the same value twice) are still run twice.
+        # pure=False: two tasks that look alike (a sweep of the same value twice) are still run
+        # twice.
         futures = client.map(fn, list(tasks), pure=False)
         for _ in as_completed(futures):
             if bar is not None:

@@ -290,7 +290,8 @@ class BulkService:
 
     @property
     def mean_batch_size(self) -> float:
-        """Requests per batch: arrivals per second over batches started per second (mu * P(busy))."""
+        """Requests per batch: arrivals per second over batches started per second (mu *
+        P(busy))."""
         return self.arrival_rate / (self.service_rate * self.prob_busy)
 
 

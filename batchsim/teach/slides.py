@@ -105,8 +105,8 @@ addEventListener('resize', () => show(i)); show((parseInt(location.hash.slice(1)
 def _page(title: str, body: str, css: str = _CSS, js: str = _JS) -> str:
     script = f"<script>{js}</script>" if js else ""
     return (
-        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{css}</style></head><body>\n{body}\n{script}</body></html>\n"
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta "
+        f"charset='utf-8'><title>{html.escape(title)}</title><style>{css}</style></head><body>\n{body}\n{script}</body></html>\n"
     )
 
 
@@ -127,7 +127,10 @@ def _visual_html(s: Slide, figure: Path | None, md) -> str:
         )
     if v.kind == "table":
         return f"<div class='visual' style='font-size: {s.px()}px'>{md(v.text)}</div>"
-    return f"<div class='visual'><pre style='font-size: {s.px()}px'><code>{html.escape(v.text)}</code></pre></div>"
+    return (
+        f"<div class='visual'><pre style='font-size: "
+        f"{s.px()}px'><code>{html.escape(v.text)}</code></pre></div>"
+    )
 
 
 #: The folder beside the decks that holds their figures: a deck folder copied to a USB stick or a
@@ -141,11 +144,13 @@ SLIDE_VERSIONS = "slides"
 
 
 def figure_source(lesson: Path, link: str) -> Path:
-    """The figure a lesson links (``![alt](../figures/x.png)``), refused in one line when it is not there."""
+    """The figure a lesson links (``![alt](../figures/x.png)``), refused in one line when it is not
+    there."""
     src = (lesson.parent / link).resolve()
     if not src.is_file():
         raise SlideError(
-            f"{lesson.name}: figure {link!r} is not there ({src}); make course draws the course's figures"
+            f"{lesson.name}: figure {link!r} is not there ({src}); make course draws the course's "
+            f"figures"
         )
     return src
 
@@ -173,7 +178,8 @@ def _pages(slides: list[Slide], lesson: Path) -> list[tuple[Slide, Path | None]]
 
 
 def render_deck(slides: list[Slide], lesson: Path) -> str:
-    """The deck as one HTML page; figures linked from ``FIGURES/`` beside it (``build`` copies them there)."""
+    """The deck as one HTML page; figures linked from ``FIGURES/`` beside it (``build`` copies them
+    there)."""
     md = _markdown()
     parts = []
     pages = _pages(slides, lesson)
@@ -221,11 +227,14 @@ def handout(lessons: list[Path]) -> str:
         )
         parts.append(f"<div class='lesson'><h2>{html.escape(title)}</h2>{md(take.strip())}</div>")
     intro = (
-        "<p class='intro'>A GPU that serves one request at a time is a <b>taxi</b>; one that serves many "
-        "together is a <b>bus</b>: each step reads the weights once for everyone aboard. What each lesson "
-        "leaves you with:</p>"
+        "<p class='intro'>A GPU that serves one request at a time is a <b>taxi</b>; one that "
+        "serves many together is a <b>bus</b>: each step reads the weights once for everyone "
+        "aboard. What each lesson leaves you with:</p>"
     )
-    body = f"<h1>The taxi and the bus: batching in AI inference</h1>{intro}<div class='grid'>{''.join(parts)}</div>"
+    body = (
+        f"<h1>The taxi and the bus: batching in AI inference</h1>{intro}<div "
+        f"class='grid'>{''.join(parts)}</div>"
+    )
     return _page("Handout: the taxi and the bus", body, css=_HANDOUT_CSS, js="")
 
 
@@ -291,7 +300,7 @@ def build(lessons_dir: Path, out_dir: Path, pdf: bool = False) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parents[2]
     p = argparse.ArgumentParser(
-        prog="python -m batchsim.teach.slides", description=__doc__.splitlines()[0]
+        prog="python -m batchsim.teach.slides", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
         "--lessons",

@@ -86,13 +86,14 @@ class Slide:
             raise SlideError(f"title must not be empty, got {self.title!r}")
         if len(self.lines) > MAX_LINES:
             raise SlideError(
-                f"lines must be at most {MAX_LINES} on a slide, got {len(self.lines)}: {self.lines!r}"
+                f"lines must be at most {MAX_LINES} on a slide, got {len(self.lines)}: "
+                f"{self.lines!r}"
             )
         for ln in self.lines:
             if not ln.strip() or len(visible(ln)) > LINE_CHARS:
                 raise SlideError(
-                    f"a line must be 1 to {LINE_CHARS} characters (one line on the slide), "
-                    f"got {len(visible(ln))}: {ln!r}"
+                    f"a line must be 1 to {LINE_CHARS} characters (one line on the slide), got "
+                    f"{len(visible(ln))}: {ln!r}"
                 )
         if self.visual is not None and self.visual.kind != "figure":
             self.px()  # refused here, with the lesson named, if the page cannot hold it readably
@@ -161,8 +162,8 @@ def _note(body: str) -> tuple[tuple[str, ...], list[str] | None, Visual | None]:
             lines.append(ln[2:] if ln.startswith("- ") else ln)
     if fences not in (0, 2) or (table and fences):
         raise SlideError(
-            f"a slide block holds one table or one fenced block of code, got "
-            f"{len(table)} table lines and {fences} fences"
+            f"a slide block holds one table or one fenced block of code, got {len(table)} table "
+            f"lines and {fences} fences"
         )
     own = (
         Visual("table", "\n".join(table))
@@ -193,12 +194,13 @@ def _section(title: str, body: str) -> list[Slide]:
             lines, columns, own = _note(note.group(1))
             if pending is None and columns:
                 raise SlideError(
-                    f"columns: {' | '.join(columns)} given, but no table or output comes right before"
+                    f"columns: {' | '.join(columns)} given, but no table or output comes right "
+                    f"before"
                 )
             if own and pending is not None and pending.kind == "figure":
                 raise SlideError(
-                    f"a slide's own {own.kind} takes the place of a table or output, "
-                    f"not of {pending.text}"
+                    f"a slide's own {own.kind} takes the place of a table or output, not of "
+                    f"{pending.text}"
                 )
             visual = own or pending
             slides.append(Slide(title, lines, _cut(visual, columns) if visual else None))

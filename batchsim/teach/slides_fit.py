@@ -69,7 +69,8 @@ TABLE_LH, CELL_PAD_X, CELL_PAD_Y = 1.3, 10, 4
 
 
 def visual_box(lines: int) -> tuple[int, int]:
-    """Width and height (px) left for a slide's figure, table or output above ``lines`` short lines."""
+    """Width and height (px) left for a slide's figure, table or output above ``lines`` short
+    lines."""
     h = PAGE_H - 2 * PAD_Y - TITLE_H - (LINES_GAP + lines * LINE_H if lines else 0)
     return PAGE_W - 2 * PAD_X, h
 
@@ -88,14 +89,15 @@ def code_px(text: str, lines: int) -> int:
         raise SlideError(
             f"output is {longest} characters wide and {len(rows)} lines long: it would be set at "
             f"{px} px, under the {MIN_PX} px a projector's back row reads; in its "
-            "slide block, name the columns the slide is about (columns: a | b) or "
-            "write its own shorter code (fenced)"
+            "slide block, name the columns the slide is about (columns: a | b) or write its own "
+            "shorter code (fenced)"
         )
     return px
 
 
 def visible(text: str) -> str:
-    """Markdown (a cell, a short line) as it shows: no emphasis marks or backticks, links as their text."""
+    """Markdown (a cell, a short line) as it shows: no emphasis marks or backticks, links as their
+    text."""
     return (
         re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
         .replace("**", "")
@@ -105,7 +107,8 @@ def visible(text: str) -> str:
 
 
 def table_cells(table: str) -> list[list[str]]:
-    """A Markdown pipe table's rows (the header first, the ``|---|`` rule left out), cells stripped."""
+    """A Markdown pipe table's rows (the header first, the ``|---|`` rule left out), cells
+    stripped."""
     rows = [ln.strip() for ln in table.strip().splitlines()]
     cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
     return [c for r, c in zip(rows, cells) if not re.fullmatch(r"\|?[\s:|-]+\|?", r)]
@@ -154,9 +157,9 @@ def table_px(table: str, lines: int) -> int:
     )
     if px < MIN_PX:
         raise SlideError(
-            f"table of {ncol} columns, {sum(widest):.0f} em a row: it would be set at "
-            f"{px} px, "
-            f"under the {MIN_PX} px a projector's back row reads; name the columns the slide is about "
+            f"table of {ncol} columns, {sum(widest):.0f} em a row: it would be set at {px} px, "
+            f"under the {MIN_PX} px a projector's back row reads; name the columns the slide is "
+            f"about "
             "(columns: a | b) or write the slide its own short table"
         )
     return px
@@ -181,7 +184,8 @@ _RULE = re.compile(r"-+(?: +-+)*")  # a column table's rule under its header: "-
 
 
 def trim_output(text: str, columns: Sequence[str]) -> str:
-    """Command output cut to its command line and, of each table that has all ``columns``, those columns.
+    """Command output cut to its command line and, of each table that has all ``columns``, those
+    columns.
 
     The batchsim command line prints fixed-width tables: a header, a rule of dashes as wide as each
     column, the rows, then a blank line and notes. A column is the span of its dashes; what lies

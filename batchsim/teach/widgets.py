@@ -58,7 +58,8 @@ _STYLE = {"description_width": "initial"}
 #: in JupyterLab, whose prompts and side bar leave the notebook some 1,150-1,250 px, the figure
 #: shrinks in proportion (down to ``FIGURE_MIN_WIDTH``) instead of falling under the sliders.
 CONTROLS_WIDTH = 380
-#: The narrowest the figure is drawn beside the controls; below it the row wraps (a phone, a split screen).
+#: The narrowest the figure is drawn beside the controls; below it the row wraps (a phone, a split
+#: screen).
 FIGURE_MIN_WIDTH = 480
 _LAYOUT = W.Layout(width=f"{CONTROLS_WIDTH - 10}px")
 
@@ -78,21 +79,24 @@ def figure_png(fig: Figure, dpi: int = 80) -> bytes:
 def _table_html(summary: Any) -> str:
     text = summary.get("table", "") if isinstance(summary, dict) else str(summary)
     notes = summary.get("notes", []) if isinstance(summary, dict) else []
-    # A table wider than the page scrolls inside its own box instead of being cut at the notebook's edge.
+    # A table wider than the page scrolls inside its own box instead of being cut at the notebook's
+    # edge.
     parts = (
         [
-            f"<pre style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;"
-            f"max-width:100%'>{html.escape(text)}</pre>"
+            f"<pre "
+            f"style='font-family:monospace;white-space:pre;font-size:12px;line-height:1.25;overflow-x:auto;max-width:100%'>{html.escape(text)}</pre>"
         ]
         if text
         else []
     )
     parts += [f"<div>{html.escape(n)}</div>" for n in notes]
-    # The fine print (a profile's every figure) folded under one line: a student opens it when curious.
+    # The fine print (a profile's every figure) folded under one line: a student opens it when
+    # curious.
     details = summary.get("details", []) if isinstance(summary, dict) else []
     if details:
         parts.append(
-            "<details><summary>details</summary><pre style='font-family:monospace;white-space:pre-wrap;"
+            "<details><summary>details</summary><pre "
+            "style='font-family:monospace;white-space:pre-wrap;"
             f"font-size:12px'>{html.escape(chr(10).join(details))}</pre></details>"
         )
     return "".join(parts)
@@ -125,8 +129,8 @@ class LessonPanel(W.VBox):
         self.calls = 0
         self.error = ""
         self._holding = False
-        # Hidden until it has a picture: an empty image widget shows as a broken-image icon (a panel that
-        # waits for its Run button showed one to every student).
+        # Hidden until it has a picture: an empty image widget shows as a broken-image icon (a panel
+        # that waits for its Run button showed one to every student).
         self.image = W.Image(format="png", layout=W.Layout(display="none"))
         self.table = W.HTML()
         self.status = W.HTML()
@@ -186,9 +190,10 @@ class LessonPanel(W.VBox):
         self.result = (summary, fig)
         png = figure_png(fig, self.dpi)
         w, h = png_size(png)
-        # The natural size, never stretched (stretching made it blurry and taller than a laptop's screen):
-        # max_width caps it there. As a flex item of basis 0 it takes the row's room left of the controls,
-        # shrinking in proportion where that is less than its width, and wraps only below FIGURE_MIN_WIDTH.
+        # The natural size, never stretched (stretching made it blurry and taller than a laptop's
+        # screen): max_width caps it there. As a flex item of basis 0 it takes the row's room left
+        # of the controls, shrinking in proportion where that is less than its width, and wraps only
+        # below FIGURE_MIN_WIDTH.
         self.image.layout = W.Layout(
             flex="1 1 0px",
             width="auto",
@@ -318,7 +323,8 @@ def memory_ui(**values: Any) -> LessonPanel:
 
 
 def cost_ui(**values: Any) -> LessonPanel:
-    """Notebook 4: GPU, its price and the batch size. Picking a GPU resets the price to its catalog price."""
+    """Notebook 4: GPU, its price and the batch size. Picking a GPU resets the price to its catalog
+    price."""
     gpu = values.get("gpu", lessons.LESSON_GPU)
     controls = {
         "gpu": dropdown("GPU", gpu, [g for g in _GPUS if g != "cpu"]),
@@ -341,7 +347,8 @@ def cost_ui(**values: Any) -> LessonPanel:
 
 
 def fleet_ui(**values: Any) -> LessonPanel:
-    """Notebook 4, second panel: how many GPUs, which router, how big a batch each, how much traffic."""
+    """Notebook 4, second panel: how many GPUs, which router, how big a batch each, how much
+    traffic."""
     from ..core.router import ROUTER_NAMES
 
     controls = {

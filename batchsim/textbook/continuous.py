@@ -90,8 +90,8 @@ class Continuous:
             need = self.blocks_for(r.prompt + r.output - 1)  # its longest cache: all but its last
             if need > self.total_blocks:
                 reason = (
-                    f"needs {need} KV blocks of {self.block_size} tokens, "
-                    f"more than the {self.total_blocks} in the budget"
+                    f"needs {need} KV blocks of {self.block_size} tokens, more than the "
+                    f"{self.total_blocks} in the budget"
                 )
         if reason is None:
             self.waiting.append(r)

@@ -51,8 +51,8 @@ class PaddedBatch:
         reason = limits.context_reason(r.prompt, r.output) or limits.step_tokens_reason(r.prompt)
         if reason is None and kv is not None and r.prompt + r.output > kv:
             reason = (
-                f"needs {r.prompt + r.output} KV tokens (prompt + output), "
-                f"more than the whole budget of {kv}"
+                f"needs {r.prompt + r.output} KV tokens (prompt + output), more than the whole "
+                f"budget of {kv}"
             )
         if reason is None:
             self.queue.append(r)

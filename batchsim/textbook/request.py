@@ -38,6 +38,6 @@ class Request:
 
     def __repr__(self) -> str:
         return (
-            f"Request({self.id}, cached {self.kv}/{self.target}, {self.left} to go, "
-            f"{self.blocks} blocks, {self.tokens} tokens)"
+            f"Request({self.id}, cached {self.kv}/{self.target}, {self.left} to go, {self.blocks} "
+            f"blocks, {self.tokens} tokens)"
         )

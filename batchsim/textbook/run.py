@@ -43,8 +43,8 @@ def make_policy(name: str, **knobs):
             raise ConfigError(f"{k} is not a policy knob (the knobs are {', '.join(DEFAULTS)})")
     if knobs.get("scheduler") not in (None, "batchsim"):
         raise ConfigError(
-            f"scheduler must be batchsim (the textbook's only scheduler), "
-            f"got {show(knobs['scheduler'])}"
+            f"scheduler must be batchsim (the textbook's only scheduler), got "
+            f"{show(knobs['scheduler'])}"
         )
     mine = {k: v for k, v in knobs.items() if k in READS[name] and v is not None}
     chosen = asdict(KNOBS[name](**mine))
@@ -68,8 +68,8 @@ def simulate(
         policy = make_policy(policy, **knobs)
     elif not isinstance(policy, tuple(POLICIES.values())):
         raise ConfigError(
-            f"policy must be one of {', '.join(POLICY_NAMES)} or a policy of "
-            f"batchsim.textbook, got {show(policy)}"
+            f"policy must be one of {', '.join(POLICY_NAMES)} or a policy of batchsim.textbook, "
+            f"got {show(policy)}"
         )
     elif knobs:
         raise ConfigError(
@@ -77,8 +77,8 @@ def simulate(
         )
     if not isinstance(step_time, StepTimeModel):
         raise ConfigError(
-            f"step_time must be a StepTimeModel (ConstantStepTime(0.02), ...), "
-            f"got {show(step_time)}"
+            f"step_time must be a StepTimeModel (ConstantStepTime(0.02), ...), got "
+            f"{show(step_time)}"
         )
     if limits is None:
         limits = ServerLimits(kv_budget_tokens=kv_budget_tokens)
@@ -102,8 +102,8 @@ def simulate(
         process = f(clock, [server])
         if not inspect.isgenerator(process):
             raise ConfigError(
-                f"process {getattr(f, '__name__', f)!r} must be a generator function "
-                f"f(env, servers) that yields SimPy events; it returned {process!r}"
+                f"process {getattr(f, '__name__', f)!r} must be a generator function f(env, "
+                f"servers) that yields SimPy events; it returned {process!r}"
             )
         clock.process(process)
     try:

@@ -55,13 +55,15 @@ def cache_dir() -> Path:
 
 
 def shipped_trace(name: str = AZURE_TRACE) -> Path | None:
-    """The package's own copy of ``name``, if it ships (a wheel built without package data has none)."""
+    """The package's own copy of ``name``, if it ships (a wheel built without package data has
+    none)."""
     p = SHIPPED / name
     return p if p.is_file() else None
 
 
 def find_trace(name: str = AZURE_TRACE) -> Path | None:
-    """The trace file called ``name``: from $BATCHSIM_TRACES, the cache, or the package; None if nowhere."""
+    """The trace file called ``name``: from $BATCHSIM_TRACES, the cache, or the package; None if
+    nowhere."""
     folders = (
         [Path(os.environ["BATCHSIM_TRACES"])] if os.environ.get("BATCHSIM_TRACES") else []
     ) + [_user_cache()]
@@ -89,29 +91,31 @@ def missing_trace_hint(path: str | Path) -> str:
     known = next((t for t in PUBLIC_TRACES if name in (t.file, t.upstream_file)), None)
     if known is not None:
         return (
-            f"trace {str(path)!r} not found; it is the public trace {known.name}: "
-            f"python -m batchsim.traces fetch {known.name} (needs a network) keeps it in {cache_dir()}"
+            f"trace {str(path)!r} not found; it is the public trace {known.name}: python -m "
+            f"batchsim.traces fetch {known.name} (needs a network) keeps it in {cache_dir()}"
         )
     shipped = shipped_trace()
     return (
-        f"trace {str(path)!r} not found; traces come from batchsim itself"
-        f"{f' (--trace {_shown(shipped)})' if shipped else ''}, from python -m batchsim.traces fetch "
-        f"(the public ones: python -m batchsim.traces list), or a CSV of your own "
+        f"trace {str(path)!r} not found; traces come from batchsim "
+        f"itself{f' (--trace {_shown(shipped)})' if shipped else ''}, from python -m "
+        f"batchsim.traces fetch (the public ones: python -m batchsim.traces list), or a CSV of "
+        f"your own "
         "(arrival_s,prompt_tokens,output_tokens)"
     )
 
 
 def check_trace_file(path: str | Path | None) -> None:
-    """Nothing for a trace that exists (the reader judges its contents); a ConfigError with the hint if not."""
+    """Nothing for a trace that exists (the reader judges its contents); a ConfigError with the hint
+    if not."""
     if path is not None and not Path(path).exists():
         raise ConfigError(missing_trace_hint(path))
 
 
 def served_record_note(path: str | Path | None) -> str | None:
-    """For a trace that a real server recorded (``realrun serve --record``: a sidecar ``PATH.json`` naming the
-    model and the machine), one line saying that batchsim replays its arrivals on the simulated server,
-    which is not the machine that served them; None for any other trace. Read as plain JSON: batchsim does
-    not import realrun."""
+    """For a trace that a real server recorded (``realrun serve --record``: a sidecar ``PATH.json``
+    naming the model and the machine), one line saying that batchsim replays its arrivals on the
+    simulated server, which is not the machine that served them; None for any other trace. Read as
+    plain JSON: batchsim does not import realrun."""
     import json
 
     if path is None:
@@ -125,7 +129,10 @@ def served_record_note(path: str | Path | None) -> str | None:
         return None
     where = " on ".join(str(meta[k]) for k in ("model", "device") if meta.get(k))
     return (
-        f"{Path(path).name} is a record of a real server ({where}, {meta['policy']}, says {side.name}): "
-        "batchsim replays its arrivals on the simulated server below, a what-if on other hardware, not a "
-        f"prediction of what was measured; to predict the record itself: python -m realrun predict {path}"
+        f"{Path(path).name} is a record of a real server ({where}, {meta['policy']}, says "
+        f"{side.name}): "
+        "batchsim replays its arrivals on the simulated server below, a what-if on other hardware, "
+        "not a "
+        f"prediction of what was measured; to predict the record itself: python -m realrun predict "
+        f"{path}"
     )

@@ -33,11 +33,13 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 @dataclass(frozen=True)
 class PublicTrace:
-    """One published trace: the name ``fetch`` knows it by, the file it is kept as, and its checksum."""
+    """One published trace: the name ``fetch`` knows it by, the file it is kept as, and its
+    checksum."""
 
     name: str
     file: str  # the file name in the cache (and in the package, for the one that ships)
-    url: str  # where the publisher keeps it; its last part is the file name a mirror (--from) must use
+    # where the publisher keeps it; its last part is the file name a mirror (--from) must use
+    url: str
     sha256: str
     size: int  # bytes: a download is cut off past this, whatever the server sends
     rows: int
@@ -85,8 +87,8 @@ PUBLIC_TRACES: tuple[PublicTrace, ...] = (
         "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6",
         320_117,
         8_819,
-        "Azure LLM inference trace 2023, code: 8,819 requests over 57 minutes, prompts of 2,048 tokens "
-        "on average, answers of 28",
+        "Azure LLM inference trace 2023, code: 8,819 requests over 57 minutes, prompts of 2,048 "
+        "tokens on average, answers of 28",
     ),
 )
 

@@ -1,9 +1,10 @@
 """``python -m batchsim.traces``: list the traces batchsim knows, fetch the public ones.
 
-    python -m batchsim.traces list                          # what ships, what is cached, what can be fetched
-    python -m batchsim.traces fetch                         # every public trace not here yet
-    python -m batchsim.traces fetch azure-2023-code         # one
-    python -m batchsim.traces fetch --from file:///media/usb/traces/   # from a copy of the publisher's files
+    python -m batchsim.traces list                   # what ships, is cached, can be fetched
+    python -m batchsim.traces fetch                  # every public trace not here yet
+    python -m batchsim.traces fetch azure-2023-code  # one
+    # from a copy of the publisher's files:
+    python -m batchsim.traces fetch --from file:///media/usb/traces/
 
 A download goes to a hidden file beside its destination while its SHA-256 is computed,
 and is moved into place only if the checksum is the published one; a wrong or cut-off
@@ -50,7 +51,8 @@ def _source(trace: PublicTrace, base: str | None) -> str:
 
 
 def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[Path, str]:
-    """Download ``trace`` into the folder ``dest``; (its path, what was done). ConfigError if it cannot."""
+    """Download ``trace`` into the folder ``dest``; (its path, what was done). ConfigError if it
+    cannot."""
     target = dest / trace.file
     for have in (target, find_trace(trace.file)):
         if have is not None and have.is_file() and sha256_of(have) == trace.sha256:
@@ -79,8 +81,8 @@ def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[
             ""
             if base
             else (
-                " (offline? the conversation trace ships with batchsim; with the files on a "
-                "USB stick or a share, give --from FOLDER)"
+                " (offline? the conversation trace ships with batchsim; with the files on a USB "
+                "stick or a share, give --from FOLDER)"
             )
         )
         raise ConfigError(f"cannot fetch {trace.name} from {url}: {why}{hint}") from None
@@ -88,7 +90,8 @@ def fetch_one(trace: PublicTrace, dest: Path, base: str | None = None) -> tuple[
         part.unlink(missing_ok=True)
         raise ConfigError(
             f"{trace.name} from {url} is not the published file ({got:,} bytes, sha256 "
-            f"{h.hexdigest()[:16]}..., expected {trace.size:,} bytes, {trace.sha256[:16]}...): not kept"
+            f"{h.hexdigest()[:16]}..., expected {trace.size:,} bytes, {trace.sha256[:16]}...): not "
+            f"kept"
         )
     os.replace(part, target)
     return target, f"fetched {got:,} bytes from {url}, sha256 checked"
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     OneLineParser.argv = list(sys.argv[1:] if argv is None else argv)
     p = OneLineParser(
         prog="python -m batchsim.traces",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\n")[0],
         epilog="Fetched traces are kept in $BATCHSIM_TRACES, else ~/.cache/batchsim/traces.",
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)

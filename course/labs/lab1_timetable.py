@@ -54,6 +54,7 @@ class TimetableBus(PaddedBatchPolicy):
 
 
 def predict_mean_wait(rate: float, max_wait: float) -> float:
-    """Part B: the mean wait at the stop when every bus leaves ``max_wait`` after its first passenger."""
+    """Part B: the mean wait at the stop when every bus leaves ``max_wait`` after its first
+    passenger."""
     # --- your code here ---
     raise NotImplementedError("your code here: predict_mean_wait")

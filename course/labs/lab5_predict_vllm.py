@@ -30,7 +30,8 @@ Part E (not checked; needs vLLM: ``make test`` installs it in ``.venv-vllm/``). 
 and measure it yourself at two rates and see whether your explanation holds:
 
     .venv-vllm/bin/python -m realrun compare --engine vllm --rate 9 --requests 120 \\
-        --prompt-len uniform:16,128 --output-len uniform:16,96 --max-seqs 32 --max-batched-tokens 512 --out out/lab5
+        --prompt-len uniform:16,128 --output-len uniform:16,96 --max-seqs 32 --max-batched-tokens
+        512 --out out/lab5
 
 Check your work:  pytest course/labs -k lab5
 """

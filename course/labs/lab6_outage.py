@@ -36,7 +36,8 @@ from collections.abc import Callable
 
 
 def outage(start: float, duration: float, server: int = 0) -> Callable:
-    """Part A: a process that takes ``servers[server]`` down at ``start`` for ``duration`` seconds."""
+    """Part A: a process that takes ``servers[server]`` down at ``start`` for ``duration``
+    seconds."""
 
     def maintenance(env, servers):
         # --- your code here: wait until start, take the server down, wait, bring it back ---

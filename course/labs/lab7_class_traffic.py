@@ -3,18 +3,19 @@
 In class the teacher runs one server and every student is a client (on a GPU machine: step 6 of
 ``course/gpu-lab.md``):
 
-    teacher:  python -m realrun serve --policy static --max-batch 8 --host 0.0.0.0 --port 8000 --record r1.csv \
-                  --api-key CLASSKEY --max-queue-per-client 4
+    teacher:  python -m realrun serve --policy static --max-batch 8 --host 0.0.0.0 --port 8000 \
+                  --record r1.csv --api-key CLASSKEY --max-queue-per-client 4
     each of you, your own rate (0.2 to 1 request per second) and your seat number as the seed:
-              python -m realrun load --url http://TEACHER:8000 --api-key CLASSKEY --rate 0.5 --requests 12 --seed 7
+              python -m realrun load --url http://TEACHER:8000 --api-key CLASSKEY --rate 0.5 \
+                  --requests 12 --seed 7
     teacher, when the room is done: Ctrl-C (the last bus leaves with who is aboard), then the same
               with --policy continuous --record r2.csv, and the room sends again.
 
 ``r1.csv`` is a trace (arrival, prompt and output tokens of every request, the room's) and,
 in the columns after those, what the server measured for each (``start_s``,
 ``first_token_s``, ``finish_s``, ``tokens``, ``rejected``, and ``client``, a short id of the
-laptop that sent it, the same as on the dashboard: whose requests waited); ``r1.csv.json`` beside it says what
-served it (model, machine, ``policy`` and ``policy_knobs``, ``context_len``). Since the
+laptop that sent it, the same as on the dashboard: whose requests waited); ``r1.csv.json`` beside it
+says what served it (model, machine, ``policy`` and ``policy_knobs``, ``context_len``). Since the
 record is a trace, batchsim can replay the very arrivals the room made.
 ``python -m realrun predict r1.csv`` does Parts A and B at once, on the machine that served (every
 metric predicted against measured, with a verdict); Part C's what-if, another policy on the same
@@ -118,9 +119,10 @@ def solo(
     model: str = "tiny-gpt2",
     dry_run: bool = False,
 ):
-    """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server is
-    stopped when they are done (or, for a bus still waiting for company, a little after the last
-    arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands instead.
+    """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server
+    is stopped when they are done (or, for a bus still waiting for company, a little after the last
+    arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands
+    instead.
 
         python course/labs/lab7_class_traffic.py static r1.csv        # then: continuous r2.csv
         python -m realrun predict r1.csv
@@ -146,8 +148,9 @@ def solo(
         "--client-by",
         "key",
     ]
-    # On one machine every client has the same address, so each "student" sends a key of its own, and the
-    # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
+    # On one machine every client has the same address, so each "student" sends a key of its own,
+    # and the record's ``client`` column tells the four apart (in a room their laptops' addresses do
+    # that).
     loads = [
         [
             py,

@@ -9,58 +9,62 @@ tolerance ±Δ (``TOLERANCE_PCT``, the course's targets):
 - **cannot tell**: the interval straddles an edge.
 
 Everything is read on a log scale: a run's error is ``d = ln(predicted / measured)``, and a distance
-``x`` on that scale is the per cent ``(exp(x) - 1) x 100`` (``_pct`` below). A spread is the standard
-deviation of ``ln(value)``: 0.05 means "about 5 %".
+``x`` on that scale is the per cent ``(exp(x) - 1) x 100`` (``_pct`` below). A spread is the
+standard deviation of ``ln(value)``: 0.05 means "about 5 %".
 
-The data, ``course/labs/data/lab8-repeated-runs.json`` (``RUNS`` below): four policies, each predicted
-once and measured three times, on four metrics. ``RUNS["predicted"][policy][metric]`` is a number,
-``RUNS["measured"][policy][metric]`` a list of three.
+The data, ``course/labs/data/lab8-repeated-runs.json`` (``RUNS`` below): four policies, each
+predicted once and measured three times, on four metrics. ``RUNS["predicted"][policy][metric]`` is a
+number, ``RUNS["measured"][policy][metric]`` a list of three.
 
 Part A. On the given runs (the check is the same on every machine).
 
-1. ``pooled_spread(groups)``: ``groups`` is a list of lists, one per policy, of positive numbers. Return
-   ``(sd, df)``: the run-to-run spread of ``ln(value)``, pooled over the groups: the squared distances of
-   each group's logs from *that group's own* mean, summed over every group, divided by ``df``, the sum
-   over groups of (runs in the group - 1); then the square root. A group of fewer than two runs says
-   nothing about the spread: skip it. With no group of two, return ``(None, 0)``. (Why pool: four
-   policies of three runs give 8 degrees of freedom, not 2; why each group's own mean: the policies
-   differ from each other by more than the machine's noise.)
-2. ``error_interval(predicted, runs, sd, df)``: ``(error_pct, low_pct, high_pct)``. The centre is the
-   mean of ``ln(predicted) - ln(run)`` over the runs; the half-width is ``t90(df) x sd / sqrt(R)``, R the
-   number of runs; the interval is centre ± half-width. Return all three as per cent (``_pct``).
+1. ``pooled_spread(groups)``: ``groups`` is a list of lists, one per policy, of positive numbers.
+   Return ``(sd, df)``: the run-to-run spread of ``ln(value)``, pooled over the groups: the squared
+   distances of each group's logs from *that group's own* mean, summed over every group, divided by
+   ``df``, the sum over groups of (runs in the group - 1); then the square root. A group of fewer
+   than two runs says nothing about the spread: skip it. With no group of two, return ``(None, 0)``.
+   (Why pool: four policies of three runs give 8 degrees of freedom, not 2; why each group's own
+   mean: the policies differ from each other by more than the machine's noise.)
+2. ``error_interval(predicted, runs, sd, df)``: ``(error_pct, low_pct, high_pct)``. The centre is
+   the mean of ``ln(predicted) - ln(run)`` over the runs; the half-width is
+   ``t90(df) x sd / sqrt(R)``, R the number of runs; the interval is centre ± half-width. Return all
+   three as per cent (``_pct``).
 3. ``verdict(low_pct, high_pct, tolerance_pct)``: "agrees", "disagrees" or "cannot tell", as above
    (an edge counts as inside).
-4. ``smallest_difference(sd, df, runs)``: the smallest difference ``runs`` runs can show, in per cent:
-   the interval's half-width, ``t90(df) x sd / sqrt(runs)``, as per cent.
-5. ``runs_needed(tolerance_pct, sd, df)``: the fewest runs (at least 1) whose smallest difference fits
-   inside ±``tolerance_pct``: what an error of 0 would need to be called "agrees". Solve
+4. ``smallest_difference(sd, df, runs)``: the smallest difference ``runs`` runs can show, in per
+   cent: the interval's half-width, ``t90(df) x sd / sqrt(runs)``, as per cent.
+5. ``runs_needed(tolerance_pct, sd, df)``: the fewest runs (at least 1) whose smallest difference
+   fits inside ±``tolerance_pct``: what an error of 0 would need to be called "agrees". Solve
    ``t90(df) x sd / sqrt(R) <= ln(1 + tolerance_pct / 100)`` for R, and round up.
-6. ``one_run_interval(centre, seed_sd, elasticity, level_sd, ref_runs=1)``: ``(low, high)``, where one
-   new run will land 90 % of the time. Its spread adds the run's own luck (the simulation's seeds,
-   ``seed_sd``) and the machine's level from one run to the next (``level_sd``), which moves the metric
-   by ``elasticity`` times as much, once for the new run and once more over ``ref_runs`` for the level
-   the prediction was made at: ``sd^2 = seed_sd^2 + elasticity^2 x level_sd^2 x (1 + 1 / ref_runs)``.
-   The interval is ``centre x exp(-1.645 sd)`` to ``centre x exp(+1.645 sd)`` (``Z90``).
+6. ``one_run_interval(centre, seed_sd, elasticity, level_sd, ref_runs=1)``: ``(low, high)``, where
+   one new run will land 90 % of the time. Its spread adds the run's own luck (the simulation's
+   seeds, ``seed_sd``) and the machine's level from one run to the next (``level_sd``), which moves
+   the metric by ``elasticity`` times as much, once for the new run and once more over ``ref_runs``
+   for the level the prediction was made at:
+   ``sd^2 = seed_sd^2 + elasticity^2 x level_sd^2 x (1 + 1 / ref_runs)``. The interval is
+   ``centre x exp(-1.645 sd)`` to ``centre x exp(+1.645 sd)`` (``Z90``).
 
 Part B. On your machine (the check asserts only that you measured something, never how fast).
 
 7. ``time_runs(work, runs)``: call ``work()`` once, untimed (a warm-up: the first call pays for what
-   later calls find ready), then ``runs`` times, timing each call with ``time.perf_counter()``; return
-   the ``runs`` durations in seconds.
+   later calls find ready), then ``runs`` times, timing each call with ``time.perf_counter()``;
+   return the ``runs`` durations in seconds.
 8. ``machine_spread(seconds)``: ``(sd, df)`` of your runs: one group, so ``pooled_spread`` of it
    (``0.0`` rather than None when there are fewer than two).
 
-Then run this file, which uses your functions: ``python course/labs/lab8_how_sure.py 10`` prints Part
-A's verdicts, times ``work()`` (the simulator serving the same 2,000 requests, every time) 10 times,
-and prints your machine's spread, the smallest difference 1, 3, 5 and 10 runs on it can show, and the
-runs ±5, ±10 and ±20 % would need. Run it again later, with a browser busy, or on battery, and compare.
+Then run this file, which uses your functions: ``python course/labs/lab8_how_sure.py 10`` prints
+Part A's verdicts, times ``work()`` (the simulator serving the same 2,000 requests, every time) 10
+times, and prints your machine's spread, the smallest difference 1, 3, 5 and 10 runs on it can show,
+and the runs ±5, ±10 and ±20 % would need. Run it again later, with a browser busy, or on battery,
+and compare.
 
-Part C. ``ANSWER``: in your own words, at least three sentences. A classmate ran ``python -m realrun``
-once; it predicted a p50 TTFT of 0.19 s and measured 0.21 s, 10 % low against a target of ±15 %, and
-they wrote "agrees". What can one run show here, and what can it not? Take a spread from your Part B
-(and say why a spread measured back to back may be too small), give the interval and the verdict you
-would write, say why the interval for one run must hold the machine's level from run to run and not
-only the simulation's seeds, and how many runs you would ask for. Your teacher grades what it says.
+Part C. ``ANSWER``: in your own words, at least three sentences. A classmate ran
+``python -m realrun`` once; it predicted a p50 TTFT of 0.19 s and measured 0.21 s, 10 % low against
+a target of ±15 %, and they wrote "agrees". What can one run show here, and what can it not? Take a
+spread from your Part B (and say why a spread measured back to back may be too small), give the
+interval and the verdict you would write, say why the interval for one run must hold the machine's
+level from run to run and not only the simulation's seeds, and how many runs you would ask for. Your
+teacher grades what it says.
 
 Check your work:  pytest course/labs -k lab8
 """
@@ -106,8 +110,9 @@ Z90 = 1.645
 
 
 def t90(df: int | None) -> float:
-    """Given. The multiplier of a 90 % interval: Student's t for ``df`` degrees of freedom (between the
-    table's entries interpolated in 1/df), the normal's 1.645 for None (a spread taken as known)."""
+    """Given. The multiplier of a 90 % interval: Student's t for ``df`` degrees of freedom (between
+    the table's entries interpolated in 1/df), the normal's 1.645 for None (a spread taken as
+    known)."""
     if df is None:
         return Z90
     if df < 1:
@@ -127,7 +132,7 @@ def _pct(x: float) -> float:
     return (math.exp(x) - 1.0) * 100.0
 
 
-# -- Part A: on the given runs ----------------------------------------------------------------------
+# -- Part A: on the given runs ---------------------------------------------------------------------
 
 
 def pooled_spread(groups: list[list[float]]) -> tuple[float | None, int]:
@@ -164,13 +169,14 @@ def one_run_interval(
     raise NotImplementedError("your code here: one_run_interval")
 
 
-# -- Part B: on your machine ------------------------------------------------------------------------
+# -- Part B: on your machine -----------------------------------------------------------------------
 
 _WORKLOAD = make_workload(Poisson(4.0), Uniform(16, 128), Uniform(16, 96), n=2000, seed=0)
 
 
 def work() -> None:
-    """Given. The fixed piece of work Part B times: the simulator serving the same 2,000 requests, every time."""
+    """Given. The fixed piece of work Part B times: the simulator serving the same 2,000 requests,
+    every time."""
     simulate(_WORKLOAD, make_policy("continuous"), step_time=DEFAULT_STEP_TIME)
 
 
@@ -184,7 +190,7 @@ def machine_spread(seconds: list[float]) -> tuple[float, int]:
     raise NotImplementedError("your code here: machine_spread")
 
 
-# -- Part C ------------------------------------------------------------------------------------------
+# -- Part C ----------------------------------------------------------------------------------------
 
 ANSWER = """
 your answer here
@@ -219,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time_runs(work, repeats)
     sd, df = machine_spread(seconds)
     print(
-        f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} degrees of freedom)"
+        f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} "
+        f"degrees of freedom)"
     )
     print(
         "  the smallest difference R runs can show: "

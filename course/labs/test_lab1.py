@@ -57,7 +57,8 @@ def test_lab1_each_bus_leaves_when_full_or_on_its_timetable(lab, rate, seats, wa
         pytest.fail(
             f"Part A ({seats} seats, max_wait {wait} s, {rate} requests/s): request {i} (arrived "
             f"{r.arrival[i]:.4f} s) boarded at {r.start[i]:.4f} s, {way} than the timetable says "
-            f"({expected[i]:.4f} s); {len(late)} of 300 requests boarded at the wrong time. Check when "
+            f"({expected[i]:.4f} s); {len(late)} of 300 requests boarded at the wrong time. Check "
+            f"when "
             "your bus is full and when its window closes.",
             pytrace=False,
         )
@@ -98,7 +99,8 @@ def test_lab1_part_b_prediction_matches_simulation(lab, rate, wait):
     arrival = make_workload(Poisson(rate), Fixed(1), Fixed(1), n=20_000, seed=11).arrivals
     boards = _timetable_starts(arrival, np.zeros_like(arrival), seats=len(arrival), max_wait=wait)
     simulated = float(np.mean(boards - arrival))
-    # The message says which way it misses and what to check, never the figure wanted (the lab's answer).
+    # The message says which way it misses and what to check, never the figure wanted (the lab's
+    # answer).
     call = f"Part B: predict_mean_wait({rate}, {wait})"
     assert isinstance(predicted, (int, float)) and np.isfinite(predicted), (
         f"{call} returned {predicted!r}, not seconds"
@@ -106,8 +108,9 @@ def test_lab1_part_b_prediction_matches_simulation(lab, rate, wait):
     if abs(predicted / simulated - 1) > 0.03:
         way = "below" if predicted < simulated else "above"
         pytest.fail(
-            f"{call} returned {predicted:.4f} s, more than 3 % {way} the mean wait simulated under the "
-            "timetable rule. Check the derivation: who waits the whole window, how many others board "
-            "during it on average, and how long each of them waits.",
+            f"{call} returned {predicted:.4f} s, more than 3 % {way} the mean wait simulated under "
+            f"the "
+            "timetable rule. Check the derivation: who waits the whole window, how many others "
+            "board during it on average, and how long each of them waits.",
             pytrace=False,
         )

@@ -36,8 +36,9 @@ def test_lab3_max_batch_agrees_with_the_package(lab, gpu, model, context):
     g, m = DEFAULT_CATALOG.gpu(gpu), DEFAULT_CATALOG.model(model)
     budget = kv_budget(g, m, "fp16", 0.9)
     per_token = m.kv_bytes_per_token("fp16")
-    # The package counts the card's memory as the card reports it (GiB on HBM cards) and sets aside what the
-    # engine's activations take besides the weights: handed those, your formula must give its answer.
+    # The package counts the card's memory as the card reports it (GiB on HBM cards) and sets aside
+    # what the engine's activations take besides the weights: handed those, your formula must give
+    # its answer.
     set_aside = m.weight_bytes("fp16") + activation_bytes(m)
     got = lab.max_batch(g.memory_bytes / 1e9, 0.9, set_aside / 1e9, context, per_token)
     assert got == budget.max_batch(context)

@@ -26,15 +26,16 @@ def test_lab5_prediction_is_close_to_vllms_measurement(lab):
     pred = lab.predict(lab.CALIBRATION, lab.MEASURED["rate"])
     meas = lab.MEASURED["measured"]
     assert pred["completed"] == 120
-    # vLLM's own p99 and p50, measured: a prediction in vLLM's order over vLLM's profile lands near them.
+    # vLLM's own p99 and p50, measured: a prediction in vLLM's order over vLLM's profile lands near
+    # them.
     assert pred["p99_e2e"] == pytest.approx(meas["p99_e2e"], rel=0.20)
     assert pred["p50_e2e"] == pytest.approx(meas["p50_e2e"], rel=0.15)
     assert pred["request_throughput"] == pytest.approx(meas["request_throughput"], rel=0.05)
 
 
 def test_lab5_prediction_schedules_in_vllms_order(lab):
-    # At a load where decode rows crowd the token budget, vLLM's order (decodes spend the budget too)
-    # delays prompts more than the textbook scheduler would: the prediction must use vLLM's.
+    # At a load where decode rows crowd the token budget, vLLM's order (decodes spend the budget
+    # too) delays prompts more than the textbook scheduler would: the prediction must use vLLM's.
     assert lab.predict(lab.CALIBRATION, lab.MEASURED["rate"])["p99_ttft"] == pytest.approx(
         lab.MEASURED["predicted_vllm_v1"]["p99_ttft"], rel=1e-6
     )

@@ -31,7 +31,8 @@ def lab(load_lab):
 
 
 def _workload(seed: int):
-    # Light traffic (the server is busy a few % of the time), short prompts: the backlog drains in a few steps.
+    # Light traffic (the server is busy a few % of the time), short prompts: the backlog drains in a
+    # few steps.
     return make_workload(Poisson(4.0), Uniform(32, 128), LogNormal(64, 48), n=600, seed=seed)
 
 
@@ -96,12 +97,15 @@ def test_b_predicted_wait_in_the_outage(lab):
         waits.append(r.start[during] - r.arrival[during])
     simulated = float(np.mean(np.concatenate(waits)))
     predicted = lab.predict_wait_in_outage(DURATION)
-    # 15 %: Poisson noise in ~400 arrivals (about 4 %) plus the backlog's drain after the outage (a few %).
-    # The message says which way the prediction misses, never the simulated figure: that is the answer.
+    # 15 %: Poisson noise in ~400 arrivals (about 4 %) plus the backlog's drain after the outage (a
+    # few %). The message says which way the prediction misses, never the simulated figure: that is
+    # the answer.
     assert predicted == pytest.approx(simulated, rel=0.15), (
-        f"Part B: your prediction, {predicted:.2f} s, is more than 15 % {'above' if predicted > simulated else 'below'} "
-        f"what the requests arriving during the {DURATION:.0f} s outage waited on average in the simulation: one "
-        "arriving at a random moment of the outage waits for the rest of it, and then for the queue ahead of it"
+        f"Part B: your prediction, {predicted:.2f} s, is more than 15 % "
+        f"{'above' if predicted > simulated else 'below'} what the requests arriving during the "
+        f"{DURATION:.0f} s outage waited on average in the simulation: one "
+        "arriving at a random moment of the outage waits for the rest of it, and then for the "
+        "queue ahead of it"
     )
 
 

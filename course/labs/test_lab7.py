@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-# What the lab's steps give on the shipped records (batchsim's own numbers, recomputed by the course's CI).
+# What the lab's steps give on the shipped records (batchsim's own numbers, recomputed by the
+# course's CI).
 EXPECTED = json.loads((DATA / "class-predicted.json").read_text())
 CAUSES = (
     "network",
@@ -100,23 +101,33 @@ def _replay(path: Path, policy: str, knobs: dict, limits: bool = True) -> dict:
 def _mistake(
     got: float, path: Path, policy: str, knobs: dict, other: str, other_knobs: dict
 ) -> str:
-    """What a wrong p50 TTFT matches among the common mistakes, in words, or a list of what to check:
-    a failing check says what went wrong, never the right figure."""
+    """What a wrong p50 TTFT matches among the common mistakes, in words, or a list of what to
+    check: a failing check says what went wrong, never the right figure."""
     right = _replay(path, policy, knobs)
     same = lambda x: x is not None and x == pytest.approx(got, rel=1e-6)  # noqa: E731
     if same(right["p50_ttft"] * 1e3):
         return "that is the right figure in milliseconds: return seconds"
     if same(right["mean_ttft"]) or same(right["p90_ttft"]):
-        return "that is another statistic of the right run: the median TTFT is summarize(...)['p50_ttft']"
+        return (
+            "that is another statistic of the right run: the median TTFT is "
+            "summarize(...)['p50_ttft']"
+        )
     if knobs and same(_replay(path, policy, {})["p50_ttft"]):
-        return f"that is {policy} with its default knobs: pass the knobs ({', '.join(knobs)}) to make_policy"
+        return (
+            f"that is {policy} with its default knobs: pass the knobs ({', '.join(knobs)}) to "
+            f"make_policy"
+        )
     if same(_replay(path, other, other_knobs)["p50_ttft"]):
         return f"that is the {other} policy's replay: this one is {policy}"
     if same(_replay(path, policy, knobs, limits=False)["p50_ttft"]):
-        return "that is the run without the server's limits: pass ServerLimits(context_len=...) from the sidecar"
+        return (
+            "that is the run without the server's limits: pass ServerLimits(context_len=...) from "
+            "the sidecar"
+        )
     return (
-        "not batchsim's replay of these arrivals: check the workload (read_trace, then trace_workload), the "
-        "policy and its knobs, the calibration's steps (load_step_time) and the limits, and that you return seconds"
+        "not batchsim's replay of these arrivals: check the workload (read_trace, then "
+        "trace_workload), the policy and its knobs, the calibration's steps (load_step_time) and "
+        "the limits, and that you return seconds"
     )
 
 
@@ -165,14 +176,15 @@ def test_lab7_c_which_policy_served_the_room_better(lab):
         f"LOWER_P90_TTFT must be 'static' or 'continuous', got {lab.LOWER_P90_TTFT!r}"
     )
     assert lab.LOWER_P90_TTFT == best, (
-        "Part C: LOWER_P90_TTFT names the record whose *measured* p90 TTFT is the "
-        "lower: take the 90th percentile of Part A's TTFTs for each record"
+        "Part C: LOWER_P90_TTFT names the record whose *measured* p90 TTFT is the lower: take the "
+        "90th percentile of Part A's TTFTs for each record"
     )
     predicted = {w: EXPECTED[w]["predicted_p90_ttft"] for w in measured}
     same = min(predicted, key=predicted.get) == best
     assert lab.PREDICTED_THE_SAME is same, (
-        "Part C: PREDICTED_THE_SAME must be True or False, and say whether batchsim's p90 TTFTs of the two records "
-        "(Part B's replay, summarize's p90_ttft) put the two policies in the measured order"
+        "Part C: PREDICTED_THE_SAME must be True or False, and say whether batchsim's p90 TTFTs of "
+        "the two records (Part B's replay, summarize's p90_ttft) put the two policies in the "
+        "measured order"
     )
 
 

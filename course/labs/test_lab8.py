@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 # What Part A gives on the shipped runs, worked out once: each metric's spread pooled over the four
-# policies (the sd of ln(value)) and its degrees of freedom, and each policy's verdict at the metric's
-# tolerance. Part A's steps are judged on their own: the verdicts use these spreads, not yours.
+# policies (the sd of ln(value)) and its degrees of freedom, and each policy's verdict at the
+# metric's tolerance. Part A's steps are judged on their own: the verdicts use these spreads, not
+# yours.
 SPREAD = {
     "p50_e2e": (0.036380, 8),
     "p99_e2e": (0.062318, 8),
@@ -61,8 +62,8 @@ def test_lab8_a_pooled_spread(lab):
     )
     sd, df = lab.pooled_spread([[1.0, 1.0], [5.0, 5.0, 5.0], [7.0]])
     assert (sd, df) == (pytest.approx(0.0, abs=1e-12), 3), (
-        "each group around its own mean: two groups of equal runs have no spread, whatever their levels; "
-        "the group of one run is skipped (1 + 2 = 3 degrees of freedom)"
+        "each group around its own mean: two groups of equal runs have no spread, whatever their "
+        "levels; the group of one run is skipped (1 + 2 = 3 degrees of freedom)"
     )
     assert lab.pooled_spread([[2.0], [3.0]]) == (None, 0), "no group of two runs: (None, 0)"
     for metric, (want_sd, want_df) in SPREAD.items():
@@ -72,21 +73,25 @@ def test_lab8_a_pooled_spread(lab):
             f"mean; you gave {df}"
         )
         assert sd == pytest.approx(want_sd, rel=1e-4), (
-            f"{metric}: you gave {sd:.4f}, not the pooled sd of ln(value) over the shipped runs: each policy's logs "
-            "around their own mean, the squares summed over every policy, divided by the degrees of freedom, square-rooted"
+            f"{metric}: you gave {sd:.4f}, not the pooled sd of ln(value) over the shipped runs: "
+            f"each policy's logs "
+            "around their own mean, the squares summed over every policy, divided by the degrees "
+            "of freedom, square-rooted"
         )
 
 
 def test_lab8_a_error_interval_of_the_worked_example(lab):
-    # The lesson's example alone (its own spread, 2 degrees of freedom), then with the spread pooled over
-    # the four policies (8): the same centre, a narrower interval.
+    # The lesson's example alone (its own spread, 2 degrees of freedom), then with the spread pooled
+    # over the four policies (8): the same centre, a narrower interval.
     for sd, df, low, high in ((0.041317, 2, -6.332, 7.670), (0.036380, 8, -3.423, 4.426)):
         err, lo, hi = lab.error_interval(PREDICTED, MEASURED, sd, df)
         assert err == pytest.approx(0.425, abs=PCT), (
-            f"the error is the mean of ln(0.91 / run) over the runs, as per cent: +0.43 %, you gave {err:+.2f} %"
+            f"the error is the mean of ln(0.91 / run) over the runs, as per cent: +0.43 %, you "
+            f"gave {err:+.2f} %"
         )
         assert (lo, hi) == (pytest.approx(low, abs=PCT), pytest.approx(high, abs=PCT)), (
-            f"sd {sd}, {df} degrees of freedom, 3 runs: [{low:+.2f}, {high:+.2f}] %, you gave [{lo:+.2f}, {hi:+.2f}]"
+            f"sd {sd}, {df} degrees of freedom, 3 runs: [{low:+.2f}, {high:+.2f}] %, you gave "
+            f"[{lo:+.2f}, {hi:+.2f}]"
         )
 
 
@@ -116,7 +121,8 @@ def test_lab8_a_verdicts_on_the_given_runs(lab, metric):
             lab.RUNS["predicted"][policy][metric], runs[metric], sd, df
         )
         assert lo <= err <= hi, (
-            f"{metric}, {policy}: the error {err:+.1f} % must lie in its interval [{lo:+.1f}, {hi:+.1f}]"
+            f"{metric}, {policy}: the error {err:+.1f} % must lie in its interval [{lo:+.1f}, "
+            f"{hi:+.1f}]"
         )
         got[policy] = lab.verdict(lo, hi, tol)
     wrong = [p for p in got if got[p] != VERDICTS[metric][p]]
@@ -130,7 +136,8 @@ def test_lab8_a_verdicts_on_the_given_runs(lab, metric):
 def test_lab8_a_smallest_difference_and_runs_needed(lab):
     sd, df = SPREAD["p50_ttft"]
     assert lab.smallest_difference(sd, df, 3) == pytest.approx(18.875, abs=PCT), (
-        "3 runs with a spread of 16.1 % on 8 degrees of freedom show ±18.9 %: 1.860 x 0.161 / sqrt(3), as per cent"
+        "3 runs with a spread of 16.1 % on 8 degrees of freedom show ±18.9 %: 1.860 x 0.161 / "
+        "sqrt(3), as per cent"
     )
     assert lab.smallest_difference(0.15, None, 1) == pytest.approx(27.98, abs=PCT), (
         "one run, a spread of 15 % taken as known: 1.645 x 0.15, as per cent"
@@ -197,14 +204,16 @@ def test_lab8_b_time_runs_times_each_call(lab):
 def test_lab8_b_machine_spread(lab):
     sd, df = lab.machine_spread([0.20, 0.22, 0.21, 0.25])
     assert df == 3 and sd == pytest.approx(0.095813, rel=1e-4), (
-        f"0.20, 0.22, 0.21, 0.25 s: the sd of their logs is 0.0958 on 3 degrees of freedom; you gave {sd}, {df}"
+        f"0.20, 0.22, 0.21, 0.25 s: the sd of their logs is 0.0958 on 3 degrees of freedom; you "
+        f"gave {sd}, {df}"
     )
     assert lab.machine_spread([0.3, 0.3, 0.3]) == (pytest.approx(0.0, abs=1e-12), 2)
     assert lab.machine_spread([0.3]) == (0.0, 0), "one run has no spread to tell: (0.0, 0)"
 
 
 def test_lab8_b_on_your_machine(lab):
-    # Your machine, for real: what it measured is yours, so only its shape is checked, never a speed.
+    # Your machine, for real: what it measured is yours, so only its shape is checked, never a
+    # speed.
     seconds = lab.time_runs(lab.work, 5)
     assert len(seconds) == 5 and all(math.isfinite(s) and s > 0 for s in seconds), seconds
     sd, df = lab.machine_spread(seconds)
@@ -212,8 +221,8 @@ def test_lab8_b_on_your_machine(lab):
 
 
 def test_lab8_c_is_written(lab):
-    # Self-assessed: what the answer says is graded by a person. The check only refuses a gap, a list of
-    # keywords, or an answer that names no number, no spread and no run.
+    # Self-assessed: what the answer says is graded by a person. The check only refuses a gap, a
+    # list of keywords, or an answer that names no number, no spread and no run.
     text = " ".join(lab.ANSWER.split()).lower()
     assert "your answer here" not in text
     sentences = [s for s in re.split(r"[.?!](?:\s|$)", text) if len(s.split()) >= 6]

@@ -28,7 +28,8 @@ __all__ = ["predicted_vs_measured"]
 
 @functools.lru_cache(maxsize=2)
 def _engine(model: str, device: str):
-    """A loaded model and its engine, kept between calls: loading takes seconds, a slider move should not."""
+    """A loaded model and its engine, kept between calls: loading takes seconds, a slider move
+    should not."""
     from ..engine.engine import Engine
     from ..engine.model import load_model
 
@@ -100,10 +101,12 @@ def predicted_vs_measured(
         "profile_heldout_error_pct": prof.heldout_mean_pct,
         "model": engine.lm.describe(),
         "notes": [
-            f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted - measured) / "
+            f"{policy} (batch {max_batch}), {requests} requests at {rate:g}/s; error = (predicted "
+            f"- measured) / "
             "measured, so a negative error is a prediction below what was measured",
-            f"the calibration timed {len(prof.points)} shapes of pass on this machine in {prof.seconds:.0f} s; on "
-            f"shapes it did not time it is off by {prof.heldout_mean_pct:.0f} % on average",
+            f"the calibration timed {len(prof.points)} shapes of pass on this machine in "
+            f"{prof.seconds:.0f} s; on shapes it did not time it is off by "
+            f"{prof.heldout_mean_pct:.0f} % on average",
         ],
         "details": [engine.lm.describe(), *prof.text().splitlines()],
     }
@@ -111,7 +114,8 @@ def predicted_vs_measured(
 
 
 def _figure(policy: str, lm, errors: dict, prof, row) -> Figure:
-    """The lesson's three panels: each metric's error, the calibration's fit, and the latency CDFs."""
+    """The lesson's three panels: each metric's error, the calibration's fit, and the latency
+    CDFs."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(1, 3)
     keys = [m for m in COMPARE_METRICS]

@@ -75,15 +75,16 @@ PREDICT_METRICS = (
     ("busy_share", "busy share", 100.0, "{:.0f}%"),
 )
 _KEYS = tuple(k for k, *_ in PREDICT_METRICS)
-#: compare's targets; p90 TTFT as the other tails, the busy share as throughput (both are work per second).
+#: compare's targets; p90 TTFT as the other tails, the busy share as throughput (both are work per
+#: second).
 PREDICT_TARGETS = {**TARGETS, "p90_ttft": 20.0, "busy_share": 5.0}
 
 
 @dataclass
 class ServedRecord:
-    """A record read back: the ``workload`` to simulate (the rows that ran, arrivals from the first of
-    them), what the server ``measured`` for those rows, which of them ``finished`` (counted on both
-    sides), and the sidecar's ``policy`` and ``limits``."""
+    """A record read back: the ``workload`` to simulate (the rows that ran, arrivals from the first
+    of them), what the server ``measured`` for those rows, which of them ``finished`` (counted on
+    both sides), and the sidecar's ``policy`` and ``limits``."""
 
     path: str
     meta: dict
@@ -100,7 +101,8 @@ def _sidecar(path: str) -> tuple[dict, PolicyConfig, ServerLimits]:
     side = meta_path(path)
     if not side.is_file():
         raise ConfigError(
-            f"record {path!r}: its sidecar {str(side)!r} is missing (realrun serve --record writes it "
+            f"record {path!r}: its sidecar {str(side)!r} is missing (realrun serve --record writes "
+            f"it "
             "beside the CSV: the policy, its knobs and the limits predict needs); "
             f"python -m batchsim run --trace {path} still replays the arrivals without it"
         )
@@ -118,7 +120,8 @@ def _sidecar(path: str) -> tuple[dict, PolicyConfig, ServerLimits]:
     for k in knobs:
         if k not in known:
             raise ConfigError(
-                f"{where}: policy_knobs has {k!r}, which no policy reads (known: {', '.join(sorted(known))})"
+                f"{where}: policy_knobs has {k!r}, which no policy reads (known: "
+                f"{', '.join(sorted(known))})"
             )
     try:
         policy = PolicyConfig(str(meta["policy"]), **knobs)
@@ -139,7 +142,8 @@ def _time(text: str, name: str, line: int, path: str) -> float:
         t = math.nan
     if not math.isfinite(t):
         raise ConfigError(
-            f"record {path!r} line {line}: {name} must be a number of seconds or empty, got {text.strip()!r}"
+            f"record {path!r} line {line}: {name} must be a number of seconds or empty, got "
+            f"{text.strip()!r}"
         )
     return t
 
@@ -155,9 +159,10 @@ def read_record(path: str) -> ServedRecord:
         if tuple(header[: len(RECORD_FIELDS)]) != RECORD_FIELDS:
             missing = [k for k in RECORD_FIELDS if k not in header]
             raise ConfigError(
-                f"record {path!r} is a trace but not a record of realrun serve: it lacks the measured "
-                f"column{'s' if len(missing) > 1 else ''} {','.join(missing) or '(in order) ' + ','.join(RECORD_FIELDS)}"
-                f"; predict needs `realrun serve --record FILE`'s CSV (python -m batchsim run --trace {path} "
+                f"record {path!r} is a trace but not a record of realrun serve: it lacks the "
+                f"measured column{'s' if len(missing) > 1 else ''} "
+                f"{','.join(missing) or '(in order) ' + ','.join(RECORD_FIELDS)}; predict needs "
+                f"`realrun serve --record FILE`'s CSV (python -m batchsim run --trace {path} "
                 "replays this one)"
             )
         for row in reader:
@@ -263,7 +268,8 @@ def _summary(result: RunResult, keep: np.ndarray) -> dict:
 
 @dataclass
 class Prediction:
-    """Per metric: the median prediction, its band (seeds > 1), the seeds' spread, the measurement."""
+    """Per metric: the median prediction, its band (seeds > 1), the seeds' spread, the
+    measurement."""
 
     record: ServedRecord
     predicted: dict
@@ -413,7 +419,8 @@ def format_prediction(p: Prediction) -> str:
             else ""
         )
         + (
-            f"; {aside} ran but did not finish ({', '.join(f'{k}: {v}' for k, v in rec.left_out.items())}), "
+            f"; {aside} ran but did not finish "
+            f"({', '.join(f'{k}: {v}' for k, v in rec.left_out.items())}), "
             "simulated for the tokens made and left out of both sides"
             if aside
             else ""

@@ -1,7 +1,8 @@
 """Notebook 7's panel: policy and load for ``realrun.classroom.lesson.predicted_vs_measured``.
 
 A real model runs, so the panel waits for its Run button instead of following the sliders.
-The controls and the panel are batchsim's (``batchsim.teach.widgets``); only the lesson is realrun's.
+The controls and the panel are batchsim's (``batchsim.teach.widgets``); only the lesson is
+realrun's.
 """
 
 from __future__ import annotations

@@ -1,17 +1,21 @@
 """``python -m realrun``: the policies of batchsim on a real model, measured and compared.
 
 Commands:
-    (none)               lesson 7's compare (``realrun.cli.default_run``): the four policies on tiny-gpt2, one CPU thread,
-                         realrun's small load, predicted from the course's reference calibration, each
-                         measured twice; ends with one verdict line (its time: ``--help``)
+    (none)               lesson 7's compare (``realrun.cli.default_run``): the four policies
+                         on tiny-gpt2, one CPU thread, realrun's small load, predicted from the
+                         course's reference calibration, each measured twice; ends with one
+                         verdict line (its time: ``--help``)
     compare [SCENARIO]   each policy simulated (calibrated) and measured on one workload:
                          predicted vs measured, with errors, and a figure
     run [SCENARIO]       measure one policy on one workload (batchsim's flags, unchanged)
     profile              measure step times over a grid, fit the cost model, write a calibration
     doctor               device, dtype, versions, model source, threads, memory: the first check
-    serve                an OpenAI-compatible HTTP server with the chosen policy: the class is the traffic
-    load                 an open-loop load generator against any OpenAI-compatible server (ours, vllm serve)
-    predict RECORD       batchsim's prediction of a `serve --record` CSV, against what the server measured
+    serve                an OpenAI-compatible HTTP server with the chosen policy: the class is
+                         the traffic
+    load                 an open-loop load generator against any OpenAI-compatible server
+                         (ours, vllm serve)
+    predict RECORD       batchsim's prediction of a `serve --record` CSV, against what the
+                         server measured
 
 Bad input prints one line naming the field and the value, and exits with code 2, before
 the model is loaded. Ctrl-C stops a measurement cleanly: what was measured is printed,
@@ -58,8 +62,8 @@ _CAL_FLAG = Flag(
     "--calibration",
     "calibration",
     str,
-    "step-time model for the prediction: JSON from `python -m realrun profile`, "
-    "or reference (the course's, of tiny-gpt2 on one CPU thread: what the bare run uses); default: profile now",
+    "step-time model for the prediction: JSON from `python -m realrun profile`, or reference (the "
+    "course's, of tiny-gpt2 on one CPU thread: what the bare run uses); default: profile now",
 )
 
 
@@ -79,14 +83,15 @@ def _add_output_args(p: argparse.ArgumentParser, out_help: str) -> None:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="on stderr, a line as each part of a run begins (default: when the run takes more than a few "
-        "seconds) and progress bars (default: at a terminal); --no-progress: neither",
+        help="on stderr, a line as each part of a run begins (default: when the run takes more "
+        "than a few seconds) and progress bars (default: at a terminal); --no-progress: neither",
     )
     o.add_argument(
         sizing.OVERRIDE_FLAG,
         dest="no_size_check",
         action="store_true",
-        help="run even when the run would take more than a day or more memory than this machine has",
+        help="run even when the run would take more than a day or more memory than this machine "
+        "has",
     )
 
 
@@ -117,23 +122,25 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
         g.add_argument(
             "--grid",
             default="auto",
-            help="profile grid when no calibration is given: auto (fitted to the workload), quick or full",
+            help="profile grid when no calibration is given: auto (fitted to the workload), quick "
+            "or full",
         )
         g.add_argument(
             "--profile-budget",
             type=float,
             default=None,
             metavar="SECONDS",
-            help="seconds the profile taken now may spend (default 90): with --grid auto it times only the "
-            "shapes the workload reaches, thins a grid whose estimate is above the budget, and leaves out "
-            "rounds that would end beyond it",
+            help="seconds the profile taken now may spend (default 90): with --grid auto it times "
+            "only the shapes the workload reaches, thins a grid whose estimate is above the "
+            "budget, and leaves out rounds that would end beyond it",
         )
         g.add_argument(
             "--step-noise",
             default=None,
-            help="profiled (default: each simulated pass drawn from the spread the "
-            "profile measured, times the machine's slow drift, over --seeds seeds: a median prediction and a 90 %% band), "
-            "passes (the passes' own spread, no slow drift) or none (every pass at its mean)",
+            help="profiled (default: each simulated pass drawn from the spread the profile "
+            "measured, times the machine's slow drift, over --seeds seeds: a median prediction and "
+            "a 90 %% band), passes (the passes' own spread, no slow drift) or none (every pass at "
+            "its mean)",
         )
         g.add_argument(
             "--seeds",
@@ -145,37 +152,40 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
             "--repeats",
             type=int,
             default=None,
-            help="measure each policy R times, interleaved in rounds of "
-            "shuffled order, a canary of fixed passes timed before and after each run (default 1)",
+            help="measure each policy R times, interleaved in rounds of shuffled order, a canary "
+            "of fixed passes timed before and after each run (default 1)",
         )
         g.add_argument(
             "--run-spread",
             default=None,
             metavar="SD:DF",
-            help="this machine's run-to-run spread read earlier, as a compare prints it (\"8.0%% from one "
-            'run to the next ... 4 degrees of freedom": 8%%:4) or lab 7 measures it; pooled with the one '
-            "this compare reads from its --repeats, for a narrower interval that still holds nine runs in "
-            "ten (default: the one an earlier compare stored with --calibration, if any)",
+            help="this machine's run-to-run spread read earlier, as a compare prints it (\"8.0%% "
+            "from one "
+            'run to the next ... 4 degrees of freedom": 8%%:4) or lab 7 measures it; pooled with '
+            "the one this compare reads from its --repeats, for a narrower interval that still "
+            "holds nine runs in ten (default: the one an earlier compare stored with "
+            "--calibration, if any)",
         )
         g.add_argument(
             "--busy",
             type=float,
             default=None,
-            help="set each policy's arrival rate so the simulated server is "
-            "busy this fraction of the time (0.7: 70 %% load); the workload's own rate is only its shape",
+            help="set each policy's arrival rate so the simulated server is busy this fraction of "
+            "the time (0.7: 70 %% load); the workload's own rate is only its shape",
         )
         g.add_argument(
             "--explain",
             action="store_true",
-            help="besides the one-screen table: every metric, the seeds' band, the canaries, the notes and "
-            "where each error came from (the replay and the cost model per kind of pass)",
+            help="besides the one-screen table: every metric, the seeds' band, the canaries, the "
+            "notes and where each error came from (the replay and the cost model per kind of pass)",
         )
         g.add_argument(
             "--no-speed-check",
             action="store_true",
-            help="predict at the profile's level as it was measured; by default a canary of fixed profiled "
-            "passes is timed before and after every run and the prediction is moved to the machine's level "
-            "over the runs (prefill and decode apart: the median of every canary)",
+            help="predict at the profile's level as it was measured; by default a canary of fixed "
+            "profiled passes is timed before and after every run and the prediction is moved to "
+            "the machine's level over the runs (prefill and decode apart: the median of every "
+            "canary)",
         )
     if not calibration:  # run: a fleet of engines taking turns (compare measures one server)
         add_flags(
@@ -191,17 +201,19 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
 
 
 def _wrap(text: str) -> str:
-    """An epilog wrapped by hand: argparse breaks lines at hyphens, and a flag cut in two (--no-\nspeed-check)
-    cannot be copied into a shell."""
+    """An epilog wrapped by hand: argparse breaks lines at hyphens, and a flag cut in two
+    (--no-\nspeed-check) cannot be copied into a shell."""
     return textwrap.fill(text, 79, break_on_hyphens=False, break_long_words=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m realrun",
-        description="The same batching policies on a real model: measured, and compared with the simulator.",
+        description="The same batching policies on a real model: measured, and compared with the "
+        "simulator.",
         epilog=_wrap(
-            f"With no command: {BARE_COMMAND} ({workload_text()}; ends with one verdict line): {time_text()}."
+            f"With no command: {BARE_COMMAND} ({workload_text()}; ends with one verdict line): "
+            f"{time_text()}."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -212,9 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Each policy simulated (calibrated) and measured on one workload: predicted vs "
         "measured, with errors, verdicts, a figure and, last, one verdict line.",
         epilog=_wrap(
-            f"With no flags: {workload_text()}, the four policies, profiled first, one "
-            f"run each: {time_text('compare_wall_s')}. The bare `python -m realrun` is "
-            f"{BARE_COMMAND}: {time_text()}."
+            f"With no flags: {workload_text()}, the four policies, profiled first, one run each: "
+            f"{time_text('compare_wall_s')}. The bare `python -m realrun` is {BARE_COMMAND}: "
+            f"{time_text()}."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -230,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument(
         "--out",
         default=None,
-        help="folder for the calibration (default out/realrun); "
-        "it is written as calibration-MODEL-DEVICE.json; a path ending in .json names the file itself",
+        help="folder for the calibration (default out/realrun); it is written as "
+        "calibration-MODEL-DEVICE.json; a path ending in .json names the file itself",
     )
     prof.add_argument(
         "--json",

@@ -20,16 +20,16 @@ from .run_setup import RunSetup
 __all__ = ["calibration", "grid_for_policies", "sized_profile", "PROFILE_BUDGET_S"]
 
 #: Seconds a profile taken for a compare may spend by default (``--profile-budget``): a grid whose
-#: estimate is above it is thinned (``realrun.timing.profile_size.within_budget``), and rounds after the
-#: first are left out once they would end beyond it.
+#: estimate is above it is thinned (``realrun.timing.profile_size.within_budget``), and rounds after
+#: the first are left out once they would end beyond it.
 PROFILE_BUDGET_S = 90.0
 
 
 def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False, say=None):
     """The step-time model for the prediction: from --calibration FILE, else profiled now on a grid
-    fitted to the workload (saved whole under the output folder; ``say(text)`` prints its progress lines).
-    Returns (model, calibration info).
-    A profiled model knows each policy's own gap between steps; ``simulate`` picks it."""
+    fitted to the workload (saved whole under the output folder; ``say(text)`` prints its progress
+    lines). Returns (model, calibration info). A profiled model knows each policy's own gap between
+    steps; ``simulate`` picks it."""
     from ..timing.profile import GRIDS, load_calibration
     from ..timing.profile import profile as run_profile
 
@@ -46,14 +46,16 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
         ):
             if key in info and info[key] != have:
                 notes.append(
-                    f"warning: calibration {args.calibration} was measured with {key}={info[key]}, this run uses {have}"
+                    f"warning: calibration {args.calibration} was measured with {key}={info[key]}, "
+                    f"this run uses {have}"
                 )
         runs = getattr(engine, "plan", None)
         if runs is not None and getattr(model, "plan", runs) != runs:
             notes.append(
-                f"warning: calibration {args.calibration} prices steps as the {model.plan!r} pass plan, but this "
-                f"engine runs them as {runs!r} (its KV {engine.kv_layout}): profile again (omit --calibration), "
-                f"or run with --kv {'padded' if model.plan == 'grouped' else 'auto'}"
+                f"warning: calibration {args.calibration} prices steps as the {model.plan!r} pass "
+                f"plan, but this engine runs them as {runs!r} (its KV {engine.kv_layout}): profile "
+                f"again (omit --calibration), or run with --kv "
+                f"{'padded' if model.plan == 'grouped' else 'auto'}"
             )
         cal_info = {
             "file": args.calibration,
@@ -111,11 +113,12 @@ def sized_profile(
     notes: list[str] | None = None,
     bar: bool = False,
 ):
-    """Profile ``engine`` for this workload: a pilot prices a pass, each policy is simulated at that price
-    (slowed) to find how far the workload reaches, the grid goes that far and is thinned to the budget,
-    and progress lines (``say(text)``, every few seconds) say how much is left. ``builders``: label ->
-    a function making a fresh simulated policy; ``busy``: the compare's --busy, whose rates the reach
-    is found at. Returns the ``Profile``; ``notes`` gets what was sized and why."""
+    """Profile ``engine`` for this workload: a pilot prices a pass, each policy is simulated at that
+    price (slowed) to find how far the workload reaches, the grid goes that far and is thinned to
+    the budget, and progress lines (``say(text)``, every few seconds) say how much is left.
+    ``builders``: label -> a function making a fresh simulated policy; ``busy``: the compare's
+    --busy, whose rates the reach is found at. Returns the ``Profile``; ``notes`` gets what was
+    sized and why."""
     from ..timing.measure import schedule
     from ..timing.profile import profile as run_profile
     from ..timing.profile_size import (
@@ -145,19 +148,22 @@ def sized_profile(
     grid, est = within_budget(grid, price, budget_s)
     before = estimate(full, price)
     notes.append(
-        f"profile sized to the workload: steps reach {got.rows} rows and {got.prefill_tokens} prompt tokens "
-        f"(simulated at the pilot's price x {SLOWER:g}); the policies allow {full.decode_rows[-1]} rows: "
-        f"about {est:.0f} s to time (the policies' whole range: about {before:.0f} s)"
+        f"profile sized to the workload: steps reach {got.rows} rows and {got.prefill_tokens} "
+        f"prompt tokens (simulated at the pilot's price x {SLOWER:g}); the policies allow "
+        f"{full.decode_rows[-1]} rows: about {est:.0f} s to time (the policies' whole range: about "
+        f"{before:.0f} s)"
     )
     if est > budget_s:
         notes.append(
-            f"warning: the thinnest grid for this workload needs about {est:.0f} s, above the profile budget of "
-            f"{budget_s:.0f} s; rounds after the first are left out if they would end beyond it"
+            f"warning: the thinnest grid for this workload needs about {est:.0f} s, above the "
+            f"profile budget of {budget_s:.0f} s; rounds after the first are left out if they "
+            f"would end beyond it"
         )
     if say is not None:
         say(
-            f"profiling {engine.lm.name} on {engine.lm.device} over the shapes this workload reaches "
-            f"(up to {grid.decode_rows[-1]} rows, prompts of {grid.prefill_lengths[-1]} tokens): about {est:.0f} s"
+            f"profiling {engine.lm.name} on {engine.lm.device} over the shapes this workload "
+            f"reaches (up to {grid.decode_rows[-1]} rows, prompts of {grid.prefill_lengths[-1]} "
+            f"tokens): about {est:.0f} s"
         )
     ticker = Ticker(point_costs(grid, price), say, every=5.0) if say is not None else bar
     try:
@@ -175,8 +181,8 @@ def sized_profile(
     # the pilot and the simulations that sized the grid
     sizing_s = time.monotonic() - t0 - prof.seconds
     notes.append(
-        f"profile: {prof.seconds:.0f} s against an estimate of {est:.0f} s ({timed}; pilot and sizing "
-        f"{sizing_s:.1f} s)"
+        f"profile: {prof.seconds:.0f} s against an estimate of {est:.0f} s ({timed}; pilot and "
+        f"sizing {sizing_s:.1f} s)"
     )
     prof.info.update(
         {
@@ -191,8 +197,9 @@ def sized_profile(
 
 
 def grid_for_policies(workload, policies, reach=None):
-    """The profile grid this workload needs under these policies: their rows, prefill sizes and chunks;
-    with ``reach`` (``realrun.timing.profile_size.reach``), no more rows and prompt tokens than its steps held."""
+    """The profile grid this workload needs under these policies: their rows, prefill sizes and
+    chunks; with ``reach`` (``realrun.timing.profile_size.reach``), no more rows and prompt tokens
+    than its steps held."""
     from ..timing.profile import grid_for_workload
 
     rows = max(p.max_rows for p in policies)
@@ -204,7 +211,8 @@ def grid_for_policies(workload, policies, reach=None):
         [p.max_batched_tokens for p in cont] + [p.max_rows * p_max for p in padded] + [p_max]
     )
     if reach is not None:
-        # A padded pass computes its rows x its longest prompt, more than the tokens the step log counts.
+        # A padded pass computes its rows x its longest prompt, more than the tokens the step log
+        # counts.
         rows = min(rows, max(1, reach.rows))
         max_prefill = min(
             max_prefill, max(p_max, reach.prefill_tokens, rows * p_max if padded else 0)
@@ -230,14 +238,16 @@ def _coverage_notes(info: dict, workload) -> list[str]:
         prompt = max(info["prefill"]["columns"])
     except (KeyError, TypeError, ValueError):
         return [
-            "warning: the calibration's grids are unreadable: its coverage of this workload is unknown"
+            "warning: the calibration's grids are unreadable: its coverage of this workload is "
+            "unknown"
         ]
     need_ctx = int((workload.prompt_tokens + workload.output_tokens).max())
     need_prompt = int(workload.prompt_tokens.max())
     if need_ctx > 1.25 * width or need_prompt > 1.25 * prompt:
         return [
-            f"warning: the calibration was measured up to contexts of ~{width:.0f} tokens and prompts of {prompt:.0f}; "
-            f"this workload reaches contexts of {need_ctx} and prompts of {need_prompt}: predictions extrapolate "
+            f"warning: the calibration was measured up to contexts of ~{width:.0f} tokens and "
+            f"prompts of {prompt:.0f}; this workload reaches contexts of {need_ctx} and prompts of "
+            f"{need_prompt}: predictions extrapolate "
             "(omit --calibration to profile for this workload)"
         ]
     return []

@@ -1,4 +1,5 @@
-"""The work behind ``python -m realrun compare`` (and the bare ``python -m realrun``), once ``cli`` has checked the flags.
+"""The work behind ``python -m realrun compare`` (and the bare ``python -m realrun``), once ``cli``
+has checked the flags.
 
 The model loads only after every flag and file was checked (``RunSetup``); then the step-time
 model (a calibration file, the course's reference, or a profile taken now), the measured runs
@@ -27,7 +28,8 @@ from .run_setup import RunSetup
 
 __all__ = ["compare", "PROFILE_S"]
 
-#: About how long a profile fitted to a small workload takes on a 2-core laptop (for the progress lines).
+#: About how long a profile fitted to a small workload takes on a 2-core laptop (for the progress
+#: lines).
 PROFILE_S = 40.0
 
 
@@ -46,7 +48,8 @@ def _check_compare_flags(args) -> None:
             check_at_most(name, v, most, "runs")
     if args.seeds is not None and args.seeds > 1 and args.step_noise == "none":
         raise ConfigError(
-            f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its mean: "
+            f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at "
+            f"its mean: "
             "give one of them"
         )
     if args.busy is not None:
@@ -59,19 +62,22 @@ def _check_compare_flags(args) -> None:
 
 
 def _expected_s(args, setup: RunSetup) -> float:
-    """A floor on the run's length: every measured run lasts its arrivals' span; a profile, ``PROFILE_S``."""
+    """A floor on the run's length: every measured run lasts its arrivals' span; a profile,
+    ``PROFILE_S``."""
     span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
     return span * len(setup.names) * (args.repeats or 1) + (0.0 if args.calibration else PROFILE_S)
 
 
 def compare(args: argparse.Namespace, setup: RunSetup, then: Callable | None = None) -> int:
-    """``then(report, run_once)``, when given, is called once the compare has measured, while its engine
-    still serves: ``run_once(label)`` is one more measured run of that policy (a bench's held-out runs)."""
+    """``then(report, run_once)``, when given, is called once the compare has measured, while its
+    engine still serves: ``run_once(label)`` is one more measured run of that policy (a bench's
+    held-out runs)."""
     _check_compare_flags(args)
     say = Progress(progress_lines(args, _expected_s(args, setup)))
     if getattr(args, "bare", None):
         say.line(args.bare)
-    # No line before the model loads: a refusal (a file's model without a spread, say) stays one line.
+    # No line before the model loads: a refusal (a file's model without a spread, say) stays one
+    # line.
     lm = load(args, setup.notes)
     server = vllm_server(args, setup, lm)
     try:
@@ -97,7 +103,8 @@ def _compare(
     notes, workload = setup.notes, setup.workload
     if not args.calibration and server is not None:
         say.line(
-            f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about {PROFILE_S:.0f} s "
+            f"profiling {lm.name} on {lm.device} over the shapes this workload needs (about "
+            f"{PROFILE_S:.0f} s "
             "on a 2-core laptop)"
         )
     pairs, ours, step_times, cal_info = _sides(args, setup, lm, server, say)
@@ -187,8 +194,9 @@ def _compare(
 
 
 def given_spread(text: str):
-    """``--run-spread SD:DF``: an sd of ln(level) as a share or a percentage (0.08, 8%), and the degrees of
-    freedom it was read with (a whole number from 1; without one, 1: a guess weighs little)."""
+    """``--run-spread SD:DF``: an sd of ln(level) as a share or a percentage (0.08, 8%), and the
+    degrees of freedom it was read with (a whole number from 1; without one, 1: a guess weighs
+    little)."""
     from ..judge.interval import RunSpread
 
     sd_text, _, df_text = str(text).partition(":")
@@ -199,14 +207,15 @@ def given_spread(text: str):
         sd, df = math.nan, 0
     if not (math.isfinite(sd) and 0 < sd < 1) or df < 1:
         raise ConfigError(
-            f"--run-spread must be SD:DF, an sd of ln(level) in (0, 1) or a percentage (8%) and its degrees "
-            f"of freedom (a whole number >= 1), got {show(text)}"
+            f"--run-spread must be SD:DF, an sd of ln(level) in (0, 1) or a percentage (8%) and "
+            f"its degrees of freedom (a whole number >= 1), got {show(text)}"
         )
     return RunSpread(sd, f"given (--run-spread {text})", df + 1, df)
 
 
 def stored_spread(cal_info: dict):
-    """The run-to-run spread an earlier compare stored with this calibration (None: none, or unreadable)."""
+    """The run-to-run spread an earlier compare stored with this calibration (None: none, or
+    unreadable)."""
     from ..judge.interval import RunSpread
 
     got = cal_info.get("run_spread")
@@ -226,9 +235,10 @@ def stored_spread(cal_info: dict):
 
 
 def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
-    """Store the spread this compare measured from its runs' passes with the calibration it profiled, so a
-    later compare on it with one run per policy stands on this machine's spread, not an assumed one.
-    Only a calibration profiled now is written to: a given file (the course's reference, say) is never touched."""
+    """Store the spread this compare measured from its runs' passes with the calibration it
+    profiled, so a later compare on it with one run per policy stands on this machine's spread, not
+    an assumed one. Only a calibration profiled now is written to: a given file (the course's
+    reference, say) is never touched."""
     from batchsim.core.files import dumps
 
     spread, path = report.spread, cal_info.get("file")
@@ -241,15 +251,16 @@ def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
         tmp.write_text(dumps(obj))
         tmp.replace(path)
         notes.append(
-            f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later compares"
+            f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later "
+            f"compares"
         )
     except (OSError, ValueError) as e:
         notes.append(f"note: the run-to-run spread was not stored in {path}: {e}")
 
 
 def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress):
-    """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model and
-    what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
+    """(pairs of (label, simulated policy, measured policy), our engine or None, the step-time model
+    and what made it): vLLM's side schedules as vLLM V1 does, with the very knobs vLLM was given."""
     if server is not None:
         from ..reference.vllm import commands as vllm_commands
 
@@ -271,8 +282,8 @@ def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress)
 def _canary(ours, step_times, setup: RunSetup, notes: list[str], server=None, lm=None):
     """Fixed passes against the profile's price before and after every run: the machine's level over
     the session, prefill and decode apart; the prediction is made there (unless --no-speed-check).
-    vLLM's steps have a canary of their own (``realrun.reference.vllm.canary``). None where there is no profile
-    of the measured engine to hold them to."""
+    vLLM's steps have a canary of their own (``realrun.reference.vllm.canary``). None where there is
+    no profile of the measured engine to hold them to."""
     from batchsim.sim.profiled import ProfiledStepTime
 
     if not isinstance(step_times, ProfiledStepTime) or setup.engine not in ("ours", "vllm"):
@@ -289,8 +300,9 @@ def _canary(ours, step_times, setup: RunSetup, notes: list[str], server=None, lm
         canary = Canary(ours, step_times)
     if canary.reference is None:
         notes.append(
-            "note: the calibration kept no canary of its own (an older profile), so the canaries are held "
-            "up to the profiled price alone; profile again for a level that cancels the canary's own cost"
+            "note: the calibration kept no canary of its own (an older profile), so the canaries "
+            "are held up to the profiled price alone; profile again for a level that cancels the "
+            "canary's own cost"
         )
     return canary
 
@@ -309,7 +321,8 @@ def _report_notes(
     reference: bool = False,
 ) -> None:
     """What the report says beside its table: the canaries, vLLM's delivery and schedule, the drift
-    since the profile, the machine's load; and the engine in each row's label when it is not ours."""
+    since the profile, the machine's load; and the engine in each row's label when it is not
+    ours."""
     from batchsim.sim.profiled import ProfiledStepTime
 
     from ..timing.drift import load_warning, recheck
@@ -322,8 +335,8 @@ def _report_notes(
                 else "their profiled price"
             )
             report.notes.append(
-                f"{row.label}: canary before / after each run, prefill and decode passes against {against}: "
-                + "; ".join(f"{_reading(b)} / {_reading(a)}" for b, a in row.canary)
+                f"{row.label}: canary before / after each run, prefill and decode passes against "
+                f"{against}: " + "; ".join(f"{_reading(b)} / {_reading(a)}" for b, a in row.canary)
             )
     if server is not None:
         from ..reference.vllm import commands as vllm_commands
@@ -362,11 +375,13 @@ def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
         what = "vLLM's profile" if vllm else "the calibration"
         if args.step_noise in ("profiled", "passes"):
             raise ConfigError(
-                f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and {what} has none: "
+                f"step-noise {args.step_noise} needs a profile that kept each shape's spread, and "
+                f"{what} has none: "
                 "re-profile, or use --step-noise none"
             )
         notes.append(
-            f"note: {what} kept no spread of its step times, so each pass is priced at its mean (one prediction, "
+            f"note: {what} kept no spread of its step times, so each pass is priced at its mean "
+            f"(one prediction, "
             "no band); profile again for a band"
         )
         return 1
@@ -374,7 +389,8 @@ def _seeds(args, model, vllm: bool, notes: list[str]) -> int:
 
 
 def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
-    """One workload per policy, its arrivals scaled so the simulated server is busy --busy of the time."""
+    """One workload per policy, its arrivals scaled so the simulated server is busy --busy of the
+    time."""
     from batchsim.sim.busy import rate_factor_for_busy, scaled
 
     out = {}
@@ -390,6 +406,7 @@ def _busy_workloads(args, workload, builders, model, limits, notes) -> dict:
             workload, f, f"{workload.description}, arrivals x {f:.3g} (busy {args.busy:.0%})"
         )
         notes.append(
-            f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} requests/s)"
+            f"--busy {args.busy:g}: {label} at {f:.3g}x the workload's rate ({base * f:.3g} "
+            f"requests/s)"
         )
     return out

@@ -1,9 +1,10 @@
-"""What ``realrun compare`` prints and writes: the table, the notes, the files, and the verdict last.
+"""What ``realrun compare`` prints and writes: the table, the notes, the files, and the verdict
+last.
 
 Text: the table and every note first (a failed write loses nothing measured), then the files
 (``--out``: records; the figure unless ``--no-plots``), then the one line a reader wants
-(``realrun.judge.bottom_line``). ``--json``: one object naming the files it is about to move into place,
-each complete before it prints, with the verdict as ``verdict``.
+(``realrun.judge.bottom_line``). ``--json``: one object naming the files it is about to move into
+place, each complete before it prints, with the verdict as ``verdict``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def _wall_line(seconds: float, bare: bool) -> str:
         if MEASURED.is_file():
             ref = measured().get("wall_s") or []
             if ref:
-                line += f" (the course machine took {', '.join(f'{s:.0f}' for s in ref)} s for this same run)"
+                line += (
+                    f" (the course machine took {', '.join(f'{s:.0f}' for s in ref)} s for this "
+                    f"same run)"
+                )
     return line
 
 
@@ -43,7 +47,8 @@ def report_compare(
     repeats: int,
     wall_s: float,
 ) -> int:
-    """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served, else 0."""
+    """Print (and write) the report; the exit code: 130 after Ctrl-C, 2 when nothing was served,
+    else 0."""
     from ..judge.compare import plot_compare
 
     title = f"{setup.name}: predicted (batchsim, calibrated) vs measured ({lm.name} on {lm.device})"
@@ -95,7 +100,8 @@ def _as_json(
     wall_s: float,
     paths,
 ) -> dict:
-    """The report as ``--json`` prints it: the configuration, each policy's row, the figures, the verdict."""
+    """The report as ``--json`` prints it: the configuration, each policy's row, the figures, the
+    verdict."""
     from batchsim.core import rejections
 
     workload = setup.workload
@@ -176,7 +182,8 @@ def _print_report(
             print(n)
         if len(notes) > len(kept):
             print(
-                f"({len(notes) - len(kept)} more notes on the profile, the canaries and the level: --explain shows them "
+                f"({len(notes) - len(kept)} more notes on the profile, the canaries and the level: "
+                f"--explain shows them "
                 "with every metric and where each error came from; --json keeps everything)"
             )
     print(load_line())

@@ -5,8 +5,9 @@ load (``REALRUN_DEFAULTS``), predicted from the course's reference calibration a
 profiled at (``realrun.reference.course``), so the prediction is the same on every run, each policy
 measured twice so the errors can be held up to the machine's own run-to-run spread, on one thread
 of the CPU as the reference was. On a laptop far from the course machine's speed the verdict judges
-the prediction again at the speed the run's own passes read (``realrun.judge.compare._machine``). Its time is
-the reference's: the wall times of the very same run on the course machine, recorded with it.
+the prediction again at the speed the run's own passes read (``realrun.judge.compare._machine``).
+Its time is the reference's: the wall times of the very same run on the course machine, recorded
+with it.
 
 The README, ``--help`` and ``course/gpu-lab.md`` quote ``workload_text`` and ``time_text``
 (a test holds them to these functions), so the three say one thing.
@@ -18,8 +19,8 @@ from .run_setup import REALRUN_DEFAULTS
 
 __all__ = ["BARE_ARGV", "BARE_COMMAND", "workload_text", "time_text", "bare_line"]
 
-#: What the bare run is: compare, with the reference calibration at its own level (``realrun.reference.course`` says
-#: why), two runs per policy, the CPU, one thread.
+#: What the bare run is: compare, with the reference calibration at its own level
+#: (``realrun.reference.course`` says why), two runs per policy, the CPU, one thread.
 BARE_ARGV = (
     "compare",
     "--calibration",
@@ -45,8 +46,8 @@ def workload_text() -> str:
     """The default load, as every document states it."""
     d = REALRUN_DEFAULTS
     return (
-        f"{d['requests']} requests at {d['rate']:g} per second (Poisson), prompts {_range(d['prompt_len'])} tokens, "
-        f"outputs {_range(d['output_len'])}"
+        f"{d['requests']} requests at {d['rate']:g} per second (Poisson), prompts "
+        f"{_range(d['prompt_len'])} tokens, outputs {_range(d['output_len'])}"
     )
 
 
@@ -59,8 +60,9 @@ def _wall(key: str) -> list[float]:
 
 
 def time_text(key: str = "wall_s") -> str:
-    """'93-95 s (the course machine, 2 cores, 2 runs)': the recorded wall times of the bare run (``wall_s``)
-    or of ``compare`` with no flags (``compare_wall_s``); 'not timed' without the reference."""
+    """'93-95 s (the course machine, 2 cores, 2 runs)': the recorded wall times of the bare run
+    (``wall_s``) or of ``compare`` with no flags (``compare_wall_s``); 'not timed' without the
+    reference."""
     s = _wall(key)
     if not s:
         return "not timed (the reference measurement is missing)"
@@ -72,6 +74,7 @@ def time_text(key: str = "wall_s") -> str:
 def bare_line() -> str:
     """The progress line the bare run starts with: what it is and how long it takes."""
     return (
-        f"python -m realrun is: {BARE_COMMAND}; {workload_text()}; each of the four policies measured twice and "
-        f"predicted from the course's reference calibration, the same prediction every run; {time_text()}"
+        f"python -m realrun is: {BARE_COMMAND}; {workload_text()}; each of the four policies "
+        f"measured twice and predicted from the course's reference calibration, the same "
+        f"prediction every run; {time_text()}"
     )

@@ -52,7 +52,8 @@ def diagnose(lm: LoadedModel, asked_device: str = "auto", asked_dtype: str = "au
     sample = lm.tokenizer.decode(eng.outputs()[0][:6])
     jitter = pass_jitter(eng)  # (it starts the engine afresh: the sample is taken first)
     steady = {"passes": jitter["passes"], **jitter["pass"]}
-    # Some seconds of the same pass: how the machine's speed wanders over seconds (what a queue feels).
+    # Some seconds of the same pass: how the machine's speed wanders over seconds (what a queue
+    # feels).
     eng.start(Workload((Request(0, 0.0, 64, 1 << 30),), "drift probe"))
     probe = probe_series(eng, 64, probe_passes(DRIFT_PROBE_S, steady["median_s"]))
     eng.start(Workload(()))
@@ -118,9 +119,13 @@ def _whose(excess: float) -> str:
     Up to 0.10 above the noisier loop still counts as the machine's: the same loop's spread moved by
     0.01 to 0.49 from one round of 300 to the next here (``realrun.timing.jitter``)."""
     if excess <= 0.10:
-        return "the pass spreads no more than they do, so its jitter is this machine's, not the engine's"
+        return (
+            "the pass spreads no more than they do, so its jitter is this machine's, not the "
+            "engine's"
+        )
     return (
-        f"the pass spreads {excess:.2f} more than the noisier of them: that much is the engine's own, "
+        f"the pass spreads {excess:.2f} more than the noisier of them: that much is the engine's "
+        f"own, "
         "not the machine's"
     )
 
@@ -131,8 +136,8 @@ def doctor(
     d = diagnose(lm, asked_device, asked_dtype)
     t1, t16 = d["decode_step_s"]["1"], d["decode_step_s"]["16"]
     smoke = (
-        f"decode step: batch 1 {t1 * 1e3:.1f} ms, batch 16 {t16 * 1e3:.1f} ms "
-        f"(16 rows cost {t16 / t1:.1f}x one row); greedy sample {d['sample']!r}"
+        f"decode step: batch 1 {t1 * 1e3:.1f} ms, batch 16 {t16 * 1e3:.1f} ms (16 rows cost "
+        f"{t16 / t1:.1f}x one row); greedy sample {d['sample']!r}"
     )
     notes = [RANDOM_WEIGHTS_NOTE] if d["random_weights"] else []
     if as_json:
@@ -157,21 +162,24 @@ def doctor(
     print(f"  python        {d['python']}")
     print(f"  torch         {d['torch']} (CUDA {cuda})")
     print(
-        f"  transformers  {d['transformers']} (continuous batching: {'yes' if d['hf_continuous_batching'] else 'no'})"
+        f"  transformers  {d['transformers']} (continuous batching: "
+        f"{'yes' if d['hf_continuous_batching'] else 'no'})"
     )
     print(f"  device        {d['device']} (asked: {d['asked_device']})")
     print(f"  dtype         {d['dtype']} (asked: {d['asked_dtype']})")
     print(
-        f"  threads       {d['threads']} torch intra-op threads; {d['cores']} cores available to this process"
+        f"  threads       {d['threads']} torch intra-op threads; {d['cores']} cores available to "
+        f"this process"
     )
     print(
-        f"  model         {d['model']}: {d['model_source']}; {d['params'] / 1e6:.1f}M parameters; {d['positions']} positions; "
-        f"KV {d['kv_bytes_per_token']} bytes per token"
+        f"  model         {d['model']}: {d['model_source']}; {d['params'] / 1e6:.1f}M parameters; "
+        f"{d['positions']} positions; KV {d['kv_bytes_per_token']} bytes per token"
     )
     for n in notes:
         print(f"                {n}")
     print(
-        f"  hub           HF_HUB_OFFLINE={d['hf_hub_offline'] or 'unset'}; other models load from the cache or, if reachable, the hub"
+        f"  hub           HF_HUB_OFFLINE={d['hf_hub_offline'] or 'unset'}; other models load from "
+        f"the cache or, if reachable, the hub"
     )
     print(f"  smoke test    {smoke}")
     line = f"  memory        process peak RSS {d['peak_rss_bytes'] / 2**20:.0f} MiB"
@@ -179,37 +187,40 @@ def doctor(
         line += f" of {d['ram_bytes'] / 2**30:.1f} GiB RAM"
     if "gpu_memory_bytes" in d:
         line += (
-            f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB free; "
-            f"max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB"
+            f"; GPU {d['gpu_memory_bytes'] / 2**30:.1f} GiB, {d['gpu_free_bytes'] / 2**30:.1f} GiB "
+            f"free; max allocated {d['cuda_max_memory_allocated_bytes'] / 2**20:.0f} MiB"
         )
     print(line)
     s, m = d["timing_stability"], d["machine_jitter"]
     print(
-        f"  timing        one 1-row decode pass timed {s['passes']} times: median {s['median_s'] * 1e3:.2f} ms, "
-        f"p90/p10 {1 + s['spread']:.2f} ({_quiet(s['spread'])})"
+        f"  timing        one 1-row decode pass timed {s['passes']} times: median "
+        f"{s['median_s'] * 1e3:.2f} ms, p90/p10 {1 + s['spread']:.2f} ({_quiet(s['spread'])})"
     )
     print(
-        f"  jitter        timed in turn with those passes, loops of the same length: bare torch products "
-        f"p90/p10 {1 + m['torch loop']['spread']:.2f}, pure Python {1 + m['python loop']['spread']:.2f}: "
-        + _whose(m["excess"])
+        f"  jitter        timed in turn with those passes, loops of the same length: bare torch "
+        f"products p90/p10 {1 + m['torch loop']['spread']:.2f}, pure Python "
+        f"{1 + m['python loop']['spread']:.2f}: " + _whose(m["excess"])
     )
     if d["slow_drift"] is not None:
         sd, tau = d["slow_drift"]["sd"], d["slow_drift"]["tau_s"]
         print(
-            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders by {sd:.0%} (sd) with a "
-            f"time constant of {tau:.2f} s: a queue feels that more than the spread above (the profile measures it, "
+            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, its speed wanders "
+            f"by {sd:.0%} (sd) with a time constant of {tau:.2f} s: a queue feels that more than "
+            f"the spread above (the profile measures it, "
             "and --step-noise profiled samples it)"
         )
     else:
         print(
-            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, no slow drift of its speed showed"
+            f"  drift         over {d['drift_probe_s']:.1f} s of the same pass, no slow drift of "
+            f"its speed showed"
         )
     from ..timing.drift import load_warning
 
     if d["load_average"] is not None:
         la = d["load_average"]
         print(
-            f"  load          load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {d['cores']} cores"
+            f"  load          load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {d['cores']} "
+            f"cores"
         )
         warn = load_warning(d["threads"])
         if warn:

@@ -1,4 +1,5 @@
-"""What realrun's commands share: the model, the engine, one measured run, and the lines a report ends with.
+"""What realrun's commands share: the model, the engine, one measured run, and the lines a report
+ends with.
 
 ``run`` and ``profile`` (``realrun.cli.run``), ``compare`` (``realrun.cli.compare`` and
 ``realrun.cli.compare_report``) and ``fleet`` (``realrun.cli.fleet``) all import from here, and
@@ -31,7 +32,8 @@ __all__ = [
 
 
 def load(args: argparse.Namespace, notes: list[str] | None = None):
-    """The model; what loading it had to decide (an EOS past the vocabulary, say) goes to ``notes``."""
+    """The model; what loading it had to decide (an EOS past the vocabulary, say) goes to
+    ``notes``."""
     from ..engine.model import load_model
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
@@ -120,7 +122,8 @@ def memory_line(meta: dict) -> str:
         parts = [f"peak RSS {meta['peak_rss_bytes'] / 2**20:.0f} MiB"]
     else:  # vLLM's engine core keeps its memory in a process of its own: not measured is not 0 MiB
         parts = [
-            f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside this process's count)"
+            f"peak RSS not measured (engine {meta.get('engine', 'unknown')} runs its model outside "
+            f"this process's count)"
         ]
     if "cuda_max_memory_allocated_bytes" in meta:
         parts.append(
@@ -140,16 +143,18 @@ def kv_line(meta: dict, policy_peak_tokens: int) -> str | None:
         "agree"
         if held * bs == policy_peak_tokens
         else (
-            f"differ: the policy counts {'padded rectangles' if held * bs < policy_peak_tokens else 'fewer'}"
+            f"differ: the policy counts "
+            f"{'padded rectangles' if held * bs < policy_peak_tokens else 'fewer'}"
         )
     )
     grown = (
         f"; grown {meta['kv_pool_regrown']} times mid-run" if meta.get("kv_pool_regrown") else ""
     )
     return (
-        f"KV: a pool of {meta['kv_pool_blocks']} blocks x {bs} tokens ({meta['kv_pool_bytes'] / 2**20:.1f} MiB, "
-        f"reserved at the start{grown}); at most {held} blocks held = {held * bs} tokens "
-        f"({meta['kv_peak_bytes_used'] / 2**20:.1f} MiB); the policy counted {policy_peak_tokens} tokens: {agree}"
+        f"KV: a pool of {meta['kv_pool_blocks']} blocks x {bs} tokens "
+        f"({meta['kv_pool_bytes'] / 2**20:.1f} MiB, reserved at the start{grown}); at most {held} "
+        f"blocks held = {held * bs} tokens ({meta['kv_peak_bytes_used'] / 2**20:.1f} MiB); the "
+        f"policy counted {policy_peak_tokens} tokens: {agree}"
     )
 
 
@@ -176,7 +181,8 @@ def all_rejected(results: dict) -> int:
     """2, with one line on stderr, when every request of every run was rejected; else 0."""
     if nothing_served(results):
         print(
-            f"realrun: error: every request was rejected, so nothing was measured ({rejection_lines(results)[0]})",
+            f"realrun: error: every request was rejected, so nothing was measured "
+            f"({rejection_lines(results)[0]})",
             file=sys.stderr,
         )
         return 2
@@ -184,7 +190,8 @@ def all_rejected(results: dict) -> int:
 
 
 def printable(meta: dict) -> dict:
-    """The meta a JSON report prints: without the per-step and per-token logs a run keeps for compare."""
+    """The meta a JSON report prints: without the per-step and per-token logs a run keeps for
+    compare."""
     return {
         k: v
         for k, v in meta.items()

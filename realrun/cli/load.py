@@ -1,4 +1,5 @@
-"""``python -m realrun load``: batchsim's workload flags, sent open-loop to an OpenAI-compatible server.
+"""``python -m realrun load``: batchsim's workload flags, sent open-loop to an OpenAI-compatible
+server.
 
 The workload is built exactly as ``realrun run`` builds it (``WorkloadConfig.from_flags`` over
 realrun's small defaults), so ``--rate``, ``--arrival gamma:2``, ``--trace FILE`` and the
@@ -38,10 +39,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "load",
         help="an open-loop load generator against any OpenAI-compatible server (ours, vllm serve)",
-        description="Send batchsim's workload to an OpenAI-compatible server, each request at its own arrival "
-        "time (open loop), streamed; measure TTFT, TPOT, ITL and E2E latency as vllm bench serve does.",
-        epilog=f"Defaults here are realrun's small load: --rate {d['rate']:g}, --requests {d['requests']}, "
-        f"--prompt-len {d['prompt_len']}, --output-len {d['output_len']}, as each flag's help says. "
+        description="Send batchsim's workload to an OpenAI-compatible server, each request at its "
+        "own arrival time (open loop), streamed; measure TTFT, TPOT, ITL and E2E latency as vllm "
+        "bench serve does.",
+        epilog=f"Defaults here are realrun's small load: --rate {d['rate']:g}, --requests "
+        f"{d['requests']}, --prompt-len {d['prompt_len']}, --output-len {d['output_len']}, as each "
+        f"flag's help says. "
         "Ctrl-C prints what was measured and exits 130.",
     )
     s = p.add_argument_group("server")
@@ -52,7 +55,8 @@ def add_parser(sub) -> None:
         "--endpoint",
         default="/v1/completions",
         metavar="PATH",
-        help="/v1/completions (default: the prompt as token ids) or /v1/chat/completions (the prompt as text)",
+        help="/v1/completions (default: the prompt as token ids) or /v1/chat/completions (the "
+        "prompt as text)",
     )
     s.add_argument(
         "--model",
@@ -65,10 +69,11 @@ def add_parser(sub) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="at most this many requests in flight; later arrivals wait on the client (default: no cap)",
+        help="at most this many requests in flight; later arrivals wait on the client (default: no "
+        "cap)",
     )
-    # No default from $OPENAI_API_KEY (vllm bench serve reads it): a student's real OpenAI key would be sent to
-    # whatever server the room points at. A key is given only on purpose.
+    # No default from $OPENAI_API_KEY (vllm bench serve reads it): a student's real OpenAI key would
+    # be sent to whatever server the room points at. A key is given only on purpose.
     s.add_argument(
         "--api-key",
         default=None,
@@ -89,7 +94,8 @@ def add_parser(sub) -> None:
         "--prompt-text",
         default=None,
         metavar="TEXT",
-        help="send this text as every prompt (default: --prompt-len token ids below 256, seeded by --seed)",
+        help="send this text as every prompt (default: --prompt-len token ids below 256, seeded by "
+        "--seed)",
     )
     o = p.add_argument_group("output")
     o.add_argument(
@@ -107,7 +113,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The command: 0 when any request completed, 1 when none did, 2 for bad input, 130 on Ctrl-C."""
+    """The command: 0 when any request completed, 1 when none did, 2 for bad input, 130 on
+    Ctrl-C."""
     try:
         flags = given(args)
         check_conflicts(flags)
@@ -149,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if report.interrupted:
         print(
-            f"{_PREFIX}interrupted (Ctrl-C): {len(report.results)} of {report.requests} requests finished",
+            f"{_PREFIX}interrupted (Ctrl-C): {len(report.results)} of {report.requests} requests "
+            f"finished",
             file=sys.stderr,
         )
         return 130
@@ -167,7 +175,8 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _traffic(wconf: WorkloadConfig) -> dict:
-    """vLLM's ``request_rate`` and ``burstiness`` (its gamma shape, 1/CV^2; 1 is Poisson) for the JSON."""
+    """vLLM's ``request_rate`` and ``burstiness`` (its gamma shape, 1/CV^2; 1 is Poisson) for the
+    JSON."""
     if wconf.trace is not None:
         return {"request_rate": "trace", "burstiness": None}
     process = wconf.arrival_process()
@@ -185,7 +194,8 @@ def _notes(flags: dict, span: float) -> None:
 
     if flags.get("prompt_text") is not None and flags.get("prompt_len") is not None:
         print(
-            f"{_PREFIX}note: --prompt-len {flags['prompt_len']} is ignored: --prompt-text is every prompt",
+            f"{_PREFIX}note: --prompt-len {flags['prompt_len']} is ignored: --prompt-text is every "
+            f"prompt",
             file=sys.stderr,
         )
     if span > LONG_REAL_RUN_S:

@@ -1,6 +1,8 @@
-"""Make the course's reference (``realrun.reference.course``) on this machine: a profile, then the bare run, timed.
+"""Make the course's reference (``realrun.reference.course``) on this machine: a profile, then the
+bare run, timed.
 
-    python -m realrun.cli.make_reference [--out realrun/reference/data] [--runs 2] [--compare-runs 1] [--calibration FILE]
+    python -m realrun.cli.make_reference [--out realrun/reference/data] [--runs 2] \
+        [--compare-runs 1] [--calibration FILE]
 
 1. Profiles tiny-gpt2 (CPU, fp32, one thread) on the shapes the default workload needs under
    the four policies, as ``realrun compare`` would, and writes the calibration.
@@ -103,17 +105,19 @@ def _runs(objs: list[dict]) -> list[dict]:
     return out
 
 
-#: The most the profile may misprice, in the median over the policies, the decode passes a reference run
-#: executed (decomposition a). The median: one policy's own miss (continuous's varied rows, -16 % to -21 %
-#: on a quiet machine here) is the model's and belongs in the reference; a neighbour on the core moves all,
-#: by 50-150 % (it halves this core). A later process runs its passes slower than the profile's own, even on
-#: a quiet machine (a median of -16 % in one reference attempt here): that too is what a student will see.
+#: The most the profile may misprice, in the median over the policies, the decode passes a reference
+#: run executed (decomposition a). The median: one policy's own miss (continuous's varied rows, -16
+#: % to -21 % on a quiet machine here) is the model's and belongs in the reference; a neighbour on
+#: the core moves all, by 50-150 % (it halves this core). A later process runs its passes slower
+#: than the profile's own, even on a quiet machine (a median of -16 % in one reference attempt
+#: here): that too is what a student will see.
 QUIET_PCT = 25.0
 
 
 def _noisy(objs: list[dict]) -> str:
-    """Why these runs are no reference ('' when they are): a reference is the machine at the profile's
-    level, so in every run the decode passes that ran must cost, in the median, what the profile priced."""
+    """Why these runs are no reference ('' when they are): a reference is the machine at the
+    profile's level, so in every run the decode passes that ran must cost, in the median, what the
+    profile priced."""
     import numpy as np
 
     for k, o in enumerate(objs, 1):
@@ -128,15 +132,15 @@ def _noisy(objs: list[dict]) -> str:
         med = float(np.median(errs))
         if abs(med) > QUIET_PCT:
             return (
-                f"run {k}: the profile priced the decode passes that ran {med:+.0f} % off their measured time, "
-                f"in the median over the policies (at most {QUIET_PCT:g} %)"
+                f"run {k}: the profile priced the decode passes that ran {med:+.0f} % off their "
+                f"measured time, in the median over the policies (at most {QUIET_PCT:g} %)"
             )
     return ""
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m realrun.cli.make_reference", description=__doc__.splitlines()[0]
+        prog="python -m realrun.cli.make_reference", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
         "--out",
@@ -153,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--calibration",
         default=None,
-        help="a profile of the default compare made here before (a quiet "
-        "moment's): time the runs against it instead of profiling again",
+        help="a profile of the default compare made here before (a quiet moment's): time the runs "
+        "against it instead of profiling again",
     )
     args = p.parse_args(argv)
     try:
@@ -181,14 +185,16 @@ def main(argv: list[str] | None = None) -> int:
         noisy = _noisy([o for _, o in timed])
         if noisy:
             print(
-                f"make_reference: the machine was not quiet ({noisy}): nothing written; run it again when nothing "
+                f"make_reference: the machine was not quiet ({noisy}): nothing written; run it "
+                f"again when nothing "
                 "else runs on this core",
                 file=sys.stderr,
             )
             return 1
         compare = [_timed(["compare"], Path(tmp))[0] for _ in range(args.compare_runs)]
         obj = {
-            "what": "the bare `python -m realrun` on the course machine, predicting from the calibration beside this file",
+            "what": "the bare `python -m realrun` on the course machine, predicting from the "
+            "calibration beside this file",
             "command": BARE_COMMAND,
             "workload": workload_text(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -33,8 +33,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "predict",
         help="batchsim's prediction of a `realrun serve --record` CSV, against what it measured",
-        description="Simulate the very arrivals a `realrun serve --record` CSV holds, under the policy "
-        "and limits its sidecar (FILE.json) names, with a calibrated step-time model; print "
+        description="Simulate the very arrivals a `realrun serve --record` CSV holds, under the "
+        "policy and limits its sidecar (FILE.json) names, with a calibrated step-time model; print "
         "predicted against measured per metric, with a verdict.",
         epilog="The record alone (no sidecar) still replays: python -m batchsim run --trace RECORD",
     )
@@ -44,14 +44,14 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--calibration",
         default=None,
-        help="step-time model (JSON from `python -m realrun profile` on the "
-        "machine that served; default: profile the sidecar's model now, on this machine)",
+        help="step-time model (JSON from `python -m realrun profile` on the machine that served; "
+        "default: profile the sidecar's model now, on this machine)",
     )
     p.add_argument(
         "--step-noise",
         default=None,
-        help="profiled (default: each simulated pass drawn from the profiled "
-        "spread and the machine's slow drift, over --seeds seeds: a median and a 90 %% band), passes (the passes' "
+        help="profiled (default: each simulated pass drawn from the profiled spread and the "
+        "machine's slow drift, over --seeds seeds: a median and a 90 %% band), passes (the passes' "
         "spread alone) or none (every pass at its mean)",
     )
     p.add_argument(
@@ -83,16 +83,19 @@ def _check(args) -> None:
         check_at_most("seeds", args.seeds, 200, "runs")
         if args.seeds > 1 and args.step_noise == "none":
             raise ConfigError(
-                f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass at its "
+                f"--seeds {args.seeds} draws step times, and --step-noise none prices every pass "
+                f"at its "
                 "mean: give one of them"
             )
     if not Path(args.record).is_file():
         raise ConfigError(
-            f"record {args.record!r}: no such file (the CSV `realrun serve --record FILE` writes at its stop)"
+            f"record {args.record!r}: no such file (the CSV `realrun serve --record FILE` writes "
+            f"at its stop)"
         )
     if args.calibration is not None and not Path(args.calibration).is_file():
         raise ConfigError(
-            f"calibration {args.calibration!r}: no such file (`python -m realrun profile` writes one)"
+            f"calibration {args.calibration!r}: no such file (`python -m realrun profile` writes "
+            f"one)"
         )
     if args.out is not None:
         check_out_dir(args.out, "out")
@@ -151,7 +154,8 @@ def _calibrated(args, rec: ServedRecord, notes: list[str]):
     )
     notes.append(
         f"calibration profiled now on this machine ({lm.describe()}, {len(prof.points)} shapes, "
-        f"{prof.seconds:.1f} s): the prediction is for this machine; if the record was served elsewhere, "
+        f"{prof.seconds:.1f} s): the prediction is for this machine; if the record was served "
+        f"elsewhere, "
         "pass that machine's calibration"
     )
     return prof.model, f"profiled now ({lm.describe()})", prof
@@ -163,19 +167,21 @@ def _seeds(args, model, notes: list[str]) -> int:
     if spread_of(model) is None:
         if args.step_noise in ("profiled", "passes"):
             raise ConfigError(
-                f"step-noise {args.step_noise} needs a calibration that kept each shape's spread (realrun profile "
+                f"step-noise {args.step_noise} needs a calibration that kept each shape's spread "
+                f"(realrun profile "
                 "writes one), and this one has none: re-profile, or use --step-noise none"
             )
         notes.append(
-            "note: the calibration kept no spread of its step times, so each pass is priced at its mean "
-            "(one prediction, no band, no noise)"
+            "note: the calibration kept no spread of its step times, so each pass is priced at its "
+            "mean (one prediction, no band, no noise)"
         )
         return 1
     return args.seeds or 5
 
 
 def plot_ttft_cdf(p: Prediction, path: str | Path, title: str = "") -> Path:
-    """The TTFT's CDF: measured (black) against each seed's prediction (light) and over the requests compared."""
+    """The TTFT's CDF: measured (black) against each seed's prediction (light) and over the requests
+    compared."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -225,8 +231,9 @@ def run(args: argparse.Namespace) -> int:
     pred = predict_record(rec, model, seeds, args.step_noise or "profiled")
     meta = rec.meta
     title = (
-        f"{Path(rec.path).name}: predicted vs measured\n{meta.get('policy_repr') or rec.policy.name} on "
-        f"{meta.get('model')} ({meta.get('device')})"
+        f"{Path(rec.path).name}: predicted vs "
+        f"measured\n{meta.get('policy_repr') or rec.policy.name} on {meta.get('model')} "
+        f"({meta.get('device')})"
     )
     if args.json:
         print(
@@ -257,8 +264,8 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(format_prediction(pred))
         print(
-            "error = (predicted - measured) / measured; seeds ±: the farthest seed from their median, % of measured; "
-            "within noise: off by no more than that"
+            "error = (predicted - measured) / measured; seeds ±: the farthest seed from their "
+            "median, % of measured; within noise: off by no more than that"
         )
         for n in notes:
             print(n)
@@ -274,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command on its own (``realrun.cli`` registers it as ``predict``): tests call this in-process."""
+    """The command on its own (``realrun.cli`` registers it as ``predict``): tests call this
+    in-process."""
     parser = Parser(prog="python -m realrun")
     add_parser(parser.add_subparsers(dest="command", parser_class=Parser))
     words = ["predict", *(sys.argv[1:] if argv is None else argv)]

@@ -1,4 +1,5 @@
-"""The work behind ``python -m realrun run`` and ``profile`` (``compare``'s is ``realrun.cli.compare``), once ``cli`` has checked the flags.
+"""The work behind ``python -m realrun run`` and ``profile`` (``compare``'s is
+``realrun.cli.compare``), once ``cli`` has checked the flags.
 
 Each command loads the model only after every flag and file was checked (``cli.RunSetup``),
 prints its results, and only then writes files, whole (``batchsim.core.files.Staging``),
@@ -53,7 +54,8 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
     label = name if setup.engine == "ours" else f"{name} ({setup.engine})"
     if setup.engine == "hf-continuous":
         notes.append(
-            "hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and KV peak read 0"
+            "hf-continuous runs its own scheduler: its steps are not observed, so busy, batch and "
+            "KV peak read 0"
         )
     span = float(setup.workload.arrivals[-1]) if len(setup.workload) else 0.0
     measure = Progress(progress_lines(args, span)).runs(1, measure)
@@ -117,17 +119,18 @@ def run(args: argparse.Namespace, setup: RunSetup) -> int:
     return code or all_rejected({label: result})
 
 
-# -- compare ----------------------------------------------------------------------------------------
+# -- compare ---------------------------------------------------------------------------------------
 
 
 def compare(args: argparse.Namespace, setup: RunSetup) -> int:
-    """``python -m realrun compare`` (and the bare ``python -m realrun``): see ``realrun.cli.compare``."""
+    """``python -m realrun compare`` (and the bare ``python -m realrun``): see
+    ``realrun.cli.compare``."""
     from .compare import compare as run_compare
 
     return run_compare(args, setup)
 
 
-# -- profile ----------------------------------------------------------------------------------------
+# -- profile ---------------------------------------------------------------------------------------
 
 
 def _profile_path(args, lm_name: str | None = None, device: str | None = None) -> Path:
@@ -135,7 +138,8 @@ def _profile_path(args, lm_name: str | None = None, device: str | None = None) -
     out = Path(args.out) if args.out else Path("out") / "realrun"
     if out.suffix.lower() == ".json":
         return out
-    name = f"calibration-{(lm_name or 'MODEL').replace('/', '_')}-{(device or 'DEVICE').replace(':', '')}.json"
+    model = (lm_name or "MODEL").replace("/", "_")
+    name = f"calibration-{model}-{(device or 'DEVICE').replace(':', '')}.json"
     return out / name
 
 
@@ -191,13 +195,14 @@ def profile(args: argparse.Namespace) -> int:
         print(f"realrun profile: {lm.describe()}")
         print()
         print(
-            f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} {'model ms':>9s} {'error':>7s} {'spread':>7s}"
+            f"{'kind':18s} {'rows':>5s} {'query':>6s} {'past':>7s} {'measured ms':>11s} "
+            f"{'model ms':>9s} {'error':>7s} {'spread':>7s}"
         )
         for q in prof.points:
             t = prof.model.pass_time(point_pass(q))
             print(
-                f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} {t * 1e3:9.3f} "
-                f"{(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%"
+                f"{q.kind:18s} {q.rows:5d} {q.query:6d} {q.past:7.0f} {q.seconds * 1e3:11.3f} "
+                f"{t * 1e3:9.3f} {(t - q.seconds) / q.seconds * 100:+6.0f}% {q.spread * 100:6.0f}%"
             )
         print()
         print(prof.text())
@@ -207,6 +212,7 @@ def profile(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"calibration written: {path}")
         print(
-            f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare --calibration {path})"
+            f"use it: python -m batchsim run --calibration {path}   (or python -m realrun compare "
+            f"--calibration {path})"
         )
     return 0

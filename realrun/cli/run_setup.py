@@ -1,4 +1,5 @@
-"""A real run, resolved and checked before the model loads: the workload, the policies, the limits, the folder.
+"""A real run, resolved and checked before the model loads: the workload, the policies, the limits,
+the folder.
 
 ``RunSetup(args)`` turns realrun's flags into batchsim's frozen configurations (the same
 ``WorkloadConfig`` and ``PolicyConfig`` batchsim's own command line builds), checks every
@@ -49,9 +50,10 @@ __all__ = [
     "nothing_served",
 ]
 
-#: A load a 2-core laptop serves in seconds per policy, and busy enough that predicted against measured
-#: means something: the taxi is busy 73 % of the time predicted, 80 % measured, in the shipped reference
-#: (realrun/reference/data, tiny-gpt2 on one CPU thread); the batching policies 29-69 %.
+#: A load a 2-core laptop serves in seconds per policy, and busy enough that predicted against
+#: measured means something: the taxi is busy 73 % of the time predicted, 80 % measured, in the
+#: shipped reference (realrun/reference/data, tiny-gpt2 on one CPU thread); the batching policies
+#: 29-69 %.
 REALRUN_DEFAULTS = {
     "rate": 4.0,
     "requests": 32,
@@ -126,8 +128,8 @@ def check_model_flags(args: argparse.Namespace) -> None:
 
 
 def check_model_path(name) -> None:
-    """A name written as a path (/x, ./x, ~/x) that is not there is a typo, not a hub id: say so now,
-    rather than after a probe of the hub that blames the network."""
+    """A name written as a path (/x, ./x, ~/x) that is not there is a typo, not a hub id: say so
+    now, rather than after a probe of the hub that blames the network."""
     if not isinstance(name, str):
         return
     if name.startswith(("/", "./", "../", "~", ".\\")) and not Path(name).expanduser().exists():
@@ -196,7 +198,8 @@ class RunSetup:
                 )
             )
         if getattr(args, "busy", None) is not None:
-            return  # --busy sets the rate from the step times: compare checks the span once it has set it
+            # --busy sets the rate from the step times: compare checks the span once it has set it
+            return
         span = float(self.workload.arrivals[-1]) if len(self.workload) else 0.0
         check_real_span([span] * len(self.names), args.no_size_check)
 
@@ -208,12 +211,14 @@ def _fleet(flags: dict, d: dict, engine: str):
     fleet = FleetConfig.from_flags(flags, d)
     if fleet.replicas > 1 and engine == "hf-continuous":
         raise ConfigError(
-            f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs transformers' "
+            f"replicas {fleet.replicas} needs engine ours or hf-generate: hf-continuous runs "
+            f"transformers' "
             "own scheduler thread, which does not take turns with another engine"
         )
     if fleet.replicas > 1 and engine == "vllm":
         raise ConfigError(
-            f"replicas {fleet.replicas} needs engine ours or hf-generate: engine vllm is one vLLM server "
+            f"replicas {fleet.replicas} needs engine ours or hf-generate: engine vllm is one vLLM "
+            f"server "
             "with its own scheduler, which does not take turns with another engine (batchsim run "
             f"--replicas {fleet.replicas} simulates a fleet)"
         )
@@ -221,8 +226,9 @@ def _fleet(flags: dict, d: dict, engine: str):
 
 
 def check_fleet_count(replicas: int, requests: int) -> None:
-    """Each engine of a real fleet holds its own copy of the packed weights: one that can never be given a
-    request is memory spent for nothing (4,096 engines of tiny-gpt2 fill 200 GB before the first step)."""
+    """Each engine of a real fleet holds its own copy of the packed weights: one that can never be
+    given a request is memory spent for nothing (4,096 engines of tiny-gpt2 fill 200 GB before the
+    first step)."""
     if replicas > requests:
         raise ConfigError(
             f"replicas {replicas} is more engines than the run's {requests} requests: "
@@ -242,8 +248,8 @@ def _check_hf_block_size(block_size: int) -> None:
 
 
 def _check_vllm_model(name: str) -> None:
-    """vLLM loads a folder (or an offline model, which realrun saves for it): say so of a path that is not one,
-    before our own loader, which would look for it on the hub, blames the network."""
+    """vLLM loads a folder (or an offline model, which realrun saves for it): say so of a path that
+    is not one, before our own loader, which would look for it on the hub, blames the network."""
     from ..engine.model import OFFLINE_MODELS
     from ..reference.vllm.server import model_dir
 
@@ -286,7 +292,8 @@ def _usable_policies(
         kept = [n for n in names if n in _PADDED]
         if not kept:
             raise ConfigError(
-                "engine hf-generate runs padded batches only: policy must be taxi, static or dynamic"
+                "engine hf-generate runs padded batches only: policy must be taxi, static or "
+                "dynamic"
             )
         if len(kept) < len(names):
             notes.append("engine hf-generate runs padded batches only: continuous is left out")
@@ -295,12 +302,13 @@ def _usable_policies(
         others = [n for n in names if n != "continuous"]
         if others and policy_given:
             raise ConfigError(
-                f"engine vllm is vLLM's own scheduler (continuous batching): policy must be continuous, "
-                f"got {','.join(names)}"
+                f"engine vllm is vLLM's own scheduler (continuous batching): policy must be "
+                f"continuous, got {','.join(names)}"
             )
         if others:
             notes.append(
-                "engine vllm schedules by itself (vLLM V1, continuous batching): only policy continuous is run"
+                "engine vllm schedules by itself (vLLM V1, continuous batching): only policy "
+                "continuous is run"
             )
         return ["continuous"]
     if engine_name == "hf-continuous":
@@ -310,14 +318,16 @@ def _usable_policies(
             )
         if len(names) > 1:
             notes.append(
-                "engine hf-continuous schedules by itself: only the continuous policy's limits are passed on"
+                "engine hf-continuous schedules by itself: only the continuous policy's limits are "
+                "passed on"
             )
         return ["continuous"]
     return names
 
 
 def _vllm_defaults(args, flags: dict, d: dict, notes: list[str]) -> dict:
-    """vLLM must be importable, and on the CPU its blocks are a multiple of 32 tokens: checked before anything loads."""
+    """vLLM must be importable, and on the CPU its blocks are a multiple of 32 tokens: checked
+    before anything loads."""
     from ..reference.vllm.knobs import CPU_BLOCK_MULTIPLE
     from ..reference.vllm.server import require_vllm
 
@@ -325,14 +335,14 @@ def _vllm_defaults(args, flags: dict, d: dict, notes: list[str]) -> dict:
     on_cpu = not str(args.device).startswith("cuda")
     if on_cpu and "block_size" not in flags:
         notes.append(
-            f"engine vllm on the CPU: block size {CPU_BLOCK_MULTIPLE} (its kernels take multiples of "
-            f"{CPU_BLOCK_MULTIPLE}), on both the measured and the simulated side"
+            f"engine vllm on the CPU: block size {CPU_BLOCK_MULTIPLE} (its kernels take multiples "
+            f"of {CPU_BLOCK_MULTIPLE}), on both the measured and the simulated side"
         )
         return {**d, "block_size": CPU_BLOCK_MULTIPLE}
     if on_cpu and int(flags["block_size"]) % CPU_BLOCK_MULTIPLE:
         raise ConfigError(
-            f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for engine vllm on the CPU (its "
-            f"attention kernels), got {show(flags['block_size'])}"
+            f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for engine vllm on the CPU "
+            f"(its attention kernels), got {show(flags['block_size'])}"
         )
     return d
 
@@ -348,8 +358,8 @@ def write_outputs(setup: RunSetup, results: dict, args, figure=None) -> list[Pat
 
 
 def stage_outputs(staging: Staging, results: dict, args, figure=None) -> list[Path]:
-    """Write into ``staging`` the records (with --out) and the figure (unless --no-plots); the paths they
-    will have once it is committed."""
+    """Write into ``staging`` the records (with --out) and the figure (unless --no-plots); the paths
+    they will have once it is committed."""
     paths = []
     if args.out:
         for prefix, res in results.items():

@@ -27,7 +27,8 @@ from .run_setup import REALRUN_DEFAULTS
 
 __all__ = ["add_parser", "run", "SERVE_DEFAULTS"]
 
-#: A class on a laptop's CPU: continuous batching, with realrun's own knobs (32 rows, 1024 prompt tokens a step).
+#: A class on a laptop's CPU: continuous batching, with realrun's own knobs (32 rows, 1024 prompt
+#: tokens a step).
 SERVE_DEFAULTS = {
     "policy": "continuous",
     **{k: REALRUN_DEFAULTS[k] for k in ("max_batch", "max_wait", "max_seqs", "max_batched_tokens")},
@@ -55,19 +56,22 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 for a class on the network)",
+        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 for a class on "
+        "the network)",
     )
     g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     g.add_argument(
         "--max-queue",
         type=int,
         default=None,
-        help="requests allowed to wait; beyond them a request gets 503 with Retry-After (default: no bound)",
+        help="requests allowed to wait; beyond them a request gets 503 with Retry-After (default: "
+        "no bound)",
     )
     g.add_argument(
         "--record",
         default=None,
-        help="write every request's arrival, lengths and measured times to this CSV when the server stops: a trace `batchsim run --trace` replays",
+        help="write every request's arrival, lengths and measured times to this CSV when the "
+        "server stops: a trace `batchsim run --trace` replays",
     )
     g.add_argument(
         "--drain-timeout",
@@ -83,9 +87,9 @@ def add_parser(sub) -> None:
         "--save-folder",
         default=None,
         metavar="DIR",
-        help="write the served offline model (weights, config "
-        "and its tokenizer) to DIR and exit, for a client that needs the tokenizer: "
-        "vllm bench serve --model DIR --served-model-name tiny-gpt2",
+        help="write the served offline model (weights, config and its tokenizer) to DIR and exit, "
+        "for a client that needs the tokenizer: vllm bench serve --model DIR --served-model-name "
+        "tiny-gpt2",
     )
     r = p.add_argument_group(
         "a room of students (limits, each answered as an HTTP error naming it)"
@@ -93,50 +97,50 @@ def add_parser(sub) -> None:
     r.add_argument(
         "--api-key",
         default=None,
-        help="every /v1 route needs 'Authorization: Bearer KEY' with this key, "
-        "as vllm serve --api-key (default: none; set one with --host 0.0.0.0)",
+        help="every /v1 route needs 'Authorization: Bearer KEY' with this key, as vllm serve "
+        "--api-key (default: none; set one with --host 0.0.0.0)",
     )
     r.add_argument(
         "--max-queue-per-client",
         type=int,
         default=None,
-        help="requests one client may have waiting "
-        "(not yet started); beyond them 503, so one student's script cannot fill the queue (default: no bound)",
+        help="requests one client may have waiting (not yet started); beyond them 503, so one "
+        "student's script cannot fill the queue (default: no bound)",
     )
     r.add_argument(
         "--client-by",
         choices=("address", "key"),
         default="address",
-        help="who a client is: its "
-        "address (default: a script cannot pose as another machine) or its API key (students sharing a machine)",
+        help="who a client is: its address (default: a script cannot pose as another machine) or "
+        "its API key (students sharing a machine)",
     )
     r.add_argument(
         "--max-connections",
         type=int,
         default=1000,
-        help="open connections at most; one more gets 503 "
-        "at once (default 1000: a class of 100 with a few each, under a laptop's 1024 open files)",
+        help="open connections at most; one more gets 503 at once (default 1000: a class of 100 "
+        "with a few each, under a laptop's 1024 open files)",
     )
     r.add_argument(
         "--header-timeout",
         type=float,
         default=10.0,
-        help="seconds for a request's head to arrive, "
-        "else 408 and closed (default 10: a real client sends it in milliseconds)",
+        help="seconds for a request's head to arrive, else 408 and closed (default 10: a real "
+        "client sends it in milliseconds)",
     )
     r.add_argument(
         "--body-timeout",
         type=float,
         default=30.0,
-        help="seconds for a request's body to arrive whole, "
-        "else 408 (default 30: the largest body in well under a second on a room's network)",
+        help="seconds for a request's body to arrive whole, else 408 (default 30: the largest body "
+        "in well under a second on a room's network)",
     )
     r.add_argument(
         "--max-body-bytes",
         type=int,
         default=None,
-        help="largest request body, else 413 (default: 64 "
-        "bytes per token of the model's context, at least 1 MiB: room for any prompt the model takes)",
+        help="largest request body, else 413 (default: 64 bytes per token of the model's context, "
+        "at least 1 MiB: room for any prompt the model takes)",
     )
 
 
@@ -173,12 +177,14 @@ def _check(args) -> None:
         check_output(args.record, "record")
     if args.log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise ConfigError(
-            f"log-level must be critical, error, warning, info, debug or trace, got {show(args.log_level)}"
+            f"log-level must be critical, error, warning, info, debug or trace, got "
+            f"{show(args.log_level)}"
         )
 
 
 def _check_queue(args, policy) -> None:
-    """A bus that waits for N can never leave if fewer than N may wait: it would hold them forever."""
+    """A bus that waits for N can never leave if fewer than N may wait: it would hold them
+    forever."""
     if args.max_queue is not None and policy.name == "static" and policy.max_batch > args.max_queue:
         raise ConfigError(
             f"max-queue {args.max_queue} is below the static bus's --max-batch {policy.max_batch}: "
@@ -187,7 +193,8 @@ def _check_queue(args, policy) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check every flag, load the model, serve until SIGTERM or Ctrl-C; 0 when it stopped cleanly."""
+    """Check every flag, load the model, serve until SIGTERM or Ctrl-C; 0 when it stopped
+    cleanly."""
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401 - the extra is checked before the model loads
@@ -209,13 +216,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _save_folder(args) -> int:
-    """``--save-folder DIR``: the model folder a client's tokenizer is read from (seed 0, as served)."""
+    """``--save-folder DIR``: the model folder a client's tokenizer is read from (seed 0, as
+    served)."""
     from ..reference.vllm.tokenizer import save_served_model
 
     folder = save_served_model(args.model, args.save_folder)
     print(
-        f"realrun serve: wrote {args.model} with its tokenizer to {folder} (then: python -m realrun.reference.vllm.bench serve "
-        f"--base-url http://HOST:PORT --model {folder} --served-model-name {args.served_model_name or args.model} ...)",
+        f"realrun serve: wrote {args.model} with its tokenizer to {folder} (then: python -m "
+        f"realrun.reference.vllm.bench serve --base-url http://HOST:PORT --model {folder} "
+        f"--served-model-name {args.served_model_name or args.model} ...)",
         file=sys.stderr,
     )
     return 0

@@ -1,4 +1,5 @@
-"""A fleet on the wall clock: several engines in one process, taking turns, behind batchsim's router.
+"""A fleet on the wall clock: several engines in one process, taking turns, behind batchsim's
+router.
 
 ``run_real_fleet`` is ``batchsim.core.driver.drive`` with one policy and one
 ``WallExecutor`` per engine and a router: the loop that simulates a fleet, on the wall
@@ -39,7 +40,8 @@ TAKING_TURNS = (
 
 
 def check_fleet_memory(lm, replicas: int, memory: float | None = None) -> None:
-    """Refuse, before the first engine is built, a fleet whose engines would not fit in this machine's memory."""
+    """Refuse, before the first engine is built, a fleet whose engines would not fit in this
+    machine's memory."""
     from batchsim.core.errors import ConfigError
     from batchsim.core.sizing import OVERRIDE_FLAG, machine_memory
 
@@ -50,9 +52,9 @@ def check_fleet_memory(lm, replicas: int, memory: float | None = None) -> None:
         most = max(1, int(0.8 * memory // each))
         raise ConfigError(
             f"replicas {replicas}: {replicas:,} engines of {lm.name} need about "
-            f"{replicas * each / 1e9:,.1f} GB (each keeps its own packed copy of the weights, about "
-            f"{each / 1e6:,.0f} MB), more than this machine's {memory / 1e9:,.0f} GB; lower --replicas "
-            f"(at most {most} here), or pass {OVERRIDE_FLAG}"
+            f"{replicas * each / 1e9:,.1f} GB (each keeps its own packed copy of the weights, "
+            f"about {each / 1e6:,.0f} MB), more than this machine's {memory / 1e9:,.0f} GB; lower "
+            f"--replicas (at most {most} here), or pass {OVERRIDE_FLAG}"
         )
 
 
@@ -93,8 +95,8 @@ def run_real_fleet(
     result = result_of(
         run,
         list(policies),
-        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), "
-        f"{n} engines {engines[0].name} taking turns",
+        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), {n} engines "
+        f"{engines[0].name} taking turns",
         limits,
         workload,
         meta={

@@ -1,4 +1,5 @@
-"""The memory a run actually took: CUDA's peak allocation on a GPU, the process's peak RSS always."""
+"""The memory a run actually took: CUDA's peak allocation on a GPU, the process's peak RSS
+always."""
 
 from __future__ import annotations
 

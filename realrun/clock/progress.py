@@ -32,8 +32,8 @@ def progress_lines(args, expected_s: float) -> bool:
 
 
 class Progress:
-    """``Progress(True).line("measuring taxi")`` prints ``realrun: [   3 s] measuring taxi`` on stderr;
-    ``Progress(False)`` prints nothing. The time is the wall time since it was made."""
+    """``Progress(True).line("measuring taxi")`` prints ``realrun: [   3 s] measuring taxi`` on
+    stderr; ``Progress(False)`` prints nothing. The time is the wall time since it was made."""
 
     def __init__(
         self,
@@ -59,8 +59,8 @@ class Progress:
             )
 
     def runs(self, total: int, measure):
-        """``measure(label, policy)`` wrapped so that each call first says which run of ``total`` it is
-        and, after the first, about how long the rest will take (the runs so far, on average)."""
+        """``measure(label, policy)`` wrapped so that each call first says which run of ``total`` it
+        is and, after the first, about how long the rest will take (the runs so far, on average)."""
         done = {"n": 0, "t": 0.0}
 
         def wrapped(label, policy):

@@ -15,7 +15,8 @@ from batchsim.core.errors import ConfigError
 
 __all__ = ["LONG_REAL_RUN_S", "MAX_REAL_RUN_S", "check_real_span"]
 
-#: A real run whose arrivals alone span longer than this says how long it will take, before it starts.
+#: A real run whose arrivals alone span longer than this says how long it will take, before it
+#: starts.
 LONG_REAL_RUN_S = 60.0
 #: ... and one longer than a day is refused (``--no-size-check`` runs it anyway).
 MAX_REAL_RUN_S = 86_400.0
@@ -24,20 +25,23 @@ MAX_REAL_RUN_S = 86_400.0
 def check_real_span(
     spans: list[float], allowed: bool, cause: str = "", fix: str = "raise --rate"
 ) -> None:
-    """Refuse a real run whose arrivals span more than a day in all (``spans``: each measured run's), unless
-    ``allowed`` (--no-size-check); say how long one over a minute will take. ``cause`` says which flag set
-    the rate where that was not --rate (compare's --busy sets it only once the step times are known)."""
+    """Refuse a real run whose arrivals span more than a day in all (``spans``: each measured
+    run's), unless ``allowed`` (--no-size-check); say how long one over a minute will take.
+    ``cause`` says which flag set the rate where that was not --rate (compare's --busy sets it only
+    once the step times are known)."""
     total, runs = sum(spans), len(spans)
     span = max(spans, default=0.0)
     if total > MAX_REAL_RUN_S and not allowed:
         raise ConfigError(
-            f"{cause}the arrivals span up to {_hours(span)} per run ({runs} to measure): more than a "
-            f"day of real time; {fix}, lower --requests or --duration, or pass {sizing.OVERRIDE_FLAG}"
+            f"{cause}the arrivals span up to {_hours(span)} per run ({runs} to measure): more than "
+            f"a day of real time; {fix}, lower --requests or --duration, or pass "
+            f"{sizing.OVERRIDE_FLAG}"
         )
     if total > LONG_REAL_RUN_S:
         print(
-            f"realrun: note: this will take at least {_hours(total)}: the arrivals span up to {_hours(span)} per "
-            f"run ({runs} to measure); Ctrl-C stops it and keeps what was measured",
+            f"realrun: note: this will take at least {_hours(total)}: the arrivals span up to "
+            f"{_hours(span)} per run ({runs} to measure); Ctrl-C stops it and keeps what was "
+            f"measured",
             file=sys.stderr,
         )
 

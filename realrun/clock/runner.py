@@ -85,11 +85,12 @@ def explain_oom(error: BaseException, step: Step) -> str:
 
 
 def _check_run_args(workload, policy, engine) -> None:
-    """``run_real``'s three positional arguments, named as ``simulate``'s are (``batchsim.sim.arguments``)."""
+    """``run_real``'s three positional arguments, named as ``simulate``'s are
+    (``batchsim.sim.arguments``)."""
     if not isinstance(workload, Workload):
         raise ConfigError(
-            f"workload must be a Workload (make_workload(...) or trace_workload(...)), "
-            f"got {show(workload)}"
+            f"workload must be a Workload (make_workload(...) or trace_workload(...)), got "
+            f"{show(workload)}"
         )
     if not isinstance(policy, Policy):
         hint = (
@@ -143,7 +144,8 @@ def run_real(
     result = result_of(
         run,
         policy,
-        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine {engine.name}",
+        f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine "
+        f"{engine.name}",
         limits,
         workload,
         meta={

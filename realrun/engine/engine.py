@@ -65,7 +65,8 @@ __all__ = ["Engine", "PREALLOCATE_BYTES", "KV_LAYOUTS", "DEFAULT_BLOCK_SIZE"]
 #: The pool's block size for a policy that counts no blocks (taxi, static, dynamic): vLLM's default.
 DEFAULT_BLOCK_SIZE = 16
 
-#: How the engine holds the KV cache: "auto" (paged where the body can attend over blocks), "paged", "padded".
+#: How the engine holds the KV cache: "auto" (paged where the body can attend over blocks), "paged",
+#: "padded".
 KV_LAYOUTS = ("auto", "paged", "padded")
 
 #: The most KV buffer memory ``Engine.preallocate`` reserves up front (a classroom laptop has 8 GB).
@@ -73,7 +74,8 @@ PREALLOCATE_BYTES = 1 << 30
 
 
 class Engine:
-    """Runs Steps on ``lm`` with a batched KV cache (a block pool, or padded rows). One engine serves many runs."""
+    """Runs Steps on ``lm`` with a batched KV cache (a block pool, or padded rows). One engine
+    serves many runs."""
 
     name = "ours"
 
@@ -87,7 +89,8 @@ class Engine:
     ) -> None:
         if not isinstance(lm, LoadedModel):
             raise ConfigError(
-                f"lm must be a loaded model (realrun.engine.model.load_model('tiny-gpt2')), got {show(lm)}"
+                f"lm must be a loaded model (realrun.engine.model.load_model('tiny-gpt2')), got "
+                f"{show(lm)}"
             )
         if kv not in KV_LAYOUTS:
             raise ConfigError(f"kv must be one of {', '.join(KV_LAYOUTS)}, got {show(kv)}")
@@ -99,14 +102,16 @@ class Engine:
         self.device = next(self.model.parameters()).device
         self.dtype = next(self.model.parameters()).dtype
         self._cache_kw = cache_argument(self.model)
-        # On a CPU, the products run with their weights packed for oneDNN (``packed``): a copy of the
-        # model's body, then the output layer on each row's last position; else the model's own forward.
+        # On a CPU, the products run with their weights packed for oneDNN (``packed``): a copy of
+        # the model's body, then the output layer on each row's last position; else the model's own
+        # forward.
         packed = packed_model(self.model) if self.device.type == "cpu" else None
         self._body, self.head = packed if packed is not None else (None, None)
         if packed is not None:
             warm([*self._body.modules(), self.head])
         self._shapes = self._warm_up()
-        # The paged pool, where the body (our own copy of the model's) can be told to attend over blocks.
+        # The paged pool, where the body (our own copy of the model's) can be told to attend over
+        # blocks.
         self.paged: PagedPasses | None = None
         self.kv_note = (
             "padded: asked for"
@@ -133,7 +138,8 @@ class Engine:
                 self.kv_note = f"padded: {e}"
         if kv == "paged" and self.paged is None:
             raise ValueError(f"kv='paged' is not possible with this model here ({self.kv_note})")
-        #: The passes on the engine's KV layout (one interface: prefill, decode, join, drop, fill, held).
+        #: The passes on the engine's KV layout (one interface: prefill, decode, join, drop, fill,
+        #: held).
         self.kv: PagedPasses | PaddedPasses = (
             self.paged
             if self.paged is not None
@@ -157,13 +163,15 @@ class Engine:
 
     @property
     def plan(self) -> str:
-        """The pass plan this engine runs a step as (``batchsim.core.plan``), which its profile prices."""
+        """The pass plan this engine runs a step as (``batchsim.core.plan``), which its profile
+        prices."""
         return "paged" if self.paged is not None else "grouped"
 
     # -- set-up -------------------------------------------------------------------------
     @torch.inference_mode()
     def _warm_up(self) -> list[tuple[int, int]]:
-        """Learn each layer's (KV heads, head dim) and pay the first-call costs before any clock runs."""
+        """Learn each layer's (KV heads, head dim) and pay the first-call costs before any clock
+        runs."""
         from transformers import DynamicCache
 
         ids = torch.zeros(4, 16, dtype=torch.long, device=self.device)
@@ -200,13 +208,15 @@ class Engine:
         self.pass_log: list[
             tuple[Pass, float]
         ] = []  # every pass run: its planned shape and seconds
-        # In step with ``pass_log`` over a run (only a run reads it): the seconds between the previous step's
-        # last pass and this step's start, on each step's first pass (0 on the others). The simulator
-        # prices a step after the server sat idle with a cold-start extra (``wake_penalty``), so the
-        # pass-by-pass referee (realrun.timing.pass_level) needs to know which passes followed an idle.
+        # In step with ``pass_log`` over a run (only a run reads it): the seconds between the
+        # previous step's last pass and this step's start, on each step's first pass (0 on the
+        # others). The simulator prices a step after the server sat idle with a cold-start extra
+        # (``wake_penalty``), so the pass-by-pass referee (realrun.timing.pass_level) needs to know
+        # which passes followed an idle.
         self.pass_idle: list[float] = []
-        # ... and the repetition of its step each pass ran in (0: the step's first): a step's first decode
-        # passes run slower than the repeated ones the profile's grid times (``first_decode_extra``).
+        # ... and the repetition of its step each pass ran in (0: the step's first): a step's first
+        # decode passes run slower than the repeated ones the profile's grid times
+        # (``first_decode_extra``).
         self.pass_rep: list[int] = []
         self._last_end: float | None = None
         self.on_tokens: Callable[[list[int], list[int]], None] | None = (
@@ -214,8 +224,8 @@ class Engine:
         )
 
     def admit(self, request: Request, prompt: list[int] | None = None) -> None:
-        """A request the run did not know at its start (a live server's), with its prompt ids if given
-        (otherwise seeded from its id, as for a workload's)."""
+        """A request the run did not know at its start (a live server's), with its prompt ids if
+        given (otherwise seeded from its id, as for a workload's)."""
         rid = request.id
         self.requests[rid] = request
         self.out_len[rid] = request.output_tokens
@@ -241,8 +251,8 @@ class Engine:
         A cache that outgrows its memory mid-run copies all of itself into more, and on a CPU that
         costs a third of a second for half a gigabyte of a long-prompt batch: a handful of those
         make a short run's steps a third slower than their passes, at moments no cost model can
-        foresee. The pool is sized as the policy counts blocks; the rectangle's buffers, allocated up
-        front, only ever slide their window back (a copy, no allocation). Neither takes more than
+        foresee. The pool is sized as the policy counts blocks; the rectangle's buffers, allocated
+        up front, only ever slide their window back (a copy, no allocation). Neither takes more than
         ``PREALLOCATE_BYTES``: beyond it the cache grows if it must."""
         if not self.requests:
             return
@@ -252,11 +262,11 @@ class Engine:
         )
         rows = min(int(max_rows), len(self.requests))
         if self.paged is not None:
-            # The most the run can hold: every row at the longest context, or the policy's KV budget if
-            # that is less. A policy that counts blocks (``block_size``) holds exactly its count. One that
-            # counts rectangles (taxi, static, dynamic: rows x longest) holds a little more in blocks: each
-            # row's context rounds up to a block, and a prefill holds each short prompt's padding in
-            # blocks of its own for the pass; two blocks per row cover both.
+            # The most the run can hold: every row at the longest context, or the policy's KV budget
+            # if that is less. A policy that counts blocks (``block_size``) holds exactly its count.
+            # One that counts rectangles (taxi, static, dynamic: rows x longest) holds a little more
+            # in blocks: each row's context rounds up to a block, and a prefill holds each short
+            # prompt's padding in blocks of its own for the pass; two blocks per row cover both.
             counted = block_size is not None
             bs = int(block_size or DEFAULT_BLOCK_SIZE)
             slack = 0 if counted else 2 * rows
@@ -272,12 +282,13 @@ class Engine:
 
     @property
     def kv_peak_bytes(self) -> int:
-        """The most KV bytes the run held: the pool (reserved whole at its start), or the rectangle's peak."""
+        """The most KV bytes the run held: the pool (reserved whole at its start), or the
+        rectangle's peak."""
         return self.kv.peak_bytes
 
     def kv_figures(self) -> dict:
-        """The KV cache's layout and bytes for a run's record: the pool reserved (blocks x block bytes),
-        the most blocks held at once, and whether the pool had to grow mid-run."""
+        """The KV cache's layout and bytes for a run's record: the pool reserved (blocks x block
+        bytes), the most blocks held at once, and whether the pool had to grow mid-run."""
         if self.paged is None:
             return {"kv_layout": "padded"}
         pool = self.paged.pool
@@ -308,8 +319,9 @@ class Engine:
     def execute(
         self, step: Step, should_stop: Callable[[], bool] | None = None
     ) -> tuple[float, list[float]]:
-        """Run ``step``: up to ``step.repeat`` passes, fewer if it is interruptible and ``should_stop()``
-        turns true after a pass. Returns (start, end of each pass) on ``clock``."""
+        """Run ``step``: up to ``step.repeat`` passes, fewer if it is interruptible and
+        ``should_stop()`` turns true after a pass. Returns (start, end of each pass) on
+        ``clock``."""
         t_start = self.clock()
         kv = self.kv
         if step.preempted:
@@ -327,7 +339,8 @@ class Engine:
                 if p.prefill_rows:
                     if j:
                         continue
-                    # A padded batch's pass computes rows x its longest prompt (the plan counts the padding).
+                    # A padded batch's pass computes rows x its longest prompt (the plan counts the
+                    # padding).
                     pad_to = p.query if p.prefill_tokens > sum(c.length for c in p.chunks) else 0
                     done, toks, pending = kv.prefill(list(p.chunks), pad_to)
                     joining.append(pending)
@@ -409,7 +422,8 @@ class Engine:
         ctx = p + self.generated[rid]
         if upto > len(ctx):
             raise RuntimeError(
-                f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} tokens exist"
+                f"request {rid}: a chunk reaches context position {upto}, but only {len(ctx)} "
+                f"tokens exist"
             )
         return ctx
 
@@ -427,5 +441,6 @@ class Engine:
                     self.eos_at[rid] = len(g)
                     self._eos_new.append(rid)
         if kept:
-            # Told as each pass produces them (not at the step's end): a stream's inter-token gaps are real.
+            # Told as each pass produces them (not at the step's end): a stream's inter-token gaps
+            # are real.
             self.on_tokens(kept, [gen[r][-1] for r in kept])

@@ -1,4 +1,5 @@
-"""What the engines feed the model: a request's prompt as token ids, and the name of the forward's cache argument.
+"""What the engines feed the model: a request's prompt as token ids, and the name of the forward's
+cache argument.
 
 Shared by every engine (ours, the Hugging Face baselines, vLLM's client), so that the same request
 gets the same prompt whichever engine serves it.
@@ -35,9 +36,9 @@ def prompt_ids(req: Request, vocab: int, tokenizer=None, seed: int = 0) -> list[
 
 
 def cache_argument(model) -> str:
-    """The forward argument that takes the KV cache: ``cache`` in recent transformers, ``past_key_values``
-    before. A model that silently swallowed the wrong name would decode with no context at all (the
-    transformers 5.19 that vLLM pins knows only ``past_key_values``)."""
+    """The forward argument that takes the KV cache: ``cache`` in recent transformers,
+    ``past_key_values`` before. A model that silently swallowed the wrong name would decode with no
+    context at all (the transformers 5.19 that vLLM pins knows only ``past_key_values``)."""
     import inspect
 
     params = inspect.signature(model.forward).parameters

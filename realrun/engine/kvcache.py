@@ -61,7 +61,8 @@ class BufferLayer(DynamicLayer):
 
 
 class BufferCache(DynamicCache):
-    """A DynamicCache over buffer layers (DynamicCache's own constructor would build empty layers)."""
+    """A DynamicCache over buffer layers (DynamicCache's own constructor would build empty
+    layers)."""
 
     def __init__(self, layers: list[BufferLayer]) -> None:
         Cache.__init__(self, layers=layers)
@@ -135,7 +136,8 @@ class KVBatch:
         )
 
     def live_mask(self, extra: int = 0) -> torch.Tensor:
-        """The attention mask over the cached columns plus ``extra`` new ones (set by the caller)."""
+        """The attention mask over the cached columns plus ``extra`` new ones (set by the
+        caller)."""
         return self.mask[: self.n, self.lo : self.hi + extra]
 
     def live_pos(self) -> torch.Tensor:
@@ -202,7 +204,8 @@ class KVBatch:
         self.ids[dst] = self.ids[src]
 
     def remove(self, ids) -> None:
-        """Drop the rows of these request ids: the last row moves into each hole, padding is trimmed."""
+        """Drop the rows of these request ids: the last row moves into each hole, padding is
+        trimmed."""
         gone = set(ids)
         holes = sorted((i for i, rid in enumerate(self.ids) if rid in gone), reverse=True)
         if not holes:
@@ -225,7 +228,8 @@ class KVBatch:
 
     # -- rows joining -------------------------------------------------------------------------
     def add(self, other: KVBatch, rows: list[int] | None = None) -> None:
-        """Append ``other``'s rows (all, or those at ``rows``), right-aligned at this batch's last column."""
+        """Append ``other``'s rows (all, or those at ``rows``), right-aligned at this batch's last
+        column."""
         rows = list(range(other.n)) if rows is None else rows
         k = len(rows)
         if not k:
@@ -284,13 +288,15 @@ class KVBatch:
 
     # -- holes -----------------------------------------------------------------------------------
     def has_holes(self) -> torch.Tensor:
-        """Per live row: is there an empty column after the row's first token? (Left padding is not a hole.)"""
+        """Per live row: is there an empty column after the row's first token? (Left padding is not
+        a hole.)"""
         m = self.live_mask()
         from_first = (m.cumsum(1) > 0).sum(1)  # columns from the row's first token to the end
         return m.sum(1) != from_first
 
     def row(self, i: int) -> KVBatch:
-        """Row i alone, holes squeezed out: its real tokens, contiguous, ending at the last column."""
+        """Row i alone, holes squeezed out: its real tokens, contiguous, ending at the last
+        column."""
         cols = torch.nonzero(self.mask[i, self.lo : self.hi]).flatten() + self.lo
         w = len(cols)
         one = KVBatch(self.shapes, self.dtype, self.device, rows=1, columns=w)

@@ -8,7 +8,8 @@ The hub is out of reach in many classrooms, so the defaults need nothing from it
 - ``gpt2-random``: the 124M GPT-2 shape (12 x 768, vocabulary 50257), random weights: the
   timing of the real GPT-2 without its download.
 - ``tiny-gpt2-50k``: tiny-gpt2's 4 x 256 body under GPT-2's 50,257-token vocabulary, where the
-  output layer is most of a step: the shape engines are compared on (``bench/engine_efficiency.py``).
+  output layer is most of a step: the shape engines are compared on
+  (``bench/engine_efficiency.py``).
 - ``gpt2-6l``: 6 layers x 512 hidden, 8 heads, tiny-gpt2's byte vocabulary: a pass long enough
   (several ms on one CPU thread) that the clock and the Python around it are small beside it,
   the fidelity bench's model (``bench/fidelity.py``).
@@ -96,7 +97,8 @@ class LoadedModel:
             v = getattr(self, k)
             if v is not None and not 0 <= v < self.vocab_size:
                 raise ConfigError(
-                    f"model {self.name}: {k} must be inside its vocabulary of {self.vocab_size:,} ids, got {v}"
+                    f"model {self.name}: {k} must be inside its vocabulary of {self.vocab_size:,} "
+                    f"ids, got {v}"
                 )
 
     @property
@@ -115,7 +117,10 @@ class LoadedModel:
         return sum(p.numel() for p in self.model.parameters())
 
     def describe(self) -> str:
-        s = f"{self.name} ({self.source}; {self.n_params / 1e6:.1f}M params) on {self.device}, {self.dtype}, {self.threads} torch threads"
+        s = (
+            f"{self.name} ({self.source}; {self.n_params / 1e6:.1f}M params) on {self.device}, "
+            f"{self.dtype}, {self.threads} torch threads"
+        )
         if self.random_weights:
             s += f"; {RANDOM_WEIGHTS_NOTE}"
         return s
@@ -156,7 +161,8 @@ def resolve_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(
-            f"device {device!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__}); use --device cpu"
+            f"device {device!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__}); "
+            f"use --device cpu"
         )
     return device
 
@@ -261,7 +267,8 @@ def _torch_dtype(dtype: str):
 
 
 def build_offline(name: str, seed: int, device: str, dtype: str):
-    """One of OFFLINE_MODELS: a GPT-2-shaped model with seeded random weights, built here (no download)."""
+    """One of OFFLINE_MODELS: a GPT-2-shaped model with seeded random weights, built here (no
+    download)."""
     import torch
     from transformers import GPT2LMHeadModel
 
@@ -288,7 +295,8 @@ def _hub_reachable() -> bool:
 
 
 def _load_pretrained(name: str, device: str, dtype: str):
-    """A local path, the HF cache, or (when the hub answers quickly) a download; else ConfigError."""
+    """A local path, the HF cache, or (when the hub answers quickly) a download; else
+    ConfigError."""
     from transformers import AutoModelForCausalLM
 
     kw = {"dtype": _torch_dtype(dtype)}
@@ -300,7 +308,8 @@ def _load_pretrained(name: str, device: str, dtype: str):
             model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, **kw)
         except Exception as e:  # a folder without a model in it, a broken config, ...
             raise ConfigError(
-                f"model: {name!r} is a path but holds no loadable causal LM ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+                f"model: {name!r} is a path but holds no loadable causal LM ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:160]})"
             ) from None
         return model, f"local path {name}", name
     try:
@@ -310,7 +319,8 @@ def _load_pretrained(name: str, device: str, dtype: str):
         pass
     if not _hub_reachable():
         raise ConfigError(
-            f"model {name!r} is not in the local Hugging Face cache and huggingface.co is unreachable; {offline_hint}"
+            f"model {name!r} is not in the local Hugging Face cache and huggingface.co is "
+            f"unreachable; {offline_hint}"
         )
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
     try:
@@ -406,7 +416,8 @@ def special_ids(cfg, vocab: int) -> tuple[int, int | None, list[str]]:
     )
     if eos is not None and not inside(eos):
         notes.append(
-            f"note: the model's eos_token_id {eos} is outside its vocabulary of {vocab:,} ids: it can never "
+            f"note: the model's eos_token_id {eos} is outside its vocabulary of {vocab:,} ids: it "
+            f"can never "
             "be generated, so no request ends at an EOS (--stop-on-eos has no effect)"
         )
         eos = None

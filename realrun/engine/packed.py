@@ -8,8 +8,8 @@ its own kernels (``torch.ops.mkldnn._reorder_linear_weight``) and then runs the 
 product two to three times faster from a few rows up, which is what vLLM's CPU build
 does for its linear layers. Measured here (one thread; ms per product, plain -> packed):
 
-    256 x 50,257 (output layer)   1 row 1.6 -> 1.1   16 rows 6.7 -> 2.8   64 rows 21.4 -> 7.1
-    256 x 768 (attention in)      1 row 0.009 -> 0.021   16 rows 0.078 -> 0.039   64 rows 0.24 -> 0.11
+    256 x 50,257 (output layer) 1 row 1.6 -> 1.1      16 rows 6.7 -> 2.8      64 rows 21.4 -> 7.1
+    256 x 768 (attention in)    1 row 0.009 -> 0.021  16 rows 0.078 -> 0.039  64 rows 0.24 -> 0.11
 
 so a product of fewer than ``PACKED_FROM_ROWS`` rows keeps PyTorch's own kernel, and a larger one is
 padded to one of a few row counts (``bucket``) whose kernels are built before any clock runs.
@@ -42,7 +42,8 @@ def _available() -> bool:
 
 
 class PackedLinear(torch.nn.Module):
-    """y = x @ W.T + b with W ([out, in]) packed for oneDNN; a plain product below ``PACKED_FROM_ROWS`` rows."""
+    """y = x @ W.T + b with W ([out, in]) packed for oneDNN; a plain product below
+    ``PACKED_FROM_ROWS`` rows."""
 
     def __init__(self, weight_out_in: torch.Tensor, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -83,7 +84,8 @@ def bucket(m: int) -> int:
 
 
 def warm(modules, up_to: int = 64) -> None:
-    """Build the kernels of every decode-sized bucket (``PACKED_FROM_ROWS`` .. ``up_to`` rows) now."""
+    """Build the kernels of every decode-sized bucket (``PACKED_FROM_ROWS`` .. ``up_to`` rows)
+    now."""
     sizes = sorted({bucket(m) for m in range(PACKED_FROM_ROWS, up_to + 1)})
     seen: set[tuple[int, int]] = set()
     with torch.inference_mode():
@@ -95,7 +97,8 @@ def warm(modules, up_to: int = 64) -> None:
 
 
 def _packable(module) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """(weight [out, in], bias) of a plain linear layer: torch's Linear or GPT-2's Conv1D ([in, out])."""
+    """(weight [out, in], bias) of a plain linear layer: torch's Linear or GPT-2's Conv1D ([in,
+    out])."""
     if type(module) is torch.nn.Linear:
         return module.weight, module.bias
     if type(module).__name__ == "Conv1D" and hasattr(module, "nf"):

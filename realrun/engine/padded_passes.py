@@ -26,7 +26,8 @@ __all__ = ["PaddedPasses"]
 
 
 class PaddedPasses:
-    """Prefill and decode passes over a ``KVBatch``; ``next_tokens(**inputs)`` is the model's greedy step."""
+    """Prefill and decode passes over a ``KVBatch``; ``next_tokens(**inputs)`` is the model's greedy
+    step."""
 
     def __init__(
         self,
@@ -58,7 +59,8 @@ class PaddedPasses:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the buffers now: the rectangle and the rows part-way through a chunked prefill."""
+        """Bytes of the buffers now: the rectangle and the rows part-way through a chunked
+        prefill."""
         return self.batch.nbytes + sum(p.nbytes for p in self.partial.values())
 
     def note_memory(self) -> None:
@@ -83,7 +85,8 @@ class PaddedPasses:
         return list(b.ids), nxt.tolist()
 
     def prefill(self, chunks: list[Chunk], pad_to: int = 0) -> tuple[list[int], list[int], list]:
-        """One rectangle of the chunks (``pad_to`` is the rectangle's own: it pads to the longest anyway)."""
+        """One rectangle of the chunks (``pad_to`` is the rectangle's own: it pads to the longest
+        anyway)."""
         n = len(chunks)
         L = max(c.length for c in chunks)
         pasts = [self._past(c) for c in chunks]
@@ -138,7 +141,8 @@ class PaddedPasses:
             return None  # a fresh start (or a recompute after preemption) forgets any old rows
         if past is None or past.width != c.start:
             raise RuntimeError(
-                f"request {c.request_id}: chunk starts at {c.start} but {past.width if past else 0} tokens are cached"
+                f"request {c.request_id}: chunk starts at {c.start} but "
+                f"{past.width if past else 0} tokens are cached"
             )
         return past
 

@@ -1,4 +1,5 @@
-"""The last line of ``realrun compare``: did the simulator get it right, as right as this machine allows?
+"""The last line of ``realrun compare``: did the simulator get it right, as right as this machine
+allows?
 
 A table of 36 numbers leaves the reader to decide; this line decides, from what the table
 already holds. Two questions, in the order a student asks them:
@@ -12,10 +13,10 @@ already holds. Two questions, in the order a student asks them:
 
 A prediction is of the machine it was made for. Where this machine's passes, pooled over every
 policy, ran beyond ``CONTRADICTS`` and their error away from the level predicted at (the bare run on
-a laptop twice as slow as the course machine, whose reference calibration it predicts from), the line
-says so first and judges the prediction made again at this machine's level: a taxi that saturates
-on the slow laptop is then predicted to saturate, and the verdict is about the simulator, not about
-the laptop. The verdict at the level predicted at is kept in a word, beside it.
+a laptop twice as slow as the course machine, whose reference calibration it predicts from), the
+line says so first and judges the prediction made again at this machine's level: a taxi that
+saturates on the slow laptop is then predicted to saturate, and the verdict is about the simulator,
+not about the laptop. The verdict at the level predicted at is kept in a word, beside it.
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ def _ranking(rows, key: str) -> str:
         p = wrong[0]
         more = f", and {len(wrong) - 1} more pair(s)" if len(wrong) > 1 else ""
         return (
-            f"ranking by {name} NOT preserved: {p.b} measured {p.gap_pct:.0f} % above {p.a} (runs' spread "
-            f"{p.spread_pct:.0f} %), predicted below it{more}"
+            f"ranking by {name} NOT preserved: {p.b} measured {p.gap_pct:.0f} % above {p.a} (runs' "
+            f"spread {p.spread_pct:.0f} %), predicted below it{more}"
         )
     return (
-        f"ranking by {name} preserved ({order}: {len(apart)} of {len(ps)} pairs apart by more than their "
+        f"ranking by {name} preserved ({order}: {len(apart)} of {len(ps)} pairs apart by more than "
+        f"their "
         "runs' spread, each predicted in that order)"
     )
 
@@ -78,14 +80,14 @@ def _errors(rows) -> str:
         else ""
     )
     return (
-        f"{head}: of {len(verdicts)} toleranced figures, {n['agrees']} agree within tolerance, {n['disagrees']} disagree, "
-        f"{n['cannot tell']} this machine cannot tell{where}"
+        f"{head}: of {len(verdicts)} toleranced figures, {n['agrees']} agree within tolerance, "
+        f"{n['disagrees']} disagree, {n['cannot tell']} this machine cannot tell{where}"
     )
 
 
 def _judged(report: CompareReport) -> list:
-    """The rows the verdict judges: as predicted, or, where this machine is off the level predicted at,
-    each with its prediction at this machine's level (``realrun.judge.compare._machine``)."""
+    """The rows the verdict judges: as predicted, or, where this machine is off the level predicted
+    at, each with its prediction at this machine's level (``realrun.judge.compare._machine``)."""
     if report.machine_level is None or not any(
         r.predicted_at_machine is not None for r in report.rows
     ):
@@ -97,8 +99,8 @@ def _judged(report: CompareReport) -> list:
 
 
 def _off(report: CompareReport, rows, key: str) -> str:
-    """'' where the verdict judges the prediction as made; else what this machine ran at, and the ranking's
-    verdict at the level predicted at."""
+    """'' where the verdict judges the prediction as made; else what this machine ran at, and the
+    ranking's verdict at the level predicted at."""
     if rows is report.rows:
         return ""
     apart = [p for p in pairs(report.rows, key) if p.apart]
@@ -109,8 +111,9 @@ def _off(report: CompareReport, rows, key: str) -> str:
         else "the ranking was " + ("preserved" if all(p.same for p in apart) else "NOT preserved")
     )
     return (
-        f"this machine ran its passes at {report.machine_level.text()} the profile's price, so judged at that "
-        f"level, predicted again after the run (at the level predicted at, {before}): "
+        f"this machine ran its passes at {report.machine_level.text()} the profile's price, so "
+        f"judged at that level, predicted again after the run (at the level predicted at, "
+        f"{before}): "
     )
 
 

@@ -22,8 +22,8 @@ seeded generator, as Google Benchmark's random interleaving does, so a slow minu
 machine spreads over every policy instead of spoiling one), with a short canary of fixed
 passes timed before and after each run. Each metric then gets a verdict (``realrun.judge.verdict``).
 
-When the canary is ``realrun.timing.canary.Canary`` (it reads each kind of pass against the model's own
-price), the prediction is made at the machine's level over the session (``session_level``: the
+When the canary is ``realrun.timing.canary.Canary`` (it reads each kind of pass against the model's
+own price), the prediction is made at the machine's level over the session (``session_level``: the
 median of every reading, prefill and decode apart), each seed at a level drawn from that median's
 standard error, so the band holds the level's uncertainty besides the passes' luck; the prediction
 at the profile's own level is kept beside it (``predicted_at_profile``), for the ablation.
@@ -119,12 +119,13 @@ def compare_policies(
     (``ConfigError`` if the model has none). ``repeats`` > 1: that many measurements per policy,
     interleaved, the order of each round shuffled by ``numpy.random.default_rng(order_seed)``.
     ``canary()``, when given, runs before and after every measured run: a ``CanaryReading`` (then,
-    with ``level``, the prediction is made at the session's level) or plain seconds (kept, not used).
-    ``noise``: ``with_noise``'s choice for the seeds (``profiled``: the passes' spread and the slow drift).
-    ``adjust(result) -> result``, when given, is applied to every simulated result before it is read
-    (vLLM's side: each token reaches the client a profiled delivery lag after its step), so the
-    median and the band are of what the client would see. ``stored_spread``: the machine's run-to-run
-    spread from an earlier compare, used where this one cannot measure its own (``spread.run_spread``).
+    with ``level``, the prediction is made at the session's level) or plain seconds (kept, not
+    used). ``noise``: ``with_noise``'s choice for the seeds (``profiled``: the passes' spread and
+    the slow drift). ``adjust(result) -> result``, when given, is applied to every simulated result
+    before it is read (vLLM's side: each token reaches the client a profiled delivery lag after its
+    step), so the median and the band are of what the client would see. ``stored_spread``: the
+    machine's run-to-run spread from an earlier compare, used where this one cannot measure its own
+    (``spread.run_spread``).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -181,18 +182,20 @@ def compare_policies(
 
 
 def _machine(report: CompareReport, groups) -> PassLevel | None:
-    """The machine's level over every policy's passes (``report.machine_level``), returned where it lies
-    beyond ``CONTRADICTS`` and its error from the level predicted at: this machine is not the one the
-    prediction was made for (a laptop against the course's reference calibration), and the verdict
-    judges the prediction again at this level (``realrun.judge.bottom_line``)."""
+    """The machine's level over every policy's passes (``report.machine_level``), returned where it
+    lies beyond ``CONTRADICTS`` and its error from the level predicted at: this machine is not the
+    one the prediction was made for (a laptop against the course's reference calibration), and the
+    verdict judges the prediction again at this level (``realrun.judge.bottom_line``)."""
     report.machine_level = ml = machine_level(groups)
     used = report.level.applied() if report.level is not None else (1.0, 1.0)
     if ml is None or not ml.contradicts(*used):
         return None
     report.notes.append(
-        f"this machine ran its passes at {ml.text()} the profile's price, pooled over every policy, "
-        f"where the prediction was made at {used[0]:.2f}x, {used[1]:.2f}x: the verdict judges the "
-        "prediction again at this machine's level (made after the run); the table keeps the one made before"
+        f"this machine ran its passes at {ml.text()} the profile's price, pooled over every "
+        f"policy, where the prediction was made at {used[0]:.2f}x, {used[1]:.2f}x: the verdict "
+        f"judges the "
+        "prediction again at this machine's level (made after the run); the table keeps the one "
+        "made before"
     )
     return ml
 
@@ -206,9 +209,10 @@ def _measure_interleaved(
     canary,
     notes: list[str],
 ) -> tuple[dict[str, list[RunResult]], dict[str, list]]:
-    """Each policy measured ``repeats`` times, a round's order shuffled by ``rng`` (the first run of each
-    uses its given policy, later ones a spare copy), a canary before and after each run; a run that
-    stopped (Ctrl-C, an engine that ended) stops the rest. Returns (runs, canary readings) by label."""
+    """Each policy measured ``repeats`` times, a round's order shuffled by ``rng`` (the first run of
+    each uses its given policy, later ones a spare copy), a canary before and after each run; a run
+    that stopped (Ctrl-C, an engine that ended) stops the rest. Returns (runs, canary readings) by
+    label."""
     runs: dict[str, list[RunResult]] = {label: [] for label, _, _ in pairs}
     canaries: dict[str, list] = {label: [] for label, _, _ in pairs}
     for r in range(repeats):
@@ -231,13 +235,15 @@ def _measure_interleaved(
 def predict_runs(
     workload, policies, st, limits, seeds, noise, lv: Level | None, order_seed: int, adjust=None
 ) -> list[RunResult]:
-    """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k (``noise``:
-    ``with_noise``'s choice), every seed at the level ``lv`` (or the profile's); each result passed through
-    ``adjust`` when given. ``order_seed`` is kept for the callers' signature: the seeds alone set the draws."""
+    """One simulation per policy (fresh copies, one per seed): seed k draws its passes with seed k
+    (``noise``: ``with_noise``'s choice), every seed at the level ``lv`` (or the profile's); each
+    result passed through ``adjust`` when given. ``order_seed`` is kept for the callers' signature:
+    the seeds alone set the draws."""
     out = []
     for k, p in enumerate(policies):
-        # Every seed at the same level: the level's move from one run to the next enters the intervals
-        # analytically (realrun.judge.interval), so drawing it here as well would count it twice.
+        # Every seed at the same level: the level's move from one run to the next enters the
+        # intervals analytically (realrun.judge.interval), so drawing it here as well would count it
+        # twice.
         m = lv.model(st) if lv is not None else st
         sim = simulate(workload, p, with_noise(m, k, noise) if seeds > 1 else m, limits=limits)
         out.append(adjust(sim) if adjust is not None else sim)
@@ -263,7 +269,8 @@ def _row(
     adjust=None,
     machine: PassLevel | None = None,
 ) -> CompareRow:
-    # The level the runs' own passes read; a canary level they contradict moves nothing (realrun.timing.pass_level).
+    # The level the runs' own passes read; a canary level they contradict moves nothing
+    # (realrun.timing.pass_level).
     pl = pass_level(reals, st, sim_policy.name)
     if (
         lv is not None
@@ -272,8 +279,9 @@ def _row(
         and pl.contradicts(*lv.applied())
     ):
         notes.append(
-            f"{label}: the canaries' level ({', '.join(f'{f:.2f}x' for f in lv.applied())} prefill, decode) "
-            f"is contradicted by the runs' own passes ({pl.text()}): predicted at the profile's level"
+            f"{label}: the canaries' level ({', '.join(f'{f:.2f}x' for f in lv.applied())} "
+            f"prefill, decode) is contradicted by the runs' own passes ({pl.text()}): predicted at "
+            f"the profile's level"
         )
         lv = None
     # Fresh policies for the predictions beside the first, made before any simulation touches them.
@@ -356,7 +364,8 @@ def _row(
             notes,
         )
     if first.meta.get("trace") is not None and replay_policy is not None:
-        # Against the model at the level predicted with: what is left is the cost model's shape, not the level.
+        # Against the model at the level predicted with: what is left is the cost model's shape, not
+        # the level.
         row.decomposition = decompose(
             workload, replay_policy(label), first, lv.model(st) if lv is not None else st, limits
         )
@@ -379,14 +388,15 @@ def _after_the_run(
     lv: Level | None,
     notes: list[str],
 ) -> None:
-    """The prediction again at the level the runs' passes read (labelled as made after the run), and the
-    canaries held up to the passes.
+    """The prediction again at the level the runs' passes read (labelled as made after the run), and
+    the canaries held up to the passes.
 
-    Each run is predicted at its own passes' level (the median over the seeds), and the prediction is
-    the median over the runs, as the measurement is the median of the runs. One level pooled over the
-    runs would stand for none of them where they differ: a ratio of totals leans to the slowest run, and
-    near saturation a metric is far from linear in the level, so the prediction at the mean level is not
-    the median run's. With one run, or runs without passes of their own, it is the pooled level."""
+    Each run is predicted at its own passes' level (the median over the seeds), and the prediction
+    is the median over the runs, as the measurement is the median of the runs. One level pooled over
+    the runs would stand for none of them where they differ: a ratio of totals leans to the slowest
+    run, and near saturation a metric is far from linear in the level, so the prediction at the mean
+    level is not the median run's. With one run, or runs without passes of their own, it is the
+    pooled level."""
     per_run = [pass_level([r], st, policies[0].name) for r in reals] if len(reals) > 1 else [pl]
     per_run = [x if x is not None else pl for x in per_run]
     each = []
@@ -410,13 +420,15 @@ def _after_the_run(
         else ""
     )
     notes.append(
-        f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted again at that "
-        f"level{each_run} (after the run, to split a miss into the machine's part and the model's): {shown}"
+        f"{row.label}: the runs' own passes ran at {pl.text()} the profile's price; predicted "
+        f"again at that level{each_run} (after the run, to split a miss into the machine's part "
+        f"and the model's): {shown}"
     )
     if lv is not None and pl.contradicts(lv.prefill, lv.decode):
         notes.append(
-            f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, which the "
-            f"runs' own passes contradict ({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes"
+            f"{row.label}: the canaries read {lv.prefill:.2f}x prefill, {lv.decode:.2f}x decode, "
+            f"which the runs' own passes contradict "
+            f"({', '.join(pl.contradicts(lv.prefill, lv.decode))}): trust the passes"
         )
 
 

@@ -58,7 +58,8 @@ class Decomposition:
 
 def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict:
     """Predicted against measured seconds of some passes or steps: their count, totals, the total's
-    error and the mean absolute error per item, in percent (what decomposition (a) reports per kind)."""
+    error and the mean absolute error per item, in percent (what decomposition (a) reports per
+    kind)."""
     if not len(meas):
         return {"n": 0}
     tot_m, tot_p = float(meas.sum()), float(pred.sum())
@@ -83,7 +84,8 @@ def decompose(
     model = step_time.for_policy(policy.name)
     out = Decomposition()
     kinds: dict[str, list[tuple[float, float]]] = {}
-    # each pass as the simulator prices it (a cold start after an idle, a step's first passes included)
+    # each pass as the simulator prices it (a cold start after an idle, a step's first passes
+    # included)
     for p, priced, secs in priced_passes(real, model):
         kinds.setdefault(p.kind, []).append((priced, secs))
     for kind, pairs in sorted(kinds.items()):
@@ -145,6 +147,7 @@ def format_decomposition(label: str, d: Decomposition) -> list[str]:
     else:
         same = "identical schedule" if d.replay_max_diff_s < 1e-9 else "the schedules differ"
         lines.append(
-            f"  (b) replay with the measured step times: largest difference {d.replay_max_diff_s:.1e} s ({same})"
+            f"  (b) replay with the measured step times: largest difference "
+            f"{d.replay_max_diff_s:.1e} s ({same})"
         )
     return lines

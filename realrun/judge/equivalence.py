@@ -16,8 +16,8 @@ fast are equally far from the truth there, and ``exp(d) - 1`` is the familiar (p
 The interval is ``mean(d) ± q · sd / √R``: ``sd`` is the run-to-run spread of the metric on this
 machine (pooled over every policy of the compare, so a compare of 4 policies × 3 runs has 8
 degrees of freedom, not 2), ``q`` the t quantile for its degrees of freedom; with no repeats at
-all, ``sd`` is the spread the interval model expects (``realrun.judge.interval``) and ``q`` the normal
-quantile, and the verdict says so.
+all, ``sd`` is the spread the interval model expects (``realrun.judge.interval``) and ``q`` the
+normal quantile, and the verdict says so.
 
 The prediction's own uncertainty (its median over S seeds) is added: ``sd_centre`` / √S.
 """
@@ -75,8 +75,8 @@ def t90(df: int | None) -> float:
 
 
 def pooled_log_sd(groups: list[list[float]]) -> tuple[float | None, int]:
-    """The run-to-run sd of ln(value), pooled over groups (each group: one policy's repeats), and its
-    degrees of freedom; (None, 0) with no group of two or more positive values."""
+    """The run-to-run sd of ln(value), pooled over groups (each group: one policy's repeats), and
+    its degrees of freedom; (None, 0) with no group of two or more positive values."""
     ss, df = 0.0, 0
     for g in groups:
         a = np.asarray([x for x in g if x is not None and np.isfinite(x) and x > 0], dtype=float)
@@ -90,9 +90,10 @@ def pooled_log_sd(groups: list[list[float]]) -> tuple[float | None, int]:
 def runs_to_show(
     tolerance_pct: float, sd: float, df: int | None, centre_var: float = 0.0
 ) -> int | None:
-    """The fewest runs whose interval's half-width fits inside ±``tolerance_pct`` (what an error of 0
-    needs to be called *agrees*); ``centre_var``: the prediction's own variance (ln scale), which more
-    runs do not shrink. None where it alone fills the tolerance (more seeds, not more runs, would help)."""
+    """The fewest runs whose interval's half-width fits inside ±``tolerance_pct`` (what an error of
+    0 needs to be called *agrees*); ``centre_var``: the prediction's own variance (ln scale), which
+    more runs do not shrink. None where it alone fills the tolerance (more seeds, not more runs,
+    would help)."""
     room = (math.log1p(tolerance_pct / 100.0) / t90(df)) ** 2 - centre_var
     if room <= 0:
         return None
@@ -145,7 +146,10 @@ class Judgement:
             if self.runs_needed is not None
             else "the prediction's own seeds are too few to show it: raise --seeds"
         )
-        return f"{head}: cannot tell at ±{self.tolerance_pct:g} %: {self.runs} run(s) here show ±{self.resolvable_pct:.0f} %; {need}"
+        return (
+            f"{head}: cannot tell at ±{self.tolerance_pct:g} %: {self.runs} run(s) here show "
+            f"±{self.resolvable_pct:.0f} %; {need}"
+        )
 
 
 def judge(
@@ -158,11 +162,12 @@ def judge(
     sd_centre: float = 0.0,
     seeds: int = 1,
 ) -> Judgement | None:
-    """The verdict on ``predicted`` against the runs ``measured`` (positive numbers), at ±``tolerance_pct``.
+    """The verdict on ``predicted`` against the runs ``measured`` (positive numbers), at
+    ±``tolerance_pct``.
 
-    ``sd``: the run-to-run sd of ln(metric) on this machine, with ``df`` degrees of freedom (None: taken
-    as known); ``sd_centre``: the seeds' sd of ln(prediction), over ``seeds`` seeds. None when there is
-    nothing positive to judge."""
+    ``sd``: the run-to-run sd of ln(metric) on this machine, with ``df`` degrees of freedom (None:
+    taken as known); ``sd_centre``: the seeds' sd of ln(prediction), over ``seeds`` seeds. None when
+    there is nothing positive to judge."""
     if tolerance_pct <= 0 or not math.isfinite(tolerance_pct):
         raise ValueError(f"tolerance_pct must be > 0, got {tolerance_pct}")
     if sd < 0 or not math.isfinite(sd):

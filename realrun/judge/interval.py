@@ -1,4 +1,5 @@
-"""Where one new run will land: the prediction as an interval for one run, and for the median of R runs.
+"""Where one new run will land: the prediction as an interval for one run, and for the median of R
+runs.
 
 A 90 % band over the simulation's seeds holds what varies *inside* a run: which passes were slow,
 when the machine's slow drift struck. On a shared laptop the largest variation is elsewhere: the
@@ -114,9 +115,9 @@ class RunSpread:
 
     @classmethod
     def from_levels(cls, levels: dict[str, list[float]]) -> RunSpread | None:
-        """From each run's level (measured / priced over all its passes), grouped by policy: the sd of
-        ln(level) within each policy, pooled (a policy's levels differ from another's by the model's
-        error, not the machine's). None with fewer than 2 degrees of freedom."""
+        """From each run's level (measured / priced over all its passes), grouped by policy: the sd
+        of ln(level) within each policy, pooled (a policy's levels differ from another's by the
+        model's error, not the machine's). None with fewer than 2 degrees of freedom."""
         from .equivalence import pooled_log_sd
 
         sd, df = pooled_log_sd(list(levels.values()))
@@ -141,10 +142,10 @@ def agree(sd_a: float, df_a: int, sd_b: float, df_b: int, tail: float = AGREE_TA
     """Whether two sds, read with these degrees of freedom, could be of one machine: s_a² / s_b²
     within the middle ``1 - 2 tail`` of Snedecor's F(df_a, df_b), which that ratio follows when both
     read one sigma. Exact, not a normal approximation of ln F: ln of a variance read with 2 df has a
-    long tail to the low side, and a test symmetric on the log scale refused 6.1 % of same-machine pairs whose
-    own 2-df reading was the lower against an 8-df one, and 0.2 % whose own was the higher (40,000
-    pairs): it left a reading low by chance to stand alone, the one error that narrows an interval
-    below its runs, 2.4 times as often as a test of 2.5 % a side should."""
+    long tail to the low side, and a test symmetric on the log scale refused 6.1 % of same-machine
+    pairs whose own 2-df reading was the lower against an 8-df one, and 0.2 % whose own was the
+    higher (40,000 pairs): it left a reading low by chance to stand alone, the one error that
+    narrows an interval below its runs, 2.4 times as often as a test of 2.5 % a side should."""
     if sd_a <= 0 or sd_b <= 0:
         return False
     p = f_cdf((sd_a / sd_b) ** 2, df_a, df_b)
@@ -193,8 +194,8 @@ def _beta_cdf(y: float, a: float, b: float) -> float:
     return front * f / a
 
 
-#: No repeats, no canaries that could tell, no stored spread: the middle of the 10-30 % this course's
-#: VMs showed from run to run, said as assumed (``--repeats 2`` measures it).
+#: No repeats, no canaries that could tell, no stored spread: the middle of the 10-30 % this
+#: course's VMs showed from run to run, said as assumed (``--repeats 2`` measures it).
 ASSUMED = RunSpread(
     0.15, "assumed, the middle of what the course's VMs show; --repeats 2 measures this machine's"
 )
@@ -243,7 +244,8 @@ class MetricSpread:
             )
 
     def run_sd(self, spread: RunSpread) -> float:
-        """How far one run's ln(metric) moves from the next's on this machine (no reference term)."""
+        """How far one run's ln(metric) moves from the next's on this machine (no reference
+        term)."""
         return math.sqrt(self.seed_sd**2 + (self.elasticity * spread.sd) ** 2)
 
     def log_sd(self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1) -> float:
@@ -263,9 +265,9 @@ def interval_for(
     ref_runs: int = 1,
     z: float | None = None,
 ) -> list[float] | None:
-    """[low, high]: where the median of ``repeats`` new runs lands 90 % of the time (None: no centre).
-    ``z``: the multiplier; by default Student's for the spread's degrees of freedom (``t90``), the
-    normal's 1.645 for a spread with none (assumed, or given)."""
+    """[low, high]: where the median of ``repeats`` new runs lands 90 % of the time (None: no
+    centre). ``z``: the multiplier; by default Student's for the spread's degrees of freedom
+    (``t90``), the normal's 1.645 for a spread with none (assumed, or given)."""
     if centre is None or not np.isfinite(centre) or centre <= 0:
         return None
     if z is None:

@@ -1,4 +1,5 @@
-"""The figure of ``realrun compare``: predicted against measured, the errors, and where they come from.
+"""The figure of ``realrun compare``: predicted against measured, the errors, and where they come
+from.
 
 Left, every latency metric of every policy, predicted (x) against measured (y) on log axes
 (a 10 ms point and a 3 s point both readable); with step noise on, the predicted 90 % band
@@ -24,15 +25,16 @@ if TYPE_CHECKING:  # (for the annotations only: row needs nothing from here)
 
 __all__ = ["plot_compare", "draw_compare", "policy_colors", "METRIC_MARKERS"]
 
-#: One marker shape per latency metric (mean, p50, p99 TTFT; TPOT; mean, p50, p99 E2E), none a policy's.
+#: One marker shape per latency metric (mean, p50, p99 TTFT; TPOT; mean, p50, p99 E2E), none a
+#: policy's.
 METRIC_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 #: For a policy the course has no colour for (a label of its own): greys, never a policy's colour.
 _OTHER = ("0.25", "0.5", "0.7")
 
 
 def policy_colors(rows) -> list[str]:
-    """Each row's colour: its policy's in ``POLICY_COLORS`` (the label's first word: "taxi (hf-generate)"
-    is the taxi), the same in every panel; a grey for one the course has none for."""
+    """Each row's colour: its policy's in ``POLICY_COLORS`` (the label's first word: "taxi
+    (hf-generate)" is the taxi), the same in every panel; a grey for one the course has none for."""
     from batchsim.teach.figures import POLICY_COLORS
 
     out, k = [], 0
@@ -125,7 +127,8 @@ def _plot_scatter(ax, rows: list[CompareRow], colors) -> None:
     ax.set_title(
         "every latency metric\n(grey: within 10 %; bars: 90 % band, repeats' range)", fontsize=10
     )
-    # Policies as colour patches, metrics as grey markers: no legend entry borrows the other's encoding.
+    # Policies as colour patches, metrics as grey markers: no legend entry borrows the other's
+    # encoding.
     handles = [Patch(color=c, label=row.label) for row, c in zip(rows, colors)]
     handles += [
         Line2D(
@@ -170,7 +173,8 @@ def _plot_errors(bx, rows: list[CompareRow], colors) -> None:
 
 
 def _plot_decomposition(ax, rows: list[CompareRow]) -> None:
-    """Where the error comes from: the cost model's error on the time each kind of pass took, per policy."""
+    """Where the error comes from: the cost model's error on the time each kind of pass took, per
+    policy."""
     parts = (
         ("decode", "decode passes"),
         ("prefill", "prefill passes"),

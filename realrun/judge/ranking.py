@@ -33,8 +33,9 @@ def metric_name(key: str) -> str:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two policies, ``a`` measured below ``b`` on the figure: their gap and the spread, both in % of
-    the smaller; ``apart``: the gap is larger than the spread; ``same``: predicted in the same order."""
+    """Two policies, ``a`` measured below ``b`` on the figure: their gap and the spread, both in %
+    of the smaller; ``apart``: the gap is larger than the spread; ``same``: predicted in the same
+    order."""
 
     a: str
     b: str
@@ -46,7 +47,8 @@ class Pair:
     def __post_init__(self) -> None:
         if not (self.gap_pct >= 0 and self.spread_pct >= 0):
             raise ConfigError(
-                f"pair {self.a}/{self.b}: gap and spread must be >= 0, got {self.gap_pct!r}, {self.spread_pct!r}"
+                f"pair {self.a}/{self.b}: gap and spread must be >= 0, got {self.gap_pct!r}, "
+                f"{self.spread_pct!r}"
             )
 
     def as_dict(self) -> dict:

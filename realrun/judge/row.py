@@ -36,7 +36,8 @@ KEYS = tuple(k for k, *_ in COMPARE_METRICS)
 
 
 def error_pct(predicted: float | None, measured: float | None) -> float | None:
-    """(predicted - measured) / measured in percent; None when either is missing or measured is 0."""
+    """(predicted - measured) / measured in percent; None when either is missing or measured is
+    0."""
     if predicted is None or measured is None or measured == 0:
         return None
     return (predicted - measured) / measured * 100.0
@@ -125,9 +126,9 @@ class CompareRow:
 
     @property
     def judgements(self) -> dict[str, Judgement | None]:
-        """Per metric, the verdict by equivalence (``realrun.judge.equivalence``): the repeats' spread pooled over
-        the compare's policies where it has two degrees of freedom, else the spread the interval model
-        expects of one run (taken as known)."""
+        """Per metric, the verdict by equivalence (``realrun.judge.equivalence``): the repeats'
+        spread pooled over the compare's policies where it has two degrees of freedom, else the
+        spread the interval model expects of one run (taken as known)."""
         out: dict[str, Judgement | None] = {}
         for k in KEYS:
             if not self._judged(k):
@@ -166,8 +167,9 @@ class CompareRow:
 
     @property
     def causes(self) -> dict[str, str | None]:
-        """Per metric that disagrees: ``level`` where the prediction at the level the runs' passes read
-        is within tolerance (the machine moved since the profile, not the model), else ``model``."""
+        """Per metric that disagrees: ``level`` where the prediction at the level the runs' passes
+        read is within tolerance (the machine moved since the profile, not the model), else
+        ``model``."""
         at = self.errors_at_passes
         return {
             k: (
@@ -182,7 +184,8 @@ class CompareRow:
 
     @property
     def in_band(self) -> dict[str, bool | None]:
-        """Whether the median measurement lies inside the interval for the median of the repeats (None: none)."""
+        """Whether the median measurement lies inside the interval for the median of the repeats
+        (None: none)."""
         iv = self.interval_median
         out = {}
         for k in KEYS:
@@ -192,7 +195,8 @@ class CompareRow:
 
     @property
     def in_one_run(self) -> dict[str, list[bool]]:
-        """Per metric, whether each repeat lies inside the one-run interval (what coverage counts)."""
+        """Per metric, whether each repeat lies inside the one-run interval (what coverage
+        counts)."""
         iv = self.interval_one_run
         return {
             k: [bool(b[0] <= x.get(k) <= b[1]) for x in self.repeats if x.get(k) is not None]
@@ -206,7 +210,8 @@ class CompareRow:
 
     @property
     def errors_at_profile(self) -> dict[str, float | None]:
-        """The errors of the prediction at the profile's level (the same as ``errors`` when none was applied)."""
+        """The errors of the prediction at the profile's level (the same as ``errors`` when none was
+        applied)."""
         base = (
             self.predicted_at_profile if self.predicted_at_profile is not None else self.predicted
         )

@@ -29,9 +29,9 @@ __all__ = ["run_spread", "judge_rows", "metric_parts"]
 def metric_parts(
     preds: list[dict], workload, probes, st, limits, seeds: int, noise: str, adjust, slo
 ) -> dict[str, MetricSpread]:
-    """Per metric, the seeds' spread of ln(metric) and its elasticity to the machine's level, read from
-    the policy at the level ÷ and × ``LEVEL_STEP``, with the first seed's draws on both sides (the same
-    luck, so the difference is the level's alone)."""
+    """Per metric, the seeds' spread of ln(metric) and its elasticity to the machine's level, read
+    from the policy at the level ÷ and × ``LEVEL_STEP``, with the first seed's draws on both sides
+    (the same luck, so the difference is the level's alone)."""
     at = []
     for f, p in zip((1.0 / LEVEL_STEP, LEVEL_STEP), probes):
         m = LevelStepTime(st, f, f)
@@ -46,8 +46,8 @@ def metric_parts(
 
 
 def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpread:
-    """The machine's run-to-run spread for this compare: from its runs' passes (two or more runs of a
-    policy; pooled with ``stored``, read earlier on this machine, where the two agree), else the
+    """The machine's run-to-run spread for this compare: from its runs' passes (two or more runs of
+    a policy; pooled with ``stored``, read earlier on this machine, where the two agree), else the
     canaries' (when they could tell), else ``stored`` (an earlier compare's), else ``ASSUMED``; each
     says where it came from."""
     found = RunSpread.from_levels({r.label: r.run_levels for r in report.rows if not r.partial})

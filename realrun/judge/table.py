@@ -1,15 +1,16 @@
-"""``realrun compare``'s table: one screen that says, per policy and metric, where one run should land,
-where it did, and what the machine lets us conclude.
+"""``realrun compare``'s table: one screen that says, per policy and metric, where one run should
+land, where it did, and what the machine lets us conclude.
 
 In the order a reader asks:
 
 1. **Did the simulator make the same decisions?** The schedule first: each measured run's step times
-   fed back through the simulator's scheduler (``realrun.judge.decompose``, the replay) must give the very
-   same records. If they do, every timing error below is the cost model's or the machine's, never
-   the scheduler's.
+   fed back through the simulator's scheduler (``realrun.judge.decompose``, the replay) must give
+   the very same records. If they do, every timing error below is the cost model's or the machine's,
+   never the scheduler's.
 2. **Per policy and metric**: the prediction, the interval one run lands in 90 % of the time
-   (``realrun.judge.interval``), the measured value (median of the runs), the error with its 90 % interval
-   and the verdict by equivalence (``realrun.judge.equivalence``): *agrees*, *disagrees*, *cannot tell*.
+   (``realrun.judge.interval``), the measured value (median of the runs), the error with its 90 %
+   interval and the verdict by equivalence (``realrun.judge.equivalence``): *agrees*, *disagrees*,
+   *cannot tell*.
 3. **What the machine can show**: its run-to-run spread and where it came from; for the metrics it
    cannot tell, how small a difference these runs show and how many runs would show the tolerance;
    for a miss whose cause is the machine's level since the profile, the prediction at that level.
@@ -35,7 +36,8 @@ _SHOWN = {"agrees": "agrees", "disagrees": "DISAGREES", "cannot tell": "cannot t
 
 
 def schedule_line(report: CompareReport) -> str:
-    """Whether each measured run's step times, replayed through the simulator's scheduler, gave its records."""
+    """Whether each measured run's step times, replayed through the simulator's scheduler, gave its
+    records."""
     checked = [(r.label, r.decomposition) for r in report.rows if r.decomposition is not None]
     if not checked:
         return "schedule: not checked (no step trace kept for a replay)"
@@ -45,8 +47,9 @@ def schedule_line(report: CompareReport) -> str:
     if not off:
         worst = max(d.replay_max_diff_s for _, d in checked)
         return (
-            f"schedule: the same decisions as the simulator's in every run ({len(checked)} replayed, largest "
-            f"difference {worst:.0e} s): what differs below is time, not scheduling"
+            f"schedule: the same decisions as the simulator's in every run ({len(checked)} "
+            f"replayed, largest difference {worst:.0e} s): what differs below is time, not "
+            f"scheduling"
         )
     lab, d = off[0]
     why = (
@@ -85,14 +88,14 @@ def _cells(
     )
 
 
-#: Beyond this many runs "--repeats N" is no advice (1,048 runs of a compare is days): such a figure is
-#: out of this machine's reach, and the line says so instead.
+#: Beyond this many runs "--repeats N" is no advice (1,048 runs of a compare is days): such a figure
+#: is out of this machine's reach, and the line says so instead.
 MANY_RUNS = 50
 
 
 def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
-    """What this machine can show: its spread, the metrics it cannot tell (and the runs that would), and
-    each miss that the level since the profile explains."""
+    """What this machine can show: its spread, the metrics it cannot tell (and the runs that would),
+    and each miss that the level since the profile explains."""
     out = []
     if report.spread is not None:
         out.append(f"this machine's level moves {report.spread.text()}")
@@ -105,8 +108,8 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
     if unsure:
         shown = min(j.resolvable_pct for *_, j in unsure)
         head = (
-            f"cannot tell: {len(unsure)} of the figures above; {unsure[0][2].runs} run(s) on this machine show a "
-            f"difference of {shown:.0f} % at best"
+            f"cannot tell: {len(unsure)} of the figures above; {unsure[0][2].runs} run(s) on this "
+            f"machine show a difference of {shown:.0f} % at best"
         )
         settled = [x for x in unsure if x[2].runs_needed is not None]
         near = [x for x in settled if x[2].runs_needed <= MANY_RUNS]
@@ -114,14 +117,16 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
         if near:
             lab, k, j = max(near, key=lambda x: x[2].runs_needed)
             head += (
-                f", and {j.runs_needed} runs would settle {'the hardest' if not far else 'all but ' + str(len(far))} "
-                f"({lab} {_name(k)} at ±{TARGETS[k]:g} %): --repeats {j.runs_needed}"
+                f", and {j.runs_needed} runs would settle "
+                f"{'the hardest' if not far else 'all but ' + str(len(far))} ({lab} {_name(k)} at "
+                f"±{TARGETS[k]:g} %): --repeats {j.runs_needed}"
             )
         if far:
             lab, k, j = max(far, key=lambda x: x[2].runs_needed)
             head += (
-                f"{';' if near else ','} {len(far)} would need more than {MANY_RUNS} runs (the hardest, {lab} "
-                f"{_name(k)} at ±{TARGETS[k]:g} %, {j.runs_needed}): a quieter machine or a longer run, not repeats"
+                f"{';' if near else ','} {len(far)} would need more than {MANY_RUNS} runs (the "
+                f"hardest, {lab} {_name(k)} at ±{TARGETS[k]:g} %, {j.runs_needed}): a quieter "
+                f"machine or a longer run, not repeats"
             )
         if len(settled) < len(unsure):
             head += "; for some, the prediction's own seeds fill the tolerance: raise --seeds"
@@ -131,16 +136,19 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
         if lv and r.pass_level is not None:
             at = r.errors_at_passes
             out.append(
-                f"{r.label}: the runs agree with each other but the machine ran at {r.pass_level.text()} the "
-                f"profile's price since it was made ({_canaries(report)}); predicted again at that level: "
+                f"{r.label}: the runs agree with each other but the machine ran at "
+                f"{r.pass_level.text()} the profile's price since it was made "
+                f"({_canaries(report)}); predicted again at that level: "
                 + ", ".join(f"{_name(k)} {at[k]:+.0f} %" for k in lv)
                 + " (made after the run)"
             )
         if any(r.causes.get(k) == "model" for k in keys):
             ks = [k for k in keys if r.causes.get(k) == "model"]
             out.append(
-                f"{r.label}: {', '.join(_name(k) for k in ks)} DISAGREE beyond this machine's spread, and not "
-                "because of its level: the cost model is off (--explain: where the error comes from)"
+                f"{r.label}: {', '.join(_name(k) for k in ks)} DISAGREE beyond this machine's "
+                f"spread, and not "
+                "because of its level: the cost model is off (--explain: where the error comes "
+                "from)"
             )
     return out
 
@@ -160,8 +168,8 @@ def _name(key: str) -> str:
 
 def format_compare(report: CompareReport, decomposition: bool = True, explain: bool = False) -> str:
     """The schedule line, then per policy the table (the four toleranced metrics, every metric with
-    ``explain``), then what this machine can show; with ``explain`` and ``decomposition``, where each
-    error came from."""
+    ``explain``), then what this machine can show; with ``explain`` and ``decomposition``, where
+    each error came from."""
     keys = KEYS if explain else DEFAULT_METRICS
     head = (
         "policy",

@@ -69,7 +69,8 @@ def band_of(summaries: list[dict], keys, level: float = 0.90) -> dict[str, list[
 
 
 def noise_pct(repeats: list[dict], keys) -> dict[str, float | None]:
-    """How far the repeats are from their median, per metric: the farthest, % of the median (None: one repeat)."""
+    """How far the repeats are from their median, per metric: the farthest, % of the median (None:
+    one repeat)."""
     out: dict[str, float | None] = {}
     for k in keys:
         vals = [s.get(k) for s in repeats]
@@ -82,7 +83,8 @@ def noise_pct(repeats: list[dict], keys) -> dict[str, float | None]:
 
 
 def verdict(error: float | None, target: float, noise: float | None) -> str | None:
-    """agrees / within noise / disagrees for an error (% of measured); None when there is no error."""
+    """agrees / within noise / disagrees for an error (% of measured); None when there is no
+    error."""
     if error is None or not np.isfinite(error):
         return None
     if abs(error) <= target:

@@ -140,7 +140,8 @@ class HFGenerateEngine:
             return start, ends
         if step.decode or any(c.start or not c.completes for c in step.prefill):
             raise ConfigError(
-                "engine hf-generate runs padded batches only: policy must be taxi, static or dynamic"
+                "engine hf-generate runs padded batches only: policy must be taxi, static or "
+                "dynamic"
             )
         rows = [self.requests[c.request_id] for c in step.prefill]
         prompts = [
@@ -188,17 +189,19 @@ def run_hf_continuous(
     progress: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[RunResult, dict[int, list[int]]]:
-    """Replay ``workload`` into transformers' continuous-batching manager; records + generated tokens."""
+    """Replay ``workload`` into transformers' continuous-batching manager; records + generated
+    tokens."""
     if not has_hf_continuous(lm):
         import transformers
 
         raise ConfigError(
-            f"engine hf-continuous needs transformers' continuous batching, absent from transformers {transformers.__version__}"
+            f"engine hf-continuous needs transformers' continuous batching, absent from "
+            f"transformers {transformers.__version__}"
         )
     if block_size < HF_MIN_BLOCK:
         raise ConfigError(
-            f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' smallest "
-            f"page), got {block_size}"
+            f"block_size must be at least {HF_MIN_BLOCK} for engine hf-continuous (transformers' "
+            f"smallest page), got {block_size}"
         )
     reqs = workload.requests
     n = len(reqs)
@@ -277,8 +280,9 @@ def _replay(
 def _hand_over(
     mgr, rec: Recorder, reqs, nxt: int, t: float, lm: LoadedModel, prompt_seed: int
 ) -> tuple[int, int]:
-    """Hand the manager every request due by ``t`` from ``reqs[nxt]`` on; one too long for the model's
-    context is rejected with its reason instead. Returns (the next request not yet due, how many rejected)."""
+    """Hand the manager every request due by ``t`` from ``reqs[nxt]`` on; one too long for the
+    model's context is rejected with its reason instead. Returns (the next request not yet due, how
+    many rejected)."""
     rejected = 0
     while nxt < len(reqs) and reqs[nxt].arrival <= t:
         r = reqs[nxt]
@@ -306,8 +310,8 @@ def _hf_manager(
     kv_budget_tokens: int | None,
     stop_on_eos: bool,
 ):
-    """transformers' continuous-batching manager, sized for the workload (blocks for every request at
-    once when no KV budget is given: the manager never has to turn one away)."""
+    """transformers' continuous-batching manager, sized for the workload (blocks for every request
+    at once when no KV budget is given: the manager never has to turn one away)."""
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
@@ -338,7 +342,8 @@ def _hf_manager(
 def _record_finished(
     rec: Recorder, outputs: dict[int, list[int]], res, t0: float, eos: int | None, stop_on_eos: bool
 ) -> None:
-    """A finished request's tokens and times, from the manager's own timestamps (--stop-on-eos: cut at EOS)."""
+    """A finished request's tokens and times, from the manager's own timestamps (--stop-on-eos: cut
+    at EOS)."""
     rid = int(res.request_id)
     toks = list(res.generated_tokens)
     stamps = np.asarray(res.timestamps or [res.lifespan[1]], dtype=np.float64) - t0
@@ -379,8 +384,10 @@ def _hf_result(
     }
     return RunResult(
         records=rec.records(),
-        policy=f"transformers continuous batching (max_requests_per_batch={max_seqs}, max_batch_tokens={max_batched_tokens}, page_size={block_size})",
-        step_time=f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine hf-continuous",
+        policy=f"transformers continuous batching (max_requests_per_batch={max_seqs}, "
+        f"max_batch_tokens={max_batched_tokens}, page_size={block_size})",
+        step_time=f"measured: {lm.name} on {lm.device} ({lm.dtype}, {lm.threads} threads), engine "
+        f"hf-continuous",
         kv_budget_tokens=kv_budget_tokens,
         kv_peak_tokens=0,
         preemptions=0,

@@ -43,7 +43,8 @@ MEASURED = DATA / "reference-measured-tiny-gpt2-cpu.json"
 
 
 def calibration_path(name: str | None) -> str | None:
-    """The file a ``--calibration`` value names: ``reference`` is the shipped one, anything else itself."""
+    """The file a ``--calibration`` value names: ``reference`` is the shipped one, anything else
+    itself."""
     if name != REFERENCE:
         return name
     if not CALIBRATION.is_file():

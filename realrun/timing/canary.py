@@ -65,7 +65,8 @@ ACCURACY = 0.20
 
 @dataclass(frozen=True)
 class CanaryReading:
-    """One canary: measured / priced for its prefill and decode passes (medians), and its seconds."""
+    """One canary: measured / priced for its prefill and decode passes (medians), and its
+    seconds."""
 
     prefill: float
     decode: float
@@ -91,7 +92,8 @@ class CanaryReading:
 
 
 def grid_middle(axis) -> int:
-    """The middle point of a grid's axis, rounded: where a profile's price is its own mean, not an edge's."""
+    """The middle point of a grid's axis, rounded: where a profile's price is its own mean, not an
+    edge's."""
     a = list(axis)
     return int(round(float(a[len(a) // 2])))
 
@@ -103,15 +105,16 @@ class Canary:
     def __init__(self, engine, model: StepTimeModel, prefills: int = 4, decodes: int = 16) -> None:
         self.engine, self.model = engine, model
         ref = (getattr(model, "extra", None) or {}).get("canary")
-        #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price alone.
+        #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price
+        #: alone.
         self.reference: tuple[float, float] | None = (
             (float(ref["prefill"]), float(ref["decode"])) if ref else None
         )
         self.prefills, self.decodes = int(prefills), int(decodes)
         pre, dec = getattr(model, "prefill", None), getattr(model, "decode", None)
         ctx = int(getattr(engine.lm, "n_positions", 1024))
-        # The middle of a profiled model's grid (its price there is the profile's own means, not an edge's
-        # extrapolation); 64 otherwise.
+        # The middle of a profiled model's grid (its price there is the profile's own means, not an
+        # edge's extrapolation); 64 otherwise.
         self.length = min(ctx // 2, grid_middle(pre.y) if pre is not None else 64)
         self.width = min(ctx // 2, grid_middle(dec.y) if dec is not None else 64)
 
@@ -138,10 +141,11 @@ class Canary:
         return CanaryReading(r.prefill / self.reference[0], r.decode / self.reference[1], r.seconds)
 
     def take_reference(self, readings: int = 3) -> dict | None:
-        """The canary's median over ``readings`` now (at the end of a profile): what later readings are
-        held up to, kept in the calibration."""
+        """The canary's median over ``readings`` now (at the end of a profile): what later readings
+        are held up to, kept in the calibration."""
         rs = [r for r in (self.raw() for _ in range(readings)) if r is not None]
-        if not rs:  # (only vLLM's canary can come back empty) held up to the price alone, as an older profile
+        # (only vLLM's canary can come back empty) held up to the price alone, as an older profile
+        if not rs:
             return None
         ref = {
             "prefill": float(np.median([r.prefill for r in rs])),
@@ -154,7 +158,8 @@ class Canary:
 @dataclass(frozen=True)
 class Level:
     """The session's level, prefill and decode: the median reading, its standard error, and how much
-    the level moves from one run to the next (``run_sd``, a fraction; 0 when the canaries cannot tell)."""
+    the level moves from one run to the next (``run_sd``, a fraction; 0 when the canaries cannot
+    tell)."""
 
     prefill: float
     decode: float
@@ -165,7 +170,8 @@ class Level:
     decode_run_sd: float = 0.0
 
     def applied(self) -> tuple[float, float]:
-        """(prefill, decode) factors the prediction is moved by: each, unless within 2 se or ``ACCURACY`` of 1."""
+        """(prefill, decode) factors the prediction is moved by: each, unless within 2 se or
+        ``ACCURACY`` of 1."""
 
         def one(f: float, se: float) -> float:
             return f if abs(f - 1.0) > max(2.0 * se, ACCURACY) else 1.0
@@ -175,8 +181,9 @@ class Level:
     def model(
         self, step_time: StepTimeModel, rng: np.random.Generator | None = None
     ) -> StepTimeModel:
-        """``step_time`` at this level; with ``rng``, at one run's level: each factor normal around the
-        applied one, with the level's standard error and the run-to-run spread (one seed's share of the band)."""
+        """``step_time`` at this level; with ``rng``, at one run's level: each factor normal around
+        the applied one, with the level's standard error and the run-to-run spread (one seed's share
+        of the band)."""
         p, d = self.applied()
         if rng is not None:
             p = max(
@@ -204,16 +211,20 @@ class Level:
 
     def text(self) -> str:
         p, d = self.applied()
-        # Written before the runs' passes are read: a policy whose passes contradict it is not moved (its own note).
+        # Written before the runs' passes are read: a policy whose passes contradict it is not moved
+        # (its own note).
         moved = (
             "the prediction is moved to that level where the runs' own passes do not contradict it"
             if (p, d) != (1.0, 1.0)
-            else f"both within two standard errors or {ACCURACY:.0%} of 1, so the prediction is not moved"
+            else f"both within two standard errors or {ACCURACY:.0%} of 1, so the prediction is "
+            f"not moved"
         )
         return (
-            f"machine level over the runs ({self.readings} canaries): prefill passes {self.prefill:.3f}x (+-{self.prefill_se:.3f}), "
-            f"decode passes {self.decode:.3f}x (+-{self.decode_se:.3f}) the profile's; {moved}; from run to run the "
-            f"level moves by {self.prefill_run_sd:.1%} (prefill) and {self.decode_run_sd:.1%} (decode), which the band holds"
+            f"machine level over the runs ({self.readings} canaries): prefill passes "
+            f"{self.prefill:.3f}x (+-{self.prefill_se:.3f}), decode passes {self.decode:.3f}x "
+            f"(+-{self.decode_se:.3f}) the profile's; {moved}; from run to run the level moves by "
+            f"{self.prefill_run_sd:.1%} (prefill) and {self.decode_run_sd:.1%} (decode), which the "
+            f"band holds"
         )
 
 
@@ -226,8 +237,9 @@ def _round(x: float) -> float | None:
 
 
 def session_level(pairs: list[tuple[CanaryReading, CanaryReading]]) -> Level | None:
-    """From the (before, after) readings of every run: the median of every reading, per kind, with the
-    standard error of a median (1.25 sd / sqrt n), and the run-to-run spread (see the module's docstring)."""
+    """From the (before, after) readings of every run: the median of every reading, per kind, with
+    the standard error of a median (1.25 sd / sqrt n), and the run-to-run spread (see the module's
+    docstring)."""
     readings = [r for pair in pairs for r in pair]
     if not readings:
         return None

@@ -23,7 +23,8 @@ from batchsim.sim.profiled import ProfiledStepTime
 __all__ = ["Drift", "recheck", "load_warning", "REFERENCE_APART_PCT"]
 
 #: How far (%) this machine's passes may be from the shipped reference's before the drift line says
-#: the prediction is another machine's: about the run-to-run spread of a pass on a quiet 2-core laptop.
+#: the prediction is another machine's: about the run-to-run spread of a pass on a quiet 2-core
+#: laptop.
 REFERENCE_APART_PCT = 20.0
 
 
@@ -50,8 +51,9 @@ class Drift:
         return self.ratio if abs(self.ratio - 1) > 2 * self.error else 1.0
 
     def text(self, reference: bool = False) -> str:
-        """The drift as one line; ``reference``: the profile is the course machine's shipped one, not
-        this machine's, so a gap is the two machines' difference, and the line says how to close it."""
+        """The drift as one line; ``reference``: the profile is the course machine's shipped one,
+        not this machine's, so a gap is the two machines' difference, and the line says how to close
+        it."""
         pct = (self.ratio - 1) * 100
         when = "the course machine's reference" if reference else "while profiling"
         # Not "expect errors of that size": a queue near full load turns a step-time error into a
@@ -59,20 +61,24 @@ class Drift:
         verdict = (
             "the machine held steady"
             if abs(pct) < 5
-            else f"this machine ran {abs(pct):.0f} % {'slower' if pct > 0 else 'faster'} at the end than {when}; "
-            "a busy server's queue stretches such a step-time error into a waiting-time error several times "
-            "larger, so latencies can miss by far more than this"
+            else f"this machine ran {abs(pct):.0f} % {'slower' if pct > 0 else 'faster'} at the "
+            f"end than {when}; "
+            "a busy server's queue stretches such a step-time error into a waiting-time error "
+            "several times larger, so latencies can miss by far more than this"
         )
         line = (
-            f"drift: {len(self.shapes)} profiled shapes timed again after the runs take {self.ratio:.2f}x their "
-            f"profiled time ({verdict})"
+            f"drift: {len(self.shapes)} profiled shapes timed again after the runs take "
+            f"{self.ratio:.2f}x their profiled time ({verdict})"
         )
         if reference and abs(pct) >= REFERENCE_APART_PCT:
-            # The bare run predicts the course machine's times, the same on every run (lesson 7); on a
-            # machine this far from it the errors measure the two machines apart, not the simulator.
+            # The bare run predicts the course machine's times, the same on every run (lesson 7); on
+            # a machine this far from it the errors measure the two machines apart, not the
+            # simulator.
             line += (
-                f"; the prediction is the course machine's, and this machine is {abs(pct):.0f} % away from it: "
-                "python -m realrun compare profiles this machine first (about 40 s more) and predicts for it"
+                f"; the prediction is the course machine's, and this machine is {abs(pct):.0f} % "
+                f"away from it: "
+                "python -m realrun compare profiles this machine first (about 40 s more) and "
+                "predicts for it"
             )
         return line
 
@@ -123,14 +129,17 @@ def recheck(engine, model: ProfiledStepTime, repeats: int = 8) -> Drift:
 
 
 def load_warning(threads: int) -> str | None:
-    """A line when the 1-minute load average shows work beyond this run's own threads (None: quiet)."""
+    """A line when the 1-minute load average shows work beyond this run's own threads (None:
+    quiet)."""
     try:
         la = os.getloadavg()[0]
     except OSError:
         return None
     if la > threads + 0.5:
         return (
-            f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on this machine, and it "
-            "stretches measured times (not predicted ones); for fidelity figures, measure on a quiet machine"
+            f"warning: load average {la:.2f} with {threads} thread(s) of ours: other work is on "
+            f"this machine, and it "
+            "stretches measured times (not predicted ones); for fidelity figures, measure on a "
+            "quiet machine"
         )
     return None

@@ -1,4 +1,5 @@
-"""The server's own time between two steps: the driver's Python, each policy's decision, the records.
+"""The server's own time between two steps: the driver's Python, each policy's decision, the
+records.
 
 It is no pass, so no grid point holds it; each policy runs a short burst through the real driver
 (``realrun.clock.runner.run_real``) and the trace's gaps between a step's decision and the next

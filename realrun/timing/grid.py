@@ -70,8 +70,8 @@ class Grid:
         0.02,
         0.1,
     )
-    # Seconds of the slow probe (one pass over and over: how the machine's speed wanders); 0, a grid made
-    # by hand: the fewest passes that can show a drift (120).
+    # Seconds of the slow probe (one pass over and over: how the machine's speed wanders); 0, a grid
+    # made by hand: the fewest passes that can show a drift (120).
     probe_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -96,7 +96,8 @@ class Grid:
             raise ConfigError("grid: the smallest prefill point is above max_prefill_tokens")
 
     def clipped(self, n_positions: int) -> Grid:
-        """Keep to the model's context: a decode width plus its repetitions, a chunk plus its past."""
+        """Keep to the model's context: a decode width plus its repetitions, a chunk plus its
+        past."""
         from dataclasses import replace
 
         room = n_positions - self.repeats - 1
@@ -188,8 +189,9 @@ def grid_for_workload(
     max_prefill = max(int(max_prefill), longest_chunk)
     past = ()
     if chunk and p_max > chunk:
-        # Chunks of ``chunk`` tokens after 1, 2, 4, ... chunks already cached, up to the longest past a
-        # prompt's last chunk has (at most three points: the cost is a slope, ``fit_past_cost``).
+        # Chunks of ``chunk`` tokens after 1, 2, 4, ... chunks already cached, up to the longest
+        # past a prompt's last chunk has (at most three points: the cost is a slope,
+        # ``fit_past_cost``).
         ks = [k for k in (1, 2, 4, 8, 16, 32) if k * chunk < p_max]
         past = tuple((chunk, k * chunk) for k in sorted({ks[0], ks[len(ks) // 2], ks[-1]}))
     mean_prompt = int(max(1, min(np.mean(prompts), longest_chunk)))

@@ -1,4 +1,5 @@
-"""Whose jitter is it: the engine's one-row decode pass timed between two yardsticks of the same length.
+"""Whose jitter is it: the engine's one-row decode pass timed between two yardsticks of the same
+length.
 
 A pass that jitters by 50 % says nothing about the engine until one knows how much a fixed
 loop of the same length jitters on the same machine at the same moment. So each engine pass

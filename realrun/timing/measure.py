@@ -45,8 +45,9 @@ __all__ = [
 def schedule(grid: Grid) -> list[tuple]:
     """What ``measure`` times, one entry per progress tick, in its order: ("decode", rows, width),
     ("prefill", rows, length), ("past", query, past), ("join", rows, width, prompt) for each round;
-    then ("probe", width), ("wake", idle, prompt) and ("gap", policy). ``grid`` as ``measure`` times it
-    (clipped to the model's context). ``realrun.timing.profile_size`` prices it to say how long is left."""
+    then ("probe", width), ("wake", idle, prompt) and ("gap", policy). ``grid`` as ``measure`` times
+    it (clipped to the model's context). ``realrun.timing.profile_size`` prices it to say how long
+    is left."""
     wake_n = min(32, grid.prefill_lengths[-1])
     return (
         round_schedule(grid) * grid.rounds
@@ -57,7 +58,8 @@ def schedule(grid: Grid) -> list[tuple]:
 
 
 def round_schedule(grid: Grid) -> list[tuple]:
-    """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves out."""
+    """One round's entries of ``schedule``: what ``measure`` ticks for each round it times or leaves
+    out."""
     validation = validation_shapes(grid, np.random.default_rng(grid.seed))
     return (
         [("decode", b, w) for b, w in _decode_points(grid, validation)]
@@ -86,9 +88,9 @@ def measure(
 ) -> dict:
     """Time the grid on ``engine``; returns the raw timings (``build`` turns them into a model).
 
-    ``progress``: True, a bar; an object with ``update(n)`` and ``close()``, ticked once per entry of
-    ``schedule``. ``budget_s``: rounds after the first are left out once the rounds so far say the
-    next would end beyond the budget (the result's ``rounds_timed`` says how many ran)."""
+    ``progress``: True, a bar; an object with ``update(n)`` and ``close()``, ticked once per entry
+    of ``schedule``. ``budget_s``: rounds after the first are left out once the rounds so far say
+    the next would end beyond the budget (the result's ``rounds_timed`` says how many ran)."""
     grid = grid.clipped(engine.lm.n_positions)
     rng = np.random.default_rng(grid.seed)
     longest = max(
@@ -107,7 +109,8 @@ def measure(
     prefill_pts = _prefill_points(grid, validation)
     bar = progress if hasattr(progress, "update") else _bar(bool(progress), len(schedule(grid)))
     extra, repeat_extra, joins, runs = [], [], [], []
-    # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them here.
+    # The process's very first passes run cold (caches, allocator, the CPU's clock): spend them
+    # here.
     engine.fill_rows(ids[:2], [grid.decode_widths[0]] * 2)
     engine.execute(
         Step(

@@ -1,4 +1,5 @@
-"""The machine's level read from the run's own passes: measured over predicted, prefill and decode apart.
+"""The machine's level read from the run's own passes: measured over predicted, prefill and decode
+apart.
 
 A measured run keeps every pass the engine ran with its planned shape (``meta['passes']``), and the
 replay shows the schedule was the simulator's own, so each pass has a price in the cost model. The
@@ -49,8 +50,9 @@ CONTRADICTS = 0.20
 
 @dataclass(frozen=True)
 class PassLevel:
-    """Measured / priced for the run's prefill passes (and mixed ones) and its decode passes: the ratio
-    of totals, its batch-means standard error, and how many passes it read (ratio None: none ran)."""
+    """Measured / priced for the run's prefill passes (and mixed ones) and its decode passes: the
+    ratio of totals, its batch-means standard error, and how many passes it read (ratio None: none
+    ran)."""
 
     prefill: float | None
     decode: float | None
@@ -68,8 +70,8 @@ class PassLevel:
         return LevelStepTime(step_time, p, d)
 
     def contradicts(self, prefill: float, decode: float) -> list[str]:
-        """Which of a level's (prefill, decode) factors these passes contradict by more than ``CONTRADICTS``
-        beyond their own error (a kind that did not run contradicts nothing)."""
+        """Which of a level's (prefill, decode) factors these passes contradict by more than
+        ``CONTRADICTS`` beyond their own error (a kind that did not run contradicts nothing)."""
         out = []
         for kind, f, mine, se in (
             ("prefill", prefill, self.prefill, self.prefill_se),
@@ -129,11 +131,12 @@ IDLE_MIN_S = 0.5e-3
 
 
 def priced_passes(run, model) -> list[tuple]:
-    """(pass, priced seconds, measured seconds) for each pass of a measured ``run``, as the simulator
-    prices it: the pass's own price, plus the cold start a step pays after the server sat idle
-    (``wake_penalty``; ``meta['pass_idle']`` says which passes followed an idle, and how long), plus what
-    a step's first decode passes cost beyond repeated ones (``cold_extra``; ``meta['pass_rep']``). Without
-    those, a policy that idles between batches, or one whose steps are short, would read as a slow machine."""
+    """(pass, priced seconds, measured seconds) for each pass of a measured ``run``, as the
+    simulator prices it: the pass's own price, plus the cold start a step pays after the server sat
+    idle (``wake_penalty``; ``meta['pass_idle']`` says which passes followed an idle, and how long),
+    plus what a step's first decode passes cost beyond repeated ones (``cold_extra``;
+    ``meta['pass_rep']``). Without those, a policy that idles between batches, or one whose steps
+    are short, would read as a slow machine."""
     log = run.meta.get("passes") or []
     idle = run.meta.get("pass_idle")
     if idle is None or len(idle) != len(log) or not hasattr(model, "wake_penalty"):
@@ -172,17 +175,19 @@ def _level_of(priced) -> PassLevel | None:
 
 def pass_level(runs, step_time: StepTimeModel, policy_name: str) -> PassLevel | None:
     """The level of ``runs`` (measured results of one policy, each with ``meta['passes']``: (Pass,
-    seconds) in the order they ran), against ``step_time`` as the policy is priced; None without passes."""
+    seconds) in the order they ran), against ``step_time`` as the policy is priced; None without
+    passes."""
     model = step_time.for_policy(policy_name)
     return _level_of(t for run in runs for t in priced_passes(run, model))
 
 
 def machine_level(groups) -> PassLevel | None:
     """One level for the machine: every policy's passes pooled, each priced as its own policy is.
-    ``groups``: (runs, step_time, policy name) per policy. Where a single policy's level can hold that
-    policy's own miss (a shape the model prices wrong), the pool is the machine's speed: a laptop twice
-    as slow as the profile's machine reads about 2x here whatever the policies. The blocks of the
-    standard error follow the policies' order, so a policy the model misprices widens it (conservative)."""
+    ``groups``: (runs, step_time, policy name) per policy. Where a single policy's level can hold
+    that policy's own miss (a shape the model prices wrong), the pool is the machine's speed: a
+    laptop twice as slow as the profile's machine reads about 2x here whatever the policies. The
+    blocks of the standard error follow the policies' order, so a policy the model misprices widens
+    it (conservative)."""
     return _level_of(
         t
         for runs, st, name in groups
@@ -192,8 +197,9 @@ def machine_level(groups) -> PassLevel | None:
 
 
 def run_level(run, step_time: StepTimeModel, policy_name: str) -> float | None:
-    """One run's level over all its passes, prefill and decode together (measured total / priced total):
-    what moves from one run to the next (``realrun.judge.interval.RunSpread``); None without passes."""
+    """One run's level over all its passes, prefill and decode together (measured total / priced
+    total): what moves from one run to the next (``realrun.judge.interval.RunSpread``); None without
+    passes."""
     got = priced_passes(run, step_time.for_policy(policy_name))
     priced = sum(t for _, t, _ in got)
     return float(sum(s for *_, s in got) / priced) if got and priced > 0 else None

@@ -1,9 +1,9 @@
 """Timed shapes as points, how far a model's price is from each, and the textbook's linear fit.
 
-The profile keeps every shape it timed as a ``ProfilePoint`` (its pass, its mean seconds, its spread;
-the held-out ones marked ``validation-``): the calibration file lists them, the held-out error is
-the model's price against them (``pass_errors``), and lesson 4 fits the linear model through them
-(``fit_linear``): a fixed cost, per prompt token, per decode row, per KV token read.
+The profile keeps every shape it timed as a ``ProfilePoint`` (its pass, its mean seconds, its
+spread; the held-out ones marked ``validation-``): the calibration file lists them, the held-out
+error is the model's price against them (``pass_errors``), and lesson 4 fits the linear model
+through them (``fit_linear``): a fixed cost, per prompt token, per decode row, per KV token read.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ __all__ = ["ProfilePoint", "points_of", "point_pass", "pass_errors", "fit_linear
 
 @dataclass(frozen=True)
 class ProfilePoint:
-    """One timed shape: kind (decode | prefill | past | validation-*), its pass, and seconds (mean)."""
+    """One timed shape: kind (decode | prefill | past | validation-*), its pass, and seconds
+    (mean)."""
 
     kind: str
     prefill_tokens: int

@@ -25,12 +25,13 @@ def time_prefill(
     engine, ids: list[int], points, reps: int, rnd: int, longest: int, s: Samples, bar
 ) -> None:
     """Each point's ``reps`` jittered lengths, or fewer once its passes this round add up to
-    ``POINT_S``: a pass that long averages the machine's moment-to-moment noise by itself, and more of
-    them back to back meet the same minute, which only the later rounds escape. A point cut short keeps
-    its timings scaled to its own length (``secs x n / length``: the lengths that averaged to n are
-    not all there). On tiny-gpt2, a workload of at most 4 rows and prompts to 1,024 tokens took 66-70 s
-    to profile with four passes of every point a round, and 39-45 s with this rule; with the search
-    for bends kept to its share as well (``refine``'s ``price_cell``), 32-33 s (bench/profile_time.py)."""
+    ``POINT_S``: a pass that long averages the machine's moment-to-moment noise by itself, and more
+    of them back to back meet the same minute, which only the later rounds escape. A point cut short
+    keeps its timings scaled to its own length (``secs x n / length``: the lengths that averaged to
+    n are not all there). On tiny-gpt2, a workload of at most 4 rows and prompts to 1,024 tokens
+    took 66-70 s to profile with four passes of every point a round, and 39-45 s with this rule;
+    with the search for bends kept to its share as well (``refine``'s ``price_cell``), 32-33 s
+    (bench/profile_time.py)."""
     log = engine.pass_log
     for b, n in points:
         timed: list[tuple[int, float]] = []

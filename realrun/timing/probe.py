@@ -32,8 +32,8 @@ PROBE_PASSES = 120
 
 def slow_probe(engine, grid: Grid, rid: int, pass_s: float) -> list[float]:
     """About ``grid.probe_s`` seconds (at least ``PROBE_PASSES`` passes of about ``pass_s`` seconds)
-    of consecutive one-row decode passes at the grid's middle width, in stretches that fit the context
-    (each refilled, its first passes dropped as the grid's are)."""
+    of consecutive one-row decode passes at the grid's middle width, in stretches that fit the
+    context (each refilled, its first passes dropped as the grid's are)."""
     w = probe_width(grid)
     return probe_series(engine, w, probe_passes(grid.probe_s, pass_s), rid)
 
@@ -44,14 +44,16 @@ def probe_width(grid: Grid) -> int:
 
 
 def probe_passes(seconds: float, pass_s: float) -> int:
-    """How many passes of ``pass_s`` seconds fill ``seconds`` of a probe: at least ``PROBE_PASSES``, at most 4,000."""
+    """How many passes of ``pass_s`` seconds fill ``seconds`` of a probe: at least ``PROBE_PASSES``,
+    at most 4,000."""
     return int(min(4000, max(PROBE_PASSES, seconds / max(pass_s, 1e-5))))
 
 
 def probe_log(engine, width: int, passes: int, rid: int = 0) -> list:
-    """(planned pass, seconds) of ``passes`` consecutive one-row decode passes over ``width`` tokens of
-    (random) KV, in stretches that fit the model's context: each stretch refilled and its first passes
-    dropped (fresh rows run slow at first). The engine must hold no rows; it holds none after."""
+    """(planned pass, seconds) of ``passes`` consecutive one-row decode passes over ``width`` tokens
+    of (random) KV, in stretches that fit the model's context: each stretch refilled and its first
+    passes dropped (fresh rows run slow at first). The engine must hold no rows; it holds none
+    after."""
     stretch = max(8, min(256, int(engine.lm.n_positions) - 1 - width - WARMUP))
     out: list = []
     log = engine.pass_log

@@ -1,14 +1,14 @@
 """Time the real engine's passes on a grid and build batchsim's profiled step-time model.
 
-``profile`` times the engine's passes (``realrun.timing.measure``, on the shapes ``realrun.timing.grid``
-chooses) and from the timings builds a ``ProfiledStepTime``: the
-decode and prefill grids (means of every repetition, swept in interleaved rounds, so a
-burst of load from another process spoils one sweep of a point, not all of it), the cost
-of a continued chunk's attention to its cached past, the engine's work around its passes,
-and each policy's gap between steps, timed by a short burst through the real driver.
-The mean, not the median: the simulator adds step times up, and times are skewed to the right,
-so a median would underestimate the busy time; but without the timings over twice the median,
-which are another process borrowing the core (``robust_mean``).
+``profile`` times the engine's passes (``realrun.timing.measure``, on the shapes
+``realrun.timing.grid`` chooses) and from the timings builds a ``ProfiledStepTime``: the decode and
+prefill grids (means of every repetition, swept in interleaved rounds, so a burst of load from
+another process spoils one sweep of a point, not all of it), the cost of a continued chunk's
+attention to its cached past, the engine's work around its passes, and each policy's gap between
+steps, timed by a short burst through the real driver. The mean, not the median: the simulator adds
+step times up, and times are skewed to the right, so a median would underestimate the busy time; but
+without the timings over twice the median, which are another process borrowing the core
+(``robust_mean``).
 
 It also fits the textbook ``LinearStepTime`` to the same passes, for comparison and for
 the course; and it times a few shapes between the grid points that the model never saw,
@@ -56,7 +56,8 @@ __all__ = [
 
 
 def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
-    """The profiled model from ``measure``'s timings, pricing steps as the engine runs them (``plan``)."""
+    """The profiled model from ``measure``'s timings, pricing steps as the engine runs them
+    (``plan``)."""
     grid: Grid = meas["grid"]
     s: Samples = meas["samples"]
     mid = (grid.repeats - 1) / 2  # a decode point's passes read widths w .. w + repeats - 1
@@ -119,7 +120,8 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
         context_len=meas.get("n_positions"),
         spread=spread,
     )
-    # A step's first decode passes, priced on the grid just built, against the bursts' repeated ones.
+    # A step's first decode passes, priced on the grid just built, against the bursts' repeated
+    # ones.
     cold = decode_cold(model.pass_time, meas.get("burst_passes") or [])
     return replace(
         model,
@@ -130,8 +132,9 @@ def build(meas: dict, source: str, plan: str = "grouped") -> ProfiledStepTime:
 
 
 def fit_past_cost(pairs: list[tuple[float, float]]) -> float:
-    """Seconds per (new token, cached token) pair: the least-squares slope through the origin of each
-    continued chunk's extra time (over the same chunk with no past) against its pairs; never negative."""
+    """Seconds per (new token, cached token) pair: the least-squares slope through the origin of
+    each continued chunk's extra time (over the same chunk with no past) against its pairs; never
+    negative."""
     x = np.array([a for a, _ in pairs], float)
     y = np.array([b for _, b in pairs], float)
     if not len(x) or not np.any(x > 0):
@@ -151,10 +154,10 @@ def spread_from(
     grid: Grid, decode: Grid2D, prefill: Grid2D, samples_of, runs: list, probe: list
 ) -> StepSpread:
     """Each grid point's timings as quantiles of time / mean (``batchsim.sim.spread``), from
-    ``samples_of(kind, rows, n)`` (its seconds, or None where untimed); a prefill point above the pass
-    limit, never timed, takes the spread of the largest rows timed at its length. ``runs``: stretches
-    of consecutive passes (for ``lag1``); ``probe``: seconds of the same pass over a few seconds (the
-    slow drift). Our engine's profile and vLLM's both make their spread here."""
+    ``samples_of(kind, rows, n)`` (its seconds, or None where untimed); a prefill point above the
+    pass limit, never timed, takes the spread of the largest rows timed at its length. ``runs``:
+    stretches of consecutive passes (for ``lag1``); ``probe``: seconds of the same pass over a few
+    seconds (the slow drift). Our engine's profile and vLLM's both make their spread here."""
     dq = np.array(
         [
             [ratio_quantiles(samples_of("decode", b, w)) for w in grid.decode_widths]
@@ -179,10 +182,10 @@ def spread_from(
 
 # -- the result ------------------------------------------------------------------------------
 
-#: A held-out error above this (mean, %) says the machine's speed moved while the profile timed its shapes.
-#: Quiet, these CPUs give 6-14 % mean (part of it the grid's own shape between its points, not noise); a
-#: profile taken through bursts of other work gave 19-35 %. The profile is kept (what was timed is not thrown
-#: away), and its text says to take it again when the machine is quiet.
+#: A held-out error above this (mean, %) says the machine's speed moved while the profile timed its
+#: shapes. Quiet, these CPUs give 6-14 % mean (part of it the grid's own shape between its points,
+#: not noise); a profile taken through bursts of other work gave 19-35 %. The profile is kept (what
+#: was timed is not thrown away), and its text says to take it again when the machine is quiet.
 HELDOUT_WARN_PCT = 20.0
 
 
@@ -198,7 +201,8 @@ class Profile:
 
     @property
     def heldout(self) -> dict[str, float]:
-        """Errors (%) of the profiled and the linear model on the held-out shapes, mean and worst."""
+        """Errors (%) of the profiled and the linear model on the held-out shapes, mean and
+        worst."""
         val = [q for q in self.points if q.kind.startswith("validation-")]
         if not val:
             return {}
@@ -241,17 +245,20 @@ class Profile:
         cv = ""
         if m.spread is not None:
             cv = (
-                f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, prefill "
-                f"{np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated {m.spread.lag1:.2f}; "
+                f"; spread (CV) of a pass: decode {np.median(m.spread.decode.cv()):.0%} median, "
+                f"prefill {np.median(m.spread.prefill.cv()):.0%}, consecutive passes correlated "
+                f"{m.spread.lag1:.2f}; "
                 + (m.spread.slow.text() if m.spread.slow is not None else "no slow drift seen")
             )
         lines = [
-            f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode 1 row "
-            f"{float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. {len(m.decode.x)}x{len(m.decode.y)} grid, "
-            f"prefill {len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
-            f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token {m.join_cost * 1e6:.2f} us, "
-            f"gap between steps (ms): {gaps}",
-            f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after idle {wake})",
+            f"profiled step time: {len(self.points)} shapes timed in {self.seconds:.1f} s; decode "
+            f"1 row {float(m.decode(1, m.decode.y[0])[0]) * 1e3:.2f} ms .. "
+            f"{len(m.decode.x)}x{len(m.decode.y)} grid, prefill "
+            f"{len(m.prefill.x)}x{len(m.prefill.y)} grid{cv}",
+            f"  around each step {m.step_extra * 1e3:.3f} ms, per joining token "
+            f"{m.join_cost * 1e6:.2f} us, gap between steps (ms): {gaps}",
+            f"  after sleeping: {m.wake_late * 1e3:.3f} ms late, then cold passes (ms extra after "
+            f"idle {wake})",
             f"  a step's first decode pass +{m.first_decode_extra * 1e3:.3f} ms, its second "
             f"+{m.second_decode_extra * 1e3:.3f} ms beyond a repeated one"
             + (
@@ -262,26 +269,30 @@ class Profile:
         ]
         if h:
             lines.append(
-                f"  held-out error on {h['shapes']} shapes between grid points: {h['mean_pct']:.1f} % mean, "
-                f"{h['max_pct']:.1f} % worst (a linear fit: {h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)"
+                f"  held-out error on {h['shapes']} shapes between grid points: "
+                f"{h['mean_pct']:.1f} % mean, {h['max_pct']:.1f} % worst (a linear fit: "
+                f"{h['linear_mean_pct']:.1f} %, {h['linear_max_pct']:.1f} %)"
             )
             if h["mean_pct"] > HELDOUT_WARN_PCT:
                 lines.append(
-                    f"  warning: a held-out error of {h['mean_pct']:.0f} % (over {HELDOUT_WARN_PCT:.0f} %) says the "
-                    "machine's speed likely moved while it was timed (other work?); its predictions will be off by as "
-                    "much: profile again with the machine quiet"
+                    f"  warning: a held-out error of {h['mean_pct']:.0f} % (over "
+                    f"{HELDOUT_WARN_PCT:.0f} %) says the "
+                    "machine's speed likely moved while it was timed (other work?); its "
+                    "predictions will be off by as much: profile again with the machine quiet"
                 )
         surf = self.info.get("prefill_surface")
         if isinstance(surf, dict):
             used = self.info.get("prefill_model") == "surface"
             lines.append(
-                f"  prefill priced by {'a surface fitted to every timed point' if used else 'the timed grid'}: "
-                f"on {surf['shapes']} held-out prefill shapes the surface is {surf['heldout_mean_pct']:.1f} % "
-                f"off (mean), the grid {surf['grid_heldout_mean_pct']:.1f} %"
+                f"  prefill priced by "
+                f"{'a surface fitted to every timed point' if used else 'the timed grid'}: on "
+                f"{surf['shapes']} held-out prefill shapes the surface is "
+                f"{surf['heldout_mean_pct']:.1f} % off (mean), the grid "
+                f"{surf['grid_heldout_mean_pct']:.1f} %"
             )
         lines.append(
-            f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens + "
-            f"{lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read"
+            f"  linear fit per pass: {lin.c0 * 1e3:.3f} ms + {lin.c1 * 1e6:.2f} us x prompt tokens "
+            f"+ {lin.c2 * 1e6:.2f} us x decode rows + {lin.c3 * 1e9:.2f} ns x KV tokens read"
         )
         return "\n".join(lines)
 
@@ -293,8 +304,8 @@ def profile(
     progress=False,
     budget_s: float | None = None,
 ) -> Profile:
-    """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the calibration.
-    ``progress`` and ``budget_s``: as ``measure`` takes them."""
+    """Time ``grid`` on ``engine`` and build the model; ``Profile.write(path)`` saves the
+    calibration. ``progress`` and ``budget_s``: as ``measure`` takes them."""
     import torch
     import transformers
 
@@ -311,9 +322,11 @@ def profile(
     # the pool's engine packs its passes ("paged"); the rectangle's groups them
     plan = getattr(engine, "plan", "grouped")
     model = build(meas, source, plan)
-    # The grid, or a surface fitted to all its prefill points where that holds out better (smooth.py).
+    # The grid, or a surface fitted to all its prefill points where that holds out better
+    # (smooth.py).
     model, prefill_choice = choose_prefill(model, points)
-    # The canary's own readings now, while the profile's level holds: later canaries are held up to them.
+    # The canary's own readings now, while the profile's level holds: later canaries are held up to
+    # them.
     from .canary import Canary
 
     model = replace(model, extra={**model.extra, "canary": Canary(engine, model).take_reference()})
@@ -340,7 +353,8 @@ def profile(
 
 
 def load_calibration(path: str | Path) -> StepTimeModel:
-    """The step-time model of a calibration file (profiled, or linear from an older or hand-made file)."""
+    """The step-time model of a calibration file (profiled, or linear from an older or hand-made
+    file)."""
     return load_step_time(path)
 
 

@@ -1,4 +1,5 @@
-"""Sizing a profile before it runs: the shapes this workload reaches, and how long timing them takes.
+"""Sizing a profile before it runs: the shapes this workload reaches, and how long timing them
+takes.
 
 A profile fitted to the policies' limits times shapes a workload may never reach: a sparse trace
 replayed in real time rarely holds more than a few requests at once, yet a grid sized to a
@@ -11,8 +12,8 @@ against the 40 s the progress line announced). So before the grid is chosen:
    (a slower moment queues more requests, so it reaches more rows), and keeps the most rows and
    the most prompt tokens any step held: the grid goes that far, never further than the policy;
 3. ``estimate`` prices every point of the grid the profile will time, in the order it times
-   them (``realrun.timing.measure.schedule``), so the estimate can be printed before the profile starts
-   and the progress lines can say how much is left; ``within_budget`` thins a grid whose
+   them (``realrun.timing.measure.schedule``), so the estimate can be printed before the profile
+   starts and the progress lines can say how much is left; ``within_budget`` thins a grid whose
    estimate is above the budget (fewer repetitions, then coarser axes) instead of overrunning it.
 """
 
@@ -91,9 +92,9 @@ class Reach:
 
 
 def reach(workloads, builders: dict, model: LinearStepTime, limits=None) -> Reach:
-    """Simulate each policy (``builders``: label -> a function making a fresh policy) on its workload
-    (one ``Workload`` for all, or label -> ``Workload``) at ``model``'s price made ``SLOWER`` times
-    slower; the most rows and prompt tokens any of their steps held."""
+    """Simulate each policy (``builders``: label -> a function making a fresh policy) on its
+    workload (one ``Workload`` for all, or label -> ``Workload``) at ``model``'s price made
+    ``SLOWER`` times slower; the most rows and prompt tokens any of their steps held."""
     from batchsim.sim.simulator import simulate
 
     slow = LinearStepTime(
@@ -153,9 +154,9 @@ def point_costs(grid: Grid, model: LinearStepTime, gap_s: dict | None = None) ->
 
 
 def estimate(grid: Grid, model: LinearStepTime) -> float:
-    """Seconds the profile of ``grid`` should take on the machine ``model`` was fitted on: its ticks,
-    and the search for bends after the first round, which may spend ``refine.SHARE`` of that round's
-    decode and prefill seconds (it ticks nothing of its own)."""
+    """Seconds the profile of ``grid`` should take on the machine ``model`` was fitted on: its
+    ticks, and the search for bends after the first round, which may spend ``refine.SHARE`` of that
+    round's decode and prefill seconds (it ticks nothing of its own)."""
     costs = point_costs(grid, model)
     first_round = zip(round_schedule(grid), costs)  # schedule() starts with the first round
     search = SHARE * sum(c for (kind, *_), c in first_round if kind in ("decode", "prefill"))
@@ -163,10 +164,10 @@ def estimate(grid: Grid, model: LinearStepTime) -> float:
 
 
 def within_budget(grid: Grid, model: LinearStepTime, budget_s: float) -> tuple[Grid, float]:
-    """``grid`` thinned until its estimate fits ``budget_s`` seconds: fewer repetitions first (down to
-    4), fewer held-out shapes, a shorter slow probe, then each axis coarser (every other point, the
-    ends kept). Returns the grid and its estimate; a grid that cannot be thinned further is returned
-    as it is, even if it is still above the budget (the caller says so)."""
+    """``grid`` thinned until its estimate fits ``budget_s`` seconds: fewer repetitions first (down
+    to 4), fewer held-out shapes, a shorter slow probe, then each axis coarser (every other point,
+    the ends kept). Returns the grid and its estimate; a grid that cannot be thinned further is
+    returned as it is, even if it is still above the budget (the caller says so)."""
     if not budget_s > 0:
         raise ConfigError(f"profile budget must be seconds > 0, got {budget_s!r}")
     est = estimate(grid, model)

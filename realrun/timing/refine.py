@@ -1,4 +1,5 @@
-"""Prompt lengths where the prefill cost bends: a cell's midpoint timed, and kept where the line misses it.
+"""Prompt lengths where the prefill cost bends: a cell's midpoint timed, and kept where the line
+misses it.
 
 The profile's prompt lengths roughly double (16, 32, ..., 512, 900) and the model draws a straight
 line between two of them (``batchsim.sim.grid2d``). A transformer's prefill is not straight
@@ -40,8 +41,8 @@ MOST = 4
 #: The share of the first round's seconds the search may spend (its later rounds time the added
 #: lengths too: at most about this share more again).
 SHARE = 0.25
-#: Tokens: a narrower cell is not split (its midpoint is too near its ends to tell a bend from noise,
-#: and a bend inside it moves a price by little).
+#: Tokens: a narrower cell is not split (its midpoint is too near its ends to tell a bend from
+#: noise, and a bend inside it moves a price by little).
 MIN_CELL = 32
 
 
@@ -60,8 +61,8 @@ def refine_lengths(
     clock: Callable[[], float] = time.monotonic,
     price_cell: Callable[[int, int, int, int], float] | None = None,
 ) -> tuple[Grid, list[tuple[int, int]]]:
-    """``grid`` with prompt lengths added where the prefill cost bends, and the (rows, length) points
-    added (already timed once, as the first round's).
+    """``grid`` with prompt lengths added where the prefill cost bends, and the (rows, length)
+    points added (already timed once, as the first round's).
 
     ``time_cell(b, lo, m, hi)``: times b rows at the three lengths back to back, interleaved, and
     returns each length's seconds; the midpoint's are kept as its timings, the ends' are not (the
@@ -71,9 +72,9 @@ def refine_lengths(
     ``time_point(b, n)``: times shape (b, n) and keeps its timings; ``forget(b, n)``: drops a
     shape's timings (a midpoint the line priced right is no grid point); ``round_s``: the first
     round's seconds so far; ``avoid``: lengths held out (a held-out shape must stay one the model
-    never saw); ``price_cell(b, lo, m, hi)``: the seconds ``time_cell`` would take, where known: a cell
-    dearer than what is left of the share is passed over for cheaper ones (the costliest cell comes
-    first, and one of 4 rows of 512-1,005 tokens took five times the share on tiny-gpt2).
+    never saw); ``price_cell(b, lo, m, hi)``: the seconds ``time_cell`` would take, where known: a
+    cell dearer than what is left of the share is passed over for cheaper ones (the costliest cell
+    comes first, and one of 4 rows of 512-1,005 tokens took five times the share on tiny-gpt2).
 
     Cells are looked at a level at a time: every cell of the grid (costliest first) before the
     halves of any, so a knee in a cheaper cell is not starved by noise in a dearer one."""
@@ -115,9 +116,9 @@ def refine_lengths(
 
 
 def misses(timed: dict[int, list[float]], lo: int, m: int, hi: int) -> bool:
-    """Whether the line between the ends' mean seconds misses the midpoint's by more than ``TOL`` and
-    by more than four standard errors of that miss (the timings' own noise: the standard error is
-    itself read from a few timings, so three would pass a straight cell one time in ten on a busy
+    """Whether the line between the ends' mean seconds misses the midpoint's by more than ``TOL``
+    and by more than four standard errors of that miss (the timings' own noise: the standard error
+    is itself read from a few timings, so three would pass a straight cell one time in ten on a busy
     machine, where a profile looks at a dozen)."""
     mean = {n: float(np.mean(timed[n])) for n in (lo, m, hi)}
     var = {

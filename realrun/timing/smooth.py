@@ -1,4 +1,5 @@
-"""The prefill table as a smooth surface: four costs fitted to every timed point, kept where it holds out better.
+"""The prefill table as a smooth surface: four costs fitted to every timed point, kept where it
+holds out better.
 
 The profile times each prefill grid point (rows x prompt length) at one moment of the run, and on
 the course's 2-core VMs the machine's speed moves 10-30 % from one minute to the next. A grid point
@@ -14,8 +15,8 @@ The surface is what a prefill pass does, to first order:
             + c * rows * length ** 2        (attention within each chunk, per pair of tokens)
             + e * rows + f                  (per row, per pass)
 
-fitted by non-negative least squares on relative error (``points.nnls_relative``, as the linear fit is),
-once more without the points beyond three robust deviations.
+fitted by non-negative least squares on relative error (``points.nnls_relative``, as the linear fit
+is), once more without the points beyond three robust deviations.
 
 Which one stands is decided by the profile's held-out prefill shapes (timed between grid points,
 never fitted): the surface, where its mean error on them is the lower; the grid otherwise (a quiet,
@@ -102,8 +103,8 @@ def surface_grid(coef: np.ndarray, grid: Grid2D) -> Grid2D:
 
 
 def _spread_on(spread: StepSpread | None, cols: np.ndarray) -> StepSpread | None:
-    """The prefill spread's quantiles carried onto new columns: each takes the nearest timed column's
-    (in the logarithm of the length: a pass's spread moves slowly with its size)."""
+    """The prefill spread's quantiles carried onto new columns: each takes the nearest timed
+    column's (in the logarithm of the length: a pass's spread moves slowly with its size)."""
     if spread is None:
         return None
     old = spread.prefill
@@ -112,7 +113,8 @@ def _spread_on(spread: StepSpread | None, cols: np.ndarray) -> StepSpread | None
 
 
 def with_surface(model: ProfiledStepTime, coef: np.ndarray) -> ProfiledStepTime:
-    """``model`` pricing its prefills on the surface ``coef`` (its spread carried onto the table)."""
+    """``model`` pricing its prefills on the surface ``coef`` (its spread carried onto the
+    table)."""
     table = surface_grid(coef, model.prefill)
     return replace(model, prefill=table, spread=_spread_on(model.spread, table.y))
 

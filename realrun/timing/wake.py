@@ -25,7 +25,8 @@ WAKE_PAIRS = 5
 
 
 def wake(engine, grid: Grid, ids: list[int], bar) -> dict:
-    """What a step costs extra after the server slept: the sleep's overshoot, and a cold first few passes.
+    """What a step costs extra after the server slept: the sleep's overshoot, and a cold first few
+    passes.
 
     After each idle time, a short prefill and a few decode passes run twice: right after the sleep
     (cold) and at once again (warm); the difference is the cold start's cost."""

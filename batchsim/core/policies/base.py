@@ -38,12 +38,13 @@ class Policy(ABC):
     name: str = "policy"
     #: The most rows a step of this policy may hold (checked by the tests' invariants).
     max_rows: int = 1
-    #: Whether its server delivers each token as it is produced (as vLLM's does), unless a summary is
-    #: told otherwise; a padded batch returns whole answers when it ends (``PaddedBatchPolicy``).
+    #: Whether its server delivers each token as it is produced (as vLLM's does), unless a summary
+    #: is told otherwise; a padded batch returns whole answers when it ends (``PaddedBatchPolicy``).
     streams: bool = True
 
     def start(self, limits: ServerLimits | int | None = None) -> None:
-        """Reset all state for a new run under the server's limits (an int: a KV budget in tokens)."""
+        """Reset all state for a new run under the server's limits (an int: a KV budget in
+        tokens)."""
         self.limits = as_limits(limits)
         self.kv_budget = self.limits.kv_budget_tokens
         self.closed = False
@@ -72,7 +73,8 @@ class Policy(ABC):
         """Account for ``done`` (1..step.repeat) repetitions of ``step``, finished at ``now``."""
 
     def counts(self) -> tuple[int, int]:
-        """(running, waiting): requests in the batch now, and queued for it (a live server's metrics)."""
+        """(running, waiting): requests in the batch now, and queued for it (a live server's
+        metrics)."""
         raise NotImplementedError(f"{self.name} does not count its queues")
 
     def cancel(self, request_id: int) -> bool:

@@ -29,7 +29,8 @@ def ceil_div(a, b):
 
 
 def growth_of(kv: np.ndarray, block_size: int):
-    """``need(j)``: the blocks rows with these caches take if each adds j tokens (a scan of the rows)."""
+    """``need(j)``: the blocks rows with these caches take if each adds j tokens (a scan of the
+    rows)."""
     held = ceil_div(kv, block_size)
 
     def need(j: int) -> int:
@@ -78,7 +79,8 @@ class BlockPool:
                 raise AssertionError(f"KV blocks miscounted: {self.free} free of {self.total}")
 
     def tokens_fitting(self, free: int, held_blocks: int, kv: int) -> int:
-        """Tokens a row holding ``held_blocks`` blocks and ``kv`` tokens may add with ``free`` blocks."""
+        """Tokens a row holding ``held_blocks`` blocks and ``kv`` tokens may add with ``free``
+        blocks."""
         return free * self.block_size + held_blocks * self.block_size - kv
 
 
@@ -116,13 +118,14 @@ class BlockFill:
         self.shift += tokens
 
     def full(self) -> int:
-        """Rows whose last block is full (or who hold none): each needs a block for its next token."""
+        """Rows whose last block is full (or who hold none): each needs a block for its next
+        token."""
         return self.counts[-self.shift % self.size]
 
     def growth(self, tokens: int) -> int:
-        """Blocks the rows take if each adds ``tokens`` tokens: ``q`` per row for each whole block of
-        them (q, s = divmod(tokens, size)), and one more for a row whose last block has fewer than
-        ``s`` free places (residue 0, or above size - s)."""
+        """Blocks the rows take if each adds ``tokens`` tokens: ``q`` per row for each whole block
+        of them (q, s = divmod(tokens, size)), and one more for a row whose last block has fewer
+        than ``s`` free places (residue 0, or above size - s)."""
         size, counts, shift = self.size, self.counts, self.shift
         q, s = divmod(tokens, size)
         if s <= 1:  # the common step: one token, a new block for each full row

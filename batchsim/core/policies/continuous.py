@@ -57,7 +57,8 @@ class Continuous(Policy):
 
     def __init__(
         self,
-        # The knobs' defaults are ContinuousKnobs' (batchsim.core.knobs): one source for every default.
+        # The knobs' defaults are ContinuousKnobs' (batchsim.core.knobs): one source for every
+        # default.
         max_seqs: int = ContinuousKnobs.max_seqs,
         max_batched_tokens: int = ContinuousKnobs.max_batched_tokens,
         block_size: int = ContinuousKnobs.block_size,
@@ -126,8 +127,9 @@ class Continuous(Policy):
 
     def _take_blocks(self, blocks: int) -> None:
         """Textbook: ``Continuous.take``, for the rows together (a row's own follow from its kv)."""
-        # KV is counted in blocks, here and in the pool: the pool's check (never more blocks out than
-        # the budget's kv_budget // block_size) is the base policy's check of the budget in tokens.
+        # KV is counted in blocks, here and in the pool: the pool's check (never more blocks out
+        # than the budget's kv_budget // block_size) is the base policy's check of the budget in
+        # tokens.
         self._blocks += blocks
         if self.pool.total is not None:
             self.pool.take(blocks)
@@ -145,7 +147,10 @@ class Continuous(Policy):
             # The longest the request's cache ever gets: the prompt plus all outputs but the last.
             need = self.pool.blocks_for(p + o - 1)
             if need > self.pool.total:
-                reason = f"needs {need} KV blocks of {self.block_size} tokens, more than the {self.pool.total} in the budget"
+                reason = (
+                    f"needs {need} KV blocks of {self.block_size} tokens, more than the "
+                    f"{self.pool.total} in the budget"
+                )
         if reason is not None:
             return reason
         self.waiting.append(Waiting(request.id, p, o, p))
@@ -226,7 +231,8 @@ class Continuous(Policy):
         step = fast_step(
             tuple(chunks),
             tuple(rows.id_list[decoding]) if lockstep else tuple(rows.ids[decoding].tolist()),
-            # Only chunks that continue a cached context start past 0, and only rows part-way exist then.
+            # Only chunks that continue a cached context start past 0, and only rows part-way exist
+            # then.
             kv_read + (sum(c.start for c in chunks) if rows.partial else 0),
             width,
             repeat,
@@ -293,7 +299,8 @@ class Continuous(Policy):
                     break  # it waits for a step whose prompt budget is all its own
                 # else: longer than the whole budget (or a recompute of prompt + tokens generated,
                 # which only the prompt was checked against): it takes this step's prefill alone.
-                # It never passes the server's hard limit per pass: a recompute that would is chunked.
+                # It never passes the server's hard limit per pass: a recompute that would is
+                # chunked.
                 elif self.limits.max_step_tokens is not None:
                     n = min(n, self.limits.max_step_tokens)
             nb = pool.blocks_for(n)
@@ -314,7 +321,8 @@ class Continuous(Policy):
         return budget, free
 
     def _admission_blocks(self, waiting: Waiting, chunk_blocks: int) -> int:
-        """Free blocks a waiting request needs to board: its chunk's (``VLLMV1``: its whole context's)."""
+        """Free blocks a waiting request needs to board: its chunk's (``VLLMV1``: its whole
+        context's)."""
         return chunk_blocks
 
     def _repeat_horizon(

@@ -82,7 +82,10 @@ class PaddedBatchPolicy(Policy):
             return reason
         need = request.prompt_tokens + request.output_tokens
         if self.kv_budget is not None and need > self.kv_budget:
-            return f"needs {need} KV tokens (prompt + output), more than the whole budget of {self.kv_budget}"
+            return (
+                f"needs {need} KV tokens (prompt + output), more than the whole budget of "
+                f"{self.kv_budget}"
+            )
         self.queue.append(request)
         return None
 
@@ -94,8 +97,9 @@ class PaddedBatchPolicy(Policy):
         return len(self.batch), len(self.queue)
 
     def cancel(self, request_id: int) -> bool:
-        """A queued request leaves the queue. One in the batch rides on to the batch's end, computing
-        padding, because a padded batch is one tensor that ``generate()`` runs to its longest answer."""
+        """A queued request leaves the queue. One in the batch rides on to the batch's end,
+        computing padding, because a padded batch is one tensor that ``generate()`` runs to its
+        longest answer."""
         for r in self.queue:
             if r.id == request_id:
                 self.queue.remove(r)
@@ -198,7 +202,8 @@ class Taxi(PaddedBatchPolicy):
 
 
 class Static(PaddedBatchPolicy):
-    """The bus that waits for N: depart only with ``max_batch`` requests (or with fewer after ``close``)."""
+    """The bus that waits for N: depart only with ``max_batch`` requests (or with fewer after
+    ``close``)."""
 
     name = "static"
 

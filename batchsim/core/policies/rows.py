@@ -1,4 +1,5 @@
-"""The passengers of a continuous batch: the running rows, the figures kept about them, and the queue.
+"""The passengers of a continuous batch: the running rows, the figures kept about them, and the
+queue.
 
 ``RunningRows`` is the textbook's ``running`` list of ``Request``s
 (``batchsim/textbook/continuous.py``) as parallel integer arrays, one per attribute and one
@@ -23,7 +24,8 @@ from .blocks import BlockFill
 
 __all__ = ["RunningRows", "Waiting"]
 
-# ``a.min()`` and ``a.max()`` reach these through Python wrappers that cost more than a batch's scan.
+# ``a.min()`` and ``a.max()`` reach these through Python wrappers that cost more than a batch's
+# scan.
 _min_of, _max_of = np.minimum.reduce, np.maximum.reduce
 
 
@@ -134,7 +136,8 @@ class RunningRows:
         self.kv_max = self.least = self.fill = None
 
     def take_out(self, rid: int) -> int:
-        """Request ``rid``'s row leaves (a cancelled request): its cached tokens, whose blocks are now free."""
+        """Request ``rid``'s row leaves (a cancelled request): its cached tokens, whose blocks are
+        now free."""
         i = self.id_list.index(rid)
         kv = self.kv.item(i)
         self.drop([i])
@@ -176,7 +179,8 @@ class RunningRows:
             return 0, 0
         # lockstep: every row present before this step's admissions decodes
         if isinstance(decoding, slice):
-            # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding rows'.
+            # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding
+            # rows'.
             if self.kv_max is None:
                 self.kv_max = int(_max_of(kv))
             return self.kv_sum, self.kv_max
@@ -203,15 +207,16 @@ class RunningRows:
         least_left: int,
         held: int,
     ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], int, int | None]:
-        """Apply ``done`` repetitions of a step: its chunks (``prefill``, at rows ``chunk_rows``) and
-        the rows ``decoding`` (a slice when every row present before the step decodes: lockstep).
-        The rows that finished leave. ``held``: the blocks the rows held before the step.
+        """Apply ``done`` repetitions of a step: its chunks (``prefill``, at rows ``chunk_rows``)
+        and the rows ``decoding`` (a slice when every row present before the step decodes:
+        lockstep). The rows that finished leave. ``held``: the blocks the rows held before the step.
 
         Returns (token ids, their counts, finished ids, blocks the rows grew into, blocks freed by
         the finished rows: None when no row could have finished).
         Textbook: ``Continuous.step_done``, ``done`` times over, for every row at once."""
-        # Lockstep: every row present before the step decoded, so the kept longest context and fewest
-        # tokens left move by ``done``; rows whose prefill completed join them with their own figures.
+        # Lockstep: every row present before the step decoded, so the kept longest context and
+        # fewest tokens left move by ``done``; rows whose prefill completed join them with their own
+        # figures.
         lockstep = isinstance(decoding, slice)
         if lockstep and not prefill and decoding.stop == self.n and not self.partial:
             return self._decode_run(done, least_left, held)
@@ -231,8 +236,9 @@ class RunningRows:
         if under_way or self.partial:
             self.partial = int(np.count_nonzero(self.kv < self.target))
         if self.partial or not lockstep:
-            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows out):
-            # not every row moved by ``done``, so the kept figures are scanned afresh when needed.
+            # Rows part-way through a prefill do not decode (and vLLM V1's budget may leave rows
+            # out): not every row moved by ``done``, so the kept figures are scanned afresh when
+            # needed.
             self.forget()
         elif self.fill is None:
             # every row decodes next: count them once
@@ -240,10 +246,11 @@ class RunningRows:
         return token_ids, counts, finished, grown, freed
 
     def _decode_run(self, done: int, least_left: int, held: int):
-        """``account`` for the commonest step: a run of decode passes by every row, nothing prefilled.
-        The same updates in the same order as the general path (``_decoded``, ``_move_kept``,
-        ``_grown``, ``_tokens``, ``_finish``), each reduced to what such a step needs. Textbook:
-        ``Continuous.step_done`` for a pass with no prefill, ``done`` times over."""
+        """``account`` for the commonest step: a run of decode passes by every row, nothing
+        prefilled. The same updates in the same order as the general path (``_decoded``,
+        ``_move_kept``, ``_grown``, ``_tokens``, ``_finish``), each reduced to what such a step
+        needs. Textbook: ``Continuous.step_done`` for a pass with no prefill, ``done`` times
+        over."""
         kv, left, n = self.kv, self.left, self.n
         kv += done  # views of the table: updated in place
         left -= done
@@ -271,8 +278,9 @@ class RunningRows:
     def _prefilled(
         self, prefill, chunk_rows: list[int]
     ) -> tuple[list[int], list[int], list[int], bool, bool]:
-        """Apply the step's chunks: (ids whose prefill completed, and the cache and tokens left of each,
-        whether one of them produced its request's last token, whether a chunk stopped part-way)."""
+        """Apply the step's chunks: (ids whose prefill completed, and the cache and tokens left of
+        each, whether one of them produced its request's last token, whether a chunk stopped
+        part-way)."""
         kv, left = self.kv, self.left  # views: updated in place
         prefilled: list[int] = []
         joined_kv: list[int] = []
@@ -307,7 +315,8 @@ class RunningRows:
     def _move_kept(
         self, joined_kv: list[int], joined_left: list[int], n_decode: int, done: int
     ) -> None:
-        """Lockstep: the old rows' kept figures moved by ``done``, against those of the rows that joined."""
+        """Lockstep: the old rows' kept figures moved by ``done``, against those of the rows that
+        joined."""
         new_max, new_least = max(joined_kv, default=None), min(joined_left, default=None)
         if not n_decode:
             self.kv_max, self.least = new_max, new_least

@@ -1,4 +1,5 @@
-"""Continuous batching as vLLM's V1 scheduler does it: ``make_policy("continuous", scheduler="vllm-v1")`` (``VLLMV1``).
+"""Continuous batching as vLLM's V1 scheduler does it:
+``make_policy("continuous", scheduler="vllm-v1")`` (``VLLMV1``).
 
 batchsim's ``Continuous`` is the textbook scheduler: every running row decodes every
 step, and the step's token budget (``max_batched_tokens``) is for prompt tokens.
@@ -31,8 +32,8 @@ predict vLLM rather than an idealised vLLM:
    everything known. Seen in vLLM's own timestamps: without this rule, batchsim's time to
    first token came out a fifth short at 50-85 % busy.
 
-``realrun.reference.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with no
-clock (``tests/test_vllm_referee.py``). Prefix caching is off in every run we compare.
+``realrun.reference.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with
+no clock (``tests/test_vllm_referee.py``). Prefix caching is off in every run we compare.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ class VLLMV1(Continuous):
         self.async_scheduling = bool(async_scheduling)
 
     def __repr__(self) -> str:
-        # What a run's result names it by (``describe()``): ``Continuous(..., scheduler="vllm-v1", ...)``
-        # reads as the continuous policy with the knob that chose this flavour, not as a call that
-        # builds it (``Continuous`` takes no scheduler: ``make_policy`` or ``VLLMV1(...)`` does).
+        # What a run's result names it by (``describe()``):
+        # ``Continuous(..., scheduler="vllm-v1", ...)`` reads as the continuous policy with the knob
+        # that chose this flavour, not as a call that builds it (``Continuous`` takes no scheduler:
+        # ``make_policy`` or ``VLLMV1(...)`` does).
         return (
             super().__repr__()[:-1]
             + f', scheduler="vllm-v1", async_scheduling={self.async_scheduling})'
@@ -85,7 +87,8 @@ class VLLMV1(Continuous):
         self._ended = -math.inf  # when the last step ended
         # Async only: each running request's place in vLLM's running list (admission order) and the
         # blocks it holds when it finishes, so that a request finishing in a step can stay in the
-        # next step's decision as vLLM keeps it there (``_ghosts``: (place, id, blocks), oldest first).
+        # next step's decision as vLLM keeps it there (``_ghosts``: (place, id, blocks), oldest
+        # first).
         self._place: dict[int, int] = {}
         self._places = 0
         self._final_blocks: dict[int, int] = {}
@@ -213,7 +216,8 @@ class VLLMV1(Continuous):
         return outcome
 
     def _not_yet_seen(self) -> deque:
-        """Take off the end of ``waiting`` the requests that arrived after the previous step was chosen."""
+        """Take off the end of ``waiting`` the requests that arrived after the previous step was
+        chosen."""
         late: deque = deque()
         while self.waiting and self._arrived.get(self.waiting[-1].id, -math.inf) > self._decided:
             late.appendleft(self.waiting.pop())
@@ -233,9 +237,9 @@ class VLLMV1(Continuous):
         rows, pool = self.rows, self.pool
         budget = self._budget
         if not rows.partial and rows.n <= budget:
-            # The common step: every row decodes one token and the budget holds them all. If their new
-            # blocks fit too, the loop below would preempt nobody and schedule every row: skip it (and
-            # the per-row Python it costs), with the very same outcome.
+            # The common step: every row decodes one token and the budget holds them all. If their
+            # new blocks fit too, the loop below would preempt nobody and schedule every row: skip
+            # it (and the per-row Python it costs), with the very same outcome.
             need = rows.block_need()  # counted with no limit too: the step's KV in use holds them
             if not pool.limited or need <= pool.free:
                 return (

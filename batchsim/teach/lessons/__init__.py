@@ -5,8 +5,8 @@ takes plain arguments (a rate, a batch size, a GPU's name), runs the simulator o
 the formulas, and returns ``(summary, figure)``: a dict of the figures the lesson
 talks about (with a printable ``table``) and a matplotlib ``Figure``. The sliders
 in ``batchsim.teach.widgets`` call these functions and nothing else (notebook 7, which runs
-a real model, has its lesson in ``realrun.classroom.lesson``: batchsim never imports realrun); the tests call
-them directly and check that the numbers move the way the lesson says they do.
+a real model, has its lesson in ``realrun.classroom.lesson``: batchsim never imports realrun); the
+tests call them directly and check that the numbers move the way the lesson says they do.
 
 The simulated server is a GPU running a model from ``batchsim.machine.catalog``, timed by
 the roofline model, with the KV budget its memory leaves (``batchsim.machine.server``):

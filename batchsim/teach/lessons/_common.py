@@ -1,4 +1,5 @@
-"""What every lesson shares: the lessons' server, the claim to check, and running a set of policies."""
+"""What every lesson shares: the lessons' server, the claim to check, and running a set of
+policies."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def lesson_server(gpu: str, model: str, price_per_hour: float | None = None, **k
 def run_each(
     wl: Workload, policies: dict, server: Server, slo: SLO | None = None, price: float | None = None
 ):
-    """Simulate each policy on the same workload; return ({label: RunResult}, {label: summary with dollars})."""
+    """Simulate each policy on the same workload; return ({label: RunResult}, {label: summary with
+    dollars})."""
     results, rows = {}, {}
     price = server.price if price is None else price
     for label, policy in policies.items():

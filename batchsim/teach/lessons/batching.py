@@ -130,14 +130,16 @@ def why_batch(
     for ax in axes.flat:
         tick_labels(ax)
     fig.suptitle(
-        f"{requests} requests at {rate:.3g}/s on {server.model.name}, {server.gpu.name}: the taxi and the bus"
+        f"{requests} requests at {rate:.3g}/s on {server.model.name}, {server.gpu.name}: the taxi "
+        f"and the bus"
     )
     return summary, fig
 
 
-#: A first bus that waits this share of the run (or more) for its passengers, on a server that is then
-#: busy at least BUSY_AFTER of the time, makes a short run's req/s read as "cannot keep up": the panel
-#: then says so. (On a quiet server the wait changes nothing that matters: it serves the arrivals.)
+#: A first bus that waits this share of the run (or more) for its passengers, on a server that is
+#: then busy at least BUSY_AFTER of the time, makes a short run's req/s read as "cannot keep up":
+#: the panel then says so. (On a quiet server the wait changes nothing that matters: it serves the
+#: arrivals.)
 EDGE_SHARE = 0.05
 BUSY_AFTER = 0.9
 
@@ -157,12 +159,14 @@ def _first_bus(res, row: dict) -> dict:
 
 
 def _edge_notes(edges: dict, max_batch: int) -> list[str]:
-    """A line for each bus whose wait for its first passengers hides, in a short busy run, what it carries."""
+    """A line for each bus whose wait for its first passengers hides, in a short busy run, what it
+    carries."""
     name = {"static": f"bus: wait for {max_batch}", "dynamic": "bus with a timetable"}
     return [
         f"{name[n]}: the GPU idled {e['first_departure_s']:.1f} s until the first bus left, "
-        f"{e['share_of_run']:.0%} of this short run, so its req/s and busy understate the bus: once running "
-        f"it was busy {e['busy_after']:.0%} of the time, serving {e['throughput_after']:.1f} req/s. "
+        f"{e['share_of_run']:.0%} of this short run, so its req/s and busy understate the bus: "
+        f"once running it was busy {e['busy_after']:.0%} of the time, serving "
+        f"{e['throughput_after']:.1f} req/s. "
         "More REQUESTS give the long-run figure"
         for n, e in edges.items()
         if e["share_of_run"] >= EDGE_SHARE and e["busy_after"] >= BUSY_AFTER
@@ -192,7 +196,8 @@ def batching_policies(
     gpu: str = LESSON_GPU,
     model: str = LESSON_MODEL,
 ) -> tuple[dict, Figure]:
-    """Static, dynamic and continuous batching (and the taxi) on one workload of mixed answer lengths.
+    """Static, dynamic and continuous batching (and the taxi) on one workload of mixed answer
+    lengths.
 
     The figure shows, for ``policy``, the bus timeline of the first ``show`` requests (who
     waits, who rides which batch, when each is delivered) and, for all four policies, the
@@ -230,8 +235,8 @@ def batching_policies(
         "notes": [
             f"server: {server.describe()}; {requests} requests at {rate:g}/s, answers 8-256 tokens",
             *column_notes(keys),
-            "TPOT = (finish - first token) / (tokens - 1): for a padded batch it includes the wait for "
-            "the batch's longest answer, so it is far above the step time (step ms)",
+            "TPOT = (finish - first token) / (tokens - 1): for a padded batch it includes the wait "
+            "for the batch's longest answer, so it is far above the step time (step ms)",
         ],
     }
 
@@ -259,7 +264,7 @@ def batching_policies(
     ax2.legend(fontsize=8, loc="lower right")
     s = rows[policy]
     fig.suptitle(
-        f"{policy} at {rate:g} req/s: {s['request_throughput']:.2f} req/s served, "
-        f"mean batch {s['mean_batch_size']:.1f}, p99 {s['p99_e2e']:.1f} s"
+        f"{policy} at {rate:g} req/s: {s['request_throughput']:.2f} req/s served, mean batch "
+        f"{s['mean_batch_size']:.1f}, p99 {s['p99_e2e']:.1f} s"
     )
     return summary, fig

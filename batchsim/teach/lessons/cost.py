@@ -66,9 +66,10 @@ def cost(
         "notes": [
             f"{server.describe()}",
             f"batch {max_batch} is {ratio:.1f}x cheaper per request than batch 1 on this GPU "
-            f"(${chosen['cost_per_request'] * 1000:.3f} vs ${taxi['cost_per_request'] * 1000:.3f} per 1,000 requests)",
-            f"the claim '10 RPS = $0.10/request' implies 10 x 3600 x $0.10 = ${claim_price:,.0f} per GPU-hour; "
-            f"this GPU is assumed to cost ${price:.2f}",
+            f"(${chosen['cost_per_request'] * 1000:.3f} vs ${taxi['cost_per_request'] * 1000:.3f} "
+            f"per 1,000 requests)",
+            f"the claim '10 RPS = $0.10/request' implies 10 x 3600 x $0.10 = ${claim_price:,.0f} "
+            f"per GPU-hour; this GPU is assumed to cost ${price:.2f}",
         ],
     }
 

@@ -19,7 +19,8 @@ from ._common import LESSON_GPU, LESSON_MODEL, lesson_server
 
 __all__ = ["fleet", "fleet_flip", "FLIP_RATIO", "FLIP_MAX_RATE"]
 
-#: The one big bus "falls behind" the fleet once its p99 E2E is more than this many times the fleet's.
+#: The one big bus "falls behind" the fleet once its p99 E2E is more than this many times the
+#: fleet's.
 FLIP_RATIO = 1.5
 #: The highest arrival rate the fleet panel offers (and ``fleet_flip`` tries): past every flip of
 #: its default settings, which lies between the one GPU's capacity and the fleet's.
@@ -40,8 +41,8 @@ def _fleets(
     seed: int,
     taxis: bool = True,
 ) -> tuple[dict, dict]:
-    """({label: the fleet's summary with dollars}, {label: each server's summary}) for the three fleets
-    (the first two only, without ``taxis``), on one workload."""
+    """({label: the fleet's summary with dollars}, {label: each server's summary}) for the three
+    fleets (the first two only, without ``taxis``), on one workload."""
     wl = _workload(rate, requests, seed)
     runs = {
         f"{replicas} GPUs x batch {max_batch}": (Continuous(max_seqs=max_batch), replicas),
@@ -102,9 +103,11 @@ def fleet(
         "table": format_table(rows, keys),
         "price_per_hour": server.price,
         "notes": [
-            f"{server.describe()}; {requests} requests at {rate:g}/s; the fleets are routed {router}",
-            f"{mine}: ${rows[mine]['cost_per_1m_tokens']:.2f} per 1M tokens, p99 E2E {rows[mine]['p99_e2e']:.2f} s; "
-            f"{big}: ${rows[big]['cost_per_1m_tokens']:.2f}, p99 E2E {rows[big]['p99_e2e']:.2f} s",
+            f"{server.describe()}; {requests} requests at {rate:g}/s; the fleets are routed "
+            f"{router}",
+            f"{mine}: ${rows[mine]['cost_per_1m_tokens']:.2f} per 1M tokens, p99 E2E "
+            f"{rows[mine]['p99_e2e']:.2f} s; {big}: ${rows[big]['cost_per_1m_tokens']:.2f}, p99 "
+            f"E2E {rows[big]['p99_e2e']:.2f} s",
         ],
     }
 
@@ -145,8 +148,8 @@ def fleet_flip(
     ratio: float = FLIP_RATIO,
     max_rate: int = FLIP_MAX_RATE,
 ) -> dict:
-    """Where the one GPU falls behind the fleet: a whole arrival rate (requests/s) at which its p99 E2E
-    is more than ``ratio`` times the fleet's, while at one request/s less it is not.
+    """Where the one GPU falls behind the fleet: a whole arrival rate (requests/s) at which its p99
+    E2E is more than ``ratio`` times the fleet's, while at one request/s less it is not.
 
     The rate doubles from 1 until the ratio is passed, then rises one request/s at a time from the
     last rate within (a handful of runs instead of one per rate). Whole rates are what the fleet

@@ -1,4 +1,5 @@
-"""Lesson 5's picture of the same requests' KV cache held two ways: a padded rectangle, and blocks of one pool.
+"""Lesson 5's picture of the same requests' KV cache held two ways: a padded rectangle, and blocks
+of one pool.
 
 A padded batch (``generate()``, realrun's ``--kv padded``) keeps one row per request, every row as
 wide as the longest, the short ones padded on the left so that all end at the same column. A paged
@@ -82,9 +83,10 @@ def kv_layouts(
         "block_waste_pct": 100.0 * (held - tokens) / held,
         "rectangle_over_blocks": rect / held,
         "table": (
-            f"{len(reqs)} requests, {tokens} tokens of context: a rectangle of {len(reqs)} x {width} = {rect} "
-            f"token slots ({100 * (rect - tokens) / rect:.0f} % padding); {len(owner)} blocks x {block_size} = "
-            f"{held} slots ({100 * (held - tokens) / held:.0f} % empty, in last blocks)"
+            f"{len(reqs)} requests, {tokens} tokens of context: a rectangle of {len(reqs)} x "
+            f"{width} = {rect} token slots ({100 * (rect - tokens) / rect:.0f} % padding); "
+            f"{len(owner)} blocks x {block_size} = {held} slots "
+            f"({100 * (held - tokens) / held:.0f} % empty, in last blocks)"
         ),
     }
 
@@ -108,7 +110,8 @@ def kv_layouts(
     left.set_yticks(range(n), [f"req {r}" for r in range(n)])
     left.set_xlabel("position (left-padded to the longest)")
     left.set_title(
-        f"padded rectangle: {n} x {width} = {rect} slots,\n{summary['rectangle_padding_pct']:.0f} % padding (grey)"
+        f"padded rectangle: {n} x {width} = {rect} slots,\n{summary['rectangle_padding_pct']:.0f} "
+        f"% padding (grey)"
     )
     right.imshow(pool, cmap=cmap, vmin=0, vmax=n + 1, aspect="auto", interpolation="nearest")
     for x in range(1, blocks_per_line):
@@ -123,10 +126,12 @@ def kv_layouts(
     )
     right.set_xlabel(f"block (+ line's first), {block_size} tokens each")
     right.set_title(
-        f"block pool: {len(owner)} blocks = {held} slots,\n{summary['block_waste_pct']:.0f} % empty, "
+        f"block pool: {len(owner)} blocks = {held} slots,\n{summary['block_waste_pct']:.0f} % "
+        f"empty, "
         "one request's blocks scattered"
     )
     fig.suptitle(
-        f"the same {n} requests' KV cache, {tokens} tokens: {rect / held:.2f}x the slots as a rectangle"
+        f"the same {n} requests' KV cache, {tokens} tokens: {rect / held:.2f}x the slots as a "
+        f"rectangle"
     )
     return summary, fig

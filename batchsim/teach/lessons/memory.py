@@ -25,7 +25,8 @@ def memory_wall(
     model: str = "llama-2-7b",
     block_size: int = 16,
 ) -> tuple[dict, Figure]:
-    """How many requests fit in the KV cache: the memory wall, and preemption in continuous batching.
+    """How many requests fit in the KV cache: the memory wall, and preemption in continuous
+    batching.
 
     A burst of ``requests`` identical requests (``prompt_tokens`` in, ``output_tokens``
     out) arrives almost at once, as in an offline job. The KV cache gets ``kv_budget_gb``

@@ -102,7 +102,8 @@ def prefill_stall(
         }
         rows[label].update(out[label])
     lines = [
-        "mode            worst gap ms  running TPOT ms  long prompt's TTFT ms  steps with its prefill"
+        "mode            worst gap ms  running TPOT ms  long prompt's TTFT ms  steps with its "
+        "prefill"
     ]
     for label, o in out.items():
         lines.append(
@@ -119,11 +120,13 @@ def prefill_stall(
         "table": "\n".join(lines),
         "notes": [
             f"server: {server.describe()}",
-            f"a decode step of {running} rows takes about {decode_ms:.1f} ms (memory-bound); a {prompt_tokens:,}-token "
-            f"prefill alone takes {whole_ms:,.0f} ms (compute-bound: any prompt from {knee} tokens is)",
-            f"whole prompt: every running request waits {whole['worst_gap_ms']:,.0f} ms for one token; in chunks of "
-            f"{chunk_tokens} the worst gap is {chunked['worst_gap_ms']:,.0f} ms, and the long prompt's first token "
-            f"comes after {chunked['long_ttft_ms']:,.0f} ms instead of {whole['long_ttft_ms']:,.0f} ms",
+            f"a decode step of {running} rows takes about {decode_ms:.1f} ms (memory-bound); a "
+            f"{prompt_tokens:,}-token prefill alone takes {whole_ms:,.0f} ms (compute-bound: any "
+            f"prompt from {knee} tokens is)",
+            f"whole prompt: every running request waits {whole['worst_gap_ms']:,.0f} ms for one "
+            f"token; in chunks of {chunk_tokens} the worst gap is {chunked['worst_gap_ms']:,.0f} "
+            f"ms, and the long prompt's first token comes after {chunked['long_ttft_ms']:,.0f} ms "
+            f"instead of {whole['long_ttft_ms']:,.0f} ms",
         ],
     }
 
@@ -208,6 +211,7 @@ def prefill_stall(
     ax2.set_title("the stall, and what chunking costs the newcomer", fontsize=10)
     ax2.legend(fontsize=8, loc="upper right")
     fig.suptitle(
-        f"prefill vs decode on {server.model.name}, {server.gpu.name}: one long prompt among {running} chats"
+        f"prefill vs decode on {server.model.name}, {server.gpu.name}: one long prompt among "
+        f"{running} chats"
     )
     return summary, fig

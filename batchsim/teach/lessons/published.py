@@ -1,11 +1,12 @@
 """How far is the roofline from a real engine? Lesson 2's check against what engines published.
 
-The roofline prices a step from a card's datasheet and two efficiencies. ``batchsim.machine.validation``
-runs it on every measurement in ``published.json`` (NVIDIA's TensorRT-LLM tables, vLLM's benchmark
-pages: the same card, model, precision, lengths and concurrency, each with its source), and this
-lesson draws the answer: batchsim's figure against the published one, on log axes so a 200 tokens/s
-point and a 30,000 one are both readable, and each point's error against the tolerance the course
-holds it to. The KV budgets against vLLM's own memory logs come with it.
+The roofline prices a step from a card's datasheet and two efficiencies.
+``batchsim.machine.validation`` runs it on every measurement in ``published.json`` (NVIDIA's
+TensorRT-LLM tables, vLLM's benchmark pages: the same card, model, precision, lengths and
+concurrency, each with its source), and this lesson draws the answer: batchsim's figure against the
+published one, on log axes so a 200 tokens/s point and a 30,000 one are both readable, and each
+point's error against the tolerance the course holds it to. The KV budgets against vLLM's own memory
+logs come with it.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from ...machine import validation
 
 __all__ = ["published_record"]
 
-#: The course's targets for a preset (issue 39): median |error| within these, no point beyond ``WORST``.
+#: The course's targets for a preset (issue 39): median |error| within these, no point beyond
+#: ``WORST``.
 TARGET = {"throughput": 0.15, "TPOT": 0.15, "TTFT": 0.25}
 WORST = 0.40
 _MARKERS = {"trt-llm": ("o", "tab:green"), "vllm": ("s", "tab:purple")}
 
 
 def published_record() -> tuple[dict, Figure]:
-    """Every published point predicted; the summary per engine and family, the KV budgets, and a figure."""
+    """Every published point predicted; the summary per engine and family, the KV budgets, and a
+    figure."""
     rows = validation.table()
     per = validation.summary(rows)
     held = validation.held_out_summary(rows)
@@ -61,8 +64,8 @@ def _table(per: dict, held: dict, kv: list[dict]) -> str:
         for e, s in held.items()
     ]
     lines += [
-        f"KV budget {k['hardware']} {k['model']}: batchsim {k['predicted']:,} tokens, vLLM logged {k['kv_tokens']:,} "
-        f"({k['error']:+.1%})"
+        f"KV budget {k['hardware']} {k['model']}: batchsim {k['predicted']:,} tokens, vLLM logged "
+        f"{k['kv_tokens']:,} ({k['error']:+.1%})"
         for k in kv
     ]
     return "\n".join(lines)

@@ -42,7 +42,8 @@ AZURE_FIT = {
 def _day_workload(
     minutes: float, start_minute: float, trace: str | Path | None, seed: int
 ) -> tuple[Workload, str]:
-    """The trace window; the synthetic fit when ``trace`` is "synthetic" (or None and the package has no trace)."""
+    """The trace window; the synthetic fit when ``trace`` is "synthetic" (or None and the package
+    has no trace)."""
     if trace is None:
         path = find_trace()
     elif str(trace) == "synthetic":
@@ -51,8 +52,8 @@ def _day_workload(
         path = Path(trace)
         if not path.is_file():
             raise ConfigError(
-                f"trace must be a trace file, 'synthetic' or None, got {str(trace)!r} (no such file; "
-                f"None replays {AZURE_TRACE}, which ships with batchsim)"
+                f"trace must be a trace file, 'synthetic' or None, got {str(trace)!r} (no such "
+                f"file; None replays {AZURE_TRACE}, which ships with batchsim)"
             )
     if path is not None:
         tr = read_trace(path)
@@ -60,7 +61,8 @@ def _day_workload(
         keep = (tr.arrival_s >= t0) & (tr.arrival_s < t0 + minutes * 60.0)
         if not keep.any():
             raise ConfigError(
-                f"start_minute must fall inside the trace ({tr.duration / 60:.0f} minutes), got {start_minute!r}"
+                f"start_minute must fall inside the trace ({tr.duration / 60:.0f} minutes), got "
+                f"{start_minute!r}"
             )
         window = Trace(
             tr.path, tr.arrival_s[keep] - t0, tr.prompt_tokens[keep], tr.output_tokens[keep]
@@ -81,7 +83,8 @@ def _day_workload(
         duration=minutes * 60.0,
         seed=seed,
     )
-    # Said on the figure and in the notes: a fit's numbers are not the lesson's, and nothing else would tell.
+    # Said on the figure and in the notes: a fit's numbers are not the lesson's, and nothing else
+    # would tell.
     why = (
         ""
         if trace is not None
@@ -94,7 +97,8 @@ def _day_workload(
 
 
 def _delivered_ttft(res) -> np.ndarray:
-    """Time to the first token the user receives: the SLO's TTFT (padded batches deliver at their end)."""
+    """Time to the first token the user receives: the SLO's TTFT (padded batches deliver at their
+    end)."""
     r = res.records
     return (r.first_token if streams_by_default(res.policy) else r.finish) - r.arrival
 
@@ -111,7 +115,8 @@ def real_day(
     trace: str | Path | None = None,
     seed: int = 0,
 ) -> tuple[dict, Figure]:
-    """A real day of traffic: replay the Azure conversation trace and ask which policy meets the SLO.
+    """A real day of traffic: replay the Azure conversation trace and ask which policy meets the
+    SLO.
 
     ``trace``: a trace file, "synthetic" (a workload fitted to the Azure trace's published
     statistics), or None (the Azure trace that ships with batchsim; see ``batchsim.traces``).

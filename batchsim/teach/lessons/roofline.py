@@ -21,7 +21,8 @@ def roofline(
     max_batch: int = 1024,
     prompt: int = 512,
 ) -> tuple[dict, Figure]:
-    """Step time and tokens/s of one decode step against batch size, and of a prefill: the two phases.
+    """Step time and tokens/s of one decode step against batch size, and of a prefill: the two
+    phases.
 
     Below the knee the step is memory-bound (every step reads all the weights, however
     many rows share it), so tokens/s grows almost in proportion to the batch. Past the
@@ -61,11 +62,15 @@ def roofline(
         "weight_gb": server.model.weight_bytes(server.dtype) / 1e9,
         "table": "\n".join(
             [
-                f"{server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row",
-                f"batch {batch}: step {at['step_s'][0] * 1e3:.2f} ms ({'compute' if at['compute_bound'][0] else 'memory'}-bound), "
-                f"{at['tokens_per_s'][0]:,.0f} tokens/s = {at['tokens_per_s'][0] / one['tokens_per_s'][0]:.1f}x batch 1",
-                f"knee (first compute-bound batch): {knee if knee is not None else 'none: KV reads keep it memory-bound'}"
-                f"; with no context: {knee0}",
+                f"{server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached "
+                f"tokens per row",
+                f"batch {batch}: step {at['step_s'][0] * 1e3:.2f} ms "
+                f"({'compute' if at['compute_bound'][0] else 'memory'}-bound), "
+                f"{at['tokens_per_s'][0]:,.0f} tokens/s = "
+                f"{at['tokens_per_s'][0] / one['tokens_per_s'][0]:.1f}x batch 1",
+                f"knee (first compute-bound batch): "
+                f"{knee if knee is not None else 'none: KV reads keep it memory-bound'}; with no "
+                f"context: {knee0}",
                 f"prefill of {prompt} tokens: {pre['step_s'] * 1e3:.1f} ms "
                 f"({'compute' if pre['compute_s'] >= pre['memory_s'] else 'memory'}-bound), "
                 f"{prompt / pre['step_s']:,.0f} prompt tokens/s; compute-bound from {pknee} tokens",
@@ -125,6 +130,7 @@ def roofline(
     ax1.set_title("decode step: the slower side wins", fontsize=10)
     ax2.set_title("decode tokens/s: grows, then flattens", fontsize=10)
     fig.suptitle(
-        f"roofline: {server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached tokens per row"
+        f"roofline: {server.model.name} ({server.dtype}) on {server.gpu.name}, {context} cached "
+        f"tokens per row"
     )
     return summary, fig

@@ -75,8 +75,8 @@ def theory_vs_simulation(
         "taxi_replications": taxi_means,
         "bus_replications": bus_means,
         "notes": [
-            f"{replications} replications of {requests} requests at {lam:.1f} req/s "
-            f"(load {load:.2f} on a {service_ms:g} ms server)"
+            f"{replications} replications of {requests} requests at {lam:.1f} req/s (load "
+            f"{load:.2f} on a {service_ms:g} ms server)"
         ],
     }
 
@@ -135,6 +135,7 @@ def theory_vs_simulation(
     ax3.set_title("each run is noisy; their mean is not")
     ax3.legend(fontsize=8)
     fig.suptitle(
-        f"theory meets simulation: load {load:.2f}, {replications} replications of {requests} requests"
+        f"theory meets simulation: load {load:.2f}, {replications} replications of {requests} "
+        f"requests"
     )
     return summary, fig

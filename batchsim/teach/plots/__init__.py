@@ -16,8 +16,8 @@ global state behind; ``save(fig, path)`` writes it as a PNG.
 
 ``figures_for_report(report, out_dir)`` picks the figures that tell a scenario's story.
 ``texts(fig)`` lists the text a figure draws and ``raise_text(fig, floor_pt)`` sets what is under a
-size to that size: a slide shows a figure scaled down, and its text must still read from the back row.
-``slide.slide_parts`` redraws a figure for the slides, a row of its panels or fewer at a time.
+size to that size: a slide shows a figure scaled down, and its text must still read from the back
+row. ``slide.slide_parts`` redraws a figure for the slides, a row of its panels or fewer at a time.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ __all__ = [
 ]
 
 
-# --- per scenario -----------------------------------------------------------------------------------
+# --- per scenario ---------------------------------------------------------------------------------
 
 _DEFAULT_FIGURES = ("latency_cdf", "timeline", "batch_kv", "cost", "roofline")
 
 
 def figures_for_report(report, out_dir: str | Path) -> list[Path]:
-    """Write the figures that tell ``report``'s story as PNGs under ``out_dir``; return their paths."""
+    """Write the figures that tell ``report``'s story as PNGs under ``out_dir``; return their
+    paths."""
     out = Path(out_dir)
     results, summaries, cfg = report.results, report.summaries, report.config
     if not results:

@@ -1,4 +1,5 @@
-"""The blank page every plot starts from: a pyplot-free figure, plain tick labels, saving, and text a slide can read."""
+"""The blank page every plot starts from: a pyplot-free figure, plain tick labels, saving, and text
+a slide can read."""
 
 from __future__ import annotations
 
@@ -55,10 +56,13 @@ def save(fig: Figure, path: str | Path) -> Path:
 
 
 def texts(fig: Figure) -> list[Text]:
-    """Every text ``fig`` draws: titles, axis and tick labels, legends, annotations (visible, not blank)."""
-    # Tick labels exist only once the axes are laid out: a draw makes them, as saving the figure would.
+    """Every text ``fig`` draws: titles, axis and tick labels, legends, annotations (visible, not
+    blank)."""
+    # Tick labels exist only once the axes are laid out: a draw makes them, as saving the figure
+    # would.
     fig.draw_without_rendering()
-    # An axis keeps the labels of ticks that fell outside its view, undrawn: they are not on the page.
+    # An axis keeps the labels of ticks that fell outside its view, undrawn: they are not on the
+    # page.
     undrawn = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
@@ -79,7 +83,8 @@ def texts(fig: Figure) -> list[Text]:
 
 
 def raise_text(fig: Figure, floor_pt: float) -> Figure:
-    """``fig`` with every text smaller than ``floor_pt`` set to ``floor_pt``; larger text keeps its size.
+    """``fig`` with every text smaller than ``floor_pt`` set to ``floor_pt``; larger text keeps its
+    size.
 
     Tick labels are raised through their axis, not one label at a time: the axis makes new labels
     from its own settings when the ticks change, and chooses how many ticks by the labels' size.

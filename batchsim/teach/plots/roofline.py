@@ -1,4 +1,5 @@
-"""The roofline picture: step time and tokens/s against decode batch size, with the knee and the memory wall."""
+"""The roofline picture: step time and tokens/s against decode batch size, with the knee and the
+memory wall."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def roofline_figure(
     title: str = "",
     max_batch: int = 512,
 ) -> Figure:
-    """Decode step time (compute and memory sides) and tokens/s against batch size, with the knee."""
+    """Decode step time (compute and memory sides) and tokens/s against batch size, with the
+    knee."""
     from ...machine.roofline import knee_batch
 
     if batches is None:
@@ -78,7 +80,8 @@ def roofline_figure(
         ax2.legend(fontsize=8, loc="upper left")
     fig.suptitle(
         title
-        or f"roofline: {model.model.name} ({model.dtype}) on {model.gpu.name}, context {context:g} tokens",
+        or f"roofline: {model.model.name} ({model.dtype}) on {model.gpu.name}, context {context:g} "
+        f"tokens",
         fontsize=10,
     )
     return fig

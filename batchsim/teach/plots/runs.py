@@ -1,4 +1,5 @@
-"""Pictures of one run's records: the latency distribution, the bus timeline, the batch and KV memory over time."""
+"""Pictures of one run's records: the latency distribution, the bus timeline, the batch and KV
+memory over time."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> tuple[float, f
         # request boards at the next step and leaves when its own answer ends. One colour says so.
         colors = [COLORS[4]] * len(ids)
     else:
-        # A padded batch is the set of requests that boarded at the same instant (and leave together).
+        # A padded batch is the set of requests that boarded at the same instant (and leave
+        # together).
         _, batch_of = np.unique(np.round(r.start[ids], 9), return_inverse=True)
         colors = [COLORS[b % 10] for b in batch_of]
     ax.add_collection(LineCollection(wait, colors="0.6", linewidths=1))
@@ -89,7 +91,8 @@ def _draw_timeline(ax, res, max_requests: int, first: int = 0) -> tuple[float, f
 
 
 def timeline_figure(results: dict, max_requests: int = 40, title: str = "") -> Figure:
-    """Gantt chart per run of the first ``max_requests`` requests: wait (grey), ride (colour), first token (|).
+    """Gantt chart per run of the first ``max_requests`` requests: wait (grey), ride (colour), first
+    token (|).
 
     All runs share one time axis, so a run that takes twice as long looks twice as long."""
     k = min(len(results), 6)
@@ -140,7 +143,8 @@ def step_series(res, key: str):
 
 
 def batch_kv_figure(results: dict, title: str = "") -> Figure:
-    """Per run: batch size (left axis) and KV cache in use (right axis, with the budget) over time."""
+    """Per run: batch size (left axis) and KV cache in use (right axis, with the budget) over
+    time."""
     k = min(len(results), 6)
     fig = new_figure(10, 2.0 * k + 0.6)
     axes = fig.subplots(k, 1, squeeze=False)[:, 0]

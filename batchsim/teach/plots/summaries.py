@@ -1,4 +1,5 @@
-"""Pictures of several runs' summaries: throughput against latency across a knob, the bill per policy, a batch-size sweep."""
+"""Pictures of several runs' summaries: throughput against latency across a knob, the bill per
+policy, a batch-size sweep."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def tradeoff_figure(
     best: str | None = None,
     title: str = "",
 ) -> Figure:
-    """One point per run (labelled), joined in order: what each step along the knob buys and costs."""
+    """One point per run (labelled), joined in order: what each step along the knob buys and
+    costs."""
     fig = new_figure(7, 4.5)
     ax = fig.add_subplot()
     labels = [k for k, s in summaries.items() if s.get(latency_key) is not None]
@@ -105,7 +107,8 @@ def sweep_figure(
         + (" (tokens/s)" if "output" in throughput_key else " (req/s)")
     )
     ax.set_title(
-        f"sweep of {knob}: throughput vs {latency_key.replace('_', ' ')} (points labelled with {knob})"
+        f"sweep of {knob}: throughput vs {latency_key.replace('_', ' ')} (points labelled with "
+        f"{knob})"
     )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)

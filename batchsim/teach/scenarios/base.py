@@ -179,7 +179,8 @@ def run_set(
         run, slo, setup = plan.run, plan.slo, plan.setup
         workload = wconfigs[plan.workload]
         # Progress only where a run is long enough to wait for (about a second or more): a bar at a
-        # terminal, a line every 30 s elsewhere (a log, a CI job: a silent ten-minute run looks hung).
+        # terminal, a line every 30 s elsewhere (a log, a CI job: a silent ten-minute run looks
+        # hung).
         if show_bar is not None or progress:
             show: bool | str = show_bar if show_bar is not None else progress
         else:
@@ -225,8 +226,8 @@ def run_set(
 
 
 def column_notes(keys) -> list[str]:
-    """What a table's TTFT columns mean, for the kinds of TTFT it shows (``table_notes`` names both kinds
-    under any table with either, so a table without a "TTFT dlv" column explained one)."""
+    """What a table's TTFT columns mean, for the kinds of TTFT it shows (``table_notes`` names both
+    kinds under any table with either, so a table without a "TTFT dlv" column explained one)."""
     produced, _, delivered = TTFT_NOTE.partition("; ")
     kinds = {"delivered" in k for k in keys if "ttft" in k}
     if not delivered or len(kinds) != 1:
@@ -281,7 +282,10 @@ def _server_notes(step_time, kv, server, price, workload) -> list[str]:
     ctx = float((workload.prompt_tokens + workload.output_tokens).mean()) if len(workload) else 0.0
     line = f"KV budget: {server.kv.describe()}"
     if ctx > 0:
-        line += f"; at the mean context of {ctx:.0f} tokens memory allows a batch of {server.kv.max_batch(ctx)}"
+        line += (
+            f"; at the mean context of {ctx:.0f} tokens memory allows a batch of "
+            f"{server.kv.max_batch(ctx)}"
+        )
     out.append(line)
     return out
 

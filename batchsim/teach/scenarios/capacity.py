@@ -77,12 +77,14 @@ _KEEP = (
 
 @dataclass(frozen=True)
 class Objective:
-    """What every configuration must meet: p99 targets in seconds (None: no target), all requests served."""
+    """What every configuration must meet: p99 targets in seconds (None: no target), all requests
+    served."""
 
     p99_e2e: float | None = None
     p99_ttft: float | None = None
     p99_tpot: float | None = None
-    #: Requests no fleet can serve (longer than the model's context): turning these away is not a miss.
+    #: Requests no fleet can serve (longer than the model's context): turning these away is not a
+    #: miss.
     unservable: int = 0
 
     def __post_init__(self) -> None:
@@ -159,7 +161,10 @@ class Candidate:
         gpu = f"{self.gpu} TP{self.tp}" if self.tp > 1 else self.gpu
         if self.policy == "taxi":
             return f"{gpu} taxi"
-        return f"{gpu} {self.policy} {'max_seqs' if self.policy == 'continuous' else 'max_batch'}={self.batch}"
+        return (
+            f"{gpu} {self.policy} "
+            f"{'max_seqs' if self.policy == 'continuous' else 'max_batch'}={self.batch}"
+        )
 
     def defaults(self, model: str, replicas: int, router: str, max_wait: float) -> dict:
         d = {"gpu": self.gpu, "model": model, "replicas": replicas, "router": router, "tp": self.tp}
@@ -228,7 +233,8 @@ def _workload(wcfg):
 
 
 def evaluate(task: tuple):
-    """A worker's job: simulate one configuration; return (task key, the summary's figures that matter)."""
+    """A worker's job: simulate one configuration; return (task key, the summary's figures that
+    matter)."""
     key, flags, defaults, policy = task
     args = argparse.Namespace(**flags)
     (plan,) = plan_runs(args, _PLAN, [Run(key, policy, defaults)])
@@ -244,7 +250,8 @@ def evaluate(task: tuple):
 def server_capacity(
     cand: Candidate, model: str, prompt: float, output: float, server_kw: dict | None = None
 ) -> float | None:
-    """Requests/s one server of the candidate carries at most (None: the model does not fit its memory)."""
+    """Requests/s one server of the candidate carries at most (None: the model does not fit its
+    memory)."""
     from .library import batch_capacity
 
     try:
@@ -267,8 +274,9 @@ class _Search:
     dropped: str = ""
 
     def floor(self) -> int:
-        """The fewest servers that could still meet it: more than the most known to miss, and (before
-        any fleet of this candidate has met it) at least 80 % of what theory says the traffic needs."""
+        """The fewest servers that could still meet it: more than the most known to miss, and
+        (before any fleet of this candidate has met it) at least 80 % of what theory says the
+        traffic needs."""
         if self.meet is None:
             return max(self.fail + 1, math.ceil(THEORY_MARGIN * self.first))
         return self.fail + 1
@@ -302,9 +310,9 @@ def search(
 ) -> PlanResult:
     """Search every candidate (see the module's docstring). ``run(fn, tasks) -> results`` runs a
     round of at most ``per_round`` simulations (default: one by one), the most promising first
-    (the cheapest fleets that could still meet the objective); ``flags`` describe the workload and the machine
-    (``server_kw``: the same machine knobs as ``Server`` arguments, for theory and prices). A fleet meets the
-    objective only in steady state (``steady_misses``)."""
+    (the cheapest fleets that could still meet the objective); ``flags`` describe the workload and
+    the machine (``server_kw``: the same machine knobs as ``Server`` arguments, for theory and
+    prices). A fleet meets the objective only in steady state (``steady_misses``)."""
     run = run or (lambda fn, tasks: run_tasks(fn, tasks, scheduler="none", progress=False))
     t0 = time.perf_counter()
     states, verdicts, points = [], [], []
@@ -394,7 +402,8 @@ def _excess(p: Point, o: Objective) -> float:
 
 
 def pareto(points: list[Point], metric: str) -> list[Point]:
-    """The points that serve every request and that no other such point beats on both cost and ``metric``."""
+    """The points that serve every request and that no other such point beats on both cost and
+    ``metric``."""
     ok = sorted(
         (p for p in points if not p.summary.get("refused") and p.summary.get(metric) is not None),
         key=lambda p: (p.cost, p.summary[metric]),
@@ -430,8 +439,9 @@ def _verdict(st: _Search, points: list[Point], best: Point | None, o: Objective,
         if best is not None and p.cost == best.cost:
             metric = o.metric.replace("_delivered", "").replace("_", " ")
             return (
-                f"{name}: meets it with {_servers(p.replicas)} at the answer's ${p.cost:,.2f}/h, with a {metric} no "
-                f"lower ({_secs(p.summary[o.metric])} against {_secs(best.summary[o.metric])})"
+                f"{name}: meets it with {_servers(p.replicas)} at the answer's ${p.cost:,.2f}/h, "
+                f"with a {metric} no lower ({_secs(p.summary[o.metric])} against "
+                f"{_secs(best.summary[o.metric])})"
             )
         extra = f", ${p.cost - best.cost:,.2f}/h more than the answer" if best is not None else ""
         return f"{name}: meets it with {_servers(p.replicas)} at ${p.cost:,.2f}/h{extra}"

@@ -100,8 +100,8 @@ def extent_flag(plans: list[RunPlan]) -> str:
 
 
 def server_limits(kv, server, step_time) -> ServerLimits:
-    """The simulated server's limits: its KV budget and its model's context (a catalog model's, or the
-    one a calibration was measured on), which the policies enforce as a real server would."""
+    """The simulated server's limits: its KV budget and its model's context (a catalog model's, or
+    the one a calibration was measured on), which the policies enforce as a real server would."""
     context = (
         server.model.max_context if server is not None else getattr(step_time, "context_len", None)
     )

@@ -26,7 +26,8 @@ FLEET_RUNS = (
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    """The three fleets are the story: a flag that sets what their labels name would relabel nothing."""
+    """The three fleets are the story: a flag that sets what their labels name would relabel
+    nothing."""
     fixed = {
         k: [str(knobs[k]) for _, _, knobs in FLEET_RUNS if k in knobs]
         for k in ("replicas", "max_seqs")
@@ -35,9 +36,10 @@ def _check_flags(args: argparse.Namespace) -> None:
         v = getattr(args, k, None)
         if v is not None:
             raise ConfigError(
-                f"{flag_name(k)} {show(v)} means nothing in scenario fleet, whose three runs set their own "
-                f"{k} ({', '.join(each[:-1])} and {each[-1]}: their labels name them); drop it, or run your own fleet "
-                f"with run --policy continuous {flag_name(k)} {show(v)}"
+                f"{flag_name(k)} {show(v)} means nothing in scenario fleet, whose three runs set "
+                f"their own {k} ({', '.join(each[:-1])} and {each[-1]}: their labels name them); "
+                f"drop it, or run your own fleet with run --policy continuous {flag_name(k)} "
+                f"{show(v)}"
             )
 
 
@@ -66,20 +68,21 @@ def _fleet(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     s = report.summaries
     big, many, taxis = (s[label] for label, _, _ in FLEET_RUNS)
     lines = [
-        f"same traffic for all three: {report.config.get('requests')} requests; four GPUs are routed "
-        f"{report.results[FLEET_RUNS[1][0]].meta.get('router', 'least-loaded')}"
+        f"same traffic for all three: {report.config.get('requests')} requests; four GPUs are "
+        f"routed {report.results[FLEET_RUNS[1][0]].meta.get('router', 'least-loaded')}"
     ]
     if big.get("cost_total") is not None:
         lines.append(
-            f"bill: one big bus ${big['cost_total']:.2f}, four small buses ${many['cost_total']:.2f}, four taxis "
-            f"${taxis['cost_total']:.2f} (${big['cost_per_1m_tokens']:.2f} vs ${many['cost_per_1m_tokens']:.2f} vs "
+            f"bill: one big bus ${big['cost_total']:.2f}, four small buses "
+            f"${many['cost_total']:.2f}, four taxis ${taxis['cost_total']:.2f} "
+            f"(${big['cost_per_1m_tokens']:.2f} vs ${many['cost_per_1m_tokens']:.2f} vs "
             f"${taxis['cost_per_1m_tokens']:.2f} per 1M tokens)"
         )
     lines.append(
         f"p99 E2E: {big['p99_e2e']:.2f} s vs {many['p99_e2e']:.2f} s vs {taxis['p99_e2e']:.2f} s. "
         + (
-            "The bigger bus is the cheapest and about as fast: a batch shares each weight read, so one GPU running "
-            "64 rows serves what four running 8 serve, at a quarter of the bill"
+            "The bigger bus is the cheapest and about as fast: a batch shares each weight read, so "
+            "one GPU running 64 rows serves what four running 8 serve, at a quarter of the bill"
             if big["p99_e2e"] <= 1.5 * many["p99_e2e"]
             else "Here the bigger bus is slower: one GPU is near its limit, and four share the load"
         )
@@ -93,15 +96,17 @@ def _fleet(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
 register(
     Scenario(
         name="fleet",
-        summary="more buses or bigger buses: 1 GPU with batch 64 vs 4 GPUs with batch 8 vs 4 taxis, same traffic",
+        summary="more buses or bigger buses: 1 GPU with batch 64 vs 4 GPUs with batch 8 vs 4 "
+        "taxis, same traffic",
         story=(
-            "When traffic grows the first instinct is more servers. A second is bigger batches. Here one stream of "
-            "requests (2 a second) meets three fleets: one GPU running continuous batches of up to 64, four GPUs "
-            "running batches of up to 8 behind a least-loaded router, and four GPUs each serving one request at a time. "
-            "Four GPUs cost four times one for every hour they are rented, busy or not. Compare the bill and the "
-            "p99: a GPU reads all its weights for every step whether it carries one row or sixty-four, so a bigger "
-            "bus buys capacity for almost nothing, and more buses buy it at full price. --router changes how the "
-            "four GPUs share the traffic; --rate moves it."
+            "When traffic grows the first instinct is more servers. A second is bigger batches. "
+            "Here one stream of requests (2 a second) meets three fleets: one GPU running "
+            "continuous batches of up to 64, four GPUs running batches of up to 8 behind a "
+            "least-loaded router, and four GPUs each serving one request at a time. Four GPUs cost "
+            "four times one for every hour they are rented, busy or not. Compare the bill and the "
+            "p99: a GPU reads all its weights for every step whether it carries one row or "
+            "sixty-four, so a bigger bus buys capacity for almost nothing, and more buses buy it "
+            "at full price. --router changes how the four GPUs share the traffic; --rate moves it."
         ),
         defaults={**SERVER, "rate": 2.0, "requests": 1200, "router": "least-loaded"},
         runner=_fleet,

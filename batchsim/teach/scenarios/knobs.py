@@ -66,14 +66,16 @@ def server_setup_from_args(args: argparse.Namespace, overrides: dict | None = No
 
 
 def server_from_args(args: argparse.Namespace, overrides: dict | None = None):
-    """The GPU-and-model server the flags (or the scenario's defaults) name, or None if none is named."""
+    """The GPU-and-model server the flags (or the scenario's defaults) name, or None if none is
+    named."""
     return ServerConfig.from_flags(given(args), overrides or {}).server()
 
 
 def price_from_args(
     args: argparse.Namespace, overrides: dict | None = None, server=None
 ) -> float | None:
-    """$/hour: --gpu-price, else the scenario's, else the server's GPU's catalog price, else None."""
+    """$/hour: --gpu-price, else the scenario's, else the server's GPU's catalog price, else
+    None."""
     return server_setup_from_args(args, overrides).price
 
 
@@ -84,7 +86,8 @@ def step_time_from_args(args: argparse.Namespace, overrides: dict | None = None)
 
 
 def kv_budget_from_args(args: argparse.Namespace, overrides: dict | None = None) -> int | None:
-    """--kv-budget-tokens, then --kv-budget-bytes, then the scenario's, then the server's memory, else unlimited."""
+    """--kv-budget-tokens, then --kv-budget-bytes, then the scenario's, then the server's memory,
+    else unlimited."""
     return server_setup_from_args(args, overrides).kv_budget_tokens
 
 

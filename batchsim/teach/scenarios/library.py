@@ -33,16 +33,18 @@ SERVER = dict(DEFAULT_SERVER)
 register(
     Scenario(
         name="taxi-vs-bus",
-        summary="the same traffic served by a taxi, a bus, a bus with a timetable and a bus that never stops",
+        summary="the same traffic served by a taxi, a bus, a bus with a timetable and a bus that "
+        "never stops",
         story=(
-            "A taxi takes one passenger at a time: no waiting for company, but every ride costs a whole car. "
-            "A bus waits for its seats to fill, then carries everyone for the price of one trip. Here the same "
-            "stream of requests meets four servers: no batching (taxi), static batches of N (the bus that leaves "
-            "only when full), dynamic batches (leave when full or when the first passenger has waited max_wait) "
-            "and continuous batching (passengers board and alight at every stop). The GPU reads all 16 GB of "
-            "Llama-3-8B's weights for every step, whether one request rides or sixty, so the taxi, at under one "
-            "request per second, drowns under two a second while every bus copes. Watch throughput, latency, "
-            "dollars, and how big the batches really get."
+            "A taxi takes one passenger at a time: no waiting for company, but every ride costs a "
+            "whole car. A bus waits for its seats to fill, then carries everyone for the price of "
+            "one trip. Here the same stream of requests meets four servers: no batching (taxi), "
+            "static batches of N (the bus that leaves only when full), dynamic batches (leave when "
+            "full or when the first passenger has waited max_wait) and continuous batching "
+            "(passengers board and alight at every stop). The GPU reads all 16 GB of Llama-3-8B's "
+            "weights for every step, whether one request rides or sixty, so the taxi, at under one "
+            "request per second, drowns under two a second while every bus copes. Watch "
+            "throughput, latency, dollars, and how big the batches really get."
         ),
         defaults={
             **SERVER,
@@ -86,7 +88,8 @@ def _laundromat(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     rate = resolve_arg(args, "rate", d or {}, WORKLOAD_DEFAULTS)
     report.notes.insert(
         0,
-        f"loads: low = {rate * d['low_scale']:g} req/s, high = {rate:g} req/s (--rate sets the high one)",
+        f"loads: low = {rate * d['low_scale']:g} req/s, high = {rate:g} req/s (--rate sets the "
+        f"high one)",
     )
     s = report.summaries
     low_t, low_s = s["low: taxi"]["mean_e2e"], s[f"low: static-{n}"]["mean_e2e"]
@@ -94,8 +97,9 @@ def _laundromat(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     report.notes.insert(
         1,
         (
-            f"at low load waiting for {n} loads costs time: taxi {low_t:.1f} s vs static {low_s:.1f} s end to end; "
-            f"at high load the taxi cannot keep up: taxi {hi_t:.1f} s vs static {hi_s:.1f} s"
+            f"at low load waiting for {n} loads costs time: taxi {low_t:.1f} s vs static "
+            f"{low_s:.1f} s end to end; at high load the taxi cannot keep up: taxi {hi_t:.1f} s vs "
+            f"static {hi_s:.1f} s"
         ),
     )
     report.config["figures"] = ["latency_cdf", "timeline", "cost"]
@@ -105,14 +109,15 @@ def _laundromat(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
 register(
     Scenario(
         name="laundromat",
-        summary="wait for 8 loads or wash each as it comes: the answer flips between low and high load",
+        summary="wait for 8 loads or wash each as it comes: the answer flips between low and high "
+        "load",
         story=(
-            "A laundromat machine holds 8 loads and a wash takes the same time full or nearly empty. Washing "
-            "each load as it arrives (taxi) wastes capacity but nobody waits; waiting for 8 loads (static) uses "
-            "the machine fully but the first customer waits for seven more. At low load the taxi wins and the "
-            "full-machine rule makes people wait for company; at high load the taxi falls behind and only the "
-            "batch keeps up. A timer (dynamic: go when full or after max_wait) is the compromise that does well "
-            "at both."
+            "A laundromat machine holds 8 loads and a wash takes the same time full or nearly "
+            "empty. Washing each load as it arrives (taxi) wastes capacity but nobody waits; "
+            "waiting for 8 loads (static) uses the machine fully but the first customer waits for "
+            "seven more. At low load the taxi wins and the full-machine rule makes people wait for "
+            "company; at high load the taxi falls behind and only the batch keeps up. A timer "
+            "(dynamic: go when full or after max_wait) is the compromise that does well at both."
         ),
         defaults={
             **SERVER,
@@ -132,14 +137,16 @@ register(
 register(
     Scenario(
         name="rush-hour",
-        summary="quiet, peak, quiet: a bus that waits for N strands the quiet hours; a timetable saves them",
+        summary="quiet, peak, quiet: a bus that waits for N strands the quiet hours; a timetable "
+        "saves them",
         story=(
-            "Traffic is not steady: a quiet spell, a rush hour at four times the quiet rate, quiet again. A bus "
-            "that leaves only when its N seats are full is fine at the peak, but in the quiet hours the first "
-            "passenger waits for N-1 others. A timetable (dynamic: leave after max_wait at the latest) caps that "
-            "wait, and continuous batching never waits at all. The batch-size plot shows each policy breathing "
-            "with the traffic. --rate sets the mean rate; the day is 20 s quiet at half of it, 20 s of rush at "
-            "twice it, 20 s quiet."
+            "Traffic is not steady: a quiet spell, a rush hour at four times the quiet rate, quiet "
+            "again. A bus that leaves only when its N seats are full is fine at the peak, but in "
+            "the quiet hours the first passenger waits for N-1 others. A timetable (dynamic: leave "
+            "after max_wait at the latest) caps that wait, and continuous batching never waits at "
+            "all. The batch-size plot shows each policy breathing with the traffic. --rate sets "
+            "the mean rate; the day is 20 s quiet at half of it, 20 s of rush at twice it, 20 s "
+            "quiet."
         ),
         defaults={
             **SERVER,
@@ -158,14 +165,16 @@ register(
 register(
     Scenario(
         name="mixed-lengths",
-        summary="answers from 5 to 500 tokens: padded batches wait for their longest row, continuous does not",
+        summary="answers from 5 to 500 tokens: padded batches wait for their longest row, "
+        "continuous does not",
         story=(
-            "On a bus that delivers everyone at the terminus, a passenger going one stop rides to the end of "
-            "the line. A padded batch (static or dynamic, like Hugging Face generate()) runs until its longest "
-            "answer is done: the 5-token answer waits for the 500-token one and its row computes padding all the "
-            "while. Continuous batching lets each request leave the step it finishes and a new one board in its "
-            "seat, so the spread of lengths that cripples padded batches costs it nothing. Compare throughput, "
-            "the share of padded rows, and E2E latency."
+            "On a bus that delivers everyone at the terminus, a passenger going one stop rides to "
+            "the end of the line. A padded batch (static or dynamic, like Hugging Face generate()) "
+            "runs until its longest answer is done: the 5-token answer waits for the 500-token one "
+            "and its row computes padding all the while. Continuous batching lets each request "
+            "leave the step it finishes and a new one board in its seat, so the spread of lengths "
+            "that cripples padded batches costs it nothing. Compare throughput, the share of "
+            "padded rows, and E2E latency."
         ),
         defaults={
             **SERVER,
@@ -245,10 +254,11 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
     )
     slo = report.results[chat_best].meta["slo"]
     lines = [
-        f"chat SLO: TTFT <= {slo.ttft:g} s and TPOT <= {slo.tpot * 1e3:g} ms; best goodput: {chat_best}; "
-        f"offline: best output throughput: {off_best}",
-        f"price of latency: chat at its best costs ${s[chat_best].get('cost_per_1m_tokens') or 0:.2f} per 1M output "
-        f"tokens, the offline job ${s[off_best].get('cost_per_1m_tokens') or 0:.2f}",
+        f"chat SLO: TTFT <= {slo.ttft:g} s and TPOT <= {slo.tpot * 1e3:g} ms; best goodput: "
+        f"{chat_best}; offline: best output throughput: {off_best}",
+        f"price of latency: chat at its best costs "
+        f"${s[chat_best].get('cost_per_1m_tokens') or 0:.2f} per 1M output tokens, the offline job "
+        f"${s[off_best].get('cost_per_1m_tokens') or 0:.2f}",
         _busy_idle_note(s[chat_best], s[off_best], "the chat", "the offline job"),
     ]
     server = report.results[chat_best].meta["server"]
@@ -260,10 +270,11 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
         largest = int(b[ok[-1]]) if len(ok) else 0
         off = s[off_best]
         lines.append(
-            f"roofline: at the chat's mean context of {ctx:.0f} tokens a pure decode step stays within the "
-            f"{slo.tpot * 1e3:g} ms TPOT SLO up to a batch of {largest}; what breaks TPOT first is prefill, every "
-            f"newcomer's prompt computed inside everyone's step (offline: TPOT {off['mean_tpot'] * 1e3:.0f} ms at "
-            f"a mean batch of {off['mean_batch_size']:.0f}, which a batch job does not mind)"
+            f"roofline: at the chat's mean context of {ctx:.0f} tokens a pure decode step stays "
+            f"within the {slo.tpot * 1e3:g} ms TPOT SLO up to a batch of {largest}; what breaks "
+            f"TPOT first is prefill, every newcomer's prompt computed inside everyone's step "
+            f"(offline: TPOT {off['mean_tpot'] * 1e3:.0f} ms at a mean batch of "
+            f"{off['mean_batch_size']:.0f}, which a batch job does not mind)"
         )
     report.notes[0:0] = lines
     report.config["figures"] = ["latency_cdf", "batch_kv", "cost"]
@@ -273,14 +284,16 @@ def _chat_vs_offline(args: argparse.Namespace, scenario: Scenario) -> ScenarioRe
 register(
     Scenario(
         name="chat-vs-offline",
-        summary="a chat service wants latency under an SLO; an offline document job wants tokens per dollar",
+        summary="a chat service wants latency under an SLO; an offline document job wants tokens "
+        "per dollar",
         story=(
-            "The same GPU, two customers. A chat user watches the answer stream: the first token must come "
-            "quickly (TTFT) and the rest at reading speed (TPOT), so a step must stay short, which means a "
-            "modest batch. An offline job (summarise 400 documents, all queued at once) cares only about the "
-            "bill: the bigger the batch, the more tokens each weight read buys. Each is run under three "
-            "configurations; the best for one is not the best for the other. Goodput counts requests that met "
-            "every SLO. --rate sets the chat traffic; the documents arrive all together."
+            "The same GPU, two customers. A chat user watches the answer stream: the first token "
+            "must come quickly (TTFT) and the rest at reading speed (TPOT), so a step must stay "
+            "short, which means a modest batch. An offline job (summarise 400 documents, all "
+            "queued at once) cares only about the bill: the bigger the batch, the more tokens each "
+            "weight read buys. Each is run under three configurations; the best for one is not the "
+            "best for the other. Goodput counts requests that met every SLO. --rate sets the chat "
+            "traffic; the documents arrive all together."
         ),
         defaults={
             **SERVER,
@@ -369,14 +382,18 @@ def _preemption_notes(report: ScenarioReport) -> list[str]:
         who = (
             f"{once} of them evicted at least once, the worst {len(hit) - 1} times"
             if again
-            else f"{once} {'request' if once == 1 else 'requests'} evicted once {'' if once == 1 else 'each'}".rstrip()
+            else f"{once} {'request' if once == 1 else 'requests'} evicted once "
+            f"{'' if once == 1 else 'each'}".rstrip()
         )
         out.append(
-            f"{label}: {res.preemptions:,} {'preemption' if res.preemptions == 1 else 'preemptions'} for {len(r)} "
-            f"requests, {who}. Admission counts only the blocks a request holds now, so it admits "
-            "while blocks are free; as the answers grow the blocks run out and the newest request is evicted, its "
-            f"cache thrown away (about {ctx:,.0f} prompt tokens to recompute), to be readmitted as soon as a block "
-            f"frees{' and evicted again' if again else ''}. Each eviction is work done twice."
+            f"{label}: {res.preemptions:,} "
+            f"{'preemption' if res.preemptions == 1 else 'preemptions'} for {len(r)} requests, "
+            f"{who}. Admission counts only the blocks a request holds now, so it admits "
+            "while blocks are free; as the answers grow the blocks run out and the newest request "
+            "is evicted, its "
+            f"cache thrown away (about {ctx:,.0f} prompt tokens to recompute), to be readmitted as "
+            f"soon as a block frees{' and evicted again' if again else ''}. Each eviction is work "
+            f"done twice."
         )
         full = st["kv_in_use"] >= 0.9 * budget
         if full.any():
@@ -390,15 +407,17 @@ def _preemption_notes(report: ScenarioReport) -> list[str]:
                 if (r.arrival >= t0).any()
                 else 0.0
             )
-            # The rows a full cache holds, at the contexts they had then (a row mid-answer holds its prompt and
-            # the tokens so far): the same arithmetic as the contexts' note above, at those steps' contexts.
+            # The rows a full cache holds, at the contexts they had then (a row mid-answer holds its
+            # prompt and the tokens so far): the same arithmetic as the contexts' note above, at
+            # those steps' contexts.
             rows = st["batch_size"][full]
             held = float(np.median(st["kv_in_use"][full] / np.maximum(rows, 1)))
             out.append(
-                f"{label}: from t = {t0:.0f} s the KV cache is at least 90 % full for {share:.0%} of the busy time. "
-                f"Then it holds {int(np.median(rows))} rows of about {held:,.0f} tokens each, all that fits in 90-100 % "
-                f"of memory's {budget:,} tokens; every freed block is taken at once, and a queue builds "
-                f"({waiting:.0%} of later requests wait over a second): in those stretches memory, not the policy, "
+                f"{label}: from t = {t0:.0f} s the KV cache is at least 90 % full for {share:.0%} "
+                f"of the busy time. Then it holds {int(np.median(rows))} rows of about {held:,.0f} "
+                f"tokens each, all that fits in 90-100 % of memory's {budget:,} tokens; every "
+                f"freed block is taken at once, and a queue builds ({waiting:.0%} of later "
+                f"requests wait over a second): in those stretches memory, not the policy, "
                 "sets the batch."
             )
     return out
@@ -410,8 +429,8 @@ def _busy_idle_note(a: dict, b: dict, name_a: str, name_b: str) -> str:
     def part(s: dict, name: str) -> str:
         return (
             f"{name} ${s.get('cost_per_1m_tokens_busy') or 0:.2f} busy + "
-            f"${(s.get('cost_per_1m_tokens') or 0) - (s.get('cost_per_1m_tokens_busy') or 0):.2f} idle "
-            f"(GPU busy {s['busy_fraction']:.0%}, mean batch {s['mean_batch_size']:.1f})"
+            f"${(s.get('cost_per_1m_tokens') or 0) - (s.get('cost_per_1m_tokens_busy') or 0):.2f} "
+            f"idle (GPU busy {s['busy_fraction']:.0%}, mean batch {s['mean_batch_size']:.1f})"
         )
 
     gap_busy = (a.get("cost_per_1m_tokens_busy") or 0) - (b.get("cost_per_1m_tokens_busy") or 0)
@@ -427,15 +446,17 @@ def _busy_idle_note(a: dict, b: dict, name_a: str, name_b: str) -> str:
 register(
     Scenario(
         name="memory-wall",
-        summary="the KV cache caps the batch: long contexts leave room for few riders and force preemption",
+        summary="the KV cache caps the batch: long contexts leave room for few riders and force "
+        "preemption",
         story=(
-            "Every token a request has seen stays in GPU memory as keys and values, in every layer: for "
-            "Llama-2-7B, half a megabyte per token. On an A100-40GB the weights leave about 22 GB, some "
-            "43,000 tokens: a hundred short chats, but only a dozen long documents. A padded batch (dynamic) "
-            "reserves the longest prompt plus the longest answer for every seat up front, so memory cuts its "
-            "batches short; "
-            "continuous batching allocates blocks as answers grow and, when they run out, preempts the newest "
-            "request, which must recompute its prompt later. Compare the same load with short and long contexts."
+            "Every token a request has seen stays in GPU memory as keys and values, in every "
+            "layer: for Llama-2-7B, half a megabyte per token. On an A100-40GB the weights leave "
+            "about 22 GB, some 43,000 tokens: a hundred short chats, but only a dozen long "
+            "documents. A padded batch (dynamic) reserves the longest prompt plus the longest "
+            "answer for every seat up front, so memory cuts its batches short; continuous batching "
+            "allocates blocks as answers grow and, when they run out, preempts the newest request, "
+            "which must recompute its prompt later. Compare the same load with short and long "
+            "contexts."
         ),
         defaults={
             "gpu": "A100-40GB",
@@ -493,19 +514,22 @@ def _cost_10x(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     server = report.results["taxi"].meta["server"]
     gpu = server.gpu.name if server is not None else "this server"
     report.notes[0:0] = [
-        f"claim: without batching 1 GPU serves {CLAIM['taxi_rps']:g} req/s at ${CLAIM['taxi_cost']:.2f}/request; with "
-        f"batching (size {n}) {CLAIM['batch_rps']:g} req/s at ${CLAIM['batch_cost']:.2f}/request: 10x cheaper",
+        f"claim: without batching 1 GPU serves {CLAIM['taxi_rps']:g} req/s at "
+        f"${CLAIM['taxi_cost']:.2f}/request; with batching (size {n}) {CLAIM['batch_rps']:g} req/s "
+        f"at ${CLAIM['batch_cost']:.2f}/request: 10x cheaper",
         f"ratio, simulated: static-{n} serves {ratio:.1f}x the taxi's requests per second "
-        f"({bus['request_throughput']:.2f} vs {taxi['request_throughput']:.2f} req/s), so costs {ratio:.1f}x less per "
-        f"request; continuous-{n} {ratio_c:.1f}x. "
+        f"({bus['request_throughput']:.2f} vs {taxi['request_throughput']:.2f} req/s), so costs "
+        f"{ratio:.1f}x less per request; continuous-{n} {ratio_c:.1f}x. "
         + (
             "The claim's ratio of 10 is about right here."
             if 7 <= ratio <= 14
-            else "Not the claim's 10: the ratio depends on lengths (padding), context (KV reads) and the GPU."
+            else "Not the claim's 10: the ratio depends on lengths (padding), context (KV reads) "
+            "and the GPU."
         ),
-        f"absolute figures: {CLAIM['taxi_rps']:g} req/s x 3600 s x ${CLAIM['taxi_cost']:.2f} = ${implied:,.0f}/hour "
-        f"(and {CLAIM['batch_rps']:g} x 3600 x ${CLAIM['batch_cost']:.2f} = ${implied_b:,.0f}/hour) is the GPU price "
-        f"the claim implies; {gpu} rents for about ${price:.2f}/hour, {implied / price:,.0f}x less"
+        f"absolute figures: {CLAIM['taxi_rps']:g} req/s x 3600 s x ${CLAIM['taxi_cost']:.2f} = "
+        f"${implied:,.0f}/hour (and {CLAIM['batch_rps']:g} x 3600 x ${CLAIM['batch_cost']:.2f} = "
+        f"${implied_b:,.0f}/hour) is the GPU price the claim implies; {gpu} rents for about "
+        f"${price:.2f}/hour, {implied / price:,.0f}x less"
         if price
         else "absolute figures: give --gpu-price to compare the implied price with a real one",
     ]
@@ -513,9 +537,11 @@ def _cost_10x(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
         report.notes.insert(
             3,
             (
-                f"at ${price:.2f}/hour, $0.10/request needs only {required_throughput(price, 0.10):.4f} req/s and "
-                f"$0.01/request {required_throughput(price, 0.01):.3f} req/s; measured here: taxi "
-                f"${taxi['cost_per_request']:.5f}, static-{n} ${bus['cost_per_request']:.5f} per request"
+                f"at ${price:.2f}/hour, $0.10/request needs only "
+                f"{required_throughput(price, 0.10):.4f} req/s and $0.01/request "
+                f"{required_throughput(price, 0.01):.3f} req/s; measured here: taxi "
+                f"${taxi['cost_per_request']:.5f}, static-{n} ${bus['cost_per_request']:.5f} per "
+                f"request"
             ),
         )
     report.config["cost10x"] = {
@@ -534,13 +560,14 @@ register(
         name="cost-10x",
         summary="'batching makes requests 10x cheaper': the ratio holds, the dollar figures do not",
         story=(
-            "A claim going round: without batching one GPU serves 10 requests/s at $0.10 each; with batches "
-            "of 32 it serves 100 requests/s at $0.01 each: ten times cheaper. Here one GPU works flat out on a "
-            "queue of requests, once one at a time and once in batches of 32, and the bill for the whole run "
-            "(idle time included) is divided by the requests served. The *ratio* comes out near 10, because a "
-            "batch step reads the weights once for 32 rows. The *dollars* do not survive arithmetic: 10 "
-            "requests/s at $0.10 each is $3,600 per GPU-hour, about a thousand times what a GPU rents for. "
-            "Check the arithmetic of every cost claim."
+            "A claim going round: without batching one GPU serves 10 requests/s at $0.10 each; "
+            "with batches of 32 it serves 100 requests/s at $0.01 each: ten times cheaper. Here "
+            "one GPU works flat out on a queue of requests, once one at a time and once in batches "
+            "of 32, and the bill for the whole run (idle time included) is divided by the requests "
+            "served. The *ratio* comes out near 10, because a batch step reads the weights once "
+            "for 32 rows. The *dollars* do not survive arithmetic: 10 requests/s at $0.10 each is "
+            "$3,600 per GPU-hour, about a thousand times what a GPU rents for. Check the "
+            "arithmetic of every cost claim."
         ),
         defaults={
             **SERVER,
@@ -576,7 +603,8 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
     chose_synthetic = not given and getattr(args, "arrival", None) is not None
     found = None
     if not given and not chose_synthetic:
-        # "Real chat traffic" means the real file, which ships with batchsim; the fit only stands in for it.
+        # "Real chat traffic" means the real file, which ships with batchsim; the fit only stands in
+        # for it.
         from ...traces import find_trace
 
         found = find_trace()
@@ -594,8 +622,8 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
         path = getattr(args, "trace", None) or str(args.arrival)[len("trace:") :]
         report.notes.insert(
             0,
-            f"traffic: the trace file {path}, replayed with its own arrival times and token "
-            f"counts ({span})"
+            f"traffic: the trace file {path}, replayed with its own arrival times and token counts "
+            f"({span})"
             + ("; --arrival gamma:1.1 runs the synthetic fit instead" if found is not None else ""),
         )
         report.config["traffic"] = {"source": "trace", "path": str(path)}
@@ -603,14 +631,17 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
         why = (
             "--arrival given"
             if chose_synthetic
-            else "this installation has no trace file: python -m batchsim.traces fetch azure-2023-conv"
+            else "this installation has no trace file: python -m batchsim.traces fetch "
+            "azure-2023-conv"
         )
         report.notes.insert(
             0,
             (
-                f"traffic: a synthetic workload fitted to the trace's published statistics ({why}): gamma arrivals "
-                "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean 211 median 129. "
-                "Without --arrival the scenario replays the real file, which ships with batchsim"
+                f"traffic: a synthetic workload fitted to the trace's published statistics "
+                f"({why}): gamma arrivals "
+                "at 5.5 req/s with CV 1.1; lognormal prompts mean 1155 median 1020; outputs mean "
+                "211 median 129. Without --arrival the scenario replays the real file, which ships "
+                "with batchsim"
             ),
         )
         report.config["traffic"] = {"source": "synthetic fit", "path": None}
@@ -621,15 +652,18 @@ def _azure_conv(args: argparse.Namespace, scenario: Scenario) -> ScenarioReport:
 register(
     Scenario(
         name="azure-conv",
-        summary="real chat traffic (Azure LLM trace 2023, conversations): bursty, long prompts, short answers",
+        summary="real chat traffic (Azure LLM trace 2023, conversations): bursty, long prompts, "
+        "short answers",
         story=(
-            "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published an hour of "
-            "arrivals and token counts from a production chat service (Patel et al., Splitwise, ISCA 2024): "
-            "about 5.5 requests per second in bursts, prompts of a thousand tokens, answers from a handful to a "
-            "thousand. The file ships with batchsim and the scenario replays it (or --trace PATH, or one in "
-            "$BATCHSIM_TRACES); only with an --arrival of your own does a synthetic workload "
-            "matching its published statistics stand in. The first line of notes says which one ran. One H100, three policies: does it keep up, and at what latency? "
-            "(On an A100-80GB, --gpu A100-80GB, even continuous batching only just keeps up.)"
+            "Textbook traffic is Poisson with tidy lengths; real traffic is not. Azure published "
+            "an hour of arrivals and token counts from a production chat service (Patel et al., "
+            "Splitwise, ISCA 2024): about 5.5 requests per second in bursts, prompts of a thousand "
+            "tokens, answers from a handful to a thousand. The file ships with batchsim and the "
+            "scenario replays it (or --trace PATH, or one in $BATCHSIM_TRACES); only with an "
+            "--arrival of your own does a synthetic workload matching its published statistics "
+            "stand in. The first line of notes says which one ran. One H100, three policies: does "
+            "it keep up, and at what latency? (On an A100-80GB, --gpu A100-80GB, even continuous "
+            "batching only just keeps up.)"
         ),
         defaults={
             "gpu": "H100-SXM",
@@ -725,8 +759,8 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
     report.notes.insert(
         0,
         (
-            f"traffic: one arrival rate for every batch size, {rate:g} req/s, {n} requests. What a bus of B seats "
-            f"can carry, back to back (req/s): "
+            f"traffic: one arrival rate for every batch size, {rate:g} req/s, {n} requests. What a "
+            f"bus of B seats can carry, back to back (req/s): "
             + ", ".join(f"B={b}: {capacity[b]:.2f}" for b in batches)
         ),
     )
@@ -734,13 +768,15 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
         1,
         (
             (
-                f"too small a bus cannot keep up (B <= {max(short)}): the queue grows for the whole run, and its p99 is "
-                f"set by how long the run is. "
+                f"too small a bus cannot keep up (B <= {max(short)}): the queue grows for the "
+                f"whole run, and its p99 is set by how long the run is. "
                 if short
                 else ""
             )
-            + f"Past that, a bigger bus only waits longer to fill, (B - 1) / (2 x {rate:g}/s) on average, so p99 rises "
-            "again while throughput stays at the arrival rate: the bus buys capacity, and costs waiting."
+            + f"Past that, a bigger bus only waits longer to fill, (B - 1) / (2 x {rate:g}/s) on "
+            f"average, so p99 rises "
+            "again while throughput stays at the arrival rate: the bus buys capacity, and costs "
+            "waiting."
         ),
     )
     report.notes.insert(
@@ -748,8 +784,8 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
         (
             f"SLO {metric} <= {limit:g} s: "
             + (
-                f"met by B = {', '.join(str(b) for b in meeting)}; the largest, {best}, "
-                f"leaves the GPU busy {s[f'{policy} B={best}']['busy_fraction']:.0%} of the time "
+                f"met by B = {', '.join(str(b) for b in meeting)}; the largest, {best}, leaves the "
+                f"GPU busy {s[f'{policy} B={best}']['busy_fraction']:.0%} of the time "
                 f"({s[f'{policy} B={best}']['request_throughput']:.2f} req/s served)"
                 if best is not None
                 else "no batch size meets it at this traffic"
@@ -776,15 +812,17 @@ def _batch_size_sweep(args: argparse.Namespace, scenario: Scenario) -> ScenarioR
 register(
     Scenario(
         name="batch-size-sweep",
-        summary="batch size 1..128 at one arrival rate: too small cannot keep up, too big waits to fill; the SLO decides",
+        summary="batch size 1..128 at one arrival rate: too small cannot keep up, too big waits to "
+        "fill; the SLO decides",
         story=(
-            "'The optimal batch size depends on the model, the hardware and the latency you promise.' Here one "
-            "stream of requests (4 per second) meets a bus of 1, 2, 4 ... 128 seats. Too few seats and the bus "
-            "cannot carry the traffic: the queue grows and latency with it. Enough seats and throughput is the "
-            "arrival rate; more seats than that add nothing but the wait for the bus to fill, so p99 rises again. "
-            "With an SLO on p99 end-to-end latency (--slo-e2e) the answer is the window of batch sizes that meet "
-            "it, and the largest of them leaves the most headroom. Change --rate, --gpu, --model or the SLO and "
-            "the answer moves."
+            "'The optimal batch size depends on the model, the hardware and the latency you "
+            "promise.' Here one stream of requests (4 per second) meets a bus of 1, 2, 4 ... 128 "
+            "seats. Too few seats and the bus cannot carry the traffic: the queue grows and "
+            "latency with it. Enough seats and throughput is the arrival rate; more seats than "
+            "that add nothing but the wait for the bus to fill, so p99 rises again. With an SLO on "
+            "p99 end-to-end latency (--slo-e2e) the answer is the window of batch sizes that meet "
+            "it, and the largest of them leaves the most headroom. Change --rate, --gpu, --model "
+            "or the SLO and the answer moves."
         ),
         defaults={
             **SERVER,

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 __all__ = ["GROWTH_RATIO", "GROWTH_FLOOR", "SHORT_RUN_LOAD", "thirds", "steady_misses", "secs"]
 
-#: A fleet's queue is growing when the requests arriving in the last third of the run wait this much longer
-#: (end to end, on average) than those of the middle third, and by more than ``GROWTH_FLOOR`` of the objective:
-#: a steady queue gives both thirds the same mean, up to noise.
+#: A fleet's queue is growing when the requests arriving in the last third of the run wait this much
+#: longer (end to end, on average) than those of the middle third, and by more than ``GROWTH_FLOOR``
+#: of the objective: a steady queue gives both thirds the same mean, up to noise.
 GROWTH_RATIO = 1.25
 GROWTH_FLOOR = 0.05
-#: The most of theory's capacity a fleet may be loaded to when the run is shorter than the objective can show:
-#: an M/G/1 queue at 90 % load already waits 9 times its service time on average, and the wait doubles by 95 %.
+#: The most of theory's capacity a fleet may be loaded to when the run is shorter than the objective
+#: can show: an M/G/1 queue at 90 % load already waits 9 times its service time on average, and the
+#: wait doubles by 95 %.
 SHORT_RUN_LOAD = 0.9
 
 
@@ -31,7 +32,8 @@ def secs(v: float | None) -> str:
 
 
 def thirds(rec) -> dict:
-    """Mean E2E of the requests arriving in the middle and in the last third of the run: the queue's growth."""
+    """Mean E2E of the requests arriving in the middle and in the last third of the run: the queue's
+    growth."""
     if rec.summary_only or len(rec) < 30:
         return {}
     done = rec.completed_mask
@@ -47,17 +49,20 @@ def thirds(rec) -> dict:
 def steady_misses(
     s: dict, servers: int, cap: float | None, rate: float, objective, max_load: float = 1.0
 ) -> list[str]:
-    """Why a fleet cannot hold its latency in steady state: theory says it carries less than the traffic, or
-    the run measured its queue growing (see ``GROWTH_RATIO``). ``max_load`` < 1: a run too short to show a slow
-    queue's growth, so theory's capacity must keep that much headroom (``SHORT_RUN_LOAD``)."""
+    """Why a fleet cannot hold its latency in steady state: theory says it carries less than the
+    traffic, or the run measured its queue growing (see ``GROWTH_RATIO``). ``max_load`` < 1: a run
+    too short to show a slow queue's growth, so theory's capacity must keep that much headroom
+    (``SHORT_RUN_LOAD``)."""
     out = []
     if cap is not None and servers * cap < rate:
         out.append(
-            f"cannot keep up: {servers} x {cap:,.3g} requests/s at most < {rate:,.4g}/s arriving (queue grows)"
+            f"cannot keep up: {servers} x {cap:,.3g} requests/s at most < {rate:,.4g}/s arriving "
+            f"(queue grows)"
         )
     elif cap is not None and servers * cap * max_load < rate:
         out.append(
-            f"loaded to {rate / (servers * cap):.0%} of theory's capacity, past the {max_load:.0%} a run this "
+            f"loaded to {rate / (servers * cap):.0%} of theory's capacity, past the {max_load:.0%} "
+            f"a run this "
             "short can vouch for (its queue may grow unseen)"
         )
     mid, last = s.get("e2e_mid"), s.get("e2e_last")
@@ -71,6 +76,7 @@ def steady_misses(
         and last - mid > GROWTH_FLOOR * target
     ):
         out.append(
-            f"queue grows: mean E2E {secs(mid)} for the middle third of arrivals, {secs(last)} for the last"
+            f"queue grows: mean E2E {secs(mid)} for the middle third of arrivals, {secs(last)} for "
+            f"the last"
         )
     return out

@@ -41,13 +41,13 @@ def worst(predicted: dict, measured: dict) -> str:
 EXPLANATION = """
 Throughput averages over thousands of steps, so per-step errors of the linear model cancel and noise
 averages out: it is predicted within one percent. The time to first token is the shortest interval
-measured, a single prefill step plus the wait to be scheduled, so every fixed cost the calibrated model
-does not see weighs most on it: Python and scheduler overhead between steps, tokenisation, and the
-warm-up of the first passes; that is why mean TTFT is off by more than half. The p99 latency is
+measured, a single prefill step plus the wait to be scheduled, so every fixed cost the calibrated
+model does not see weighs most on it: Python and scheduler overhead between steps, tokenisation, and
+the warm-up of the first passes; that is why mean TTFT is off by more than half. The p99 latency is
 decided by a handful of the slowest moments of the run, which come from run-to-run noise of a shared
 CPU (other processes, frequency changes) and from shapes outside the profiled grid (the longest
 prompts), where a linear fit extrapolates. To do better I would profile after a warm-up with more
-repetitions, add a per-request overhead term measured from the scheduler, add the longest prompts and
-largest batches to the grid, and measure the run twice to compare the error with that spread before
-blaming the model.
+repetitions, add a per-request overhead term measured from the scheduler, add the longest prompts
+and largest batches to the grid, and measure the run twice to compare the error with that spread
+before blaming the model.
 """

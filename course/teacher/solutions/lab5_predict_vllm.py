@@ -57,17 +57,17 @@ def goals_met(errors: dict) -> dict:
 
 EXPLANATION = """
 The prediction of vLLM's p99 end-to-end latency comes out about 16 % low (0.218 s against 0.259 s
-measured) and the median about 11 % low, while throughput agrees within 1 %, because the arrivals set
-the throughput and the simulator runs vLLM's own order of scheduling (running requests first, one token
-budget for every token, preemption of the newest, async scheduling) over step times profiled on vLLM.
-What remains is in the step times and in what the profile cannot see: vLLM builds a new oneDNN kernel
-the first time a step has a new number of tokens, so the prefill steps of a fresh server run slower
-than the profile's warmed shapes, every token reaches the client a fraction of a millisecond after its
-step ends (the process hop, which realrun compare adds and this lab leaves out), steps after an idle
-moment run cold, and on a shared 2-core machine another process stretches a few steps, which is what
-the p99 is made of.
-The time to first token is missed most in its tail, because a slow prefill step lands in it whole; to
-improve the prediction I would profile prefills of the sizes this load has on a fresh server, add the
-delivery lag, re-profile after the run to see the machine's drift, and measure twice to compare the
-gap with the run-to-run spread.
+measured) and the median about 11 % low, while throughput agrees within 1 %, because the arrivals
+set the throughput and the simulator runs vLLM's own order of scheduling (running requests first,
+one token budget for every token, preemption of the newest, async scheduling) over step times
+profiled on vLLM. What remains is in the step times and in what the profile cannot see: vLLM builds
+a new oneDNN kernel the first time a step has a new number of tokens, so the prefill steps of a
+fresh server run slower than the profile's warmed shapes, every token reaches the client a fraction
+of a millisecond after its step ends (the process hop, which realrun compare adds and this lab
+leaves out), steps after an idle moment run cold, and on a shared 2-core machine another process
+stretches a few steps, which is what the p99 is made of.
+The time to first token is missed most in its tail, because a slow prefill step lands in it whole;
+to improve the prediction I would profile prefills of the sizes this load has on a fresh server, add
+the delivery lag, re-profile after the run to see the machine's drift, and measure twice to compare
+the gap with the run-to-run spread.
 """

@@ -1,4 +1,5 @@
-"""Lab 7, worked solution: the class is the traffic; predict what the room measured, then the other policy."""
+"""Lab 7, worked solution: the class is the traffic; predict what the room measured, then the other
+policy."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def measured_ttft(record):
 
 
 def _summary(record, calibration, policy: str, knobs: dict) -> dict:
-    """The record's arrivals (a trace: its first three columns) under ``policy`` on the calibrated machine."""
+    """The record's arrivals (a trace: its first three columns) under ``policy`` on the calibrated
+    machine."""
     meta = sidecar(record)
     limits = ServerLimits(
         kv_budget_tokens=meta.get("kv_budget_tokens"), context_len=meta.get("context_len")
@@ -65,17 +67,18 @@ def what_if(record, calibration, policy: str, knobs: dict) -> float:
 LOWER_P90_TTFT = "continuous"
 PREDICTED_THE_SAME = True
 GAP = (
-    "For the continuous record batchsim predicts a p50 TTFT of 28 ms and the room measured 37 ms: the "
-    "prediction is lower, by about a quarter (39 ms against 55 ms at p90), and its mean TPOT lower by a third "
-    "(6.9 ms against 10.1 ms). The queue is not where the time went: the median request waited 0.9 ms between "
-    "arrival_s and start_s, and the simulation 1.2 ms, because a newcomer joins the running batch at the next "
-    "step in both. The prefill (first_token_s - start_s, a median of 36 ms against 27 ms simulated) and every "
-    "decode step ran a third to a half slower than profiled, because the four load generators shared the "
-    "machine's two CPU cores with the server, each parsing every streamed token, and the server did HTTP and "
-    "streaming work per token besides, while the profile timed the model with no clients running. The static "
-    "record agrees to half a per cent although its steps were slow too (a TPOT of 33 ms against 26 ms): its "
-    "median request waited 4.6 s for the bus to fill, which the simulator computes exactly from the "
-    "arrivals, so a slower prefill of a few tens of ms is lost in it."
+    "For the continuous record batchsim predicts a p50 TTFT of 28 ms and the room measured 37 ms: "
+    "the prediction is lower, by about a quarter (39 ms against 55 ms at p90), and its mean TPOT "
+    "lower by a third (6.9 ms against 10.1 ms). The queue is not where the time went: the median "
+    "request waited 0.9 ms between arrival_s and start_s, and the simulation 1.2 ms, because a "
+    "newcomer joins the running batch at the next step in both. The prefill (first_token_s - "
+    "start_s, a median of 36 ms against 27 ms simulated) and every decode step ran a third to a "
+    "half slower than profiled, because the four load generators shared the machine's two CPU "
+    "cores with the server, each parsing every streamed token, and the server did HTTP and "
+    "streaming work per token besides, while the profile timed the model with no clients running. "
+    "The static record agrees to half a per cent although its steps were slow too (a TPOT of 33 ms "
+    "against 26 ms): its median request waited 4.6 s for the bus to fill, which the simulator "
+    "computes exactly from the arrivals, so a slower prefill of a few tens of ms is lost in it."
 )
 
 
@@ -93,9 +96,10 @@ def solo(
     model: str = "tiny-gpt2",
     dry_run: bool = False,
 ):
-    """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server is
-    stopped when they are done (or, for a bus still waiting for company, a little after the last
-    arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands instead.
+    """One server and ``students`` load generators on 127.0.0.1, each with its own seed; the server
+    is stopped when they are done (or, for a bus still waiting for company, a little after the last
+    arrival: the drain sends it). Returns the record's path; ``dry_run`` returns the commands
+    instead.
 
         python course/labs/lab7_class_traffic.py static r1.csv        # then: continuous r2.csv
         python -m realrun predict r1.csv
@@ -121,8 +125,9 @@ def solo(
         "--client-by",
         "key",
     ]
-    # On one machine every client has the same address, so each "student" sends a key of its own, and the
-    # record's ``client`` column tells the four apart (in a room their laptops' addresses do that).
+    # On one machine every client has the same address, so each "student" sends a key of its own,
+    # and the record's ``client`` column tells the four apart (in a room their laptops' addresses do
+    # that).
     loads = [
         [
             py,

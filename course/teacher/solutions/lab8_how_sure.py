@@ -42,8 +42,8 @@ Z90 = 1.645
 
 
 def t90(df: int | None) -> float:
-    """The multiplier of a 90 % interval: Student's t for ``df`` degrees of freedom (between the table's
-    entries interpolated in 1/df), the normal's 1.645 for None (a spread taken as known)."""
+    """The multiplier of a 90 % interval: Student's t for ``df`` degrees of freedom (between the
+    table's entries interpolated in 1/df), the normal's 1.645 for None (a spread taken as known)."""
     if df is None:
         return Z90
     if df < 1:
@@ -63,7 +63,7 @@ def _pct(x: float) -> float:
     return (math.exp(x) - 1.0) * 100.0
 
 
-# -- Part A: on the given runs ----------------------------------------------------------------------
+# -- Part A: on the given runs ---------------------------------------------------------------------
 
 
 def pooled_spread(groups: list[list[float]]) -> tuple[float | None, int]:
@@ -109,13 +109,14 @@ def one_run_interval(
     return centre * math.exp(-Z90 * sd), centre * math.exp(Z90 * sd)
 
 
-# -- Part B: on your machine ------------------------------------------------------------------------
+# -- Part B: on your machine -----------------------------------------------------------------------
 
 _WORKLOAD = make_workload(Poisson(4.0), Uniform(16, 128), Uniform(16, 96), n=2000, seed=0)
 
 
 def work() -> None:
-    """The fixed piece of work Part B times: the simulator serving the same 2,000 requests, every time."""
+    """The fixed piece of work Part B times: the simulator serving the same 2,000 requests, every
+    time."""
     simulate(_WORKLOAD, make_policy("continuous"), step_time=DEFAULT_STEP_TIME)
 
 
@@ -134,21 +135,22 @@ def machine_spread(seconds: list[float]) -> tuple[float, int]:
     return (0.0 if sd is None else sd), df
 
 
-# -- Part C ------------------------------------------------------------------------------------------
+# -- Part C ----------------------------------------------------------------------------------------
 
 ANSWER = """
-One run cannot say "agrees" here. Its error is -10 % (0.19 s predicted, 0.21 s measured), but one run
-says nothing about how far the next run would land, so the spread has to come from elsewhere. My
-laptop's spread from Part B was 3 %, and back to back is the smallest it gets: between runs minutes apart
-the machine's level moves by 10-30 % on the course's VMs, and a latency moves with the level. With one
-run and a spread of 15 % taken as known, the 90 % interval is -29 % to +16 %, which straddles the -15 %
-edge: the honest verdict is "this machine cannot tell", and one run here shows nothing smaller than
-±28 %. The interval for one run has to hold the level from run to run because the simulation's seeds
-only vary what happens inside a run (which requests came when, which step was slow); the level moves
-every metric of a run together, and a band over the seeds alone held the measured median in only 3 of
-9 pairs on a busy machine. I would ask for 4 runs (what shows ±15 % with a spread of 15 %), interleaved
-with the other policies so that a slow minute hits all of them alike, and I would measure the spread
-again at another time of day instead of trusting my back-to-back 3 %.
+One run cannot say "agrees" here. Its error is -10 % (0.19 s predicted, 0.21 s measured), but one
+run says nothing about how far the next run would land, so the spread has to come from elsewhere. My
+laptop's spread from Part B was 3 %, and back to back is the smallest it gets: between runs minutes
+apart the machine's level moves by 10-30 % on the course's VMs, and a latency moves with the level.
+With one run and a spread of 15 % taken as known, the 90 % interval is -29 % to +16 %, which
+straddles the -15 % edge: the honest verdict is "this machine cannot tell", and one run here shows
+nothing smaller than ±28 %. The interval for one run has to hold the level from run to run because
+the simulation's seeds only vary what happens inside a run (which requests came when, which step was
+slow); the level moves every metric of a run together, and a band over the seeds alone held the
+measured median in only 3 of 9 pairs on a busy machine. I would ask for 4 runs (what shows ±15 %
+with a spread of 15 %), interleaved with the other policies so that a slow minute hits all of them
+alike, and I would measure the spread again at another time of day instead of trusting my
+back-to-back 3 %.
 """
 
 
@@ -180,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time_runs(work, repeats)
     sd, df = machine_spread(seconds)
     print(
-        f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} degrees of freedom)"
+        f"  {min(seconds):.3f} s to {max(seconds):.3f} s: a spread of {sd * 100:.1f} % ({df} "
+        f"degrees of freedom)"
     )
     print(
         "  the smallest difference R runs can show: "

@@ -61,7 +61,8 @@ _WORDS = (
 
 @dataclass(frozen=True)
 class RequestResult:
-    """What one request measured, in seconds from the moment it was sent (``start``, from the run's start).
+    """What one request measured, in seconds from the moment it was sent (``start``, from the run's
+    start).
 
     ``arrival`` is when the workload said it should be sent; ``start - arrival`` is the client's own
     lag (the wait for ``--max-concurrency``, or an event loop that fell behind).
@@ -85,8 +86,8 @@ class RequestResult:
         check_int_at_least("output_tokens", self.output_tokens, 0)
         if self.success and (self.ttft is None or self.latency is None or self.error):
             raise ConfigError(
-                f"request {self.id}: a success needs a ttft and a latency and no error, "
-                f"got ttft {self.ttft!r}, latency {self.latency!r}, error {self.error!r}"
+                f"request {self.id}: a success needs a ttft and a latency and no error, got ttft "
+                f"{self.ttft!r}, latency {self.latency!r}, error {self.error!r}"
             )
         if not self.success and not self.error:
             raise ConfigError(f"request {self.id}: a failure needs its message")
@@ -103,8 +104,9 @@ def prompt_for(req: Request, seed: int, chat: bool, text: str | None = None) -> 
     """The prompt a request sends: ``text`` when given, else the request's own text, else
     ``prompt_tokens`` ids seeded from (seed, request id).
 
-    The ids are ``batchsim.core.workload.seeded_prompt``'s, as ``realrun.engine.inputs.prompt_ids`` draws them
-    (so a server of ours sees the prompt its own runs use). A chat message must be text, so there the ids pick one-token words instead."""
+    The ids are ``batchsim.core.workload.seeded_prompt``'s, as ``realrun.engine.inputs.prompt_ids``
+    draws them (so a server of ours sees the prompt its own runs use). A chat message must be text,
+    so there the ids pick one-token words instead."""
     if text is not None:
         return text
     if req.text:
@@ -117,7 +119,8 @@ def prompt_for(req: Request, seed: int, chat: bool, text: str | None = None) -> 
 
 def payload_for(req: Request, model: str, endpoint: str, prompt: list[int] | str) -> dict[str, Any]:
     """The JSON body: exactly the workload's output length (``ignore_eos``, vLLM's extension, so an
-    early end-of-text does not shorten the answer), greedy, streamed, with usage in the last chunk."""
+    early end-of-text does not shorten the answer), greedy, streamed, with usage in the last
+    chunk."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": int(req.output_tokens),
@@ -128,7 +131,8 @@ def payload_for(req: Request, model: str, endpoint: str, prompt: list[int] | str
     }
     if endpoint == CHAT:
         body["messages"] = [{"role": "user", "content": prompt}]
-        # OpenAI's current name, which vllm bench sends; max_tokens stays for servers that predate it.
+        # OpenAI's current name, which vllm bench sends; max_tokens stays for servers that predate
+        # it.
         body["max_completion_tokens"] = int(req.output_tokens)
     else:
         body["prompt"] = prompt
@@ -136,7 +140,8 @@ def payload_for(req: Request, model: str, endpoint: str, prompt: list[int] | str
 
 
 def error_text(status: int | None, body: bytes | str) -> str:
-    """An error response as one line: the OpenAI shape ``{"error": {"message": ...}}`` when it is that."""
+    """An error response as one line: the OpenAI shape ``{"error": {"message": ...}}`` when it is
+    that."""
     raw = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     message = raw.strip()
     try:
@@ -153,9 +158,9 @@ def error_text(status: int | None, body: bytes | str) -> str:
 
 
 def _token_chunk(choice: dict, chat: bool) -> bool:
-    """Whether a chunk's choice carries output. A token may detokenize to "" (half a UTF-8 character),
-    so empty text still counts; but a chat's opening role announcement and a bare closing chunk with
-    only a finish_reason carry none."""
+    """Whether a chunk's choice carries output. A token may detokenize to "" (half a UTF-8
+    character), so empty text still counts; but a chat's opening role announcement and a bare
+    closing chunk with only a finish_reason carry none."""
     if choice.get("token_ids"):
         return True
     part = (choice.get("delta") or {}) if chat else choice
@@ -167,7 +172,8 @@ def _token_chunk(choice: dict, chat: bool) -> bool:
 
 @dataclass
 class _Seen:
-    """What has arrived so far; filled as the stream comes in, so a timeout keeps what came before it."""
+    """What has arrived so far; filled as the stream comes in, so a timeout keeps what came before
+    it."""
 
     # perf_counter of each chunk that carried output
     stamps: list[float] = field(default_factory=list)

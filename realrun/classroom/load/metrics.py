@@ -138,7 +138,8 @@ class LoadReport:
 
 
 def _stats_ms(name: str, seconds: np.ndarray) -> dict:
-    """mean, median, std, p90, p99 in ms, under vLLM's names; batchsim's percentiles, plus the spread."""
+    """mean, median, std, p90, p99 in ms, under vLLM's names; batchsim's percentiles, plus the
+    spread."""
     s = latency_stats(name, seconds * 1000.0)
     ms = lambda k: s[f"{k}_{name}"]  # noqa: E731
     std = float(np.std(seconds * 1000.0)) if len(seconds) else None
@@ -191,7 +192,8 @@ def format_report(report: LoadReport) -> str:
     lag = max((r.start - r.arrival for r in report.results), default=0.0)
     if lag > 0.05 and report.max_concurrency is None:
         rows.append(
-            f"  note: a request left up to {lag * 1000:.0f} ms after its arrival time: the client fell "
+            f"  note: a request left up to {lag * 1000:.0f} ms after its arrival time: the client "
+            f"fell "
             "behind, so the load was lighter than asked"
         )
     return "\n".join(rows)

@@ -1,9 +1,9 @@
 """An output file's path checked before any work, with the flag and the real reason in one line.
 
-``batchsim.core.files.check_out_file`` probes the folder with a temporary file; where the folder exists
-but no file can be made in it (``/proc``, ``/sys``: the kernel's views, not places for files) the system
-says "No such file or directory", which reads as if the folder were missing. Here the same check names
-the flag as typed (``--record``, ``--json``) and says what is really wrong.
+``batchsim.core.files.check_out_file`` probes the folder with a temporary file; where the folder
+exists but no file can be made in it (``/proc``, ``/sys``: the kernel's views, not places for files)
+the system says "No such file or directory", which reads as if the folder were missing. Here the
+same check names the flag as typed (``--record``, ``--json``) and says what is really wrong.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ def check_output(path: str, flag: str) -> Path:
         os.unlink(probe)
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.EROFS, errno.EINVAL):
-            why = "it is read-only or a system folder (such as /proc or /sys) that holds no files of ours"
+            why = (
+                "it is read-only or a system folder (such as /proc or /sys) that holds no files of "
+                "ours"
+            )
         elif e.errno in (errno.EACCES, errno.EPERM):
             why = "this user may not write there"
         else:

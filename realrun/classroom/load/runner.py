@@ -52,7 +52,8 @@ _PROBE_TIMEOUT = 10.0
 
 
 def check_url(url) -> str:
-    """``url`` as a base (``http://host:port``, no trailing ``/`` nor ``/v1``), or one ConfigError line."""
+    """``url`` as a base (``http://host:port``, no trailing ``/`` nor ``/v1``), or one ConfigError
+    line."""
     bad = ConfigError(f"url must be http://HOST[:PORT] or https://HOST[:PORT], got {show(url)}")
     if not isinstance(url, str):
         raise bad
@@ -64,7 +65,8 @@ def check_url(url) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise bad
     base = url.strip().rstrip("/")
-    # The OpenAI client's base_url ends in /v1; here the endpoint brings it, so accept either spelling.
+    # The OpenAI client's base_url ends in /v1; here the endpoint brings it, so accept either
+    # spelling.
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
@@ -126,9 +128,10 @@ class _State:
 def run_load(
     config: LoadConfig | str, workload: Workload, *, progress: bool = False, **options
 ) -> LoadReport:
-    """Send ``workload`` open-loop to the server at ``config`` (a ``LoadConfig``, or its url with the
-    other fields as keywords) and return what was measured. Bad input, or a server that cannot be
-    reached, is a ConfigError before the first request; a failed request is a result, not an error."""
+    """Send ``workload`` open-loop to the server at ``config`` (a ``LoadConfig``, or its url with
+    the other fields as keywords) and return what was measured. Bad input, or a server that cannot
+    be reached, is a ConfigError before the first request; a failed request is a result, not an
+    error."""
     import httpx  # here, not at import: `python -m realrun --help` needs no httpx
 
     if isinstance(config, str):
@@ -170,7 +173,8 @@ async def _main(httpx, cfg: LoadConfig, wl: Workload, state: _State, bar) -> Non
             await _first_model(client, cfg.url, required=False)  # only: is anything listening?
         sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         url = cfg.url + cfg.endpoint
-        # A chat's words cut to --prompt-len tokens as the server counts them (``chatsize``), when its tokenizer is at hand.
+        # A chat's words cut to --prompt-len tokens as the server counts them (``chatsize``), when
+        # its tokenizer is at hand.
         sizer = chat_sizer(state.model) if cfg.chat and cfg.prompt_text is None else None
         running: set[asyncio.Task] = set()
 
@@ -217,7 +221,8 @@ async def _first_model(client, base: str, required: bool = True) -> str | None:
     if resp.status_code == 401:  # before any request leaves, not as 401s in every row of the table
         raise ConfigError(
             f"GET {base}/v1/models: 401, the server wants an API key: give --api-key KEY "
-            "(the key its teacher gave, as `realrun serve --api-key` or `vllm serve --api-key` set it)"
+            "(the key its teacher gave, as `realrun serve --api-key` or `vllm serve --api-key` set "
+            "it)"
         )
     if not required:
         return None

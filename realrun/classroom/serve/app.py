@@ -40,7 +40,8 @@ __all__ = ["make_app", "AppConfig"]
 
 @dataclass(frozen=True)
 class AppConfig:
-    """What the routes need beside the server: the name served, the queue's bound, the wait to suggest."""
+    """What the routes need beside the server: the name served, the queue's bound, the wait to
+    suggest."""
 
     model: str
     max_queue: int | None = None
@@ -67,15 +68,17 @@ class AppConfig:
 
 
 def body_cap(context: int) -> int:
-    """The default largest body: 64 bytes per token of context (a prompt of token ids takes ~7 bytes a
-    token, text ~4, JSON-escaped text up to 6 a character), and never under 1 MiB; a body past it could
-    only hold a prompt the model refuses anyway, after reading and tokenising it for nothing."""
+    """The default largest body: 64 bytes per token of context (a prompt of token ids takes ~7 bytes
+    a token, text ~4, JSON-escaped text up to 6 a character), and never under 1 MiB; a body past it
+    could only hold a prompt the model refuses anyway, after reading and tokenising it for
+    nothing."""
     return max(1 << 20, 64 * int(context))
 
 
 async def read_body(request: Request, cap: int, timeout: float) -> bytes:
-    """The body, or a 413 past ``cap`` bytes (from its Content-Length at once, else as it comes) or a 408
-    if it has not all come within ``timeout`` seconds (a client dribbling a byte every few seconds)."""
+    """The body, or a 413 past ``cap`` bytes (from its Content-Length at once, else as it comes) or
+    a 408 if it has not all come within ``timeout`` seconds (a client dribbling a byte every few
+    seconds)."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > cap:
         raise RequestError(
@@ -105,15 +108,17 @@ def _error(e: RequestError, headers: dict | None = None) -> JSONResponse:
 
 
 def _refusal(kind: str, message: str) -> RequestError:
-    """A request the policy can never run is the client's to change (400); an engine that stopped is ours (503)."""
+    """A request the policy can never run is the client's to change (400); an engine that stopped is
+    ours (503)."""
     if kind == "rejected":
         return RequestError(400, None, message)
     return RequestError(503, None, message, "ServiceUnavailable")
 
 
 async def _hangup(request: Request, stream: Stream) -> None:
-    """Tell ``stream``'s reader when the client hangs up (uvicorn answers ``receive`` with a disconnect
-    once the body is read and the client has gone); cancelled when the response is complete."""
+    """Tell ``stream``'s reader when the client hangs up (uvicorn answers ``receive`` with a
+    disconnect once the body is read and the client has gone); cancelled when the response is
+    complete."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
     stream.queue.put_nowait(("gone", None, 0.0, False))
@@ -124,7 +129,8 @@ def _sse(obj) -> str:
 
 
 def make_app(server: LiveServer, cfg: AppConfig) -> Starlette:
-    """The HTTP app: OpenAI's completion routes, models, health, metrics, the live state and its dashboard."""
+    """The HTTP app: OpenAI's completion routes, models, health, metrics, the live state and its
+    dashboard."""
     h = _Handlers(server, cfg)
     routes = [
         Route("/v1/completions", h.completions, methods=["POST"]),
@@ -176,7 +182,8 @@ class _Handlers:
             and server.waiting_of(client) >= cfg.max_queue_per_client
         ):
             busy = (
-                f"client {client} has {cfg.max_queue_per_client} requests waiting (--max-queue-per-client): "
+                f"client {client} has {cfg.max_queue_per_client} requests waiting "
+                f"(--max-queue-per-client): "
                 "try again when one has started"
             )
         stream = Stream(asyncio.get_running_loop(), req.ignore_eos, req.max_tokens)
@@ -192,12 +199,12 @@ class _Handlers:
                 {"Retry-After": str(cfg.retry_after_s)},
             )
         cid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.counter)}"
-        # Whatever the response, a client that hangs up is heard at once (not at the next token it would
-        # be sent): its request is withdrawn and its seat is free before the next step.
+        # Whatever the response, a client that hangs up is heard at once (not at the next token it
+        # would be sent): its request is withdrawn and its seat is free before the next step.
         watch = asyncio.ensure_future(_hangup(request, stream))
         try:
-            # The policy's word first (it decides at its next step boundary): a request it can never run
-            # is a 400 with its reason, not a stream that opens and fails.
+            # The policy's word first (it decides at its next step boundary): a request it can never
+            # run is a 400 with its reason, not a stream that opens and fails.
             kind, value, _, _ = await stream.queue.get()
             if kind == "gone":
                 server.withdraw(
@@ -264,7 +271,9 @@ class _Handlers:
                     return
                 elif kind == "gone":
                     return  # the finally withdraws it
-                else:  # the engine stopped, or the drain cut it (after "queued", the policy no longer refuses)
+                # the engine stopped, or the drain cut it (after "queued", the policy no longer
+                # refuses)
+                else:
                     yield _sse(error_body(_refusal(kind, value)))
                     yield "data: [DONE]\n\n"
                     done = True

@@ -1,14 +1,16 @@
-"""Who sent a request: a short id per client, for fairness (``--max-queue-per-client``) and the record.
+"""Who sent a request: a short id per client, for fairness (``--max-queue-per-client``) and the
+record.
 
 A client is its address by default (the host, without the port: a script opening many connections is
 one client, and a script cannot pretend to be another machine on the room's network); with
-``--client-by key``, its API key (``Authorization: Bearer KEY``), for a room where students share one
-machine and each has a key of their own (a request with no key is then its address again). Not by
-key by default: OpenAI's client needs some key, and a room where everyone leaves it "EMPTY" would
-be one client, while a script rotating keys would be many. The id is a short hash of that, so the record and the dashboard can show whose requests
-waited without printing anyone's key or address. ``--api-key`` works as ``vllm serve``'s: every
-``/v1`` route needs ``Authorization: Bearer KEY`` with that key, compared in constant time; ``/health``
-and ``/metrics`` stay open (a load balancer and a scraper do not hold the key).
+``--client-by key``, its API key (``Authorization: Bearer KEY``), for a room where students share
+one machine and each has a key of their own (a request with no key is then its address again). Not
+by key by default: OpenAI's client needs some key, and a room where everyone leaves it "EMPTY" would
+be one client, while a script rotating keys would be many. The id is a short hash of that, so the
+record and the dashboard can show whose requests waited without printing anyone's key or address.
+``--api-key`` works as ``vllm serve``'s: every ``/v1`` route needs ``Authorization: Bearer KEY``
+with that key, compared in constant time; ``/health`` and ``/metrics`` stay open (a load balancer
+and a scraper do not hold the key).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def _bearer(request: Request) -> str | None:
 
 
 def client_id(request: Request, by: str = "address") -> str:
-    """Eight hex digits naming the client: its host, or with ``by`` "key" its bearer key when it sent one."""
+    """Eight hex digits naming the client: its host, or with ``by`` "key" its bearer key when it
+    sent one."""
     key = _bearer(request) if by == "key" else None
     who = f"key:{key}" if key else f"host:{request.client.host if request.client else '?'}"
     return hashlib.sha256(who.encode()).hexdigest()[:8]

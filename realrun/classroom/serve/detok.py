@@ -5,8 +5,8 @@ split one accented letter or emoji over two to four tokens, and decoding each to
 replacement characters, so the streamed text differed from the same request's whole text. Here each
 piece is the new text of the tokens so far: new ids are decoded together with the previous piece's
 ids (the context a tokenizer may need for spacing), and held while they end in an unfinished
-character. The whole answer (``"stream": false``) is built from the same pieces, so the two are equal
-by construction, and equal to ``tokenizer.decode(ids)`` for a byte-level tokenizer.
+character. The whole answer (``"stream": false``) is built from the same pieces, so the two are
+equal by construction, and equal to ``tokenizer.decode(ids)`` for a byte-level tokenizer.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ a body of any size. Here, on uvicorn's own h11 protocol:
 - ``raise_fd_limit``: the soft limit on open files is raised to the hard one at start-up, as
   ``vllm serve`` does, so the cap, not the system, decides when the room is full.
 
-The body's own limits (size, time) are the app's (``app.read_body``), where the status can name them.
+The body's own limits (size, time) are the app's (``app.read_body``), where the status can name
+them.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ __all__ = ["guarded_protocol", "raise_fd_limit", "connections_allowed", "BACKLOG
 
 #: Descriptors kept for the process itself (the model's files, the record, threads' pipes, logging).
 FD_RESERVE = 64
-#: The listening socket's backlog. asyncio accepts up to this many connections in one go before any of
-#: them is looked at (and a closed one's descriptor is freed a loop turn later), so the descriptors open
-#: can pass the connection cap by twice this: the budget keeps that room (uvicorn's 2048 would need 4096).
+#: The listening socket's backlog. asyncio accepts up to this many connections in one go before any
+#: of them is looked at (and a closed one's descriptor is freed a loop turn later), so the
+#: descriptors open can pass the connection cap by twice this: the budget keeps that room (uvicorn's
+#: 2048 would need 4096).
 BACKLOG = 128
 
 
@@ -37,7 +39,8 @@ def connections_allowed(open_files: int) -> int:
 
 
 def raise_fd_limit() -> int:
-    """Raise the soft limit on open files to the hard limit (or 65,536, whichever is lower); the soft limit now."""
+    """Raise the soft limit on open files to the hard limit (or 65,536, whichever is lower); the
+    soft limit now."""
     try:
         import resource
     except ImportError:  # not a POSIX system: nothing to raise
@@ -67,13 +70,15 @@ def _reply(status: str, message: str, extra: str = "") -> bytes:
         }
     ).encode()
     return (
-        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: "
+        f"{len(body)}\r\n{extra}"
         "Connection: close\r\n\r\n"
     ).encode() + body
 
 
 def guarded_protocol(max_connections: int, header_timeout: float):
-    """uvicorn's h11 protocol with a cap on open connections and a time limit on each request's head."""
+    """uvicorn's h11 protocol with a cap on open connections and a time limit on each request's
+    head."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     full = _reply(
@@ -140,7 +145,8 @@ def guarded_protocol(max_connections: int, header_timeout: float):
             if self._timer is not None:
                 self._timer.cancel()
             if not self.transport.is_closing():
-                self._arm()  # the next request's head, on a kept-alive connection, has the same limit
+                # the next request's head, on a kept-alive connection, has the same limit
+                self._arm()
 
         def connection_lost(self, exc) -> None:
             if self._timer is not None:
@@ -152,8 +158,9 @@ def guarded_protocol(max_connections: int, header_timeout: float):
 
 
 def _quiet_accept_errors(loop) -> None:
-    """A failed accept (no descriptor left: the system's limit, below the cap) as one line every 10 s, not a
-    traceback per attempt (124,787 of them, 50 MB of log in 4 s, were seen); anything else as asyncio would."""
+    """A failed accept (no descriptor left: the system's limit, below the cap) as one line every 10
+    s, not a traceback per attempt (124,787 of them, 50 MB of log in 4 s, were seen); anything else
+    as asyncio would."""
     import sys
 
     last = [-1e9]
@@ -163,7 +170,8 @@ def _quiet_accept_errors(loop) -> None:
             if loop.time() - last[0] >= 10:
                 last[0] = loop.time()
                 print(
-                    f"realrun serve: out of open files ({context.get('exception')}): new connections wait; "
+                    f"realrun serve: out of open files ({context.get('exception')}): new "
+                    f"connections wait; "
                     "raise ulimit -n or lower --max-connections",
                     file=sys.stderr,
                     flush=True,

@@ -1,4 +1,5 @@
-"""The server's socket, bound before the model loads: a busy port or a bad host is the teacher's typo.
+"""The server's socket, bound before the model loads: a busy port or a bad host is the teacher's
+typo.
 
 uvicorn binds its own socket only once the model is loaded (tens of seconds for a real model), then
 fails with an exit code of its own and a message naming no flag. Bound here first, the same check is
@@ -17,7 +18,8 @@ __all__ = ["bind"]
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``port`` 0: any free one), or a ConfigError naming the flag."""
+    """A TCP socket bound to ``host:port`` (``port`` 0: any free one), or a ConfigError naming the
+    flag."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as e:

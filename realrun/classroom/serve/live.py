@@ -44,11 +44,12 @@ class Admission:
 
 
 class Stream:
-    """One request's tokens on their way to its client: ``(kind, value, t, last)`` items in an asyncio queue.
+    """One request's tokens on their way to its client: ``(kind, value, t, last)`` items in an
+    asyncio queue.
 
     kinds: ``token`` (an id; ``last``: its final one), ``end`` (a finish reason: length, stop),
-    ``queued`` (the policy has it), ``rejected`` (the policy's reason: it can never run), ``error`` (the
-    engine stopped)."""
+    ``queued`` (the policy has it), ``rejected`` (the policy's reason: it can never run), ``error``
+    (the engine stopped)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, ignore_eos: bool, max_tokens: int) -> None:
         self.loop, self.ignore_eos, self.max_tokens = loop, ignore_eos, max_tokens
@@ -69,7 +70,8 @@ class Stream:
 
 
 class LiveServer:
-    """The engine thread: ``start()``, then ``submit`` from any thread; ``shutdown()`` drains and joins."""
+    """The engine thread: ``start()``, then ``submit`` from any thread; ``shutdown()`` drains and
+    joins."""
 
     def __init__(
         self,
@@ -87,7 +89,8 @@ class LiveServer:
         self.recorder = GrowingRecorder()
         self.streams: dict[int, Stream] = {}
         self.metrics = ServerMetrics()
-        # The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens made).
+        # The last steps, for the live view: (start, seconds, passes, rows, prompt tokens, tokens
+        # made).
         self.recent_steps: deque = deque(maxlen=600)
         self.tokens_total = 0
         self.prompt_tokens_total = 0
@@ -167,12 +170,14 @@ class LiveServer:
                 self.metrics.ttft.observe(t - self.t0 - float(self.recorder.arrival[rid]))
             s.sent += 1
             stop = not s.ignore_eos and tok == eos
-            # The last token goes with its finish reason, when the policy delivers the request (at once
-            # for continuous batching; at the batch's end for a padded batch, as generate() returns).
+            # The last token goes with its finish reason, when the policy delivers the request (at
+            # once for continuous batching; at the batch's end for a padded batch, as generate()
+            # returns).
             s.push("token", tok, t, last=stop or s.sent >= s.max_tokens)
             if stop:
                 # The client has its answer; the row computes on to the length the policy scheduled
-                # (as `realrun run --stop-on-eos`), so the record and a replay agree on the work done.
+                # (as `realrun run --stop-on-eos`), so the record and a replay agree on the work
+                # done.
                 s.stopped = True
                 s.push("end", "stop", t)
 
@@ -199,14 +204,16 @@ class LiveServer:
 
     # -- any thread ---------------------------------------------------------------------------
     def submit(self, prompt: list[int], max_tokens: int, stream: Stream, client: str = "") -> int:
-        """Hand a request to the engine (from the event loop's thread only: ids and ``clients`` agree)."""
+        """Hand a request to the engine (from the event loop's thread only: ids and ``clients``
+        agree)."""
         rid = self.inbox.submit(len(prompt), max_tokens, Admission(prompt, stream))
         self.clients[rid] = client
         self._open.setdefault(client, []).append(stream)
         return rid
 
     def waiting_of(self, client: str) -> int:
-        """``client``'s requests not yet started (no token yet), the ones that ended forgotten on the way."""
+        """``client``'s requests not yet started (no token yet), the ones that ended forgotten on
+        the way."""
         mine = [s for s in self._open.get(client, ()) if not s.ended]
         self._open[client] = mine
         return sum(1 for s in mine if s.sent == 0)
@@ -226,17 +233,19 @@ class LiveServer:
         self.inbox.withdraw(rid, reason)
 
     def refuse(self, prompt_tokens: int, max_tokens: int, reason: str, client: str = "") -> None:
-        """A request turned away at the door (503): the record keeps it, with the reason (``record``)."""
+        """A request turned away at the door (503): the record keeps it, with the reason
+        (``record``)."""
         self.refused.append((self.now(), prompt_tokens, max_tokens, reason, client))
 
     def cut(self, reason: str) -> None:
-        """The drain is over: every request still open is withdrawn with ``reason`` (a policy that can
-        free its row does so at once), the step running stops at its next pass, and the run stops
-        before another (``StopRun``), recording what is left unfinished with ``reason``."""
+        """The drain is over: every request still open is withdrawn with ``reason`` (a policy that
+        can free its row does so at once), the step running stops at its next pass, and the run
+        stops before another (``StopRun``), recording what is left unfinished with ``reason``."""
         self.cut_reason = reason
         for rid in list(self.streams):
             self.withdraw(rid, reason)
-        self.inbox.close()  # wakes an engine asleep (a policy waiting for company, or for its deadline)
+        # wakes an engine asleep (a policy waiting for company, or for its deadline)
+        self.inbox.close()
 
     def counts(self) -> tuple[int, int]:
         """(running, waiting), the waiting including what the inbox holds for the next decision."""
@@ -248,8 +257,8 @@ class LiveServer:
         return running, waiting + self.inbox.arrivals_pending()
 
     def kv(self) -> tuple[int, int | None]:
-        """(KV blocks in use, blocks in the budget or None when unlimited), in blocks of the policy's size
-        (a padded policy's KV, counted in tokens, is shown in blocks of 16)."""
+        """(KV blocks in use, blocks in the budget or None when unlimited), in blocks of the
+        policy's size (a padded policy's KV, counted in tokens, is shown in blocks of 16)."""
         p = self.policy
         bs = getattr(p, "block_size", 16)
         total = getattr(p, "total_blocks", None)
@@ -297,7 +306,8 @@ class LiveServer:
         return not self._thread.is_alive()
 
     def records(self):
-        """The run's logbook, once it has ended (``shutdown``); None before, or if the engine failed."""
+        """The run's logbook, once it has ended (``shutdown``); None before, or if the engine
+        failed."""
         return None if self.result is None else self.result.recorder.records()
 
     def now(self) -> float:

@@ -1,4 +1,5 @@
-"""``GET /metrics``: the server's counters in Prometheus's text format, with vLLM's names where one exists.
+"""``GET /metrics``: the server's counters in Prometheus's text format, with vLLM's names where one
+exists.
 
 So a dashboard or a scraper built for ``vllm serve`` reads ours as well: requests running
 and waiting, KV cache use, prompt and generated tokens, time to first token. What vLLM has
@@ -44,7 +45,8 @@ STEP_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 
 
 @dataclass
 class Histogram:
-    """A cumulative histogram as Prometheus keeps one: counts per upper bound, the sum, the count."""
+    """A cumulative histogram as Prometheus keeps one: counts per upper bound, the sum, the
+    count."""
 
     buckets: tuple[float, ...]
     counts: list[int] = field(default_factory=list)

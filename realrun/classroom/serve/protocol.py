@@ -35,11 +35,13 @@ _NEUTRAL = {
     "best_of": 1,
     "min_p": 0,
 }
-#: What this server honours, on either route (``user`` and ``seed`` change nothing a greedy server does).
+#: What this server honours, on either route (``user`` and ``seed`` change nothing a greedy server
+#: does).
 _HONOURED = {"model", "max_tokens", "stream", "stream_options", "ignore_eos", "user", "seed"}
-#: OpenAI's and vLLM's fields it does not honour, accepted only at the values that ask for nothing (as
-#: clients send them by default: vllm bench serve sends ``logprobs: null``); any other value is a 400 naming
-#: the field, since a client that asked for stop strings or log-probabilities must not get an answer without.
+#: OpenAI's and vLLM's fields it does not honour, accepted only at the values that ask for nothing
+#: (as clients send them by default: vllm bench serve sends ``logprobs: null``); any other value is
+#: a 400 naming the field, since a client that asked for stop strings or log-probabilities must not
+#: get an answer without.
 _ABSENT = {
     "logprobs": (None, False),
     "top_logprobs": (None, 0),
@@ -56,12 +58,14 @@ _ABSENT = {
     "metadata": (None, {}),
     "parallel_tool_calls": (None, False, True),
 }
-#: JSON nested deeper than this is refused before it is parsed (OpenAI's bodies nest four levels at most).
+#: JSON nested deeper than this is refused before it is parsed (OpenAI's bodies nest four levels at
+#: most).
 MAX_DEPTH = 64
 
 
 class RequestError(Exception):
-    """A request the server refuses: ``status`` (4xx), ``param`` (the field), ``message`` (one line)."""
+    """A request the server refuses: ``status`` (4xx), ``param`` (the field), ``message`` (one
+    line)."""
 
     def __init__(
         self, status: int, param: str | None, message: str, kind: str = "invalid_request_error"
@@ -110,8 +114,8 @@ def _flag(body: dict, name: str, default: bool) -> bool:
 
 
 def _content(i: int, m) -> str:
-    """A message's text: ``content`` a string, or a list of text parts (``{"type": "text", "text": ...}``),
-    as OpenAI's client and vllm bench serve send it."""
+    """A message's text: ``content`` a string, or a list of text parts
+    (``{"type": "text", "text": ...}``), as OpenAI's client and vllm bench serve send it."""
     c = m.get("content") if isinstance(m, dict) else None
     if (
         isinstance(c, list)
@@ -126,15 +130,15 @@ def _content(i: int, m) -> str:
         raise RequestError(
             400,
             f"messages[{i}]",
-            f'messages[{i}] must be {{"role": str, "content": str or a list '
-            f'of {{"type": "text", "text": str}}}}, got {_show(m)}',
+            f'messages[{i}] must be {{"role": str, "content": str or a list of {{"type": "text", '
+            f'"text": str}}}}, got {_show(m)}',
         )
     return c
 
 
 def chat_text(messages: list[dict]) -> str:
-    """The chat template this server applies (the same for every model: it is a teaching server, and the
-    load generator sizes chat prompts through this very function)."""
+    """The chat template this server applies (the same for every model: it is a teaching server, and
+    the load generator sizes chat prompts through this very function)."""
     return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
 
 
@@ -179,7 +183,8 @@ def _prompt_ids(body: dict, chat: bool, tokenizer, vocab: int) -> list[int]:
 def parse_completion(
     raw: bytes, chat: bool, served: str, tokenizer, vocab: int, context: int
 ) -> Completion:
-    """Read and check one request body against the model served (its name, vocabulary and context)."""
+    """Read and check one request body against the model served (its name, vocabulary and
+    context)."""
     body = read_json(raw)
     model = body.get("model", served)
     if model != served:
@@ -200,8 +205,9 @@ def parse_completion(
                 f"{name} must be {neutral} (this server decodes greedily), got {_show(v)}",
             )
     _check_fields(body, chat)
-    # Chat clients send OpenAI's newer name (vllm bench does); 16 is OpenAI's default for completions, and a
-    # chat without a limit runs to the context's end, as OpenAI's and vLLM's do (filled in below).
+    # Chat clients send OpenAI's newer name (vllm bench does); 16 is OpenAI's default for
+    # completions, and a chat without a limit runs to the context's end, as OpenAI's and vLLM's do
+    # (filled in below).
     field_ = (
         "max_completion_tokens"
         if chat and body.get("max_completion_tokens") is not None
@@ -247,8 +253,8 @@ def parse_completion(
         raise RequestError(
             400,
             field_,
-            f"{field_} {mt} with a prompt of {len(ids)} tokens passes the model's context "
-            f"of {context} (at most {context - len(ids)} here)",
+            f"{field_} {mt} with a prompt of {len(ids)} tokens passes the model's context of "
+            f"{context} (at most {context - len(ids)} here)",
         )
     return Completion(
         tuple(ids), mt, stream, bool(usage), _flag(body, "ignore_eos", False), chat, served
@@ -256,8 +262,8 @@ def parse_completion(
 
 
 def _depth(raw: bytes) -> int:
-    """The deepest nesting of brackets in ``raw`` (those inside strings too: an over-count only refuses
-    a body with 64 brackets in a row inside a string, which no client sends)."""
+    """The deepest nesting of brackets in ``raw`` (those inside strings too: an over-count only
+    refuses a body with 64 brackets in a row inside a string, which no client sends)."""
     deepest = level = 0
     for b in raw:
         if b in (0x5B, 0x7B):  # [ {
@@ -269,8 +275,8 @@ def _depth(raw: bytes) -> int:
 
 
 def read_json(raw: bytes) -> dict:
-    """The body as a JSON object, or a 400: not JSON, not an object, or nested past ``MAX_DEPTH`` (Python's
-    parser recurses once a level: 100,000 brackets were a RecursionError, a 500)."""
+    """The body as a JSON object, or a 400: not JSON, not an object, or nested past ``MAX_DEPTH``
+    (Python's parser recurses once a level: 100,000 brackets were a RecursionError, a 500)."""
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
         raise RequestError(400, None, f"the body nests JSON deeper than {MAX_DEPTH} levels")
     try:
@@ -283,7 +289,8 @@ def read_json(raw: bytes) -> dict:
 
 
 def _check_fields(body: dict, chat: bool) -> None:
-    """Every field is one this server honours, or one it does not at the value that asks for nothing."""
+    """Every field is one this server honours, or one it does not at the value that asks for
+    nothing."""
     own = "messages" if chat else "prompt"
     for name, v in body.items():
         if (
@@ -299,8 +306,8 @@ def _check_fields(body: dict, chat: bool) -> None:
             raise RequestError(
                 400,
                 name,
-                f"{name} is not honoured by this server (greedy decoding, whole tokens), "
-                f"got {_show(v)}: leave it out",
+                f"{name} is not honoured by this server (greedy decoding, whole tokens), got "
+                f"{_show(v)}: leave it out",
             )
         raise RequestError(
             400,

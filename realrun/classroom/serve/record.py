@@ -41,8 +41,8 @@ RECORD_FIELDS = (
     "tokens",
     "rejected",
 )
-#: The columns written: ``RECORD_FIELDS`` (what a reader needs; records written before it existed lack the
-#: rest), then ``client``, the short id of who sent each request (``clients.client_id``).
+#: The columns written: ``RECORD_FIELDS`` (what a reader needs; records written before it existed
+#: lack the rest), then ``client``, the short id of who sent each request (``clients.client_id``).
 WRITTEN_FIELDS = RECORD_FIELDS + ("client",)
 
 
@@ -51,9 +51,10 @@ def _t(x: float) -> str:
 
 
 def record_rows(records, refused=(), clients=None) -> list[list[str]]:
-    """The CSV rows: the run's requests, and ``refused`` ones, each ``(arrival_s, prompt_tokens, max_tokens,
-    reason, client)`` turned away before the engine saw it, in arrival order; ``clients``: request id ->
-    the short id of who sent it (``clients.client_id``)."""
+    """The CSV rows: the run's requests, and ``refused`` ones, each
+    ``(arrival_s, prompt_tokens, max_tokens, reason, client)`` turned away before the engine saw it,
+    in arrival order; ``clients``: request id -> the short id of who sent it
+    (``clients.client_id``)."""
     clients = clients or {}
     rows = []
     for i in range(len(records)):
@@ -99,7 +100,8 @@ def meta_path(path: str | Path) -> Path:
 
 
 def _shared(path: Path) -> None:
-    """Readable as any new file of this user is (mkstemp makes 0600: the class could not read it)."""
+    """Readable as any new file of this user is (mkstemp makes 0600: the class could not read
+    it)."""
     mask = os.umask(0)
     os.umask(mask)
     os.chmod(path, 0o666 & ~mask)
@@ -122,17 +124,20 @@ def write_record(
 
 
 def fallback_paths(path: str | Path) -> list[Path]:
-    """Where a record goes when its own folder has gone: the working folder, then the system's temporary
-    folder, under a name that says what it is and when, so no earlier record is overwritten."""
-    name = f"{Path(path).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{Path(path).suffix or '.csv'}"
+    """Where a record goes when its own folder has gone: the working folder, then the system's
+    temporary folder, under a name that says what it is and when, so no earlier record is
+    overwritten."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{Path(path).stem}-{stamp}-{os.getpid()}{Path(path).suffix or '.csv'}"
     return [Path.cwd() / name, Path(tempfile.gettempdir()) / name]
 
 
 def write_with_fallback(
     records, path: str | Path, meta: dict | None = None, refused=(), clients=None
 ) -> tuple[Path, str | None]:
-    """``write_record`` to ``path``, or else to the first ``fallback_paths`` that takes it: (where, why
-    not ``path``: None when it was written there). The last failure is raised: nowhere could take it."""
+    """``write_record`` to ``path``, or else to the first ``fallback_paths`` that takes it: (where,
+    why not ``path``: None when it was written there). The last failure is raised: nowhere could
+    take it."""
     why = None
     for target in [Path(path), *fallback_paths(path)]:
         try:

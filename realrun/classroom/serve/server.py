@@ -21,14 +21,16 @@ from .guard import BACKLOG, connections_allowed, guarded_protocol, raise_fd_limi
 from .live import LiveServer
 from .record import write_with_fallback
 
-#: Seconds past the drain for the cut to reach a pass boundary and each stream to end; then uvicorn cuts.
+#: Seconds past the drain for the cut to reach a pass boundary and each stream to end; then uvicorn
+#: cuts.
 _GRACE_S = 10
 
 __all__ = ["serve"]
 
 
 def _meta(engine, policy, limits, model: str) -> dict:
-    """What served the record (its sidecar): a replay needs the policy and the limits, a reader the machine."""
+    """What served the record (its sidecar): a replay needs the policy and the limits, a reader the
+    machine."""
     lm = engine.lm
     # The knobs the policy was built with (PolicyConfig's fields), as predict rebuilds it from them.
     knobs = {f.name: vars(policy)[f.name] for f in fields(PolicyConfig) if f.name in vars(policy)}
@@ -65,8 +67,9 @@ def serve(
     header_timeout: float = 10.0,
     **room,
 ) -> int:
-    """Serve until SIGTERM or Ctrl-C, on ``sock`` (bound beforehand, ``listen.bind``) or else ``host:port``.
-    ``max_connections`` and ``header_timeout``: ``guard``; ``room``: the rest of ``AppConfig``'s limits."""
+    """Serve until SIGTERM or Ctrl-C, on ``sock`` (bound beforehand, ``listen.bind``) or else
+    ``host:port``. ``max_connections`` and ``header_timeout``: ``guard``; ``room``: the rest of
+    ``AppConfig``'s limits."""
     import uvicorn
 
     fds = raise_fd_limit()
@@ -89,18 +92,21 @@ def serve(
         def handle_exit(self, sig, frame) -> None:  # SIGTERM / SIGINT: nothing new from here on
             live.closing = True
             # The policy hears "nobody else is coming" now, so a bus waiting for company leaves with
-            # who is aboard while uvicorn waits for the streams. (From a thread: a signal handler may
-            # have interrupted this very thread inside the inbox's lock.)
+            # who is aboard while uvicorn waits for the streams. (From a thread: a signal handler
+            # may have interrupted this very thread inside the inbox's lock.)
             threading.Thread(target=live.inbox.close, name="drain").start()
             if not timer.is_alive() and live.cut_reason is None:
-                timer.start()  # the drain's end: what still runs is cut at a pass boundary (LiveServer.cut)
+                # the drain's end: what still runs is cut at a pass boundary (LiveServer.cut)
+                timer.start()
             super().handle_exit(sig, frame)
-            # uvicorn raises the signal again once it has stopped, which would kill the process before
-            # the record is written: the drain is the answer to the signal, and the exit code is ours.
+            # uvicorn raises the signal again once it has stopped, which would kill the process
+            # before the record is written: the drain is the answer to the signal, and the exit code
+            # is ours.
             self._captured_signals.clear()
 
-    # uvicorn's own cut (it cancels the connections' tasks) is the last resort only: ours comes first and
-    # ends each stream with its reason, so uvicorn waits for a few seconds more than the drain.
+    # uvicorn's own cut (it cancels the connections' tasks) is the last resort only: ours comes
+    # first and ends each stream with its reason, so uvicorn waits for a few seconds more than the
+    # drain.
     config = uvicorn.Config(
         app,
         host=host,
@@ -118,8 +124,9 @@ def serve(
     if sock is not None:
         port = sock.getsockname()[1]  # --port 0: the port the system chose
     print(
-        f"realrun serve: {model} ({lm.device}, {lm.dtype}, {lm.threads} threads), policy {policy.describe()}; "
-        f"listening on http://{host}:{port} (live view: /dashboard, metrics: /metrics); "
+        f"realrun serve: {model} ({lm.device}, {lm.dtype}, {lm.threads} threads), policy "
+        f"{policy.describe()}; listening on http://{host}:{port} (live view: /dashboard, metrics: "
+        f"/metrics); "
         "SIGTERM or Ctrl-C drains and stops",
         file=sys.stderr,
         flush=True,
@@ -128,8 +135,8 @@ def serve(
         # returns once every connection has finished: ended, left, or cut at the drain's end
         server.run(sockets=None if sock is None else [sock])
     finally:
-        # A second SIGTERM (a supervisor that repeats itself) must not kill the record half-way; a second
-        # Ctrl-C still does, as a person pressing it twice means.
+        # A second SIGTERM (a supervisor that repeats itself) must not kill the record half-way; a
+        # second Ctrl-C still does, as a person pressing it twice means.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         timer.cancel()
         if live.cut_reason is None and (live.streams or not server.started):
@@ -139,7 +146,8 @@ def serve(
     # one pass outlasted the grace: the record cannot be read while the engine writes it
     if not drained:
         print(
-            f"realrun serve: error: the engine did not stop within {_GRACE_S + drain_timeout:g} s of the drain's "
+            f"realrun serve: error: the engine did not stop within {_GRACE_S + drain_timeout:g} s "
+            f"of the drain's "
             "end (one forward pass still running); no record written",
             file=sys.stderr,
         )
@@ -160,11 +168,13 @@ def serve(
         )
         if why:
             print(
-                f"realrun serve: could not write the record to {record} ({why}); wrote it to {path} instead",
+                f"realrun serve: could not write the record to {record} ({why}); wrote it to "
+                f"{path} instead",
                 file=sys.stderr,
             )
         print(
-            f"realrun serve: wrote the record to {path} (replay: python -m batchsim run --trace {path})",
+            f"realrun serve: wrote the record to {path} (replay: python -m batchsim run --trace "
+            f"{path})",
             file=sys.stderr,
         )
     return 0 if live.error is None else 1

@@ -114,8 +114,9 @@ def _kernel():
         _problem = "REALRUN_PAGED_KERNEL=0"
         return None
     try:
-        # torch's own folder for the name (private, but it is where torch builds and leaves its lock);
-        # a torch without it fails here, and the reference path serves, as for any failed build.
+        # torch's own folder for the name (private, but it is where torch builds and leaves its
+        # lock); a torch without it fails here, and the reference path serves, as for any failed
+        # build.
         from torch.utils.cpp_extension import _get_build_directory, load_inline
 
         _ninja_on_path()
@@ -140,22 +141,23 @@ def _kernel():
         )
         if isinstance(e, KernelBusy):
             _say(
-                f"not waiting longer for the attention kernel: {e}; the slower reference attention serves"
+                f"not waiting longer for the attention kernel: {e}; the slower reference attention "
+                f"serves"
             )
         return None
 
 
 def _build_name() -> str:
-    """-march=native builds for this CPU's instruction sets: the name hashes them (with the model, the
-    machine and torch), so a folder of builds shared between machines never hands one CPU code built
-    for another's instructions, even where two CPUs share a model name but not their flags."""
+    """-march=native builds for this CPU's instruction sets: the name hashes them (with the model,
+    the machine and torch), so a folder of builds shared between machines never hands one CPU code
+    built for another's instructions, even where two CPUs share a model name but not their flags."""
     who = f"{platform.machine()}-{_cpu_identity()}-{torch.__version__}"
     return "realrun_paged_" + hashlib.sha1((who + _SOURCE).encode()).hexdigest()[:12]
 
 
 def _wait_s() -> float:
-    """How long to wait on another process's build: the build takes ~40 s on an idle machine and a few
-    times that on a busy one, so 300 s by default; REALRUN_KERNEL_WAIT_S sets it."""
+    """How long to wait on another process's build: the build takes ~40 s on an idle machine and a
+    few times that on a busy one, so 300 s by default; REALRUN_KERNEL_WAIT_S sets it."""
     try:
         return max(0.0, float(os.environ.get("REALRUN_KERNEL_WAIT_S", "300")))
     except ValueError:
@@ -167,8 +169,8 @@ def _say(line: str) -> None:
 
 
 def _ninja_on_path() -> None:
-    """torch runs ``ninja`` from PATH: where the pip package is installed but its script is not on PATH
-    (a pyenv shim not yet rehashed, a venv not activated), put its folder there."""
+    """torch runs ``ninja`` from PATH: where the pip package is installed but its script is not on
+    PATH (a pyenv shim not yet rehashed, a venv not activated), put its folder there."""
     import shutil
 
     if shutil.which("ninja") is None:
@@ -218,9 +220,11 @@ def paged_attention(
 ) -> torch.Tensor:
     """Ragged causal attention over blocks: q [Nq, heads, head_dim] -> [Nq, heads, head_dim].
 
-    ``table`` [rows, most blocks] (int64; entries past a row's blocks are never read), ``ctx`` [rows]
-    each row's context after this pass, ``q_start`` [rows + 1] where each row's queries begin."""
-    # Checked first, every call: the C++ reads raw pointers, so a bad index is a segfault, not an error.
+    ``table`` [rows, most blocks] (int64; entries past a row's blocks are never read), ``ctx``
+    [rows] each row's context after this pass, ``q_start`` [rows + 1] where each row's queries
+    begin."""
+    # Checked first, every call: the C++ reads raw pointers, so a bad index is a segfault, not an
+    # error.
     q, pool_k, pool_v, table, ctx, q_start, scale = checked_arguments(
         q, pool_k, pool_v, table, ctx, q_start, scale
     )

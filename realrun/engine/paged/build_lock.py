@@ -1,9 +1,10 @@
-"""Building the attention kernel once per machine, with a lock that a killed build cannot leave stuck.
+"""Building the attention kernel once per machine, with a lock that a killed build cannot leave
+stuck.
 
-torch's ``cpp_extension`` guards a build folder with an empty file named ``lock`` and waits, silently
-and without end, while that file exists. A build killed halfway (Ctrl-C during the first run) leaves
-the file behind, and every later run then waits forever without a word. The file holds no process
-id, so nothing can tell a live build from a dead one.
+torch's ``cpp_extension`` guards a build folder with an empty file named ``lock`` and waits,
+silently and without end, while that file exists. A build killed halfway (Ctrl-C during the first
+run) leaves the file behind, and every later run then waits forever without a word. The file holds
+no process id, so nothing can tell a live build from a dead one.
 
 So every build takes a lock of its own first, ``realrun-build.pid`` beside torch's, holding its
 process id and host: a holder whose process is gone is taken over (with a note), and torch's
@@ -26,7 +27,8 @@ __all__ = ["OURS", "TORCHS", "KernelBusy", "build_once"]
 OURS = "realrun-build.pid"
 TORCHS = "lock"  # torch.utils.cpp_extension's FileBaton in the build folder
 
-#: A lock file still empty this long after it was made: its maker died between creating and writing it.
+#: A lock file still empty this long after it was made: its maker died between creating and writing
+#: it.
 _EMPTY_STALE_S = 10.0
 
 
@@ -42,7 +44,8 @@ def build_once(
     compiled: bool,
     poll_s: float = 0.2,
 ) -> object:
-    """``build()`` under the lock in ``folder``; says so first unless ``compiled`` (a build is there)."""
+    """``build()`` under the lock in ``folder``; says so first unless ``compiled`` (a build is
+    there)."""
     folder.mkdir(parents=True, exist_ok=True)
     if not _acquire(folder / OURS, say, wait_s, poll_s):
         raise KernelBusy(f"another process held {folder / OURS} for more than {wait_s:g} s")
@@ -80,8 +83,8 @@ def _acquire(path: Path, say: Callable[[str], None], wait_s: float, poll_s: floa
             started = time.monotonic()
             who = f"process {holder[0]} on {holder[1]}" if holder else "another process"
             say(
-                f"waiting for {who} to finish building the attention kernel (lock {path}; "
-                f"at most {wait_s:g} s, then the slower reference attention serves)"
+                f"waiting for {who} to finish building the attention kernel (lock {path}; at most "
+                f"{wait_s:g} s, then the slower reference attention serves)"
             )
         if time.monotonic() - started >= wait_s:
             return False
@@ -104,7 +107,8 @@ def _is_stale(path: Path, holder: tuple[int, str] | None) -> bool:
             return False  # gone meanwhile: the next try takes it
     pid, host = holder
     if host != socket.gethostname():
-        return False  # a folder shared between machines: another host's process cannot be seen, so wait
+        # a folder shared between machines: another host's process cannot be seen, so wait
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -80,8 +80,8 @@ def _check_shapes(q, pool_k, pool_v, table, ctx, q_start) -> None:
         )
     if pool_k.shape[1] != q.shape[1] or pool_k.shape[3] != q.shape[2]:
         raise ConfigError(
-            f"pool_k must have q's heads {q.shape[1]} and head_dim {q.shape[2]} "
-            f"(dims 1 and 3), got shape {tuple(pool_k.shape)}"
+            f"pool_k must have q's heads {q.shape[1]} and head_dim {q.shape[2]} (dims 1 and 3), "
+            f"got shape {tuple(pool_k.shape)}"
         )
     if pool_k.shape[2] < 1:
         raise ConfigError(f"pool_k's block_size (dim 2) must be >= 1, got {pool_k.shape[2]}")
@@ -114,27 +114,29 @@ def _check_values(q, pool_k, table, ctx, q_start) -> None:
     if (brought < 0).any():
         (r,) = _first(brought < 0)
         raise ConfigError(
-            f"q_start must not decrease, got q_start[{r}] = {int(q_start[r])} "
-            f"then q_start[{r + 1}] = {int(q_start[r + 1])}"
+            f"q_start must not decrease, got q_start[{r}] = {int(q_start[r])} then "
+            f"q_start[{r + 1}] = {int(q_start[r + 1])}"
         )
     if (ctx < 0).any():
         (r,) = _first(ctx < 0)
         raise ConfigError(f"ctx[{r}] must be >= 0, got {int(ctx[r])}")
-    # A row's queries are the last of its context: more queries than context would sit before position 0.
+    # A row's queries are the last of its context: more queries than context would sit before
+    # position 0.
     if (brought > ctx).any():
         (r,) = _first(brought > ctx)
         raise ConfigError(
-            f"ctx[{r}] must be at least the row's {int(brought[r])} queries "
-            f"(q_start[{r + 1}] - q_start[{r}]), got {int(ctx[r])}"
+            f"ctx[{r}] must be at least the row's {int(brought[r])} queries (q_start[{r + 1}] - "
+            f"q_start[{r}]), got {int(ctx[r])}"
         )
     needed = (ctx + bs - 1) // bs
     if (needed > table.shape[1]).any():
         (r,) = _first(needed > table.shape[1])
         raise ConfigError(
-            f"ctx[{r}] = {int(ctx[r])} needs {int(needed[r])} blocks of {bs}, "
-            f"but table has {table.shape[1]} per row"
+            f"ctx[{r}] = {int(ctx[r])} needs {int(needed[r])} blocks of {bs}, but table has "
+            f"{table.shape[1]} per row"
         )
-    # Only the blocks a row's context covers are read: what pads the table past them may be anything.
+    # Only the blocks a row's context covers are read: what pads the table past them may be
+    # anything.
     read = torch.arange(table.shape[1], device=table.device)[None, :] < needed[:, None]
     outside = read & ((table < 0) | (table >= blocks))
     if outside.any():

@@ -2,11 +2,11 @@
 forward pass over exactly the tokens it brings, the rows laid end to end (no padding).
 
 The engine (``realrun.engine.engine``) runs a Step's passes as batchsim's ``"paged"`` plan
-prices them (every prefill chunk in one pass, then the decode); here each pass packs its rows' new tokens into one sequence, gives the model
-their positions, and takes each row's greedy token at its last new token. The KV stays in
-the pool's blocks (``pool.KVPool``); a row's blocks are taken as it grows and given back
-when it leaves. ``running`` are the rows that decode (their prefill complete), in the order
-they joined, with the token each feeds next.
+prices them (every prefill chunk in one pass, then the decode); here each pass packs its rows' new
+tokens into one sequence, gives the model their positions, and takes each row's greedy token at its
+last new token. The KV stays in the pool's blocks (``pool.KVPool``); a row's blocks are taken as it
+grows and given back when it leaves. ``running`` are the rows that decode (their prefill complete),
+in the order they joined, with the token each feeds next.
 
 The pool is sized once for a run (``size_for``); a pass that finds it full grows it (a copy of
 every block), which a well-sized run never does and which ``regrown`` counts.
@@ -16,7 +16,8 @@ given ``pad_to`` brings, beside each prompt shorter than that, a throwaway row o
 tokens, so the pass computes rows x ``pad_to`` tokens as the policy counts them; those rows'
 blocks go back to the pool when the pass ends, and their tokens are never read.
 
-The interface is the rectangle's (``realrun.engine.padded_passes.PaddedPasses``): the engine runs either.
+The interface is the rectangle's (``realrun.engine.padded_passes.PaddedPasses``): the engine runs
+either.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ __all__ = ["PagedPasses"]
 
 
 class PagedPasses:
-    """Prefill and decode passes of ``body`` (a model body that attends over the pool) and ``head``."""
+    """Prefill and decode passes of ``body`` (a model body that attends over the pool) and
+    ``head``."""
 
     def __init__(
         self,
@@ -48,7 +50,8 @@ class PagedPasses:
     ) -> None:
         if not use_paged_attention(body):
             raise RuntimeError(
-                "this model body has no attention implementation to set: it cannot attend over blocks"
+                "this model body has no attention implementation to set: it cannot attend over "
+                "blocks"
             )
         self.body, self.head, self.shapes, self.dtype, self.device = (
             body,
@@ -64,7 +67,8 @@ class PagedPasses:
         self.regrown = 0
 
     def reset(self) -> None:
-        """Every row gone, this run's figures from zero (the pool itself is kept: ``size_for`` resizes it)."""
+        """Every row gone, this run's figures from zero (the pool itself is kept: ``size_for``
+        resizes it)."""
         self.drop(list(self.pool.table))
         self.regrown = self.pool.peak_blocks = 0
 
@@ -75,7 +79,8 @@ class PagedPasses:
 
     # -- the pool ----------------------------------------------------------------------
     def size_for(self, blocks: int, block_size: int) -> None:
-        """A fresh pool of ``blocks`` blocks for the run about to start (the old one must be empty)."""
+        """A fresh pool of ``blocks`` blocks for the run about to start (the old one must be
+        empty)."""
         if self.pool.table:
             raise RuntimeError(
                 "the KV pool is resized only between runs, when no request holds a block"
@@ -85,8 +90,9 @@ class PagedPasses:
         )
 
     def _room(self, rows: list[int], new: list[int]) -> None:
-        """Grow the pool if ``rows`` bringing ``new`` tokens each would not fit (the profiler's rows, or a
-        run the pool was not sized for; a sized run never grows it, and ``regrown`` says so)."""
+        """Grow the pool if ``rows`` bringing ``new`` tokens each would not fit (the profiler's
+        rows, or a run the pool was not sized for; a sized run never grows it, and ``regrown`` says
+        so)."""
         pool = self.pool
         short = pool.blocks_wanted(rows, new) - (pool.blocks - pool.used_blocks)
         if short > 0:
@@ -118,9 +124,9 @@ class PagedPasses:
     def prefill(
         self, chunks: list[Chunk], pad_to: int = 0
     ) -> tuple[list[int], list[int], list[int]]:
-        """The chunks' tokens in one pass, each padded to ``pad_to`` tokens when given (see the module's
-        docstring): (rows whose prefill completed, their first tokens, the rows for ``join``). They join
-        ``running`` when the engine says, after the step's other passes."""
+        """The chunks' tokens in one pass, each padded to ``pad_to`` tokens when given (see the
+        module's docstring): (rows whose prefill completed, their first tokens, the rows for
+        ``join``). They join ``running`` when the engine says, after the step's other passes."""
         pool = self.pool
         rows, tokens, positions, new = [], [], [], []
         for c in chunks:
@@ -130,7 +136,8 @@ class PagedPasses:
                 pool.free(rid)
             elif pool.length.get(rid, 0) != c.start:
                 raise RuntimeError(
-                    f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} tokens are cached"
+                    f"request {rid}: chunk starts at {c.start} but {pool.length.get(rid, 0)} "
+                    f"tokens are cached"
                 )
             ctx = self.context(rid, c.start + c.length)
             rows.append(rid)

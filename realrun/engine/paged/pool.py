@@ -33,7 +33,8 @@ class PoolFull(RuntimeError):
 
 
 class KVPool:
-    """``blocks`` blocks of ``block_size`` tokens for every layer of ``shapes`` ((KV heads, head dim) per layer)."""
+    """``blocks`` blocks of ``block_size`` tokens for every layer of ``shapes`` ((KV heads, head
+    dim) per layer)."""
 
     def __init__(
         self,
@@ -45,7 +46,8 @@ class KVPool:
     ) -> None:
         if blocks < 1 or block_size < 1:
             raise ValueError(
-                f"a KV pool needs at least one block of at least one token, got {blocks} x {block_size}"
+                f"a KV pool needs at least one block of at least one token, got {blocks} x "
+                f"{block_size}"
             )
         self.shapes, self.blocks, self.block_size, self.dtype, self.device = (
             shapes,
@@ -54,8 +56,9 @@ class KVPool:
             dtype,
             device,
         )
-        # Zeroed once: a bay is always written before it is read, but a NaN left in memory must never
-        # reach a product (the kernel reads only written bays; the reference path reads whole blocks).
+        # Zeroed once: a bay is always written before it is read, but a NaN left in memory must
+        # never reach a product (the kernel reads only written bays; the reference path reads whole
+        # blocks).
         self.K = [
             torch.zeros(blocks, h, block_size, d, dtype=dtype, device=device) for h, d in shapes
         ]
@@ -101,7 +104,8 @@ class KVPool:
         need = -(-end // bs) - len(table)
         if need > len(self._free):
             raise PoolFull(
-                f"request {rid} needs {need} more KV blocks, {len(self._free)} of {self.blocks} are free"
+                f"request {rid} needs {need} more KV blocks, {len(self._free)} of {self.blocks} "
+                f"are free"
             )
         for _ in range(need):
             table.append(self._free.pop())
@@ -115,7 +119,8 @@ class KVPool:
         self.length.pop(rid, None)
 
     def fill_random(self, rid: int, n: int, gen: torch.Generator) -> None:
-        """``n`` tokens of random keys and values for ``rid`` (the profiler's rows: shapes, not values)."""
+        """``n`` tokens of random keys and values for ``rid`` (the profiler's rows: shapes, not
+        values)."""
         slots = torch.tensor(self.grow(rid, n), dtype=torch.long, device=self.device)
         blk, off = slots // self.block_size, slots % self.block_size
         for K, V in zip(self.K, self.V):
@@ -134,7 +139,8 @@ class KVPool:
         )
 
     def enlarge(self, extra: int) -> None:
-        """``extra`` blocks more, every block kept where it is (a copy of the whole pool: never in a sized run)."""
+        """``extra`` blocks more, every block kept where it is (a copy of the whole pool: never in a
+        sized run)."""
         K, V, old = self.K, self.V, self.blocks
         self.blocks = old + int(extra)
         self.K = [
@@ -157,7 +163,8 @@ class KVPool:
 
 
 class PagedPass:
-    """One forward pass over the pool; passed to the model as its cache (see the module's docstring)."""
+    """One forward pass over the pool; passed to the model as its cache (see the module's
+    docstring)."""
 
     is_compileable = False
 
@@ -182,7 +189,8 @@ class PagedPass:
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs
     ):
-        """The new tokens' keys and values ([1, heads, tokens, head dim]) into their bays; the layer's pool back."""
+        """The new tokens' keys and values ([1, heads, tokens, head dim]) into their bays; the
+        layer's pool back."""
         K, V = self.pool.K[layer_idx], self.pool.V[layer_idx]
         K[self.block, :, self.offset] = key_states[0].transpose(0, 1)
         V[self.block, :, self.offset] = value_states[0].transpose(0, 1)
@@ -195,7 +203,8 @@ class PagedPass:
 def _paged_attention_forward(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, paged=None, **kwargs
 ):
-    """transformers' attention interface: query [1, heads, tokens, head dim]; key and value the layer's pool."""
+    """transformers' attention interface: query [1, heads, tokens, head dim]; key and value the
+    layer's pool."""
     if paged is None:
         raise RuntimeError(
             "the paged attention needs the pass (paged=...) among the forward's arguments"
@@ -208,8 +217,8 @@ def _paged_attention_forward(
 
 
 def use_paged_attention(module: torch.nn.Module) -> bool:
-    """Make ``module`` (a model body of its own, as ``packed_model`` copies it) attend over the pool.
-    False where its config has no attention implementation to set (it keeps its own)."""
+    """Make ``module`` (a model body of its own, as ``packed_model`` copies it) attend over the
+    pool. False where its config has no attention implementation to set (it keeps its own)."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(ATTENTION, _paged_attention_forward)

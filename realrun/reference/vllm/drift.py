@@ -1,8 +1,8 @@
 """Did the machine move under vLLM? A few of the profile's decode shapes timed again after the run.
 
 On a shared CPU another process can take a core between the profile and the run; the same
-shapes timed again the profile's way (``realrun.reference.vllm.probe``) say by how much, so a step-time
-error of that size reads as the machine's, not the model's. Our engine's counterpart is
+shapes timed again the profile's way (``realrun.reference.vllm.probe``) say by how much, so a
+step-time error of that size reads as the machine's, not the model's. Our engine's counterpart is
 ``realrun.timing.drift.recheck``, which returns a ``Drift``; this one returns the report's line.
 """
 
@@ -33,7 +33,8 @@ async def _recheck(
 
 def recheck_note(server, model: ProfiledStepTime, vocab_size: int, repeats: int = 6) -> str:
     """Time a few decode shapes again (after the measured run) and say how far the machine moved: a
-    line for the report (our engine's ``realrun.timing.drift.recheck`` returns a ``Drift``; this one, words).
+    line for the report (our engine's ``realrun.timing.drift.recheck`` returns a ``Drift``; this
+    one, words).
 
     On a shared CPU another process can take a core between the profile and the run: a step-time
     error that the recheck also shows is the machine's drift, not the model's."""
@@ -51,7 +52,8 @@ def recheck_note(server, model: ProfiledStepTime, vocab_size: int, repeats: int 
     ratios = [t / float(model.decode(b, w + SETTLE + (repeats - 1) / 2)[0]) for b, w, t in got]
     mean = (float(np.mean(ratios)) - 1) * 100
     return (
-        f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the profile's time "
+        f"drift: {len(got)} decode shapes timed again after the run take {mean:+.0f} % of the "
+        f"profile's time "
         f"({', '.join(f'{b}x{w}: {(q - 1) * 100:+.0f} %' for (b, w, _), q in zip(got, ratios))}); "
         "a step-time error (a) of the same size is the machine's drift, not the model's"
     )

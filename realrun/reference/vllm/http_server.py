@@ -48,7 +48,8 @@ def serve_command(
     max_num_seqs: int = 32,
     python: str = sys.executable,
 ) -> list[str]:
-    """The command line: ``vllm serve`` spelled as the module it runs (the console script fails here)."""
+    """The command line: ``vllm serve`` spelled as the module it runs (the console script fails
+    here)."""
     return [
         python,
         "-m",
@@ -118,7 +119,8 @@ def vllm_served(
     start_timeout: float = 600.0,
     **options,
 ):
-    """Start ``vllm serve`` on ``model`` (a saved folder), wait for ``/health``, yield a ``VLLMHTTP``, stop it."""
+    """Start ``vllm serve`` on ``model`` (a saved folder), wait for ``/health``, yield a
+    ``VLLMHTTP``, stop it."""
     port = port or free_port()
     log = (
         Path(log)

@@ -57,24 +57,26 @@ class VLLMKnobs:
         check_bool("chunked_prefill", self.enable_chunked_prefill)
         if self.device == "cpu" and self.block_size % CPU_BLOCK_MULTIPLE:
             raise ConfigError(
-                f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for vLLM on the CPU "
-                f"(its attention kernels), got {show(self.block_size)}"
+                f"block-size must be a multiple of {CPU_BLOCK_MULTIPLE} for vLLM on the CPU (its "
+                f"attention kernels), got {show(self.block_size)}"
             )
         if self.kv_budget_tokens is not None:
             check_kv_tokens("kv-budget-tokens", self.kv_budget_tokens)
             # vLLM refuses to start with a cache that cannot hold one request of the model's whole
-            # context (plus the block it keeps in hand): it checks this at start-up, we before loading.
+            # context (plus the block it keeps in hand): it checks this at start-up, we before
+            # loading.
             least = (-(-self.max_model_len // self.block_size) + 1) * self.block_size
             if self.kv_budget_tokens < least:
                 raise ConfigError(
                     f"kv-budget-tokens must hold one request of the model's whole context for vLLM "
-                    f"(at least {least:,} tokens with blocks of {self.block_size}), got {show(self.kv_budget_tokens)}"
+                    f"(at least {least:,} tokens with blocks of {self.block_size}), got "
+                    f"{show(self.kv_budget_tokens)}"
                 )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             # vLLM's own rule: unchunked, any prompt the model takes must fit one step.
             raise ConfigError(
-                f"max-batched-tokens must be at least the model's context ({self.max_model_len}) for vLLM "
-                f"without chunked prefill, got {show(self.max_num_batched_tokens)}"
+                f"max-batched-tokens must be at least the model's context ({self.max_model_len}) "
+                f"for vLLM without chunked prefill, got {show(self.max_num_batched_tokens)}"
             )
 
     @property
@@ -100,30 +102,36 @@ class VLLMKnobs:
         }
 
     def env(self) -> dict[str, str]:
-        """Environment for vLLM's processes: the CPU cache's size in GiB (vLLM reads it at start-up)."""
+        """Environment for vLLM's processes: the CPU cache's size in GiB (vLLM reads it at
+        start-up)."""
         if self.device != "cpu":
             return {}
         gib = DEFAULT_CPU_KV_GIB
         return {"VLLM_CPU_KVCACHE_SPACE": str(gib)}
 
     def mapping(self, policy=None) -> list[str]:
-        """The lines that say how each batchsim knob became a vLLM argument (printed by every vLLM run)."""
+        """The lines that say how each batchsim knob became a vLLM argument (printed by every vLLM
+        run)."""
         kv = (
             "no budget: vLLM's cache of "
             + (f"{DEFAULT_CPU_KV_GIB} GiB" if self.device == "cpu" else "its memory share")
             if self.kv_budget_tokens is None
-            else f"{self.kv_budget_tokens:,} tokens -> num_gpu_blocks_override={self.num_blocks} blocks of {self.block_size}"
+            else f"{self.kv_budget_tokens:,} tokens -> num_gpu_blocks_override={self.num_blocks} "
+            f"blocks of {self.block_size}"
         )
         return [
             "vLLM engine arguments (batchsim knob -> vLLM):",
             f"  max_seqs {self.max_num_seqs} -> max_num_seqs={self.max_num_seqs}",
-            f"  max_batched_tokens {self.max_num_batched_tokens} -> max_num_batched_tokens={self.max_num_batched_tokens} "
+            f"  max_batched_tokens {self.max_num_batched_tokens} -> "
+            f"max_num_batched_tokens={self.max_num_batched_tokens} "
             "(vLLM counts decode tokens in it too)",
             f"  block_size {self.block_size} -> block_size={self.block_size}",
-            f"  chunked_prefill {self.enable_chunked_prefill} -> enable_chunked_prefill={self.enable_chunked_prefill}",
+            f"  chunked_prefill {self.enable_chunked_prefill} -> "
+            f"enable_chunked_prefill={self.enable_chunked_prefill}",
             f"  KV budget: {kv}",
             f"  context {self.max_model_len} -> max_model_len={self.max_model_len}",
-            "  always: enable_prefix_caching=False, enforce_eager=True, temperature 0, ignore_eos, min_tokens = max_tokens",
+            "  always: enable_prefix_caching=False, enforce_eager=True, temperature 0, ignore_eos, "
+            "min_tokens = max_tokens",
         ]
 
 
@@ -139,7 +147,8 @@ def knobs_for(
     """The engine arguments that serve as ``policy`` (a batchsim ``Continuous``) would."""
     if not hasattr(policy, "max_batched_tokens"):
         raise ConfigError(
-            f"engine vllm is vLLM's own continuous batching: policy must be continuous, got {policy.name}"
+            f"engine vllm is vLLM's own continuous batching: policy must be continuous, got "
+            f"{policy.name}"
         )
     dtypes = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
     return VLLMKnobs(

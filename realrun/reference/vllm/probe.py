@@ -1,9 +1,9 @@
 """Controlled batches submitted to vLLM, and the steps they made, read back from its step log.
 
 vLLM's scheduler decides its own steps, so whatever times vLLM from outside (the profile,
-``realrun.reference.vllm.profile``; the canary, ``realrun.reference.vllm.canary``; the drift recheck) submits
-batches whose steps vLLM cannot schedule any other way and reads each step's shape and
-duration from vLLM's step log (``steplog``). A step's time is its cycle: from the later of its
+``realrun.reference.vllm.profile``; the canary, ``realrun.reference.vllm.canary``; the drift
+recheck) submits batches whose steps vLLM cannot schedule any other way and reads each step's shape
+and duration from vLLM's step log (``steplog``). A step's time is its cycle: from the later of its
 scheduling and the previous step's end.
 """
 
@@ -58,8 +58,8 @@ class Prober:
     async def batch(self, prompts: list[int], n_out: int) -> list[dict]:
         """Submit these prompts at once and wait for them: the steps they made."""
         self.server.clear_steps()
-        # Paused, vLLM queues what arrives; resumed, it sees the whole batch at its next step, so the
-        # batch is not split by the microseconds between our submissions.
+        # Paused, vLLM queues what arrives; resumed, it sees the whole batch at its next step, so
+        # the batch is not split by the microseconds between our submissions.
         await self.engine.pause_generation(mode="keep", clear_cache=False)
         tasks = [
             asyncio.create_task(self._one(f"{self._tag()}q{i}", p, n_out))
@@ -68,7 +68,8 @@ class Prober:
         deadline = time.monotonic() + 10.0
         while self.engine.get_num_unfinished_requests() < len(prompts):
             if any(t.done() for t in tasks) or time.monotonic() > deadline:
-                break  # a request vLLM refused (its error is raised below), or one that never arrives
+                # a request vLLM refused (its error is raised below), or one that never arrives
+                break
             await asyncio.sleep(0.0005)
         await asyncio.sleep(0.002)  # the last request's way to the engine's process
         await self.engine.resume_generation()
@@ -76,7 +77,8 @@ class Prober:
         return self.server.read_steps()
 
     async def join(self, rows: int, width: int, n_prompt: int, n_out: int) -> list[dict]:
-        """``rows`` requests decoding, then one prompt of ``n_prompt``: the steps, the newcomer's id last."""
+        """``rows`` requests decoding, then one prompt of ``n_prompt``: the steps, the newcomer's id
+        last."""
         self.server.clear_steps()
         tag = self._tag()
         running = [asyncio.create_task(self._one(f"{tag}q{i}", width, n_out)) for i in range(rows)]
@@ -89,7 +91,8 @@ class Prober:
     async def after_idle(
         self, idle: float, n_prompt: int, n_out: int
     ) -> tuple[float, float, float]:
-        """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at once."""
+        """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at
+        once."""
         self.server.clear_steps()
         # Late is counted from when the request was due, as a served request's TTFT is: the client's
         # own sleep overshoots too.
@@ -109,7 +112,8 @@ class Prober:
 
 
 def durations(steps: list[dict]) -> list[tuple[dict, float]]:
-    """Each step with its cycle time: from the later of its scheduling and the previous step's end."""
+    """Each step with its cycle time: from the later of its scheduling and the previous step's
+    end."""
     out, prev = [], -np.inf
     for s in steps:
         if s["end"] is None:
@@ -139,7 +143,8 @@ def decode_times(steps: list[dict], rows: int) -> list[float]:
 
 
 def prefill_times(steps: list[dict], rows: int) -> list[float]:
-    """The cycle times of the steps that prefill exactly ``rows`` rows, none of them decoding, in order."""
+    """The cycle times of the steps that prefill exactly ``rows`` rows, none of them decoding, in
+    order."""
     return [
         t
         for s, t in durations(steps)

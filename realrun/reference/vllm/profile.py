@@ -118,7 +118,8 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
     for _ in range(grid.rounds):
         for b, w in decode_pts:
             # Enough tokens that every row is still decoding once the last row's prefill is done: a
-            # prefill over the step's budget takes several steps, and the first rows decode meanwhile.
+            # prefill over the step's budget takes several steps, and the first rows decode
+            # meanwhile.
             steps = await pr.batch([w] * b, r + 3 + SETTLE + -(-b * w // grid.max_prefill_tokens))
             d = decode_times(steps, b)
             dec.setdefault((b, w), []).extend(d[SETTLE : SETTLE + r])
@@ -144,7 +145,8 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
                     kinds = [_is_decode(x) for x in s["rows"]]
                     new = [x for x in s["rows"] if not _is_decode(x)]
                     if sum(kinds) == b and len(new) == 1 and new[0][1] == 0:
-                        # The newcomer's chunk as vLLM cut it (the budget less the decodes), not its prompt.
+                        # The newcomer's chunk as vLLM cut it (the budget less the decodes), not its
+                        # prompt.
                         ctx = float(np.mean([x[1] for x in s["rows"] if _is_decode(x)]))
                         joins.append((b, ctx, int(new[0][2]), t))
             _tick(bar)
@@ -171,9 +173,9 @@ async def _measure(pr: Prober, grid: Grid, val: dict, bar) -> dict:
 
 
 async def _warm(pr: Prober, grid: Grid, decode_pts: list, prefill_pts: list) -> None:
-    """Each shape once, unmeasured: vLLM's CPU kernels (oneDNN) are built for each new number of tokens
-    in a step the first time it runs, which costs milliseconds, and a served workload meets its shapes
-    again and again. The first request after start-up pays one-off costs of its own."""
+    """Each shape once, unmeasured: vLLM's CPU kernels (oneDNN) are built for each new number of
+    tokens in a step the first time it runs, which costs milliseconds, and a served workload meets
+    its shapes again and again. The first request after start-up pays one-off costs of its own."""
     await pr.batch([16], 2)
     for b in sorted({b for b, _ in decode_pts}):
         await pr.batch(
@@ -185,9 +187,9 @@ async def _warm(pr: Prober, grid: Grid, decode_pts: list, prefill_pts: list) -> 
 
 
 async def _slow_probe(pr: Prober, grid: Grid, dec: dict) -> list[float]:
-    """About ``grid.probe_s`` seconds of consecutive one-row decode steps at the grid's middle width (the
-    machine's slow drift, as our engine's profile probes it), in requests that fit the model's context,
-    each one's first steps let by."""
+    """About ``grid.probe_s`` seconds of consecutive one-row decode steps at the grid's middle width
+    (the machine's slow drift, as our engine's profile probes it), in requests that fit the model's
+    context, each one's first steps let by."""
     w = grid.decode_widths[len(grid.decode_widths) // 2]
     one = (
         float(np.mean(dec[(grid.decode_rows[0], w)])) if dec.get((grid.decode_rows[0], w)) else 0.01
@@ -234,8 +236,10 @@ def _build(
     ]
     if missing:
         raise ConfigError(
-            f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width {missing[0][1]} was "
-            "seen (vLLM scheduled the batch otherwise); profile again, or raise --max-batched-tokens"
+            f"vLLM profile: no decode step of exactly {missing[0][0]} rows at width "
+            f"{missing[0][1]} was "
+            "seen (vLLM scheduled the batch otherwise); profile again, or raise "
+            "--max-batched-tokens"
         )
     dz = np.array(
         [[np.mean(meas["decode"][(b, w)]) for w in grid.decode_widths] for b in grid.decode_rows]
@@ -331,13 +335,15 @@ def profile_vllm(
     capacity_tokens: int | None = None,
     grid: Grid | None = None,
 ) -> Profile:
-    """Time vLLM's steps on the shapes ``workload`` needs; a ``Profile`` whose model has plan "fused"."""
+    """Time vLLM's steps on the shapes ``workload`` needs; a ``Profile`` whose model has plan
+    "fused"."""
     knobs = server.knobs
     cap = capacity_tokens or knobs.kv_budget_tokens or 1 << 40
     grid = grid or vllm_grid(workload, knobs, cap, quick)
     # Keep within the cache: a decode point holds rows x (width + repeats) tokens at its end.
     # Keep within the cache, and within a profile of a minute or so: every decode point prefills its
-    # rows first, so the widest of the most rows is the dearest point (beyond it, the last cell's slope).
+    # rows first, so the widest of the most rows is the dearest point (beyond it, the last cell's
+    # slope).
     cap = min(cap, PROFILE_TOKENS)
     grid = replace(
         grid,

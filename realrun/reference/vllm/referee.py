@@ -1,4 +1,5 @@
-"""vLLM's own scheduler as the referee of batchsim's ``vllm-v1`` policy, step by step, with no clock.
+"""vLLM's own scheduler as the referee of batchsim's ``vllm-v1`` policy, step by step, with no
+clock.
 
 Timing on a shared machine is noisy; a schedule is not. vLLM's V1 ``Scheduler``
 (``vllm/v1/core/sched/scheduler.py`` in vLLM 0.32) is a plain Python object: it takes
@@ -51,7 +52,8 @@ FIELDS = ("tokens", "preempted", "admitted", "kv_blocks")
 
 @dataclass(frozen=True)
 class Difference:
-    """A tick at which the two schedules differ: the fields that differ and both views (None: idle)."""
+    """A tick at which the two schedules differ: the fields that differ and both views (None:
+    idle)."""
 
     step: int
     fields: tuple[str, ...]
@@ -60,8 +62,8 @@ class Difference:
 
     def __str__(self) -> str:
         return (
-            f"step {self.step} differs in {', '.join(self.fields)}:\n  vLLM:     {self.vllm or 'idle'}\n"
-            f"  batchsim: {self.batchsim or 'idle'}"
+            f"step {self.step} differs in {', '.join(self.fields)}:\n  vLLM:     "
+            f"{self.vllm or 'idle'}\n  batchsim: {self.batchsim or 'idle'}"
         )
 
 
@@ -99,7 +101,8 @@ class Verdict:
             return head + f"the same {len(self.vllm)} steps"
         return (
             head
-            + f"{len(self.differences)} of {max(len(self.vllm), len(self.batchsim))} steps differ; first:\n{self.first}"
+            + f"{len(self.differences)} of {max(len(self.vllm), len(self.batchsim))} steps differ; "
+            f"first:\n{self.first}"
         )
 
 
@@ -126,7 +129,8 @@ def check_requests(requests: Sequence[Request]) -> None:
             raise ConfigError(f"request ids must be 0..n-1 in order, got id {r.id} at position {i}")
         if r.arrival != int(r.arrival) or r.arrival < last:
             raise ConfigError(
-                f"arrival must be a whole tick >= the previous one, got {show(r.arrival)} for request {i}"
+                f"arrival must be a whole tick >= the previous one, got {show(r.arrival)} for "
+                f"request {i}"
             )
         last = r.arrival
         check_int_at_least("prompt_tokens", r.prompt_tokens, 1)
@@ -134,7 +138,8 @@ def check_requests(requests: Sequence[Request]) -> None:
 
 
 def referee(requests: Sequence[Request], config: RefereeConfig, policy: str = "vllm-v1") -> Verdict:
-    """Schedule ``requests`` with vLLM's scheduler and with batchsim's ``policy``; compare every step."""
+    """Schedule ``requests`` with vLLM's scheduler and with batchsim's ``policy``; compare every
+    step."""
     if policy not in POLICIES:
         raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {show(policy)}")
     from .referee_engine import vllm_schedule

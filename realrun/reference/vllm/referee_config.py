@@ -1,6 +1,6 @@
-"""What the referee compares, apart from how (``realrun.reference.vllm.referee``): one serving configuration in
-batchsim's words, and one step as either scheduler made it. Both sides import these; the referee
-imports both sides."""
+"""What the referee compares, apart from how (``realrun.reference.vllm.referee``): one serving
+configuration in batchsim's words, and one step as either scheduler made it. Both sides import
+these; the referee imports both sides."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ class RefereeConfig:
     def describe(self) -> str:
         kv = "no KV limit" if self.kv_blocks is None else f"{self.kv_blocks} KV blocks"
         return (
-            f"max_seqs={self.max_seqs}, max_batched_tokens={self.max_batched_tokens}, block_size={self.block_size}, "
+            f"max_seqs={self.max_seqs}, max_batched_tokens={self.max_batched_tokens}, "
+            f"block_size={self.block_size}, "
             f"chunked_prefill={'on' if self.chunked_prefill else 'off'}, {kv}, "
             f"async_scheduling={'on' if self.async_scheduling else 'off'}"
         )
@@ -58,8 +59,8 @@ class StepView:
 
     tokens: (request id, tokens computed for it this step), by id;
     preempted: requests preempted to make room for this step, by id;
-    admitted: requests taken from the queue into this step (new, or resumed after a preemption), by id;
-    kv_blocks: KV blocks held once the step is scheduled (its new tokens' blocks included).
+    admitted: requests taken from the queue into this step (new, or resumed after a preemption), by
+    id; kv_blocks: KV blocks held once the step is scheduled (its new tokens' blocks included).
     """
 
     step: int
@@ -70,4 +71,7 @@ class StepView:
 
     def __str__(self) -> str:
         run = " ".join(f"{r}:{n}" for r, n in self.tokens)
-        return f"run [{run}] preempted {list(self.preempted)} admitted {list(self.admitted)} kv_blocks {self.kv_blocks}"
+        return (
+            f"run [{run}] preempted {list(self.preempted)} admitted {list(self.admitted)} "
+            f"kv_blocks {self.kv_blocks}"
+        )

@@ -5,7 +5,8 @@ Built as vLLM's tests build one on a CPU (``tests/v1/core/utils.py``: ``create_s
 ``KVCacheConfig`` of one full-attention group, and a ``StructuredOutputManager``. The model is
 a stand-in: every scheduled request whose context is complete after the step samples one
 token (token 1); a prompt part-way through chunked prefill samples none; ``max_tokens`` with
-``ignore_eos`` ends each request at its output length, as ``realrun.reference.vllm`` runs ask vLLM to.
+``ignore_eos`` ends each request at its output length, as ``realrun.reference.vllm`` runs ask vLLM
+to.
 
 The engine loop is the engine core's. Synchronous (``EngineCore.step``): at each tick, take
 the last step's output, add the tick's arrivals, schedule. Async scheduling
@@ -46,7 +47,8 @@ _CONFIG = {
 
 @functools.lru_cache(maxsize=4)
 def _base_config(context_len: int):
-    """A VllmConfig (seconds to build: vLLM inspects the platform and the model's config), made once."""
+    """A VllmConfig (seconds to build: vLLM inspects the platform and the model's config), made
+    once."""
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 
     folder = Path(tempfile.mkdtemp(prefix="batchsim-referee-"))
@@ -75,7 +77,8 @@ def _base_config(context_len: int):
 
 
 def make_scheduler(config: RefereeConfig, num_blocks: int):
-    """vLLM's Scheduler (AsyncScheduler with async scheduling) for ``config``, with ``num_blocks`` blocks."""
+    """vLLM's Scheduler (AsyncScheduler with async scheduling) for ``config``, with ``num_blocks``
+    blocks."""
     import torch
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.scheduler import Scheduler
@@ -151,7 +154,8 @@ class _Engine:
         self.last_run: dict[int, int] = {}  # id -> last tick it was scheduled
 
     def schedule(self, t: int):
-        """One call of ``Scheduler.schedule()`` for the step of tick ``t``: (its output, who samples a token)."""
+        """One call of ``Scheduler.schedule()`` for the step of tick ``t``: (its output, who samples
+        a token)."""
         from vllm.v1.request import RequestStatus
 
         sched = self.sched
@@ -168,14 +172,16 @@ class _Engine:
             admitted = tuple(sorted(int(rid) for rid in ids if rid in queued))
             used = self.usable - self.pool.get_num_free_blocks() - self._in_flight_last(out)
             if self.views and self.views[-1].step == t:
-                # An empty step chosen ahead that preempted, then the fresh one: one step, both its preemptions.
+                # An empty step chosen ahead that preempted, then the fresh one: one step, both its
+                # preemptions.
                 preempted = tuple(sorted(self.views.pop().preempted + preempted))
             self.views.append(StepView(t, tokens, preempted, admitted, used))
         return out, ids, samples
 
     def _in_flight_last(self, out) -> int:
-        """Blocks of the requests whose last token is in flight (async only): vLLM frees them when it
-        lands, at the start of the step just scheduled, so they are not counted as that step's."""
+        """Blocks of the requests whose last token is in flight (async only): vLLM frees them when
+        it lands, at the start of the step just scheduled, so they are not counted as that
+        step's."""
         from vllm.v1.request import RequestStatus
 
         bs, blocks = self.sched.block_size, 0
@@ -205,7 +211,8 @@ class _Engine:
 
 
 def vllm_schedule(requests: Sequence[BatchsimRequest], config: RefereeConfig):
-    """vLLM's schedule of ``requests`` (arrival = tick): (one view per busy tick, last-token preemptions)."""
+    """vLLM's schedule of ``requests`` (arrival = tick): (one view per busy tick, last-token
+    preemptions)."""
     eng = _Engine(config, requests)
     sched = eng.sched
     i, n, t = 0, len(requests), 0
@@ -226,7 +233,8 @@ def vllm_schedule(requests: Sequence[BatchsimRequest], config: RefereeConfig):
         if config.async_scheduling:
             step, ahead = ahead, None
             if step is None or not step[1]:
-                # Nothing scheduled ahead, or an empty step: schedule afresh now, with everything known.
+                # Nothing scheduled ahead, or an empty step: schedule afresh now, with everything
+                # known.
                 if step is not None:
                     eng.finish(step)
                 step = eng.schedule(t) if sched.has_requests() else None

@@ -2,9 +2,9 @@
 
 Step ``t`` starts at time ``t + 1`` and ends at ``t + 2``; a request of tick ``t`` arrives at
 ``t + 0.5``, during the step before (so the ``vllm-v1`` flavour's async scheduling sees it
-as arrived after that step was chosen, as vLLM does; the clock starts at 1 as arrivals are >= 0). Every step runs once
-(``on_step_end(step, 1, ...)``), whatever ``repeat`` it offers: a repeat stands for the
-same steps one at a time, which is what is compared.
+as arrived after that step was chosen, as vLLM does; the clock starts at 1 as arrivals are >= 0).
+Every step runs once (``on_step_end(step, 1, ...)``), whatever ``repeat`` it offers: a repeat stands
+for the same steps one at a time, which is what is compared.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ __all__ = ["make_referee_policy", "batchsim_schedule"]
 
 
 def make_referee_policy(config: RefereeConfig, policy: str = "vllm-v1") -> Continuous:
-    """The batchsim policy the configuration describes (``vllm-v1`` or the textbook ``continuous``)."""
+    """The batchsim policy the configuration describes (``vllm-v1`` or the textbook
+    ``continuous``)."""
     knobs = (config.max_seqs, config.max_batched_tokens, config.block_size, config.chunked_prefill)
     if policy == "vllm-v1":
         return VLLMV1(*knobs, async_scheduling=config.async_scheduling)
@@ -52,13 +53,15 @@ def view_of(t: int, step: Step, block_size: int) -> StepView:
 def batchsim_schedule(
     requests: Sequence[Request], config: RefereeConfig, policy: str = "vllm-v1"
 ) -> tuple[tuple[StepView, ...], int]:
-    """The steps batchsim's ``policy`` schedules for ``requests`` (arrival = tick), one view per busy tick,
-    and the requests it saw vLLM preempt while their last token was in flight (``VLLMV1``, async)."""
+    """The steps batchsim's ``policy`` schedules for ``requests`` (arrival = tick), one view per
+    busy tick, and the requests it saw vLLM preempt while their last token was in flight
+    (``VLLMV1``, async)."""
     pol = make_referee_policy(config, policy)
     pol.start(limits_of(config))
     views: list[StepView] = []
     i, n, t = 0, len(requests), 0
-    # A watchdog, not a measure: every request runs within its own prefill and decodes, many times over.
+    # A watchdog, not a measure: every request runs within its own prefill and decodes, many times
+    # over.
     limit = (
         int(max((r.arrival for r in requests), default=0))
         + 64 * sum(r.prompt_tokens + r.output_tokens for r in requests)

@@ -18,7 +18,8 @@ decided something (so a configuration that agrees is known to have tested its ru
 From the command line, in the environment that has vLLM::
 
     python -m realrun.reference.vllm.referee_scan --workloads 100
-    python -m realrun.reference.vllm.referee_scan --textbook-table   # the textbook policy: where and why it differs
+    # the textbook policy: where and why it differs
+    python -m realrun.reference.vllm.referee_scan --textbook-table
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ BITES = ("full_rows", "full_budget", "shared_budget", "preemptions", "chunked")
 
 @dataclass(frozen=True)
 class ScanRow:
-    """One configuration's scan: workloads and steps, those that differ, and how often each rule bit."""
+    """One configuration's scan: workloads and steps, those that differ, and how often each rule
+    bit."""
 
     name: str
     config: RefereeConfig
@@ -60,16 +62,18 @@ class ScanRow:
     def line(self) -> str:
         bit = ", ".join(f"{k} {v}" for k, v in self.bites)
         return (
-            f"{self.name:34s} {self.differing_workloads:4d} of {self.workloads} workloads, {self.differing_steps:6d} of "
-            f"{self.steps:7d} steps differ; {bit}; last-token preemptions {self.last_token_preemptions} "
-            f"(batchsim {self.batchsim_last_token_preemptions})"
+            f"{self.name:34s} {self.differing_workloads:4d} of {self.workloads} workloads, "
+            f"{self.differing_steps:6d} of {self.steps:7d} steps differ; {bit}; last-token "
+            f"preemptions {self.last_token_preemptions} (batchsim "
+            f"{self.batchsim_last_token_preemptions})"
         )
 
 
 def bites(
     views: Sequence[StepView], config: RefereeConfig, prompts: dict[int, int]
 ) -> dict[str, int]:
-    """How often each rule decided something in vLLM's schedule (the counts of ``ScanRow.bites``)."""
+    """How often each rule decided something in vLLM's schedule (the counts of
+    ``ScanRow.bites``)."""
     out = dict.fromkeys(BITES, 0)
     # not admitted yet: only a request's first admission says whether its prompt was cut
     first = set(prompts)
@@ -130,9 +134,10 @@ def scan(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print one line per configuration (and the first difference of each); 1 if any step differs."""
+    """Print one line per configuration (and the first difference of each); 1 if any step
+    differs."""
     ap = argparse.ArgumentParser(
-        prog="python -m realrun.reference.vllm.referee_scan", description=__doc__.splitlines()[0]
+        prog="python -m realrun.reference.vllm.referee_scan", description=__doc__.split("\n\n")[0]
     )
     ap.add_argument(
         "--workloads", type=int, default=20, help="seeded workloads per configuration (default 20)"
@@ -149,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--textbook-table",
         action="store_true",
-        help="print where and why the textbook continuous policy first differs from vLLM, as a table",
+        help="print where and why the textbook continuous policy first differs from vLLM, as a "
+        "table",
     )
     args = ap.parse_args(argv)
     try:
@@ -157,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .referee_table import markdown, textbook_table
 
             print(
-                "Where the textbook continuous policy first differs from vLLM's scheduler (workloads, by reason):"
+                "Where the textbook continuous policy first differs from vLLM's scheduler "
+                "(workloads, by reason):"
             )
             print(markdown(textbook_table(args.workloads, args.max_requests)))
             return 0

