@@ -49,6 +49,9 @@ from .base import Policy
 from .blocks import BlockPool, growth_of, most_steps
 from .rows import RunningRows, Waiting
 
+# ``a.min()`` and ``a.max()`` reach these through Python wrappers that cost more than a batch's scan.
+_min_of, _max_of = np.minimum.reduce, np.maximum.reduce
+
 __all__ = ["Continuous"]
 
 
@@ -174,9 +177,12 @@ class Continuous(Policy):
         """Textbook: ``Continuous.next_step`` (its phases are the methods below), asked once for a
         run of identical decode passes that the textbook asks for pass by pass."""
         rows = self.rows
-        if not self.waiting and not rows.n:
+        waiting = self.waiting
+        if not waiting and not rows.n:
             return Wait(None)
         limited = self.pool.total is not None
+        if not limited and not rows.partial and rows.n and (not waiting or rows.n >= self.max_seqs):
+            return self._decode_all()
         preempted: list[int] = []
         while True:
             # With no budget the step's KV in use still counts the blocks decoding rows grow into.
@@ -205,6 +211,34 @@ class Continuous(Policy):
         kv = rows.kv[decoding]
         horizon = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
+
+    def _decode_all(self) -> Step:
+        """``next_action`` for the commonest decision: with no limit on KV blocks, no prefill under way
+        and nobody to admit, every row decodes, repeated until the first finishes. The same step, and
+        the same state kept for ``on_step_end``, as the phases and ``_emit`` make for it, without their
+        lists and calls. Textbook: ``Continuous.next_step`` for a pass with no prefill."""
+        rows = self.rows
+        n = rows.n
+        fill = rows.fill
+        need = fill.full() if fill is not None else rows.block_need()
+        least = rows.least
+        if least is None:
+            least = rows.least = int(_min_of(rows.left))
+        width = rows.kv_max
+        if width is None:
+            width = rows.kv_max = int(_max_of(rows.kv))
+        step = fast_step(
+            (),
+            tuple(rows.id_list),
+            rows.kv_sum,
+            width,
+            least,
+            not self.waiting and n < self.max_seqs,
+            (),
+            self.kv_in_use + self.block_size * need,
+        )
+        self._pending = (step, slice(0, n), n, [], least)
+        return step
 
     def _emit(
         self,

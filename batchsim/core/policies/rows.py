@@ -92,8 +92,14 @@ class RunningRows:
     def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
         """A row joins, with nothing cached yet (so ``kv_sum`` holds)."""
         n = self.n
-        for field, value in zip(self._full, (rid, prompt, out, target, 0, left)):
-            field[n] = value  # cheaper than a tuple turned into a column
+        # field by field: cheaper than a tuple turned into a column
+        ids_, prompt_, out_, target_, kv_, left_ = self._full
+        ids_[n] = rid
+        prompt_[n] = prompt
+        out_[n] = out
+        target_[n] = target
+        kv_[n] = 0
+        left_[n] = left
         self.n = n + 1
         self.id_list.append(rid)
         self._views()
@@ -105,6 +111,15 @@ class RunningRows:
         self._table[:, :k] = kept
         self.n = k
         self.id_list = kept[0].tolist()
+        self._views()
+
+    def drop_one(self, i: int) -> None:
+        """Drop the row at position ``i``, keeping the others in order (``drop([i])``, for one row)."""
+        n = self.n - 1
+        if i < n:  # shift the newer rows down
+            self._table[:, i:n] = self._table[:, i + 1 : n + 1]
+        del self.id_list[i]
+        self.n = n
         self._views()
 
     def drop(self, rows) -> None:
@@ -279,14 +294,14 @@ class RunningRows:
         joined_left: list[int] = []
         ending = under_way = False
         for c, i in zip(prefill, chunk_rows):
-            kv[i] += c.length
+            # Python ints in and out: cheaper than numpy's scalars
+            kv[i] = k = kv.item(i) + c.length
             self.kv_sum += c.length
             if c.completes:
-                left[i] -= 1
+                left[i] = n_left = left.item(i) - 1
                 prefilled.append(c.request_id)
-                n_left = left.item(i)
                 ending = ending or n_left <= 0
-                joined_kv.append(kv.item(i))
+                joined_kv.append(k)
                 joined_left.append(n_left)
             else:
                 under_way = True
@@ -353,6 +368,19 @@ class RunningRows:
     def _finish(self) -> tuple[tuple[int, ...], int]:
         """The rows with nothing left to produce leave: (their ids, the blocks they held)."""
         fin = (self.left <= 0).nonzero()[0].tolist()
+        if len(fin) == 1:
+            # The common case, a lone request finished: the same updates below, for one row.
+            i = fin[0]
+            k = self.kv.item(i)
+            finished = (self.id_list[i],)
+            self.drop_one(i)
+            if self.fill is not None:
+                self.fill.remove(k)
+            self.kv_sum -= k
+            self.least = None
+            if self.kv_max is not None and k >= self.kv_max:
+                self.kv_max = None
+            return finished, -(-k // self.block_size)
         ids = self.id_list
         finished = tuple([ids[i] for i in fin])
         kv = self.kv
