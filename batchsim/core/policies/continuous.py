@@ -49,9 +49,6 @@ from .base import Policy
 from .blocks import BlockPool, growth_of, most_steps
 from .rows import RunningRows, Waiting
 
-# ``a.min()`` and ``a.max()`` reach these through Python wrappers that cost more than a batch's scan.
-_min_of, _max_of = np.minimum.reduce, np.maximum.reduce
-
 __all__ = ["Continuous"]
 
 
@@ -208,7 +205,8 @@ class Continuous(Policy):
                 break
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
-        kv = rows.kv[decoding]
+        # Lockstep, the decoding rows' caches are read only where a kept figure is not known (None).
+        kv = None if isinstance(decoding, slice) else rows.kv[decoding]
         horizon = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
 
@@ -221,12 +219,13 @@ class Continuous(Policy):
         n = rows.n
         fill = rows.fill
         need = fill.full() if fill is not None else rows.block_need()
+        every = slice(0, n)
         least = rows.least
         if least is None:
-            least = rows.least = int(_min_of(rows.left))
+            least = rows.fewest_left(every, n)
         width = rows.kv_max
         if width is None:
-            width = rows.kv_max = int(_max_of(rows.kv))
+            width = rows.decode_shape(every, None, n)[1]
         step = fast_step(
             (),
             tuple(rows.id_list),
@@ -245,7 +244,7 @@ class Continuous(Policy):
         chunks: list[Chunk],
         chunk_rows: list[int],
         decoding,
-        kv: np.ndarray,
+        kv: np.ndarray | None,
         n_decode: int,
         preempted: list[int],
         need: int,
@@ -352,7 +351,7 @@ class Continuous(Policy):
         return chunk_blocks
 
     def _repeat_horizon(
-        self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int
+        self, decoding, kv: np.ndarray | None, prefilling: bool, n_decode: int
     ) -> tuple[int, bool, int]:
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
         until the first row finishes. Textbook: none; it asks ``next_step`` every pass, getting
@@ -376,12 +375,15 @@ class Continuous(Policy):
         self.preemptions += 1
         return rid
 
-    def _steps_blocks_allow(self, kv: np.ndarray, upper: int, lockstep: bool) -> int:
+    def _steps_blocks_allow(self, kv: np.ndarray | None, upper: int, lockstep: bool) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1).
         Textbook: phase 1 asked before each of j passes, finding blocks enough every time."""
         # need(1) fits: phase 1 made room. Lockstep, the decoding rows are the rows counted.
         fill = self.rows.fill
-        need = fill.growth if lockstep and fill is not None else growth_of(kv, self.block_size)
+        if lockstep and fill is not None:
+            need = fill.growth
+        else:  # lockstep, every row decodes (``kv`` None: not read yet)
+            need = growth_of(self.rows.kv if kv is None else kv, self.block_size)
         return most_steps(need, upper, self.pool.free)
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:
