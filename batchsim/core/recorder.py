@@ -245,9 +245,13 @@ def _event_rows(
     counts = np.concatenate([e[1] for e in events])
     lens = np.fromiter(map(len, id_list), dtype=np.int64, count=ne)
     m = np.fromiter(map(len, end_list), dtype=np.int64, count=ne)
-    # Most steps' ends are short lists of floats: one pass over them all costs less than making each an
-    # array for ``concatenate`` (a long step's are an array, whose float64s read the same).
-    ends = np.fromiter(_chain(end_list), dtype=np.float64, count=int(m.sum()))
+    total = int(m.sum())
+    if total <= 4 * ne:
+        # Steps of a pass or a few (a continuous batch's), their ends short lists of floats: one pass
+        # over them all costs less than making each an array for ``concatenate``.
+        ends = np.fromiter(_chain(end_list), dtype=np.float64, count=total)
+    else:  # long runs of passes (a padded batch's), their ends arrays: copied whole
+        ends = np.concatenate(end_list).astype(np.float64, copy=False)
     estart = np.cumsum(m)
     estart -= m
     off = np.repeat(estart, lens)
