@@ -15,6 +15,7 @@ ends, and ``run.records``; the buffering and the fold are here for speed alone.
 
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from .workload import Workload
 
 __all__ = ["Recorder", "fold_events", "FOLD_ROWS"]
 
+
+_chain = chain.from_iterable
 
 #: Token rows buffered before they are folded into the per-request arrays.
 FOLD_ROWS = 1 << 16
@@ -242,7 +245,13 @@ def _event_rows(
     counts = np.concatenate([e[1] for e in events])
     lens = np.fromiter(map(len, id_list), dtype=np.int64, count=ne)
     m = np.fromiter(map(len, end_list), dtype=np.int64, count=ne)
-    ends = np.concatenate(end_list).astype(np.float64, copy=False)
+    total = int(m.sum())
+    if total <= 4 * ne:
+        # Steps of a pass or a few (a continuous batch's), their ends short lists of floats: one
+        # pass over them all costs less than making each an array for ``concatenate``.
+        ends = np.fromiter(_chain(end_list), dtype=np.float64, count=total)
+    else:  # long runs of passes (a padded batch's), their ends arrays: copied whole
+        ends = np.concatenate(end_list).astype(np.float64, copy=False)
     estart = np.cumsum(m)
     estart -= m
     off = np.repeat(estart, lens)

@@ -166,6 +166,9 @@ class ServerProcess:
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
         env, policy, run = self.env, self.policy, self.run
         pulls = run.pulls
+        if pulls:
+            yield from self._serve_alone()
+            return
         while True:
             if pulls and run.next_arrival <= env.now:
                 self._take_arrivals(env.now)
@@ -180,6 +183,64 @@ class ServerProcess:
                 yield from self._sleep(action.until)
             else:
                 yield from self._run(action)
+
+    def _serve_alone(self):
+        """``serve`` for a lone server that reads the arrivals itself (``Run.pull_arrivals``): the
+        same decisions in the same order, with ``_run`` and ``_report`` inlined for a step the clock
+        jumps over. Nothing can interrupt it (no arrivals process, no process of the user's, no live
+        client), so a step never needs its cut or its event, unless something is due before its end.
+        Speed alone: a generator and a few calls fewer per step. Textbook: ``serve``, as
+        ``serve``."""
+        env, policy, run, ex = self.env, self.policy, self.run, self.executor
+        next_action, on_step_end, price, release = (
+            policy.next_action,
+            policy.on_step_end,
+            ex.run,
+            ex.release,
+        )
+        jump, record = env.jump, run.recorder.step
+        while True:
+            now = env.now
+            if run.next_arrival <= now:
+                self._take_arrivals(now)
+            while self.down:  # as in serve: only a process of the user's takes it down
+                yield self._back
+            if self._withdrawn:
+                self._withdraw_now()
+            action = next_action(now)
+            if isinstance(action, Wait):
+                if run.closed and policy.idle:
+                    return
+                yield from self._sleep(action.until)
+                continue
+            # Textbook: ``serve`` from ``price`` to ``step_done`` (``_run``, its lone server's
+            # case).
+            if action.interruptible and action.repeat > 1 and not run.closed:
+                start, ends = price(action, now, run.next_arrival)
+            else:
+                start, ends = price(action, now, None)
+            end = ends[-1]
+            if not jump(end):
+                yield from self._wait_end(ends)
+            outcome = on_step_end(action, len(ends), end)  # the clock reads ``end`` now
+            finished = outcome.finished
+            release(finished)
+            self.steps += 1
+            record(action, start, ends, outcome, self.index)
+            if run.trace is not None:
+                run.trace.append((now, action, start, ends))
+            if finished:
+                self.outstanding -= len(finished)
+                run.progress(len(finished))
+
+    def _wait_end(self, ends):
+        """A lone server's step whose end the clock cannot jump to: its end, as an event (as
+        ``_run``)."""
+        env = self.env
+        if self.executor.can_cut and len(ends) > 1:
+            self.down_cut_until = ends[-2]
+        yield env.at(ends[-1], self.priority)
+        self.down_cut_until = -math.inf
 
     def _take_arrivals(self, now: float) -> None:
         """A lone server reads the arrivals itself (``Run.pull_arrivals``): every request due by

@@ -125,6 +125,11 @@ class SimExecutor:
             d[0] += extra
         if t0 < now or min(d) < 0:  # as in run
             t0, d = max(t0, now), [max(x, 0.0) for x in d]
+        if len(d) == 1:  # a single pass (every prefill step): nothing to stop short of
+            ends = [t0 + d[0]]
+            self.last_end = ends[0]
+            self._ends, self._d = ends, d
+            return t0, ends
         ends, t = [], t0
         for x in d:
             t += x

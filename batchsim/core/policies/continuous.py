@@ -179,9 +179,12 @@ class Continuous(Policy):
         """Textbook: ``Continuous.next_step`` (its phases are the methods below), asked once for a
         run of identical decode passes that the textbook asks for pass by pass."""
         rows = self.rows
-        if not self.waiting and not rows.n:
+        waiting = self.waiting
+        if not waiting and not rows.n:
             return Wait(None)
         limited = self.pool.total is not None
+        if not limited and not rows.partial and rows.n and (not waiting or rows.n >= self.max_seqs):
+            return self._decode_all()
         preempted: list[int] = []
         while True:
             # With no budget the step's KV in use still counts the blocks decoding rows grow into.
@@ -207,16 +210,47 @@ class Continuous(Policy):
                 break
             # Only stalled chunked prefills remain and no block is free: make room.
             preempted.append(self._preempt_newest())
-        kv = rows.kv[decoding]
+        # Lockstep, the decoding rows' caches are read only where a kept figure is not known (None).
+        kv = None if isinstance(decoding, slice) else rows.kv[decoding]
         horizon = self._repeat_horizon(decoding, kv, bool(chunks or preempted), n_decode)
         return self._emit(chunks, chunk_rows, decoding, kv, n_decode, preempted, need, horizon)
+
+    def _decode_all(self) -> Step:
+        """``next_action`` for the commonest decision: with no limit on KV blocks, no prefill under
+        way and nobody to admit, every row decodes, repeated until the first finishes. The same
+        step, and the same state kept for ``on_step_end``, as the phases and ``_emit`` make for it,
+        without their lists and calls. Textbook: ``Continuous.next_step`` for a pass with no
+        prefill."""
+        rows = self.rows
+        n = rows.n
+        fill = rows.fill
+        need = fill.full() if fill is not None else rows.block_need()
+        every = slice(0, n)
+        least = rows.least
+        if least is None:
+            least = rows.fewest_left(every, n)
+        width = rows.kv_max
+        if width is None:
+            width = rows.decode_shape(every, None, n)[1]
+        step = fast_step(
+            (),
+            tuple(rows.id_list),
+            rows.kv_sum,
+            width,
+            least,
+            not self.waiting and n < self.max_seqs,
+            (),
+            self.kv_in_use + self.block_size * need,
+        )
+        self._pending = (step, slice(0, n), n, [], least)
+        return step
 
     def _emit(
         self,
         chunks: list[Chunk],
         chunk_rows: list[int],
         decoding,
-        kv: np.ndarray,
+        kv: np.ndarray | None,
         n_decode: int,
         preempted: list[int],
         need: int,
@@ -326,7 +360,7 @@ class Continuous(Policy):
         return chunk_blocks
 
     def _repeat_horizon(
-        self, decoding, kv: np.ndarray, prefilling: bool, n_decode: int
+        self, decoding, kv: np.ndarray | None, prefilling: bool, n_decode: int
     ) -> tuple[int, bool, int]:
         """(repeat, interruptible, fewest tokens a decoding row has left): decode-only steps repeat
         until the first row finishes. Textbook: none; it asks ``next_step`` every pass, getting
@@ -350,12 +384,15 @@ class Continuous(Policy):
         self.preemptions += 1
         return rid
 
-    def _steps_blocks_allow(self, kv: np.ndarray, upper: int, lockstep: bool) -> int:
+    def _steps_blocks_allow(self, kv: np.ndarray | None, upper: int, lockstep: bool) -> int:
         """Largest j <= upper such that j more tokens per row fit in the free blocks (at least 1).
         Textbook: phase 1 asked before each of j passes, finding blocks enough every time."""
         # need(1) fits: phase 1 made room. Lockstep, the decoding rows are the rows counted.
         fill = self.rows.fill
-        need = fill.growth if lockstep and fill is not None else growth_of(kv, self.block_size)
+        if lockstep and fill is not None:
+            need = fill.growth
+        else:  # lockstep, every row decodes (``kv`` None: not read yet)
+            need = growth_of(self.rows.kv if kv is None else kv, self.block_size)
         return most_steps(need, upper, self.pool.free)
 
     def on_step_end(self, step: Step, done: int, now: float) -> StepOutcome:

@@ -56,6 +56,10 @@ class RunningRows:
     ``id_list`` is ``ids`` as a Python list, kept beside the array: a step's tuple of decoding
     ids and its finished ids are read from it, which costs less than ``tolist()`` every step.
 
+    ``kv`` and ``left`` are read through properties: a run of passes by every row adds to one lag
+    (``_lag``) instead of to both columns, and reading either brings them up to date. The fast paths
+    read the columns as they stand and add the lag themselves.
+
     Kept figures: ``kv_sum`` (tokens cached, always), ``partial`` (rows part-way through a
     chunked prefill, as of the last step: a preemption may leave it high until the next), and,
     in lockstep, ``kv_max``, ``least`` (fewest tokens left) and ``fill`` (a ``BlockFill``).
@@ -76,12 +80,37 @@ class RunningRows:
         self.kv_max: int | None = None
         self.least: int | None = None
         self.fill: BlockFill | None = None
+        # Tokens every row has decoded that the kv and left columns do not show yet: a row's cache
+        # is its kv entry + lag, its tokens left its left entry - lag. A run of passes by every row
+        # then moves one number, not two arrays; ``kv`` and ``left`` bring the columns up to date.
+        self._lag = 0
         self._views()
+
+    @property
+    def kv(self) -> np.ndarray:
+        """Tokens cached, per row: a view of the table, up to date (writing into it writes the
+        table)."""
+        if self._lag:
+            self._catch_up()
+        return self._kv
+
+    @property
+    def left(self) -> np.ndarray:
+        """Output tokens still to produce, per row: a view of the table, up to date."""
+        if self._lag:
+            self._catch_up()
+        return self._left
+
+    def _catch_up(self) -> None:
+        lag, self._lag = self._lag, 0
+        kv, left = self._kv, self._left
+        kv += lag
+        left -= lag
 
     def _views(self) -> None:
         # Views of the first n rows, rebuilt whenever n changes; writing into them writes the table.
         n, (ids, prompt, out, target, kv, left) = self.n, self._full
-        self.ids, self.prompt, self.out, self.target, self.kv, self.left = (
+        self.ids, self.prompt, self.out, self.target, self._kv, self._left = (
             ids[:n],
             prompt[:n],
             out[:n],
@@ -94,8 +123,15 @@ class RunningRows:
     def append(self, rid: int, prompt: int, out: int, target: int, left: int) -> None:
         """A row joins, with nothing cached yet (so ``kv_sum`` holds)."""
         n = self.n
-        for field, value in zip(self._full, (rid, prompt, out, target, 0, left)):
-            field[n] = value  # cheaper than a tuple turned into a column
+        # field by field: cheaper than a tuple turned into a column
+        ids_, prompt_, out_, target_, kv_, left_ = self._full
+        ids_[n] = rid
+        prompt_[n] = prompt
+        out_[n] = out
+        target_[n] = target
+        lag = self._lag  # stored relative to it (see ``_lag``)
+        kv_[n] = -lag
+        left_[n] = left + lag
         self.n = n + 1
         self.id_list.append(rid)
         self._views()
@@ -107,6 +143,16 @@ class RunningRows:
         self._table[:, :k] = kept
         self.n = k
         self.id_list = kept[0].tolist()
+        self._views()
+
+    def drop_one(self, i: int) -> None:
+        """Drop the row at position ``i``, keeping the others in order (``drop([i])``, for one
+        row)."""
+        n = self.n - 1
+        if i < n:  # shift the newer rows down
+            self._table[:, i:n] = self._table[:, i + 1 : n + 1]
+        del self.id_list[i]
+        self.n = n
         self._views()
 
     def drop(self, rows) -> None:
@@ -173,7 +219,7 @@ class RunningRows:
             full &= kv >= self.target
         return int(np.count_nonzero(full))
 
-    def decode_shape(self, decoding, kv: np.ndarray, n_decode: int) -> tuple[int, int]:
+    def decode_shape(self, decoding, kv: np.ndarray | None, n_decode: int) -> tuple[int, int]:
         """(tokens the decoding rows have cached, the longest of their contexts); ``kv``: theirs."""
         if not n_decode:
             return 0, 0
@@ -181,8 +227,8 @@ class RunningRows:
         if isinstance(decoding, slice):
             # Rows admitted this step hold no cache yet, so the sum over all rows is the decoding
             # rows'.
-            if self.kv_max is None:
-                self.kv_max = int(_max_of(kv))
+            if self.kv_max is None:  # the columns as they stand, and the lag (``kv`` unused)
+                self.kv_max = int(_max_of(self._kv[decoding])) + self._lag
             return self.kv_sum, self.kv_max
         return int(np.add.reduce(kv)), int(_max_of(kv))
 
@@ -192,9 +238,9 @@ class RunningRows:
             return 0
         if isinstance(decoding, slice):  # lockstep: the kept figure holds
             if self.least is None:
-                self.least = int(_min_of(self.left[decoding]))
+                self.least = int(_min_of(self._left[decoding])) - self._lag
             return self.least
-        return int(_min_of(self.left[decoding]))
+        return int(_min_of(self._left[decoding])) - self._lag
 
     # -- what a step did -------------------------------------------------------------------------
     def account(
@@ -251,9 +297,8 @@ class RunningRows:
         ``_move_kept``, ``_grown``, ``_tokens``, ``_finish``), each reduced to what such a step
         needs. Textbook: ``Continuous.step_done`` for a pass with no prefill, ``done`` times
         over."""
-        kv, left, n = self.kv, self.left, self.n
-        kv += done  # views of the table: updated in place
-        left -= done
+        n = self.n
+        self._lag += done  # every row: kv + done, left - done
         self.kv_sum += done * n
         if self.kv_max is not None:
             self.kv_max += done
@@ -265,7 +310,7 @@ class RunningRows:
             fill.advance(done)
         else:
             bs = self.block_size
-            grown = int(np.add.reduce((kv + (bs - 1)) // bs)) - held
+            grown = int(np.add.reduce((self.kv + (bs - 1)) // bs)) - held
         counts = np.empty(n, dtype=np.int64)
         counts.fill(done)
         token_ids = self.ids.copy()  # drop() below would overwrite the view
@@ -281,20 +326,21 @@ class RunningRows:
         """Apply the step's chunks: (ids whose prefill completed, and the cache and tokens left of
         each, whether one of them produced its request's last token, whether a chunk stopped
         part-way)."""
-        kv, left = self.kv, self.left  # views: updated in place
+        kv, left, lag = self._kv, self._left, self._lag  # views: updated in place, relative to lag
         prefilled: list[int] = []
         joined_kv: list[int] = []
         joined_left: list[int] = []
         ending = under_way = False
         for c, i in zip(prefill, chunk_rows):
-            kv[i] += c.length
+            # Python ints in and out: cheaper than numpy's scalars
+            kv[i] = k = kv.item(i) + c.length
             self.kv_sum += c.length
             if c.completes:
-                left[i] -= 1
+                left[i] = n_left = left.item(i) - 1
+                n_left -= lag
                 prefilled.append(c.request_id)
-                n_left = left.item(i)
                 ending = ending or n_left <= 0
-                joined_kv.append(kv.item(i))
+                joined_kv.append(k + lag)
                 joined_left.append(n_left)
             else:
                 under_way = True
@@ -303,10 +349,14 @@ class RunningRows:
     def _decoded(self, decoding, n_decode: int, done: int, lockstep: bool) -> None:
         """The decoding rows each cached ``done`` more tokens and have ``done`` fewer to produce."""
         if lockstep:
-            # A slice is a view: add in place (``kv[s] += done`` would also write the view back).
-            grow, shrink = self.kv[decoding], self.left[decoding]
-            grow += done
-            shrink -= done
+            # Every row but those admitted this step (after ``decoding.stop``; it starts at 0): the
+            # lag moves, and the rows that sat out move back, a few Python ints against two array
+            # passes.
+            self._lag += done
+            kv, left = self._kv, self._left
+            for j in range(decoding.stop, self.n):
+                kv[j] = kv.item(j) - done
+                left[j] = left.item(j) + done
         else:
             self.kv[decoding] += done
             self.left[decoding] -= done
@@ -361,11 +411,25 @@ class RunningRows:
 
     def _finish(self) -> tuple[tuple[int, ...], int]:
         """The rows with nothing left to produce leave: (their ids, the blocks they held)."""
-        fin = (self.left <= 0).nonzero()[0].tolist()
+        lag = self._lag
+        fin = (self._left <= lag).nonzero()[0].tolist()  # left - lag <= 0
+        if len(fin) == 1:
+            # The common case, a lone request finished: the same updates below, for one row.
+            i = fin[0]
+            k = self._kv.item(i) + lag
+            finished = (self.id_list[i],)
+            self.drop_one(i)
+            if self.fill is not None:
+                self.fill.remove(k)
+            self.kv_sum -= k
+            self.least = None
+            if self.kv_max is not None and k >= self.kv_max:
+                self.kv_max = None
+            return finished, -(-k // self.block_size)
         ids = self.id_list
         finished = tuple([ids[i] for i in fin])
-        kv = self.kv
-        gone = [kv.item(i) for i in fin]
+        kv = self._kv
+        gone = [kv.item(i) + lag for i in fin]
         self.drop(fin)
         if self.fill is not None:
             for k in gone:
