@@ -186,11 +186,10 @@ class ServerProcess:
 
     def _serve_alone(self):
         """``serve`` for a lone server that reads the arrivals itself (``Run.pull_arrivals``): the
-        same decisions in the same order, with ``_run`` and ``_report`` inlined for a step the clock
-        jumps over. Nothing can interrupt it (no arrivals process, no process of the user's, no live
-        client), so a step never needs its cut or its event, unless something is due before its end.
-        Speed alone: a generator and a few calls fewer per step. Textbook: ``serve``, as
-        ``serve``."""
+        same decisions in the same order, with ``_run`` inlined for a step the clock jumps over.
+        Nothing can interrupt it (no arrivals process, no process of the user's, no live client),
+        so a step never needs its cut or its event, unless something is due before its end. Speed
+        alone: a generator and a few calls fewer per step. Textbook: ``serve``, as ``serve``."""
         env, policy, run, ex = self.env, self.policy, self.run, self.executor
         next_action, on_step_end, price, release = (
             policy.next_action,
@@ -198,7 +197,7 @@ class ServerProcess:
             ex.run,
             ex.release,
         )
-        jump, record = env.jump, run.recorder.step
+        jump = env.jump
         while True:
             now = env.now
             if run.next_arrival <= now:
@@ -223,15 +222,9 @@ class ServerProcess:
             if not jump(end):
                 yield from self._wait_end(ends)
             outcome = on_step_end(action, len(ends), end)  # the clock reads ``end`` now
-            finished = outcome.finished
-            release(finished)
+            release(outcome.finished)
             self.steps += 1
-            record(action, start, ends, outcome, self.index)
-            if run.trace is not None:
-                run.trace.append((now, action, start, ends))
-            if finished:
-                self.outstanding -= len(finished)
-                run.progress(len(finished))
+            self._report(now, action, start, ends, outcome)
 
     def _wait_end(self, ends):
         """A lone server's step whose end the clock cannot jump to: its end, as an event (as
