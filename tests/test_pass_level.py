@@ -194,6 +194,34 @@ def test_a_pass_after_an_idle_is_priced_with_its_cold_start():
     ) == pytest.approx(1.6)
 
 
+def test_vllms_step_log_gives_the_idle_before_each_step():
+    pytest.importorskip("torch")
+    from realrun.reference.vllm.serve import idle_before
+    from realrun.timing.pass_level import run_level
+
+    # vLLM's step log: back to back (0.05 ms between a step's end and the next's scheduling), a
+    # step scheduled before the previous one ended (async scheduling), a 40 ms wait for a request,
+    # and a step that never ended (not one of the run's steps).
+    log = [
+        {"start": 0.0, "end": 0.001},
+        {"start": 0.00105, "end": 0.002},
+        {"start": 0.0019, "end": 0.003},
+        {"start": 0.043, "end": 0.047},
+        {"start": 0.048, "end": None},
+    ]
+    assert idle_before(log) == pytest.approx([0.0, 5e-5, 0.0, 0.040])
+
+    class Wakes(_Wakes):
+        step_gap = 0.0  # vLLM's profile adds none: its time between steps is in the step
+
+    # The pass after the wait ran 3 ms cold, as the profile prices it: the machine's level is 1.
+    idle = idle_before(log)
+    passes = [(Pass(decode_rows=1, kv_read=10), 1e-3 + (3e-3 if x > 0.01 else 0.0)) for x in idle]
+    run = SimpleNamespace(meta={"passes": passes, "pass_idle": idle})
+    assert run_level(run, Wakes(), "continuous") == pytest.approx(1.0)
+    assert run_level(SimpleNamespace(meta={"passes": passes}), Wakes(), "continuous") > 1.5
+
+
 def test_the_engine_logs_the_idle_before_each_step():
     pytest.importorskip("torch")
     from batchsim import Fixed, Poisson, make_policy, make_workload

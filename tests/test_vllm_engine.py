@@ -108,6 +108,21 @@ def test_vllms_steps_are_logged_within_its_knobs(served, poisson):
     ).all()  # vLLM counts decodes in its budget
     assert int(st["prompt_tokens"].sum()) >= int(poisson.prompt_tokens.sum())
     assert 0 < summarize(served)["busy_fraction"] < 1
+    # Each step's idle before it, for pricing its cold start: one per priced pass, none negative,
+    # and all of them within the run's span.
+    idle = served.meta["pass_idle"]
+    assert len(idle) == len(served.meta["passes"]) == len(st["start"]) and idle[0] == 0.0
+    assert min(idle) >= 0.0 and sum(idle) <= st["start"][-1] - st["start"][0]
+
+
+def test_the_warm_up_runs_one_step_of_each_size(server, lm):
+    from realrun.reference.vllm.warm import warm
+
+    server.clear_steps()
+    assert warm(server, lm.vocab_size, range(1, 9)) > 0
+    steps = [s for s in server.read_steps() if s["end"] is not None]
+    # One prompt at a time, each with one output token: one step of exactly its size.
+    assert [sum(row[2] for row in s["rows"]) for s in steps] == list(range(1, 9))
 
 
 def test_greedy_tokens_agree_with_our_engine(served, lm, poisson):

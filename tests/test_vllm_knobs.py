@@ -117,3 +117,19 @@ def test_block_size_not_a_multiple_of_32_on_the_cpu(capsys, monkeypatch):
 def test_a_model_vllm_cannot_load_is_one_line():
     with pytest.raises(ConfigError, match="engine vllm loads a model from a local folder"):
         server_mod.model_dir("no/such/folder")
+
+
+def test_the_warm_up_covers_every_step_size_the_workload_reaches_within_the_budget():
+    from batchsim import Fixed, Poisson, Uniform, make_workload
+    from realrun.reference.vllm.warm import warm_sizes
+
+    wl = make_workload(Poisson(5.0), Uniform(16, 128), Fixed(8), n=50, seed=0)
+    longest = int(wl.prompt_tokens.max())
+    k = knobs_for(Continuous(max_seqs=32, max_batched_tokens=512, block_size=32), "/m", 1024)
+    # The longest prompt with every other row decoding beside it: each size from 1 up, once.
+    assert warm_sizes(wl, k) == range(1, longest + 32)
+    # Within the step's budget, and within the context (a prompt and its one output token).
+    small = knobs_for(Continuous(max_seqs=32, max_batched_tokens=64, block_size=32), "/m", 1024)
+    assert warm_sizes(wl, small) == range(1, 65)
+    short = knobs_for(Continuous(max_seqs=32, max_batched_tokens=512, block_size=32), "/m", 96)
+    assert warm_sizes(wl, short) == range(1, 96)

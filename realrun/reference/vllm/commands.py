@@ -15,11 +15,11 @@ import sys
 
 from batchsim.core.errors import ConfigError
 from batchsim.core.files import Staging, read_json
-from batchsim.core.plan import plan_step
 from batchsim.core.policies import VLLMV1, make_policy
 
 from .knobs import knobs_for
 from .server import VLLMServer, model_dir, save_model
+from .warm import warm, warm_sizes
 
 __all__ = [
     "start_server",
@@ -55,6 +55,17 @@ def start_server(args, setup, lm, progress: bool = False) -> VLLMServer:
         print("realrun: starting vLLM (about 15 s on 2 cores) ...", file=sys.stderr)
     server = VLLMServer(knobs, lm.kv_bytes_per_token)
     setup.notes.append(f"{server.describe()}; model folder {path}")
+    # Before the profile and the runs: every step size the workload reaches, once (``warm``).
+    sizes = warm_sizes(setup.workload, knobs)
+    say = (lambda s: print(f"realrun: {s}", file=sys.stderr)) if progress else None
+    if say is not None:
+        say(f"warming vLLM's kernels for steps of 1 to {sizes[-1]} tokens ...")
+    secs = warm(server, lm.vocab_size, sizes, say)
+    setup.notes.append(
+        f"vLLM warmed: one step of every size from 1 to {sizes[-1]} tokens ({secs:.1f} s) before "
+        "anything was timed (its CPU build makes a kernel for each new number of tokens in a step "
+        "the first time it runs; a fresh server's prefill steps measured 2.7x their price)"
+    )
     return server
 
 
@@ -127,16 +138,18 @@ def decompose_vllm(row, step_time):
     d = Decomposition(replay_note=REPLAY_NOTE)
     if not len(steps["start"]):
         return d
+    from ...timing.pass_level import priced_passes
+
     model = step_time.for_policy("continuous")
-    shapes = row.real.meta.get("step_shapes") or []
     kinds: dict[str, list[tuple[float, float]]] = {}
-    for step, secs in shapes:
-        (p,) = plan_step(step, "fused")
-        kinds.setdefault(p.kind, []).append((model.pass_time(p), secs))
+    # Each step as the one fused pass the profile prices (``meta['passes']``), a step after an idle
+    # with its cold start (``meta['pass_idle']``), as the simulator prices it.
+    for p, priced, secs in priced_passes(row.real, model):
+        kinds.setdefault(p.kind, []).append((priced, secs))
     for kind, pairs in sorted(kinds.items()):
         a = np.array(pairs)
         d.passes[kind] = error_summary(a[:, 0], a[:, 1])
-    if shapes:
+    if kinds:
         a = np.array([pair for pairs in kinds.values() for pair in pairs])
         d.steps = error_summary(a[:, 0], a[:, 1])
     return d

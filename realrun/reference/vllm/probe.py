@@ -51,6 +51,11 @@ class Prober:
         ):
             pass
 
+    async def prefill(self, n_prompt: int) -> None:
+        """One prompt of ``n_prompt`` tokens and one output token: alone on the engine, a step of
+        exactly that many tokens (``n_prompt`` within the step's budget)."""
+        await self._one(f"{self._tag()}w", n_prompt, 1)
+
     def _tag(self) -> str:
         self.k += 1
         return f"p{self.k}"

@@ -40,7 +40,7 @@ from batchsim.core.workload import Workload
 
 from ...engine.inputs import prompt_ids
 
-__all__ = ["run_vllm", "steps_into", "VLLMRun"]
+__all__ = ["run_vllm", "steps_into", "idle_before", "VLLMRun"]
 
 _RUNS = itertools.count()
 
@@ -174,6 +174,7 @@ def run_vllm(
             bar.close()
     steps = server.read_steps()
     shapes = steps_into(rec, steps, t0) if np.isfinite(t0) else []
+    idle = idle_before(steps) if shapes else []
     delivery = _fill(rec, run, t0 if np.isfinite(t0) else 0.0)
     if stopped is not None:
         rec.reject_unfinished(stopped)
@@ -190,6 +191,10 @@ def run_vllm(
         # Each step as the one fused pass the profile prices it as: the run's own level
         # (realrun.timing.pass_level).
         "passes": [(plan_step(step, "fused")[0], secs) for step, secs in shapes],
+        # How long vLLM sat idle before each of those passes: a step after an idle is priced with
+        # the profile's cold start (``wake_penalty``), as the simulator pays it and as our engine's
+        # runs are priced, so a few cold prefills do not read as a slow machine.
+        "pass_idle": idle,
         "submit_late_s": float(np.nanmean(run.submitted - workload.arrivals))
         if len(prompts)
         else 0.0,
@@ -246,6 +251,23 @@ def steps_into(rec: Recorder, steps: list[dict], t0: float) -> list[tuple[Step, 
         step = Step(prefill=tuple(chunks), decode=tuple(decode), kv_read=cached, kv_in_use=held)
         rec.step(step, start, np.array([s["end"] - t0]), StepOutcome())
         out.append((step, s["end"] - t0 - start))
+    return out
+
+
+def idle_before(steps: list[dict]) -> list[float]:
+    """For each logged step with an end (the steps ``steps_into`` keeps, in its order), the seconds
+    vLLM sat idle before it: from the previous step's end to its scheduling, 0 where it was
+    scheduled before that end (async scheduling) and for the first step, as our engine counts its
+    passes' idle (``Engine.pass_idle``). Between two steps of a busy run this is a few hundredths of
+    a millisecond, under ``pass_level.IDLE_MIN_S``; an idle that long is the engine waiting for a
+    request, whose first step starts cold (the profile's ``wake_extra``)."""
+    out: list[float] = []
+    prev_end = None
+    for s in steps:
+        if s["end"] is None:
+            continue
+        out.append(0.0 if prev_end is None else max(0.0, s["start"] - prev_end))
+        prev_end = s["end"]
     return out
 
 
