@@ -259,8 +259,8 @@ def idle_before(steps: list[dict]) -> list[float]:
     vLLM sat idle before it: from the previous step's end to its scheduling, 0 where it was
     scheduled before that end (async scheduling) and for the first step, as our engine counts its
     passes' idle (``Engine.pass_idle``). Between two steps of a busy run this is a few hundredths of
-    a millisecond, under ``pass_level.IDLE_MIN_S``; an idle that long is the engine waiting for a
-    request, whose first step starts cold (the profile's ``wake_extra``)."""
+    a millisecond, under ``pass_level.IDLE_MIN_S``; a longer one is the engine waiting for a
+    request, and the step after it starts cold (the profile's ``wake_extra``)."""
     out: list[float] = []
     prev_end = None
     for s in steps:

@@ -33,7 +33,8 @@ __all__ = ["warm_sizes", "warm"]
 def warm_sizes(workload, knobs) -> range:
     """The step sizes (tokens) to run once: 1 up to the longest prompt plus ``max_num_seqs - 1``
     rows decoding beside it, within ``max_num_batched_tokens`` and the context (a prompt of n tokens
-    and its one output must fit it)."""
+    and its one output must fit it). None is refused for its KV: a budget holds at least the whole
+    context (``VLLMKnobs`` checks it)."""
     longest = int(workload.prompt_tokens.max()) if len(workload) else 1
     top = min(
         knobs.max_num_batched_tokens,
