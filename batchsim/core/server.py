@@ -165,13 +165,10 @@ class ServerProcess:
     def serve(self):
         """The server's process: decide, run or wait, report; until nobody is left to serve."""
         env, policy, run = self.env, self.policy, self.run
-        pulls = run.pulls
-        if pulls:
+        if run.pulls:  # set before any process starts (``drive``): a lone server reads arrivals
             yield from self._serve_alone()
             return
         while True:
-            if pulls and run.next_arrival <= env.now:
-                self._take_arrivals(env.now)
             while self.down:  # back and down again at one instant: it runs nothing
                 yield self._back
             if self._withdrawn:

@@ -30,7 +30,14 @@ from batchsim.sim.steptime import StepTimeModel
 
 from ..timing.pass_level import priced_passes
 
-__all__ = ["Decomposition", "decompose", "format_decomposition", "error_summary"]
+__all__ = [
+    "Decomposition",
+    "decompose",
+    "format_decomposition",
+    "error_summary",
+    "priced_by_kind",
+    "pass_errors",
+]
 
 _TIMES = ("start", "first_token", "finish", "last_token")
 
@@ -74,6 +81,23 @@ def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict:
     }
 
 
+def priced_by_kind(real, model: StepTimeModel) -> dict[str, np.ndarray]:
+    """Each kind of pass of a measured ``real`` -> its passes' (priced, measured) seconds, a row
+    each, priced as the simulator prices them (``priced_passes``: a cold start after an idle, a
+    step's first passes included)."""
+    kinds: dict[str, list[tuple[float, float]]] = {}
+    for p, priced, secs in priced_passes(real, model):
+        kinds.setdefault(p.kind, []).append((priced, secs))
+    return {kind: np.array(pairs) for kind, pairs in sorted(kinds.items())}
+
+
+def pass_errors(real, model: StepTimeModel) -> dict[str, dict]:
+    """Decomposition (a) by kind of pass: ``error_summary`` of each kind's passes."""
+    return {
+        kind: error_summary(a[:, 0], a[:, 1]) for kind, a in priced_by_kind(real, model).items()
+    }
+
+
 def decompose(
     workload, policy, real, step_time: StepTimeModel, limits: ServerLimits
 ) -> Decomposition:
@@ -83,14 +107,7 @@ def decompose(
     """
     model = step_time.for_policy(policy.name)
     out = Decomposition()
-    kinds: dict[str, list[tuple[float, float]]] = {}
-    # each pass as the simulator prices it (a cold start after an idle, a step's first passes
-    # included)
-    for p, priced, secs in priced_passes(real, model):
-        kinds.setdefault(p.kind, []).append((priced, secs))
-    for kind, pairs in sorted(kinds.items()):
-        a = np.array(pairs)
-        out.passes[kind] = error_summary(a[:, 0], a[:, 1])
+    out.passes = pass_errors(real, model)
     trace = real.meta.get("trace") or []
     if trace:
         pred = np.array(

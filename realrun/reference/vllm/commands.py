@@ -132,25 +132,18 @@ def decompose_vllm(row, step_time):
     explained."""
     import numpy as np
 
-    from ...judge.decompose import Decomposition, error_summary
+    from ...judge.decompose import Decomposition, error_summary, priced_by_kind
 
     steps = row.real.records.steps
     d = Decomposition(replay_note=REPLAY_NOTE)
     if not len(steps["start"]):
         return d
-    from ...timing.pass_level import priced_passes
-
-    model = step_time.for_policy("continuous")
-    kinds: dict[str, list[tuple[float, float]]] = {}
     # Each step as the one fused pass the profile prices (``meta['passes']``), a step after an idle
     # with its cold start (``meta['pass_idle']``), as the simulator prices it.
-    for p, priced, secs in priced_passes(row.real, model):
-        kinds.setdefault(p.kind, []).append((priced, secs))
-    for kind, pairs in sorted(kinds.items()):
-        a = np.array(pairs)
-        d.passes[kind] = error_summary(a[:, 0], a[:, 1])
+    kinds = priced_by_kind(row.real, step_time.for_policy("continuous"))
+    d.passes = {kind: error_summary(a[:, 0], a[:, 1]) for kind, a in kinds.items()}
     if kinds:
-        a = np.array([pair for pairs in kinds.values() for pair in pairs])
+        a = np.concatenate(list(kinds.values()))
         d.steps = error_summary(a[:, 0], a[:, 1])
     return d
 
