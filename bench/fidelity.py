@@ -74,6 +74,7 @@ from realrun.clock.runner import limits_for, run_real
 from realrun.engine.engine import Engine
 from realrun.engine.model import load_model
 from realrun.judge.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
+from realrun.judge.level_move import next_move
 from realrun.judge.verdict import band_of, median_summary
 from realrun.timing.canary import Canary
 from realrun.timing.drift import load_warning, recheck
@@ -189,12 +190,17 @@ def main(argv=None) -> int:
     )
     t_all = time.perf_counter()
     table, ablation, decisions, coverage, at_passes = [], [], [], [], []
+    # the level's move from each shape's profile to its runs, carried to the next shape's compare as
+    # a later compare on one machine starts from an earlier one's (realrun.judge.level_move)
+    moves: list = [None]
     for name in args.only.split(","):
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
             print(f"\n== {name}: skipped ({TRACE} not found)")
             continue
-        _shape(name, unit, args, engine, limits, table, ablation, decisions, coverage, at_passes)
+        _shape(
+            name, unit, args, engine, limits, table, ablation, decisions, coverage, at_passes, moves
+        )
         if w := load_warning(lm.threads):
             print(w)
     _print_all(table, ablation, decisions, args)
@@ -243,8 +249,11 @@ def _shape(
     decisions: list,
     coverage: list,
     at_passes: list,
+    moves: list,
 ) -> None:
-    """Profile, measure and predict every policy on one workload shape; its rows join the tables."""
+    """Profile, measure and predict every policy on one workload shape; its rows join the tables.
+    ``moves[0]``: the level's move the shapes before read (a ``LevelMove``), replaced by this
+    one's."""
     policies = args.policies.split(",")
     prof = _profile_for(unit, {k: make_policy(k, **POLICIES[k]) for k in policies}, engine)
     model = prof.model
@@ -269,7 +278,15 @@ def _shape(
         repeats=args.repeats,
         order_seed=args.seed,
         canary=Canary(engine, model),
+        stored_move=moves[0],
     )
+    moves[0] = next_move(report.move, report.move_here)
+    if report.move_here is not None:
+        print(
+            f"the runs' passes read {np.exp(report.move_here):.3f}x the profile's prices (the "
+            f"level's move); the intervals made before the runs hold "
+            + (report.move.text() if report.move is not None else "the run spread's share alone")
+        )
     lv = report.level
     print(lv.text() if lv is not None else "no canary readings")
     for row in report.rows:

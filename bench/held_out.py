@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from realrun.judge.equivalence import Z90, t90
-from realrun.judge.interval import STORED_DF_MAX, interval_for
+from realrun.judge.interval import STORED_DF_MAX, MetricSpread, RunSpread, interval_for
+from realrun.judge.level_move import LevelMove
 
 __all__ = [
     "COVERED",
@@ -88,6 +89,8 @@ class HeldOut:
     df: int = 0
     ref_runs: int = 1
     repeats: int = 1
+    move_sd: float = 0.0
+    move_df: int = 1
 
     def __post_init__(self) -> None:
         if self.run < 0:
@@ -97,7 +100,7 @@ class HeldOut:
                 f"df must be >= 0 and ref_runs, repeats >= 1, got {self.df}, {self.ref_runs} and "
                 f"{self.repeats}"
             )
-        for name in ("half_before", "half_after", "seed_sd", "level_sd"):
+        for name in ("half_before", "half_after", "seed_sd", "level_sd", "move_sd"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -135,7 +138,9 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
         repeats = max(1, len(row.repeats))
         for k in COVERED:
             part = row.parts[k]
-            before = interval_for(row.predicted.get(k), part, report.spread, 1, row.ref_runs)
+            before = interval_for(
+                row.predicted.get(k), part, report.spread, 1, row.ref_runs, move=report.move
+            )
             after = (
                 interval_for(row.predicted_at_passes.get(k), part, report.spread, 1, repeats)
                 if row.predicted_at_passes is not None
@@ -165,6 +170,8 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
                         report.spread.df,
                         row.ref_runs,
                         repeats,
+                        part.elasticity * report.move.sd if report.move is not None else 0.0,
+                        report.move.df if report.move is not None else 1,
                     )
                 )
     return out
@@ -222,12 +229,21 @@ def right_sharpness(
     runs = rng.standard_normal((draws, n)) * level + rng.standard_normal((draws, n)) * s
     denom = Z * np.sqrt(runs.std(axis=1, ddof=1) ** 2 + s**2)
 
-    def median_at(ref_runs: int) -> float:
-        half = z * np.sqrt(s**2 + (level * read) ** 2 * (1 + 1 / ref_runs))
+    def median_at(ref_runs: int, move: float = 0.0) -> float:
+        if move > 0:  # the level's move with its own degrees of freedom: built draw by draw as
+            # realrun.judge.interval builds it
+            shift = LevelMove(move, "drawn", first.move_df)
+            half = np.empty(draws)
+            for i in range(draws):
+                spread = RunSpread(level * read[i], "drawn", 0, first.df)
+                sd, df = MetricSpread(s, 1.0).log_sd_df(spread, 1, ref_runs, shift)
+                half[i] = (t90(df) if df is not None else Z) * sd
+        else:
+            half = z * np.sqrt(s**2 + (level * read) ** 2 * (1 + 1 / ref_runs))
         ok = denom > 0
         return float(np.median(half[ok] / denom[ok])) if ok.any() else float("nan")
 
-    return median_at(first.ref_runs), (
+    return median_at(first.ref_runs, first.move_sd), (
         median_at(first.repeats) if first.half_after is not None else float("nan")
     )
 

@@ -28,11 +28,14 @@ Run it in the environment that has vLLM (``make test`` makes ``.venv-vllm/``):
     .venv-vllm/bin/python bench/vllm_fidelity.py [--model tiny-gpt2] [--shapes short,bursty,long]
     [--repeats 3] [--seeds 5] [--load 0.7]
                                                  [--coverage 3] [--run-spread SD:DF]
+                                                 [--level-move SD:DF]
 
 Each shape's compare reads the machine's run-to-run spread from its own three runs (2 degrees of
 freedom) and pools it with what the shapes before it read; the last line prints the pooled reading,
 to start the next run of the bench on this machine from (``--run-spread``), as a compare on a stored
-calibration starts from the spread stored with it.
+calibration starts from the spread stored with it. The level's move from each shape's profile to its
+runs (``realrun.judge.level_move``) is carried the same way (``--level-move``): from the second
+shape on, the interval made before the runs holds how far a profile has lain from its runs here.
 """
 
 from __future__ import annotations
@@ -173,15 +176,23 @@ def main(argv=None) -> int:
         "three runs read a spread with 2 degrees of freedom, whose Student's t (2.92) widens every "
         "interval 1.8x",
     )
+    p.add_argument(
+        "--level-move",
+        metavar="SD:DF",
+        help="the level's move from a profile to its runs read earlier on this machine (the last "
+        "line of an earlier run of this bench prints it), pooled into the first shape's as the "
+        "shapes after it pool theirs (realrun compare --level-move)",
+    )
     args = p.parse_args(argv)
-    if args.run_spread is not None:
-        from batchsim.core.errors import ConfigError
-        from realrun.cli.compare import given_spread
+    from batchsim.core.errors import ConfigError
+    from realrun.cli.compare import given_move, given_spread
 
-        try:
-            given_spread(args.run_spread)
-        except ConfigError as e:
-            p.error(str(e))
+    for flag, check in ((args.run_spread, given_spread), (args.level_move, given_move)):
+        if flag is not None:
+            try:
+                check(flag)
+            except ConfigError as e:
+                p.error(str(e))
     unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
     if unknown:
         p.error(f"--shapes: unknown shape {unknown[0]!r}; choose from {', '.join(SHAPES)}")
@@ -189,6 +200,7 @@ def main(argv=None) -> int:
         p.error(f"--coverage must be a count of runs in [0, 50], got {args.coverage}")
     rows, held, held_notes = [], [], []
     earlier = args.run_spread  # the run-to-run spread the shapes so far read: "SD:DF"
+    moved = args.level_move  # the level's move from profile to runs the shapes so far read
     moves = []  # per shape, ln(the mean level its runs' passes read against the profile's prices)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.shapes.split(","):
@@ -234,6 +246,7 @@ def main(argv=None) -> int:
                     str(args.seeds),
                     *(["--busy", str(args.load)] if name != "saturated" else []),
                     *(["--run-spread", earlier] if earlier and not args.no_pool else []),
+                    *(["--level-move", moved] if moved and not args.no_pool else []),
                     "--json",
                     "--no-plots",
                 ],
@@ -246,6 +259,9 @@ def main(argv=None) -> int:
         spread = obj.get("run_spread") or {}
         if spread.get("df", 0) >= 1 and spread.get("sd", 0) > 0:
             earlier = f"{spread['sd']}:{spread['df']}"
+        nxt = obj.get("level_move_next") or {}
+        if nxt.get("df", 0) >= 1:
+            moved = f"{nxt['sd']}:{nxt['df']}"
         (run,) = obj["runs"]
         busy = run["measured"].get("busy_fraction") or 0.0
         drift = next((n for n in obj["notes"] if n.startswith("drift")), "")
@@ -331,7 +347,7 @@ def main(argv=None) -> int:
         # first shape's intervals do not stand on 2 degrees of freedom
         print(
             f"\nthe run-to-run spread these shapes read, to start the next run from: --run-spread "
-            f"{earlier}"
+            f"{earlier}" + (f" --level-move {moved}" if moved else "")
         )
     return 0
 

@@ -42,7 +42,7 @@ def _row(label="continuous", at_passes=True, repeats=3):
 
 
 def _report(*rows):
-    return SimpleNamespace(rows=list(rows), spread=SPREAD)
+    return SimpleNamespace(rows=list(rows), spread=SPREAD, move=None)
 
 
 def _runs(*values):
@@ -202,7 +202,9 @@ def test_a_right_interval_reads_what_the_check_reads_of_intervals_that_are_right
     sharp, inside = [], []
     for _ in range(2000):
         read = sigma * math.sqrt(rng.chisquare(2) / 2)
-        report = SimpleNamespace(rows=[_row()], spread=RunSpread(read, "three runs", 3, 2))
+        report = SimpleNamespace(
+            rows=[_row()], spread=RunSpread(read, "three runs", 3, 2), move=None
+        )
         report.rows[0].parts = {k: MetricSpread(s, e) for k in H.COVERED}
         report.rows[0].predicted = {
             k: math.exp(e * sigma * rng.standard_normal()) for k in H.COVERED

@@ -107,7 +107,7 @@ def test_the_cannot_tell_line_gives_repeats_within_reach_and_says_when_none_woul
             SimpleNamespace(label=f"p{i}", judgements={"p50_e2e": j(n)}, causes={}, pass_level=None)
             for i, n in enumerate(needs)
         ]
-        return SimpleNamespace(spread=None, rows=rows)
+        return SimpleNamespace(spread=None, move=None, rows=rows)
 
     (line,) = machine_lines(report([4, 9]), keys=("p50_e2e",))
     assert "9 runs would settle the hardest (p1 p50 E2E at ±10 %): --repeats 9" in line

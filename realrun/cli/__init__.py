@@ -167,6 +167,17 @@ def _add_workload_run_args(p: argparse.ArgumentParser, calibration: bool) -> Non
             "--calibration, if any)",
         )
         g.add_argument(
+            "--level-move",
+            default=None,
+            metavar="SD:DF",
+            help="how far the runs' level lay from the profile's on this machine, read by earlier "
+            'compares (their JSON\'s level_move_next, as "12%%:3"): the interval made before '
+            "the runs holds it where it is larger than the run-to-run spread's share (a profile "
+            "and runs minutes later lie further apart than consecutive runs); pooled with this "
+            "compare's own reading (default: the one an earlier compare stored with "
+            "--calibration, if any)",
+        )
+        g.add_argument(
             "--busy",
             type=float,
             default=None,

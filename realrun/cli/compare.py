@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,6 +55,8 @@ def _check_compare_flags(args) -> None:
         check_busy(args.busy)
     if getattr(args, "run_spread", None) is not None:
         given_spread(args.run_spread)
+    if getattr(args, "level_move", None) is not None:
+        given_move(args.level_move)
     budget = getattr(args, "profile_budget", None)
     if budget is not None and not (budget == budget and 5 <= budget <= 3600):
         raise ConfigError(f"--profile-budget must be seconds in [5, 3600], got {budget:g}")
@@ -170,6 +171,9 @@ def _compare(
         stored_spread=given_spread(args.run_spread)
         if getattr(args, "run_spread", None)
         else stored_spread(cal_info),
+        stored_move=given_move(args.level_move)
+        if getattr(args, "level_move", None)
+        else stored_move(cal_info),
     )
     keep_spread(report, cal_info, fresh=not args.calibration, notes=notes)
     if then is not None:  # before the notes put the engine into each row's label
@@ -198,19 +202,47 @@ def given_spread(text: str):
     degrees of freedom it was read with (a whole number from 1; without one, 1: a guess weighs
     little)."""
     from ..judge.interval import RunSpread
+    from ..judge.level_move import parse_sd_df
 
-    sd_text, _, df_text = str(text).partition(":")
     try:
-        sd = float(sd_text[:-1]) / 100 if sd_text.endswith("%") else float(sd_text)
-        df = int(df_text) if df_text else 1
-    except ValueError:
-        sd, df = math.nan, 0
-    if not (math.isfinite(sd) and 0 < sd < 1) or df < 1:
-        raise ConfigError(
-            f"--run-spread must be SD:DF, an sd of ln(level) in (0, 1) or a percentage (8%) and "
-            f"its degrees of freedom (a whole number >= 1), got {show(text)}"
-        )
+        sd, df = parse_sd_df(text, "--run-spread")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if sd <= 0:
+        raise ConfigError(f"--run-spread must be an sd above 0, got {show(text)}")
     return RunSpread(sd, f"given (--run-spread {text})", df + 1, df)
+
+
+def given_move(text: str):
+    """``--level-move SD:DF``: the level's move from a profile to its runs, read earlier on this
+    machine (``realrun.judge.level_move``), as ``given_spread`` reads its flag."""
+    from ..judge.level_move import LevelMove, parse_sd_df
+
+    try:
+        sd, df = parse_sd_df(text, "--level-move")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return LevelMove(sd, f"given (--level-move {text})", df)
+
+
+def stored_move(cal_info: dict):
+    """The level's move an earlier compare stored with this calibration (None: none, or
+    unreadable)."""
+    from ..judge.level_move import LevelMove
+
+    got = cal_info.get("level_move")
+    try:
+        return (
+            LevelMove(
+                float(got["sd"]),
+                f"stored with the calibration by an earlier compare: {got['source']}",
+                int(got["df"]),
+            )
+            if isinstance(got, dict)
+            else None
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def stored_spread(cal_info: dict):
@@ -247,6 +279,11 @@ def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
     try:
         obj = json.loads(Path(path).read_text())
         obj["run_spread"] = spread.as_dict()
+        from ..judge.level_move import next_move
+
+        move = next_move(report.move, report.move_here)
+        if move is not None:
+            obj["level_move"] = move.as_dict()
         tmp = Path(path).with_suffix(".json.tmp")
         tmp.write_text(dumps(obj))
         tmp.replace(path)

@@ -14,11 +14,16 @@ from pathlib import Path
 from batchsim.core.files import Staging, dumps
 
 from ..judge.bottom_line import verdict_dict, verdict_line
+from ..judge.level_move import next_move
 from ..judge.row import CompareReport
 from .engines import all_rejected, load_line, memory_line, printable, stopped_code
 from .run_setup import RunSetup, rejection_lines, stage_outputs, write_outputs
 
 __all__ = ["report_compare"]
+
+
+def _as_dict(x) -> dict | None:
+    return x.as_dict() if x is not None else None
 
 
 def _wall_line(seconds: float, bare: bool) -> str:
@@ -138,6 +143,12 @@ def _as_json(
         "figures": [str(p) for p in paths if p.suffix == ".png"],
         "verdict": verdict_dict(report) if report.rows else None,
         "run_spread": report.spread.as_dict() if report.spread is not None else None,
+        # the move the intervals made before the runs hold (None: one run spread's share), this
+        # compare's own reading (mean ln of its runs' levels), and what the next compare on this
+        # machine should be given (--level-move SD:DF)
+        "level_move": report.move.as_dict() if report.move is not None else None,
+        "level_move_here": None if report.move_here is None else round(report.move_here, 4),
+        "level_move_next": _as_dict(next_move(report.move, report.move_here)),
         "metric_spread": {
             k: (None if v is None else {"sd": round(v[0], 4), "df": v[1]})
             for k, v in report.metric_sd.items()

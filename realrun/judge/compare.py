@@ -48,9 +48,8 @@ from batchsim.sim.steptime import StepTimeModel
 from ..timing.canary import CanaryReading, Level, session_level
 from ..timing.pass_level import PassLevel, machine_level, pass_level, run_level
 from .decompose import decompose
-from .interval import (
-    RunSpread,
-)
+from .interval import RunSpread
+from .level_move import LevelMove
 from .plot import plot_compare
 from .row import COMPARE_METRICS, KEYS, CompareReport, CompareRow, error_pct
 from .spread import judge_rows, metric_parts
@@ -106,6 +105,7 @@ def compare_policies(
     level: bool = True,
     adjust=None,
     stored_spread: RunSpread | None = None,
+    stored_move: LevelMove | None = None,
 ) -> CompareReport:
     """``pairs``: (label, policy for the simulator, fresh identical policy for the real run).
 
@@ -125,7 +125,8 @@ def compare_policies(
     before it is read (vLLM's side: each token reaches the client a profiled delivery lag after its
     step), so the median and the band are of what the client would see. ``stored_spread``: the
     machine's run-to-run spread from an earlier compare, used where this one cannot measure its own
-    (``spread.run_spread``).
+    (``spread.run_spread``); ``stored_move``: the level's move from a profile to its runs, read
+    earlier on this machine (``realrun.judge.level_move``).
     """
     limits = limits or ServerLimits(kv_budget_tokens=kv_budget_tokens)
     report = CompareReport()
@@ -177,7 +178,7 @@ def compare_policies(
                     off,
                 )
             )
-    judge_rows(report, stored_spread)
+    judge_rows(report, stored_spread, stored_move)
     return report
 
 
@@ -336,6 +337,12 @@ def _row(
     row.run_levels = [
         x for x in (run_level(r, st, sim_policy.name) for r in reals) if x is not None
     ]
+    # against the prices the prediction used: the move its interval holds (realrun.judge.level_move)
+    row.move_levels = (
+        [x for x in (run_level(r, lv.model(st), sim_policy.name) for r in reals) if x is not None]
+        if lv is not None
+        else list(row.run_levels)
+    )
     if lv is not None:
         at_profile = predict_runs(
             workload, fresh, st, limits, seeds, noise, None, order_seed, adjust

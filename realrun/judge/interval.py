@@ -15,7 +15,10 @@ fast are equally far off):
   1 for a latency at light load, more near saturation, where waits compound, and about 0 for
   throughput below saturation, which the arrivals set);
 - the level the prediction was made at is itself a reading, of ``n_ref`` runs (the profile is
-  one): ``σ² / n_ref`` more, shared by every run.
+  one): ``σ² / n_ref`` more, shared by every run; or, where it is larger, the level's move from
+  that reading to the runs, ``τ²``, measured by the compares on this machine
+  (``realrun.judge.level_move``: a profile and runs minutes after it lie further apart than
+  consecutive runs do).
 
 One run: ``sd² = s_seed² + e² σ² (1 + 1/n_ref)``. The median of R runs: the per-run parts shrink
 by the variance of a median of R normal draws, ``1/R`` for R ≤ 2 and ``π / (2R + 1)`` beyond
@@ -248,13 +251,32 @@ class MetricSpread:
         term)."""
         return math.sqrt(self.seed_sd**2 + (self.elasticity * spread.sd) ** 2)
 
-    def log_sd(self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1) -> float:
+    def log_sd(self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1, move=None) -> float:
         """The sd of ln(the median of ``repeats`` new runs) around a prediction made at a level read
-        from ``ref_runs`` runs."""
+        from ``ref_runs`` runs (``move``, a ``realrun.judge.level_move.LevelMove``: how far that
+        level was measured to lie from the runs', which then stands for the reference's term where
+        it is the larger)."""
+        return self.log_sd_df(spread, repeats, ref_runs, move)[0]
+
+    def log_sd_df(
+        self, spread: RunSpread, repeats: int = 1, ref_runs: int = 1, move=None
+    ) -> tuple[float, float | None]:
+        """(``log_sd``, its degrees of freedom): the run spread's (None where taken as known) or,
+        where the move's term is used, the Welch-Satterthwaite degrees of freedom of the two
+        readings' sum, ``V² / (a² / df_a + b² / df_b)`` (the seeds' part counted with the run
+        spread's, as without a move)."""
         if ref_runs < 1:
             raise ValueError(f"ref_runs must be >= 1, got {ref_runs}")
         level = (self.elasticity * spread.sd) ** 2
-        return math.sqrt(median_share(repeats) * (self.seed_sd**2 + level) + level / ref_runs)
+        own = median_share(repeats) * (self.seed_sd**2 + level) + level / ref_runs
+        df: float | None = spread.df if spread.df >= 1 else None
+        shared = (self.elasticity * move.sd) ** 2 if move is not None else 0.0
+        if shared <= level / ref_runs:
+            return math.sqrt(own), df
+        own -= level / ref_runs
+        v = own + shared
+        denom = (own**2 / df if df is not None else 0.0) + shared**2 / move.df
+        return math.sqrt(v), v**2 / denom
 
 
 def interval_for(
@@ -264,13 +286,16 @@ def interval_for(
     repeats: int = 1,
     ref_runs: int = 1,
     z: float | None = None,
+    move=None,
 ) -> list[float] | None:
     """[low, high]: where the median of ``repeats`` new runs lands 90 % of the time (None: no
     centre). ``z``: the multiplier; by default Student's for the spread's degrees of freedom
-    (``t90``), the normal's 1.645 for a spread with none (assumed, or given)."""
+    (``t90``), the normal's 1.645 for a spread with none (assumed, or given). ``move``: the level's
+    measured move from the reference to the runs (``MetricSpread.log_sd_df``)."""
     if centre is None or not np.isfinite(centre) or centre <= 0:
         return None
+    sd, df = part.log_sd_df(spread, repeats, ref_runs, move)
     if z is None:
-        z = t90(spread.df) if spread.df >= 1 else Z90
-    h = z * part.log_sd(spread, repeats, ref_runs)
+        z = t90(df) if df is not None else Z90
+    h = z * sd
     return [centre * math.exp(-h), centre * math.exp(h)]

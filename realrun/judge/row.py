@@ -15,6 +15,7 @@ from ..timing.pass_level import PassLevel
 from .decompose import Decomposition
 from .equivalence import Judgement, judge
 from .interval import RunSpread, interval_for
+from .level_move import LevelMove
 from .verdict import TARGETS, noise_pct
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "error_pct", "KEYS", "THROUGHPUT"]
@@ -83,6 +84,10 @@ class CompareRow:
     # {metric: (sd of ln, df) of the repeats pooled over policies, or None}
     metric_sd: dict = field(default_factory=dict)
     ref_runs: int = 1  # runs the prediction's level was read from (the profile: one)
+    # each run's level against the prices the prediction used (the profile's, or the canaries')
+    move_levels: list = field(default_factory=list)
+    # the level's move from the prediction's reference to its runs (realrun.judge.level_move)
+    move: LevelMove | None = None
 
     @property
     def errors(self) -> dict[str, float | None]:
@@ -110,7 +115,12 @@ class CompareRow:
         (``realrun.judge.interval``; empty before the compare has its spread)."""
         return {
             k: interval_for(
-                self.predicted.get(k), self.parts[k], self.spread, repeats, self.ref_runs
+                self.predicted.get(k),
+                self.parts[k],
+                self.spread,
+                repeats,
+                self.ref_runs,
+                move=self.move,
             )
             for k in KEYS
             if self._judged(k)
@@ -301,6 +311,10 @@ class CompareReport:
         None  # the machine's level over the runs, from the canaries (None: no canary readings)
     )
     spread: RunSpread | None = None  # the machine's run-to-run spread the intervals stand on
+    # the level's move from the prediction's reference to the runs the intervals before the runs
+    # stand on (realrun.judge.level_move), and this compare's own reading of it (mean ln level)
+    move: LevelMove | None = None
+    move_here: float | None = None
     # {metric: (sd of ln, df)}: the repeats pooled over the policies
     metric_sd: dict = field(default_factory=dict)
     machine_level: PassLevel | None = (

@@ -20,7 +20,16 @@ from batchsim.sim.sampled import with_noise
 from batchsim.sim.simulator import simulate
 
 from .equivalence import pooled_log_sd
-from .interval import ASSUMED, LEVEL_STEP, MetricSpread, RunSpread, elasticity, seed_log_sd
+from .interval import (
+    ASSUMED,
+    LEVEL_STEP,
+    STORED_DF_MAX,
+    MetricSpread,
+    RunSpread,
+    elasticity,
+    seed_log_sd,
+)
+from .level_move import LevelMove, read_move
 from .row import KEYS, CompareReport
 
 __all__ = ["run_spread", "judge_rows", "metric_parts"]
@@ -65,13 +74,23 @@ def run_spread(report: CompareReport, stored: RunSpread | None = None) -> RunSpr
     return stored if stored is not None else ASSUMED
 
 
-def judge_rows(report: CompareReport, stored: RunSpread | None) -> None:
-    """The compare's run-to-run spread, and per metric the repeats' spread pooled over the policies:
-    what every row's intervals and verdicts stand on."""
+def judge_rows(
+    report: CompareReport, stored: RunSpread | None, stored_move: LevelMove | None = None
+) -> None:
+    """The compare's run-to-run spread, the level's move from the prediction's reference to the runs
+    (pooled with ``stored_move``, read earlier on this machine: ``realrun.judge.level_move``), and
+    per metric the repeats' spread pooled over the policies: what every row's intervals and
+    verdicts stand on."""
     report.spread = run_spread(report, stored)
+    report.move, report.move_here = read_move(
+        [x for r in report.rows if not r.partial for x in r.move_levels],
+        report.spread.sd,
+        stored_move,
+        STORED_DF_MAX,
+    )
     whole = [r for r in report.rows if not r.partial]
     for k in KEYS:
         sd, df = pooled_log_sd([[x.get(k) for x in r.repeats] for r in whole])
         report.metric_sd[k] = (sd, df) if sd is not None and df >= 2 else None
     for r in report.rows:
-        r.spread, r.metric_sd = report.spread, report.metric_sd
+        r.spread, r.metric_sd, r.move = report.spread, report.metric_sd, report.move

@@ -99,6 +99,8 @@ def machine_lines(report: CompareReport, keys=DEFAULT_METRICS) -> list[str]:
     out = []
     if report.spread is not None:
         out.append(f"this machine's level moves {report.spread.text()}")
+    if report.move is not None:
+        out.append(f"and {report.move.text()}")
     unsure = [
         (r.label, k, r.judgements[k])
         for r in report.rows
