@@ -91,6 +91,10 @@ class HeldOut:
     repeats: int = 1
     move_sd: float = 0.0
     move_df: int = 1
+    # the interval made before the runs without the level's move (None: no move was used), so one
+    # set of held-out runs shows what holding it changed
+    inside_plain: bool | None = None
+    half_plain: float | None = None
 
     def __post_init__(self) -> None:
         if self.run < 0:
@@ -100,7 +104,7 @@ class HeldOut:
                 f"df must be >= 0 and ref_runs, repeats >= 1, got {self.df}, {self.ref_runs} and "
                 f"{self.repeats}"
             )
-        for name in ("half_before", "half_after", "seed_sd", "level_sd", "move_sd"):
+        for name in ("half_before", "half_after", "seed_sd", "level_sd", "move_sd", "half_plain"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -141,6 +145,11 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
             before = interval_for(
                 row.predicted.get(k), part, report.spread, 1, row.ref_runs, move=report.move
             )
+            plain = (
+                interval_for(row.predicted.get(k), part, report.spread, 1, row.ref_runs)
+                if report.move is not None
+                else None
+            )
             after = (
                 interval_for(row.predicted_at_passes.get(k), part, report.spread, 1, repeats)
                 if row.predicted_at_passes is not None
@@ -172,6 +181,8 @@ def held_up(shape: str, report, runs: dict[str, list[dict]]) -> list[HeldOut]:
                         repeats,
                         part.elasticity * report.move.sd if report.move is not None else 0.0,
                         report.move.df if report.move is not None else 1,
+                        None if plain is None else bool(plain[0] <= m <= plain[1]),
+                        None if plain is None else _half(plain),
                     )
                 )
     return out
@@ -312,6 +323,23 @@ def coverage_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) 
             f"passes' level {at}; sharpness median {_median(sharp_b):.2f}x before, "
             f"{_median(sharp_a):.2f}x at the passes' level"
         )
+        plain = [r for r in rows if r.inside_plain is not None]
+        if plain:
+            # the same held-out runs against the intervals without the level's move
+            inside = sum(r.inside_plain for r in plain)
+            sharp_plain = [
+                _median([r.half_plain / r.half_before * sb for r in rs if r.half_before > 0])
+                for rs, sb in zip(
+                    _groups(rows, lambda r: (r.shape, r.policy, r.metric)).values(), sharp_b
+                )
+                if any(r.inside_plain is not None for r in rs)
+            ]
+            out.append(
+                f"     without the level's move ({len(plain)} runs whose interval held one): "
+                f"{inside} of {len(plain)} ({inside / len(plain):.0%}) inside, sharpness median "
+                f"{_median(sharp_plain):.2f}x; with it, "
+                f"{sum(r.inside_before for r in plain)} of {len(plain)}"
+            )
         dfs = sorted({r.df for r in rows})
         out.append(
             f"     a right interval in each place would read {_x(_median(right_b))} before, "

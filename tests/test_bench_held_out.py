@@ -243,3 +243,34 @@ def test_the_vllm_bench_refuses_a_bad_flag_in_one_line_before_starting_vllm(
     argv, field, monkeypatch, capsys
 ):
     assert_refused(bench_script("vllm_fidelity", monkeypatch).main, argv, field, capsys)
+
+
+def test_a_level_move_widens_the_interval_before_the_runs_and_the_table_shows_both():
+    """With the level's move in the report, the interval made before the runs takes e x tau for its
+    reference term (tau 30 % against sigma 10 % here), the one at the passes' level does not, and
+    the same held-out runs are counted against the interval without it too."""
+    from realrun.judge.level_move import LevelMove
+
+    move = LevelMove(0.30, "earlier compares", 4)
+    report = SimpleNamespace(rows=[_row()], spread=SPREAD, move=move)
+    # 1.0 x exp(0.6): outside the plain interval (half 0.47), inside the one with the move
+    rows = H.held_up("short", report, {"continuous": _runs(1.0, math.exp(0.6))})
+    p50 = [r for r in rows if r.metric == "p50_e2e"]
+    sd, df = MetricSpread(SEED_SD, ELASTICITY).log_sd_df(SPREAD, 1, 1, move)
+    assert sd == pytest.approx(math.sqrt(SEED_SD**2 + (ELASTICITY * 0.10) ** 2 + (2 * 0.30) ** 2))
+    # the run spread taken as known: the move's degrees of freedom alone, by Welch-Satterthwaite
+    assert df == pytest.approx(sd**4 / ((2 * 0.30) ** 4 / 4))
+    assert all(r.half_before == pytest.approx(H.t90(df) * sd) for r in p50)
+    assert all(r.half_plain == pytest.approx(0.4725, abs=1e-4) for r in p50)
+    assert [r.inside_plain for r in p50] == [True, False]
+    assert [r.inside_before for r in p50] == [True, True]
+    half_a = 1.645 * math.sqrt(SEED_SD**2 + (ELASTICITY * 0.10) ** 2 * (1 + 1 / 3))
+    assert all(r.half_after == pytest.approx(half_a) for r in p50)
+    text = "\n".join(H.coverage_lines(rows))
+    assert "without the level's move (8 runs whose interval held one): 4 of 8 (50%)" in text
+    assert "with it, 8 of 8" in text
+    # a right interval with the move reads wider than one without
+    with_move, _ = H.right_sharpness(p50, np.random.default_rng(1), draws=400)
+    plain = [H.replace(r, move_sd=0.0) for r in p50]
+    without, _ = H.right_sharpness(plain, np.random.default_rng(1), draws=400)
+    assert with_move > 1.3 * without
