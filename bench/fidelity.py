@@ -167,11 +167,29 @@ def _parser() -> argparse.ArgumentParser:
         help="H held-out runs per policy after the compare, each held up to its one-run interval "
         "(default 0: none)",
     )
+    p.add_argument(
+        "--level-move",
+        metavar="SD:DF",
+        help="the level's move from a profile to its runs read earlier on this machine (the last "
+        "line of an earlier run of this bench prints it): the first shape's intervals made before "
+        "the runs start from it, as the shapes after it start from the ones before (realrun "
+        "compare --level-move)",
+    )
     return p
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
+    first_move = None
+    if args.level_move is not None:
+        from batchsim.core.errors import ConfigError
+        from realrun.cli.compare import given_move
+
+        try:
+            first_move = given_move(args.level_move)
+        except ConfigError as e:
+            p.error(str(e))
     lm = load_model(args.model, device="cpu", threads=args.threads)
     engine = Engine(lm, kv=args.kv)
     print(f"engine KV: {engine.kv_note} (pass plan {engine.plan!r})")
@@ -192,7 +210,7 @@ def main(argv=None) -> int:
     table, ablation, decisions, coverage, at_passes = [], [], [], [], []
     # the level's move from each shape's profile to its runs, carried to the next shape's compare as
     # a later compare on one machine starts from an earlier one's (realrun.judge.level_move)
-    moves: list = [None]
+    moves: list = [first_move]
     for name in args.only.split(","):
         unit = unit_workload(name, 2000, args.seed)
         if unit is None:
@@ -207,6 +225,12 @@ def main(argv=None) -> int:
     _print_at_passes(at_passes)
     if args.coverage:
         print("\n".join(coverage_lines(coverage)))
+    if moves[0] is not None:
+        # what the next run of this bench on this machine can start from (--level-move)
+        print(
+            f"the level's move these shapes read, to start the next run from: --level-move "
+            f"{moves[0].sd:.4f}:{moves[0].df}"
+        )
     print(
         f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; total "
         f"{time.perf_counter() - t_all:.0f} s"

@@ -235,6 +235,7 @@ def test_a_right_interval_reads_what_the_check_reads_of_intervals_that_are_right
     [
         (["--run-spread", "12"], "--run-spread"),
         (["--run-spread", "8%:zero"], "--run-spread"),
+        (["--level-move", "2:3"], "--level-move"),
         (["--coverage", "-1"], "--coverage"),
         (["--shapes", "short,wavy"], "--shapes"),
     ],
@@ -274,3 +275,12 @@ def test_a_level_move_widens_the_interval_before_the_runs_and_the_table_shows_bo
     plain = [H.replace(r, move_sd=0.0) for r in p50]
     without, _ = H.right_sharpness(plain, np.random.default_rng(1), draws=400)
     assert with_move > 1.3 * without
+
+
+@pytest.mark.parametrize("value", ["2:3", "12%:0", "x"])
+def test_our_engine_s_bench_refuses_a_bad_level_move_in_one_line_before_loading_a_model(
+    value, monkeypatch, capsys
+):
+    assert_refused(
+        bench_script("fidelity", monkeypatch).main, ["--level-move", value], "--level-move", capsys
+    )

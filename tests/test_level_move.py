@@ -128,3 +128,59 @@ def test_a_bad_level_move_or_run_spread_is_one_line_and_exit_2(flag, value, caps
     assert realrun_main(["compare", flag, value, "--requests", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0] and value in err[0]
+
+
+def test_a_move_stored_with_the_calibration_is_pooled_into_the_interval_before_the_runs(
+    tmp_path, capsys, monkeypatch
+):
+    """A calibration file that an earlier compare stored a move in: the next compare on it pools
+    that move with its own reading, says where it came from, widens its interval made before the
+    runs against the same compare told no move (the same runs are not repeated: the width is
+    computed from the JSON's own parts), and hands the pooled move on."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import json
+
+    from test_sampled import model
+
+    cal = tmp_path / "cal.json"
+    model().to_json(cal)
+    obj = json.loads(cal.read_text())
+    obj["level_move"] = {"sd": 0.4, "df": 3, "source": "an earlier compare"}
+    cal.write_text(json.dumps(obj))
+    argv = [
+        "compare",
+        "--requests",
+        "6",
+        "--prompt-len",
+        "uniform:4,24",
+        "--output-len",
+        "uniform:2,8",
+        "--threads",
+        "1",
+        "--policy",
+        "taxi",
+        "--calibration",
+        str(cal),
+        "--repeats",
+        "2",
+        "--no-plots",
+        "--json",
+        "--no-speed-check",
+    ]
+    assert realrun_main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    move, here = got["level_move"], got["level_move_here"]
+    assert move["df"] == 4 and "stored with the calibration" in move["source"]
+    tau2 = max(0.0, here**2 - got["run_spread"]["sd"] ** 2 / 2)
+    assert move["sd"] == pytest.approx(math.sqrt((tau2 + 3 * 0.4**2) / 4), abs=1e-3)
+    assert got["level_move_next"] == move
+    (run,) = got["runs"]
+    e, sigma = run["elasticity"]["p50_e2e"], got["run_spread"]["sd"]
+    lo, hi = run["interval_one_run"]["p50_e2e"]
+    if e > 0 and (e * move["sd"]) ** 2 > (e * sigma) ** 2:
+        # the reference's term is the move's: half the log width holds at least e x tau
+        assert math.log(hi / lo) / 2 >= e * move["sd"]
+    # the calibration given was not written to
+    assert json.loads(cal.read_text())["level_move"]["source"] == "an earlier compare"

@@ -61,7 +61,15 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
             "file": args.calibration,
             **{
                 k: info.get(k)
-                for k in ("model", "version", "source", "heldout", "linear", "run_spread")
+                for k in (
+                    "model",
+                    "version",
+                    "source",
+                    "heldout",
+                    "linear",
+                    "run_spread",
+                    "level_move",
+                )
             },
         }
         notes.extend(_coverage_notes(info, workload))

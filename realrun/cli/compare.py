@@ -267,30 +267,33 @@ def stored_spread(cal_info: dict):
 
 
 def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
-    """Store the spread this compare measured from its runs' passes with the calibration it
-    profiled, so a later compare on it with one run per policy stands on this machine's spread, not
-    an assumed one. Only a calibration profiled now is written to: a given file (the course's
-    reference, say) is never touched."""
+    """Store the spread this compare measured from its runs' passes (two or more runs of a policy)
+    and the level's move from the profile to its runs with the calibration it profiled, so a later
+    compare on it with one run per policy stands on this machine's spread, not an assumed one, and
+    its interval made before the runs holds the move. Only a calibration profiled now is written to:
+    a given file (the course's reference, say) is never touched."""
     from batchsim.core.files import dumps
 
+    from ..judge.level_move import next_move
+
     spread, path = report.spread, cal_info.get("file")
-    if not fresh or spread is None or spread.df < 2 or not path:
+    spread = spread if spread is not None and spread.df >= 2 else None
+    move = next_move(report.move, report.move_here)
+    if not fresh or not path or (spread is None and move is None):
         return
+    kept = []
     try:
         obj = json.loads(Path(path).read_text())
-        obj["run_spread"] = spread.as_dict()
-        from ..judge.level_move import next_move
-
-        move = next_move(report.move, report.move_here)
+        if spread is not None:
+            obj["run_spread"] = spread.as_dict()
+            kept.append(f"this machine's run-to-run spread ({spread.sd:.1%})")
         if move is not None:
             obj["level_move"] = move.as_dict()
+            kept.append(f"the level's move from the profile to the runs ({move.sd:.1%})")
         tmp = Path(path).with_suffix(".json.tmp")
         tmp.write_text(dumps(obj))
         tmp.replace(path)
-        notes.append(
-            f"this machine's run-to-run spread ({spread.sd:.1%}) stored in {path} for later "
-            f"compares"
-        )
+        notes.append(f"{' and '.join(kept)} stored in {path} for later compares")
     except (OSError, ValueError) as e:
         notes.append(f"note: the run-to-run spread was not stored in {path}: {e}")
 

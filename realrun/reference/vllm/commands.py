@@ -95,7 +95,18 @@ def calibration(args, server, lm, setup, progress: bool = False):
             )
         return model, {
             "file": args.calibration,
-            **{k: info.get(k) for k in ("model", "version", "source", "heldout", "delivery_s")},
+            **{
+                k: info.get(k)
+                for k in (
+                    "model",
+                    "version",
+                    "source",
+                    "heldout",
+                    "delivery_s",
+                    "run_spread",
+                    "level_move",
+                )
+            },
         }
     cap = None
     if server.knobs.kv_budget_tokens is None and lm.kv_bytes_per_token:
