@@ -325,20 +325,22 @@ def coverage_lines(rows: list[HeldOut], rng: np.random.Generator | None = None) 
         )
         plain = [r for r in rows if r.inside_plain is not None]
         if plain:
-            # the same held-out runs against the intervals without the level's move
+            # the same held-out runs against the intervals without the level's move; sharpness over
+            # the same places, with and without (a sharpness scales with its half-width)
             inside = sum(r.inside_plain for r in plain)
-            sharp_plain = [
-                _median([r.half_plain / r.half_before * sb for r in rs if r.half_before > 0])
+            places = [
+                (sb, rs[0].half_plain / rs[0].half_before)
                 for rs, sb in zip(
                     _groups(rows, lambda r: (r.shape, r.policy, r.metric)).values(), sharp_b
                 )
-                if any(r.inside_plain is not None for r in rs)
+                if rs[0].half_plain is not None and rs[0].half_before > 0
             ]
             out.append(
                 f"     without the level's move ({len(plain)} runs whose interval held one): "
-                f"{inside} of {len(plain)} ({inside / len(plain):.0%}) inside, sharpness median "
-                f"{_median(sharp_plain):.2f}x; with it, "
-                f"{sum(r.inside_before for r in plain)} of {len(plain)}"
+                f"{inside} of {len(plain)} ({inside / len(plain):.0%}) inside, against "
+                f"{sum(r.inside_before for r in plain)} with it; sharpness median over those "
+                f"places {_median([sb * f for sb, f in places]):.2f}x without, "
+                f"{_median([sb for sb, _ in places]):.2f}x with it"
             )
         dfs = sorted({r.df for r in rows})
         out.append(

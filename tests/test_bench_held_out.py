@@ -269,7 +269,7 @@ def test_a_level_move_widens_the_interval_before_the_runs_and_the_table_shows_bo
     assert all(r.half_after == pytest.approx(half_a) for r in p50)
     text = "\n".join(H.coverage_lines(rows))
     assert "without the level's move (8 runs whose interval held one): 4 of 8 (50%)" in text
-    assert "with it, 8 of 8" in text
+    assert "against 8 with it" in text
     # a right interval with the move reads wider than one without
     with_move, _ = H.right_sharpness(p50, np.random.default_rng(1), draws=400)
     plain = [H.replace(r, move_sd=0.0) for r in p50]
