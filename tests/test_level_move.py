@@ -149,26 +149,9 @@ def test_a_move_stored_with_the_calibration_is_pooled_into_the_interval_before_t
     obj = json.loads(cal.read_text())
     obj["level_move"] = {"sd": 0.4, "df": 3, "source": "an earlier compare"}
     cal.write_text(json.dumps(obj))
-    argv = [
-        "compare",
-        "--requests",
-        "6",
-        "--prompt-len",
-        "uniform:4,24",
-        "--output-len",
-        "uniform:2,8",
-        "--threads",
-        "1",
-        "--policy",
-        "taxi",
-        "--calibration",
-        str(cal),
-        "--repeats",
-        "2",
-        "--no-plots",
-        "--json",
-        "--no-speed-check",
-    ]
+    flags = "--requests 6 --prompt-len uniform:4,24 --output-len uniform:2,8 --threads 1"
+    flags += " --policy taxi --repeats 2 --no-plots --json --no-speed-check"
+    argv = ["compare", *flags.split(), "--calibration", str(cal)]
     assert realrun_main(argv) == 0
     got = json.loads(capsys.readouterr().out)
     move, here = got["level_move"], got["level_move_here"]

@@ -30,6 +30,7 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
     fitted to the workload (saved whole under the output folder; ``say(text)`` prints its progress
     lines). Returns (model, calibration info). A profiled model knows each policy's own gap between
     steps; ``simulate`` picks it."""
+    from ..judge.spread import STORED
     from ..timing.profile import GRIDS, load_calibration
     from ..timing.profile import profile as run_profile
 
@@ -60,16 +61,7 @@ def calibration(args, lm, engine, setup: RunSetup, pairs, progress: bool = False
         cal_info = {
             "file": args.calibration,
             **{
-                k: info.get(k)
-                for k in (
-                    "model",
-                    "version",
-                    "source",
-                    "heldout",
-                    "linear",
-                    "run_spread",
-                    "level_move",
-                )
+                k: info.get(k) for k in ("model", "version", "source", "heldout", "linear", *STORED)
             },
         }
         notes.extend(_coverage_notes(info, workload))

@@ -230,19 +230,9 @@ def stored_move(cal_info: dict):
     unreadable)."""
     from ..judge.level_move import LevelMove
 
-    got = cal_info.get("level_move")
-    try:
-        return (
-            LevelMove(
-                float(got["sd"]),
-                f"stored with the calibration by an earlier compare: {got['source']}",
-                int(got["df"]),
-            )
-            if isinstance(got, dict)
-            else None
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
+    return _stored(
+        cal_info, "level_move", lambda got, src: LevelMove(float(got["sd"]), src, int(got["df"]))
+    )
 
 
 def stored_spread(cal_info: dict):
@@ -250,18 +240,24 @@ def stored_spread(cal_info: dict):
     unreadable)."""
     from ..judge.interval import RunSpread
 
-    got = cal_info.get("run_spread")
+    return _stored(
+        cal_info,
+        "run_spread",
+        lambda got, src: RunSpread(
+            float(got["sd"]), src, int(got.get("runs", 0)), int(got.get("df", 0))
+        ),
+    )
+
+
+def _stored(cal_info: dict, key: str, make):
+    """``make(the stored dict, its source as the report says it)`` for what an earlier compare
+    stored under ``key`` (``realrun.judge.spread.STORED``); None where there is none or it cannot
+    be read."""
+    got = cal_info.get(key)
+    if not isinstance(got, dict):
+        return None
     try:
-        return (
-            RunSpread(
-                float(got["sd"]),
-                f"stored with the calibration by an earlier compare: {got['source']}",
-                int(got.get("runs", 0)),
-                int(got.get("df", 0)),
-            )
-            if isinstance(got, dict)
-            else None
-        )
+        return make(got, f"stored with the calibration by an earlier compare: {got['source']}")
     except (KeyError, TypeError, ValueError):
         return None
 

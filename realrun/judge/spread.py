@@ -32,7 +32,11 @@ from .interval import (
 from .level_move import LevelMove, read_move
 from .row import KEYS, CompareReport
 
-__all__ = ["run_spread", "judge_rows", "metric_parts"]
+__all__ = ["run_spread", "judge_rows", "metric_parts", "STORED"]
+
+#: What a compare stores with the calibration it profiled (``realrun.cli.compare.keep_spread``) and
+#: a later compare reads back from it, on either engine: the run spread and the level's move.
+STORED = ("run_spread", "level_move")
 
 
 def metric_parts(

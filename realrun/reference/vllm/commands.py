@@ -81,6 +81,7 @@ def sim_policy(config) -> VLLMV1:
 def calibration(args, server, lm, setup, progress: bool = False):
     """(step-time model, info): ``--calibration FILE``, or vLLM profiled now on this workload's
     shapes."""
+    from ...judge.spread import STORED
     from ...timing.profile import load_calibration
     from .profile import profile_vllm
 
@@ -97,15 +98,7 @@ def calibration(args, server, lm, setup, progress: bool = False):
             "file": args.calibration,
             **{
                 k: info.get(k)
-                for k in (
-                    "model",
-                    "version",
-                    "source",
-                    "heldout",
-                    "delivery_s",
-                    "run_spread",
-                    "level_move",
-                )
+                for k in ("model", "version", "source", "heldout", "delivery_s", *STORED)
             },
         }
     cap = None
