@@ -115,6 +115,18 @@ def test_vllms_steps_are_logged_within_its_knobs(served, poisson):
     assert min(idle) >= 0.0 and sum(idle) <= st["start"][-1] - st["start"][0]
 
 
+def test_on_the_cpu_no_step_is_scheduled_before_the_one_before_it_is_done(server, lm):
+    """vLLM's CPU build does not schedule ahead (``VLLMKnobs.async_scheduling``), so its log, over
+    its synchronous scheduler, holds each step's scheduling after the previous step's output was
+    processed: the order the compare's simulated side follows."""
+    from realrun.reference.vllm.probe import Prober
+
+    assert server.knobs.device == "cpu" and not server.knobs.async_scheduling
+    steps = server.call(Prober(server, lm.vocab_size).batch, [16] * 3, 12)
+    assert len(steps) >= 12
+    assert all(b["start"] >= a["end"] for a, b in zip(steps, steps[1:]))
+
+
 def test_the_warm_up_runs_one_step_of_each_size(server, lm):
     from realrun.reference.vllm.warm import warm
 

@@ -133,3 +133,25 @@ def test_the_warm_up_covers_every_step_size_the_workload_reaches_within_the_budg
     assert warm_sizes(wl, small) == range(1, 65)
     short = knobs_for(Continuous(max_seqs=32, max_batched_tokens=512, block_size=32), "/m", 96)
     assert warm_sizes(wl, short) == range(1, 96)
+
+
+def test_vllm_schedules_ahead_only_off_the_cpu_and_the_simulated_side_follows():
+    """vLLM's CPU platform turns async scheduling off: the server logs with vLLM's synchronous
+    scheduler there, and the compare simulates the vllm-v1 flavour without scheduling ahead, with
+    the very knobs it would have had otherwise."""
+    from dataclasses import replace
+
+    from batchsim.core.config import PolicyConfig
+    from batchsim.core.policies.vllm_v1 import VLLMV1
+    from realrun.reference.vllm.commands import sim_policy
+
+    cpu = knobs_for(Continuous(max_seqs=12, max_batched_tokens=333, block_size=64), "/m", 256)
+    assert cpu.device == "cpu" and cpu.async_scheduling is False
+    assert replace(cpu, device="cuda").async_scheduling is True
+    config = PolicyConfig("continuous", max_seqs=12, max_batched_tokens=333, block_size=64)
+    ahead, now = sim_policy(config), sim_policy(config, cpu.async_scheduling)
+    assert isinstance(now, VLLMV1) and now.async_scheduling is False and ahead.async_scheduling
+    for k in ("max_seqs", "max_batched_tokens", "block_size", "chunked_prefill", "watermark"):
+        assert getattr(now, k) == getattr(ahead, k)
+    assert (now.max_seqs, now.max_batched_tokens, now.block_size) == (12, 333, 64)
+    assert repr(now) == repr(ahead).replace("async_scheduling=True", "async_scheduling=False")

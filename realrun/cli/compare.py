@@ -301,7 +301,8 @@ def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress)
         from ..reference.vllm import commands as vllm_commands
 
         pairs = [
-            (n, vllm_commands.sim_policy(c), c.build()) for n, c in zip(setup.names, setup.policies)
+            (n, vllm_commands.sim_policy(c, server.knobs.async_scheduling), c.build())
+            for n, c in zip(setup.names, setup.policies)
         ]
         step_times, cal_info = vllm_commands.calibration(
             args, server, lm, setup, wants_progress(args)

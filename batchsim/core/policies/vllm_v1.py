@@ -29,8 +29,14 @@ predict vLLM rather than an idealised vLLM:
    whose last token step k computes still holds its row and its blocks when step k+1 is
    chosen (vLLM skips it, may preempt it as the newest, and frees it when the token lands).
    When the step so chosen would run nothing, vLLM schedules afresh once step k ends, with
-   everything known. Seen in vLLM's own timestamps: without this rule, batchsim's time to
-   first token came out a fifth short at 50-85 % busy.
+   everything known. vLLM's CPU build turns it off whatever it is asked (its CPU platform's
+   own rule), and its step log shows each step scheduled after the one before was done: the
+   vLLM side of a compare on the CPU takes ``async_scheduling=False``
+   (``realrun.reference.vllm.knobs.VLLMKnobs.async_scheduling``). There, with the rule, a
+   request that arrived while a step ran was predicted 22 % slower to its first token than
+   vLLM served it; without it, 9 % faster. (A time to first token "a fifth short without the
+   rule", read on the CPU earlier, was of a server not yet warmed, whose prefill steps ran up
+   to 2.7x their price: ``realrun.reference.vllm.warm``.)
 
 ``realrun.reference.vllm.referee`` holds this flavour to vLLM's own ``Scheduler`` step by step, with
 no clock (``tests/test_vllm_referee.py``). Prefix caching is off in every run we compare.

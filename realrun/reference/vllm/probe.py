@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-__all__ = ["Prober", "durations", "span", "is_decode", "decode_times", "prefill_times", "SETTLE"]
+__all__ = ["Prober", "durations", "is_decode", "decode_times", "prefill_times", "SETTLE"]
 
 #: Decode steps let by before timing: the first steps after a batch's prefill still overlap its
 #: output's processing (async scheduling) and read slow against a served run's steady steps.
@@ -97,7 +97,12 @@ class Prober:
         self, idle: float, n_prompt: int, n_out: int
     ) -> tuple[float, float, float]:
         """(late, cold seconds, warm seconds): a request after ``idle`` asleep, then the same at
-        once."""
+        once; the seconds are each one's first step (its cycle), where the simulator puts a cold
+        start's extra (``wake_penalty`` lengthens the first pass after an idle). Timed over the
+        whole request instead, the later steps' own small extras (0.1-0.4 ms each here) were charged
+        to the first as well: the first step of a request after 5, 20 and 100 ms asleep ran 0.6,
+        1.9 and 1.8 ms slower than at once again, its whole request 1.1, 2.9 and 2.3 ms, and a
+        served run's prefills after an idle were priced 25 % above what they took."""
         self.server.clear_steps()
         # Late is counted from when the request was due, as a served request's TTFT is: the client's
         # own sleep overshoots too.
@@ -113,7 +118,7 @@ class Prober:
         late = cold[0]["start"] - due if cold else 0.0
         ends = [x["end"] for x in cold if x["end"] is not None]
         self.delivery.append(received - max(ends) if ends else 0.0)
-        return late, span(cold), span(warm)
+        return late, _first(cold), _first(warm)
 
 
 def durations(steps: list[dict]) -> list[tuple[dict, float]]:
@@ -128,9 +133,10 @@ def durations(steps: list[dict]) -> list[tuple[dict, float]]:
     return out
 
 
-def span(steps: list[dict]) -> float:
-    ends = [s["end"] for s in steps if s["end"] is not None]
-    return (max(ends) - steps[0]["start"]) if ends else 0.0
+def _first(steps: list[dict]) -> float:
+    """The first step's cycle (0 where none ended)."""
+    got = durations(steps)
+    return got[0][1] if got else 0.0
 
 
 def is_decode(row) -> bool:

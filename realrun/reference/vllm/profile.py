@@ -14,7 +14,8 @@ each step's shape and duration from vLLM's step log (``steplog``):
 - **mixed steps**: a prompt arriving while rows decode, so one step runs both: the time
   it saves against its two halves timed apart is what they share (``fused_shared``);
 - **waking**: a short request after the engine sat idle (1 ms to 100 ms), against the
-  same request at once again: how late its step starts and how much slower it runs;
+  same request at once again: how late its step starts and how much slower its first step runs
+  (the pass the simulator lengthens after an idle);
 - **delivery**: how long after a step's end its output reaches the client;
 - **the spread**: each point's timings kept as quantiles of time / mean, consecutive decode
   steps' correlation, and a few seconds of one-row decode steps for the machine's slow drift

@@ -134,9 +134,12 @@ class VLLMServer:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        # The log over the scheduler vLLM itself would run: its async one where it schedules ahead,
+        # its synchronous one on the CPU, where it does not (VLLMKnobs.async_scheduling).
+        log = "StepLogScheduler" if self.knobs.async_scheduling else "StepLogSyncScheduler"
         args = AsyncEngineArgs(
             **self.knobs.engine_args(),
-            scheduler_cls="realrun.reference.vllm.steplog.StepLogScheduler",
+            scheduler_cls=f"realrun.reference.vllm.steplog.{log}",
         )
         return AsyncLLM.from_engine_args(args)
 
