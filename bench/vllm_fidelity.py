@@ -317,6 +317,19 @@ def main(argv=None) -> int:
         for k in GOALS:
             if err.get(k) is not None and 0.5 <= busy <= 0.85:
                 worst[k] = max(worst[k], abs(err[k]))
+    # The same errors with the prediction made again at the level the runs' own passes read (after
+    # the runs: the machine's level out, the model's error left), where a moved machine hides how
+    # the model does: a metric that stays off here is the model's.
+    at = [(name, run.get("error_pct_at_passes")) for name, *_, run in rows]
+    if any(e for _, e in at):
+        print("\nat the level the runs' own passes read (made after the runs):")
+        for name, err in at:
+            if err:
+                cells = " ".join(
+                    f"{err[c]:+11.1f}%" if err.get(c) is not None else f"{'-':>12s}"
+                    for c in COLUMNS
+                )
+                print(f"{name:8s} {'':5s} {cells}")
     print()
     print(_verdicts(rows))
     print()
