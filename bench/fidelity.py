@@ -74,7 +74,6 @@ from realrun.clock.runner import limits_for, run_real
 from realrun.engine.engine import Engine
 from realrun.engine.model import load_model
 from realrun.judge.compare import COMPARE_METRICS, compare_policies, error_pct, predict_runs
-from realrun.judge.level_move import next_move
 from realrun.judge.verdict import band_of, median_summary
 from realrun.timing.canary import Canary
 from realrun.timing.drift import load_warning, recheck
@@ -304,7 +303,7 @@ def _shape(
         canary=Canary(engine, model),
         stored_move=moves[0],
     )
-    moves[0] = next_move(report.move, report.move_here)
+    moves[0] = report.move_next
     if report.move_here is not None:
         print(
             f"the runs' passes read {np.exp(report.move_here):.3f}x the profile's prices (the "

@@ -270,11 +270,9 @@ def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
     a given file (the course's reference, say) is never touched."""
     from batchsim.core.files import dumps
 
-    from ..judge.level_move import next_move
-
     spread, path = report.spread, cal_info.get("file")
     spread = spread if spread is not None and spread.df >= 2 else None
-    move = next_move(report.move, report.move_here)
+    move = report.move_next
     if not fresh or not path or (spread is None and move is None):
         return
     kept = []
@@ -291,7 +289,7 @@ def keep_spread(report, cal_info: dict, fresh: bool, notes: list[str]) -> None:
         tmp.replace(path)
         notes.append(f"{' and '.join(kept)} stored in {path} for later compares")
     except (OSError, ValueError) as e:
-        notes.append(f"note: the run-to-run spread was not stored in {path}: {e}")
+        notes.append(f"note: the run spread and the level's move were not stored in {path}: {e}")
 
 
 def _sides(args: argparse.Namespace, setup: RunSetup, lm, server, say: Progress):

@@ -14,7 +14,6 @@ from pathlib import Path
 from batchsim.core.files import Staging, dumps
 
 from ..judge.bottom_line import verdict_dict, verdict_line
-from ..judge.level_move import next_move
 from ..judge.row import CompareReport
 from .engines import all_rejected, load_line, memory_line, printable, stopped_code
 from .run_setup import RunSetup, rejection_lines, stage_outputs, write_outputs
@@ -148,7 +147,7 @@ def _as_json(
         # machine should be given (--level-move SD:DF)
         "level_move": report.move.as_dict() if report.move is not None else None,
         "level_move_here": None if report.move_here is None else round(report.move_here, 4),
-        "level_move_next": _as_dict(next_move(report.move, report.move_here)),
+        "level_move_next": _as_dict(report.move_next),
         "metric_spread": {
             k: (None if v is None else {"sd": round(v[0], 4), "df": v[1]})
             for k, v in report.metric_sd.items()

@@ -15,7 +15,7 @@ from ..timing.pass_level import PassLevel
 from .decompose import Decomposition
 from .equivalence import Judgement, judge
 from .interval import RunSpread, interval_for
-from .level_move import LevelMove
+from .level_move import LevelMove, next_move
 from .verdict import TARGETS, noise_pct
 
 __all__ = ["COMPARE_METRICS", "CompareRow", "CompareReport", "error_pct", "KEYS", "THROUGHPUT"]
@@ -320,3 +320,9 @@ class CompareReport:
     machine_level: PassLevel | None = (
         None  # every policy's passes pooled (realrun.timing.pass_level.machine_level)
     )
+
+    @property
+    def move_next(self) -> LevelMove | None:
+        """What a later compare on this machine should start from (``level_move.next_move``): the
+        move the intervals used, else this compare's own reading."""
+        return next_move(self.move, self.move_here)
